@@ -1,0 +1,209 @@
+/*
+ * http1.h -- ringproxy's HTTP/1.1 codec (RFC 9110, RFC 9112): strict,
+ * incremental, allocation-free. Parses request and response heads in place
+ * (every field is a slice of the caller's buffer), decides the body framing
+ * and connection handling once, walks chunked bodies as they stream, and
+ * writes heads back out as an iovec gather of slices plus a few generated
+ * lines.
+ *
+ * Pure: no I/O, no allocation, no globals that change. Any thread may call
+ * any function; a struct belongs to the one connection that uses it.
+ */
+#ifndef RINGPROXY_HTTP1_H
+#define RINGPROXY_HTTP1_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+/* A slice of the parse buffer. Valid while that buffer is unchanged. */
+struct http1_str {
+	const char *p;
+	size_t len;
+};
+
+enum http1_method {
+	HTTP1_M_OTHER = 0,      /* a valid token we do not know: forwarded */
+	HTTP1_M_GET,
+	HTTP1_M_HEAD,
+	HTTP1_M_POST,
+	HTTP1_M_PUT,
+	HTTP1_M_DELETE,
+	HTTP1_M_OPTIONS,
+	HTTP1_M_PATCH,
+	HTTP1_M_TRACE,
+	HTTP1_M_CONNECT,
+};
+
+enum http1_framing {
+	HTTP1_BODY_NONE = 0,    /* no body (or a response that cannot have one) */
+	HTTP1_BODY_LENGTH,      /* Content-Length: content_length bytes */
+	HTTP1_BODY_CHUNKED,     /* Transfer-Encoding ending in chunked */
+	HTTP1_BODY_CLOSE,       /* response only: read until the peer closes */
+};
+
+/* Header flags, set by the parser. */
+#define HTTP1_HDR_HOP      0x01u  /* hop-by-hop: never forwarded */
+#define HTTP1_HDR_FRAMING  0x02u  /* Content-Length / Transfer-Encoding:
+				     the writer emits its own canonical line */
+#define HTTP1_HDR_XFF      0x04u  /* X-Forwarded-For: merged by the writer */
+#define HTTP1_HDR_GENERATED 0x08u /* X-Forwarded-Proto, Via: replaced by
+				     the writer's own (Via is appended to) */
+
+struct http1_header {
+	struct http1_str name;
+	struct http1_str value;     /* leading/trailing OWS trimmed */
+	unsigned flags;
+};
+
+struct http1_limits {
+	size_t max_head;            /* bytes of request/status line + headers,
+				       final CRLF included; over it: 431 */
+	unsigned max_headers;       /* header lines; over it: 431 */
+};
+
+/* One parsed message head. Zero it with http1_msg_init() before the first
+ * parse call of each message; keep it across "need more" calls so the
+ * parser resumes its scan where it stopped. */
+struct http1_msg {
+	/* request line */
+	struct http1_str method;
+	enum http1_method method_id;
+	struct http1_str target;    /* exactly as sent */
+	struct http1_str path;      /* origin-form path ("/a/b"); for
+				       absolute-form the path part (host is
+				       ignored); "*" for asterisk-form */
+	struct http1_str query;     /* after '?', '?' excluded */
+	bool has_query;             /* a '?' was present (query may be "") */
+
+	/* status line (responses) */
+	int status;
+	struct http1_str reason;
+
+	int minor;                  /* HTTP/1.minor: 0 or 1 */
+
+	struct http1_header *headers; /* the caller's array (see parse) */
+	unsigned nheaders;
+
+	/* decided once for the proxy */
+	enum http1_framing framing;
+	uint64_t content_length;    /* when framing == HTTP1_BODY_LENGTH */
+	bool keep_alive;            /* the connection may carry another message
+				       after this one (version + Connection) */
+	bool expect_continue;       /* request: Expect: 100-continue */
+	bool upgrade;               /* Connection: upgrade + Upgrade present */
+	struct http1_str host;      /* Host header value (requests), len 0 if none */
+
+	size_t head_len;            /* bytes of the head, once complete */
+	const char *error;          /* static text describing a parse error */
+
+	size_t scan_;               /* private: resume point of the head scan */
+};
+
+void http1_msg_init(struct http1_msg *m);
+
+/*
+ * Parse a request head at buf[0..len). hdrs is the caller's array with room
+ * for lim->max_headers entries; m->headers points to it afterwards.
+ * Returns the head length (> 0) once the head is complete and valid,
+ * 0 if more bytes are needed, or a negative HTTP status for an invalid
+ * request: -400, -405 (CONNECT / authority-form), -431 (head too large,
+ * too many headers), -501 (Transfer-Encoding other than chunked),
+ * -505 (version other than 1.0/1.1). m->error then says why.
+ * Bytes after the head (body, pipelined requests) are not looked at.
+ */
+ssize_t http1_parse_request(struct http1_msg *m, struct http1_header *hdrs,
+			    const char *buf, size_t len,
+			    const struct http1_limits *lim);
+
+/*
+ * Parse a response head. method_id is the request's method: a response to
+ * HEAD, and any 1xx, 204 or 304, has no body whatever its headers say.
+ * Returns > 0 (head length), 0 (need more) or -502 for an invalid response
+ * (m->error says why).
+ */
+ssize_t http1_parse_response(struct http1_msg *m, struct http1_header *hdrs,
+			     const char *buf, size_t len,
+			     const struct http1_limits *lim,
+			     enum http1_method method_id);
+
+/* Chunked body walker (RFC 9112 section 7.1), streaming: state survives
+ * between calls, any split of the input gives the same result. */
+struct http1_chunked {
+	int state;
+	uint64_t left;              /* bytes left in the current chunk data */
+	unsigned ndigits;
+	bool done;                  /* the last chunk and trailers were seen */
+	size_t trailer_bytes;       /* bounded: trailers over max -> error */
+	const char *error;
+};
+
+void http1_chunked_init(struct http1_chunked *c);
+
+/* Pass-through: how many bytes of buf[0..len) belong to this chunked body
+ * (framing included), to be relayed unchanged. Stops at the end of the
+ * message (c->done), leaving later bytes (a pipelined message) alone.
+ * Returns that count, or -1 on a framing error (c->error). */
+ssize_t http1_chunked_scan(struct http1_chunked *c, const char *buf, size_t len);
+
+/* Decoding: consumes bytes from buf[0..len) up to and including at most one
+ * run of chunk data and reports that run as buf[*data_off .. +*data_len)
+ * (*data_len = 0 when the consumed bytes were framing only). Returns the
+ * bytes consumed (0 = need more), or -1 on a framing error. */
+ssize_t http1_chunked_decode(struct http1_chunked *c, const char *buf,
+			     size_t len, size_t *data_off, size_t *data_len);
+
+/* What the proxy adds to a request head it forwards. */
+struct http1_fwd_req {
+	struct http1_str prefix;    /* backend URL path prefix, "" for none;
+				       no trailing '/' */
+	struct http1_str client_ip; /* appended to X-Forwarded-For */
+	struct http1_str proto;     /* X-Forwarded-Proto value, e.g. "http" */
+	struct http1_str via;       /* Via entry, e.g. "1.1 ringproxy" */
+};
+
+/* What the proxy adds to a response head it relays. */
+struct http1_fwd_resp {
+	struct http1_str backend_hdr;  /* e.g. "X-Ringproxy-Backend"; len 0: none */
+	struct http1_str backend_name;
+	struct http1_str via;
+	bool close;                 /* announce Connection: close */
+	bool keep_alive_10;         /* HTTP/1.0 client kept alive: announce
+				       Connection: keep-alive */
+	bool dechunk;               /* body will be sent decoded until close:
+				       no Transfer-Encoding line */
+};
+
+/*
+ * Writers: fill iov[0..iovmax) with the head, slices of the parsed buffer
+ * interleaved with generated bytes placed in scratch[0..scratchlen).
+ * Hop-by-hop and framing headers of m are dropped; the writer emits one
+ * canonical framing line (Content-Length: N or Transfer-Encoding: chunked).
+ * The request line is always "METHOD PREFIX+PATH[?QUERY] HTTP/1.1"; the
+ * status line "HTTP/1.1 STATUS REASON". Returns the iov count, or -1 when
+ * iov or scratch is too small.
+ */
+int http1_write_request(const struct http1_msg *m, const struct http1_fwd_req *f,
+			struct iovec *iov, int iovmax, char *scratch,
+			size_t scratchlen);
+int http1_write_response(const struct http1_msg *m, const struct http1_fwd_resp *f,
+			 struct iovec *iov, int iovmax, char *scratch,
+			 size_t scratchlen);
+
+/* A complete small response generated by the proxy itself (errors, 100
+ * Continue excluded): status line, Content-Type: text/plain, Content-Length,
+ * Connection: close when close, extra (already CRLF-terminated header lines
+ * or ""), then body. Returns bytes written to out, or -1 if it does not fit. */
+ssize_t http1_write_simple(char *out, size_t outlen, int status, bool close,
+			   const char *extra, const char *body, size_t bodylen);
+
+/* Reason phrase for a status code ("Bad Gateway"), "Unknown" if none. */
+const char *http1_reason(int status);
+
+/* Case-insensitive compare of a slice with a NUL-terminated lowercase
+ * literal. */
+bool http1_str_ieq(struct http1_str s, const char *lower);
+
+#endif

@@ -1,0 +1,25 @@
+/*
+ * log.h -- leveled logging to stderr, one write(2) per line so lines from
+ * several threads never interleave. Any thread may call. Not for the
+ * request path's steady state: only for events (errors, reloads, starts).
+ */
+#ifndef RINGPROXY_LOG_H
+#define RINGPROXY_LOG_H
+
+enum log_level { LOG_ERROR = 0, LOG_WARN, LOG_INFO, LOG_DEBUG };
+
+/* Messages above level are dropped. Default LOG_INFO. */
+void log_set_level(enum log_level level);
+enum log_level log_get_level(void);
+/* Parse "error", "warn", "info", "debug"; -1 if unknown. */
+int log_level_parse(const char *s);
+
+__attribute__((format(printf, 2, 3)))
+void log_msg(enum log_level level, const char *fmt, ...);
+
+#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+#define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)
+#define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)
+#define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,106 @@
+/*
+ * ring.h -- the consistent-hash ring (Karger et al. 1997) in the fixed scheme
+ * of ARCHITECTURE.md: a backend NAME with round(vnodes * weight) points, point
+ * i at MD5("NAME#i") read big-endian (first 8 bytes), a key at MD5(key), the
+ * owner being the first point at or after the key, wrapping.
+ *
+ * Pure: no I/O, no globals, no locks. A built ring is immutable and may be
+ * read by any number of threads at once.
+ */
+#ifndef RINGPROXY_RING_H
+#define RINGPROXY_RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Upper bounds. A config that would exceed them is refused at build time
+ * with a clear message instead of eating memory: 2^21 points is 32 MiB. */
+#define RING_MAX_POINTS   (1u << 21)
+#define RING_MAX_BACKENDS 4096u
+
+/* What the ring needs to know of a backend. name is borrowed for the
+ * duration of ring_build() only (the ring keeps its own copy). */
+struct ring_member {
+	const char *name;
+	double weight;          /* >= 0; 0 = listed, drained, no points */
+};
+
+/* One point on the ring: its position and the index of its backend in the
+ * member array the ring was built from. */
+struct ring_point {
+	uint64_t pos;
+	uint32_t backend;
+};
+
+struct ring {
+	struct ring_point *points;  /* sorted by (pos, backend name) */
+	size_t npoints;
+	size_t nbackends;
+	char **names;               /* nbackends copies, same order as members */
+	double *weights;
+	uint32_t *npoints_of;       /* points per backend */
+	unsigned vnodes;
+};
+
+/* The position of a key: first 8 bytes of MD5(key) read big-endian.
+ * Thread-safe; allocation-free after the first call on each thread. */
+uint64_t ring_hash(const void *key, size_t len);
+
+/* The number of points a backend of weight w gets: round(vnodes * w). */
+uint32_t ring_points_for(unsigned vnodes, double weight);
+
+/* Build a ring from n members. Returns NULL on error with a message in err
+ * (e.g. "ring would have 3000000 points, more than the limit of 2097152;
+ * lower vnodes or the weights"). The caller owns the result: ring_free(). */
+struct ring *ring_build(const struct ring_member *members, size_t n,
+			unsigned vnodes, char *err, size_t errlen);
+void ring_free(struct ring *r);
+
+/* Index into r->points of the owner point for position pos, or -1 when the
+ * ring has no points (every backend drained). O(log npoints). */
+long ring_lookup_point(const struct ring *r, uint64_t pos);
+
+/* Backend index owning pos, or -1 when the ring has no points. */
+int ring_lookup(const struct ring *r, uint64_t pos);
+
+/* A clockwise walk from a key yielding each distinct backend once, owner
+ * first. Lives on the caller's stack; no allocation. */
+struct ring_walk {
+	const struct ring *ring;
+	long start;             /* index of the owner point, -1 = empty ring */
+	size_t step;            /* points visited so far */
+	uint32_t yielded;       /* distinct backends yielded so far */
+	uint64_t seen[RING_MAX_BACKENDS / 64];
+};
+
+void ring_walk_init(struct ring_walk *w, const struct ring *r, uint64_t pos);
+/* Next distinct backend index, or -1 once every backend with points has
+ * been yielded. */
+int ring_walk_next(struct ring_walk *w);
+
+/* Each backend's exact share of the 2^64 keyspace: the sum of the arcs
+ * (previous point, own point] it owns. share[i] for i < r->nbackends, each
+ * in [0, 1], summing to 1 (or all 0 for an empty ring). A single point owns
+ * the whole circle. Exact up to the final conversion to double. */
+void ring_shares(const struct ring *r, double *share);
+
+/* Movement between two rings whose backends are matched by name. */
+struct ring_flow {
+	const char *from;       /* name in a (borrowed from the ring) */
+	const char *to;         /* name in b */
+	double share;           /* fraction of the keyspace */
+};
+
+struct ring_diff {
+	double moved_share;     /* fraction of the keyspace whose owner changes */
+	struct ring_flow *flows;/* sorted by share, largest first */
+	size_t nflows;
+};
+
+/* Exact diff: sweeps the union of both rings' boundaries. Returns 0, or -1
+ * on allocation failure. The caller frees with ring_diff_free(). Rings with
+ * no points: every key of the other ring counts as moved to/from "" (none). */
+int ring_diff(const struct ring *a, const struct ring *b, struct ring_diff *d);
+void ring_diff_free(struct ring_diff *d);
+
+#endif

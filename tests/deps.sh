@@ -1,0 +1,26 @@
+#!/bin/bash
+# tests/deps.sh -- install the Debian 12 packages ringproxy needs to build,
+# test, demo and benchmark. Only what is missing is installed; safe to rerun.
+# Usage: bash tests/deps.sh [build|bench]   (default: build)
+set -euo pipefail
+
+want=(gcc libc6-dev meson ninja-build pkg-config libevent-dev libssl-dev
+      libinih-dev libcurl4-openssl-dev python3 curl clang libclang-rt-14-dev
+      procps iproute2)
+if [ "${1:-build}" = bench ]; then
+	want+=(haproxy nginx-light wrk)
+fi
+
+missing=()
+for p in "${want[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+		missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=()
+[ "$(id -u)" -eq 0 ] || sudo=(sudo)
+echo "installing: ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

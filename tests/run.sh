@@ -1,0 +1,27 @@
+#!/bin/bash
+# tests/run.sh -- the whole test suite from a fresh Debian 12 machine:
+# installs what is missing, builds with ASan+UBSan (gcc) and runs every
+# suite; then builds the libFuzzer targets with clang and runs each for a
+# bounded time. Exit status: 0 only if everything passed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash tests/deps.sh build
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+if [ ! -d build-asan ]; then
+	meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
+		-Dfuzz=disabled >/dev/null
+fi
+ninja -C build-asan
+meson test -C build-asan --print-errorlogs --num-processes 2
+
+if command -v clang >/dev/null; then
+	if [ ! -d build-fuzz ]; then
+		CC=clang meson setup build-fuzz -Dfuzz=enabled >/dev/null
+	fi
+	ninja -C build-fuzz
+	meson test -C build-fuzz --suite fuzz --print-errorlogs
+fi
