@@ -40,6 +40,8 @@ struct ring {
 	double *weights;
 	uint32_t *npoints_of;       /* points per backend */
 	unsigned vnodes;
+	uint32_t nactive;           /* backends with at least one point: the
+				     * walk stops after yielding this many */
 };
 
 /* The position of a key: first 8 bytes of MD5(key) read big-endian.
@@ -49,7 +51,9 @@ uint64_t ring_hash(const void *key, size_t len);
 /* The number of points a backend of weight w gets: round(vnodes * w). */
 uint32_t ring_points_for(unsigned vnodes, double weight);
 
-/* Build a ring from n members. Returns NULL on error with a message in err
+/* Build a ring from n members. Names must be non-empty and distinct (the
+ * name is the identity); weights finite and >= 0. vnodes 0 (or all weights
+ * 0) gives a ring without points. Returns NULL on error with a message in err
  * (e.g. "ring would have 3000000 points, more than the limit of 2097152;
  * lower vnodes or the weights"). The caller owns the result: ring_free(). */
 struct ring *ring_build(const struct ring_member *members, size_t n,

@@ -1,0 +1,662 @@
+/*
+ * ring.c -- the consistent-hash ring of Karger et al. 1997 ("Consistent
+ * hashing and random trees", STOC '97) in the fixed scheme of ARCHITECTURE.md:
+ * points, build, lookup, the distinct clockwise walk, exact arc shares and the
+ * exact diff between two rings.
+ *
+ * Pure: no I/O and no shared mutable state. The only per-thread state is the
+ * MD5 digest and context that ring_hash() reuses so that hashing a request
+ * key allocates nothing; they are freed when the thread exits. A built ring
+ * is immutable, so any thread may read it. ring_build() and ring_diff() run
+ * on the main thread (config load, `ringproxy plan`); lookups and walks run
+ * on the workers.
+ */
+#include "ring.h"
+
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+/* Arc lengths reach 2^64 (one point owns the whole circle), so sums are
+ * kept in 128 bits and only the final ratio is rounded to a double. */
+__extension__ typedef unsigned __int128 ring_u128;
+
+/* ------------------------------------------------------------------ */
+/* MD5 per thread                                                      */
+
+/* The fetched digest and a context to reuse: fetching costs a lookup in
+ * the provider store and a context costs a malloc, neither of which a
+ * request should pay for. */
+struct ring_md5 {
+	EVP_MD *md;
+	EVP_MD_CTX *ctx;
+};
+
+static _Thread_local struct ring_md5 *ring_md5_cur;
+static pthread_key_t ring_md5_key;
+static pthread_once_t ring_md5_once = PTHREAD_ONCE_INIT;
+static int ring_md5_key_ok;
+
+/* Runs at thread exit (pthread key destructor) so a worker's context does
+ * not outlive it; the main thread's stays reachable through its TLS. */
+static void ring_md5_free(void *p)
+{
+	struct ring_md5 *m = p;
+
+	if (m == NULL)
+		return;
+	EVP_MD_CTX_free(m->ctx);
+	EVP_MD_free(m->md);
+	free(m);
+}
+
+static void ring_md5_key_init(void)
+{
+	ring_md5_key_ok = pthread_key_create(&ring_md5_key, ring_md5_free) == 0;
+}
+
+/* This thread's digest state, created on first use; NULL when OpenSSL
+ * has no MD5 (a FIPS-only provider configuration) or memory ran out. */
+static struct ring_md5 *ring_md5_get(void)
+{
+	struct ring_md5 *m = ring_md5_cur;
+
+	if (m != NULL)
+		goto out;
+	pthread_once(&ring_md5_once, ring_md5_key_init);
+	m = calloc(1, sizeof(*m));
+	if (m == NULL)
+		goto out;
+	m->md = EVP_MD_fetch(NULL, "MD5", NULL);
+	m->ctx = EVP_MD_CTX_new();
+	if (m->md == NULL || m->ctx == NULL ||
+	    (ring_md5_key_ok && pthread_setspecific(ring_md5_key, m) != 0)) {
+		ring_md5_free(m);
+		m = NULL;
+		goto out;
+	}
+	ring_md5_cur = m;
+out:
+	return m;
+}
+
+/* MD5 of a followed by b, first 8 bytes big-endian. Two parts so that the
+ * point string "NAME#i" needs no buffer of its own. Returns 0 / -1. */
+static int ring_digest(const void *a, size_t alen, const void *b, size_t blen,
+		       uint64_t *pos)
+{
+	struct ring_md5 *m = ring_md5_get();
+	unsigned char d[EVP_MAX_MD_SIZE];
+	unsigned int dlen = 0;
+	uint64_t v = 0;
+	int rc = -1;
+
+	if (m == NULL)
+		goto out;
+	if (!EVP_DigestInit_ex2(m->ctx, m->md, NULL) ||
+	    !EVP_DigestUpdate(m->ctx, a, alen) ||
+	    (blen > 0 && !EVP_DigestUpdate(m->ctx, b, blen)) ||
+	    !EVP_DigestFinal_ex(m->ctx, d, &dlen) || dlen < 8)
+		goto out;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | d[i];
+	*pos = v;
+	rc = 0;
+out:
+	return rc;
+}
+
+uint64_t ring_hash(const void *key, size_t len)
+{
+	uint64_t pos = 0;
+
+	/* ring_build() has already hashed on some thread, so failing here
+	 * means the library broke under us: a broken invariant, not bad
+	 * input, and routing keys to a made-up position would be worse. */
+	if (ring_digest(key, len, NULL, 0, &pos) != 0)
+		abort();
+	return pos;
+}
+
+/* ------------------------------------------------------------------ */
+/* Build                                                               */
+
+uint32_t ring_points_for(unsigned vnodes, double weight)
+{
+	double x = (double)vnodes * weight;
+	uint32_t n = 0;
+
+	/* !(x > 0) also catches NaN. Past UINT32_MAX we saturate: such a
+	 * ring is refused by ring_build() anyway. round() is half away from
+	 * zero, the rounding the scheme's published figures use. */
+	if (!(x > 0))
+		goto out;
+	if (x >= (double)UINT32_MAX) {
+		n = UINT32_MAX;
+		goto out;
+	}
+	n = (uint32_t)round(x);
+out:
+	return n;
+}
+
+/* Sort record: rank is the backend's place in name order, so comparing
+ * ranks breaks position ties by name without a strcmp per comparison. */
+struct ring_sortpt {
+	uint64_t pos;
+	uint32_t rank;
+	uint32_t backend;
+};
+
+static int ring_sortpt_cmp(const void *x, const void *y)
+{
+	const struct ring_sortpt *a = x, *b = y;
+
+	if (a->pos != b->pos)
+		return a->pos < b->pos ? -1 : 1;
+	if (a->rank != b->rank)
+		return a->rank < b->rank ? -1 : 1;
+	return 0;
+}
+
+/* Sort indices into a name array; qsort has no context argument, so the
+ * names travel with the index. */
+struct ring_byname {
+	const char *name;
+	uint32_t idx;
+};
+
+static int ring_byname_cmp(const void *x, const void *y)
+{
+	const struct ring_byname *a = x, *b = y;
+
+	return strcmp(a->name, b->name);
+}
+
+/* The n names sorted, for ranks (build) and matching by name (diff).
+ * Caller frees. */
+static struct ring_byname *ring_byname_new(char *const *names, size_t n)
+{
+	struct ring_byname *v = malloc((n ? n : 1) * sizeof(*v));
+
+	if (v == NULL)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		v[i].name = names[i];
+		v[i].idx = (uint32_t)i;
+	}
+	qsort(v, n, sizeof(*v), ring_byname_cmp);
+out:
+	return v;
+}
+
+void ring_free(struct ring *r)
+{
+	if (r == NULL)
+		return;
+	if (r->names != NULL)
+		for (size_t i = 0; i < r->nbackends; i++)
+			free(r->names[i]);
+	free(r->names);
+	free(r->weights);
+	free(r->npoints_of);
+	free(r->points);
+	free(r);
+}
+
+/* Check the members and copy names and weights into r. */
+static int ring_build_members(struct ring *r, const struct ring_member *m,
+			      size_t n, char *err, size_t errlen)
+{
+	uint64_t total = 0;
+	int rc = -1;
+
+	for (size_t i = 0; i < n; i++) {
+		if (m[i].name == NULL || m[i].name[0] == '\0') {
+			snprintf(err, errlen, "backend %zu has no name; "
+				 "give every backend a name", i);
+			goto out;
+		}
+		if (!isfinite(m[i].weight) || m[i].weight < 0) {
+			snprintf(err, errlen, "backend %s: weight %g is not a "
+				 "finite number >= 0; use 0 to drain it",
+				 m[i].name, m[i].weight);
+			goto out;
+		}
+		r->names[i] = strdup(m[i].name);
+		if (r->names[i] == NULL) {
+			snprintf(err, errlen, "out of memory");
+			goto out;
+		}
+		r->nbackends = i + 1;
+		r->weights[i] = m[i].weight;
+		r->npoints_of[i] = ring_points_for(r->vnodes, m[i].weight);
+		total += r->npoints_of[i];
+		if (r->npoints_of[i] > 0)
+			r->nactive++;
+	}
+	if (total > RING_MAX_POINTS) {
+		snprintf(err, errlen, "ring would have %llu points, more than "
+			 "the limit of %u; lower vnodes or the weights",
+			 (unsigned long long)total, RING_MAX_POINTS);
+		goto out;
+	}
+	r->npoints = (size_t)total;
+	rc = 0;
+out:
+	return rc;
+}
+
+/* Hash every point, then sort by (pos, name). */
+static int ring_build_points(struct ring *r, char *err, size_t errlen)
+{
+	struct ring_byname *byname = NULL;
+	struct ring_sortpt *sp = NULL;
+	uint32_t *rank = NULL;
+	size_t k = 0;
+	int rc = -1;
+
+	byname = ring_byname_new(r->names, r->nbackends);
+	rank = malloc((r->nbackends ? r->nbackends : 1) * sizeof(*rank));
+	sp = malloc((r->npoints ? r->npoints : 1) * sizeof(*sp));
+	r->points = malloc((r->npoints ? r->npoints : 1) * sizeof(*r->points));
+	if (byname == NULL || rank == NULL || sp == NULL || r->points == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < r->nbackends; i++) {
+		/* Identity is the name: two backends of one name would be
+		 * one set of points counted twice. */
+		if (i > 0 && strcmp(byname[i - 1].name, byname[i].name) == 0) {
+			snprintf(err, errlen, "backend %s is listed twice; "
+				 "give each backend its own name",
+				 byname[i].name);
+			goto out;
+		}
+		rank[byname[i].idx] = (uint32_t)i;
+	}
+	for (size_t b = 0; b < r->nbackends; b++) {
+		size_t nlen = strlen(r->names[b]);
+
+		for (uint32_t i = 0; i < r->npoints_of[b]; i++) {
+			char suffix[16];
+			int slen = snprintf(suffix, sizeof(suffix), "#%u", i);
+
+			if (ring_digest(r->names[b], nlen, suffix, (size_t)slen,
+					&sp[k].pos) != 0) {
+				snprintf(err, errlen, "MD5 is not available "
+					 "from OpenSSL; enable the default "
+					 "provider (not FIPS-only)");
+				goto out;
+			}
+			sp[k].rank = rank[b];
+			sp[k].backend = (uint32_t)b;
+			k++;
+		}
+	}
+	qsort(sp, r->npoints, sizeof(*sp), ring_sortpt_cmp);
+	for (size_t i = 0; i < r->npoints; i++) {
+		r->points[i].pos = sp[i].pos;
+		r->points[i].backend = sp[i].backend;
+	}
+	rc = 0;
+out:
+	free(sp);
+	free(rank);
+	free(byname);
+	return rc;
+}
+
+struct ring *ring_build(const struct ring_member *members, size_t n,
+			unsigned vnodes, char *err, size_t errlen)
+{
+	struct ring *r = NULL;
+	size_t cap = n ? n : 1;
+
+	if (n > RING_MAX_BACKENDS) {
+		snprintf(err, errlen, "%zu backends, more than the limit of %u; "
+			 "split the tier", n, RING_MAX_BACKENDS);
+		goto fail;
+	}
+	r = calloc(1, sizeof(*r));
+	if (r == NULL)
+		goto nomem;
+	r->vnodes = vnodes;
+	r->names = calloc(cap, sizeof(*r->names));
+	r->weights = calloc(cap, sizeof(*r->weights));
+	r->npoints_of = calloc(cap, sizeof(*r->npoints_of));
+	if (r->names == NULL || r->weights == NULL || r->npoints_of == NULL)
+		goto nomem;
+	if (ring_build_members(r, members, n, err, errlen) != 0 ||
+	    ring_build_points(r, err, errlen) != 0)
+		goto fail;
+	goto out;
+nomem:
+	snprintf(err, errlen, "out of memory");
+fail:
+	ring_free(r);
+	r = NULL;
+out:
+	return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Lookup and walk                                                     */
+
+long ring_lookup_point(const struct ring *r, uint64_t pos)
+{
+	const struct ring_point *p = r->points;
+	size_t base = 0, len = r->npoints;
+
+	if (len == 0)
+		return -1;
+	/* Branch-free lower bound: the loads of a 160k-point ring miss the
+	 * cache anyway, a mispredicted branch per level would add to it. */
+	while (len > 1) {
+		size_t half = len / 2;
+
+		base += p[base + half - 1].pos < pos ? half : 0;
+		len -= half;
+	}
+	base += p[base].pos < pos;
+	/* Past the last point the circle wraps to the first. */
+	return base == r->npoints ? 0 : (long)base;
+}
+
+int ring_lookup(const struct ring *r, uint64_t pos)
+{
+	long i = ring_lookup_point(r, pos);
+
+	return i < 0 ? -1 : (int)r->points[i].backend;
+}
+
+void ring_walk_init(struct ring_walk *w, const struct ring *r, uint64_t pos)
+{
+	w->ring = r;
+	w->start = ring_lookup_point(r, pos);
+	w->step = 0;
+	w->yielded = 0;
+	/* Only the words that can hold a bit of this ring need clearing. */
+	memset(w->seen, 0, (r->nbackends + 63) / 64 * sizeof(w->seen[0]));
+}
+
+int ring_walk_next(struct ring_walk *w)
+{
+	const struct ring *r = w->ring;
+	int b = -1;
+
+	if (w->start < 0 || w->yielded >= r->nactive)
+		goto out;
+	while (w->step < r->npoints) {
+		size_t i = (size_t)w->start + w->step++;
+		uint32_t c;
+
+		if (i >= r->npoints)
+			i -= r->npoints;
+		c = r->points[i].backend;
+		if (w->seen[c / 64] & (UINT64_C(1) << (c % 64)))
+			continue;
+		w->seen[c / 64] |= UINT64_C(1) << (c % 64);
+		w->yielded++;
+		b = (int)c;
+		break;
+	}
+out:
+	return b;
+}
+
+/* ------------------------------------------------------------------ */
+/* Shares and diff                                                     */
+
+/* 2^64 as a double, to turn an exact 128-bit arc sum into a fraction. */
+#define RING_CIRCLE 18446744073709551616.0
+
+/* The arc owned by point j: (pos[j-1], pos[j]]. Point 0's arc wraps from
+ * the last point; when every point sits at one position it is the whole
+ * circle, 2^64, which is why this is 128 bits. */
+static ring_u128 ring_arc(const struct ring_point *p, size_t n, size_t j)
+{
+	if (j > 0)
+		return (ring_u128)(p[j].pos - p[j - 1].pos);
+	return ((ring_u128)1 << 64) - (p[n - 1].pos - p[0].pos);
+}
+
+void ring_shares(const struct ring *r, double *share)
+{
+	uint32_t b0 = r->npoints ? r->points[0].backend : UINT32_MAX;
+	uint64_t s;
+
+	/* Allocation-free and exact: each backend's sum is kept modulo 2^64
+	 * in the bytes of its own share[] slot (memcpy, so no aliasing
+	 * rule is bent), then converted in place. A true sum of 2^64 reads
+	 * as 0; only point 0's backend can have it, since point 0's arc is
+	 * never empty and belongs to nobody else. */
+	_Static_assert(sizeof(double) == sizeof(uint64_t), "8-byte double");
+	memset(share, 0, r->nbackends * sizeof(*share));
+	for (size_t j = 0; j < r->npoints; j++) {
+		double *slot = &share[r->points[j].backend];
+
+		memcpy(&s, slot, sizeof(s));
+		s += (uint64_t)ring_arc(r->points, r->npoints, j);
+		memcpy(slot, &s, sizeof(s));
+	}
+	for (size_t i = 0; i < r->nbackends; i++) {
+		memcpy(&s, &share[i], sizeof(s));
+		share[i] = (i == b0 && s == 0) ? 1.0 : (double)s / RING_CIRCLE;
+	}
+}
+
+/* "None": the owner in a ring without points. */
+#define RING_NONE UINT32_MAX
+
+/* Flow accumulator: open addressing on (from, to), grown at half load, so
+ * its size follows the pairs that occur rather than na x nb. */
+struct ring_flowacc {
+	uint32_t from, to;
+	int used;
+	ring_u128 len;
+};
+
+struct ring_flowtab {
+	struct ring_flowacc *e;
+	size_t cap, n;
+};
+
+static size_t ring_flowtab_slot(const struct ring_flowtab *t, uint32_t from,
+				uint32_t to)
+{
+	uint64_t h = ((uint64_t)from << 32 | to) * UINT64_C(0x9e3779b97f4a7c15);
+	size_t i = (size_t)(h >> 20) & (t->cap - 1);
+
+	while (t->e[i].used && (t->e[i].from != from || t->e[i].to != to))
+		i = (i + 1) & (t->cap - 1);
+	return i;
+}
+
+static int ring_flowtab_add(struct ring_flowtab *t, uint32_t from, uint32_t to,
+			    ring_u128 len)
+{
+	size_t i;
+	int rc = -1;
+
+	if ((t->n + 1) * 2 > t->cap) {
+		struct ring_flowtab g = { NULL, t->cap ? t->cap * 2 : 64, t->n };
+
+		g.e = calloc(g.cap, sizeof(*g.e));
+		if (g.e == NULL)
+			goto out;
+		for (size_t k = 0; k < t->cap; k++)
+			if (t->e[k].used)
+				g.e[ring_flowtab_slot(&g, t->e[k].from,
+						      t->e[k].to)] = t->e[k];
+		free(t->e);
+		*t = g;
+	}
+	i = ring_flowtab_slot(t, from, to);
+	if (!t->e[i].used) {
+		t->e[i].used = 1;
+		t->e[i].from = from;
+		t->e[i].to = to;
+		t->n++;
+	}
+	t->e[i].len += len;
+	rc = 0;
+out:
+	return rc;
+}
+
+/* For each backend of a, the index of the same name in b, or RING_NONE. */
+static uint32_t *ring_match(const struct ring *a, const struct ring *b)
+{
+	struct ring_byname *bn = ring_byname_new(b->names, b->nbackends);
+	uint32_t *map = malloc((a->nbackends ? a->nbackends : 1) * sizeof(*map));
+
+	if (bn == NULL || map == NULL) {
+		free(map);
+		map = NULL;
+		goto out;
+	}
+	for (size_t i = 0; i < a->nbackends; i++) {
+		struct ring_byname k = { a->names[i], 0 };
+		struct ring_byname *hit = bsearch(&k, bn, b->nbackends,
+						  sizeof(*bn), ring_byname_cmp);
+
+		map[i] = hit ? hit->idx : RING_NONE;
+	}
+out:
+	free(bn);
+	return map;
+}
+
+/* Owner index (in that ring) of the segment ending at q, where i is the
+ * first point of the ring at or after q (or npoints: wrap). */
+static uint32_t ring_owner_at(const struct ring *r, size_t i)
+{
+	if (r->npoints == 0)
+		return RING_NONE;
+	return r->points[i == r->npoints ? 0 : i].backend;
+}
+
+/* Whether a segment owned by oa in a and ob in b keeps its owner: the
+ * same name, or no owner on either side. */
+static int ring_same(const uint32_t *map, uint32_t oa, uint32_t ob)
+{
+	if (oa == RING_NONE)
+		return ob == RING_NONE;
+	return map[oa] == ob;
+}
+
+/* Sort flows by exact share (largest first), then names for a stable
+ * order between runs. */
+static int ring_flowacc_cmp(const void *x, const void *y)
+{
+	const struct ring_flowacc *a = x, *b = y;
+
+	if (a->len != b->len)
+		return a->len > b->len ? -1 : 1;
+	if (a->from != b->from)
+		return a->from < b->from ? -1 : 1;
+	return a->to < b->to ? -1 : a->to > b->to;
+}
+
+static const char *ring_name_or_none(const struct ring *r, uint32_t i)
+{
+	return i == RING_NONE ? "" : r->names[i];
+}
+
+/* Sweep the union of both rings' boundaries: between two consecutive
+ * boundaries neither owner changes, so each segment is compared once.
+ * Segment (q_prev, q] is owned in each ring by its first point >= q. */
+int ring_diff(const struct ring *a, const struct ring *b, struct ring_diff *d)
+{
+	struct ring_flowtab t = { NULL, 0, 0 };
+	uint32_t *map = NULL;
+	ring_u128 moved = 0;
+	size_t ia = 0, ib = 0, nseg = 0, k = 0;
+	uint64_t first = 0, prev = 0;
+	int rc = -1;
+
+	memset(d, 0, sizeof(*d));
+	map = ring_match(a, b);
+	if (map == NULL)
+		goto out;
+	while (ia < a->npoints || ib < b->npoints) {
+		uint64_t q;
+		ring_u128 len;
+		uint32_t oa, ob;
+
+		if (ib == b->npoints ||
+		    (ia < a->npoints && a->points[ia].pos <= b->points[ib].pos))
+			q = a->points[ia].pos;
+		else
+			q = b->points[ib].pos;
+		oa = ring_owner_at(a, ia);
+		ob = ring_owner_at(b, ib);
+		while (ia < a->npoints && a->points[ia].pos == q)
+			ia++;
+		while (ib < b->npoints && b->points[ib].pos == q)
+			ib++;
+		if (nseg++ == 0) {
+			first = q;  /* its segment wraps: settled below */
+			prev = q;
+			continue;
+		}
+		len = (ring_u128)(q - prev);
+		prev = q;
+		if (ring_same(map, oa, ob))
+			continue;
+		moved += len;
+		if (ring_flowtab_add(&t, oa, ob, len) != 0)
+			goto out;
+	}
+	if (nseg > 0) {
+		/* The wrap segment (last, first] belongs to point 0 of each
+		 * ring; with one boundary it is the whole circle. */
+		ring_u128 len = ((ring_u128)1 << 64) - (prev - first);
+		uint32_t oa = ring_owner_at(a, 0), ob = ring_owner_at(b, 0);
+
+		if (!ring_same(map, oa, ob)) {
+			moved += len;
+			if (ring_flowtab_add(&t, oa, ob, len) != 0)
+				goto out;
+		}
+	}
+	d->moved_share = (double)moved / RING_CIRCLE;
+	if (t.n > 0) {
+		for (size_t i = 0; i < t.cap; i++)
+			if (t.e[i].used)
+				t.e[k++] = t.e[i];
+		qsort(t.e, t.n, sizeof(*t.e), ring_flowacc_cmp);
+		d->flows = calloc(t.n, sizeof(*d->flows));
+		if (d->flows == NULL)
+			goto out;
+		for (size_t i = 0; i < t.n; i++) {
+			d->flows[i].from = ring_name_or_none(a, t.e[i].from);
+			d->flows[i].to = ring_name_or_none(b, t.e[i].to);
+			d->flows[i].share = (double)t.e[i].len / RING_CIRCLE;
+		}
+		d->nflows = t.n;
+	}
+	rc = 0;
+out:
+	if (rc != 0)
+		ring_diff_free(d);
+	free(t.e);
+	free(map);
+	return rc;
+}
+
+void ring_diff_free(struct ring_diff *d)
+{
+	if (d == NULL)
+		return;
+	free(d->flows);
+	d->flows = NULL;
+	d->nflows = 0;
+	d->moved_share = 0;
+}
