@@ -1,0 +1,612 @@
+/*
+ * test-ring.c -- ring.c against known answers and properties.
+ *
+ * The hash vectors, the small ring's points and arcs and the golden owner
+ * table were computed with an independent Python implementation of the
+ * scheme (hashlib.md5, bisect) and pasted here, so the C code is checked
+ * against something it shares no code with. The property tests run over
+ * random memberships from a seeded PRNG, so every run sees the same rings.
+ */
+#include "ring.h"
+#include "tap.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* splitmix64: deterministic and good enough to scatter keys. */
+static uint64_t test_rng = 0x5eed2026;
+
+static uint64_t test_rand(void)
+{
+	uint64_t z = (test_rng += UINT64_C(0x9e3779b97f4a7c15));
+
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+static uint64_t test_key(char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "/thumbs/%u/%u_200x200.jpg",
+			 (unsigned)(test_rand() % 100000),
+			 (unsigned)(test_rand() % 100000));
+
+	return ring_hash(buf, (size_t)n);
+}
+
+static const char *test_owner(const struct ring *r, uint64_t pos)
+{
+	int b = ring_lookup(r, pos);
+
+	return b < 0 ? "" : r->names[b];
+}
+
+static struct ring *test_build(const struct ring_member *m, size_t n,
+			       unsigned vnodes)
+{
+	char err[256] = "";
+	struct ring *r = ring_build(m, n, vnodes, err, sizeof(err));
+
+	if (r == NULL)
+		tap_diag("ring_build failed: %s", err);
+	return r;
+}
+
+/* ---- known answers ---- */
+
+static void test_vectors(void)
+{
+	static const struct { const char *s; uint64_t want; } v[] = {
+		{ "cache-1#0", UINT64_C(0xcd8c6ec6a2041049) },
+		{ "/thumbs/a.jpg", UINT64_C(0x891222b3fb75ea9d) },
+		{ "", UINT64_C(0xd41d8cd98f00b204) },
+		{ "a", UINT64_C(0x0cc175b9c0f1b6a8) },
+		{ "cache-2#159", UINT64_C(0xe172a729bb0b51ac) },
+		{ "/thumbs/1234/5678_200x200.jpg", UINT64_C(0x75a6f076f46dcbb1) },
+	};
+
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		uint64_t got = ring_hash(v[i].s, strlen(v[i].s));
+
+		if (!tap_ok(got == v[i].want, "ring_hash(\"%s\")", v[i].s))
+			tap_diag("  got %016llx want %016llx",
+				 (unsigned long long)got,
+				 (unsigned long long)v[i].want);
+	}
+}
+
+static void test_points_for(void)
+{
+	tap_is_int(ring_points_for(160, 1.0), 160, "160 x 1 = 160 points");
+	tap_is_int(ring_points_for(160, 0.5), 80, "160 x 0.5 = 80 points");
+	tap_is_int(ring_points_for(1, 0.5), 1, "0.5 rounds away from zero");
+	tap_is_int(ring_points_for(1, 2.5), 3, "2.5 rounds to 3, not to even");
+	tap_is_int(ring_points_for(3, 0.5), 2, "1.5 rounds to 2");
+	tap_is_int(ring_points_for(1, 0.49), 0, "0.49 rounds down");
+	tap_is_int(ring_points_for(160, 0.0), 0, "weight 0 has no points");
+	tap_is_int(ring_points_for(160, NAN), 0, "NaN weight has no points");
+	tap_is_int(ring_points_for(160, -1.0), 0, "negative weight has no points");
+	tap_is_int(ring_points_for(1000, 1e30), UINT32_MAX,
+		   "huge weight saturates");
+}
+
+/* Three backends, two points each. Sorted points and arcs from Python:
+ *   0x0dec7a13ef509be2 c
+ *   0x1e592305e03a00d9 b
+ *   0x300103d1a3bbf95a b
+ *   0x5453077ed8f5377a a
+ *   0xbb08a5978440bb5d c
+ *   0xd83aa185673598ca a
+ * Arc sums: a 4720897876005100429, b 2455739144692522360,
+ *           c 11270107053011928827. */
+static void test_small_ring(void)
+{
+	static const struct ring_member m[] = {
+		{ "a", 1 }, { "b", 1 }, { "c", 1 },
+	};
+	static const struct { uint64_t pos; const char *name; } pts[] = {
+		{ UINT64_C(0x0dec7a13ef509be2), "c" },
+		{ UINT64_C(0x1e592305e03a00d9), "b" },
+		{ UINT64_C(0x300103d1a3bbf95a), "b" },
+		{ UINT64_C(0x5453077ed8f5377a), "a" },
+		{ UINT64_C(0xbb08a5978440bb5d), "c" },
+		{ UINT64_C(0xd83aa185673598ca), "a" },
+	};
+	/* One key per arc, the last past the final point so it wraps. */
+	static const struct { const char *key; const char *owner; } keys[] = {
+		{ "key-12", "c" },  /* 0x09e7..., before the first point */
+		{ "key-17", "b" },  /* 0x17c3... */
+		{ "key-1", "b" },   /* 0x21af... */
+		{ "key-7", "a" },   /* 0x429e... */
+		{ "key-0", "c" },   /* 0xb442... */
+		{ "key-2", "a" },   /* 0xbcca... */
+		{ "key-13", "c" },  /* 0xedca..., wraps to point 0 */
+	};
+	static const double want_share[] = {
+		4720897876005100429.0 / 18446744073709551616.0,
+		2455739144692522360.0 / 18446744073709551616.0,
+		11270107053011928827.0 / 18446744073709551616.0,
+	};
+	struct ring *r = test_build(m, 3, 2);
+	int ok = 1;
+	double share[3];
+
+	if (!tap_ok(r != NULL && r->npoints == 6, "small ring has 6 points"))
+		goto out;
+	for (size_t i = 0; i < 6; i++)
+		ok &= r->points[i].pos == pts[i].pos &&
+		      strcmp(r->names[r->points[i].backend], pts[i].name) == 0;
+	tap_ok(ok, "small ring points sorted as computed by hand");
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		tap_is_str(test_owner(r, ring_hash(keys[i].key,
+						   strlen(keys[i].key))),
+			   keys[i].owner, "%s is owned by %s", keys[i].key,
+			   keys[i].owner);
+	tap_is_int(ring_lookup_point(r, pts[3].pos), 3,
+		   "a key exactly on a point is owned by that point");
+	tap_is_int(ring_lookup_point(r, pts[3].pos + 1), 4,
+		   "one past a point belongs to the next");
+	tap_is_int(ring_lookup_point(r, UINT64_MAX), 0, "2^64-1 wraps to point 0");
+	tap_is_int(ring_lookup_point(r, 0), 0, "position 0 goes to point 0");
+	ring_shares(r, share);
+	ok = 1;
+	for (size_t i = 0; i < 3; i++)
+		ok &= fabs(share[i] - want_share[i]) < 1e-15;
+	if (!tap_ok(ok, "small ring shares equal the hand-computed arcs"))
+		tap_diag("  got %.17g %.17g %.17g", share[0], share[1], share[2]);
+out:
+	ring_free(r);
+}
+
+/* cache-1..5, vnodes 160, weights 1 1 1 2 0.5: owners from the Python
+ * reference implementation (880 points). */
+static void test_golden(void)
+{
+	static const struct ring_member m[] = {
+		{ "cache-1", 1 }, { "cache-2", 1 }, { "cache-3", 1 },
+		{ "cache-4", 2 }, { "cache-5", 0.5 },
+	};
+	static const struct { const char *key, *owner; } g[] = {
+		{ "/thumbs/0/0_200x200.jpg", "cache-4" },
+		{ "/thumbs/7919/1_200x200.jpg", "cache-4" },
+		{ "/thumbs/5831/2_200x200.jpg", "cache-5" },
+		{ "/thumbs/3743/3_200x200.jpg", "cache-4" },
+		{ "/thumbs/1655/4_200x200.jpg", "cache-3" },
+		{ "/thumbs/9574/5_200x200.jpg", "cache-3" },
+		{ "/thumbs/7486/6_200x200.jpg", "cache-4" },
+		{ "/thumbs/5398/7_200x200.jpg", "cache-1" },
+		{ "/thumbs/3310/8_200x200.jpg", "cache-2" },
+		{ "/thumbs/1222/9_200x200.jpg", "cache-2" },
+		{ "/thumbs/9141/10_200x200.jpg", "cache-1" },
+		{ "/thumbs/7053/11_200x200.jpg", "cache-1" },
+		{ "/thumbs/4965/12_200x200.jpg", "cache-1" },
+		{ "/thumbs/2877/13_200x200.jpg", "cache-2" },
+		{ "/thumbs/789/14_200x200.jpg", "cache-4" },
+		{ "/thumbs/8708/15_200x200.jpg", "cache-4" },
+		{ "/thumbs/6620/16_200x200.jpg", "cache-5" },
+		{ "/thumbs/4532/17_200x200.jpg", "cache-4" },
+		{ "/thumbs/2444/18_200x200.jpg", "cache-1" },
+		{ "/thumbs/356/19_200x200.jpg", "cache-4" },
+	};
+	struct ring *r = test_build(m, 5, 160);
+	int bad = 0;
+
+	if (!tap_ok(r != NULL && r->npoints == 880, "golden ring has 880 points"))
+		goto out;
+	for (size_t i = 0; i < sizeof(g) / sizeof(g[0]); i++) {
+		const char *got = test_owner(r, ring_hash(g[i].key,
+							  strlen(g[i].key)));
+
+		if (strcmp(got, g[i].owner) != 0) {
+			tap_diag("  %s: got %s want %s", g[i].key, got,
+				 g[i].owner);
+			bad++;
+		}
+	}
+	tap_is_int(bad, 0, "golden table: 20 keys owned as the Python reference says");
+out:
+	ring_free(r);
+}
+
+/* ---- errors and edge cases ---- */
+
+static void test_refused(const struct ring_member *m, size_t n, unsigned vnodes,
+			 const char *want, const char *what)
+{
+	char err[256] = "";
+	struct ring *r = ring_build(m, n, vnodes, err, sizeof(err));
+
+	tap_ok(r == NULL, "refused: %s", what);
+	tap_is_str(err, want, "message: %s", what);
+	ring_free(r);
+}
+
+static void test_errors(void)
+{
+	const struct ring_member nan_w[] = { { "a", NAN } };
+	const struct ring_member neg_w[] = { { "a", -1 } };
+	const struct ring_member inf_w[] = { { "a", INFINITY } };
+	const struct ring_member no_name[] = { { "a", 1 }, { NULL, 1 } };
+	const struct ring_member empty_name[] = { { "", 1 } };
+	const struct ring_member dup[] = { { "x", 1 }, { "y", 1 }, { "x", 2 } };
+	const struct ring_member big[] = { { "a", 1100 }, { "b", 1100 } };
+	struct ring_member *many = calloc(RING_MAX_BACKENDS + 1, sizeof(*many));
+
+	test_refused(nan_w, 1, 10, "backend a: weight nan is not a finite "
+		     "number >= 0; use 0 to drain it", "NaN weight");
+	test_refused(neg_w, 1, 10, "backend a: weight -1 is not a finite "
+		     "number >= 0; use 0 to drain it", "negative weight");
+	test_refused(inf_w, 1, 10, "backend a: weight inf is not a finite "
+		     "number >= 0; use 0 to drain it", "infinite weight");
+	test_refused(no_name, 2, 10, "backend 1 has no name; give every "
+		     "backend a name", "NULL name");
+	test_refused(empty_name, 1, 10, "backend 0 has no name; give every "
+		     "backend a name", "empty name");
+	test_refused(dup, 3, 10, "backend x is listed twice; give each "
+		     "backend its own name", "duplicate name");
+	test_refused(big, 2, 1000, "ring would have 2200000 points, more than "
+		     "the limit of 2097152; lower vnodes or the weights",
+		     "over the point limit");
+	for (size_t i = 0; many != NULL && i <= RING_MAX_BACKENDS; i++)
+		many[i] = (struct ring_member){ "n", 0 };
+	test_refused(many, RING_MAX_BACKENDS + 1, 1, "4097 backends, more than "
+		     "the limit of 4096; split the tier", "too many backends");
+	free(many);
+}
+
+static void test_empty(void)
+{
+	const struct ring_member m[] = { { "a", 0 }, { "b", 0 } };
+	const struct ring_member one[] = { { "a", 1 } };
+	struct ring *e = test_build(m, 2, 160);
+	struct ring *s = test_build(one, 1, 1);
+	struct ring_diff d = { 0 };
+	struct ring_walk w;
+	double share[2] = { -1, -1 };
+
+	if (!tap_ok(e != NULL && s != NULL, "drained and one-point rings build"))
+		goto out;
+	tap_is_int(e->npoints, 0, "all weights 0: no points");
+	tap_is_int(e->nbackends, 2, "drained backends are still listed");
+	tap_is_int(ring_lookup(e, 42), -1, "lookup on an empty ring is -1");
+	ring_walk_init(&w, e, 42);
+	tap_is_int(ring_walk_next(&w), -1, "walk on an empty ring yields nothing");
+	ring_shares(e, share);
+	tap_ok(share[0] == 0 && share[1] == 0, "empty ring: all shares 0");
+
+	ring_shares(s, share);
+	tap_ok(share[0] == 1.0, "a single point owns the whole circle (share 1)");
+	tap_is_int(ring_lookup(s, 0), 0, "single point owns position 0");
+	tap_is_int(ring_lookup(s, UINT64_MAX), 0, "single point owns 2^64-1");
+
+	tap_is_int(ring_diff(e, s, &d), 0, "diff empty -> one runs");
+	tap_ok(d.moved_share == 1.0 && d.nflows == 1 &&
+	       strcmp(d.flows[0].from, "") == 0 &&
+	       strcmp(d.flows[0].to, "a") == 0 && d.flows[0].share == 1.0,
+	       "empty -> one: everything moves from \"\" to a");
+	ring_diff_free(&d);
+	tap_is_int(ring_diff(s, e, &d), 0, "diff one -> empty runs");
+	tap_ok(d.moved_share == 1.0 && d.nflows == 1 &&
+	       strcmp(d.flows[0].from, "a") == 0 &&
+	       strcmp(d.flows[0].to, "") == 0,
+	       "one -> empty: everything moves from a to \"\"");
+	ring_diff_free(&d);
+	tap_is_int(ring_diff(e, e, &d), 0, "diff empty -> empty runs");
+	tap_ok(d.moved_share == 0 && d.nflows == 0, "empty -> empty moves nothing");
+	ring_diff_free(&d);
+out:
+	ring_free(e);
+	ring_free(s);
+}
+
+/* Worker threads get their own MD5 context, freed at thread exit (the
+ * leak checker of the sanitizer build watches this). */
+static void *test_thread(void *arg)
+{
+	uint64_t *out = arg;
+
+	*out = ring_hash("/thumbs/a.jpg", 13);
+	return NULL;
+}
+
+static void test_threads(void)
+{
+	pthread_t t[4];
+	uint64_t got[4] = { 0 };
+	int ok = 1;
+
+	for (int i = 0; i < 4; i++)
+		ok &= pthread_create(&t[i], NULL, test_thread, &got[i]) == 0;
+	for (int i = 0; ok && i < 4; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; ok && i < 4; i++)
+		ok &= got[i] == UINT64_C(0x891222b3fb75ea9d);
+	tap_ok(ok, "ring_hash agrees across threads");
+}
+
+/* ---- properties over random memberships ---- */
+
+#define TEST_MAXB 24
+
+struct test_cfg {
+	struct ring_member m[TEST_MAXB + 1];
+	char names[TEST_MAXB + 1][32];
+	size_t n;
+	unsigned vnodes;
+};
+
+static void test_cfg_random(struct test_cfg *c)
+{
+	static const double w[] = { 0.5, 1, 1, 1, 1.5, 2, 3 };
+
+	c->n = 2 + test_rand() % (TEST_MAXB - 2);
+	c->vnodes = 40 + (unsigned)(test_rand() % 121);
+	for (size_t i = 0; i < c->n; i++) {
+		snprintf(c->names[i], sizeof(c->names[i]), "cache-%zu-%llx", i,
+			 (unsigned long long)(test_rand() & 0xffff));
+		c->m[i].name = c->names[i];
+		c->m[i].weight = w[test_rand() % (sizeof(w) / sizeof(w[0]))];
+	}
+}
+
+/* Owners of nkeys random keys in a and b compared by name. Returns the
+ * number that moved; *bad counts moves that break rule(from, to). */
+enum test_rule { TEST_TO_X, TEST_FROM_X, TEST_X_EITHER };
+
+static size_t test_moves(const struct ring *a, const struct ring *b,
+			 size_t nkeys, enum test_rule rule, const char *x,
+			 size_t *bad)
+{
+	char key[64];
+	size_t moved = 0;
+
+	*bad = 0;
+	for (size_t k = 0; k < nkeys; k++) {
+		uint64_t pos = test_key(key, sizeof(key));
+		const char *oa = test_owner(a, pos), *ob = test_owner(b, pos);
+
+		if (strcmp(oa, ob) == 0)
+			continue;
+		moved++;
+		if ((rule == TEST_TO_X && strcmp(ob, x) != 0) ||
+		    (rule == TEST_FROM_X && strcmp(oa, x) != 0) ||
+		    (rule == TEST_X_EITHER && strcmp(oa, x) != 0 &&
+		     strcmp(ob, x) != 0))
+			(*bad)++;
+	}
+	return moved;
+}
+
+/* The diff's moved share against the sampled fraction, and its flows
+ * against its moved share and the rule. */
+static int test_diff_agrees(const struct ring *a, const struct ring *b,
+			    size_t nkeys, size_t moved, enum test_rule rule,
+			    const char *x)
+{
+	struct ring_diff d;
+	double p, sigma, sum = 0;
+	int ok = 1;
+
+	if (ring_diff(a, b, &d) != 0)
+		return 0;
+	p = (double)moved / (double)nkeys;
+	sigma = sqrt(d.moved_share * (1 - d.moved_share) / (double)nkeys);
+	if (fabs(p - d.moved_share) > 4 * sigma + 1e-12) {
+		tap_diag("  sampled %.5f, diff says %.5f (sigma %.5f)", p,
+			 d.moved_share, sigma);
+		ok = 0;
+	}
+	for (size_t i = 0; i < d.nflows; i++) {
+		sum += d.flows[i].share;
+		if (i > 0 && d.flows[i].share > d.flows[i - 1].share)
+			ok = 0;
+		if ((rule == TEST_TO_X && strcmp(d.flows[i].to, x) != 0) ||
+		    (rule == TEST_FROM_X && strcmp(d.flows[i].from, x) != 0) ||
+		    (rule == TEST_X_EITHER && strcmp(d.flows[i].from, x) != 0 &&
+		     strcmp(d.flows[i].to, x) != 0))
+			ok = 0;
+	}
+	if (fabs(sum - d.moved_share) > 1e-12)
+		ok = 0;
+	ring_diff_free(&d);
+	return ok;
+}
+
+#define TEST_ROUNDS 12
+#define TEST_KEYS 100000
+
+static void test_add_remove(void)
+{
+	int ok_add = 1, ok_rm = 1, ok_dadd = 1, ok_drm = 1, ok_exact = 1;
+
+	for (int round = 0; round < TEST_ROUNDS; round++) {
+		struct test_cfg c;
+		struct ring *a, *b;
+		size_t bad, moved;
+		double sb[TEST_MAXB + 1];
+		struct ring_diff d;
+
+		test_cfg_random(&c);
+		a = test_build(c.m, c.n, c.vnodes);
+		snprintf(c.names[c.n], sizeof(c.names[c.n]), "new-%d", round);
+		c.m[c.n] = (struct ring_member){ c.names[c.n], 1 };
+		b = test_build(c.m, c.n + 1, c.vnodes);
+		if (a == NULL || b == NULL) {
+			ok_add = 0;
+			goto next;
+		}
+		moved = test_moves(a, b, TEST_KEYS, TEST_TO_X, c.names[c.n], &bad);
+		ok_add &= bad == 0 && moved > 0;
+		ok_dadd &= test_diff_agrees(a, b, TEST_KEYS, moved, TEST_TO_X,
+					    c.names[c.n]);
+		moved = test_moves(b, a, TEST_KEYS, TEST_FROM_X, c.names[c.n], &bad);
+		ok_rm &= bad == 0 && moved > 0;
+		ok_drm &= test_diff_agrees(b, a, TEST_KEYS, moved, TEST_FROM_X,
+					   c.names[c.n]);
+		/* Removing a backend moves exactly its arcs: same integer
+		 * sum in both computations, so the doubles are equal. */
+		ring_shares(b, sb);
+		if (ring_diff(b, a, &d) == 0) {
+			ok_exact &= d.moved_share == sb[c.n];
+			ring_diff_free(&d);
+		} else {
+			ok_exact = 0;
+		}
+next:
+		ring_free(a);
+		ring_free(b);
+	}
+	tap_ok(ok_add, "adding a backend moves keys only to it");
+	tap_ok(ok_rm, "removing a backend moves only its keys");
+	tap_ok(ok_dadd, "add: diff moved share matches 100k keys (4 sigma), "
+	       "flows only to the new backend, sum to moved share, sorted");
+	tap_ok(ok_drm, "remove: diff moved share matches 100k keys (4 sigma), "
+	       "flows only from the removed backend, sum to moved share");
+	tap_ok(ok_exact, "remove: moved share equals the removed backend's share exactly");
+}
+
+static void test_reweight(void)
+{
+	int ok = 1, ok_d = 1;
+
+	for (int round = 0; round < TEST_ROUNDS; round++) {
+		struct test_cfg c;
+		struct ring *a, *b;
+		size_t bad, moved, x;
+
+		test_cfg_random(&c);
+		a = test_build(c.m, c.n, c.vnodes);
+		x = test_rand() % c.n;
+		c.m[x].weight = c.m[x].weight == 1 ? 2.5 : 1;
+		b = test_build(c.m, c.n, c.vnodes);
+		if (a == NULL || b == NULL) {
+			ok = 0;
+		} else {
+			moved = test_moves(a, b, TEST_KEYS, TEST_X_EITHER,
+					   c.names[x], &bad);
+			ok &= bad == 0 && moved > 0;
+			ok_d &= test_diff_agrees(a, b, TEST_KEYS, moved,
+						 TEST_X_EITHER, c.names[x]);
+		}
+		ring_free(a);
+		ring_free(b);
+	}
+	tap_ok(ok, "changing one weight moves keys only to or from that backend");
+	tap_ok(ok_d, "reweight: diff agrees with 100k keys and flows involve only it");
+}
+
+static void test_shares_walk(void)
+{
+	int ok_sum = 1, ok_zero = 1, ok_walk = 1, ok_indep = 1, ok_same = 1;
+	char key[64];
+
+	for (int round = 0; round < TEST_ROUNDS; round++) {
+		struct test_cfg c, c2;
+		struct ring *r, *r2;
+		double share[TEST_MAXB + 1], sum = 0;
+		struct ring_diff d;
+		size_t z;
+		int x;
+
+		test_cfg_random(&c);
+		z = test_rand() % c.n;
+		c.m[z].weight = 0;
+		r = test_build(c.m, c.n, c.vnodes);
+		if (r == NULL) {
+			ok_sum = 0;
+			continue;
+		}
+		ring_shares(r, share);
+		for (size_t i = 0; i < c.n; i++)
+			sum += share[i];
+		ok_sum &= fabs(sum - 1) < 1e-9;
+		ok_zero &= r->npoints_of[z] == 0 && share[z] == 0;
+		for (int k = 0; k < 2000; k++) {
+			uint64_t pos = test_key(key, sizeof(key));
+			struct ring_walk w;
+			int seen[TEST_MAXB + 1] = { 0 }, b, count = 0;
+
+			ring_walk_init(&w, r, pos);
+			while ((b = ring_walk_next(&w)) >= 0) {
+				if (count == 0 && b != ring_lookup(r, pos))
+					ok_walk = 0;
+				if (seen[b]++ || r->npoints_of[b] == 0)
+					ok_walk = 0;
+				count++;
+			}
+			ok_walk &= count == (int)c.n - 1 && !seen[z] &&
+				   ring_lookup(r, pos) != (int)z;
+			ok_walk &= ring_walk_next(&w) == -1;
+		}
+		/* A backend's points do not depend on the others: build it
+		 * in a different company and compare its positions. */
+		test_cfg_random(&c2);
+		x = (int)(test_rand() % c.n);
+		if (c.m[x].weight == 0)
+			x = (x + 1) % (int)c.n;
+		c2.m[0] = c.m[x];
+		c2.vnodes = c.vnodes;
+		r2 = test_build(c2.m, c2.n, c2.vnodes);
+		if (r2 != NULL) {
+			uint64_t s1 = 0, s2 = 0;
+
+			for (size_t i = 0; i < r->npoints; i++)
+				if (r->points[i].backend == (uint32_t)x)
+					s1 += r->points[i].pos * 3 + 1;
+			for (size_t i = 0; i < r2->npoints; i++)
+				if (r2->points[i].backend == 0)
+					s2 += r2->points[i].pos * 3 + 1;
+			ok_indep &= r->npoints_of[x] == r2->npoints_of[0] &&
+				    s1 == s2;
+		} else {
+			ok_indep = 0;
+		}
+		ring_free(r2);
+		if (ring_diff(r, r, &d) == 0) {
+			ok_same &= d.moved_share == 0 && d.nflows == 0;
+			ring_diff_free(&d);
+		}
+		ring_free(r);
+	}
+	tap_ok(ok_sum, "shares sum to 1 within 1e-9");
+	tap_ok(ok_zero, "a weight-0 backend has no points and no share");
+	tap_ok(ok_walk, "walk yields each backend with points once, owner first, then -1");
+	tap_ok(ok_indep, "a backend's points do not depend on the other backends");
+	tap_ok(ok_same, "diff of a ring with itself moves nothing");
+}
+
+static void test_single(void)
+{
+	const struct ring_member m[] = { { "only", 1 }, { "gone", 0 } };
+	struct ring *r = test_build(m, 2, 160);
+	double share[2];
+
+	if (r == NULL) {
+		tap_ok(0, "single-backend ring builds");
+		return;
+	}
+	ring_shares(r, share);
+	tap_ok(share[0] == 1.0 && share[1] == 0,
+	       "single-backend ring: share 1.0, drained one 0");
+	ring_free(r);
+}
+
+int main(void)
+{
+	test_vectors();
+	test_points_for();
+	test_small_ring();
+	test_golden();
+	test_errors();
+	test_empty();
+	test_threads();
+	test_add_remove();
+	test_reweight();
+	test_shares_walk();
+	test_single();
+	return tap_done();
+}
