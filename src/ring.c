@@ -206,6 +206,7 @@ void ring_free(struct ring *r)
 	free(r->weights);
 	free(r->npoints_of);
 	free(r->points);
+	free(r->index);
 	free(r);
 }
 
@@ -312,6 +313,42 @@ out:
 	return rc;
 }
 
+/* About four points a bucket: one cache line of points to search after
+ * the index. Capped so the index stays under 1 MiB. */
+#define RING_INDEX_MAX_BITS 18
+
+static int ring_build_index(struct ring *r, char *err, size_t errlen)
+{
+	unsigned bits = 1;
+	size_t nb, k = 0;
+	int rc = -1;
+
+	if (r->npoints == 0) {
+		rc = 0;
+		goto out;
+	}
+	while (bits < RING_INDEX_MAX_BITS && ((size_t)4 << bits) <= r->npoints)
+		bits++;
+	nb = (size_t)1 << bits;
+	r->index_shift = 64 - bits;
+	r->index = malloc((nb + 1) * sizeof(*r->index));
+	if (r->index == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	for (size_t b = 0; b < nb; b++) {
+		uint64_t lo = (uint64_t)b << r->index_shift;
+
+		while (k < r->npoints && r->points[k].pos < lo)
+			k++;
+		r->index[b] = (uint32_t)k;
+	}
+	r->index[nb] = (uint32_t)r->npoints;
+	rc = 0;
+out:
+	return rc;
+}
+
 struct ring *ring_build(const struct ring_member *members, size_t n,
 			unsigned vnodes, char *err, size_t errlen)
 {
@@ -333,7 +370,8 @@ struct ring *ring_build(const struct ring_member *members, size_t n,
 	if (r->names == NULL || r->weights == NULL || r->npoints_of == NULL)
 		goto nomem;
 	if (ring_build_members(r, members, n, err, errlen) != 0 ||
-	    ring_build_points(r, err, errlen) != 0)
+	    ring_build_points(r, err, errlen) != 0 ||
+	    ring_build_index(r, err, errlen) != 0)
 		goto fail;
 	goto out;
 nomem:
@@ -351,19 +389,26 @@ out:
 long ring_lookup_point(const struct ring *r, uint64_t pos)
 {
 	const struct ring_point *p = r->points;
-	size_t base = 0, len = r->npoints;
+	size_t base, len, k;
 
-	if (len == 0)
+	if (r->npoints == 0)
 		return -1;
-	/* Branch-free lower bound: the loads of a 160k-point ring miss the
-	 * cache anyway, a mispredicted branch per level would add to it. */
-	while (len > 1) {
+	/* The bucket of pos holds every point that can be its owner, unless
+	 * none is >= pos: then the answer is the next bucket's first point,
+	 * which is where the search below ends anyway. */
+	k = (size_t)(pos >> r->index_shift);
+	base = r->index[k];
+	len = r->index[k + 1] - base;
+	while (len > 0) {
 		size_t half = len / 2;
 
-		base += p[base + half - 1].pos < pos ? half : 0;
-		len -= half;
+		if (p[base + half].pos < pos) {
+			base += half + 1;
+			len -= half + 1;
+		} else {
+			len = half;
+		}
 	}
-	base += p[base].pos < pos;
 	/* Past the last point the circle wraps to the first. */
 	return base == r->npoints ? 0 : (long)base;
 }

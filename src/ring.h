@@ -42,6 +42,12 @@ struct ring {
 	unsigned vnodes;
 	uint32_t nactive;           /* backends with at least one point: the
 				     * walk stops after yielding this many */
+	/* Lookup accelerator: index[k] is the first point with pos >=
+	 * k << index_shift, index[1 << (64 - index_shift)] = npoints. It
+	 * turns a cache-missing binary search over the whole ring into a
+	 * scan of a handful of points. NULL for a ring without points. */
+	uint32_t *index;
+	unsigned index_shift;
 };
 
 /* The position of a key: first 8 bytes of MD5(key) read big-endian.

@@ -579,6 +579,54 @@ static void test_shares_walk(void)
 	tap_ok(ok_same, "diff of a ring with itself moves nothing");
 }
 
+/* The bucketed lookup against a plain linear lower bound, at random
+ * positions, on the points themselves, one off them and at the bucket
+ * edges, for rings from 1 to a few thousand points. */
+static long test_lookup_slow(const struct ring *r, uint64_t pos)
+{
+	for (size_t i = 0; i < r->npoints; i++)
+		if (r->points[i].pos >= pos)
+			return (long)i;
+	return r->npoints ? 0 : -1;
+}
+
+static void test_lookup_brute(void)
+{
+	static const unsigned vn[] = { 1, 2, 3, 7, 40, 160, 400 };
+	int bad = 0, checked = 0;
+
+	for (size_t v = 0; v < sizeof(vn) / sizeof(vn[0]); v++) {
+		struct test_cfg c;
+		struct ring *r;
+
+		test_cfg_random(&c);
+		r = test_build(c.m, v == 0 ? 1 : c.n, vn[v]);
+		if (r == NULL) {
+			bad++;
+			continue;
+		}
+		for (int k = 0; k < 3000; k++) {
+			uint64_t q[4];
+			size_t j = (size_t)(test_rand() % r->npoints);
+			uint64_t edge = (test_rand() >> r->index_shift)
+					<< r->index_shift;
+
+			q[0] = test_rand();
+			q[1] = r->points[j].pos + (k % 3) - 1;
+			q[2] = edge;
+			q[3] = edge - 1;
+			for (int i = 0; i < 4; i++, checked++)
+				if (ring_lookup_point(r, q[i]) !=
+				    test_lookup_slow(r, q[i]))
+					bad++;
+		}
+		ring_free(r);
+	}
+	if (!tap_ok(bad == 0, "lookup agrees with a linear search (%d positions)",
+		    checked))
+		tap_diag("  %d disagree", bad);
+}
+
 static void test_single(void)
 {
 	const struct ring_member m[] = { { "only", 1 }, { "gone", 0 } };
@@ -607,6 +655,7 @@ int main(void)
 	test_add_remove();
 	test_reweight();
 	test_shares_walk();
+	test_lookup_brute();
 	test_single();
 	return tap_done();
 }
