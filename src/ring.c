@@ -19,8 +19,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include <openssl/core_dispatch.h>
 #include <openssl/evp.h>
+#include <openssl/provider.h>
 
 /* Arc lengths reach 2^64 (one point owns the whole circle), so sums are
  * kept in 128 bits and only the final ratio is rounded to a double. */
@@ -29,12 +32,21 @@ __extension__ typedef unsigned __int128 ring_u128;
 /* ------------------------------------------------------------------ */
 /* MD5 per thread                                                      */
 
-/* The fetched digest and a context to reuse: fetching costs a lookup in
- * the provider store and a context costs a malloc, neither of which a
- * request should pay for. */
+/* Why not EVP_DigestInit_ex2() on a reused EVP_MD_CTX: in OpenSSL 3.0
+ * (Debian 12 ships 3.0.x) every init frees the provider's digest context
+ * and allocates a new one (md5_prov.c), a malloc/free pair per request
+ * key. So ring.c asks the provider that EVP_MD_fetch() chose for its MD5
+ * implementation (OSSL_PROVIDER_query_operation, public API) and keeps
+ * one provider-side context per thread, calling the implementation's
+ * init/update/final directly: what EVP does inside, minus the
+ * reallocation. The fetched EVP_MD is held so the provider stays loaded. */
 struct ring_md5 {
 	EVP_MD *md;
-	EVP_MD_CTX *ctx;
+	void *algctx;
+	OSSL_FUNC_digest_init_fn *init;
+	OSSL_FUNC_digest_update_fn *update;
+	OSSL_FUNC_digest_final_fn *final;
+	OSSL_FUNC_digest_freectx_fn *freectx;
 };
 
 static _Thread_local struct ring_md5 *ring_md5_cur;
@@ -50,7 +62,8 @@ static void ring_md5_free(void *p)
 
 	if (m == NULL)
 		return;
-	EVP_MD_CTX_free(m->ctx);
+	if (m->algctx != NULL && m->freectx != NULL)
+		m->freectx(m->algctx);
 	EVP_MD_free(m->md);
 	free(m);
 }
@@ -58,6 +71,73 @@ static void ring_md5_free(void *p)
 static void ring_md5_key_init(void)
 {
 	ring_md5_key_ok = pthread_key_create(&ring_md5_key, ring_md5_free) == 0;
+}
+
+/* Whether the colon-separated provider name list names has the name. */
+static int ring_md5_named(const char *names, const char *name)
+{
+	size_t len = strlen(name);
+	const char *p = names;
+	int found = 0;
+
+	while (p != NULL && !found) {
+		found = strncasecmp(p, name, len) == 0 &&
+			(p[len] == ':' || p[len] == '\0');
+		p = strchr(p, ':');
+		if (p != NULL)
+			p++;
+	}
+	return found;
+}
+
+/* Take the functions ring.c calls from the implementation's dispatch
+ * table and make this thread's context. Returns 0 / -1. */
+static int ring_md5_bind(struct ring_md5 *m)
+{
+	const OSSL_PROVIDER *prov = EVP_MD_get0_provider(m->md);
+	const OSSL_ALGORITHM *algs, *a;
+	OSSL_FUNC_digest_newctx_fn *newctx = NULL;
+	int nocache = 0, rc = -1;
+
+	if (prov == NULL)
+		goto out;
+	algs = OSSL_PROVIDER_query_operation(prov, OSSL_OP_DIGEST, &nocache);
+	for (a = algs; a != NULL && a->algorithm_names != NULL; a++)
+		if (ring_md5_named(a->algorithm_names, EVP_MD_get0_name(m->md)))
+			break;
+	if (a == NULL || a->algorithm_names == NULL)
+		goto unquery;
+	for (const OSSL_DISPATCH *f = a->implementation; f->function_id; f++) {
+		switch (f->function_id) {
+		case OSSL_FUNC_DIGEST_NEWCTX:
+			newctx = OSSL_FUNC_digest_newctx(f);
+			break;
+		case OSSL_FUNC_DIGEST_INIT:
+			m->init = OSSL_FUNC_digest_init(f);
+			break;
+		case OSSL_FUNC_DIGEST_UPDATE:
+			m->update = OSSL_FUNC_digest_update(f);
+			break;
+		case OSSL_FUNC_DIGEST_FINAL:
+			m->final = OSSL_FUNC_digest_final(f);
+			break;
+		case OSSL_FUNC_DIGEST_FREECTX:
+			m->freectx = OSSL_FUNC_digest_freectx(f);
+			break;
+		default:
+			break;
+		}
+	}
+	if (newctx == NULL || m->init == NULL || m->update == NULL ||
+	    m->final == NULL || m->freectx == NULL)
+		goto unquery;
+	m->algctx = newctx(OSSL_PROVIDER_get0_provider_ctx(prov));
+	if (m->algctx != NULL)
+		rc = 0;
+unquery:
+	OSSL_PROVIDER_unquery_operation(prov, OSSL_OP_DIGEST, algs);
+out:
+	return rc;
 }
 
 /* This thread's digest state, created on first use; NULL when OpenSSL
@@ -73,8 +153,7 @@ static struct ring_md5 *ring_md5_get(void)
 	if (m == NULL)
 		goto out;
 	m->md = EVP_MD_fetch(NULL, "MD5", NULL);
-	m->ctx = EVP_MD_CTX_new();
-	if (m->md == NULL || m->ctx == NULL ||
+	if (m->md == NULL || ring_md5_bind(m) != 0 ||
 	    (ring_md5_key_ok && pthread_setspecific(ring_md5_key, m) != 0)) {
 		ring_md5_free(m);
 		m = NULL;
@@ -92,16 +171,16 @@ static int ring_digest(const void *a, size_t alen, const void *b, size_t blen,
 {
 	struct ring_md5 *m = ring_md5_get();
 	unsigned char d[EVP_MAX_MD_SIZE];
-	unsigned int dlen = 0;
+	size_t dlen = 0;
 	uint64_t v = 0;
 	int rc = -1;
 
 	if (m == NULL)
 		goto out;
-	if (!EVP_DigestInit_ex2(m->ctx, m->md, NULL) ||
-	    !EVP_DigestUpdate(m->ctx, a, alen) ||
-	    (blen > 0 && !EVP_DigestUpdate(m->ctx, b, blen)) ||
-	    !EVP_DigestFinal_ex(m->ctx, d, &dlen) || dlen < 8)
+	if (!m->init(m->algctx, NULL) ||
+	    !m->update(m->algctx, a, alen) ||
+	    (blen > 0 && !m->update(m->algctx, b, blen)) ||
+	    !m->final(m->algctx, d, &dlen, sizeof(d)) || dlen < 8)
 		goto out;
 	for (int i = 0; i < 8; i++)
 		v = v << 8 | d[i];

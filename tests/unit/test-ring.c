@@ -11,7 +11,9 @@
 #include "tap.h"
 
 #include <math.h>
+#include <openssl/crypto.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +56,39 @@ static struct ring *test_build(const struct ring_member *m, size_t n,
 	if (r == NULL)
 		tap_diag("ring_build failed: %s", err);
 	return r;
+}
+
+/* OpenSSL's allocations, counted through its own hook, to check that
+ * ring_hash() reuses its per-thread context instead of allocating. */
+static atomic_long test_allocs;
+
+static void *test_malloc(size_t n, const char *file, int line)
+{
+	atomic_fetch_add(&test_allocs, 1);
+	return malloc(n);
+}
+
+static void *test_realloc(void *p, size_t n, const char *file, int line)
+{
+	atomic_fetch_add(&test_allocs, 1);
+	return realloc(p, n);
+}
+
+static void test_free(void *p, const char *file, int line)
+{
+	free(p);
+}
+
+static void test_no_alloc(void)
+{
+	long before;
+
+	(void)ring_hash("warm", 4);
+	before = atomic_load(&test_allocs);
+	for (int i = 0; i < 1000; i++)
+		(void)ring_hash("/thumbs/a.jpg", 13);
+	tap_is_int(atomic_load(&test_allocs) - before, 0,
+		   "ring_hash allocates nothing after the first call");
 }
 
 /* ---- known answers ---- */
@@ -645,6 +680,11 @@ static void test_single(void)
 
 int main(void)
 {
+	/* Must precede any OpenSSL allocation; if it fails the check below
+	 * would pass vacuously, so that is a failure too. */
+	tap_ok(CRYPTO_set_mem_functions(test_malloc, test_realloc, test_free),
+	       "OpenSSL allocation hook installed");
+	test_no_alloc();
 	test_vectors();
 	test_points_for();
 	test_small_ring();
