@@ -13,7 +13,6 @@
  */
 #include "ring.h"
 
-#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -60,12 +59,12 @@ static void ring_md5_free(void *p)
 {
 	struct ring_md5 *m = p;
 
-	if (m == NULL)
-		return;
-	if (m->algctx != NULL && m->freectx != NULL)
-		m->freectx(m->algctx);
-	EVP_MD_free(m->md);
-	free(m);
+	if (m != NULL) {
+		if (m->algctx != NULL && m->freectx != NULL)
+			m->freectx(m->algctx);
+		EVP_MD_free(m->md);
+		free(m);
+	}
 }
 
 static void ring_md5_key_init(void)
@@ -212,7 +211,7 @@ uint32_t ring_points_for(unsigned vnodes, double weight)
 
 	/* !(x > 0) also catches NaN. Past UINT32_MAX we saturate: such a
 	 * ring is refused by ring_build() anyway. round() is half away from
-	 * zero, the rounding the scheme's published figures use. */
+	 * zero, as the fixed scheme says (not to even: 2.5 gives 3). */
 	if (!(x > 0))
 		goto out;
 	if (x >= (double)UINT32_MAX) {
@@ -276,17 +275,16 @@ out:
 
 void ring_free(struct ring *r)
 {
-	if (r == NULL)
-		return;
-	if (r->names != NULL)
-		for (size_t i = 0; i < r->nbackends; i++)
+	if (r != NULL) {
+		for (size_t i = 0; r->names != NULL && i < r->nbackends; i++)
 			free(r->names[i]);
-	free(r->names);
-	free(r->weights);
-	free(r->npoints_of);
-	free(r->points);
-	free(r->index);
-	free(r);
+		free(r->names);
+		free(r->weights);
+		free(r->npoints_of);
+		free(r->points);
+		free(r->index);
+		free(r);
+	}
 }
 
 /* Check the members and copy names and weights into r. */
@@ -469,10 +467,12 @@ long ring_lookup_point(const struct ring *r, uint64_t pos)
 {
 	const struct ring_point *p = r->points;
 	size_t base, len, k;
+	long owner = -1;
 
 	if (r->npoints == 0)
-		return -1;
-	/* The bucket of pos holds every point that can be its owner, unless
+		goto out;
+	/* Karger et al.'s successor rule: the first point at or after pos.
+	 * The bucket of pos holds every point that can be its owner, unless
 	 * none is >= pos: then the answer is the next bucket's first point,
 	 * which is where the search below ends anyway. */
 	k = (size_t)(pos >> r->index_shift);
@@ -489,7 +489,9 @@ long ring_lookup_point(const struct ring *r, uint64_t pos)
 		}
 	}
 	/* Past the last point the circle wraps to the first. */
-	return base == r->npoints ? 0 : (long)base;
+	owner = base == r->npoints ? 0 : (long)base;
+out:
+	return owner;
 }
 
 int ring_lookup(const struct ring *r, uint64_t pos)
@@ -509,6 +511,9 @@ void ring_walk_init(struct ring_walk *w, const struct ring *r, uint64_t pos)
 	memset(w->seen, 0, (r->nbackends + 63) / 64 * sizeof(w->seen[0]));
 }
 
+/* The walk is what spill-over under bounded loads (Mirrokni, Thorup,
+ * Zadimoghaddam, arXiv:1608.01350) and failover follow: the next distinct
+ * backends clockwise, so a key's second choice is as stable as its first. */
 int ring_walk_next(struct ring_walk *w)
 {
 	const struct ring *r = w->ring;
@@ -777,10 +782,10 @@ out:
 
 void ring_diff_free(struct ring_diff *d)
 {
-	if (d == NULL)
-		return;
-	free(d->flows);
-	d->flows = NULL;
-	d->nflows = 0;
-	d->moved_share = 0;
+	if (d != NULL) {
+		free(d->flows);
+		d->flows = NULL;
+		d->nflows = 0;
+		d->moved_share = 0;
+	}
 }

@@ -4,7 +4,8 @@
  * i at MD5("NAME#i") read big-endian (first 8 bytes), a key at MD5(key), the
  * owner being the first point at or after the key, wrapping.
  *
- * Pure: no I/O, no globals, no locks. A built ring is immutable and may be
+ * Pure: no I/O, no locks; the only state outside a ring is each thread's
+ * MD5 context (freed at thread exit). A built ring is immutable and may be
  * read by any number of threads at once.
  */
 #ifndef RINGPROXY_RING_H

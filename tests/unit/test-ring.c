@@ -318,6 +318,13 @@ static void test_empty(void)
 	tap_is_int(ring_lookup(s, 0), 0, "single point owns position 0");
 	tap_is_int(ring_lookup(s, UINT64_MAX), 0, "single point owns 2^64-1");
 
+	{
+		struct ring *z = test_build(NULL, 0, 160);
+
+		tap_ok(z != NULL && z->npoints == 0 && z->nbackends == 0 &&
+		       ring_lookup(z, 1) == -1, "no backends at all: an empty ring");
+		ring_free(z);
+	}
 	tap_is_int(ring_diff(e, s, &d), 0, "diff empty -> one runs");
 	tap_ok(d.moved_share == 1.0 && d.nflows == 1 &&
 	       strcmp(d.flows[0].from, "") == 0 &&
