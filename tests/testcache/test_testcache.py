@@ -106,9 +106,12 @@ def main():
         p1, port1 = start(tmp, "alpha")
         p2, port2 = start(tmp, "beta", "--health-status", "503",
                           "--size", "100")
+        p3, port3 = start(tmp, "gamma", "--threads", "3")
         try:
             run(port1, port2)
+            run_threads(port3)
         finally:
+            stop(p3, "gamma")
             # a reply still waiting at exit must not leak or crash
             s = socket.create_connection(("127.0.0.1", port2))
             s.sendall(b"GET /late?delay=10000 HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -273,6 +276,31 @@ def run(port1, port2):
     check(r.status == 503 and len(b) == 10, "/__set changes the defaults")
     request(port1, "/__set?status=200&size=4096")
     check(request(port1, "/__health")[0].status == 200, "health back to 200")
+
+
+def run_threads(port):
+    """--threads 3: three loops on one port share counters and settings."""
+    request(port, "/__set?delay=50")
+    bad = []
+
+    def client(i):
+        for j in range(10):
+            path = "/t/%d/%d.jpg" % (i, j)
+            r, b = request(port, path)
+            if r.status != 200 or b != body_for(path, 4096):
+                bad.append(path)
+
+    request(port, "/__reset")
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    st = stats(port)
+    check(not bad, "--threads 3: 80 correct bodies (%d bad)" % len(bad))
+    check(st["requests"] == 80 and st["connections"] == 81 and
+          st["inflight"] == 0 and st["max_inflight"] >= 2,
+          "--threads 3: counters add up across loops (%s)" % st)
 
 
 main()

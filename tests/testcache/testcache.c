@@ -23,7 +23,9 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +43,8 @@
 #include <event2/http.h>
 #include <event2/http_struct.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <event2/thread.h>
 #include <event2/util.h>
 
 /* Bodies up to this size are built whole; larger ones stream in pieces. */
@@ -66,16 +70,25 @@ struct tc_knobs {
 struct tc_reply;
 TAILQ_HEAD(tc_reply_list, tc_reply);
 
+/* State shared by all workers: counters are atomic, settings locked. */
 struct tc_server {
-	struct event_base *base;
-	struct evhttp *http;
 	const char *name;
+	pthread_mutex_t lock;       /* guards defaults and health_status */
 	struct tc_knobs defaults;
 	int health_status;
-	uint64_t requests;
-	uint64_t connections;
-	uint64_t inflight;
-	uint64_t max_inflight;
+	_Atomic uint64_t requests;
+	_Atomic uint64_t connections;
+	_Atomic uint64_t inflight;
+	_Atomic uint64_t max_inflight;
+};
+
+/* One event loop: its own base, evhttp and SO_REUSEPORT listener. */
+struct tc_worker {
+	struct tc_server *srv;
+	struct event_base *base;
+	struct evhttp *http;
+	pthread_t thread;
+	bool started;
 	/* replies waiting on a timer or a draining socket, freed at exit */
 	struct tc_reply_list pending;
 };
@@ -87,13 +100,14 @@ struct tc_server {
  */
 struct tc_reply {
 	TAILQ_ENTRY(tc_reply) link;
-	struct tc_server *srv;
+	struct tc_worker *w;
 	struct evhttp_request *req;
 	struct event *timer;
 	struct evbuffer *echo;  /* request body for POST/PUT, else NULL */
 	struct tc_knobs k;
 	uint64_t size;          /* body bytes to send */
 	uint64_t sent;
+	uint64_t count;         /* this request's number, for X-Request-Count */
 	char *uri;
 	size_t urilen;
 };
@@ -313,6 +327,16 @@ static void tc_send_text(struct evhttp_request *req, int code,
 	evhttp_send_reply(req, code, NULL, NULL);
 }
 
+static int tc_health(struct tc_server *srv)
+{
+	int health;
+
+	pthread_mutex_lock(&srv->lock);
+	health = srv->health_status;
+	pthread_mutex_unlock(&srv->lock);
+	return health;
+}
+
 /* The admin paths: handled at once, never counted, no knobs but /__set's. */
 static bool tc_admin(struct tc_server *srv, struct evhttp_request *req,
 	const char *uri)
@@ -328,29 +352,36 @@ static bool tc_admin(struct tc_server *srv, struct evhttp_request *req,
 		    "{\"name\": \"%s\", \"requests\": %llu, "
 		    "\"connections\": %llu, \"inflight\": %llu, "
 		    "\"max_inflight\": %llu, \"health\": %d}\n",
-		    srv->name, (unsigned long long)srv->requests,
-		    (unsigned long long)srv->connections,
-		    (unsigned long long)srv->inflight,
-		    (unsigned long long)srv->max_inflight, srv->health_status);
+		    srv->name, (unsigned long long)atomic_load(&srv->requests),
+		    (unsigned long long)atomic_load(&srv->connections),
+		    (unsigned long long)atomic_load(&srv->inflight),
+		    (unsigned long long)atomic_load(&srv->max_inflight),
+		    tc_health(srv));
 		tc_send_text(req, 200, "application/json", json);
 	} else if (tc_path_is(uri, "/__reset")) {
-		srv->requests = 0;
-		srv->connections = 0;
-		srv->max_inflight = srv->inflight;
+		atomic_store(&srv->requests, 0);
+		atomic_store(&srv->connections, 0);
+		atomic_store(&srv->max_inflight, atomic_load(&srv->inflight));
 		tc_send_text(req, 200, "text/plain", "reset\n");
 	} else if (tc_path_is(uri, "/__health")) {
-		tc_send_text(req, srv->health_status, "text/plain",
-		    srv->health_status < 400 ? "ok\n" : "unhealthy\n");
+		int health = tc_health(srv);
+		tc_send_text(req, health, "text/plain",
+		    health < 400 ? "ok\n" : "unhealthy\n");
 	} else if (tc_path_is(uri, "/__set")) {
-		struct tc_knobs k = srv->defaults;
-		int health = srv->health_status;
-		if (tc_knobs_from_query(&k, uri, &health) < 0) {
-			tc_send_text(req, 400, "text/plain", "bad knob\n");
-		} else {
+		struct tc_knobs k;
+		int health, bad;
+		/* all or nothing: a bad knob changes no setting */
+		pthread_mutex_lock(&srv->lock);
+		k = srv->defaults;
+		health = srv->health_status;
+		bad = tc_knobs_from_query(&k, uri, &health);
+		if (bad == 0) {
 			srv->defaults = k;
 			srv->health_status = health;
-			tc_send_text(req, 200, "text/plain", "set\n");
 		}
+		pthread_mutex_unlock(&srv->lock);
+		tc_send_text(req, bad ? 400 : 200, "text/plain",
+		    bad ? "bad knob\n" : "set\n");
 	} else {
 		return false;
 	}
@@ -362,8 +393,8 @@ static void tc_reply_free(struct tc_reply *r)
 {
 	if (r == NULL)
 		return;
-	r->srv->inflight--;
-	TAILQ_REMOVE(&r->srv->pending, r, link);
+	atomic_fetch_sub(&r->w->srv->inflight, 1);
+	TAILQ_REMOVE(&r->w->pending, r, link);
 	if (r->timer != NULL)
 		event_free(r->timer);
 	if (r->echo != NULL)
@@ -459,12 +490,12 @@ static void tc_reply_headers(struct tc_reply *r)
 	struct evkeyval *kv;
 	char version[16];
 
-	evhttp_add_header(oh, "X-Backend", r->srv->name);
+	evhttp_add_header(oh, "X-Backend", r->w->srv->name);
 	evhttp_add_header(oh, "Cache-Control", r->k.cc);
 	evhttp_add_header(oh, "Content-Type",
 	    cmd == EVHTTP_REQ_POST || cmd == EVHTTP_REQ_PUT ?
 	    "application/octet-stream" : "image/jpeg");
-	tc_add_header_u64(oh, "X-Request-Count", r->srv->requests);
+	tc_add_header_u64(oh, "X-Request-Count", r->count);
 	snprintf(version, sizeof(version), "%d.%d", req->major, req->minor);
 	evhttp_add_header(oh, "X-Echo-Version", version);
 	TAILQ_FOREACH(kv, ih, next) {
@@ -563,27 +594,34 @@ static void tc_reply_go(struct tc_reply *r)
 
 static void tc_handle(struct evhttp_request *req, void *arg)
 {
-	struct tc_server *srv = arg;
+	struct tc_worker *w = arg;
+	struct tc_server *srv = w->srv;
 	const char *uri = evhttp_request_get_uri(req);
 	struct evhttp_connection *conn = evhttp_request_get_connection(req);
 	struct tc_reply *r;
+	uint64_t now, peak;
 
 	if (tc_admin(srv, req, uri))
 		return;
-	srv->requests++;
 	r = calloc(1, sizeof(*r));
 	if (r == NULL || (r->uri = strdup(uri)) == NULL) {
 		free(r);
 		evhttp_send_error(req, 500, NULL);
 		return;
 	}
-	r->srv = srv;
+	r->w = w;
 	r->req = req;
 	r->urilen = strlen(uri);
+	r->count = atomic_fetch_add(&srv->requests, 1) + 1;
+	pthread_mutex_lock(&srv->lock);
 	r->k = srv->defaults;
-	TAILQ_INSERT_TAIL(&srv->pending, r, link);
-	if (++srv->inflight > srv->max_inflight)
-		srv->max_inflight = srv->inflight;
+	pthread_mutex_unlock(&srv->lock);
+	TAILQ_INSERT_TAIL(&w->pending, r, link);
+	now = atomic_fetch_add(&srv->inflight, 1) + 1;
+	peak = atomic_load(&srv->max_inflight);
+	while (now > peak &&
+	    !atomic_compare_exchange_weak(&srv->max_inflight, &peak, now))
+		;
 	if (tc_knobs_from_query(&r->k, uri, NULL) < 0) {
 		evhttp_send_error(req, 400, "bad knob");
 		tc_reply_free(r);
@@ -594,7 +632,7 @@ static void tc_handle(struct evhttp_request *req, void *arg)
 		return;
 	}
 	/* wait without blocking the loop; a client that leaves ends the wait */
-	r->timer = evtimer_new(srv->base, tc_reply_timer, r);
+	r->timer = evtimer_new(w->base, tc_reply_timer, r);
 	if (r->timer == NULL) {
 		tc_reply_abort(r);
 		return;
@@ -610,7 +648,7 @@ static struct bufferevent *tc_new_bev(struct event_base *base, void *arg)
 {
 	struct tc_server *srv = arg;
 
-	srv->connections++;
+	atomic_fetch_add(&srv->connections, 1);
 	return bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
 }
 
@@ -642,7 +680,7 @@ static void tc_usage(FILE *f)
 	    "usage: testcache --listen HOST:PORT --name NAME [--port-file FILE]\n"
 	    "       [--size BYTES] [--delay MS] [--status CODE] [--chunked]\n"
 	    "       [--drop] [--wrong-length] [--cache-control VALUE]\n"
-	    "       [--health-status CODE]\n"
+	    "       [--health-status CODE] [--threads N]\n"
 	    "Per-request query knobs: size delay status chunked drop wronglen cc.\n"
 	    "Admin paths: /__stats /__reset /__health /__set?health=&delay=...\n");
 }
@@ -681,20 +719,116 @@ static bool tc_name_ok(const char *name)
 	return true;
 }
 
-/* The port a bound socket really got (the one the kernel chose for 0). */
-static unsigned tc_bound_port(struct evhttp_bound_socket *bs)
+/* Fill ss with the numeric address host and port (the 0 that libevent's
+ * evutil_parse_sockaddr_port refuses is fine here).  Returns 0 or -1. */
+static int tc_sockaddr(const char *host, unsigned port,
+	struct sockaddr_storage *ss, int *len)
+{
+	struct sockaddr_in *in = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+
+	memset(ss, 0, sizeof(*ss));
+	if (evutil_inet_pton(AF_INET, host, &in->sin_addr) == 1) {
+		in->sin_family = AF_INET;
+		in->sin_port = htons((uint16_t)port);
+		*len = sizeof(*in);
+		return 0;
+	}
+	if (evutil_inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons((uint16_t)port);
+		*len = sizeof(*in6);
+		return 0;
+	}
+	return -1;
+}
+
+/* The port a listening socket really got (the one the kernel chose for 0). */
+static unsigned tc_bound_port(evutil_socket_t fd)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 
-	if (getsockname(evhttp_bound_socket_get_fd(bs),
-	    (struct sockaddr *)&ss, &len) != 0)
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
 		return 0;
 	if (ss.ss_family == AF_INET)
 		return ntohs(((struct sockaddr_in *)&ss)->sin_port);
 	if (ss.ss_family == AF_INET6)
 		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
 	return 0;
+}
+
+/*
+ * Set up worker w listening on sa; *port gets the port bound.  Every worker
+ * binds with SO_REUSEPORT so that with --threads N the kernel spreads
+ * connections over N loops.  Returns 0, or -1 with errno set by the failing
+ * call; tc_worker_free cleans up either way.
+ */
+static int tc_worker_init(struct tc_worker *w, struct tc_server *srv,
+	const struct sockaddr *sa, int salen, unsigned *port)
+{
+	struct evconnlistener *lev;
+	struct evhttp_bound_socket *bs;
+
+	w->srv = srv;
+	TAILQ_INIT(&w->pending);
+	w->base = event_base_new();
+	if (w->base == NULL)
+		return -1;
+	w->http = evhttp_new(w->base);
+	if (w->http == NULL)
+		return -1;
+	evhttp_set_gencb(w->http, tc_handle, w);
+	evhttp_set_bevcb(w->http, tc_new_bev, srv);
+	evhttp_set_max_body_size(w->http, TC_MAX_BODY);
+	evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
+	    EVHTTP_REQ_POST | EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+	    EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+	lev = evconnlistener_new_bind(w->base, NULL, NULL,
+	    LEV_OPT_REUSEABLE | LEV_OPT_REUSEABLE_PORT | LEV_OPT_CLOSE_ON_FREE |
+	    LEV_OPT_CLOSE_ON_EXEC, 1024, sa, salen);
+	if (lev == NULL)
+		return -1;
+	/* evhttp owns the listener from here: evhttp_free frees it */
+	bs = evhttp_bind_listener(w->http, lev);
+	if (bs == NULL) {
+		evconnlistener_free(lev);
+		return -1;
+	}
+	*port = tc_bound_port(evhttp_bound_socket_get_fd(bs));
+	return 0;
+}
+
+/*
+ * Free w: replies still pending are first detached from their connections so
+ * that evhttp_free's close callbacks do not reach freed memory; evhttp frees
+ * the requests still attached, the detached ones are ours.
+ */
+static void tc_worker_free(struct tc_worker *w)
+{
+	struct tc_reply *r;
+
+	while ((r = TAILQ_FIRST(&w->pending)) != NULL) {
+		struct evhttp_connection *conn =
+		    evhttp_request_get_connection(r->req);
+		if (conn != NULL)
+			evhttp_connection_set_closecb(conn, NULL, NULL);
+		else
+			evhttp_request_free(r->req);
+		tc_reply_free(r);
+	}
+	if (w->http != NULL)
+		evhttp_free(w->http);
+	if (w->base != NULL)
+		event_base_free(w->base);
+}
+
+static void *tc_worker_run(void *arg)
+{
+	struct tc_worker *w = arg;
+
+	event_base_dispatch(w->base);
+	return NULL;
 }
 
 int main(int argc, char **argv)
@@ -706,13 +840,13 @@ int main(int argc, char **argv)
 	};
 	const char *listen = NULL, *port_file = NULL;
 	char host[256];
-	unsigned port = 0;
-	struct evhttp_bound_socket *bs;
+	unsigned port = 0, nthreads = 1;
+	struct sockaddr_storage ss;
+	int sslen;
+	struct tc_worker *workers = NULL;
 	struct event *sigterm = NULL, *sigint = NULL;
-	struct tc_reply *r;
 	int rc = 1;
 
-	TAILQ_INIT(&srv.pending);
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -750,6 +884,9 @@ int main(int argc, char **argv)
 		} else if (strcmp(a, "--health-status") == 0) {
 			bad = tc_parse_u64(v, 200, 599, &n);
 			srv.health_status = (int)n;
+		} else if (strcmp(a, "--threads") == 0) {
+			bad = tc_parse_u64(v, 1, 64, &n);
+			nthreads = (unsigned)n;
 		} else {
 			bad = 1;
 		}
@@ -761,9 +898,9 @@ int main(int argc, char **argv)
 		}
 		i++;
 	}
-	if (listen == NULL || srv.name == NULL ||
+	if (listen == NULL || srv.name == NULL || !tc_name_ok(srv.name) ||
 	    tc_parse_listen(listen, host, sizeof(host), &port) < 0 ||
-	    !tc_name_ok(srv.name)) {
+	    tc_sockaddr(host, port, &ss, &sslen) < 0) {
 		fprintf(stderr, "testcache: need --listen HOST:PORT and "
 		    "--name NAME (letters, digits, . _ -)\n");
 		tc_usage(stderr);
@@ -771,64 +908,73 @@ int main(int argc, char **argv)
 	}
 	/* a client that vanishes mid-body must not kill the server */
 	signal(SIGPIPE, SIG_IGN);
+	pthread_mutex_init(&srv.lock, NULL);
+	/* cross-thread loopbreak needs libevent's locking; one loop does not */
+	if (nthreads > 1 && evthread_use_pthreads() < 0)
+		goto out;
 
-	srv.base = event_base_new();
-	if (srv.base == NULL)
+	workers = calloc(nthreads, sizeof(*workers));
+	if (workers == NULL)
 		goto out;
-	srv.http = evhttp_new(srv.base);
-	if (srv.http == NULL)
-		goto out;
-	evhttp_set_gencb(srv.http, tc_handle, &srv);
-	evhttp_set_bevcb(srv.http, tc_new_bev, &srv);
-	evhttp_set_max_body_size(srv.http, TC_MAX_BODY);
-	evhttp_set_allowed_methods(srv.http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
-	    EVHTTP_REQ_POST | EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
-	    EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
-	bs = evhttp_bind_socket_with_handle(srv.http, host, (ev_uint16_t)port);
-	if (bs == NULL) {
-		fprintf(stderr, "testcache: cannot listen on %s: %s\n", listen,
-		    strerror(errno));
-		goto out;
+	for (unsigned i = 0; i < nthreads; i++) {
+		if (tc_worker_init(&workers[i], &srv,
+		    (struct sockaddr *)&ss, sslen, &port) < 0) {
+			fprintf(stderr, "testcache: cannot listen on %s: %s\n",
+			    listen, strerror(errno));
+			goto out;
+		}
+		/* the other workers join the port the kernel chose for 0 */
+		if (ss.ss_family == AF_INET)
+			((struct sockaddr_in *)&ss)->sin_port =
+			    htons((uint16_t)port);
+		else
+			((struct sockaddr_in6 *)&ss)->sin6_port =
+			    htons((uint16_t)port);
 	}
-	port = tc_bound_port(bs);
 	if (port_file != NULL && tc_write_port_file(port_file, port) < 0) {
 		fprintf(stderr, "testcache: cannot write %s: %s\n", port_file,
 		    strerror(errno));
 		goto out;
 	}
-	printf("listening on %s:%u\n", host, port);
+	printf(strchr(host, ':') ? "listening on [%s]:%u\n" :
+	    "listening on %s:%u\n", host, port);
 	fflush(stdout);
 
-	sigterm = evsignal_new(srv.base, SIGTERM, tc_on_signal, srv.base);
-	sigint = evsignal_new(srv.base, SIGINT, tc_on_signal, srv.base);
+	/* worker 0 runs on this thread and takes the signals */
+	sigterm = evsignal_new(workers[0].base, SIGTERM, tc_on_signal,
+	    workers[0].base);
+	sigint = evsignal_new(workers[0].base, SIGINT, tc_on_signal,
+	    workers[0].base);
 	if (sigterm == NULL || sigint == NULL ||
 	    evsignal_add(sigterm, NULL) < 0 || evsignal_add(sigint, NULL) < 0)
 		goto out;
-	if (event_base_dispatch(srv.base) < 0)
+	for (unsigned i = 1; i < nthreads; i++) {
+		if (pthread_create(&workers[i].thread, NULL, tc_worker_run,
+		    &workers[i]) != 0)
+			goto out;
+		workers[i].started = true;
+	}
+	if (event_base_dispatch(workers[0].base) < 0)
 		goto out;
 	rc = 0;
 out:
-	/*
-	 * Replies still pending: detach them from their connections first, so
-	 * evhttp_free's close callbacks do not reach freed memory; evhttp frees
-	 * attached requests, detached ones are ours.
-	 */
-	while ((r = TAILQ_FIRST(&srv.pending)) != NULL) {
-		struct evhttp_connection *conn =
-		    evhttp_request_get_connection(r->req);
-		if (conn != NULL)
-			evhttp_connection_set_closecb(conn, NULL, NULL);
-		else
-			evhttp_request_free(r->req);
-		tc_reply_free(r);
+	for (unsigned i = 1; workers != NULL && i < nthreads; i++) {
+		if (!workers[i].started)
+			continue;
+		event_base_loopbreak(workers[i].base);
+		pthread_join(workers[i].thread, NULL);
 	}
 	if (sigterm != NULL)
 		event_free(sigterm);
 	if (sigint != NULL)
 		event_free(sigint);
-	if (srv.http != NULL)
-		evhttp_free(srv.http);
-	if (srv.base != NULL)
-		event_base_free(srv.base);
+	if (workers != NULL) {
+		for (unsigned i = 0; i < nthreads; i++)
+			tc_worker_free(&workers[i]);
+		free(workers);
+	}
+	pthread_mutex_destroy(&srv.lock);
+	/* frees evthread's locks, so a leak checker sees a clean exit */
+	libevent_global_shutdown();
 	return rc;
 }
