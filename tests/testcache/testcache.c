@@ -15,10 +15,14 @@
  *     body    = (pattern * ceil(size / len(pattern)))[:size]
  * POST and PUT instead echo the request body back.
  *
- * One thread, one event base, libevent 2.1.12's evhttp.  Replies that must
- * wait (delay) or stream (large, chunked, wrong length) keep a struct
- * tc_reply; large bodies are produced one piece at a time as the socket
- * drains, so a 50 MB body never sits in memory.
+ * libevent 2.1.12's evhttp on one event loop per thread (--threads N, default
+ * 1; the main thread runs loop 0 and takes the signals).  Counters are shared
+ * atomics, settings sit under one mutex.  Replies that must wait (delay) or
+ * stream (large, chunked, wrong length) keep a struct tc_reply; large bodies
+ * are produced one piece at a time as the socket drains, so a 50 MB body
+ * never sits in memory.  evhttp 2.1.12 does not watch a connection while its
+ * request waits for a reply, so a client that leaves during a delay stays in
+ * "inflight" until the delay ends; one that leaves mid-body is seen at once.
  */
 #include <ctype.h>
 #include <errno.h>
