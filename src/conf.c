@@ -1,0 +1,967 @@
+/*
+ * conf.c -- INI file -> struct conf, through inih, driven by one table of
+ * keys (conf_keys below): the same table parses, validates, fills defaults
+ * and prints --help-config. Every problem is collected, not just the first,
+ * as "FILE:LINE: what is wrong; what to do", so an operator fixes a file in
+ * one pass. Runs on the main thread only (startup, -t, plan, reload).
+ *
+ * inih reports no line numbers to its handler, so the file is fed through
+ * our own reader (conf_reader), which counts lines, catches lines too long
+ * for inih's buffer, and handles section headers itself: that way an empty
+ * [backend NAME] section and an unknown section are seen too.
+ */
+#include "conf.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "log.h"
+#include "ring.h"
+
+enum conf_type {
+	CONF_T_UINT,
+	CONF_T_DOUBLE,
+	CONF_T_DURATION,        /* stored as uint64_t milliseconds */
+	CONF_T_SIZE,            /* stored as uint64_t bytes */
+	CONF_T_STRING,
+	CONF_T_ENUM,            /* stored as int: index into the '|' list */
+	CONF_T_ADDR,            /* "host:port", stored as a string */
+	CONF_T_URL,             /* http://host[:port][/prefix] */
+};
+
+enum conf_where { CONF_IN_PROXY, CONF_IN_RING, CONF_IN_BACKEND };
+
+struct conf_keydef {
+	enum conf_where where;
+	const char *key;
+	enum conf_type type;
+	size_t offset;          /* into struct conf or struct conf_backend */
+	const char *def;        /* default as it would be written; NULL = required */
+	double min, max;        /* numeric range (after unit conversion) */
+	const char *choices;    /* CONF_T_ENUM: "a|b|c" */
+	const char *help;
+};
+
+#define P(field) offsetof(struct conf, field)
+#define B(field) offsetof(struct conf_backend, field)
+
+static const struct conf_keydef conf_keys[] = {
+	{ CONF_IN_PROXY, "listen", CONF_T_ADDR, P(listen), "127.0.0.1:8080", 0, 0, NULL,
+	  "address:port the proxy accepts clients on (port 0: any free port)" },
+	{ CONF_IN_PROXY, "workers", CONF_T_UINT, P(workers), "0", 0, 256, NULL,
+	  "worker threads, each with its own listener; 0 = one per online CPU" },
+	{ CONF_IN_PROXY, "connect_timeout", CONF_T_DURATION, P(connect_timeout_ms), "1s", 1, 600000, NULL,
+	  "time to establish a backend connection" },
+	{ CONF_IN_PROXY, "response_timeout", CONF_T_DURATION, P(response_timeout_ms), "10s", 1, 3600000, NULL,
+	  "time from the request sent to the first response byte; then 504" },
+	{ CONF_IN_PROXY, "client_timeout", CONF_T_DURATION, P(client_timeout_ms), "30s", 1, 3600000, NULL,
+	  "idle keep-alive time and time to send a request head" },
+	{ CONF_IN_PROXY, "backend_idle_timeout", CONF_T_DURATION, P(backend_idle_timeout_ms), "60s", 1, 3600000, NULL,
+	  "how long an idle pooled backend connection is kept" },
+	{ CONF_IN_PROXY, "shutdown_timeout", CONF_T_DURATION, P(shutdown_timeout_ms), "10s", 0, 3600000, NULL,
+	  "on SIGTERM, how long requests in flight may take to finish" },
+	{ CONF_IN_PROXY, "max_connections", CONF_T_UINT, P(max_connections), "10000", 1, 1000000, NULL,
+	  "client connections open at once, all workers together" },
+	{ CONF_IN_PROXY, "max_head_size", CONF_T_SIZE, P(max_head_size), "16k", 1024, 1048576, NULL,
+	  "largest request or response head; a larger request gets 431" },
+	{ CONF_IN_PROXY, "max_headers", CONF_T_UINT, P(max_headers), "100", 8, 256, NULL,
+	  "most header lines in one head; more gets 431" },
+	{ CONF_IN_PROXY, "retries", CONF_T_UINT, P(retries), "2", 0, 10, NULL,
+	  "GET/HEAD retried on the next distinct backend when a connect fails" },
+	{ CONF_IN_PROXY, "pool_size", CONF_T_UINT, P(pool_size), "64", 0, 100000, NULL,
+	  "idle keep-alive connections kept per worker and backend" },
+	{ CONF_IN_PROXY, "buffer_size", CONF_T_SIZE, P(buffer_size), "64k", 4096, 16777216, NULL,
+	  "per-connection read buffer; bounds memory per request" },
+	{ CONF_IN_PROXY, "backend_header", CONF_T_STRING, P(backend_header), "X-Ringproxy-Backend", 0, 0, NULL,
+	  "response header naming the backend that served; empty turns it off" },
+	{ CONF_IN_PROXY, "log_level", CONF_T_ENUM, P(log_level), "info", 0, 0, "error|warn|info|debug",
+	  "least severe level logged to stderr" },
+
+	{ CONF_IN_RING, "hash", CONF_T_ENUM, P(hash), "md5", 0, 0, "md5",
+	  "hash of points and keys (fixed scheme: MD5, first 8 bytes big-endian)" },
+	{ CONF_IN_RING, "vnodes", CONF_T_UINT, P(vnodes), "160", 1, 10000, NULL,
+	  "points per backend of weight 1" },
+	{ CONF_IN_RING, "key", CONF_T_ENUM, P(key), "path+query", 0, 0, "path+query|path|path+sorted-query",
+	  "what of the request target is hashed" },
+	{ CONF_IN_RING, "balance_factor", CONF_T_DOUBLE, P(balance_factor), "1.25", 0, 100, NULL,
+	  "bounded-load factor c: a backend takes at most c x its fair share of requests in flight; 0 = off" },
+
+	{ CONF_IN_BACKEND, "url", CONF_T_URL, B(url), NULL, 0, 0, NULL,
+	  "http://host[:port][/prefix] of the cache" },
+	{ CONF_IN_BACKEND, "weight", CONF_T_DOUBLE, B(weight), "1", 0, 1000, NULL,
+	  "relative share of the ring; fractional allowed; 0 = drained (listed, no keys)" },
+	{ CONF_IN_BACKEND, "max_inflight", CONF_T_UINT, B(max_inflight), "0", 0, 1000000, NULL,
+	  "hard cap of requests in flight to this backend; 0 = none" },
+};
+
+#define CONF_NKEYS (sizeof(conf_keys) / sizeof(conf_keys[0]))
+
+static const char *const conf_section_names[] = { "proxy", "ring", "backend NAME" };
+
+/* Parse state shared by the reader and the handler. */
+struct conf_parse {
+	const char *file;
+	struct conf *c;
+	struct conf_errors *errs;
+
+	/* the reader */
+	FILE *fp;
+	const char *text;       /* or a string */
+	int line;
+	char *buf;
+	size_t bufcap;
+
+	/* the current section, as the reader saw its header */
+	int where;              /* enum conf_where, or -1 = unknown/none */
+	struct conf_backend *be;/* when where == CONF_IN_BACKEND */
+	size_t be_index;
+
+	/* line where each key was set, to refuse duplicates:
+	 * [0..CONF_NKEYS) for proxy/ring, per backend in be_lines */
+	int set_line[CONF_NKEYS];
+	int **be_lines;
+	size_t be_cap;
+};
+
+__attribute__((format(printf, 3, 4)))
+static void conf_error(struct conf_parse *ps, int line, const char *fmt, ...)
+{
+	char msg[1024];
+	char *full;
+	char **grown;
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (line > 0)
+		n = asprintf(&full, "%s:%d: %s", ps->file, line, msg);
+	else
+		n = asprintf(&full, "%s: %s", ps->file, msg);
+	if (n < 0)
+		return;
+	grown = realloc(ps->errs->msg, (ps->errs->n + 1) * sizeof(char *));
+	if (!grown) {
+		free(full);
+		return;
+	}
+	ps->errs->msg = grown;
+	ps->errs->msg[ps->errs->n++] = full;
+}
+
+void conf_errors_free(struct conf_errors *errs)
+{
+	if (!errs)
+		return;
+	for (size_t i = 0; i < errs->n; i++)
+		free(errs->msg[i]);
+	free(errs->msg);
+	errs->msg = NULL;
+	errs->n = 0;
+}
+
+/* ---- value parsers ---------------------------------------------------- */
+
+static int conf_parse_uint(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!isdigit((unsigned char)*s))
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int conf_parse_double(const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	if (!isdigit((unsigned char)*s) && *s != '.' && *s != '-')
+		return -1;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || *end || !isfinite(v))
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* A non-negative decimal number followed by a unit from units[] (suffix,
+ * multiplier); a bare number takes bare_mult. */
+struct conf_unit {
+	const char *suffix;
+	double mult;
+};
+
+static int conf_parse_units(const char *s, const struct conf_unit *units,
+			    double bare_mult, uint64_t *out)
+{
+	char *end;
+	double v, mult = bare_mult;
+
+	if (!isdigit((unsigned char)*s) && *s != '.')
+		return -1;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || !isfinite(v) || v < 0)
+		return -1;
+	if (*end) {
+		mult = -1;
+		for (const struct conf_unit *u = units; u->suffix; u++)
+			if (strcasecmp(end, u->suffix) == 0)
+				mult = u->mult;
+		if (mult < 0)
+			return -1;
+	}
+	v *= mult;
+	if (v > (double)UINT64_MAX / 2)
+		return -1;
+	*out = (uint64_t)llround(v);
+	return 0;
+}
+
+int conf_parse_duration(const char *s, uint64_t *ms)
+{
+	static const struct conf_unit units[] = {
+		{ "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 },
+		{ NULL, 0 },
+	};
+
+	return conf_parse_units(s, units, 1000, ms);
+}
+
+int conf_parse_size(const char *s, uint64_t *bytes)
+{
+	static const struct conf_unit units[] = {
+		{ "k", 1024.0 }, { "m", 1048576.0 }, { "g", 1073741824.0 },
+		{ "kb", 1024.0 }, { "mb", 1048576.0 }, { "gb", 1073741824.0 },
+		{ NULL, 0 },
+	};
+	uint64_t v;
+
+	if (conf_parse_units(s, units, 1, &v) < 0)
+		return -1;
+	*bytes = v;
+	return 0;
+}
+
+/* "host:port" or "[v6]:port"; port 0..65535. */
+static int conf_parse_addr(const char *s, char *why, size_t whylen)
+{
+	const char *colon;
+	uint64_t port;
+
+	if (*s == '[') {
+		const char *rb = strchr(s, ']');
+		if (!rb || rb[1] != ':') {
+			snprintf(why, whylen, "an IPv6 address is written [addr]:port");
+			return -1;
+		}
+		colon = rb + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon || colon == s) {
+			snprintf(why, whylen, "expected host:port, e.g. 0.0.0.0:8080");
+			return -1;
+		}
+	}
+	if (conf_parse_uint(colon + 1, &port) < 0 || port > 65535) {
+		snprintf(why, whylen, "the port must be a number from 0 to 65535");
+		return -1;
+	}
+	return 0;
+}
+
+/* Split an http:// URL into host, port and path prefix. On error, why says
+ * what is wrong. The caller frees *host and *prefix. */
+static int conf_parse_url(const char *url, char **host, uint16_t *port,
+			  char **prefix, char *why, size_t whylen)
+{
+	const char *p, *hs, *he, *path;
+	uint64_t portv = 80;
+	size_t plen;
+
+	*host = *prefix = NULL;
+	if (strncasecmp(url, "https://", 8) == 0) {
+		snprintf(why, whylen, "https:// backends are not supported; ringproxy speaks plain HTTP/1.1 to caches on a trusted network");
+		return -1;
+	}
+	if (strncasecmp(url, "http://", 7) != 0) {
+		snprintf(why, whylen, "not an http:// URL; write url = http://host:port[/prefix]");
+		return -1;
+	}
+	p = url + 7;
+	for (const char *q = p; *q; q++) {
+		if ((unsigned char)*q <= ' ' || *q == 0x7f) {
+			snprintf(why, whylen, "the URL contains a space or control character");
+			return -1;
+		}
+	}
+	if (strchr(p, '@')) {
+		snprintf(why, whylen, "user:password@ is not supported in a backend URL");
+		return -1;
+	}
+	if (strpbrk(p, "?#")) {
+		snprintf(why, whylen, "a backend URL takes no query or fragment");
+		return -1;
+	}
+	if (*p == '[') {
+		hs = p + 1;
+		he = strchr(hs, ']');
+		if (!he) {
+			snprintf(why, whylen, "unterminated [IPv6] host");
+			return -1;
+		}
+		p = he + 1;
+	} else {
+		hs = p;
+		while (*p && *p != ':' && *p != '/')
+			p++;
+		he = p;
+	}
+	if (he == hs) {
+		snprintf(why, whylen, "the URL has no host");
+		return -1;
+	}
+	for (const char *q = hs; q < he; q++) {
+		if (!isalnum((unsigned char)*q) && !strchr(".-_:", *q)) {
+			snprintf(why, whylen, "invalid character '%c' in the host", *q);
+			return -1;
+		}
+	}
+	if (*p == ':') {
+		const char *ps = ++p;
+		char num[8];
+
+		while (isdigit((unsigned char)*p))
+			p++;
+		if (p == ps || (size_t)(p - ps) >= sizeof(num) || (*p && *p != '/')) {
+			snprintf(why, whylen, "the port must be a number from 1 to 65535");
+			return -1;
+		}
+		memcpy(num, ps, (size_t)(p - ps));
+		num[p - ps] = '\0';
+		if (conf_parse_uint(num, &portv) < 0 || portv < 1 || portv > 65535) {
+			snprintf(why, whylen, "the port must be a number from 1 to 65535");
+			return -1;
+		}
+	} else if (*p && *p != '/') {
+		snprintf(why, whylen, "unexpected '%c' after the host", *p);
+		return -1;
+	}
+	path = p;
+	plen = strlen(path);
+	while (plen > 0 && path[plen - 1] == '/')
+		plen--;
+	*host = strndup(hs, (size_t)(he - hs));
+	*prefix = strndup(path, plen);
+	if (!*host || !*prefix) {
+		free(*host);
+		free(*prefix);
+		*host = *prefix = NULL;
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	*port = (uint16_t)portv;
+	return 0;
+}
+
+/* Backend names end up in headers, JSON and Prometheus labels: keep them
+ * to a safe alphabet. */
+static int conf_name_ok(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || n > 64)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)name[i]) && !strchr("._-", name[i]))
+			return 0;
+	return 1;
+}
+
+/* Edit distance for "did you mean" hints; keys are short. */
+static size_t conf_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), row[64], prev, tmp;
+
+	if (la >= 63 || lb >= 63)
+		return SIZE_MAX;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		prev = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			tmp = row[j];
+			size_t best = prev + (tolower((unsigned char)a[i - 1]) !=
+					      tolower((unsigned char)b[j - 1]));
+			if (row[j] + 1 < best)
+				best = row[j] + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			prev = tmp;
+		}
+	}
+	return row[lb];
+}
+
+/* ---- setting a value through the table ------------------------------- */
+
+static void conf_type_text(const struct conf_keydef *k, char *out, size_t len)
+{
+	switch (k->type) {
+	case CONF_T_UINT: snprintf(out, len, "a whole number from %.0f to %.0f", k->min, k->max); break;
+	case CONF_T_DOUBLE: snprintf(out, len, "a number from %g to %g", k->min, k->max); break;
+	case CONF_T_DURATION: snprintf(out, len, "a duration such as 500ms, 5s or 2m"); break;
+	case CONF_T_SIZE: snprintf(out, len, "a size such as 16k or 1m"); break;
+	case CONF_T_ENUM: snprintf(out, len, "one of %s", k->choices); break;
+	default: snprintf(out, len, "text"); break;
+	}
+}
+
+static int conf_enum_index(const char *choices, const char *v)
+{
+	const char *p = choices;
+	size_t vl = strlen(v);
+	int i = 0;
+
+	while (*p) {
+		const char *bar = strchr(p, '|');
+		size_t l = bar ? (size_t)(bar - p) : strlen(p);
+
+		if (l == vl && strncasecmp(p, v, l) == 0)
+			return i;
+		if (!bar)
+			break;
+		p = bar + 1;
+		i++;
+	}
+	return -1;
+}
+
+static void conf_fmt_ms(uint64_t ms, char *out, size_t len)
+{
+	if (ms % 3600000 == 0 && ms)
+		snprintf(out, len, "%lluh", (unsigned long long)(ms / 3600000));
+	else if (ms % 60000 == 0 && ms)
+		snprintf(out, len, "%llum", (unsigned long long)(ms / 60000));
+	else if (ms % 1000 == 0)
+		snprintf(out, len, "%llus", (unsigned long long)(ms / 1000));
+	else
+		snprintf(out, len, "%llums", (unsigned long long)ms);
+}
+
+/* Store value v of key k into base (struct conf or struct conf_backend).
+ * Returns 0, or -1 with the reason in why. */
+static int conf_set(const struct conf_keydef *k, void *base, const char *v,
+		    struct conf_backend *be, char *why, size_t whylen)
+{
+	char *field = (char *)base + k->offset;
+	char tt[96];
+	uint64_t u;
+	double d;
+
+	conf_type_text(k, tt, sizeof(tt));
+	switch (k->type) {
+	case CONF_T_UINT:
+		if (conf_parse_uint(v, &u) < 0) {
+			snprintf(why, whylen, "'%s' is not a whole number; expected %s", v, tt);
+			return -1;
+		}
+		if ((double)u < k->min || (double)u > k->max) {
+			snprintf(why, whylen, "%s is out of range; expected %s", v, tt);
+			return -1;
+		}
+		*(unsigned *)field = (unsigned)u;
+		return 0;
+	case CONF_T_DOUBLE:
+		if (conf_parse_double(v, &d) < 0) {
+			snprintf(why, whylen, "'%s' is not a number; expected %s", v, tt);
+			return -1;
+		}
+		if (d < k->min || d > k->max) {
+			snprintf(why, whylen, "%s is out of range; expected %s", v, tt);
+			return -1;
+		}
+		*(double *)field = d;
+		return 0;
+	case CONF_T_DURATION:
+	case CONF_T_SIZE:
+		if ((k->type == CONF_T_DURATION ? conf_parse_duration(v, &u)
+						: conf_parse_size(v, &u)) < 0) {
+			snprintf(why, whylen, "'%s' is not %s", v, tt);
+			return -1;
+		}
+		if ((double)u < k->min || (double)u > k->max) {
+			char lo[32], hi[32];
+
+			if (k->type == CONF_T_DURATION) {
+				conf_fmt_ms((uint64_t)k->min, lo, sizeof(lo));
+				conf_fmt_ms((uint64_t)k->max, hi, sizeof(hi));
+			} else {
+				snprintf(lo, sizeof(lo), "%.0f", k->min);
+				snprintf(hi, sizeof(hi), "%.0f", k->max);
+			}
+			snprintf(why, whylen, "%s is out of range; expected %s to %s", v, lo, hi);
+			return -1;
+		}
+		*(uint64_t *)field = u;
+		return 0;
+	case CONF_T_ENUM: {
+		int i = conf_enum_index(k->choices, v);
+
+		if (i < 0) {
+			snprintf(why, whylen, "'%s' is not %s", v, tt);
+			return -1;
+		}
+		*(int *)field = i;
+		return 0;
+	}
+	case CONF_T_ADDR:
+		if (conf_parse_addr(v, why, whylen) < 0)
+			return -1;
+		break;
+	case CONF_T_URL: {
+		char *host, *prefix;
+		uint16_t port;
+
+		if (conf_parse_url(v, &host, &port, &prefix, why, whylen) < 0)
+			return -1;
+		free(be->host);
+		free(be->prefix);
+		be->host = host;
+		be->prefix = prefix;
+		be->port = port;
+		break;
+	}
+	case CONF_T_STRING:
+		for (const char *q = v; *q; q++) {
+			if ((unsigned char)*q < ' ' || *q == 0x7f) {
+				snprintf(why, whylen, "control characters are not allowed");
+				return -1;
+			}
+		}
+		if (k->offset == P(backend_header) && k->where == CONF_IN_PROXY) {
+			for (const char *q = v; *q; q++) {
+				if (!isalnum((unsigned char)*q) && !strchr("!#$%&'*+-.^_`|~", *q)) {
+					snprintf(why, whylen, "'%s' is not a valid header name", v);
+					return -1;
+				}
+			}
+		}
+		break;
+	}
+	/* string-valued types */
+	{
+		char *dup = strdup(v);
+
+		if (!dup) {
+			snprintf(why, whylen, "out of memory");
+			return -1;
+		}
+		free(*(char **)field);
+		*(char **)field = dup;
+	}
+	return 0;
+}
+
+static void conf_defaults(struct conf_parse *ps, enum conf_where where,
+			  void *base, struct conf_backend *be)
+{
+	char why[256];
+
+	for (size_t i = 0; i < CONF_NKEYS; i++) {
+		const struct conf_keydef *k = &conf_keys[i];
+
+		if (k->where != where || !k->def)
+			continue;
+		/* The table's own defaults must parse: a failure is a bug. */
+		if (conf_set(k, base, k->def, be, why, sizeof(why)) < 0)
+			conf_error(ps, 0, "internal: default of %s is invalid: %s", k->key, why);
+	}
+}
+
+/* ---- the reader and the handler -------------------------------------- */
+
+static char *conf_trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+static struct conf_backend *conf_new_backend(struct conf_parse *ps, const char *name, int line)
+{
+	struct conf *c = ps->c;
+	struct conf_backend *grown, *be;
+
+	if (c->nbackends == ps->be_cap) {
+		size_t cap = ps->be_cap ? ps->be_cap * 2 : 8;
+		int **lines = realloc(ps->be_lines, cap * sizeof(int *));
+
+		if (!lines)
+			return NULL;
+		ps->be_lines = lines;
+		grown = realloc(c->backends, cap * sizeof(*grown));
+		if (!grown)
+			return NULL;
+		c->backends = grown;
+		ps->be_cap = cap;
+	}
+	ps->be_lines[c->nbackends] = calloc(CONF_NKEYS, sizeof(int));
+	if (!ps->be_lines[c->nbackends])
+		return NULL;
+	be = &c->backends[c->nbackends++];
+	memset(be, 0, sizeof(*be));
+	be->name = strdup(name);
+	be->line = line;
+	if (!be->name)
+		return NULL;
+	conf_defaults(ps, CONF_IN_BACKEND, be, be);
+	return be;
+}
+
+/* A section header line seen by the reader. */
+static void conf_section(struct conf_parse *ps, char *inner)
+{
+	char *name = conf_trim(inner);
+
+	ps->where = -1;
+	ps->be = NULL;
+	if (strcmp(name, "proxy") == 0) {
+		ps->where = CONF_IN_PROXY;
+	} else if (strcmp(name, "ring") == 0) {
+		ps->where = CONF_IN_RING;
+	} else if (strncmp(name, "backend", 7) == 0 &&
+		   (name[7] == '\0' || isspace((unsigned char)name[7]))) {
+		char *bname = conf_trim(name + 7);
+		const struct conf_backend *dup = conf_backend_find(ps->c, bname);
+
+		if (!*bname) {
+			conf_error(ps, ps->line, "[backend] needs a name; write [backend NAME], e.g. [backend cache-1]");
+		} else if (!conf_name_ok(bname)) {
+			conf_error(ps, ps->line, "backend name '%s' is invalid; use 1-64 letters, digits, '.', '_' or '-'", bname);
+		} else if (dup) {
+			conf_error(ps, ps->line, "duplicate backend '%s' (first defined at line %d); backend names must be unique", bname, dup->line);
+		} else {
+			ps->be = conf_new_backend(ps, bname, ps->line);
+			if (!ps->be) {
+				conf_error(ps, ps->line, "out of memory");
+				return;
+			}
+			ps->be_index = ps->c->nbackends - 1;
+			ps->where = CONF_IN_BACKEND;
+		}
+		/* a bad backend header: its keys are skipped silently, the
+		 * header error already says what to fix */
+		if (ps->where < 0)
+			ps->where = -2;
+	} else {
+		conf_error(ps, ps->line, "unknown section [%s]; expected [proxy], [ring] or [backend NAME]", name);
+		ps->where = -2;
+	}
+}
+
+/* inih calls this with buffer size num (INI_MAX_LINE). We read whole lines
+ * ourselves so a long one is an error instead of a silent split. */
+static char *conf_reader(char *str, int num, void *stream)
+{
+	struct conf_parse *ps = stream;
+	ssize_t n;
+	char *line, *t;
+
+	for (;;) {
+		if (ps->fp) {
+			n = getline(&ps->buf, &ps->bufcap, ps->fp);
+			if (n < 0)
+				return NULL;
+		} else {
+			const char *nl;
+
+			if (!*ps->text)
+				return NULL;
+			nl = strchr(ps->text, '\n');
+			n = nl ? nl - ps->text + 1 : (ssize_t)strlen(ps->text);
+			if ((size_t)n + 1 > ps->bufcap) {
+				char *b = realloc(ps->buf, (size_t)n + 1);
+				if (!b)
+					return NULL;
+				ps->buf = b;
+				ps->bufcap = (size_t)n + 1;
+			}
+			memcpy(ps->buf, ps->text, (size_t)n);
+			ps->buf[n] = '\0';
+			ps->text += n;
+		}
+		ps->line++;
+		line = ps->buf;
+		if (ps->line == 1 && (unsigned char)line[0] == 0xEF &&
+		    (unsigned char)line[1] == 0xBB && (unsigned char)line[2] == 0xBF)
+			line += 3;
+		if (memchr(line, '\0', (size_t)n - (size_t)(line - ps->buf))) {
+			conf_error(ps, ps->line, "NUL byte in the line; is this a text file?");
+			continue;
+		}
+		t = conf_trim(line);
+		if (!*t || *t == ';' || *t == '#')
+			continue;
+		if (*t == '[') {
+			char *rb = strchr(t, ']');
+			char *after = rb ? conf_trim(rb + 1) : NULL;
+
+			if (!rb || (*after && *after != ';' && *after != '#')) {
+				conf_error(ps, ps->line, "malformed section header; write [proxy], [ring] or [backend NAME]");
+				ps->where = -2;
+				continue;
+			}
+			*rb = '\0';
+			conf_section(ps, t + 1);
+			continue;
+		}
+		if (!strchr(t, '=') && !strchr(t, ':')) {
+			conf_error(ps, ps->line, "'%s' is not a 'key = value' line", t);
+			continue;
+		}
+		if (isspace((unsigned char)*line)) {
+			/* inih would treat it as a continuation of the
+			 * previous value; ringproxy has no multi-line values */
+			conf_error(ps, ps->line, "indented line; keys start at the beginning of the line");
+			continue;
+		}
+		if (strlen(t) + 1 > (size_t)num) {
+			conf_error(ps, ps->line, "line longer than %d characters", num - 1);
+			continue;
+		}
+		/* inih needs the section to route the key: we give it one line
+		 * at a time and keep our own section state, so the key is
+		 * passed under a fixed dummy section. */
+		snprintf(str, (size_t)num, "%s\n", t);
+		return str;
+	}
+}
+
+static int conf_handler(void *user, const char *section, const char *key, const char *value)
+{
+	struct conf_parse *ps = user;
+	const struct conf_keydef *k = NULL;
+	const struct conf_keydef *near = NULL;
+	size_t near_d = SIZE_MAX;
+	char why[512];
+	int *lines;
+	void *base;
+
+	(void)section;
+	if (ps->where == -2)
+		return 1;
+	if (ps->where == -1) {
+		conf_error(ps, ps->line, "'%s' is outside any section; put it under [proxy], [ring] or [backend NAME]", key);
+		return 1;
+	}
+	for (size_t i = 0; i < CONF_NKEYS; i++) {
+		if ((int)conf_keys[i].where != ps->where)
+			continue;
+		if (strcasecmp(conf_keys[i].key, key) == 0) {
+			k = &conf_keys[i];
+			break;
+		}
+		size_t d = conf_distance(key, conf_keys[i].key);
+		if (d < near_d) {
+			near_d = d;
+			near = &conf_keys[i];
+		}
+	}
+	if (!k) {
+		if (near && near_d <= 2)
+			conf_error(ps, ps->line, "unknown key '%s' in [%s]; did you mean '%s'?", key,
+				   conf_section_names[ps->where], near->key);
+		else
+			conf_error(ps, ps->line, "unknown key '%s' in [%s]; see ringproxy --help-config", key,
+				   conf_section_names[ps->where]);
+		return 1;
+	}
+	lines = ps->where == CONF_IN_BACKEND ? ps->be_lines[ps->be_index] : ps->set_line;
+	if (lines[k - conf_keys]) {
+		conf_error(ps, ps->line, "'%s' is set twice (first at line %d); keep one", key, lines[k - conf_keys]);
+		return 1;
+	}
+	lines[k - conf_keys] = ps->line;
+	base = ps->where == CONF_IN_BACKEND ? (void *)ps->be : (void *)ps->c;
+	if (conf_set(k, base, value, ps->be, why, sizeof(why)) < 0)
+		conf_error(ps, ps->line, "%s: %s", key, why);
+	return 1;
+}
+
+static int conf_backend_key_set(const struct conf_parse *ps, size_t be, const char *key)
+{
+	for (size_t i = 0; i < CONF_NKEYS; i++)
+		if (conf_keys[i].where == CONF_IN_BACKEND && strcmp(conf_keys[i].key, key) == 0)
+			return ps->be_lines[be][i] != 0;
+	return 0;
+}
+
+/* Checks that need the whole file. */
+static void conf_validate(struct conf_parse *ps)
+{
+	struct conf *c = ps->c;
+	uint64_t points = 0;
+	int live = 0;
+
+	for (size_t i = 0; i < c->nbackends; i++) {
+		struct conf_backend *be = &c->backends[i];
+
+		/* an invalid url was already reported where it was written */
+		if (!be->url && !conf_backend_key_set(ps, i, "url"))
+			conf_error(ps, be->line, "[backend %s] has no url; add url = http://host:port", be->name);
+		if (be->weight > 0)
+			live++;
+		points += ring_points_for(c->vnodes, be->weight);
+	}
+	if (c->nbackends == 0)
+		conf_error(ps, 0, "no [backend NAME] section; add at least one with url = http://host:port");
+	else if (!live)
+		conf_error(ps, 0, "no backend has weight > 0; at least one must take keys");
+	if (c->nbackends > RING_MAX_BACKENDS)
+		conf_error(ps, 0, "%zu backends, more than the limit of %u", c->nbackends, RING_MAX_BACKENDS);
+	if (points > RING_MAX_POINTS)
+		conf_error(ps, 0, "the ring would have %llu points, more than the limit of %u; lower [ring] vnodes or the weights",
+			   (unsigned long long)points, RING_MAX_POINTS);
+}
+
+static struct conf *conf_load_from(const char *name, FILE *fp, const char *text,
+				   struct conf_errors *errs)
+{
+	struct conf_parse ps;
+	struct conf *c;
+	int rc;
+
+	memset(&ps, 0, sizeof(ps));
+	errs->msg = NULL;
+	errs->n = 0;
+	ps.file = name;
+	ps.errs = errs;
+	ps.fp = fp;
+	ps.text = text;
+	ps.where = -1;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		goto fail;
+	ps.c = c;
+	c->path = strdup(name);
+	conf_defaults(&ps, CONF_IN_PROXY, c, NULL);
+	conf_defaults(&ps, CONF_IN_RING, c, NULL);
+	rc = ini_parse_stream(conf_reader, &ps, conf_handler, &ps);
+	if (rc == -2)
+		conf_error(&ps, 0, "out of memory while reading the file");
+	else if (rc > 0 && errs->n == 0)
+		conf_error(&ps, rc, "syntax error");
+	conf_validate(&ps);
+fail:
+	if (!c)
+		conf_error(&ps, 0, "out of memory");
+	for (size_t i = 0; i < (c ? c->nbackends : 0); i++)
+		free(ps.be_lines[i]);
+	free(ps.be_lines);
+	free(ps.buf);
+	if (errs->n) {
+		conf_free(c);
+		return NULL;
+	}
+	return c;
+}
+
+struct conf *conf_load(const char *path, struct conf_errors *errs)
+{
+	struct conf *c;
+	FILE *fp = fopen(path, "r");
+
+	if (!fp) {
+		struct conf_parse ps = { .file = path, .errs = errs };
+
+		errs->msg = NULL;
+		errs->n = 0;
+		conf_error(&ps, 0, "cannot open: %s", strerror(errno));
+		return NULL;
+	}
+	c = conf_load_from(path, fp, NULL, errs);
+	fclose(fp);
+	return c;
+}
+
+struct conf *conf_load_string(const char *name, const char *text,
+			      struct conf_errors *errs)
+{
+	return conf_load_from(name, NULL, text, errs);
+}
+
+void conf_free(struct conf *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < CONF_NKEYS; i++) {
+		const struct conf_keydef *k = &conf_keys[i];
+
+		if (k->where == CONF_IN_BACKEND)
+			continue;
+		if (k->type == CONF_T_STRING || k->type == CONF_T_ADDR)
+			free(*(char **)((char *)c + k->offset));
+	}
+	for (size_t i = 0; i < c->nbackends; i++) {
+		struct conf_backend *be = &c->backends[i];
+
+		free(be->name);
+		free(be->url);
+		free(be->host);
+		free(be->prefix);
+	}
+	free(c->backends);
+	free(c->path);
+	free(c);
+}
+
+const struct conf_backend *conf_backend_find(const struct conf *c, const char *name)
+{
+	for (size_t i = 0; i < c->nbackends; i++)
+		if (strcmp(c->backends[i].name, name) == 0)
+			return &c->backends[i];
+	return NULL;
+}
+
+void conf_help(FILE *out)
+{
+	int last = -1;
+
+	fprintf(out, "ringproxy configuration keys (INI file; durations take ms/s/m/h, sizes k/m/g)\n");
+	for (size_t i = 0; i < CONF_NKEYS; i++) {
+		const struct conf_keydef *k = &conf_keys[i];
+		char tt[96];
+
+		if ((int)k->where != last) {
+			fprintf(out, "\n[%s]\n", conf_section_names[k->where]);
+			last = (int)k->where;
+		}
+		conf_type_text(k, tt, sizeof(tt));
+		fprintf(out, "  %-22s %s\n  %-22s default: %s; %s\n", k->key, k->help, "",
+			k->def ? k->def : "(required)", tt);
+	}
+}

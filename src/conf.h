@@ -1,0 +1,95 @@
+/*
+ * conf.h -- the INI configuration: [proxy], [ring] and one [backend NAME]
+ * per cache. conf_load() parses (inih) and validates a file and collects
+ * every error as "FILE:LINE: what is wrong; what to do". A struct conf is
+ * immutable once loaded; the main thread builds it, snapshots keep it.
+ */
+#ifndef RINGPROXY_CONF_H
+#define RINGPROXY_CONF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum conf_hash { CONF_HASH_MD5 = 0 };
+
+enum conf_key {
+	CONF_KEY_PATH_QUERY = 0,     /* "path+query": the target as sent */
+	CONF_KEY_PATH,               /* "path": the query is ignored */
+	CONF_KEY_PATH_SORTED_QUERY,  /* "path+sorted-query": parameters sorted */
+};
+
+struct conf_backend {
+	char *name;             /* identity on the ring */
+	char *url;              /* as written */
+	char *host;             /* from the URL, brackets removed for IPv6 */
+	uint16_t port;
+	char *prefix;           /* path prefix without trailing '/'; "" if none */
+	double weight;
+	unsigned max_inflight;  /* 0 = no hard cap */
+	int line;               /* of the [backend NAME] header */
+};
+
+struct conf {
+	char *path;             /* the file it came from ("-" for a string) */
+
+	/* [proxy] */
+	char *listen;
+	unsigned workers;               /* 0 = one per online CPU */
+	uint64_t connect_timeout_ms;
+	uint64_t response_timeout_ms;
+	uint64_t client_timeout_ms;
+	uint64_t backend_idle_timeout_ms;
+	uint64_t shutdown_timeout_ms;
+	unsigned max_connections;
+	uint64_t max_head_size;
+	unsigned max_headers;
+	unsigned retries;
+	unsigned pool_size;
+	uint64_t buffer_size;
+	char *backend_header;
+	int log_level;                  /* enum log_level */
+
+	/* [ring] */
+	int hash;                       /* enum conf_hash */
+	unsigned vnodes;
+	int key;                        /* enum conf_key */
+	double balance_factor;
+
+	struct conf_backend *backends;
+	size_t nbackends;
+};
+
+/* Every error of one load, in file order. */
+struct conf_errors {
+	char **msg;
+	size_t n;
+};
+
+/* Load and validate FILE. Returns the config, or NULL with every problem in
+ * errs (which the caller frees with conf_errors_free even on success: it
+ * may then hold nothing). */
+struct conf *conf_load(const char *path, struct conf_errors *errs);
+
+/* The same from a string; name stands for the file name in messages. */
+struct conf *conf_load_string(const char *name, const char *text,
+			      struct conf_errors *errs);
+
+void conf_free(struct conf *c);
+void conf_errors_free(struct conf_errors *errs);
+
+/* Find a backend by name; NULL if none. */
+const struct conf_backend *conf_backend_find(const struct conf *c,
+					     const char *name);
+
+/* Parse "500ms", "5s", "2m", "1h" or a bare number of seconds into ms.
+ * Returns 0 or -1. Exposed for the unit test. */
+int conf_parse_duration(const char *s, uint64_t *ms);
+/* Parse "65536", "64k", "16m", "1g" (powers of 1024). 0 or -1. */
+int conf_parse_size(const char *s, uint64_t *bytes);
+
+/* Print every key with its type, default, range and help (--help-config). */
+void conf_help(FILE *out);
+
+#endif

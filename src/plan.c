@@ -1,0 +1,608 @@
+/*
+ * plan.c -- `ringproxy plan OLD.ini [NEW.ini] [--keys FILE]
+ * [--balance-factor C] [--json]`.
+ *
+ * Shares are exact (sums of ring arcs, ring_shares/ring_diff), not samples.
+ * With --keys, each key is hashed once and assigned on each ring, so counts
+ * and movement are what the proxy would do with that key list. The check
+ * that no key moves between two backends both files keep unchanged is the
+ * consistent-hashing promise (Karger et al. 1997); plan exits 3 if the ring
+ * ever breaks it.
+ */
+#include "plan.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct ring *plan_ring(const struct conf *c, char *err, size_t errlen)
+{
+	struct ring_member *m = calloc(c->nbackends ? c->nbackends : 1, sizeof(*m));
+	struct ring *r;
+
+	if (!m) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	for (size_t i = 0; i < c->nbackends; i++) {
+		m[i].name = c->backends[i].name;
+		m[i].weight = c->backends[i].weight;
+	}
+	r = ring_build(m, c->nbackends, c->vnodes, err, errlen);
+	free(m);
+	return r;
+}
+
+int plan_keys_read(struct plan_keys *k, const char *path, int progress,
+		   char *err, size_t errlen)
+{
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+	char *line = NULL;
+	size_t cap = 0, alloc = 0;
+	ssize_t n;
+	int rc = -1;
+
+	k->pos = NULL;
+	k->n = 0;
+	if (!f) {
+		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		return -1;
+	}
+	while ((n = getline(&line, &cap, f)) >= 0) {
+		if (n > 0 && line[n - 1] == '\n')
+			n--;
+		if (n > 0 && line[n - 1] == '\r')
+			n--;
+		if (k->n == alloc) {
+			size_t na = alloc ? alloc * 2 : 65536;
+			uint64_t *p = realloc(k->pos, na * sizeof(*p));
+
+			if (!p) {
+				snprintf(err, errlen, "%s: out of memory after %zu keys", path, k->n);
+				goto fail;
+			}
+			k->pos = p;
+			alloc = na;
+		}
+		k->pos[k->n++] = ring_hash(line, (size_t)n);
+		if (progress && k->n % 1000000 == 0)
+			fprintf(stderr, "\rhashed %zu keys", k->n);
+	}
+	if (ferror(f)) {
+		snprintf(err, errlen, "%s: read error: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (progress && k->n >= 1000000)
+		fprintf(stderr, "\rhashed %zu keys\n", k->n);
+	rc = 0;
+fail:
+	free(line);
+	if (f != stdin)
+		fclose(f);
+	if (rc < 0)
+		plan_keys_free(k);
+	return rc;
+}
+
+void plan_keys_free(struct plan_keys *k)
+{
+	free(k->pos);
+	k->pos = NULL;
+	k->n = 0;
+}
+
+void plan_assign(const struct ring *r, const struct plan_keys *k, double c,
+		 int32_t *out, uint64_t *counts)
+{
+	uint64_t *cap = NULL;
+	double wsum = 0;
+
+	memset(counts, 0, r->nbackends * sizeof(*counts));
+	if (c > 0) {
+		cap = calloc(r->nbackends ? r->nbackends : 1, sizeof(*cap));
+		for (size_t b = 0; b < r->nbackends; b++)
+			if (r->npoints_of[b])
+				wsum += r->weights[b];
+		for (size_t b = 0; cap && b < r->nbackends; b++)
+			cap[b] = r->npoints_of[b] ?
+				(uint64_t)ceil(c * (double)k->n * r->weights[b] / wsum) : 0;
+	}
+	for (size_t i = 0; i < k->n; i++) {
+		int b;
+
+		if (!cap) {
+			b = ring_lookup(r, k->pos[i]);
+		} else {
+			struct ring_walk w;
+			int first;
+
+			ring_walk_init(&w, r, k->pos[i]);
+			first = b = ring_walk_next(&w);
+			while (b >= 0 && counts[b] >= cap[b])
+				b = ring_walk_next(&w);
+			/* c >= 1 always leaves room somewhere; a smaller c
+			 * may not, and then the owner takes the key */
+			if (b < 0)
+				b = first;
+		}
+		out[i] = b;
+		if (b >= 0)
+			counts[b]++;
+	}
+	free(cap);
+}
+
+/* ---- output ----------------------------------------------------------- */
+
+/* Names are restricted to [A-Za-z0-9._-] by conf.c; escape anyway. */
+static void plan_json_str(FILE *out, const char *s)
+{
+	fputc('"', out);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fprintf(out, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			fprintf(out, "\\u%04x", *s);
+		else
+			fputc(*s, out);
+	}
+	fputc('"', out);
+}
+
+struct plan_side {
+	const char *path;
+	struct conf *conf;
+	struct ring *ring;
+	double *share;
+	uint64_t *counts;       /* with keys */
+	int32_t *owner;         /* with keys: backend per key */
+};
+
+static void plan_side_free(struct plan_side *s)
+{
+	conf_free(s->conf);
+	ring_free(s->ring);
+	free(s->share);
+	free(s->counts);
+	free(s->owner);
+}
+
+static int plan_side_load(struct plan_side *s, const char *path,
+			  const struct plan_keys *keys, double bf, char *err, size_t errlen)
+{
+	struct conf_errors errs;
+
+	memset(s, 0, sizeof(*s));
+	s->path = path;
+	s->conf = conf_load(path, &errs);
+	if (!s->conf) {
+		size_t n = errs.n;
+
+		for (size_t i = 0; i < n; i++)
+			fprintf(stderr, "%s\n", errs.msg[i]);
+		conf_errors_free(&errs);
+		snprintf(err, errlen, "%s: %zu error%s; nothing planned", path, n, n == 1 ? "" : "s");
+		return -1;
+	}
+	conf_errors_free(&errs);
+	s->ring = plan_ring(s->conf, err, errlen);
+	if (!s->ring)
+		return -1;
+	s->share = calloc(s->ring->nbackends + 1, sizeof(double));
+	s->counts = calloc(s->ring->nbackends + 1, sizeof(uint64_t));
+	if (!s->share || !s->counts) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	ring_shares(s->ring, s->share);
+	if (keys) {
+		s->owner = malloc((keys->n ? keys->n : 1) * sizeof(int32_t));
+		if (!s->owner) {
+			snprintf(err, errlen, "out of memory for %zu keys", keys->n);
+			return -1;
+		}
+		plan_assign(s->ring, keys, bf, s->owner, s->counts);
+	}
+	return 0;
+}
+
+static void plan_json_backends(FILE *out, const struct plan_side *s, int with_keys)
+{
+	fputc('[', out);
+	for (size_t b = 0; b < s->ring->nbackends; b++) {
+		fprintf(out, "%s{\"name\": ", b ? ", " : "");
+		plan_json_str(out, s->ring->names[b]);
+		fprintf(out, ", \"weight\": %.17g, \"points\": %u, \"share\": %.17g",
+			s->ring->weights[b], s->ring->npoints_of[b], s->share[b]);
+		if (with_keys)
+			fprintf(out, ", \"keys\": %llu", (unsigned long long)s->counts[b]);
+		fputc('}', out);
+	}
+	fputc(']', out);
+}
+
+static void plan_text_backends(FILE *out, const struct plan_side *s,
+			       const struct plan_keys *keys)
+{
+	size_t wname = 7;
+
+	for (size_t b = 0; b < s->ring->nbackends; b++)
+		if (strlen(s->ring->names[b]) > wname)
+			wname = strlen(s->ring->names[b]);
+	fprintf(out, "%s: %zu backends, %zu points, vnodes %u\n\n", s->path,
+		s->ring->nbackends, s->ring->npoints, s->ring->vnodes);
+	fprintf(out, "  %-*s  %8s  %7s  %8s", (int)wname, "backend", "weight", "points", "share");
+	if (keys)
+		fprintf(out, "  %10s  %8s", "keys", "of keys");
+	fputc('\n', out);
+	for (size_t b = 0; b < s->ring->nbackends; b++) {
+		fprintf(out, "  %-*s  %8.3g  %7u  %7.3f%%", (int)wname, s->ring->names[b],
+			s->ring->weights[b], s->ring->npoints_of[b], 100.0 * s->share[b]);
+		if (keys)
+			fprintf(out, "  %10llu  %7.3f%%", (unsigned long long)s->counts[b],
+				keys->n ? 100.0 * (double)s->counts[b] / (double)keys->n : 0.0);
+		fputc('\n', out);
+	}
+}
+
+/* Flows counted over the key list: (from, to) -> keys. */
+struct plan_kflow {
+	int32_t from, to;
+	uint64_t keys;
+};
+
+static int plan_kflow_cmp(const void *a, const void *b)
+{
+	const struct plan_kflow *x = a, *y = b;
+
+	if (x->from != y->from)
+		return x->from < y->from ? -1 : 1;
+	return x->to < y->to ? -1 : x->to > y->to;
+}
+
+/* Count keys per (from, to) pair where the owner changed. Returns the
+ * number of distinct pairs in *flows (caller frees), -1 on no memory. */
+static long plan_key_flows(const struct plan_side *a, const struct plan_side *b,
+			   const struct plan_keys *keys, struct plan_kflow **flows,
+			   uint64_t *moved)
+{
+	struct plan_kflow *f;
+	size_t n = 0, out = 0;
+
+	*moved = 0;
+	f = malloc((keys->n ? keys->n : 1) * sizeof(*f));
+	if (!f)
+		return -1;
+	for (size_t i = 0; i < keys->n; i++) {
+		const char *na = a->owner[i] >= 0 ? a->ring->names[a->owner[i]] : "";
+		const char *nb = b->owner[i] >= 0 ? b->ring->names[b->owner[i]] : "";
+
+		if (strcmp(na, nb) == 0)
+			continue;
+		f[n].from = a->owner[i];
+		f[n].to = b->owner[i];
+		f[n].keys = 1;
+		n++;
+	}
+	*moved = n;
+	qsort(f, n, sizeof(*f), plan_kflow_cmp);
+	for (size_t i = 0; i < n; i++) {
+		if (out && f[out - 1].from == f[i].from && f[out - 1].to == f[i].to)
+			f[out - 1].keys++;
+		else
+			f[out++] = f[i];
+	}
+	*flows = f;
+	return (long)out;
+}
+
+static uint64_t plan_flow_keys(const struct plan_kflow *f, long nf,
+			       const struct plan_side *a, const struct plan_side *b,
+			       const char *from, const char *to)
+{
+	for (long i = 0; i < nf; i++) {
+		const char *x = f[i].from >= 0 ? a->ring->names[f[i].from] : "";
+		const char *y = f[i].to >= 0 ? b->ring->names[f[i].to] : "";
+
+		if (strcmp(x, from) == 0 && strcmp(y, to) == 0)
+			return f[i].keys;
+	}
+	return 0;
+}
+
+/* How a backend differs between the files. */
+enum plan_change { PLAN_SAME, PLAN_ADDED, PLAN_REMOVED, PLAN_REWEIGHTED, PLAN_READDRESSED };
+
+static enum plan_change plan_change_of(const struct plan_side *a, const struct plan_side *b,
+				       const char *name)
+{
+	const struct conf_backend *x = conf_backend_find(a->conf, name);
+	const struct conf_backend *y = conf_backend_find(b->conf, name);
+
+	if (!x)
+		return PLAN_ADDED;
+	if (!y)
+		return PLAN_REMOVED;
+	if (x->weight != y->weight || a->conf->vnodes != b->conf->vnodes)
+		return PLAN_REWEIGHTED;
+	if (strcmp(x->url, y->url) != 0)
+		return PLAN_READDRESSED;
+	return PLAN_SAME;
+}
+
+/* The promise of consistent hashing: keys move only to added or
+ * reweighted backends, or from removed or reweighted ones. Returns the
+ * number of flows breaking it (each printed to stderr). */
+static int plan_check_flows(const struct plan_side *a, const struct plan_side *b,
+			    const struct ring_diff *d)
+{
+	int bad = 0;
+
+	for (size_t i = 0; i < d->nflows; i++) {
+		enum plan_change cf = *d->flows[i].from ? plan_change_of(a, b, d->flows[i].from) : PLAN_ADDED;
+		enum plan_change ct = *d->flows[i].to ? plan_change_of(a, b, d->flows[i].to) : PLAN_REMOVED;
+
+		if ((cf == PLAN_SAME || cf == PLAN_READDRESSED) &&
+		    (ct == PLAN_SAME || ct == PLAN_READDRESSED)) {
+			fprintf(stderr, "ringproxy plan: BUG: %.6f%% of keys move from %s to %s, "
+				"though neither changed\n", 100.0 * d->flows[i].share,
+				d->flows[i].from, d->flows[i].to);
+			bad++;
+		}
+	}
+	return bad;
+}
+
+static void plan_list_json(FILE *out, const struct plan_side *a, const struct plan_side *b,
+			   enum plan_change want)
+{
+	int first = 1;
+	const struct plan_side *s = want == PLAN_REMOVED ? a : b;
+
+	fputc('[', out);
+	for (size_t i = 0; i < s->ring->nbackends; i++) {
+		enum plan_change ch = plan_change_of(a, b, s->ring->names[i]);
+
+		if (ch == want || (want == PLAN_REWEIGHTED && ch == PLAN_READDRESSED)) {
+			if (!first)
+				fputs(", ", out);
+			plan_json_str(out, s->ring->names[i]);
+			first = 0;
+		}
+	}
+	fputc(']', out);
+}
+
+static void plan_list_text(FILE *out, const struct plan_side *a, const struct plan_side *b,
+			   enum plan_change want, const char *label)
+{
+	int first = 1;
+	const struct plan_side *s = want == PLAN_REMOVED ? a : b;
+
+	fprintf(out, "  %-9s", label);
+	for (size_t i = 0; i < s->ring->nbackends; i++) {
+		const char *name = s->ring->names[i];
+		enum plan_change ch = plan_change_of(a, b, name);
+
+		if (ch != want && !(want == PLAN_REWEIGHTED && ch == PLAN_READDRESSED))
+			continue;
+		fprintf(out, "%s%s", first ? "" : ", ", name);
+		if (ch == PLAN_REWEIGHTED) {
+			const struct conf_backend *x = conf_backend_find(a->conf, name);
+			const struct conf_backend *y = conf_backend_find(b->conf, name);
+
+			if (x->weight != y->weight)
+				fprintf(out, " (weight %g -> %g)", x->weight, y->weight);
+			else
+				fprintf(out, " (vnodes %u -> %u)", a->conf->vnodes, b->conf->vnodes);
+		} else if (ch == PLAN_READDRESSED) {
+			fprintf(out, " (url %s -> %s; no key moves)",
+				conf_backend_find(a->conf, name)->url,
+				conf_backend_find(b->conf, name)->url);
+		}
+		first = 0;
+	}
+	fprintf(out, "%s\n", first ? "(none)" : "");
+}
+
+int plan_print_conf(const struct conf *c, FILE *out)
+{
+	struct plan_side s;
+	char err[512];
+	int rc = -1;
+
+	memset(&s, 0, sizeof(s));
+	s.path = c->path;
+	s.ring = plan_ring(c, err, sizeof(err));
+	if (!s.ring) {
+		fprintf(stderr, "%s: %s\n", c->path, err);
+		return -1;
+	}
+	s.share = calloc(s.ring->nbackends + 1, sizeof(double));
+	if (s.share) {
+		ring_shares(s.ring, s.share);
+		plan_text_backends(out, &s, NULL);
+		rc = 0;
+	}
+	ring_free(s.ring);
+	free(s.share);
+	return rc;
+}
+
+static void plan_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: ringproxy plan OLD.ini [NEW.ini] [--keys FILE] [--balance-factor C] [--json]\n"
+		"  one file:  each backend's points and exact share of the keyspace\n"
+		"  two files: what is added, removed, changed, and the share of keys that move\n"
+		"  --keys FILE          count real keys (one per line, hashed as written; - = stdin)\n"
+		"  --balance-factor C   simulate bounded loads over the key list (needs --keys)\n"
+		"  --json               machine-readable output (schema in the README)\n");
+}
+
+int plan_main(int argc, char **argv, FILE *out)
+{
+	static const struct option opts[] = {
+		{ "keys", required_argument, NULL, 'k' },
+		{ "balance-factor", required_argument, NULL, 'b' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct plan_side a, b;
+	struct plan_keys keys = { 0 };
+	struct ring_diff d = { 0 };
+	struct plan_kflow *kf = NULL;
+	const char *keyfile = NULL, *files[2];
+	char err[512];
+	double bf = 0;
+	int json = 0, nfiles = 0, rc = 1, opt, two;
+	uint64_t moved_keys = 0;
+	long nkf = 0;
+
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "k:b:jh", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'k':
+			keyfile = optarg;
+			break;
+		case 'b': {
+			char *end;
+
+			errno = 0;
+			bf = strtod(optarg, &end);
+			if (errno || *end || !isfinite(bf) || bf < 0 || bf > 100 ||
+			    (bf > 0 && bf < 1)) {
+				fprintf(stderr, "ringproxy plan: --balance-factor '%s': expected 0 (off) or a number from 1 to 100\n", optarg);
+				return 2;
+			}
+			break;
+		}
+		case 'j':
+			json = 1;
+			break;
+		case 'h':
+			plan_usage(out);
+			return 0;
+		default:
+			plan_usage(stderr);
+			return 2;
+		}
+	}
+	for (int i = optind; i < argc; i++) {
+		if (nfiles == 2) {
+			fprintf(stderr, "ringproxy plan: at most two config files\n");
+			plan_usage(stderr);
+			return 2;
+		}
+		files[nfiles++] = argv[i];
+	}
+	if (nfiles == 0) {
+		plan_usage(stderr);
+		return 2;
+	}
+	if (bf > 0 && !keyfile) {
+		fprintf(stderr, "ringproxy plan: --balance-factor simulates over a key list; add --keys FILE\n");
+		return 2;
+	}
+	two = nfiles == 2;
+	if (keyfile && plan_keys_read(&keys, keyfile, isatty(STDERR_FILENO), err, sizeof(err)) < 0)
+		goto fail;
+	if (plan_side_load(&a, files[0], keyfile ? &keys : NULL, bf, err, sizeof(err)) < 0)
+		goto fail;
+	if (two) {
+		if (plan_side_load(&b, files[1], keyfile ? &keys : NULL, bf, err, sizeof(err)) < 0)
+			goto fail;
+		if (ring_diff(a.ring, b.ring, &d) < 0) {
+			snprintf(err, sizeof(err), "out of memory");
+			goto fail;
+		}
+		if (keyfile && (nkf = plan_key_flows(&a, &b, &keys, &kf, &moved_keys)) < 0) {
+			snprintf(err, sizeof(err), "out of memory");
+			goto fail;
+		}
+	}
+
+	if (json) {
+		fputs("{\"backends\": ", out);
+		plan_json_backends(out, &a, keyfile != NULL);
+		if (keyfile)
+			fprintf(out, ", \"keys\": %zu", keys.n);
+		if (two) {
+			fputs(", \"compare\": {\"backends\": ", out);
+			plan_json_backends(out, &b, keyfile != NULL);
+			fputs(", \"added\": ", out);
+			plan_list_json(out, &a, &b, PLAN_ADDED);
+			fputs(", \"removed\": ", out);
+			plan_list_json(out, &a, &b, PLAN_REMOVED);
+			fputs(", \"changed\": ", out);
+			plan_list_json(out, &a, &b, PLAN_REWEIGHTED);
+			fprintf(out, ", \"moved_share\": %.17g", d.moved_share);
+			if (keyfile)
+				fprintf(out, ", \"moved_keys\": %llu", (unsigned long long)moved_keys);
+			fputs(", \"flows\": [", out);
+			for (size_t i = 0; i < d.nflows; i++) {
+				fprintf(out, "%s{\"from\": ", i ? ", " : "");
+				plan_json_str(out, d.flows[i].from);
+				fputs(", \"to\": ", out);
+				plan_json_str(out, d.flows[i].to);
+				fprintf(out, ", \"share\": %.17g", d.flows[i].share);
+				if (keyfile)
+					fprintf(out, ", \"keys\": %llu", (unsigned long long)
+						plan_flow_keys(kf, nkf, &a, &b, d.flows[i].from, d.flows[i].to));
+				fputc('}', out);
+			}
+			fputs("]}", out);
+		}
+		fputs("}\n", out);
+	} else {
+		plan_text_backends(out, &a, keyfile ? &keys : NULL);
+		if (keyfile && bf > 0)
+			fprintf(out, "\n  keys assigned with bounded loads, balance factor %g\n", bf);
+		if (two) {
+			fputc('\n', out);
+			plan_text_backends(out, &b, keyfile ? &keys : NULL);
+			fprintf(out, "\n%s -> %s\n", a.path, b.path);
+			plan_list_text(out, &a, &b, PLAN_ADDED, "added:");
+			plan_list_text(out, &a, &b, PLAN_REMOVED, "removed:");
+			plan_list_text(out, &a, &b, PLAN_REWEIGHTED, "changed:");
+			fprintf(out, "  %-9s%.3f%% of the keyspace", "moved:", 100.0 * d.moved_share);
+			if (keyfile)
+				fprintf(out, ", %llu of %zu keys (%.3f%%)", (unsigned long long)moved_keys,
+					keys.n, keys.n ? 100.0 * (double)moved_keys / (double)keys.n : 0.0);
+			fputc('\n', out);
+			if (d.nflows) {
+				fprintf(out, "\n  %-16s %-16s %9s", "from", "to", "share");
+				if (keyfile)
+					fprintf(out, "  %10s", "keys");
+				fputc('\n', out);
+			}
+			for (size_t i = 0; i < d.nflows; i++) {
+				fprintf(out, "  %-16s %-16s %8.3f%%", *d.flows[i].from ? d.flows[i].from : "(none)",
+					*d.flows[i].to ? d.flows[i].to : "(none)", 100.0 * d.flows[i].share);
+				if (keyfile)
+					fprintf(out, "  %10llu", (unsigned long long)
+						plan_flow_keys(kf, nkf, &a, &b, d.flows[i].from, d.flows[i].to));
+				fputc('\n', out);
+			}
+		}
+	}
+	rc = 0;
+	if (two && plan_check_flows(&a, &b, &d))
+		rc = 3;
+	goto done;
+fail:
+	fprintf(stderr, "ringproxy plan: %s\n", err);
+done:
+	free(kf);
+	ring_diff_free(&d);
+	plan_side_free(&a);
+	plan_side_free(&b);
+	plan_keys_free(&keys);
+	return rc;
+}

@@ -1,0 +1,53 @@
+/*
+ * plan.h -- `ringproxy plan`: the operator's what-if tool. For one config,
+ * each backend's points and exact share of the keyspace (and of a key list);
+ * for two, what is added, removed and changed, the exact share of keys that
+ * move and where they go. Runs on the main thread of a short-lived process.
+ */
+#ifndef RINGPROXY_PLAN_H
+#define RINGPROXY_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "conf.h"
+#include "ring.h"
+
+/* A list of key positions (MD5 of each key), in file order. */
+struct plan_keys {
+	uint64_t *pos;
+	size_t n;
+};
+
+/* Read FILE (one key per line, hashed exactly as written after removing
+ * the line end, "\r\n" tolerated; "-" = stdin). progress: print a counter
+ * to stderr while reading. Returns 0, or -1 with err filled. */
+int plan_keys_read(struct plan_keys *k, const char *path, int progress,
+		   char *err, size_t errlen);
+void plan_keys_free(struct plan_keys *k);
+
+/*
+ * Assign every key to a backend index of r: the ring owner, or with c > 0
+ * the bounded-loads simulation: keys taken in order, a backend accepts
+ * while its count is below ceil(c * K * w / W) (K keys, w its weight, W the
+ * total weight), else the key walks clockwise to the next distinct backend
+ * with room. out[i] is -1 only for an empty ring. counts[b] gets the keys
+ * per backend (r->nbackends entries).
+ */
+void plan_assign(const struct ring *r, const struct plan_keys *k, double c,
+		 int32_t *out, uint64_t *counts);
+
+/* Build the ring of a config; NULL with err on failure. */
+struct ring *plan_ring(const struct conf *c, char *err, size_t errlen);
+
+/* Print the table of one loaded config (points, exact share), as -t does.
+ * Returns 0, or -1 if the ring cannot be built (message on stderr). */
+int plan_print_conf(const struct conf *c, FILE *out);
+
+/* The whole subcommand: argv[0] is "plan". Returns the exit status:
+ * 0 done, 1 bad input (config or key file), 2 usage,
+ * 3 the ring moved a key between two unchanged backends (a bug). */
+int plan_main(int argc, char **argv, FILE *out);
+
+#endif

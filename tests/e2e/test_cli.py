@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""test_cli.py -- `ringproxy -t` and `ringproxy plan` as an operator runs
+them, checked against ringref.py, an independent model of the ring.
+usage: test_cli.py RINGPROXY SOURCE_ROOT"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ringref  # noqa: E402
+
+RP = sys.argv[1]
+ROOT = sys.argv[2]
+TMP = tempfile.mkdtemp(prefix="rp-cli-")
+failures = 0
+n = 0
+
+
+def check(cond, what):
+    global failures, n
+    n += 1
+    print(("ok" if cond else "not ok"), n, "-", what, flush=True)
+    if not cond:
+        failures += 1
+
+
+def run(*args, stdin=None):
+    p = subprocess.run([RP, *args], capture_output=True, text=True, input=stdin, timeout=60)
+    return p.returncode, p.stdout, p.stderr
+
+
+def write(name, text):
+    path = os.path.join(TMP, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def conf(backends, vnodes=160):
+    s = f"[ring]\nvnodes = {vnodes}\n"
+    for name, weight, port in backends:
+        s += f"\n[backend {name}]\nurl = http://127.0.0.1:{port}\nweight = {weight}\n"
+    return s
+
+
+demo = os.path.join(ROOT, "conf", "demo.ini")
+
+# -t on a good file
+rc, out, err = run("-t", "-c", demo)
+check(rc == 0, "-t on conf/demo.ini exits 0")
+check("configuration ok" in out, "-t says the configuration is ok")
+ref = ringref.ring_of(demo)
+for name, share in ref.shares().items():
+    line = [l for l in out.splitlines() if l.strip().startswith(name + " ")]
+    check(line and f"{100 * share:.3f}%" in line[0], f"-t prints {name}'s exact share {100 * share:.3f}%")
+
+# -t on a bad file: every error with file:line, exit 1
+bad = write("bad.ini", "[proxy]\nworkers = -1\n[ring]\nvnodes = x\n[backend a]\nurl = ftp://x\n")
+rc, out, err = run("-t", "-c", bad)
+check(rc == 1, "-t on a bad file exits 1")
+check(f"{bad}:2: workers:" in err and f"{bad}:4: vnodes:" in err and f"{bad}:6: url:" in err,
+      "-t prints every error as FILE:LINE")
+check("3 errors; nothing started" in err, "-t sums up the errors")
+rc, out, err = run("-t", "-c", os.path.join(TMP, "missing.ini"))
+check(rc == 1 and "cannot open" in err, "-t on a missing file exits 1 with a reason")
+
+# plan, one file, JSON: exact shares and points as the model computes them
+a = write("a.ini", conf([("c1", 1, 9001), ("c2", 1, 9002), ("c3", 2, 9003)], vnodes=100))
+rc, out, err = run("plan", a, "--json")
+check(rc == 0, "plan one file exits 0")
+doc = json.loads(out)
+ra = ringref.ring_of(a)
+sh = ra.shares()
+check([b["name"] for b in doc["backends"]] == ["c1", "c2", "c3"], "backends in file order")
+check(all(abs(b["share"] - sh[b["name"]]) < 1e-12 for b in doc["backends"]), "shares equal the model's exact arcs")
+check([b["points"] for b in doc["backends"]] == [100, 100, 200], "points = round(vnodes x weight)")
+check(abs(sum(b["share"] for b in doc["backends"]) - 1) < 1e-12, "shares sum to 1")
+check("compare" not in doc and "keys" not in doc, "no compare/keys without a second file or --keys")
+
+# keys: counts per backend, \r\n tolerated
+keys = [f"/thumbs/{i % 977}/{i}_200x200.jpg?v={i % 7}" for i in range(20000)]
+kf = write("keys.txt", "\n".join(keys) + "\n")
+kf_crlf = write("keys-crlf.txt", "\r\n".join(keys) + "\r\n")
+rc, out, err = run("plan", a, "--keys", kf, "--json")
+doc = json.loads(out)
+want = {n: 0 for n in ra.names}
+for k in keys:
+    want[ra.lookup(k.encode())] += 1
+check(doc["keys"] == len(keys), "keys counted")
+check({b["name"]: b["keys"] for b in doc["backends"]} == want, "keys per backend equal the model's lookups")
+rc, out2, err = run("plan", a, "--keys", kf_crlf, "--json")
+check(json.loads(out2) == doc, "a CRLF key file gives the same counts")
+
+# plan, two files: added backend; keys move only to it
+b = write("b.ini", conf([("c1", 1, 9001), ("c2", 1, 9002), ("c3", 2, 9003), ("c4", 1, 9004)], vnodes=100))
+rc, out, err = run("plan", a, b, "--keys", kf, "--json")
+check(rc == 0, "plan two files exits 0")
+doc = json.loads(out)
+rb = ringref.ring_of(b)
+cmp = doc["compare"]
+check(cmp["added"] == ["c4"] and cmp["removed"] == [] and cmp["changed"] == [], "added/removed/changed")
+check(abs(cmp["moved_share"] - rb.shares()["c4"]) < 1e-12, "moved share = the new backend's exact share")
+moved = sum(1 for k in keys if ra.lookup(k.encode()) != rb.lookup(k.encode()))
+check(cmp["moved_keys"] == moved, f"moved keys = the model's count ({moved})")
+check(all(f["to"] == "c4" for f in cmp["flows"]), "every flow goes to the added backend")
+check(sum(f["keys"] for f in cmp["flows"]) == moved, "flow key counts add up")
+check(abs(sum(f["share"] for f in cmp["flows"]) - cmp["moved_share"]) < 1e-12, "flow shares add up")
+check(cmp["flows"] == sorted(cmp["flows"], key=lambda f: -f["share"]), "flows largest first")
+
+# human output of the same
+rc, out, err = run("plan", a, b)
+check("added:   c4" in out and f"{100 * cmp['moved_share']:.3f}% of the keyspace" in out,
+      "text output names the added backend and the moved share")
+
+# removal and reweighting
+c = write("c.ini", conf([("c1", 1, 9001), ("c3", 3, 9003)], vnodes=100))
+rc, out, err = run("plan", a, c, "--json")
+doc = json.loads(out)["compare"]
+check(doc["removed"] == ["c2"] and doc["changed"] == ["c3"], "removed and reweighted are reported")
+check(all(f["from"] in ("c2", "c3") or f["to"] in ("c2", "c3") for f in doc["flows"]),
+      "keys move only from the removed or to/from the reweighted backend")
+
+# a new URL for the same name moves nothing
+d = write("d.ini", conf([("c1", 1, 9101), ("c2", 1, 9002), ("c3", 2, 9003)], vnodes=100))
+rc, out, err = run("plan", a, d, "--json")
+doc = json.loads(out)["compare"]
+check(doc["moved_share"] == 0 and doc["flows"] == [] and doc["changed"] == ["c1"],
+      "changing a URL moves no key (identity is the name)")
+rc, out, err = run("plan", a, d)
+check("no key moves" in out, "text output says a URL change moves no key")
+
+# bounded-load simulation: nobody over ceil(c * K * w / W)
+rc, out, err = run("plan", a, "--keys", kf, "--balance-factor", "1.05", "--json")
+doc = json.loads(out)
+W = sum(ra.weights.values())
+caps = {n: math.ceil(1.05 * len(keys) * ra.weights[n] / W) for n in ra.names}
+check(all(bk["keys"] <= caps[bk["name"]] for bk in doc["backends"]), "--balance-factor caps every backend")
+check(sum(bk["keys"] for bk in doc["backends"]) == len(keys), "--balance-factor keeps every key")
+# the model of the simulation: keys in file order, walk to the next with room
+cnt = {n: 0 for n in ra.names}
+for k in keys:
+    for cand in ra.walk(k.encode()):
+        if cnt[cand] < caps[cand]:
+            cnt[cand] += 1
+            break
+check({bk["name"]: bk["keys"] for bk in doc["backends"]} == cnt, "--balance-factor equals the model's simulation")
+
+# usage errors
+rc, out, err = run("plan")
+check(rc == 2, "plan without a file is a usage error")
+rc, out, err = run("plan", a, "--balance-factor", "0.5", "--keys", kf)
+check(rc == 2 and "balance-factor" in err, "a balance factor below 1 is refused")
+rc, out, err = run("plan", a, b, a)
+check(rc == 2, "three files are refused")
+rc, out, err = run("plan", a, bad)
+check(rc == 1 and f"{bad}:2:" in err, "plan on a bad file prints its errors, exits 1")
+rc, out, err = run("--version")
+check(rc == 0 and out.startswith("ringproxy "), "--version")
+rc, out, err = run("--help-config")
+check(rc == 0 and "balance_factor" in out and "default: 1.25" in out, "--help-config lists keys with defaults")
+
+print(f"1..{n}")
+sys.exit(1 if failures else 0)

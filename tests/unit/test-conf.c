@@ -1,0 +1,184 @@
+/*
+ * test-conf.c -- conf.c: defaults, every key parsed, units, and the bad
+ * fixtures in tests/unit/conf/ each producing exactly the error lines of
+ * its .err file. argv[1] is that directory.
+ */
+#include "conf.h"
+#include "log.h"
+#include "tap.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	size_t cap = 0;
+	ssize_t n;
+
+	if (!f)
+		return NULL;
+	n = getdelim(&buf, &cap, '\0', f);
+	fclose(f);
+	if (n < 0) {
+		free(buf);
+		return strdup("");
+	}
+	return buf;
+}
+
+static void check_defaults(void)
+{
+	struct conf_errors errs;
+	struct conf *c = conf_load_string("mini.ini",
+		"[backend a]\nurl = http://127.0.0.1:9000\n", &errs);
+
+	if (!tap_ok(c != NULL, "a one-backend file loads")) {
+		for (size_t i = 0; i < errs.n; i++)
+			tap_diag("%s", errs.msg[i]);
+		conf_errors_free(&errs);
+		return;
+	}
+	tap_is_str(c->listen, "127.0.0.1:8080", "default listen");
+	tap_is_int(c->workers, 0, "default workers = auto");
+	tap_is_int(c->connect_timeout_ms, 1000, "default connect_timeout 1s");
+	tap_is_int(c->response_timeout_ms, 10000, "default response_timeout 10s");
+	tap_is_int(c->vnodes, 160, "default vnodes 160");
+	tap_is_int(c->key, CONF_KEY_PATH_QUERY, "default key path+query");
+	tap_ok(c->balance_factor == 1.25, "default balance_factor 1.25");
+	tap_is_int(c->retries, 2, "default retries 2");
+	tap_is_str(c->backend_header, "X-Ringproxy-Backend", "default backend header");
+	tap_is_int(c->nbackends, 1, "one backend");
+	tap_ok(c->backends[0].weight == 1.0, "default weight 1");
+	tap_is_int(c->backends[0].port, 9000, "port from the URL");
+	tap_is_str(c->backends[0].prefix, "", "no prefix");
+	conf_free(c);
+	conf_errors_free(&errs);
+}
+
+static void check_full(const char *dir)
+{
+	char path[4096];
+	struct conf_errors errs;
+	struct conf *c;
+
+	snprintf(path, sizeof(path), "%s/good-full.ini", dir);
+	c = conf_load(path, &errs);
+	if (!tap_ok(c != NULL, "good-full.ini loads")) {
+		for (size_t i = 0; i < errs.n; i++)
+			tap_diag("%s", errs.msg[i]);
+		conf_errors_free(&errs);
+		return;
+	}
+	tap_is_str(c->listen, "127.0.0.1:9090", "listen");
+	tap_is_int(c->workers, 3, "workers");
+	tap_is_int(c->connect_timeout_ms, 250, "250ms");
+	tap_is_int(c->response_timeout_ms, 2000, "2s");
+	tap_is_int(c->client_timeout_ms, 60000, "1m");
+	tap_is_int(c->backend_idle_timeout_ms, 90000, "90s");
+	tap_is_int(c->max_head_size, 32768, "32k");
+	tap_is_int(c->buffer_size, 131072, "128k");
+	tap_is_int(c->max_headers, 64, "max_headers");
+	tap_is_str(c->backend_header, "X-Cache-Node", "backend_header");
+	tap_is_int(c->log_level, LOG_DEBUG, "log_level");
+	tap_is_int(c->vnodes, 100, "vnodes");
+	tap_is_int(c->key, CONF_KEY_PATH_SORTED_QUERY, "key with an inline comment");
+	tap_ok(c->balance_factor == 1.5, "balance_factor");
+	tap_is_int(c->nbackends, 3, "three backends");
+	tap_ok(c->backends[0].weight == 2.5, "fractional weight");
+	tap_is_str(c->backends[1].host, "::1", "IPv6 host without brackets");
+	tap_is_int(c->backends[1].port, 9002, "IPv6 port");
+	tap_is_str(c->backends[1].prefix, "/thumbs", "prefix without trailing slash");
+	tap_ok(c->backends[1].weight == 0, "weight 0 allowed (drained)");
+	tap_is_int(c->backends[1].max_inflight, 100, "max_inflight");
+	tap_is_str(c->backends[2].name, "cache_3.b", "name with . and _");
+	tap_is_int(c->backends[2].port, 80, "explicit port 80");
+	tap_ok(conf_backend_find(c, "cache-1") == &c->backends[0], "find by name");
+	tap_ok(conf_backend_find(c, "nope") == NULL, "find unknown name");
+	conf_free(c);
+	conf_errors_free(&errs);
+}
+
+static void check_units(void)
+{
+	uint64_t v = 0;
+
+	tap_ok(conf_parse_duration("500ms", &v) == 0 && v == 500, "500ms");
+	tap_ok(conf_parse_duration("1.5s", &v) == 0 && v == 1500, "1.5s");
+	tap_ok(conf_parse_duration("2m", &v) == 0 && v == 120000, "2m");
+	tap_ok(conf_parse_duration("1h", &v) == 0 && v == 3600000, "1h");
+	tap_ok(conf_parse_duration("3", &v) == 0 && v == 3000, "bare number is seconds");
+	tap_ok(conf_parse_duration("5 s", &v) < 0, "space before unit refused");
+	tap_ok(conf_parse_duration("-1s", &v) < 0, "negative refused");
+	tap_ok(conf_parse_duration("s", &v) < 0, "unit alone refused");
+	tap_ok(conf_parse_size("64k", &v) == 0 && v == 65536, "64k");
+	tap_ok(conf_parse_size("1m", &v) == 0 && v == 1048576, "1m");
+	tap_ok(conf_parse_size("100", &v) == 0 && v == 100, "bytes");
+	tap_ok(conf_parse_size("10q", &v) < 0, "unknown unit refused");
+}
+
+/* Load DIR/NAME.ini, expect failure with exactly the lines of NAME.err
+ * (file names there are relative to DIR). */
+static void check_bad(const char *dir, const char *name)
+{
+	char ini[4096], err[4096], *want, *line, *save = NULL;
+	struct conf_errors errs;
+	struct conf *c;
+	size_t i = 0, plen;
+	int same = 1;
+
+	snprintf(ini, sizeof(ini), "%s/%s.ini", dir, name);
+	snprintf(err, sizeof(err), "%s/%s.err", dir, name);
+	want = slurp(err);
+	if (!tap_ok(want != NULL, "%s.err exists", name))
+		return;
+	c = conf_load(ini, &errs);
+	tap_ok(c == NULL, "%s.ini is refused", name);
+	conf_free(c);
+	plen = strlen(dir) + 1;
+	for (line = strtok_r(want, "\n", &save); line; line = strtok_r(NULL, "\n", &save), i++) {
+		const char *got = i < errs.n ? errs.msg[i] + plen : "(nothing)";
+
+		if (strcmp(got, line) != 0) {
+			same = 0;
+			tap_diag("line %zu: got  %s", i + 1, got);
+			tap_diag("line %zu: want %s", i + 1, line);
+		}
+	}
+	for (; i < errs.n; i++) {
+		same = 0;
+		tap_diag("unexpected: %s", errs.msg[i] + plen);
+	}
+	tap_ok(same, "%s.ini: every error, exactly as in %s.err", name, name);
+	conf_errors_free(&errs);
+	free(want);
+}
+
+int main(int argc, char **argv)
+{
+	const char *dir = argc > 1 ? argv[1] : "tests/unit/conf";
+	struct conf_errors errs;
+
+	check_defaults();
+	check_full(dir);
+	check_units();
+	check_bad(dir, "bad-keys");
+	check_bad(dir, "bad-backends");
+	check_bad(dir, "bad-syntax");
+	check_bad(dir, "bad-ring-size");
+	check_bad(dir, "bad-drained");
+
+	tap_ok(conf_load("/nonexistent/ringproxy.ini", &errs) == NULL && errs.n == 1 &&
+	       strstr(errs.msg[0], "/nonexistent/ringproxy.ini: cannot open") != NULL,
+	       "a missing file is one clear error");
+	conf_errors_free(&errs);
+	tap_ok(conf_load_string("long.ini", "[backend a]\nurl = http://127.0.0.1:1/"
+		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n",
+		&errs) == NULL && errs.n >= 1 && strstr(errs.msg[0], "long.ini:2: line longer than") != NULL,
+	       "a line too long for the parser is an error, not a silent cut");
+	conf_errors_free(&errs);
+	return tap_done();
+}
