@@ -434,7 +434,7 @@ static ssize_t http1_parse(struct http1_msg *m, struct http1_header *hdrs,
 			return http1_fail(m, 400, "invalid request target");
 		m->target.p = s;
 		m->target.len = (size_t)(p - s);
-		if (*p == '\r')
+		if (*p == '\r' && p[1] == '\n')
 			return http1_fail(m, 505, "HTTP/0.9 request line");
 		if (*p != ' ')
 			return http1_fail(m, 400, "invalid character in request target");
