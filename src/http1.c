@@ -865,6 +865,8 @@ struct http1_out {
 
 static void http1_put(struct http1_out *o, const char *s, size_t n)
 {
+	if (n == 0)
+		return;         /* s may be NULL: an absent slice */
 	if ((size_t)(o->end - o->p) < n) {
 		o->bad = true;
 		return;

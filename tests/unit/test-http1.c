@@ -327,6 +327,11 @@ static int str_eq(struct http1_str s, const char *want)
 	return s.len == strlen(want) && memcmp(s.p, want, s.len) == 0;
 }
 
+static int slice_eq(struct http1_str a, struct http1_str b)
+{
+	return a.len == b.len && (a.len == 0 || memcmp(a.p, b.p, a.len) == 0);
+}
+
 static int same_msg(const struct http1_msg *a, const struct http1_msg *b)
 {
 	unsigned i;
@@ -437,10 +442,9 @@ static int round_trip_request(const struct http1_msg *m)
 	http1_msg_init(&m2);
 	if (http1_parse_request(&m2, h2, out, len, &lim) != (ssize_t)len)
 		return 0;
-	if (m2.method.len != m->method.len || memcmp(m2.method.p, m->method.p, m->method.len)
-	    || m2.path.len != m->path.len || memcmp(m2.path.p, m->path.p, m->path.len)
-	    || m2.has_query != m->has_query || m2.query.len != m->query.len
-	    || memcmp(m2.query.p, m->query.p, m->query.len) || m2.framing != m->framing
+	if (!slice_eq(m2.method, m->method) || !slice_eq(m2.path, m->path)
+	    || m2.has_query != m->has_query || !slice_eq(m2.query, m->query)
+	    || m2.framing != m->framing
 	    || m2.content_length != m->content_length || m2.minor != 1)
 		return 0;
 	for (i = 0, j = 0; i < m->nheaders; i++) {
@@ -448,10 +452,8 @@ static int round_trip_request(const struct http1_msg *m)
 			continue;
 		while (j < m2.nheaders && m2.headers[j].flags)
 			j++;
-		if (j == m2.nheaders || m2.headers[j].name.len != m->headers[i].name.len
-		    || memcmp(m2.headers[j].name.p, m->headers[i].name.p, m->headers[i].name.len)
-		    || m2.headers[j].value.len != m->headers[i].value.len
-		    || memcmp(m2.headers[j].value.p, m->headers[i].value.p, m->headers[i].value.len))
+		if (j == m2.nheaders || !slice_eq(m2.headers[j].name, m->headers[i].name)
+		    || !slice_eq(m2.headers[j].value, m->headers[i].value))
 			return 0;
 		j++;
 	}
