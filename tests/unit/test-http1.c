@@ -655,7 +655,7 @@ static void test_chunked(void)
 	unsigned i;
 	size_t k, outlen;
 	char out[256];
-	int done, d2, ok;
+	int done = 0, d2 = 0, ok;
 	ssize_t r;
 
 	for (i = 0; i < NCK; i++) {
