@@ -112,8 +112,11 @@ void http1_msg_init(struct http1_msg *m);
  * Returns the head length (> 0) once the head is complete and valid,
  * 0 if more bytes are needed, or a negative HTTP status for an invalid
  * request: -400, -405 (CONNECT / authority-form), -431 (head too large,
- * too many headers), -501 (Transfer-Encoding other than chunked),
- * -505 (version other than 1.0/1.1). m->error then says why.
+ * too many headers), -501 (codings before chunked, as "gzip, chunked": we
+ * decode none; a last coding other than chunked is -400), -505 (version
+ * other than 1.0/1.1). m->error then says why. Bare LF line ends are -400;
+ * empty lines before the request line are skipped (see http1.c).
+ * Slices point into buf, except path "/" for "http://host" (a literal).
  * Bytes after the head (body, pipelined requests) are not looked at.
  */
 ssize_t http1_parse_request(struct http1_msg *m, struct http1_header *hdrs,

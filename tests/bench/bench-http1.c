@@ -51,17 +51,18 @@ int main(int argc, char **argv)
 		{ "X-Ringproxy-Backend", 19 }, { "cache-a", 7 }, { "1.1 ringproxy", 13 },
 		false, false, false,
 	};
-	long iters = argc > 1 ? atol(argv[1]) : 5000000;
+	long iters = argc > 1 ? atol(argv[1]) : 2000000;
 	struct http1_header h[64];
 	struct http1_msg m;
 	struct iovec iov[32];
 	char scratch[1024];
 	volatile size_t sink = 0;
-	double t0, t1;
+	double t0, t1, best_req = 1e18, best_resp = 1e18;
 	long i;
 	int pass;
 
-	for (pass = 0; pass < 2; pass++) {      /* pass 0 warms up */
+	/* the best of 5 rounds: the least disturbed by other processes */
+	for (pass = 0; pass < 5; pass++) {
 		t0 = bench_now();
 		for (i = 0; i < iters; i++) {
 			http1_msg_init(&m);
@@ -70,8 +71,8 @@ int main(int argc, char **argv)
 			sink += (size_t)http1_write_request(&m, &freq, iov, 32, scratch, sizeof(scratch));
 		}
 		t1 = bench_now();
-		if (pass)
-			printf("request  (8 headers): %.1f ns per parse+write\n", (t1 - t0) / (double)iters);
+		if ((t1 - t0) / (double)iters < best_req)
+			best_req = (t1 - t0) / (double)iters;
 		t0 = bench_now();
 		for (i = 0; i < iters; i++) {
 			http1_msg_init(&m);
@@ -81,8 +82,10 @@ int main(int argc, char **argv)
 			sink += (size_t)http1_write_response(&m, &fresp, iov, 32, scratch, sizeof(scratch));
 		}
 		t1 = bench_now();
-		if (pass)
-			printf("response (6 headers): %.1f ns per parse+write\n", (t1 - t0) / (double)iters);
+		if ((t1 - t0) / (double)iters < best_resp)
+			best_resp = (t1 - t0) / (double)iters;
 	}
+	printf("request  (8 headers): %.1f ns per parse+write\n", best_req);
+	printf("response (6 headers): %.1f ns per parse+write\n", best_resp);
 	return sink == 0;
 }
