@@ -100,6 +100,8 @@ struct http1_msg {
 	const char *error;          /* static text describing a parse error */
 
 	size_t scan_;               /* private: resume point of the head scan */
+	size_t line_;               /* private: start of the line being scanned */
+	size_t start_;              /* private: first byte after leading CRLFs */
 };
 
 void http1_msg_init(struct http1_msg *m);
@@ -110,8 +112,11 @@ void http1_msg_init(struct http1_msg *m);
  * Returns the head length (> 0) once the head is complete and valid,
  * 0 if more bytes are needed, or a negative HTTP status for an invalid
  * request: -400, -405 (CONNECT / authority-form), -431 (head too large,
- * too many headers), -501 (Transfer-Encoding other than chunked),
- * -505 (version other than 1.0/1.1). m->error then says why.
+ * too many headers), -501 (codings before chunked, as "gzip, chunked": we
+ * decode none; a last coding other than chunked is -400), -505 (version
+ * other than 1.0/1.1). m->error then says why. Bare LF line ends are -400;
+ * empty lines before the request line are skipped (see http1.c).
+ * Slices point into buf, except path "/" for "http://host" (a literal).
  * Bytes after the head (body, pipelined requests) are not looked at.
  */
 ssize_t http1_parse_request(struct http1_msg *m, struct http1_header *hdrs,
@@ -137,8 +142,15 @@ struct http1_chunked {
 	unsigned ndigits;
 	bool done;                  /* the last chunk and trailers were seen */
 	size_t trailer_bytes;       /* bounded: trailers over max -> error */
+	size_t max_trailer;         /* set by init (HTTP1_MAX_TRAILER); the
+				       caller may change it before use */
+	size_t ext_bytes;           /* chunk-ext bytes of the current chunk,
+				       bounded by HTTP1_MAX_CHUNK_EXT */
 	const char *error;
 };
+
+#define HTTP1_MAX_TRAILER   8192u  /* default trailer section bound */
+#define HTTP1_MAX_CHUNK_EXT 1024u  /* chunk extensions of one chunk */
 
 void http1_chunked_init(struct http1_chunked *c);
 
@@ -162,6 +174,8 @@ struct http1_fwd_req {
 	struct http1_str client_ip; /* appended to X-Forwarded-For */
 	struct http1_str proto;     /* X-Forwarded-Proto value, e.g. "http" */
 	struct http1_str via;       /* Via entry, e.g. "1.1 ringproxy" */
+	struct http1_str default_host; /* Host sent when the client sent none
+					  (HTTP/1.0); may be empty */
 };
 
 /* What the proxy adds to a response head it relays. */

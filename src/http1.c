@@ -1,0 +1,1192 @@
+/*
+ * http1.c -- ringproxy's HTTP/1.1 codec (RFC 9110, RFC 9112): parses request
+ * and response heads in place, decides body framing and connection handling
+ * once, walks chunked bodies as they stream, and writes heads back out as an
+ * iovec gather. Pure: no I/O, no allocation; any thread may call it, a
+ * struct belongs to the one connection that uses it.
+ *
+ * Strictness is the point: a proxy that reads a message differently from the
+ * server behind it lets a client smuggle a second request past it. Every
+ * ambiguity is refused, and the framing we forward is always one canonical
+ * line we generate ourselves, so a backend never sees the client's framing
+ * headers. Decisions where RFC 9112 leaves a choice:
+ *  - bare LF as a line end is refused (400/502), never treated as CRLF: a
+ *    backend that does accept it would see different lines than we do.
+ *  - empty lines (CRLF) before a request line are skipped, any number, all
+ *    counted against max_head (RFC 9112 section 2.2: clients sometimes add a
+ *    CRLF after a POST body). Not before a status line.
+ *  - Transfer-Encoding in a request: we decode no transfer coding, so the
+ *    only accepted value is exactly "chunked" (one coding, in one or more
+ *    headers). A last coding other than chunked, chunked twice, an empty list
+ *    element, or TE in an HTTP/1.0 request is 400; chunked after other
+ *    codings ("gzip, chunked") is 501. TE with Content-Length is 400.
+ *  - Transfer-Encoding in a response: exactly "chunked" frames the body; not
+ *    ending in chunked (or in an HTTP/1.0 response) means read until close;
+ *    other codings before chunked are 502, as we could not relay them.
+ *  - OWS around field values is not part of the value, so "chunked " and
+ *    "\tchunked" are chunked; whitespace between name and colon is 400.
+ *  - Content-Length: a comma list of identical values is one value; any
+ *    difference, empty element, sign, non-digit or overflow is 400/502.
+ *  - Connection may not make Host or the headers the writer generates
+ *    (framing, X-Forwarded-For, X-Forwarded-Proto, Via) hop-by-hop.
+ */
+#include "http1.h"
+
+#include <string.h>
+
+/* Character classes, one table lookup per byte on the hot loops. */
+#define C_TOKEN  0x01u  /* tchar (RFC 9110 5.6.2) */
+#define C_VALUE  0x02u  /* field-vchar, SP, HTAB, obs-text */
+#define C_TARGET 0x04u  /* request-target: VCHAR except '#' */
+#define C_HOST   0x08u  /* Host: reg-name, IP literal, port */
+
+#define C_IS_ALNUM(c) (((c) >= '0' && (c) <= '9') || ((c) >= 'a' && (c) <= 'z') \
+		       || ((c) >= 'A' && (c) <= 'Z'))
+#define C_IS_TOKEN(c) (C_IS_ALNUM(c) || (c) == '!' || (c) == '#' || (c) == '$' \
+		       || (c) == '%' || (c) == '&' || (c) == '\'' || (c) == '*' \
+		       || (c) == '+' || (c) == '-' || (c) == '.' || (c) == '^' \
+		       || (c) == '_' || (c) == '`' || (c) == '|' || (c) == '~')
+#define C_IS_HOST(c) (C_IS_ALNUM(c) || (c) == '-' || (c) == '.' || (c) == '_' \
+		      || (c) == '~' || (c) == '!' || (c) == '$' || (c) == '&' \
+		      || (c) == '\'' || (c) == '(' || (c) == ')' || (c) == '*' \
+		      || (c) == '+' || (c) == ',' || (c) == ';' || (c) == '=' \
+		      || (c) == ':' || (c) == '[' || (c) == ']' || (c) == '%')
+#define C_OF(c) ((C_IS_TOKEN(c) ? C_TOKEN : 0u) \
+		 | (((c) == '\t' || ((c) >= 0x20 && (c) != 0x7f)) ? C_VALUE : 0u) \
+		 | (((c) > 0x20 && (c) < 0x7f && (c) != '#') ? C_TARGET : 0u) \
+		 | (C_IS_HOST(c) ? C_HOST : 0u))
+#define C_4(c)   C_OF(c), C_OF((c) + 1), C_OF((c) + 2), C_OF((c) + 3)
+#define C_16(c)  C_4(c), C_4((c) + 4), C_4((c) + 8), C_4((c) + 12)
+#define C_64(c)  C_16(c), C_16((c) + 16), C_16((c) + 32), C_16((c) + 48)
+
+static const unsigned char http1_cls[256] = {
+	C_64(0), C_64(64), C_64(128), C_64(192)
+};
+
+#define HTTP1_IS(c, k) (http1_cls[(unsigned char)(c)] & (k))
+#define HTTP1_OWS(c) ((c) == ' ' || (c) == '\t')
+
+static unsigned char http1_lower(unsigned char c)
+{
+	return (c >= 'A' && c <= 'Z') ? (unsigned char)(c | 0x20) : c;
+}
+
+/* Case-insensitive compare of n bytes with a lowercase literal; inlined on
+ * the header classification path, where most names differ in byte one. */
+static inline bool http1_ieqn(const char *p, const char *lower, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (http1_lower((unsigned char)p[i]) != (unsigned char)lower[i])
+			return false;
+	}
+	return true;
+}
+
+#define HTTP1_IEQ(s, lit) ((s).len == sizeof(lit) - 1 && http1_ieqn((s).p, (lit), sizeof(lit) - 1))
+
+bool http1_str_ieq(struct http1_str s, const char *lower)
+{
+	size_t i;
+
+	for (i = 0; i < s.len; i++) {
+		if (lower[i] == '\0' || http1_lower((unsigned char)s.p[i]) != (unsigned char)lower[i])
+			return false;
+	}
+	return lower[i] == '\0';
+}
+
+static bool http1_slice_ieq(struct http1_str a, struct http1_str b)
+{
+	size_t i;
+
+	if (a.len != b.len)
+		return false;
+	for (i = 0; i < a.len; i++) {
+		if (http1_lower((unsigned char)a.p[i]) != http1_lower((unsigned char)b.p[i]))
+			return false;
+	}
+	return true;
+}
+
+void http1_msg_init(struct http1_msg *m)
+{
+	memset(m, 0, sizeof(*m));
+}
+
+/* Whether [p, e) holds only field-vchar, SP, HTAB and obs-text. Written as
+ * a branch-free reduction so the compiler vectorises it: values (User-Agent,
+ * cookies) are most of a head's bytes. */
+static bool http1_value_ok(const char *p, const char *e)
+{
+	unsigned bad = 0;
+
+	for (; p < e; p++) {
+		unsigned char c = (unsigned char)*p;
+
+		bad |= ((c < 0x20) & (c != '\t')) | (c == 0x7f);
+	}
+	return bad == 0;
+}
+
+/* First byte at or after p outside class k. The caller guarantees such a
+ * byte before the end of the buffer (CR and LF are in no span class), and
+ * no byte is read past it. Unrolled: names and targets are the hot loops. */
+static const char *http1_span(const char *p, unsigned k)
+{
+	while (HTTP1_IS(p[0], k) && HTTP1_IS(p[1], k) && HTTP1_IS(p[2], k)
+	       && HTTP1_IS(p[3], k))
+		p += 4;
+	while (HTTP1_IS(*p, k))
+		p++;
+	return p;
+}
+
+/* Sets m->error and returns -status: the caller's single way to fail. */
+static ssize_t http1_fail(struct http1_msg *m, int status, const char *why)
+{
+	m->error = why;
+	return -(ssize_t)status;
+}
+
+/*
+ * Finds the end of the head, resuming at m->scan_ so a head that arrives a
+ * byte at a time costs O(n) in all. Every LF must follow a CR. Returns the
+ * head length, 0 for need more, or -status.
+ */
+static ssize_t http1_find_end(struct http1_msg *m, const char *buf, size_t len,
+			      size_t max_head, bool request, int toolarge)
+{
+	size_t lim = len < max_head ? len : max_head;
+	size_t i = m->scan_;
+	const char *lf;
+
+	while (i < lim) {
+		lf = memchr(buf + i, '\n', lim - i);
+		if (lf == NULL) {
+			i = lim;
+			break;
+		}
+		i = (size_t)(lf - buf);
+		if (i == 0 || buf[i - 1] != '\r')
+			return http1_fail(m, 400, "bare LF line ending");
+		i++;
+		if (i - m->line_ == 2) {
+			if (m->line_ != m->start_)
+				return (ssize_t)i;
+			if (!request)
+				return http1_fail(m, 400, "empty line before status line");
+			m->start_ = i;          /* leading CRLF before a request line */
+		}
+		m->line_ = i;
+	}
+	m->scan_ = i;
+	if (len > max_head)
+		return http1_fail(m, toolarge, "head larger than max_head");
+	return 0;
+}
+
+static enum http1_method http1_method_id(const char *p, size_t n)
+{
+	switch (n) {
+	case 3:
+		if (memcmp(p, "GET", 3) == 0)
+			return HTTP1_M_GET;
+		if (memcmp(p, "PUT", 3) == 0)
+			return HTTP1_M_PUT;
+		break;
+	case 4:
+		if (memcmp(p, "HEAD", 4) == 0)
+			return HTTP1_M_HEAD;
+		if (memcmp(p, "POST", 4) == 0)
+			return HTTP1_M_POST;
+		break;
+	case 5:
+		if (memcmp(p, "PATCH", 5) == 0)
+			return HTTP1_M_PATCH;
+		if (memcmp(p, "TRACE", 5) == 0)
+			return HTTP1_M_TRACE;
+		break;
+	case 6:
+		if (memcmp(p, "DELETE", 6) == 0)
+			return HTTP1_M_DELETE;
+		break;
+	case 7:
+		if (memcmp(p, "OPTIONS", 7) == 0)
+			return HTTP1_M_OPTIONS;
+		if (memcmp(p, "CONNECT", 7) == 0)
+			return HTTP1_M_CONNECT;
+		break;
+	}
+	return HTTP1_M_OTHER;
+}
+
+/*
+ * "HTTP/" DIGIT "." DIGIT at p, followed by CR. Returns the minor version,
+ * or -status: 400 when malformed, 505 for a well-formed version we do not
+ * speak.
+ */
+static int http1_version(const char *p, const char **after)
+{
+	if (memcmp(p, "HTTP/", 5) != 0 || p[5] < '0' || p[5] > '9' || p[6] != '.'
+	    || p[7] < '0' || p[7] > '9')
+		return -400;
+	*after = p + 8;
+	if (p[5] != '1' || p[7] > '1')
+		return -505;
+	return p[7] - '0';
+}
+
+/* Splits the request target into path and query; -status on a bad form. */
+static ssize_t http1_target(struct http1_msg *m)
+{
+	const char *t = m->target.p, *e = t + m->target.len, *p, *q;
+
+	if (m->method_id == HTTP1_M_CONNECT)
+		return http1_fail(m, 405, "CONNECT is not supported");
+	if (t[0] == '*') {
+		if (m->target.len != 1 || m->method_id != HTTP1_M_OPTIONS)
+			return http1_fail(m, 400, "asterisk-form only with OPTIONS");
+		m->path = m->target;
+		return 0;
+	}
+	p = t;
+	if (t[0] != '/') {
+		struct http1_str s = { t, 0 };
+		size_t skip = 0;
+
+		s.len = m->target.len < 7 ? m->target.len : 7;
+		if (http1_str_ieq(s, "http://"))
+			skip = 7;
+		s.len = m->target.len < 8 ? m->target.len : 8;
+		if (http1_str_ieq(s, "https://"))
+			skip = 8;
+		if (skip == 0) {
+			if (memchr(t, ':', m->target.len) != NULL && memchr(t, '/', m->target.len) == NULL)
+				return http1_fail(m, 405, "authority-form is not supported");
+			return http1_fail(m, 400, "invalid request target");
+		}
+		/* absolute-form: the authority is ignored, routing uses the path */
+		p = t + skip;
+		while (p < e && *p != '/' && *p != '?')
+			p++;
+		if (p == t + skip)
+			return http1_fail(m, 400, "absolute-form without authority");
+	}
+	q = memchr(p, '?', (size_t)(e - p));
+	if (q == NULL) {
+		m->path.p = p;
+		m->path.len = (size_t)(e - p);
+	} else {
+		m->path.p = p;
+		m->path.len = (size_t)(q - p);
+		m->query.p = q + 1;
+		m->query.len = (size_t)(e - q - 1);
+		m->has_query = true;
+	}
+	if (m->path.len == 0) {
+		m->path.p = "/";                /* "http://h" or "http://h?x" */
+		m->path.len = 1;
+	}
+	return 0;
+}
+
+/* What a header name means to the proxy. */
+enum http1_kind {
+	K_OTHER = 0, K_CONNECTION, K_HOP, K_TE, K_CL, K_XFF, K_GEN, K_HOST,
+	K_EXPECT, K_UPGRADE,
+};
+
+static enum http1_kind http1_kind(struct http1_str n)
+{
+	switch (n.len) {
+	case 2:
+		return HTTP1_IEQ(n, "te") ? K_HOP : K_OTHER;
+	case 3:
+		return HTTP1_IEQ(n, "via") ? K_GEN : K_OTHER;
+	case 4:
+		return HTTP1_IEQ(n, "host") ? K_HOST : K_OTHER;
+	case 6:
+		return HTTP1_IEQ(n, "expect") ? K_EXPECT : K_OTHER;
+	case 7:
+		if (HTTP1_IEQ(n, "upgrade"))
+			return K_UPGRADE;
+		return HTTP1_IEQ(n, "trailer") ? K_HOP : K_OTHER;
+	case 10:
+		if (HTTP1_IEQ(n, "connection"))
+			return K_CONNECTION;
+		return HTTP1_IEQ(n, "keep-alive") ? K_HOP : K_OTHER;
+	case 14:
+		return HTTP1_IEQ(n, "content-length") ? K_CL : K_OTHER;
+	case 15:
+		return HTTP1_IEQ(n, "x-forwarded-for") ? K_XFF : K_OTHER;
+	case 16:
+		return HTTP1_IEQ(n, "proxy-connection") ? K_HOP : K_OTHER;
+	case 17:
+		if (HTTP1_IEQ(n, "transfer-encoding"))
+			return K_TE;
+		return HTTP1_IEQ(n, "x-forwarded-proto") ? K_GEN : K_OTHER;
+	}
+	return K_OTHER;
+}
+
+/* Next element of a comma list in [*pp, e), OWS trimmed; false at the end. */
+static bool http1_list_next(const char **pp, const char *e, struct http1_str *out)
+{
+	const char *p = *pp, *s, *t;
+
+	if (p > e)
+		return false;
+	s = p;
+	while (p < e && *p != ',')
+		p++;
+	t = p;
+	while (s < t && HTTP1_OWS(*s))
+		s++;
+	while (t > s && HTTP1_OWS(t[-1]))
+		t--;
+	out->p = s;
+	out->len = (size_t)(t - s);
+	*pp = p + 1;
+	return true;
+}
+
+/* Content-Length: a list of identical decimal values. 0 or -1. */
+static int http1_content_length(struct http1_str v, uint64_t *cl, bool *have)
+{
+	const char *p = v.p, *e = v.p + v.len;
+	struct http1_str el;
+	uint64_t n;
+	size_t i;
+
+	while (http1_list_next(&p, e, &el)) {
+		if (el.len == 0)
+			return -1;
+		n = 0;
+		for (i = 0; i < el.len; i++) {
+			unsigned d = (unsigned char)el.p[i] - '0';
+
+			if (d > 9 || n > (UINT64_MAX - d) / 10)
+				return -1;
+			n = n * 10 + d;
+		}
+		if (*have && n != *cl)
+			return -1;
+		*cl = n;
+		*have = true;
+	}
+	return 0;
+}
+
+/* Transfer-Encoding codings, accumulated over all TE headers. */
+struct http1_te {
+	unsigned ncodings;
+	unsigned nchunked;
+	bool last_chunked;
+	bool bad;               /* empty element */
+};
+
+static void http1_te_add(struct http1_te *te, struct http1_str v)
+{
+	const char *p = v.p, *e = v.p + v.len;
+	struct http1_str el;
+
+	while (http1_list_next(&p, e, &el)) {
+		if (el.len == 0) {
+			te->bad = true;
+			continue;
+		}
+		te->ncodings++;
+		te->last_chunked = HTTP1_IEQ(el, "chunked");
+		if (te->last_chunked)
+			te->nchunked++;
+	}
+}
+
+/* Connection: close / keep-alive / upgrade tokens, and names it makes
+ * hop-by-hop. Host and the headers the writer owns stay as they are. */
+static void http1_connection(struct http1_msg *m, struct http1_str v,
+			     bool *close, bool *ka, bool *upg)
+{
+	const char *p = v.p, *e = v.p + v.len;
+	struct http1_str el;
+	unsigned i;
+
+	while (http1_list_next(&p, e, &el)) {
+		if (el.len == 0)
+			continue;
+		if (HTTP1_IEQ(el, "close")) {
+			*close = true;
+			continue;
+		}
+		if (HTTP1_IEQ(el, "keep-alive")) {
+			*ka = true;
+			continue;
+		}
+		if (HTTP1_IEQ(el, "upgrade"))
+			*upg = true;
+		for (i = 0; i < m->nheaders; i++) {
+			struct http1_header *h = &m->headers[i];
+
+			if (h->flags == 0 && http1_slice_ieq(h->name, el)
+			    && !HTTP1_IEQ(h->name, "host"))
+				h->flags = HTTP1_HDR_HOP;
+		}
+	}
+}
+
+/*
+ * The common head parser. request selects the grammar; every error status is
+ * the request's (400, 431, ...); the response caller maps them to 502.
+ */
+static ssize_t http1_parse(struct http1_msg *m, struct http1_header *hdrs,
+			   const char *buf, size_t len,
+			   const struct http1_limits *lim, bool request,
+			   enum http1_method req_method)
+{
+	const char *p, *s, *e;
+	ssize_t end, r;
+	struct http1_te te = { 0, 0, false, false };
+	bool have_cl = false, conn_close = false, conn_ka = false, conn_upg = false;
+	bool has_upgrade = false, has_te = false, no_body = false;
+	unsigned nhost = 0, nconn = 0, i;
+	int v;
+
+	end = http1_find_end(m, buf, len, lim->max_head, request, 431);
+	if (end <= 0)
+		return end;
+	e = buf + end;
+	p = buf + m->start_;
+	m->headers = hdrs;
+	m->nheaders = 0;
+
+	if (request) {
+		s = p;
+		while (HTTP1_IS(*p, C_TOKEN))
+			p++;
+		if (p == s || *p != ' ')
+			return http1_fail(m, 400, "invalid method");
+		m->method.p = s;
+		m->method.len = (size_t)(p - s);
+		m->method_id = http1_method_id(s, m->method.len);
+		s = ++p;
+		p = http1_span(p, C_TARGET);
+		if (p == s)
+			return http1_fail(m, 400, "invalid request target");
+		m->target.p = s;
+		m->target.len = (size_t)(p - s);
+		if (*p == '\r' && p[1] == '\n')
+			return http1_fail(m, 505, "HTTP/0.9 request line");
+		if (*p != ' ')
+			return http1_fail(m, 400, "invalid character in request target");
+		p++;
+		if (e - p < 10)
+			return http1_fail(m, 400, "malformed HTTP version");
+		v = http1_version(p, &p);
+		if (v == -400 || *p != '\r')
+			return http1_fail(m, 400, "malformed HTTP version");
+		if (v < 0)
+			return http1_fail(m, 505, "HTTP version not supported");
+		m->minor = v;
+		r = http1_target(m);
+		if (r < 0)
+			return r;
+	} else {
+		if (e - p < 14)
+			return http1_fail(m, 400, "malformed status line");
+		v = http1_version(p, &p);
+		if (v == -400 || *p != ' ')
+			return http1_fail(m, 400, "malformed HTTP version");
+		if (v < 0)
+			return http1_fail(m, 505, "HTTP version not supported");
+		m->minor = v;
+		p++;
+		if (p[0] < '1' || p[0] > '5' || p[1] < '0' || p[1] > '9' || p[2] < '0' || p[2] > '9')
+			return http1_fail(m, 400, "invalid status code");
+		m->status = (p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0');
+		p += 3;
+		if (*p == ' ') {
+			s = ++p;
+			while (HTTP1_IS(*p, C_VALUE))
+				p++;
+			m->reason.p = s;
+			m->reason.len = (size_t)(p - s);
+		} else {
+			m->reason.p = p;        /* tolerated: no SP, no reason */
+			m->reason.len = 0;
+		}
+		if (*p != '\r')
+			return http1_fail(m, 400, "invalid character in status line");
+	}
+	if (p[1] != '\n')
+		return http1_fail(m, 400, "bare CR");
+	p += 2;
+
+	while (*p != '\r') {
+		struct http1_header *h;
+
+		if (HTTP1_OWS(*p))
+			return http1_fail(m, 400, "obsolete line folding");
+		s = p;
+		p = http1_span(p, C_TOKEN);
+		if (*p != ':') {
+			if (HTTP1_OWS(*p))
+				return http1_fail(m, 400, "whitespace before colon");
+			return http1_fail(m, 400, "invalid character in header name");
+		}
+		if (p == s)
+			return http1_fail(m, 400, "empty header name");
+		if (m->nheaders >= lim->max_headers)
+			return http1_fail(m, 431, "too many headers");
+		h = &hdrs[m->nheaders++];
+		h->name.p = s;
+		h->name.len = (size_t)(p - s);
+		h->flags = 0;
+		p++;
+		while (HTTP1_OWS(*p))
+			p++;
+		s = p;
+		p = memchr(p, '\r', (size_t)(e - p));  /* found: the head ends in CRLF */
+		if (!http1_value_ok(s, p))
+			return http1_fail(m, 400, "invalid character in header value");
+		if (p[1] != '\n')
+			return http1_fail(m, 400, "bare CR");
+		h->value.p = s;
+		while (p > s && HTTP1_OWS(p[-1]))
+			p--;
+		h->value.len = (size_t)(p - s);
+		while (*p != '\r')
+			p++;
+		p += 2;
+
+		switch (http1_kind(h->name)) {
+		case K_OTHER:
+			break;
+		case K_CONNECTION:
+			h->flags = HTTP1_HDR_HOP;
+			nconn++;
+			break;
+		case K_HOP:
+			h->flags = HTTP1_HDR_HOP;
+			break;
+		case K_UPGRADE:
+			h->flags = HTTP1_HDR_HOP;
+			has_upgrade = true;
+			break;
+		case K_TE:
+			h->flags = HTTP1_HDR_HOP | HTTP1_HDR_FRAMING;
+			has_te = true;
+			http1_te_add(&te, h->value);
+			break;
+		case K_CL:
+			h->flags = HTTP1_HDR_FRAMING;
+			if (http1_content_length(h->value, &m->content_length, &have_cl) < 0)
+				return http1_fail(m, 400, "invalid Content-Length");
+			break;
+		case K_XFF:
+			h->flags = HTTP1_HDR_XFF;
+			break;
+		case K_GEN:
+			h->flags = HTTP1_HDR_GENERATED;
+			break;
+		case K_HOST:
+			if (request) {
+				nhost++;
+				m->host = h->value;
+			}
+			break;
+		case K_EXPECT:
+			if (request && m->minor == 1 && HTTP1_IEQ(h->value, "100-continue"))
+				m->expect_continue = true;
+			break;
+		}
+	}
+	if (p + 2 != e)
+		return http1_fail(m, 400, "malformed head");    /* invariant */
+
+	if (nconn > 0) {
+		for (i = 0; i < m->nheaders; i++) {
+			if (m->headers[i].flags == HTTP1_HDR_HOP
+			    && HTTP1_IEQ(m->headers[i].name, "connection"))
+				http1_connection(m, m->headers[i].value, &conn_close,
+						 &conn_ka, &conn_upg);
+		}
+	}
+	m->upgrade = conn_upg && has_upgrade;
+	m->keep_alive = !conn_close && (m->minor == 1 || conn_ka);
+
+	if (has_te && have_cl)
+		return http1_fail(m, 400, "both Transfer-Encoding and Content-Length");
+	if (request) {
+		if (nhost > 1)
+			return http1_fail(m, 400, "more than one Host");
+		if (nhost == 0 && m->minor == 1)
+			return http1_fail(m, 400, "HTTP/1.1 request without Host");
+		for (i = 0; i < m->host.len; i++) {
+			if (!HTTP1_IS(m->host.p[i], C_HOST))
+				return http1_fail(m, 400, "invalid Host");
+		}
+		if (has_te) {
+			if (m->minor == 0)
+				return http1_fail(m, 400, "Transfer-Encoding in HTTP/1.0");
+			if (te.bad)
+				return http1_fail(m, 400, "empty Transfer-Encoding element");
+			if (te.nchunked > 1)
+				return http1_fail(m, 400, "chunked applied twice");
+			if (!te.last_chunked)
+				return http1_fail(m, 400, "Transfer-Encoding not ending in chunked");
+			if (te.ncodings > 1)
+				return http1_fail(m, 501, "transfer coding not implemented");
+			m->framing = HTTP1_BODY_CHUNKED;
+		} else if (have_cl) {
+			m->framing = HTTP1_BODY_LENGTH;
+		} else {
+			m->framing = HTTP1_BODY_NONE;
+		}
+	} else {
+		no_body = req_method == HTTP1_M_HEAD || m->status < 200
+			  || m->status == 204 || m->status == 304;
+		if (has_te && (te.bad || te.nchunked > 1))
+			return http1_fail(m, 400, "invalid Transfer-Encoding");
+		if (has_te && te.last_chunked && te.ncodings > 1)
+			return http1_fail(m, 400, "transfer coding not implemented");
+		if (no_body) {
+			m->framing = HTTP1_BODY_NONE;
+			/* HEAD and 304 describe a body they do not carry: the
+			 * client needs that Content-Length, so it is not ours */
+			for (i = 0; i < m->nheaders; i++) {
+				if (m->headers[i].flags == HTTP1_HDR_FRAMING)
+					m->headers[i].flags = 0;
+			}
+		} else if (has_te && te.last_chunked && m->minor == 1) {
+			m->framing = HTTP1_BODY_CHUNKED;
+		} else if (has_te) {
+			m->framing = HTTP1_BODY_CLOSE;
+		} else if (have_cl) {
+			m->framing = HTTP1_BODY_LENGTH;
+		} else {
+			m->framing = HTTP1_BODY_CLOSE;
+		}
+		if (m->framing == HTTP1_BODY_CLOSE)
+			m->keep_alive = false;
+	}
+	m->head_len = (size_t)end;
+	return end;
+}
+
+ssize_t http1_parse_request(struct http1_msg *m, struct http1_header *hdrs,
+			    const char *buf, size_t len,
+			    const struct http1_limits *lim)
+{
+	return http1_parse(m, hdrs, buf, len, lim, true, HTTP1_M_OTHER);
+}
+
+ssize_t http1_parse_response(struct http1_msg *m, struct http1_header *hdrs,
+			     const char *buf, size_t len,
+			     const struct http1_limits *lim,
+			     enum http1_method method_id)
+{
+	ssize_t r = http1_parse(m, hdrs, buf, len, lim, false, method_id);
+
+	return r < 0 ? -502 : r;
+}
+
+/* ---- chunked bodies ---------------------------------------------------- */
+
+enum http1_ck_state {
+	CK_SIZE0 = 0,   /* first hex digit of a chunk-size */
+	CK_SIZE,        /* more digits, ';', BWS or CR */
+	CK_BWS,         /* whitespace after the size: only ';' may follow */
+	CK_EXT,         /* chunk-ext: tokens, '=', ';', BWS */
+	CK_EXT_Q,       /* inside a quoted chunk-ext value */
+	CK_EXT_QP,      /* after a backslash in a quoted value */
+	CK_SIZE_LF,     /* LF ending the chunk-size line */
+	CK_DATA,
+	CK_DATA_CR,
+	CK_DATA_LF,
+	CK_TR_START,    /* start of a trailer line, or the final CRLF */
+	CK_TR_NAME,
+	CK_TR_VALUE,
+	CK_TR_LF,
+	CK_END_LF,
+	CK_DONE,
+};
+
+void http1_chunked_init(struct http1_chunked *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->max_trailer = HTTP1_MAX_TRAILER;
+}
+
+static int http1_hex(unsigned char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	ch = http1_lower(ch);
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	return -1;
+}
+
+static ssize_t http1_ck_fail(struct http1_chunked *c, const char *why)
+{
+	c->error = why;
+	return -1;
+}
+
+/*
+ * The walker both modes share. Consumes buf[0..len) until the body ends or,
+ * when stop_at_data, just after one run of chunk data (reported in
+ * *doff and *dlen). Returns the bytes consumed or -1.
+ */
+static ssize_t http1_ck_run(struct http1_chunked *c, const char *buf, size_t len,
+			    bool stop_at_data, size_t *doff, size_t *dlen)
+{
+	size_t i = 0;
+	int d;
+
+	if (c->error != NULL)
+		return -1;
+	while (i < len && c->state != CK_DONE) {
+		unsigned char ch = (unsigned char)buf[i];
+
+		switch (c->state) {
+		case CK_DATA: {
+			size_t n = len - i;
+
+			if ((uint64_t)n > c->left)
+				n = (size_t)c->left;
+			c->left -= n;
+			if (c->left == 0)
+				c->state = CK_DATA_CR;
+			if (stop_at_data) {
+				*doff = i;
+				*dlen = n;
+				return (ssize_t)(i + n);
+			}
+			i += n;
+			continue;
+		}
+		case CK_SIZE0:
+		case CK_SIZE:
+			d = http1_hex(ch);
+			if (d >= 0) {
+				if (c->ndigits >= 16)
+					return http1_ck_fail(c, "chunk size too large");
+				c->left = (c->left << 4) | (uint64_t)d;
+				c->ndigits++;
+				c->state = CK_SIZE;
+			} else if (c->state == CK_SIZE0) {
+				return http1_ck_fail(c, "invalid chunk size");
+			} else if (ch == '\r') {
+				c->state = CK_SIZE_LF;
+			} else if (ch == ';') {
+				c->state = CK_EXT;
+			} else if (HTTP1_OWS(ch)) {
+				c->state = CK_BWS;
+			} else {
+				return http1_ck_fail(c, "invalid chunk size");
+			}
+			break;
+		case CK_BWS:
+			if (ch == ';')
+				c->state = CK_EXT;
+			else if (!HTTP1_OWS(ch))
+				return http1_ck_fail(c, "invalid chunk size");
+			break;
+		case CK_EXT:
+		case CK_EXT_Q:
+		case CK_EXT_QP:
+			if (++c->ext_bytes > HTTP1_MAX_CHUNK_EXT)
+				return http1_ck_fail(c, "chunk extension too long");
+			if (c->state == CK_EXT_QP) {
+				if (!HTTP1_IS(ch, C_VALUE))
+					return http1_ck_fail(c, "invalid chunk extension");
+				c->state = CK_EXT_Q;
+			} else if (c->state == CK_EXT_Q) {
+				if (ch == '"')
+					c->state = CK_EXT;
+				else if (ch == '\\')
+					c->state = CK_EXT_QP;
+				else if (!HTTP1_IS(ch, C_VALUE))
+					return http1_ck_fail(c, "invalid chunk extension");
+			} else if (ch == '\r') {
+				c->state = CK_SIZE_LF;
+			} else if (ch == '"') {
+				c->state = CK_EXT_Q;
+			} else if (!HTTP1_IS(ch, C_TOKEN) && ch != '=' && ch != ';' && !HTTP1_OWS(ch)) {
+				return http1_ck_fail(c, "invalid chunk extension");
+			}
+			break;
+		case CK_SIZE_LF:
+			if (ch != '\n')
+				return http1_ck_fail(c, "missing LF after chunk size");
+			c->ext_bytes = 0;
+			c->ndigits = 0;
+			c->state = c->left == 0 ? CK_TR_START : CK_DATA;
+			break;
+		case CK_DATA_CR:
+			if (ch != '\r')
+				return http1_ck_fail(c, "missing CRLF after chunk data");
+			c->state = CK_DATA_LF;
+			break;
+		case CK_DATA_LF:
+			if (ch != '\n')
+				return http1_ck_fail(c, "missing CRLF after chunk data");
+			c->state = CK_SIZE0;
+			break;
+		case CK_TR_START:
+			if (ch == '\r') {
+				c->state = CK_END_LF;
+				break;
+			}
+			if (!HTTP1_IS(ch, C_TOKEN))
+				return http1_ck_fail(c, "invalid trailer field");
+			if (++c->trailer_bytes > c->max_trailer)
+				return http1_ck_fail(c, "trailers too large");
+			c->state = CK_TR_NAME;
+			break;
+		case CK_TR_NAME:
+		case CK_TR_VALUE:
+			if (++c->trailer_bytes > c->max_trailer)
+				return http1_ck_fail(c, "trailers too large");
+			if (c->state == CK_TR_NAME) {
+				if (ch == ':')
+					c->state = CK_TR_VALUE;
+				else if (!HTTP1_IS(ch, C_TOKEN))
+					return http1_ck_fail(c, "invalid trailer field");
+			} else if (ch == '\r') {
+				c->state = CK_TR_LF;
+			} else if (!HTTP1_IS(ch, C_VALUE)) {
+				return http1_ck_fail(c, "invalid trailer field");
+			}
+			break;
+		case CK_TR_LF:
+			if (ch != '\n')
+				return http1_ck_fail(c, "bare CR in trailer");
+			c->state = CK_TR_START;
+			break;
+		case CK_END_LF:
+			if (ch != '\n')
+				return http1_ck_fail(c, "missing final CRLF");
+			c->state = CK_DONE;
+			c->done = true;
+			break;
+		}
+		i++;
+	}
+	return (ssize_t)i;
+}
+
+ssize_t http1_chunked_scan(struct http1_chunked *c, const char *buf, size_t len)
+{
+	return http1_ck_run(c, buf, len, false, NULL, NULL);
+}
+
+ssize_t http1_chunked_decode(struct http1_chunked *c, const char *buf,
+			     size_t len, size_t *data_off, size_t *data_len)
+{
+	*data_off = 0;
+	*data_len = 0;
+	return http1_ck_run(c, buf, len, true, data_off, data_len);
+}
+
+/* ---- writers ------------------------------------------------------------ */
+
+/* Generated bytes go to scratch; a full scratch or iov array sets bad. */
+struct http1_out {
+	char *p, *end;
+	struct iovec *iov;
+	int n, max;
+	char *mark;             /* start of the scratch run not yet in iov */
+	bool bad;
+};
+
+static void http1_put(struct http1_out *o, const char *s, size_t n)
+{
+	if (n == 0)
+		return;         /* s may be NULL: an absent slice */
+	if ((size_t)(o->end - o->p) < n) {
+		o->bad = true;
+		return;
+	}
+	memcpy(o->p, s, n);
+	o->p += n;
+}
+
+#define HTTP1_PUTS(o, lit) http1_put((o), (lit), sizeof(lit) - 1)
+
+static void http1_put_str(struct http1_out *o, struct http1_str s)
+{
+	http1_put(o, s.p, s.len);
+}
+
+static void http1_put_u64(struct http1_out *o, uint64_t v)
+{
+	char tmp[20];
+	size_t i = sizeof(tmp);
+
+	do {
+		tmp[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	http1_put(o, tmp + i, sizeof(tmp) - i);
+}
+
+static void http1_iov(struct http1_out *o, const char *p, size_t n)
+{
+	if (n == 0)
+		return;
+	if (o->n >= o->max) {
+		o->bad = true;
+		return;
+	}
+	o->iov[o->n].iov_base = (void *)(uintptr_t)p;
+	o->iov[o->n].iov_len = n;
+	o->n++;
+}
+
+/* Closes the pending scratch run into an iovec. */
+static void http1_flush(struct http1_out *o)
+{
+	http1_iov(o, o->mark, (size_t)(o->p - o->mark));
+	o->mark = o->p;
+}
+
+/* End of a header's line in the parse buffer, its CRLF included. */
+static const char *http1_line_end(const struct http1_header *h)
+{
+	const char *p = h->value.p + h->value.len;
+
+	while (*p != '\r')
+		p++;
+	return p + 2;
+}
+
+/* Headers without any flag in drop, as runs of contiguous lines. */
+static void http1_copy_headers(struct http1_out *o, const struct http1_msg *m,
+			       unsigned drop)
+{
+	const char *run = NULL, *run_end = NULL;
+	unsigned i;
+
+	for (i = 0; i < m->nheaders; i++) {
+		const struct http1_header *h = &m->headers[i];
+
+		if (h->flags & drop)
+			continue;
+		if (run != NULL && h->name.p == run_end) {
+			run_end = http1_line_end(h);
+			continue;
+		}
+		if (run != NULL)
+			http1_iov(o, run, (size_t)(run_end - run));
+		run = h->name.p;
+		run_end = http1_line_end(h);
+	}
+	if (run != NULL)
+		http1_iov(o, run, (size_t)(run_end - run));
+}
+
+/* "Name: v1, v2[, ours]\r\n" from every header with flag and name_len
+ * (name_len 0: any), nothing when there is nothing to say. */
+static void http1_merge(struct http1_out *o, const struct http1_msg *m,
+			unsigned flag, size_t name_len, const char *line,
+			size_t line_len, struct http1_str ours)
+{
+	bool any = false;
+	unsigned i;
+
+	for (i = 0; i < m->nheaders; i++) {
+		const struct http1_header *h = &m->headers[i];
+
+		if (!(h->flags & flag) || (name_len != 0 && h->name.len != name_len)
+		    || h->value.len == 0)
+			continue;
+		if (any)
+			HTTP1_PUTS(o, ", ");
+		else
+			http1_put(o, line, line_len);
+		http1_put_str(o, h->value);
+		any = true;
+	}
+	if (ours.len != 0) {
+		if (any)
+			HTTP1_PUTS(o, ", ");
+		else
+			http1_put(o, line, line_len);
+		http1_put_str(o, ours);
+		any = true;
+	}
+	if (any)
+		HTTP1_PUTS(o, "\r\n");
+}
+
+static void http1_framing_line(struct http1_out *o, const struct http1_msg *m)
+{
+	if (m->framing == HTTP1_BODY_LENGTH) {
+		HTTP1_PUTS(o, "Content-Length: ");
+		http1_put_u64(o, m->content_length);
+		HTTP1_PUTS(o, "\r\n");
+	} else if (m->framing == HTTP1_BODY_CHUNKED) {
+		HTTP1_PUTS(o, "Transfer-Encoding: chunked\r\n");
+	}
+}
+
+static void http1_out_init(struct http1_out *o, struct iovec *iov, int iovmax,
+			   char *scratch, size_t scratchlen)
+{
+	o->p = o->mark = scratch;
+	o->end = scratch + scratchlen;
+	o->iov = iov;
+	o->n = 0;
+	o->max = iovmax;
+	o->bad = false;
+}
+
+int http1_write_request(const struct http1_msg *m, const struct http1_fwd_req *f,
+			struct iovec *iov, int iovmax, char *scratch,
+			size_t scratchlen)
+{
+	struct http1_out o;
+	static const char xff[] = "X-Forwarded-For: ", via[] = "Via: ";
+
+	http1_out_init(&o, iov, iovmax, scratch, scratchlen);
+	http1_put_str(&o, m->method);
+	HTTP1_PUTS(&o, " ");
+	if (!(m->path.len == 1 && m->path.p[0] == '*'))
+		http1_put_str(&o, f->prefix);
+	http1_put_str(&o, m->path);
+	if (m->has_query) {
+		HTTP1_PUTS(&o, "?");
+		http1_put_str(&o, m->query);
+	}
+	HTTP1_PUTS(&o, " HTTP/1.1\r\n");
+	if (m->host.p == NULL) {
+		HTTP1_PUTS(&o, "Host: ");
+		http1_put_str(&o, f->default_host);
+		HTTP1_PUTS(&o, "\r\n");
+	}
+	http1_flush(&o);
+	http1_copy_headers(&o, m, HTTP1_HDR_HOP | HTTP1_HDR_FRAMING | HTTP1_HDR_XFF
+			   | HTTP1_HDR_GENERATED);
+	http1_framing_line(&o, m);
+	http1_merge(&o, m, HTTP1_HDR_XFF, 0, xff, sizeof(xff) - 1, f->client_ip);
+	if (f->proto.len != 0) {
+		HTTP1_PUTS(&o, "X-Forwarded-Proto: ");
+		http1_put_str(&o, f->proto);
+		HTTP1_PUTS(&o, "\r\n");
+	}
+	http1_merge(&o, m, HTTP1_HDR_GENERATED, 3, via, sizeof(via) - 1, f->via);
+	HTTP1_PUTS(&o, "\r\n");
+	http1_flush(&o);
+	return o.bad ? -1 : o.n;
+}
+
+int http1_write_response(const struct http1_msg *m, const struct http1_fwd_resp *f,
+			 struct iovec *iov, int iovmax, char *scratch,
+			 size_t scratchlen)
+{
+	struct http1_out o;
+	static const char via[] = "Via: ";
+	char code[3];
+
+	http1_out_init(&o, iov, iovmax, scratch, scratchlen);
+	code[0] = (char)('0' + m->status / 100);
+	code[1] = (char)('0' + m->status / 10 % 10);
+	code[2] = (char)('0' + m->status % 10);
+	HTTP1_PUTS(&o, "HTTP/1.1 ");
+	http1_put(&o, code, 3);
+	HTTP1_PUTS(&o, " ");
+	http1_put_str(&o, m->reason);
+	HTTP1_PUTS(&o, "\r\n");
+	http1_flush(&o);
+	/* a response's X-Forwarded-For is relayed; its Via is merged with
+	 * ours and X-Forwarded-Proto, meaningless there, is dropped */
+	http1_copy_headers(&o, m, HTTP1_HDR_HOP | HTTP1_HDR_FRAMING | HTTP1_HDR_GENERATED);
+	if (!f->dechunk)
+		http1_framing_line(&o, m);
+	if (f->backend_hdr.len != 0) {
+		http1_put_str(&o, f->backend_hdr);
+		HTTP1_PUTS(&o, ": ");
+		http1_put_str(&o, f->backend_name);
+		HTTP1_PUTS(&o, "\r\n");
+	}
+	http1_merge(&o, m, HTTP1_HDR_GENERATED, 3, via, sizeof(via) - 1, f->via);
+	if (f->close || f->dechunk || m->framing == HTTP1_BODY_CLOSE)
+		HTTP1_PUTS(&o, "Connection: close\r\n");
+	else if (f->keep_alive_10)
+		HTTP1_PUTS(&o, "Connection: keep-alive\r\n");
+	HTTP1_PUTS(&o, "\r\n");
+	http1_flush(&o);
+	return o.bad ? -1 : o.n;
+}
+
+ssize_t http1_write_simple(char *out, size_t outlen, int status, bool close,
+			   const char *extra, const char *body, size_t bodylen)
+{
+	struct http1_out o;
+	struct iovec unused;
+	char code[3];
+
+	if (status < 100 || status > 999)
+		status = 500;
+	http1_out_init(&o, &unused, 0, out, outlen);
+	code[0] = (char)('0' + status / 100);
+	code[1] = (char)('0' + status / 10 % 10);
+	code[2] = (char)('0' + status % 10);
+	HTTP1_PUTS(&o, "HTTP/1.1 ");
+	http1_put(&o, code, 3);
+	HTTP1_PUTS(&o, " ");
+	http1_put(&o, http1_reason(status), strlen(http1_reason(status)));
+	HTTP1_PUTS(&o, "\r\nContent-Type: text/plain\r\nContent-Length: ");
+	http1_put_u64(&o, bodylen);
+	HTTP1_PUTS(&o, "\r\n");
+	if (close)
+		HTTP1_PUTS(&o, "Connection: close\r\n");
+	if (extra != NULL)
+		http1_put(&o, extra, strlen(extra));
+	HTTP1_PUTS(&o, "\r\n");
+	if (bodylen != 0)
+		http1_put(&o, body, bodylen);
+	return o.bad ? -1 : (ssize_t)(o.p - out);
+}
+
+const char *http1_reason(int status)
+{
+	switch (status) {
+	case 100: return "Continue";
+	case 101: return "Switching Protocols";
+	case 200: return "OK";
+	case 201: return "Created";
+	case 202: return "Accepted";
+	case 204: return "No Content";
+	case 206: return "Partial Content";
+	case 301: return "Moved Permanently";
+	case 302: return "Found";
+	case 303: return "See Other";
+	case 304: return "Not Modified";
+	case 307: return "Temporary Redirect";
+	case 308: return "Permanent Redirect";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 408: return "Request Timeout";
+	case 411: return "Length Required";
+	case 413: return "Content Too Large";
+	case 414: return "URI Too Long";
+	case 417: return "Expectation Failed";
+	case 429: return "Too Many Requests";
+	case 431: return "Request Header Fields Too Large";
+	case 500: return "Internal Server Error";
+	case 501: return "Not Implemented";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	case 505: return "HTTP Version Not Supported";
+	}
+	return "Unknown";
+}
