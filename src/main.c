@@ -11,6 +11,7 @@
 #include "conf.h"
 #include "log.h"
 #include "plan.h"
+#include "proxy.h"
 
 #define MAIN_DEFAULT_CONF "/etc/ringproxy/ringproxy.ini"
 
@@ -108,7 +109,5 @@ int main(int argc, char **argv)
 		return rc;
 	}
 	log_set_level((enum log_level)c->log_level);
-	log_info("%s loaded; the forwarding data path is not part of this build yet", path);
-	conf_free(c);
-	return 0;
+	return proxy_run(path, c);
 }

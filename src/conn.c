@@ -1,0 +1,173 @@
+/*
+ * conn.c -- the few socket calls the request path makes, each checked and
+ * named. Any worker thread may call these on its own sockets; the main
+ * thread uses conn_listen at start.
+ */
+#include "conn.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int conn_parse_addr(const char *text, struct sockaddr_storage *addr,
+		    socklen_t *addrlen, char *err, size_t errlen)
+{
+	char host[256];
+	const char *colon, *hs = text;
+	size_t hl;
+	long port;
+	char *end;
+
+	memset(addr, 0, sizeof(*addr));
+	if (*text == '[') {
+		const char *rb = strchr(text, ']');
+		if (!rb || rb[1] != ':')
+			goto bad;
+		hs = text + 1;
+		hl = (size_t)(rb - hs);
+		colon = rb + 1;
+	} else {
+		colon = strrchr(text, ':');
+		if (!colon)
+			goto bad;
+		hl = (size_t)(colon - text);
+	}
+	if (hl >= sizeof(host))
+		goto bad;
+	memcpy(host, hs, hl);
+	host[hl] = '\0';
+	port = strtol(colon + 1, &end, 10);
+	if (*end || port < 0 || port > 65535)
+		goto bad;
+	if (hl == 0 || strcmp(host, "*") == 0)
+		strcpy(host, "0.0.0.0");
+	{
+		struct sockaddr_in *sin = (struct sockaddr_in *)addr;
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)addr;
+
+		if (inet_pton(AF_INET, host, &sin->sin_addr) == 1) {
+			sin->sin_family = AF_INET;
+			sin->sin_port = htons((uint16_t)port);
+			*addrlen = sizeof(*sin);
+			return 0;
+		}
+		if (inet_pton(AF_INET6, host, &sin6->sin6_addr) == 1) {
+			sin6->sin6_family = AF_INET6;
+			sin6->sin6_port = htons((uint16_t)port);
+			*addrlen = sizeof(*sin6);
+			return 0;
+		}
+	}
+	snprintf(err, errlen, "listen address '%s': the host must be an IP address", text);
+	return -1;
+bad:
+	snprintf(err, errlen, "listen address '%s': expected IP:PORT", text);
+	return -1;
+}
+
+int conn_listen(const struct sockaddr *addr, socklen_t addrlen, char *err, size_t errlen)
+{
+	int fd, one = 1;
+
+	fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		goto fail;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)
+		goto fail;
+	if (bind(fd, addr, addrlen) < 0)
+		goto fail;
+	if (listen(fd, 4096) < 0)
+		goto fail;
+	return fd;
+fail:
+	snprintf(err, errlen, "%s", strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+int conn_local_port(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+		return -1;
+	if (ss.ss_family == AF_INET6)
+		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+int conn_connect(const struct sockaddr *addr, socklen_t addrlen)
+{
+	int fd, one = 1, saved;
+
+	fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	/* Heads and small bodies go out in one writev: Nagle only delays. */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(fd, addr, addrlen) < 0 && errno != EINPROGRESS) {
+		saved = errno;
+		close(fd);
+		errno = saved;
+		return -1;
+	}
+	return fd;
+}
+
+void conn_peer_ip(const struct sockaddr_storage *ss, char *out, size_t outlen)
+{
+	if (ss->ss_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ss)->sin6_addr, out, (socklen_t)outlen);
+	else if (ss->ss_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, out, (socklen_t)outlen);
+	else
+		snprintf(out, outlen, "unknown");
+}
+
+int conn_flush(int fd, struct outq *q)
+{
+	while (q->idx < q->cnt) {
+		int cnt = q->cnt - q->idx;
+		ssize_t n;
+
+		if (cnt > IOV_MAX)
+			cnt = IOV_MAX;
+		n = writev(fd, &q->iov[q->idx], cnt);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			return -1;
+		}
+		/* advance past what the kernel took */
+		while (n > 0 && q->idx < q->cnt) {
+			struct iovec *v = &q->iov[q->idx];
+
+			if ((size_t)n >= v->iov_len) {
+				n -= (ssize_t)v->iov_len;
+				q->idx++;
+			} else {
+				v->iov_base = (char *)v->iov_base + n;
+				v->iov_len -= (size_t)n;
+				n = 0;
+			}
+		}
+		/* a short write means the socket buffer is full: asking
+		 * again would only return EAGAIN */
+		if (q->idx < q->cnt)
+			return 0;
+	}
+	q->idx = q->cnt = 0;
+	return 1;
+}

@@ -1,0 +1,63 @@
+/*
+ * conn.h -- socket plumbing for the request path: listeners with
+ * SO_REUSEPORT, non-blocking connects, and gather writes that report how
+ * far they got. Thin wrappers: every function is one or two syscalls.
+ */
+#ifndef RINGPROXY_CONN_H
+#define RINGPROXY_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "worker-t.h"
+
+/* Parse "host:port" / "[v6]:port" into addr. 0 or -1 with err. */
+int conn_parse_addr(const char *text, struct sockaddr_storage *addr,
+		    socklen_t *addrlen, char *err, size_t errlen);
+
+/* A non-blocking listening socket with SO_REUSEPORT bound to addr. Returns
+ * the fd or -1 with err. */
+int conn_listen(const struct sockaddr *addr, socklen_t addrlen, char *err, size_t errlen);
+
+/* The port a socket is bound to. */
+int conn_local_port(int fd);
+
+/* Start a non-blocking connect. Returns the fd (connected or in progress)
+ * or -1 with errno set. */
+int conn_connect(const struct sockaddr *addr, socklen_t addrlen);
+
+/* Text form of a peer address, without the port. */
+void conn_peer_ip(const struct sockaddr_storage *ss, char *out, size_t outlen);
+
+/* Write as much of q as the socket takes. Returns 1 when q is empty, 0 when
+ * the socket would block (q advanced past what was written), -1 on error
+ * (errno set). */
+int conn_flush(int fd, struct outq *q);
+
+static inline bool outq_empty(const struct outq *q)
+{
+	return q->idx >= q->cnt;
+}
+
+static inline void outq_reset(struct outq *q)
+{
+	q->idx = q->cnt = 0;
+}
+
+/* Append a slice; returns -1 when the queue is full. */
+static inline int outq_add(struct outq *q, const void *p, size_t n)
+{
+	if (n == 0)
+		return 0;
+	if (q->cnt >= OUT_IOV_MAX)
+		return -1;
+	q->iov[q->cnt].iov_base = (void *)p;
+	q->iov[q->cnt].iov_len = n;
+	q->cnt++;
+	return 0;
+}
+
+#endif

@@ -1,0 +1,655 @@
+/*
+ * forward.c -- the backend side of a request, on the client's worker
+ * thread: a keep-alive connection from the worker's pool (or a new one),
+ * the request head rewritten by http1.c and written with one writev
+ * together with whatever body is already buffered, then the response
+ * relayed to the client from this connection's read buffer without a copy.
+ *
+ * Backpressure: response bytes stay in this buffer until the client has
+ * taken them; meanwhile this connection's read event is removed, so a slow
+ * client slows the backend instead of growing memory. The same holds the
+ * other way for a request body. Memory per request is bounded by the two
+ * buffers whatever the body size.
+ *
+ * An idle pooled connection keeps its read event armed: a backend that
+ * closes it is noticed at once and the connection is dropped, never handed
+ * to a request. A request sent on a pooled connection that turns out dead
+ * before any response byte is resent once on a fresh connection to the
+ * same backend (GET/HEAD without a body only).
+ */
+#include "forward.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "conf.h"
+#include "conn.h"
+#include "front.h"
+#include "log.h"
+#include "snapshot.h"
+#include "worker.h"
+
+static void fwd_on_read(evutil_socket_t fd, short what, void *arg);
+static void fwd_on_write(evutil_socket_t fd, short what, void *arg);
+static void fwd_on_timeout(evutil_socket_t fd, short what, void *arg);
+static void fwd_process(struct upstream *u);
+static int fwd_begin(struct client *c, int i, bool fresh, char *why, size_t whylen);
+
+static struct backend *fwd_backend(const struct upstream *u)
+{
+	return snapshot_registry_get(u->backend_id);
+}
+
+/* At most one warning a second per backend: a dead cache under load must
+ * not flood the log. */
+__attribute__((format(printf, 2, 3)))
+static void fwd_warn(struct backend *b, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	int64_t now = (int64_t)time(NULL), last = atomic_load(&b->last_warn);
+
+	if (last == now || !atomic_compare_exchange_strong(&b->last_warn, &last, now))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_warn("%s", msg);
+}
+
+/* ---- the pool --------------------------------------------------------- */
+
+static void fwd_pool_push(struct pool *p, struct upstream *u)
+{
+	u->prev = NULL;
+	u->next = p->head;
+	if (p->head)
+		p->head->prev = u;
+	p->head = u;
+	p->n++;
+}
+
+static void fwd_pool_remove(struct pool *p, struct upstream *u)
+{
+	if (u->prev)
+		u->prev->next = u->next;
+	else
+		p->head = u->next;
+	if (u->next)
+		u->next->prev = u->prev;
+	u->next = u->prev = NULL;
+	p->n--;
+}
+
+/* ---- lifecycle -------------------------------------------------------- */
+
+static void fwd_unbind(struct upstream *u)
+{
+	struct client *c = u->cl;
+
+	if (!c)
+		return;
+	atomic_fetch_sub_explicit(&fwd_backend(u)->inflight, 1, memory_order_relaxed);
+	c->up = NULL;
+	u->cl = NULL;
+}
+
+void fwd_close(struct upstream *u)
+{
+	struct worker *w = u->w;
+
+	if (u->state == UP_IDLE)
+		fwd_pool_remove(worker_pool(w, u->backend_id), u);
+	else
+		fwd_unbind(u);
+	event_del(&u->rev);
+	event_del(&u->wev);
+	event_del(&u->tev);
+	close(u->fd);
+	worker_up_put(w, u);
+}
+
+static bool fwd_resendable(const struct client *c)
+{
+	return (c->req.method_id == HTTP1_M_GET || c->req.method_id == HTTP1_M_HEAD) &&
+	       c->req.framing == HTTP1_BODY_NONE && !c->resp_started;
+}
+
+/* The request failed on this connection before any response byte went to
+ * the client. why is a printf format naming what happened. */
+__attribute__((format(printf, 4, 5)))
+static void fwd_fail(struct upstream *u, int status, bool retry, const char *fmt, ...)
+{
+	struct client *c = u->cl;
+	int i = u->ring_index;
+	bool resend = u->reused && !u->got_bytes && fwd_resendable(c);
+	const struct snap_backend *sb = &c->snap->be[i];
+	char what[256], why[384];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	snprintf(why, sizeof(why), "backend %s (%s): %s", sb->conf->name, sb->addr_text, what);
+	fwd_close(u);
+	if (resend) {
+		/* a keep-alive connection the backend closed as we used it:
+		 * not the backend's fault, try once on a fresh one */
+		char why2[256];
+
+		if (fwd_begin(c, i, true, why2, sizeof(why2)) == 0)
+			return;
+		snprintf(why, sizeof(why), "%s", why2);
+	} else {
+		fwd_warn(sb->state, "%s", why);
+	}
+	front_backend_failed(c, status, why, retry);
+}
+
+/* Queue more request body and write what is queued. */
+static void fwd_pump(struct upstream *u)
+{
+	struct client *c = u->cl;
+	int rc;
+
+	for (;;) {
+		if (!c->req_done) {
+			const char *p;
+			size_t n;
+
+			if (front_take_body(c, &p, &n) < 0) {
+				front_backend_failed(c, 400, "invalid chunked request body", false);
+				return;
+			}
+			if (n && outq_add(&u->out, p, n) < 0) {
+				/* cannot happen: one body slice per flush */
+				front_close(c);
+				return;
+			}
+		}
+		rc = conn_flush(u->fd, &u->out);
+		if (rc < 0) {
+			fwd_fail(u, 502, true, "sending the request: %s", strerror(errno));
+			return;
+		}
+		if (rc == 0) {
+			if (!event_pending(&u->wev, EV_WRITE, NULL))
+				event_add(&u->wev, NULL);
+			return;
+		}
+		if (event_pending(&u->wev, EV_WRITE, NULL))
+			event_del(&u->wev);
+		c->head_sent = true;
+		if (!c->req_done) {
+			if (c->in.len > c->req_end)
+				continue;
+			front_resume(c);
+			return;
+		}
+		if (u->state == UP_HEAD && !u->got_bytes)
+			event_add(&u->tev, u->w->tv_response);
+		return;
+	}
+}
+
+/* A connection to backend i of the client's snapshot. */
+static struct upstream *fwd_connect(struct worker *w, const struct snap_backend *sb,
+				    char *why, size_t whylen)
+{
+	struct upstream *u;
+	int fd = conn_connect((const struct sockaddr *)&sb->addr, sb->addrlen);
+
+	if (fd < 0) {
+		atomic_fetch_add(&sb->state->connect_errors, 1);
+		snprintf(why, whylen, "backend %s (%s): connect: %s", sb->conf->name,
+			 sb->addr_text, strerror(errno));
+		fwd_warn(sb->state, "%s", why);
+		return NULL;
+	}
+	u = worker_up_get(w);
+	if (!u) {
+		close(fd);
+		snprintf(why, whylen, "out of memory");
+		return NULL;
+	}
+	u->fd = fd;
+	memcpy(&u->addr, &sb->addr, sb->addrlen);
+	u->addrlen = sb->addrlen;
+	u->state = UP_CONNECTING;
+	event_assign(&u->rev, w->base, fd, EV_READ | EV_PERSIST, fwd_on_read, u);
+	event_assign(&u->wev, w->base, fd, EV_WRITE | EV_PERSIST, fwd_on_write, u);
+	evtimer_assign(&u->tev, w->base, fwd_on_timeout, u);
+	event_add(&u->rev, NULL);
+	event_add(&u->wev, NULL);
+	event_add(&u->tev, w->tv_connect);
+	atomic_fetch_add_explicit(&sb->state->connects, 1, memory_order_relaxed);
+	return u;
+}
+
+static int fwd_begin(struct client *c, int i, bool fresh, char *why, size_t whylen)
+{
+	struct worker *w = c->w;
+	const struct snap_backend *sb = &c->snap->be[i];
+	struct pool *pool = worker_pool(w, sb->state->id);
+	struct upstream *u = NULL;
+	struct http1_fwd_req f;
+	int n;
+
+	while (!fresh && pool && pool->head) {
+		u = pool->head;
+		fwd_pool_remove(pool, u);
+		if (u->addrlen == sb->addrlen && memcmp(&u->addr, &sb->addr, sb->addrlen) == 0)
+			break;
+		/* the backend moved to a new address on reload */
+		u->state = UP_CONNECTING;       /* not idle any more */
+		fwd_close(u);
+		u = NULL;
+	}
+	if (u) {
+		u->reused = true;
+		u->state = UP_HEAD;
+		event_del(&u->tev);
+	} else {
+		u = fwd_connect(w, sb, why, whylen);
+		if (!u)
+			return -1;
+		u->reused = false;
+	}
+	u->cl = c;
+	c->up = u;
+	u->ring_index = i;
+	u->backend_id = sb->state->id;
+	u->got_bytes = false;
+	u->resp_done = false;
+	u->eof = false;
+	u->dechunk = false;
+	u->in.pos = u->in.len = 0;
+	http1_msg_init(&u->resp);
+	outq_reset(&u->out);
+	atomic_fetch_add_explicit(&sb->state->inflight, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&sb->state->requests, 1, memory_order_relaxed);
+
+	f.prefix.p = sb->conf->prefix;
+	f.prefix.len = strlen(sb->conf->prefix);
+	f.client_ip.p = c->ip;
+	f.client_ip.len = c->iplen;
+	f.proto.p = "http";
+	f.proto.len = 4;
+	f.via.p = "1.1 ringproxy";
+	f.via.len = 13;
+	f.default_host.p = sb->host_hdr;
+	f.default_host.len = sb->host_hdr_len;
+	n = http1_write_request(&c->req, &f, u->out.iov, OUT_IOV_MAX - 1, u->scratch, u->scratch_cap);
+	if (n < 0) {
+		snprintf(why, whylen, "request head too large to rewrite");
+		fwd_close(u);
+		return -1;
+	}
+	u->out.cnt = n;
+	if (u->state != UP_CONNECTING)
+		fwd_pump(u);
+	return 0;
+}
+
+int fwd_start(struct client *c, int i, char *why, size_t whylen)
+{
+	return fwd_begin(c, i, false, why, whylen);
+}
+
+void fwd_request_body(struct upstream *u)
+{
+	if (u->state == UP_CONNECTING || event_pending(&u->wev, EV_WRITE, NULL))
+		return;         /* sent when the socket takes more */
+	fwd_pump(u);
+}
+
+/* The response is complete and the client has all of it. */
+static void fwd_finish(struct upstream *u)
+{
+	struct client *c = u->cl;
+	struct worker *w = u->w;
+	const struct conf *conf = w->snap->conf;
+	struct pool *pool = worker_pool(w, u->backend_id);
+	bool reuse;
+
+	atomic_fetch_add_explicit(&fwd_backend(u)->responses, 1, memory_order_relaxed);
+	reuse = u->resp.keep_alive && u->resp.framing != HTTP1_BODY_CLOSE && !u->eof &&
+		u->in.pos == u->in.len && c->req_done && outq_empty(&u->out) &&
+		!w->stopping && pool && pool->n < conf->pool_size;
+	fwd_unbind(u);
+	if (reuse) {
+		u->state = UP_IDLE;
+		u->in.pos = u->in.len = 0;
+		if (u->read_paused) {
+			event_add(&u->rev, NULL);
+			u->read_paused = false;
+		}
+		u->served++;
+		event_add(&u->tev, w->tv_idle);
+		fwd_pool_push(pool, u);
+	} else {
+		fwd_close(u);
+	}
+	front_response_done(c);
+}
+
+static void fwd_pause(struct upstream *u)
+{
+	if (!u->read_paused) {
+		event_del(&u->rev);
+		u->read_paused = true;
+	}
+}
+
+void fwd_client_drained(struct upstream *u)
+{
+	if (u->resp_done && u->in.pos == u->in.len) {
+		fwd_finish(u);
+		return;
+	}
+	if (u->read_paused && !u->eof) {
+		event_add(&u->rev, NULL);
+		u->read_paused = false;
+	}
+	if (u->in.pos == u->in.len)
+		u->in.pos = u->in.len = 0;
+	else
+		fwd_process(u);
+}
+
+/* A final response head was parsed: queue the rewritten head. Returns 0,
+ * or -1 after failing the request. */
+static int fwd_head(struct upstream *u, size_t head_len)
+{
+	struct client *c = u->cl;
+	const struct conf *conf = c->snap->conf;
+	const struct snap_backend *sb = &c->snap->be[u->ring_index];
+	struct http1_fwd_resp fr;
+	int n;
+
+	if (u->resp.framing == HTTP1_BODY_CLOSE)
+		c->close_after = true;
+	/* an HTTP/1.0 client cannot read chunked: decode, end with close */
+	u->dechunk = c->req.minor == 0 && u->resp.framing == HTTP1_BODY_CHUNKED;
+	if (u->dechunk)
+		c->close_after = true;
+	memset(&fr, 0, sizeof(fr));
+	fr.backend_hdr.p = conf->backend_header;
+	fr.backend_hdr.len = strlen(conf->backend_header);
+	fr.backend_name.p = sb->conf->name;
+	fr.backend_name.len = strlen(sb->conf->name);
+	fr.via.p = "1.1 ringproxy";
+	fr.via.len = 13;
+	fr.close = c->close_after;
+	fr.keep_alive_10 = c->req.minor == 0 && !c->close_after;
+	fr.dechunk = u->dechunk;
+	n = http1_write_response(&u->resp, &fr, c->out.iov + c->out.cnt,
+				 OUT_IOV_MAX - c->out.cnt - 1, c->scratch, c->scratch_cap);
+	if (n < 0) {
+		atomic_fetch_add(&fwd_backend(u)->bad_responses, 1);
+		fwd_fail(u, 502, false, "response head too large to rewrite");
+		return -1;
+	}
+	c->out.cnt += n;
+	c->resp_started = true;
+	u->in.pos += head_len;
+	u->state = UP_BODY;
+	u->body_left = u->resp.content_length;
+	http1_chunked_init(&u->chunk);
+	u->resp_done = u->resp.framing == HTTP1_BODY_NONE ||
+		       (u->resp.framing == HTTP1_BODY_LENGTH && u->body_left == 0);
+	return 0;
+}
+
+/* Queue the body bytes of the buffer. Returns 0, or -1 when the body is
+ * malformed (the client connection is then closed). */
+static int fwd_body(struct upstream *u)
+{
+	struct client *c = u->cl;
+	const char *p = u->in.data + u->in.pos;
+	size_t avail = u->in.len - u->in.pos, n = 0;
+	ssize_t r;
+
+	switch (u->resp.framing) {
+	case HTTP1_BODY_LENGTH:
+		n = avail < u->body_left ? avail : (size_t)u->body_left;
+		u->body_left -= n;
+		u->resp_done = u->body_left == 0;
+		break;
+	case HTTP1_BODY_CHUNKED:
+		if (u->dechunk) {
+			while (avail && !u->chunk.done && c->out.cnt < OUT_IOV_MAX - 2) {
+				size_t off, dlen;
+
+				r = http1_chunked_decode(&u->chunk, p, avail, &off, &dlen);
+				if (r < 0)
+					return -1;
+				if (r == 0)
+					break;
+				if (dlen)
+					outq_add(&c->out, p + off, dlen);
+				p += r;
+				avail -= (size_t)r;
+				u->in.pos += (size_t)r;
+			}
+			u->resp_done = u->chunk.done;
+			return 0;
+		}
+		r = http1_chunked_scan(&u->chunk, p, avail);
+		if (r < 0)
+			return -1;
+		n = (size_t)r;
+		u->resp_done = u->chunk.done;
+		break;
+	case HTTP1_BODY_CLOSE:
+		n = avail;
+		break;
+	case HTTP1_BODY_NONE:
+		u->resp_done = true;
+		break;
+	}
+	outq_add(&c->out, p, n);
+	u->in.pos += n;
+	return 0;
+}
+
+static void fwd_process(struct upstream *u)
+{
+	struct client *c = u->cl;
+	struct worker *w = u->w;
+	int rc;
+
+	for (;;) {
+		size_t before = u->in.pos;
+
+		if (u->state == UP_HEAD) {
+			const struct conf *conf = c->snap->conf;
+			struct http1_limits lim = { conf->max_head_size,
+				conf->max_headers < u->hdrs_cap ? conf->max_headers : u->hdrs_cap };
+			ssize_t r = http1_parse_response(&u->resp, u->hdrs, u->in.data + u->in.pos,
+							 u->in.len - u->in.pos, &lim, c->req.method_id);
+
+			if (r == 0)
+				return;
+			if (r < 0) {
+				atomic_fetch_add(&fwd_backend(u)->bad_responses, 1);
+				fwd_fail(u, 502, false, "invalid response: %s",
+					 u->resp.error ? u->resp.error : "unparsable");
+				return;
+			}
+			if (u->resp.status == 101) {
+				atomic_fetch_add(&fwd_backend(u)->bad_responses, 1);
+				fwd_fail(u, 502, false, "101 Switching Protocols without an upgrade request");
+				return;
+			}
+			if (u->resp.status < 200) {
+				/* interim (100 Continue, 103): relayed to
+				 * HTTP/1.1 clients, dropped for 1.0 */
+				if (c->req.minor == 1) {
+					struct http1_fwd_resp fr;
+					int n;
+
+					memset(&fr, 0, sizeof(fr));
+					n = http1_write_response(&u->resp, &fr, c->out.iov + c->out.cnt,
+								 OUT_IOV_MAX - c->out.cnt - 1,
+								 c->scratch, c->scratch_cap);
+					if (n > 0)
+						c->out.cnt += n;
+				}
+				u->in.pos += (size_t)r;
+				http1_msg_init(&u->resp);
+			} else {
+				if (fwd_head(u, (size_t)r) < 0)
+					return;
+				/* body inactivity from here */
+				event_add(&u->tev, w->tv_response);
+			}
+		}
+		if (u->state == UP_BODY && fwd_body(u) < 0) {
+			atomic_fetch_add(&fwd_backend(u)->bad_responses, 1);
+			fwd_warn(fwd_backend(u), "backend %s: invalid chunked response body; client connection closed",
+				 fwd_backend(u)->name);
+			front_close(c);
+			return;
+		}
+		rc = front_flush(c);
+		if (rc < 0) {
+			front_close(c);
+			return;
+		}
+		if (rc == 0) {
+			fwd_pause(u);
+			return;
+		}
+		if (u->in.pos == u->in.len)
+			u->in.pos = u->in.len = 0;
+		if (u->state == UP_BODY && u->resp_done) {
+			if (u->in.pos != u->in.len)
+				u->eof = true;  /* bytes after the response: not reusable */
+			fwd_finish(u);
+			return;
+		}
+		/* more to do only for bytes after an interim response or
+		 * chunks decoded in several passes; stop when none moved */
+		if (u->in.pos == u->in.len || u->in.pos == before ||
+		    (u->state == UP_BODY && !u->dechunk))
+			return;
+	}
+}
+
+static void fwd_on_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct upstream *u = arg;
+	struct client *c = u->cl;
+	struct rbuf *b = &u->in;
+	ssize_t n;
+
+	(void)what;
+	if (u->state == UP_IDLE) {
+		/* the backend closed an idle connection (or sent bytes nobody
+		 * asked for): drop it before a request picks it */
+		fwd_close(u);
+		return;
+	}
+	if (u->state == UP_CONNECTING)
+		return;         /* the write event reports the connect */
+	if (b->len == b->cap) {
+		if (b->pos > 0 && outq_empty(&c->out)) {
+			memmove(b->data, b->data + b->pos, b->len - b->pos);
+			b->len -= b->pos;
+			b->pos = 0;
+		} else {
+			fwd_pause(u);
+			return;
+		}
+	}
+	n = read(fd, b->data + b->len, b->cap - b->len);
+	if (n > 0) {
+		u->got_bytes = true;
+		b->len += (size_t)n;
+		fwd_process(u);
+		return;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	u->eof = true;
+	if (u->state == UP_HEAD) {
+		if (!u->got_bytes)
+			fwd_fail(u, 502, true, "%s before responding",
+				 n == 0 ? "connection closed" : strerror(errno));
+		else
+			fwd_fail(u, 502, false, "response head cut short");
+		return;
+	}
+	/* UP_BODY */
+	if (u->resp.framing == HTTP1_BODY_CLOSE && n == 0) {
+		event_del(&u->rev);
+		u->resp_done = true;
+		c->close_after = true;
+		if (outq_empty(&c->out))
+			fwd_finish(u);
+		return;
+	}
+	fwd_warn(fwd_backend(u), "backend %s: connection lost in the middle of a response body; client connection closed",
+		 fwd_backend(u)->name);
+	front_close(c);
+}
+
+static void fwd_on_write(evutil_socket_t fd, short what, void *arg)
+{
+	struct upstream *u = arg;
+
+	(void)what;
+	if (u->state == UP_CONNECTING) {
+		int err = 0;
+		socklen_t len = sizeof(err);
+
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+			err = errno;
+		if (err) {
+			atomic_fetch_add(&fwd_backend(u)->connect_errors, 1);
+			fwd_fail(u, 502, true, "connect: %s", strerror(err));
+			return;
+		}
+		u->state = UP_HEAD;
+		event_del(&u->tev);
+	}
+	fwd_pump(u);
+}
+
+static void fwd_on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct upstream *u = arg;
+	const struct conf *conf;
+
+	(void)fd;
+	(void)what;
+	switch (u->state) {
+	case UP_IDLE:
+		fwd_close(u);
+		return;
+	case UP_CONNECTING:
+		conf = u->cl->snap->conf;
+		atomic_fetch_add(&fwd_backend(u)->timeouts, 1);
+		fwd_fail(u, 504, true, "no connection within %llums",
+			 (unsigned long long)conf->connect_timeout_ms);
+		return;
+	case UP_HEAD:
+		conf = u->cl->snap->conf;
+		atomic_fetch_add(&fwd_backend(u)->timeouts, 1);
+		fwd_fail(u, 504, false, "no response within %llums",
+			 (unsigned long long)conf->response_timeout_ms);
+		return;
+	case UP_BODY:
+		atomic_fetch_add(&fwd_backend(u)->timeouts, 1);
+		fwd_warn(fwd_backend(u), "backend %s: response body stalled; client connection closed",
+			 fwd_backend(u)->name);
+		front_close(u->cl);
+		return;
+	}
+}

@@ -1,0 +1,418 @@
+/*
+ * worker.c -- one request-serving thread. It owns an event base (epoll
+ * with the changelist, no locks: nothing else touches it), a listening
+ * socket of its own (SO_REUSEPORT lets the kernel spread connections), free
+ * lists of client and backend connection structs so that steady traffic
+ * allocates nothing, and one idle pool per backend.
+ *
+ * The main thread talks to a worker only through its mailbox: a mutex-held
+ * slot and an eventfd that wakes the loop. That keeps the event base
+ * single-threaded and lock-free.
+ */
+#include "worker.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "forward.h"
+#include "front.h"
+#include "log.h"
+#include "proxy.h"
+#include "snapshot.h"
+
+#define WORKER_FREE_MAX 1024    /* structs kept for reuse */
+#define WORKER_ACCEPT_BATCH 64  /* accepts per wake-up, for fairness */
+
+/* The buffers a connection struct owns, kept across reuse. */
+struct worker_bufs {
+	struct rbuf in;
+	struct http1_header *hdrs;
+	unsigned hdrs_cap;
+	char *scratch;
+	size_t scratch_cap;
+};
+
+static void worker_bufs_free(struct worker_bufs *b)
+{
+	free(b->in.data);
+	free(b->hdrs);
+	free(b->scratch);
+}
+
+/* Size the buffers for the current config: a reload may change them. */
+static int worker_bufs_size(struct worker_bufs *b, const struct conf *conf)
+{
+	size_t scap = conf->max_head_size + WORKER_SCRATCH_EXTRA;
+
+	if (b->in.cap != conf->buffer_size) {
+		char *d = realloc(b->in.data, conf->buffer_size);
+
+		if (!d)
+			return -1;
+		b->in.data = d;
+		b->in.cap = conf->buffer_size;
+	}
+	if (b->hdrs_cap != conf->max_headers) {
+		struct http1_header *h = realloc(b->hdrs, conf->max_headers * sizeof(*h));
+
+		if (!h)
+			return -1;
+		b->hdrs = h;
+		b->hdrs_cap = conf->max_headers;
+	}
+	if (b->scratch_cap != scap) {
+		char *sc = realloc(b->scratch, scap);
+
+		if (!sc)
+			return -1;
+		b->scratch = sc;
+		b->scratch_cap = scap;
+	}
+	b->in.pos = b->in.len = 0;
+	return 0;
+}
+
+#define WORKER_BUFS_OF(x) { (x)->in, (x)->hdrs, (x)->hdrs_cap, (x)->scratch, (x)->scratch_cap }
+#define WORKER_BUFS_TO(x, b) do { \
+		(x)->in = (b).in; (x)->hdrs = (b).hdrs; (x)->hdrs_cap = (b).hdrs_cap; \
+		(x)->scratch = (b).scratch; (x)->scratch_cap = (b).scratch_cap; \
+	} while (0)
+
+
+static void worker_set_timeouts(struct worker *w)
+{
+	const struct conf *c = w->snap->conf;
+	struct timeval tv;
+
+	/* Common timeouts make re-arming a per-connection timer O(1): every
+	 * timer of one duration sits in one queue instead of the heap. */
+#define W_TV(field, ms) do { \
+		tv.tv_sec = (time_t)((ms) / 1000); \
+		tv.tv_usec = (suseconds_t)(((ms) % 1000) * 1000); \
+		w->field = event_base_init_common_timeout(w->base, &tv); \
+	} while (0)
+	W_TV(tv_client, c->client_timeout_ms);
+	W_TV(tv_connect, c->connect_timeout_ms);
+	W_TV(tv_response, c->response_timeout_ms);
+	W_TV(tv_idle, c->backend_idle_timeout_ms);
+#undef W_TV
+}
+
+static void worker_on_accept(evutil_socket_t lfd, short what, void *arg)
+{
+	struct worker *w = arg;
+	struct proxy *p = w->proxy;
+
+	(void)what;
+	for (int i = 0; i < WORKER_ACCEPT_BATCH; i++) {
+		struct sockaddr_storage ss;
+		socklen_t len = sizeof(ss);
+		int fd, one = 1;
+
+		fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE)
+				log_warn("worker %d: accept: %s; raise the fd limit or lower max_connections",
+					 w->id, strerror(errno));
+			return;
+		}
+		if (atomic_fetch_add(&p->nconns, 1) >= atomic_load(&p->max_conns)) {
+			atomic_fetch_sub(&p->nconns, 1);
+			atomic_fetch_add(&p->refused, 1);
+			close(fd);
+			continue;
+		}
+		atomic_fetch_add(&p->accepted, 1);
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (front_accept(w, fd, &ss) < 0) {
+			atomic_fetch_sub(&p->nconns, 1);
+			close(fd);
+		}
+	}
+}
+
+static void worker_adopt(struct worker *w, struct snapshot *s)
+{
+	struct snapshot *old = w->snap;
+
+	w->snap = s;
+	worker_set_timeouts(w);
+	snapshot_unref(old);
+}
+
+static void worker_on_mbox(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	struct snapshot *s;
+	uint64_t v;
+
+	(void)what;
+	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		log_warn("worker %d: mailbox read: %s", w->id, strerror(errno));
+	pthread_mutex_lock(&w->mbox_lock);
+	s = w->mbox_snap;
+	w->mbox_snap = NULL;
+	pthread_mutex_unlock(&w->mbox_lock);
+	if (s)
+		worker_adopt(w, s);
+	if (atomic_load(&w->mbox_stop) && !w->stopping) {
+		w->stopping = true;
+		event_base_loopbreak(w->base);
+	}
+}
+
+static void worker_poke(struct worker *w)
+{
+	uint64_t one = 1;
+
+	if (write(w->mbox_fd, &one, sizeof(one)) < 0)
+		log_warn("worker %d: mailbox write: %s", w->id, strerror(errno));
+}
+
+void worker_post_snapshot(struct worker *w, struct snapshot *s)
+{
+	struct snapshot *dropped;
+
+	pthread_mutex_lock(&w->mbox_lock);
+	dropped = w->mbox_snap;         /* never adopted: superseded */
+	w->mbox_snap = s;
+	pthread_mutex_unlock(&w->mbox_lock);
+	snapshot_unref(dropped);
+	worker_poke(w);
+}
+
+void worker_post_stop(struct worker *w)
+{
+	atomic_store(&w->mbox_stop, true);
+	worker_poke(w);
+}
+
+struct worker *worker_new(struct proxy *p, int id, int listen_fd,
+			  struct snapshot *snap, char *err, size_t errlen)
+{
+	struct event_config *cfg = NULL;
+	struct worker *w = calloc(1, sizeof(*w));
+
+	if (!w) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	w->id = id;
+	w->proxy = p;
+	w->listen_fd = listen_fd;
+	w->mbox_fd = -1;
+	pthread_mutex_init(&w->mbox_lock, NULL);
+	cfg = event_config_new();
+	if (!cfg)
+		goto fail;
+	event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK);
+	event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+	w->base = event_base_new_with_config(cfg);
+	event_config_free(cfg);
+	if (!w->base)
+		goto fail;
+	w->mbox_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (w->mbox_fd < 0)
+		goto fail;
+	if (event_assign(&w->ev_mbox, w->base, w->mbox_fd, EV_READ | EV_PERSIST, worker_on_mbox, w) < 0 ||
+	    event_add(&w->ev_mbox, NULL) < 0)
+		goto fail;
+	if (event_assign(&w->ev_accept, w->base, listen_fd, EV_READ | EV_PERSIST, worker_on_accept, w) < 0 ||
+	    event_add(&w->ev_accept, NULL) < 0)
+		goto fail;
+	w->snap = snap;
+	worker_set_timeouts(w);
+	return w;
+fail:
+	snprintf(err, errlen, "worker %d: cannot set up its event loop: %s", id, strerror(errno));
+	if (w->mbox_fd >= 0)
+		close(w->mbox_fd);
+	if (w->base)
+		event_base_free(w->base);
+	pthread_mutex_destroy(&w->mbox_lock);
+	free(w);
+	return NULL;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+
+	event_base_dispatch(w->base);
+	return NULL;
+}
+
+int worker_start(struct worker *w, char *err, size_t errlen)
+{
+	int rc = pthread_create(&w->thread, NULL, worker_main, w);
+
+	if (rc) {
+		snprintf(err, errlen, "worker %d: pthread_create: %s", w->id, strerror(rc));
+		return -1;
+	}
+	w->started = true;
+	return 0;
+}
+
+/* After the thread has stopped: close every connection, free everything. */
+void worker_free(struct worker *w)
+{
+	if (!w)
+		return;
+	if (w->started)
+		pthread_join(w->thread, NULL);
+	w->stopping = true;
+	while (w->clients)
+		front_close(w->clients);
+	for (uint32_t i = 0; i < w->npools; i++)
+		while (w->pools[i].head)
+			fwd_close(w->pools[i].head);
+	free(w->pools);
+	while (w->free_clients) {
+		struct client *c = w->free_clients;
+		struct worker_bufs b = WORKER_BUFS_OF(c);
+
+		w->free_clients = c->next;
+		worker_bufs_free(&b);
+		free(c);
+	}
+	while (w->free_ups) {
+		struct upstream *u = w->free_ups;
+		struct worker_bufs b = WORKER_BUFS_OF(u);
+
+		w->free_ups = u->next;
+		worker_bufs_free(&b);
+		free(u);
+	}
+	event_del(&w->ev_accept);
+	event_del(&w->ev_mbox);
+	close(w->listen_fd);
+	close(w->mbox_fd);
+	snapshot_unref(w->mbox_snap);
+	snapshot_unref(w->snap);
+	event_base_free(w->base);
+	pthread_mutex_destroy(&w->mbox_lock);
+	free(w);
+}
+
+struct client *worker_client_get(struct worker *w)
+{
+	struct client *c = w->free_clients;
+	struct worker_bufs b = { 0 };
+
+	if (c) {
+		struct worker_bufs kept = WORKER_BUFS_OF(c);
+
+		w->free_clients = c->next;
+		w->nfree_clients--;
+		b = kept;
+	} else {
+		c = malloc(sizeof(*c));
+		if (!c)
+			return NULL;
+	}
+	memset(c, 0, sizeof(*c));
+	if (worker_bufs_size(&b, w->snap->conf) < 0) {
+		worker_bufs_free(&b);
+		free(c);
+		return NULL;
+	}
+	WORKER_BUFS_TO(c, b);
+	c->w = w;
+	c->fd = -1;
+	c->next = w->clients;
+	if (w->clients)
+		w->clients->prev = c;
+	w->clients = c;
+	w->nclients++;
+	return c;
+}
+
+void worker_client_put(struct worker *w, struct client *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		w->clients = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	w->nclients--;
+	if (w->nfree_clients >= WORKER_FREE_MAX || w->stopping) {
+		struct worker_bufs b = WORKER_BUFS_OF(c);
+
+		worker_bufs_free(&b);
+		free(c);
+		return;
+	}
+	c->prev = NULL;
+	c->next = w->free_clients;
+	w->free_clients = c;
+	w->nfree_clients++;
+}
+
+struct upstream *worker_up_get(struct worker *w)
+{
+	struct upstream *u = w->free_ups;
+	struct worker_bufs b = { 0 };
+
+	if (u) {
+		struct worker_bufs kept = WORKER_BUFS_OF(u);
+
+		w->free_ups = u->next;
+		w->nfree_ups--;
+		b = kept;
+	} else {
+		u = malloc(sizeof(*u));
+		if (!u)
+			return NULL;
+	}
+	memset(u, 0, sizeof(*u));
+	if (worker_bufs_size(&b, w->snap->conf) < 0) {
+		worker_bufs_free(&b);
+		free(u);
+		return NULL;
+	}
+	WORKER_BUFS_TO(u, b);
+	u->w = w;
+	u->fd = -1;
+	w->nupstreams++;
+	return u;
+}
+
+void worker_up_put(struct worker *w, struct upstream *u)
+{
+	w->nupstreams--;
+	if (w->nfree_ups >= WORKER_FREE_MAX || w->stopping) {
+		struct worker_bufs b = WORKER_BUFS_OF(u);
+
+		worker_bufs_free(&b);
+		free(u);
+		return;
+	}
+	u->next = w->free_ups;
+	w->free_ups = u;
+	w->nfree_ups++;
+}
+
+struct pool *worker_pool(struct worker *w, uint32_t backend_id)
+{
+	if (backend_id >= w->npools) {
+		uint32_t n = backend_id + 16;
+		struct pool *p = realloc(w->pools, n * sizeof(*p));
+
+		if (!p)
+			return NULL;
+		memset(p + w->npools, 0, (n - w->npools) * sizeof(*p));
+		w->pools = p;
+		w->npools = n;
+	}
+	return &w->pools[backend_id];
+}

@@ -1,0 +1,33 @@
+/*
+ * worker.h -- a request-serving thread: its event base, its SO_REUSEPORT
+ * listener, its connection free lists and backend pools. The main thread
+ * creates, starts, feeds (snapshots) and stops workers; everything else
+ * here runs on the worker's own thread.
+ */
+#ifndef RINGPROXY_WORKER_H
+#define RINGPROXY_WORKER_H
+
+#include "worker-t.h"
+
+struct snapshot;
+struct proxy;
+
+/* Main thread. snap: a reference handed to the worker. */
+struct worker *worker_new(struct proxy *p, int id, int listen_fd,
+			  struct snapshot *snap, char *err, size_t errlen);
+int worker_start(struct worker *w, char *err, size_t errlen);
+/* Hand a new snapshot (one reference, given away) to the worker. */
+void worker_post_snapshot(struct worker *w, struct snapshot *s);
+/* Ask the worker to stop its loop; worker_free joins and frees. */
+void worker_post_stop(struct worker *w);
+void worker_free(struct worker *w);
+
+/* Worker thread only. */
+struct client *worker_client_get(struct worker *w);
+void worker_client_put(struct worker *w, struct client *c);
+struct upstream *worker_up_get(struct worker *w);
+void worker_up_put(struct worker *w, struct upstream *u);
+/* The idle pool for a registry id; NULL if it cannot be grown. */
+struct pool *worker_pool(struct worker *w, uint32_t backend_id);
+
+#endif
