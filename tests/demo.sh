@@ -1,0 +1,41 @@
+#!/bin/bash
+# tests/demo.sh -- the README's "run" command. On a fresh Debian 12 machine:
+# installs what is missing, builds, starts three test caches on
+# 127.0.0.1:9001-9003 and ringproxy on 127.0.0.1:8080 with conf/demo.ini,
+# prints a few curl commands to try, and stops everything on Ctrl-C.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash tests/deps.sh build
+[ -d build ] || meson setup build >/dev/null
+ninja -C build >/dev/null
+
+pids=()
+stop() {
+	trap - INT TERM EXIT
+	echo
+	echo "stopping ringproxy and the demo caches"
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+}
+trap stop INT TERM EXIT
+
+for i in 1 2 3; do
+	./build/tests/testcache/testcache --listen "127.0.0.1:900$i" --name "cache-$i" >/dev/null &
+	pids+=($!)
+done
+./build/src/ringproxy -t -c conf/demo.ini
+./build/src/ringproxy -c conf/demo.ini &
+pids+=($!)
+sleep 0.5
+
+cat <<'TXT'
+
+ringproxy is listening on http://127.0.0.1:8080 in front of three demo caches.
+Try:
+  curl -si http://127.0.0.1:8080/thumbs/42_200x200.jpg | head -12
+  for i in $(seq 1 9); do curl -s -o /dev/null -D - http://127.0.0.1:8080/thumbs/$i.jpg | grep -i x-ringproxy-backend; done
+  ./build/src/ringproxy plan conf/ringproxy.ini conf/ringproxy-grow.ini
+Ctrl-C stops everything.
+TXT
+wait
