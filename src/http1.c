@@ -156,7 +156,7 @@ static ssize_t http1_fail(struct http1_msg *m, int status, const char *why)
  * head length, 0 for need more, or -status.
  */
 static ssize_t http1_find_end(struct http1_msg *m, const char *buf, size_t len,
-			      size_t max_head, bool request, int toolarge)
+			      size_t max_head, bool request)
 {
 	size_t lim = len < max_head ? len : max_head;
 	size_t i = m->scan_;
@@ -183,7 +183,7 @@ static ssize_t http1_find_end(struct http1_msg *m, const char *buf, size_t len,
 	}
 	m->scan_ = i;
 	if (len > max_head)
-		return http1_fail(m, toolarge, "head larger than max_head");
+		return http1_fail(m, 431, "head larger than max_head");
 	return 0;
 }
 
@@ -453,7 +453,7 @@ static ssize_t http1_parse(struct http1_msg *m, struct http1_header *hdrs,
 	unsigned nhost = 0, nconn = 0, i;
 	int v;
 
-	end = http1_find_end(m, buf, len, lim->max_head, request, 431);
+	end = http1_find_end(m, buf, len, lim->max_head, request);
 	if (end <= 0)
 		return end;
 	e = buf + end;
