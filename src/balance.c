@@ -1,23 +1,120 @@
 /*
- * balance.c -- eligibility of a backend for one more request, and the
- * walk that applies it: the ring owner first, then each next distinct
- * backend clockwise (the fixed scheme of ARCHITECTURE.md). Today a
- * backend is eligible when it has points on the ring; health and the
- * bounded-load cap plug in here.
+ * balance.c -- eligibility of a backend for one more request, and the walk
+ * that applies it: the ring owner first, then each next distinct backend
+ * clockwise (the fixed scheme of ARCHITECTURE.md). A down backend is
+ * skipped but keeps its points, so its keys come back when it does.
+ *
+ * Loads are read from the registry's atomic in-flight counters, shared by
+ * every worker; a reading may be a request or two stale, which the cap's
+ * slack absorbs.
  */
 #include "balance.h"
 
-int balance_eligible(const struct snapshot *s, int i)
+#include <math.h>
+#include <time.h>
+
+#include "health.h"
+
+int64_t balance_now_ms(void)
 {
-	return s->ring->npoints_of[i] > 0;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int balance_next(const struct snapshot *s, struct ring_walk *w)
+long balance_cap(double c, long total, double w, double W)
+{
+	if (W <= 0)
+		return 0;
+	return (long)ceil(c * (double)(total + 1) * w / W);
+}
+
+/* Weight of the backends with points that are up; recomputed only when a
+ * health transition happened since. */
+static double balance_up_weight(const struct snapshot *cs)
+{
+	struct snapshot *s = (struct snapshot *)cs;  /* cache fields only */
+	uint64_t gen = atomic_load_explicit(&snapshot_health_gen, memory_order_acquire);
+	double W = 0;
+
+	if (atomic_load_explicit(&s->up_weight_gen, memory_order_acquire) == gen)
+		return atomic_load_explicit(&s->up_weight, memory_order_relaxed);
+	for (size_t i = 0; i < s->nbe; i++)
+		if (s->ring->npoints_of[i] && !atomic_load(&s->be[i].state->down))
+			W += s->ring->weights[i];
+	atomic_store_explicit(&s->up_weight, W, memory_order_relaxed);
+	atomic_store_explicit(&s->up_weight_gen, gen, memory_order_release);
+	return W;
+}
+
+/* Slow start: a fraction of keys, growing with time since recovery, goes
+ * back to the backend; a key's own hash decides, so a key that has come
+ * back stays back. */
+static int balance_ramping(const struct snapshot *s, int i, uint64_t pos)
+{
+	struct backend *b = s->be[i].state;
+	int64_t since = atomic_load_explicit(&b->up_since_ms, memory_order_relaxed);
+	uint64_t span = s->be[i].conf->slow_start_ms;
+	int64_t now;
+	uint64_t mixed;
+
+	if (since == 0)
+		return 0;
+	now = balance_now_ms();
+	if (span == 0 || now - since >= (int64_t)span) {
+		atomic_store_explicit(&b->up_since_ms, 0, memory_order_relaxed);
+		return 0;
+	}
+	/* the low bits of the position, mixed: independent of which arc */
+	mixed = (pos ^ (pos >> 29)) * 0xbf58476d1ce4e5b9ull;
+	return (double)(mixed >> 40) / (double)(1ull << 24) >= (double)(now - since) / (double)span;
+}
+
+enum balance_verdict balance_check(const struct snapshot *s, int i, uint64_t pos)
+{
+	struct backend *b = s->be[i].state;
+	const struct conf *conf = s->conf;
+	long inflight;
+
+	if (s->ring->npoints_of[i] == 0)
+		return BALANCE_DRAINED;
+	if (atomic_load_explicit(&b->down, memory_order_relaxed) &&
+	    !health_trial(b, s->be[i].conf, conf))
+		return BALANCE_DOWN;
+	inflight = atomic_load_explicit(&b->inflight, memory_order_relaxed);
+	if (s->be[i].conf->max_inflight && inflight >= (long)s->be[i].conf->max_inflight)
+		return BALANCE_FULL;
+	if (conf->balance_factor > 0) {
+		long total = atomic_load_explicit(&snapshot_total_inflight, memory_order_relaxed);
+
+		if (inflight >= balance_cap(conf->balance_factor, total, s->ring->weights[i],
+					    balance_up_weight(s)))
+			return BALANCE_BOUNDED;
+	}
+	if (balance_ramping(s, i, pos))
+		return BALANCE_RAMPING;
+	return BALANCE_OK;
+}
+
+void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
+		  struct balance_pick *pick)
 {
 	int i;
 
-	while ((i = ring_walk_next(w)) >= 0)
-		if (balance_eligible(s, i))
-			return i;
-	return -1;
+	pick->backend = -1;
+	while ((i = ring_walk_next(w)) >= 0) {
+		enum balance_verdict v = balance_check(s, i, pos);
+
+		if (w->yielded == 1) {
+			pick->owner = i;
+			pick->owner_verdict = v;
+		}
+		if (v == BALANCE_FULL)
+			pick->any_full = 1;
+		if (v == BALANCE_OK) {
+			pick->backend = i;
+			return;
+		}
+	}
 }

@@ -1,19 +1,39 @@
 /*
  * balance.h -- which backend a request goes to: the ring walk from the
- * key's position, asking one eligibility question of each candidate.
- * Called by workers on the request path: no locks, no allocation.
+ * key's position, asking one eligibility question of each candidate:
+ * has points, is up (or due a trial after a back-off), is under its hard
+ * cap, is under the bounded-load cap, and is past the slow-start ramp for
+ * this key. Called by workers on the request path: no locks, no allocation.
  */
 #ifndef RINGPROXY_BALANCE_H
 #define RINGPROXY_BALANCE_H
 
+#include <stdint.h>
+
+#include "balance-t.h"
 #include "ring.h"
 #include "snapshot.h"
 
-/* Is backend i of snapshot s eligible to take one more request now? */
-int balance_eligible(const struct snapshot *s, int i);
 
-/* The next eligible backend of the walk (owner first on the first call),
- * as an index into s->be, or -1 when the walk has no more candidates. */
-int balance_next(const struct snapshot *s, struct ring_walk *w);
+/*
+ * The bounded-loads cap (Mirrokni, Thorup, Zadimoghaddam, "Consistent
+ * Hashing with Bounded Loads", arXiv:1608.01350): a backend of weight w
+ * may hold ceil(c * (total + 1) * w / W) requests in flight, total being
+ * the requests in flight to all backends (the +1 is the one being placed)
+ * and W the weight of the eligible backends. Pure.
+ */
+long balance_cap(double c, long total, double w, double W);
+
+/* Verdict for one more request to backend i of s for a key at pos. A down
+ * backend due a trial after its back-off is let through once (health.c). */
+enum balance_verdict balance_check(const struct snapshot *s, int i, uint64_t pos);
+
+/* The next eligible backend of the walk w (initialised at pos), recording
+ * the owner's verdict on the first call. */
+void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
+		  struct balance_pick *pick);
+
+/* Monotonic milliseconds (coarse clock, cheap). */
+int64_t balance_now_ms(void);
 
 #endif

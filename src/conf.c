@@ -34,9 +34,12 @@ enum conf_type {
 	CONF_T_ENUM,            /* stored as int: index into the '|' list */
 	CONF_T_ADDR,            /* "host:port", stored as a string */
 	CONF_T_URL,             /* http://host[:port][/prefix] */
+	CONF_T_BOOL,            /* on/off, yes/no, true/false, 1/0 */
+	CONF_T_RANGE,           /* status range "200-399" or "200": two ints */
+	CONF_T_PATH,            /* an absolute URL path, or "" */
 };
 
-enum conf_where { CONF_IN_PROXY, CONF_IN_RING, CONF_IN_BACKEND };
+enum conf_where { CONF_IN_PROXY, CONF_IN_RING, CONF_IN_HEALTH, CONF_IN_BACKEND };
 
 struct conf_keydef {
 	enum conf_where where;
@@ -93,17 +96,51 @@ static const struct conf_keydef conf_keys[] = {
 	{ CONF_IN_RING, "balance_factor", CONF_T_DOUBLE, P(balance_factor), "1.25", 0, 100, NULL,
 	  "bounded-load factor c: a backend takes at most c x its fair share of requests in flight; 0 = off" },
 
+	{ CONF_IN_HEALTH, "path", CONF_T_PATH, P(health.path), "", 0, 0, NULL,
+	  "active check: GET this path on every backend; empty = no active checks" },
+	{ CONF_IN_HEALTH, "interval", CONF_T_DURATION, P(health.interval_ms), "2s", 100, 3600000, NULL,
+	  "active check: time between checks of one backend" },
+	{ CONF_IN_HEALTH, "timeout", CONF_T_DURATION, P(health.timeout_ms), "1s", 10, 600000, NULL,
+	  "active check: a check not answered in this time fails" },
+	{ CONF_IN_HEALTH, "rise", CONF_T_UINT, P(health.rise), "2", 1, 100, NULL,
+	  "consecutive passed checks that bring a down backend back" },
+	{ CONF_IN_HEALTH, "fall", CONF_T_UINT, P(health.fall), "3", 1, 100, NULL,
+	  "consecutive failures (checks or requests) that mark a backend down" },
+	{ CONF_IN_HEALTH, "expect", CONF_T_RANGE, P(health.expect_lo), "200-399", 100, 599, NULL,
+	  "active check: healthy status codes, e.g. 200 or 200-399" },
+	{ CONF_IN_HEALTH, "passive", CONF_T_BOOL, P(passive), "on", 0, 0, NULL,
+	  "count failed requests (connect errors, timeouts) toward fall" },
+	{ CONF_IN_HEALTH, "passive_5xx", CONF_T_BOOL, P(passive_5xx), "off", 0, 0, NULL,
+	  "passive checks also count 5xx responses as failures" },
+	{ CONF_IN_HEALTH, "backoff", CONF_T_DURATION, P(backoff_ms), "5s", 100, 3600000, NULL,
+	  "without active checks: a backend marked down by requests is tried again after this" },
+
 	{ CONF_IN_BACKEND, "url", CONF_T_URL, B(url), NULL, 0, 0, NULL,
 	  "http://host[:port][/prefix] of the cache" },
 	{ CONF_IN_BACKEND, "weight", CONF_T_DOUBLE, B(weight), "1", 0, 1000, NULL,
 	  "relative share of the ring; fractional allowed; 0 = drained (listed, no keys)" },
 	{ CONF_IN_BACKEND, "max_inflight", CONF_T_UINT, B(max_inflight), "0", 0, 1000000, NULL,
 	  "hard cap of requests in flight to this backend; 0 = none" },
+	{ CONF_IN_BACKEND, "slow_start", CONF_T_DURATION, B(slow_start_ms), "0", 0, 3600000, NULL,
+	  "after recovering, take keys back gradually over this time; 0 = at once" },
+	/* per-backend health overrides: unset means [health]'s value */
+	{ CONF_IN_BACKEND, "health_path", CONF_T_PATH, B(health.path), NULL, 0, 0, NULL,
+	  "[health] path for this backend" },
+	{ CONF_IN_BACKEND, "health_interval", CONF_T_DURATION, B(health.interval_ms), NULL, 100, 3600000, NULL,
+	  "[health] interval for this backend" },
+	{ CONF_IN_BACKEND, "health_timeout", CONF_T_DURATION, B(health.timeout_ms), NULL, 10, 600000, NULL,
+	  "[health] timeout for this backend" },
+	{ CONF_IN_BACKEND, "health_rise", CONF_T_UINT, B(health.rise), NULL, 1, 100, NULL,
+	  "[health] rise for this backend" },
+	{ CONF_IN_BACKEND, "health_fall", CONF_T_UINT, B(health.fall), NULL, 1, 100, NULL,
+	  "[health] fall for this backend" },
+	{ CONF_IN_BACKEND, "health_expect", CONF_T_RANGE, B(health.expect_lo), NULL, 100, 599, NULL,
+	  "[health] expect for this backend" },
 };
 
 #define CONF_NKEYS (sizeof(conf_keys) / sizeof(conf_keys[0]))
 
-static const char *const conf_section_names[] = { "proxy", "ring", "backend NAME" };
+static const char *const conf_section_names[] = { "proxy", "ring", "health", "backend NAME" };
 
 /* Parse state shared by the reader and the handler. */
 struct conf_parse {
@@ -431,6 +468,9 @@ static void conf_type_text(const struct conf_keydef *k, char *out, size_t len)
 	case CONF_T_DURATION: snprintf(out, len, "a duration such as 500ms, 5s or 2m"); break;
 	case CONF_T_SIZE: snprintf(out, len, "a size such as 16k or 1m"); break;
 	case CONF_T_ENUM: snprintf(out, len, "one of %s", k->choices); break;
+	case CONF_T_BOOL: snprintf(out, len, "on or off"); break;
+	case CONF_T_RANGE: snprintf(out, len, "a status code or range from %.0f to %.0f, e.g. 200-399", k->min, k->max); break;
+	case CONF_T_PATH: snprintf(out, len, "an absolute path such as /health, or empty"); break;
 	default: snprintf(out, len, "text"); break;
 	}
 }
@@ -533,6 +573,54 @@ static int conf_set(const struct conf_keydef *k, void *base, const char *v,
 		*(int *)field = i;
 		return 0;
 	}
+	case CONF_T_BOOL: {
+		static const char *const yes[] = { "on", "yes", "true", "1" };
+		static const char *const no[] = { "off", "no", "false", "0" };
+
+		for (size_t i = 0; i < 4; i++) {
+			if (strcasecmp(v, yes[i]) == 0 || strcasecmp(v, no[i]) == 0) {
+				*(bool *)field = strcasecmp(v, yes[i]) == 0;
+				return 0;
+			}
+		}
+		snprintf(why, whylen, "'%s' is not %s", v, tt);
+		return -1;
+	}
+	case CONF_T_RANGE: {
+		uint64_t lo, hi;
+		char buf[32], *dash;
+
+		snprintf(buf, sizeof(buf), "%s", v);
+		dash = strchr(buf, '-');
+		if (dash)
+			*dash = '\0';
+		if (strlen(v) >= sizeof(buf) || conf_parse_uint(buf, &lo) < 0 ||
+		    (dash && conf_parse_uint(dash + 1, &hi) < 0)) {
+			snprintf(why, whylen, "'%s' is not %s", v, tt);
+			return -1;
+		}
+		if (!dash)
+			hi = lo;
+		if ((double)lo < k->min || (double)hi > k->max || lo > hi) {
+			snprintf(why, whylen, "%s is out of range; expected %s", v, tt);
+			return -1;
+		}
+		((int *)field)[0] = (int)lo;
+		((int *)field)[1] = (int)hi;
+		return 0;
+	}
+	case CONF_T_PATH:
+		if (*v && *v != '/') {
+			snprintf(why, whylen, "'%s' is not %s", v, tt);
+			return -1;
+		}
+		for (const char *q = v; *q; q++) {
+			if ((unsigned char)*q <= ' ' || *q == 0x7f) {
+				snprintf(why, whylen, "spaces and control characters are not allowed in a path");
+				return -1;
+			}
+		}
+		break;
 	case CONF_T_ADDR:
 		if (conf_parse_addr(v, why, whylen) < 0)
 			return -1;
@@ -653,6 +741,8 @@ static void conf_section(struct conf_parse *ps, char *inner)
 		ps->where = CONF_IN_PROXY;
 	} else if (strcmp(name, "ring") == 0) {
 		ps->where = CONF_IN_RING;
+	} else if (strcmp(name, "health") == 0) {
+		ps->where = CONF_IN_HEALTH;
 	} else if (strncmp(name, "backend", 7) == 0 &&
 		   (name[7] == '\0' || isspace((unsigned char)name[7]))) {
 		char *bname = conf_trim(name + 7);
@@ -678,7 +768,7 @@ static void conf_section(struct conf_parse *ps, char *inner)
 		if (ps->where < 0)
 			ps->where = -2;
 	} else {
-		conf_error(ps, ps->line, "unknown section [%s]; expected [proxy], [ring] or [backend NAME]", name);
+		conf_error(ps, ps->line, "unknown section [%s]; expected [proxy], [ring], [health] or [backend NAME]", name);
 		ps->where = -2;
 	}
 }
@@ -731,7 +821,7 @@ static char *conf_reader(char *str, int num, void *stream)
 			char *after = rb ? conf_trim(rb + 1) : NULL;
 
 			if (!rb || (*after && *after != ';' && *after != '#')) {
-				conf_error(ps, ps->line, "malformed section header; write [proxy], [ring] or [backend NAME]");
+				conf_error(ps, ps->line, "malformed section header; write [proxy], [ring], [health] or [backend NAME]");
 				ps->where = -2;
 				continue;
 			}
@@ -775,7 +865,7 @@ static int conf_handler(void *user, const char *section, const char *key, const 
 	if (ps->where == -2)
 		return 1;
 	if (ps->where == -1) {
-		conf_error(ps, ps->line, "'%s' is outside any section; put it under [proxy], [ring] or [backend NAME]", key);
+		conf_error(ps, ps->line, "'%s' is outside any section; put it under [proxy], [ring], [health] or [backend NAME]", key);
 		return 1;
 	}
 	for (size_t i = 0; i < CONF_NKEYS; i++) {
@@ -820,12 +910,40 @@ static int conf_backend_key_set(const struct conf_parse *ps, size_t be, const ch
 	return 0;
 }
 
+/* Per-backend health settings: [health] unless the backend overrides. */
+static void conf_inherit(struct conf_parse *ps)
+{
+	const struct conf_health *g = &ps->c->health;
+
+	for (size_t i = 0; i < ps->c->nbackends; i++) {
+		struct conf_health *h = &ps->c->backends[i].health;
+
+		/* an invalid override was reported; inherit to stay whole */
+		if (!h->path && !(h->path = strdup(g->path)))
+			conf_error(ps, 0, "out of memory");
+		if (!conf_backend_key_set(ps, i, "health_interval"))
+			h->interval_ms = g->interval_ms;
+		if (!conf_backend_key_set(ps, i, "health_timeout"))
+			h->timeout_ms = g->timeout_ms;
+		if (!conf_backend_key_set(ps, i, "health_rise"))
+			h->rise = g->rise;
+		if (!conf_backend_key_set(ps, i, "health_fall"))
+			h->fall = g->fall;
+		if (!conf_backend_key_set(ps, i, "health_expect")) {
+			h->expect_lo = g->expect_lo;
+			h->expect_hi = g->expect_hi;
+		}
+	}
+}
+
 /* Checks that need the whole file. */
 static void conf_validate(struct conf_parse *ps)
 {
 	struct conf *c = ps->c;
 	uint64_t points = 0;
 	int live = 0;
+
+	conf_inherit(ps);
 
 	for (size_t i = 0; i < c->nbackends; i++) {
 		struct conf_backend *be = &c->backends[i];
@@ -870,6 +988,7 @@ static struct conf *conf_load_from(const char *name, FILE *fp, const char *text,
 	c->path = strdup(name);
 	conf_defaults(&ps, CONF_IN_PROXY, c, NULL);
 	conf_defaults(&ps, CONF_IN_RING, c, NULL);
+	conf_defaults(&ps, CONF_IN_HEALTH, c, NULL);
 	rc = ini_parse_stream(conf_reader, &ps, conf_handler, &ps);
 	if (rc == -2)
 		conf_error(&ps, 0, "out of memory while reading the file");
@@ -923,7 +1042,7 @@ void conf_free(struct conf *c)
 
 		if (k->where == CONF_IN_BACKEND)
 			continue;
-		if (k->type == CONF_T_STRING || k->type == CONF_T_ADDR)
+		if (k->type == CONF_T_STRING || k->type == CONF_T_ADDR || k->type == CONF_T_PATH)
 			free(*(char **)((char *)c + k->offset));
 	}
 	for (size_t i = 0; i < c->nbackends; i++) {
@@ -933,6 +1052,7 @@ void conf_free(struct conf *c)
 		free(be->url);
 		free(be->host);
 		free(be->prefix);
+		free(be->health.path);
 	}
 	free(c->backends);
 	free(c->path);

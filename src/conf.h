@@ -20,6 +20,16 @@ enum conf_key {
 	CONF_KEY_PATH_SORTED_QUERY,  /* "path+sorted-query": parameters sorted */
 };
 
+/* Active health check settings: [health], overridable per backend. */
+struct conf_health {
+	char *path;             /* GET this; "" = no active checks */
+	uint64_t interval_ms;
+	uint64_t timeout_ms;
+	unsigned rise;          /* successes to come back up */
+	unsigned fall;          /* failures to go down (also passive) */
+	int expect_lo, expect_hi; /* healthy status range */
+};
+
 struct conf_backend {
 	char *name;             /* identity on the ring */
 	char *url;              /* as written */
@@ -28,6 +38,8 @@ struct conf_backend {
 	char *prefix;           /* path prefix without trailing '/'; "" if none */
 	double weight;
 	unsigned max_inflight;  /* 0 = no hard cap */
+	uint64_t slow_start_ms; /* ramp after recovery; 0 = off */
+	struct conf_health health; /* [health] with this backend's overrides */
 	int line;               /* of the [backend NAME] header */
 };
 
@@ -56,6 +68,12 @@ struct conf {
 	unsigned vnodes;
 	int key;                        /* enum conf_key */
 	double balance_factor;
+
+	/* [health] */
+	struct conf_health health;
+	bool passive;                   /* count request failures */
+	bool passive_5xx;               /* ... including 5xx responses */
+	uint64_t backoff_ms;            /* passive: retry a down backend after */
 
 	struct conf_backend *backends;
 	size_t nbackends;

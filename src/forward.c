@@ -30,6 +30,7 @@
 #include "conf.h"
 #include "conn.h"
 #include "front.h"
+#include "health.h"
 #include "log.h"
 #include "snapshot.h"
 #include "worker.h"
@@ -95,6 +96,7 @@ static void fwd_unbind(struct upstream *u)
 	if (!c)
 		return;
 	atomic_fetch_sub_explicit(&fwd_backend(u)->inflight, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&snapshot_total_inflight, 1, memory_order_relaxed);
 	c->up = NULL;
 	u->cl = NULL;
 }
@@ -136,6 +138,8 @@ static void fwd_fail(struct upstream *u, int status, bool retry, const char *fmt
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
 	snprintf(why, sizeof(why), "backend %s (%s): %s", sb->conf->name, sb->addr_text, what);
+	if (!resend)
+		health_request_failed(sb->state, c->snap->conf, sb->conf, what);
 	fwd_close(u);
 	if (resend) {
 		/* a keep-alive connection the backend closed as we used it:
@@ -209,6 +213,7 @@ static struct upstream *fwd_connect(struct worker *w, const struct snap_backend 
 		snprintf(why, whylen, "backend %s (%s): connect: %s", sb->conf->name,
 			 sb->addr_text, strerror(errno));
 		fwd_warn(sb->state, "%s", why);
+		health_request_failed(sb->state, w->snap->conf, sb->conf, strerror(errno));
 		return NULL;
 	}
 	u = worker_up_get(w);
@@ -272,6 +277,7 @@ static int fwd_begin(struct client *c, int i, bool fresh, char *why, size_t whyl
 	http1_msg_init(&u->resp);
 	outq_reset(&u->out);
 	atomic_fetch_add_explicit(&sb->state->inflight, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&snapshot_total_inflight, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&sb->state->requests, 1, memory_order_relaxed);
 
 	f.prefix.p = sb->conf->prefix;
@@ -372,6 +378,10 @@ static int fwd_head(struct upstream *u, size_t head_len)
 	struct http1_fwd_resp fr;
 	int n;
 
+	if (u->resp.status >= 500 && conf->passive_5xx)
+		health_request_failed(sb->state, conf, sb->conf, "5xx responses");
+	else
+		health_request_ok(sb->state, sb->conf);
 	if (u->resp.framing == HTTP1_BODY_CLOSE)
 		c->close_after = true;
 	/* an HTTP/1.0 client cannot read chunked: decode, end with close */

@@ -265,13 +265,25 @@ static void front_dispatch(struct client *c, const char *last_why, int last_stat
 			front_reply(c, last_status, last_why, false);
 			return;
 		}
-		i = balance_next(s, &c->walk);
+		balance_next(s, &c->walk, c->keypos, &c->pick);
+		i = c->pick.backend;
 		if (i < 0) {
-			if (c->tries == 0)
-				front_reply(c, 503, "no backend available", false);
-			else
+			if (c->tries)
 				front_reply(c, last_status, last_why, false);
+			else if (c->pick.any_full)
+				front_reply(c, 503, "every backend is at its max_inflight; retry shortly", false);
+			else
+				front_reply(c, 503, "no backend available: every backend is down", false);
 			return;
+		}
+		if (c->tries == 0 && i != c->pick.owner && c->pick.owner >= 0) {
+			struct backend *owner = s->be[c->pick.owner].state;
+
+			if (c->pick.owner_verdict == BALANCE_DOWN)
+				atomic_fetch_add_explicit(&owner->failovers, 1, memory_order_relaxed);
+			else
+				atomic_fetch_add_explicit(&owner->spilled_away, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&s->be[i].state->spilled_in, 1, memory_order_relaxed);
 		}
 		c->tries++;
 		c->cur = i;
@@ -339,7 +351,10 @@ static void front_start(struct client *c, size_t head_len)
 		event_add(&c->tev, w->tv_client);
 	if (front_key(c->snap->conf->key, &c->req, c->key, sizeof(c->key), &key, &keylen) < 0)
 		front_key(CONF_KEY_PATH_QUERY, &c->req, c->key, sizeof(c->key), &key, &keylen);
-	ring_walk_init(&c->walk, c->snap->ring, ring_hash(key, keylen));
+	c->keypos = ring_hash(key, keylen);
+	ring_walk_init(&c->walk, c->snap->ring, c->keypos);
+	c->pick.owner = -1;
+	c->pick.any_full = 0;
 	front_dispatch(c, "no backend available", 503);
 }
 

@@ -3,12 +3,14 @@
  * a config (`-t`), plan a membership change (`plan`), print help. Runs on
  * the main thread; the proxy itself lives in proxy.c.
  */
+#include <curl/curl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "conf.h"
+#include "health.h"
 #include "log.h"
 #include "plan.h"
 #include "proxy.h"
@@ -88,8 +90,8 @@ int main(int argc, char **argv)
 		main_usage(stderr);
 		return 2;
 	}
-	if (probe) {
-		fprintf(stderr, "ringproxy: --probe is not part of this build yet\n");
+	if (probe && !test) {
+		fprintf(stderr, "ringproxy: --probe goes with -t\n");
 		return 2;
 	}
 
@@ -103,11 +105,21 @@ int main(int argc, char **argv)
 
 	if (test) {
 		rc = plan_print_conf(c, stdout) < 0 ? 1 : 0;
+		if (rc == 0 && probe) {
+			curl_global_init(CURL_GLOBAL_DEFAULT);
+			rc = health_probe(c, stdout);
+			curl_global_cleanup();
+		}
 		if (rc == 0)
 			printf("\n%s: configuration ok\n", path);
+		else if (probe)
+			printf("\n%s: configuration ok, but a backend failed its probe\n", path);
 		conf_free(c);
 		return rc;
 	}
 	log_set_level((enum log_level)c->log_level);
-	return proxy_run(path, c);
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	rc = proxy_run(path, c);
+	curl_global_cleanup();
+	return rc;
 }

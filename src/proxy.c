@@ -8,6 +8,7 @@
  */
 #include "proxy.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "health.h"
 #include "log.h"
 #include "snapshot.h"
 #include "worker.h"
@@ -25,6 +27,7 @@ struct proxy_main {
 	struct proxy p;
 	struct event_base *base;
 	struct snapshot *snap;
+	struct health *health;
 	int stop_signal;
 };
 
@@ -123,6 +126,12 @@ int proxy_run(const char *path, struct conf *conf)
 			goto out;
 		}
 	}
+	m.health = health_new(m.base);
+	if (!m.health) {
+		log_error("cannot set up health checks");
+		goto out;
+	}
+	health_apply(m.health, m.snap);
 	{
 		char host[64];
 
@@ -140,6 +149,7 @@ out:
 		worker_post_stop(m.p.workers[i]);
 	for (unsigned i = 0; i < m.p.nworkers; i++)
 		worker_free(m.p.workers[i]);
+	health_free(m.health);
 	for (size_t i = 0; i < PROXY_NSIGNALS; i++)
 		if (sigev[i])
 			event_free(sigev[i]);

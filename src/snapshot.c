@@ -15,6 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Atomic long snapshot_total_inflight;
+_Atomic uint64_t snapshot_health_gen = 1;
+
 static struct backend *_Atomic snapshot_registry[RING_MAX_BACKENDS * 4];
 static _Atomic uint32_t snapshot_nregistry;
 static pthread_mutex_t snapshot_registry_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -34,7 +34,25 @@ struct backend {
 	_Atomic uint64_t retries_away;  /* requests retried elsewhere after
 					   a failure on this backend */
 	_Atomic int64_t last_warn;      /* time(NULL) of the last warning */
+	_Atomic uint64_t spilled_away;  /* owner, but over its load cap */
+	_Atomic uint64_t spilled_in;    /* taken for a key it does not own */
+	_Atomic uint64_t failovers;     /* owner, but down */
+
+	/* health (health.c): workers report requests, the main thread runs
+	 * active checks; transitions are decided by compare-and-swap */
+	_Atomic int down;               /* 0 up, 1 down */
+	_Atomic unsigned fails;         /* consecutive failed requests */
+	_Atomic int64_t retry_at_ms;    /* passive back-off: try again after */
+	_Atomic int64_t up_since_ms;    /* slow start began; 0 = not ramping */
+	_Atomic uint64_t transitions;
+	_Atomic unsigned check_ok;      /* consecutive passed active checks */
+	_Atomic unsigned check_fail;    /* consecutive failed active checks */
 };
+
+/* Requests in flight to all backends, all workers (bounded loads). */
+extern _Atomic long snapshot_total_inflight;
+/* Bumped on every health transition: cached sums recompute. */
+extern _Atomic uint64_t snapshot_health_gen;
 
 /* One backend as this snapshot sees it (index = ring backend index). */
 struct snap_backend {
@@ -54,6 +72,10 @@ struct snapshot {
 	struct ring *ring;              /* owned */
 	struct snap_backend *be;        /* ring->nbackends entries */
 	size_t nbe;
+	/* weight of the backends with points that are up, cached for the
+	 * health generation it was computed at */
+	_Atomic uint64_t up_weight_gen;
+	_Atomic double up_weight;
 };
 
 /* Build a snapshot from a loaded config (taking ownership of conf on

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "balance-t.h"
 #include "http1.h"
 #include "ring.h"
 
@@ -121,6 +122,8 @@ struct client {
 	struct snapshot *snap;          /* held while a request is served */
 	struct upstream *up;
 	struct ring_walk walk;
+	uint64_t keypos;                /* the key's position on the ring */
+	struct balance_pick pick;
 	unsigned tries;                 /* backends tried for this request */
 	int cur;                        /* ring index of the current backend */
 

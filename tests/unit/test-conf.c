@@ -53,6 +53,10 @@ static void check_defaults(void)
 	tap_ok(c->backends[0].weight == 1.0, "default weight 1");
 	tap_is_int(c->backends[0].port, 9000, "port from the URL");
 	tap_is_str(c->backends[0].prefix, "", "no prefix");
+	tap_is_str(c->health.path, "", "no active health checks by default");
+	tap_ok(c->passive && !c->passive_5xx, "passive checks on, 5xx not counted by default");
+	tap_ok(c->health.expect_lo == 200 && c->health.expect_hi == 399, "default expect 200-399");
+	tap_is_int(c->backends[0].health.fall, 3, "default fall 3");
 	conf_free(c);
 	conf_errors_free(&errs);
 }
@@ -94,6 +98,21 @@ static void check_full(const char *dir)
 	tap_is_int(c->backends[1].max_inflight, 100, "max_inflight");
 	tap_is_str(c->backends[2].name, "cache_3.b", "name with . and _");
 	tap_is_int(c->backends[2].port, 80, "explicit port 80");
+	tap_is_str(c->health.path, "/__health", "[health] path");
+	tap_is_int(c->health.interval_ms, 500, "[health] interval");
+	tap_is_int(c->health.timeout_ms, 300, "[health] timeout");
+	tap_is_int(c->health.rise, 1, "[health] rise");
+	tap_ok(c->health.expect_lo == 200 && c->health.expect_hi == 200, "[health] expect single code");
+	tap_ok(!c->passive && c->passive_5xx, "[health] booleans");
+	tap_is_int(c->backoff_ms, 2000, "[health] backoff");
+	tap_is_int(c->backends[0].slow_start_ms, 30000, "slow_start");
+	tap_is_str(c->backends[0].health.path, "/ping", "health_path overrides");
+	tap_ok(c->backends[0].health.expect_lo == 200 && c->backends[0].health.expect_hi == 204,
+	       "health_expect overrides");
+	tap_is_int(c->backends[0].health.fall, 5, "health_fall overrides");
+	tap_is_int(c->backends[0].health.interval_ms, 500, "unset override inherits [health]");
+	tap_is_str(c->backends[1].health.path, "/__health", "other backends inherit the path");
+	tap_is_int(c->backends[1].health.fall, 2, "other backends inherit fall");
 	tap_ok(conf_backend_find(c, "cache-1") == &c->backends[0], "find by name");
 	tap_ok(conf_backend_find(c, "nope") == NULL, "find unknown name");
 	conf_free(c);
@@ -168,6 +187,7 @@ int main(int argc, char **argv)
 	check_bad(dir, "bad-syntax");
 	check_bad(dir, "bad-ring-size");
 	check_bad(dir, "bad-drained");
+	check_bad(dir, "bad-health");
 
 	tap_ok(conf_load("/nonexistent/ringproxy.ini", &errs) == NULL && errs.n == 1 &&
 	       strstr(errs.msg[0], "/nonexistent/ringproxy.ini: cannot open") != NULL,

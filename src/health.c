@@ -1,0 +1,377 @@
+/*
+ * health.c -- backend health, passive and active.
+ *
+ * Passive (worker threads): consecutive failed requests (connect errors,
+ * timeouts, optionally 5xx) reaching [health] fall mark a backend down.
+ * Without active checks, a down backend gets one trial request per
+ * back-off period and is up again when it succeeds.
+ *
+ * Active (main thread): a libcurl GET of the health path every interval
+ * per backend, through curlev.c on the main event base. rise passed checks
+ * bring a backend up, fall failed ones take it down. The first check of
+ * each backend starts at a random point of its interval so that checks of
+ * many backends do not all fire together.
+ *
+ * Transitions are compare-and-swaps on the registry's `down` flag, so
+ * exactly one thread logs each one; every transition bumps
+ * snapshot_health_gen, which tells balance.c to recompute the up weight.
+ */
+#include "health.h"
+
+#include <curl/curl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "balance.h"
+#include "curlev.h"
+#include "log.h"
+
+__attribute__((format(printf, 4, 5)))
+static void health_set(struct backend *b, int down, const struct conf_backend *cb,
+		       const char *fmt, ...)
+{
+	char why[256];
+	int expect = !down;
+	va_list ap;
+
+	if (!atomic_compare_exchange_strong(&b->down, &expect, down))
+		return;
+	atomic_fetch_add(&snapshot_health_gen, 1);
+	atomic_fetch_add(&b->transitions, 1);
+	atomic_store(&b->fails, 0);
+	atomic_store(&b->check_ok, 0);
+	atomic_store(&b->check_fail, 0);
+	if (!down && cb && cb->slow_start_ms)
+		atomic_store(&b->up_since_ms, balance_now_ms());
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	if (down)
+		log_warn("backend %s: up -> down (%s)", b->name, why);
+	else
+		log_info("backend %s: down -> up (%s)", b->name, why);
+}
+
+void health_request_ok(struct backend *b, const struct conf_backend *cb)
+{
+	if (atomic_load_explicit(&b->fails, memory_order_relaxed))
+		atomic_store_explicit(&b->fails, 0, memory_order_relaxed);
+	if (atomic_load_explicit(&b->down, memory_order_relaxed))
+		health_set(b, 0, cb, "a request succeeded after the back-off");
+}
+
+void health_request_failed(struct backend *b, const struct conf *conf,
+			   const struct conf_backend *cb, const char *why)
+{
+	unsigned n;
+
+	if (!conf->passive)
+		return;
+	n = atomic_fetch_add(&b->fails, 1) + 1;
+	if (atomic_load(&b->down)) {
+		/* a trial failed: wait a whole back-off again */
+		atomic_store(&b->retry_at_ms, balance_now_ms() + (int64_t)conf->backoff_ms);
+		return;
+	}
+	if (n >= cb->health.fall) {
+		atomic_store(&b->retry_at_ms, balance_now_ms() + (int64_t)conf->backoff_ms);
+		health_set(b, 1, cb, "%s x%u", why, n);
+	}
+}
+
+bool health_trial(struct backend *b, const struct conf_backend *cb, const struct conf *conf)
+{
+	int64_t at, now;
+
+	if (cb->health.path[0])
+		return false;           /* active checks decide */
+	at = atomic_load(&b->retry_at_ms);
+	now = balance_now_ms();
+	if (now < at)
+		return false;
+	return atomic_compare_exchange_strong(&b->retry_at_ms, &at, now + (int64_t)conf->backoff_ms);
+}
+
+/* ---- active checks (main thread) ------------------------------------ */
+
+struct health_check {
+	struct health *h;
+	struct backend *b;
+	const struct conf_backend *cb;  /* valid while h->snap is held */
+	char url[600];
+	char errbuf[CURL_ERROR_SIZE];
+	CURL *easy;
+	struct event *timer;
+	bool running;
+};
+
+struct health {
+	struct event_base *base;
+	struct curlev *ce;
+	struct snapshot *snap;
+	struct health_check *checks;
+	size_t n;
+};
+
+static size_t health_discard(char *p, size_t size, size_t n, void *arg)
+{
+	(void)p;
+	(void)arg;
+	return size * n;
+}
+
+static void health_url(char *out, size_t len, const struct conf_backend *cb, const char *path)
+{
+	if (strchr(cb->host, ':'))
+		snprintf(out, len, "http://[%s]:%u%s", cb->host, cb->port, path);
+	else
+		snprintf(out, len, "http://%s:%u%s", cb->host, cb->port, path);
+}
+
+static void health_easy_setup(CURL *easy, const char *url, uint64_t timeout_ms, char *errbuf)
+{
+	curl_easy_setopt(easy, CURLOPT_URL, url);
+	curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+	curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms);
+	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, health_discard);
+	curl_easy_setopt(easy, CURLOPT_USERAGENT, "ringproxy-health/" RINGPROXY_VERSION);
+	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http");
+	errbuf[0] = '\0';
+}
+
+static void health_schedule(struct health_check *hc, uint64_t ms)
+{
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000) };
+
+	evtimer_add(hc->timer, &tv);
+}
+
+static void health_on_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct health_check *hc = arg;
+
+	(void)fd;
+	(void)what;
+	health_easy_setup(hc->easy, hc->url, hc->cb->health.timeout_ms, hc->errbuf);
+	curl_easy_setopt(hc->easy, CURLOPT_PRIVATE, hc);
+	if (curlev_add(hc->h->ce, hc->easy) == 0)
+		hc->running = true;
+	else
+		health_schedule(hc, hc->cb->health.interval_ms);
+}
+
+static void health_on_done(CURL *easy, CURLcode rc, void *arg)
+{
+	struct health_check *hc = NULL;
+	const struct conf_health *cfg;
+	long status = 0;
+	char why[CURL_ERROR_SIZE + 32];
+	bool ok;
+
+	(void)arg;
+	curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&hc);
+	if (!hc)
+		return;
+	hc->running = false;
+	cfg = &hc->cb->health;
+	curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+	ok = rc == CURLE_OK && status >= cfg->expect_lo && status <= cfg->expect_hi;
+	if (ok) {
+		unsigned n = atomic_fetch_add(&hc->b->check_ok, 1) + 1;
+
+		atomic_store(&hc->b->check_fail, 0);
+		atomic_store(&hc->b->fails, 0);
+		if (atomic_load(&hc->b->down) && n >= cfg->rise)
+			health_set(hc->b, 0, hc->cb, "health check passed x%u", n);
+	} else {
+		unsigned n = atomic_fetch_add(&hc->b->check_fail, 1) + 1;
+
+		atomic_store(&hc->b->check_ok, 0);
+		if (rc != CURLE_OK)
+			snprintf(why, sizeof(why), "%s", hc->errbuf[0] ? hc->errbuf : curl_easy_strerror(rc));
+		else
+			snprintf(why, sizeof(why), "status %ld, expected %d-%d", status,
+				 cfg->expect_lo, cfg->expect_hi);
+		if (!atomic_load(&hc->b->down) && n >= cfg->fall)
+			health_set(hc->b, 1, hc->cb, "health check: %s x%u", why, n);
+		else
+			log_debug("backend %s: health check failed: %s", hc->b->name, why);
+	}
+	health_schedule(hc, cfg->interval_ms);
+}
+
+struct health *health_new(struct event_base *base)
+{
+	struct health *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		return NULL;
+	h->base = base;
+	h->ce = curlev_new(base, health_on_done, h);
+	if (!h->ce) {
+		free(h);
+		return NULL;
+	}
+	return h;
+}
+
+static void health_stop(struct health *h)
+{
+	for (size_t i = 0; i < h->n; i++) {
+		struct health_check *hc = &h->checks[i];
+
+		if (hc->running)
+			curlev_remove(h->ce, hc->easy);
+		curl_easy_cleanup(hc->easy);
+		event_free(hc->timer);
+	}
+	free(h->checks);
+	h->checks = NULL;
+	h->n = 0;
+	snapshot_unref(h->snap);
+	h->snap = NULL;
+}
+
+void health_apply(struct health *h, struct snapshot *s)
+{
+	size_t n = 0;
+
+	health_stop(h);
+	snapshot_ref(s);
+	h->snap = s;
+	h->checks = calloc(s->nbe ? s->nbe : 1, sizeof(*h->checks));
+	if (!h->checks) {
+		log_error("health: out of memory; active checks are off");
+		return;
+	}
+	for (size_t i = 0; i < s->nbe; i++) {
+		const struct conf_backend *cb = s->be[i].conf;
+		struct health_check *hc = &h->checks[n];
+
+		if (!cb->health.path[0])
+			continue;
+		hc->h = h;
+		hc->b = s->be[i].state;
+		hc->cb = cb;
+		health_url(hc->url, sizeof(hc->url), cb, cb->health.path);
+		hc->easy = curl_easy_init();
+		hc->timer = evtimer_new(h->base, health_on_timer, hc);
+		if (!hc->easy || !hc->timer) {
+			log_error("health: out of memory; backend %s is not checked", cb->name);
+			if (hc->easy)
+				curl_easy_cleanup(hc->easy);
+			if (hc->timer)
+				event_free(hc->timer);
+			continue;
+		}
+		health_schedule(hc, (uint64_t)random() % cb->health.interval_ms);
+		n++;
+	}
+	h->n = n;
+}
+
+void health_free(struct health *h)
+{
+	if (!h)
+		return;
+	health_stop(h);
+	curlev_free(h->ce);
+	free(h);
+}
+
+/* ---- -t --probe --------------------------------------------------------- */
+
+int health_probe(const struct conf *c, FILE *out)
+{
+	CURLM *multi = curl_multi_init();
+	CURL **easy = calloc(c->nbackends ? c->nbackends : 1, sizeof(*easy));
+	char (*err)[CURL_ERROR_SIZE] = calloc(c->nbackends ? c->nbackends : 1, sizeof(*err));
+	char (*url)[600] = calloc(c->nbackends ? c->nbackends : 1, sizeof(*url));
+	size_t wname = 7, wurl = 3;
+	int running = 1, rc = 0;
+
+	if (!multi || !easy || !err || !url) {
+		fprintf(stderr, "ringproxy: out of memory\n");
+		rc = 1;
+		goto out;
+	}
+	for (size_t i = 0; i < c->nbackends; i++) {
+		const struct conf_backend *cb = &c->backends[i];
+
+		health_url(url[i], sizeof(url[i]), cb, cb->health.path[0] ? cb->health.path : "/");
+		easy[i] = curl_easy_init();
+		if (!easy[i]) {
+			rc = 1;
+			goto out;
+		}
+		health_easy_setup(easy[i], url[i], cb->health.timeout_ms, err[i]);
+		curl_multi_add_handle(multi, easy[i]);
+		if (strlen(cb->name) > wname)
+			wname = strlen(cb->name);
+		if (strlen(url[i]) > wurl)
+			wurl = strlen(url[i]);
+	}
+	while (running) {
+		if (curl_multi_perform(multi, &running) != CURLM_OK)
+			break;
+		if (running)
+			curl_multi_poll(multi, NULL, 0, 100, NULL);
+	}
+	/* results in file order */
+	{
+		CURLMsg *msg;
+		int left;
+		CURLcode *res = calloc(c->nbackends ? c->nbackends : 1, sizeof(*res));
+
+		if (!res) {
+			rc = 1;
+			goto out;
+		}
+		for (size_t i = 0; i < c->nbackends; i++)
+			res[i] = CURLE_OPERATION_TIMEDOUT;
+		while ((msg = curl_multi_info_read(multi, &left)))
+			for (size_t i = 0; i < c->nbackends; i++)
+				if (msg->msg == CURLMSG_DONE && msg->easy_handle == easy[i])
+					res[i] = msg->data.result;
+		fprintf(out, "\nprobe: GET each backend's health path (timeout from [health])\n\n");
+		fprintf(out, "  %-*s  %-*s  %-8s  %s\n", (int)wname, "backend", (int)wurl, "url", "time", "result");
+		for (size_t i = 0; i < c->nbackends; i++) {
+			const struct conf_backend *cb = &c->backends[i];
+			long status = 0;
+			double secs = 0;
+			bool good;
+
+			curl_easy_getinfo(easy[i], CURLINFO_RESPONSE_CODE, &status);
+			curl_easy_getinfo(easy[i], CURLINFO_TOTAL_TIME, &secs);
+			good = res[i] == CURLE_OK && status >= cb->health.expect_lo &&
+			       status <= cb->health.expect_hi;
+			fprintf(out, "  %-*s  %-*s  %6.1fms  ", (int)wname, cb->name, (int)wurl, url[i], secs * 1000);
+			if (res[i] != CURLE_OK)
+				fprintf(out, "unreachable: %s", err[i][0] ? err[i] : curl_easy_strerror(res[i]));
+			else
+				fprintf(out, "%ld %s", status, good ? "ok" : "unhealthy (outside expect)");
+			if (!good && cb->weight == 0)
+				fprintf(out, " (weight 0: ignored)");
+			fputc('\n', out);
+			if (!good && cb->weight > 0)
+				rc = 1;
+		}
+		free(res);
+	}
+out:
+	for (size_t i = 0; easy && i < c->nbackends; i++) {
+		if (easy[i]) {
+			curl_multi_remove_handle(multi, easy[i]);
+			curl_easy_cleanup(easy[i]);
+		}
+	}
+	if (multi)
+		curl_multi_cleanup(multi);
+	free(easy);
+	free(err);
+	free(url);
+	return rc;
+}

@@ -1,0 +1,42 @@
+/*
+ * health.h -- is a backend up? Passive checks count failed requests
+ * (worker threads); active checks GET a health path with libcurl on the
+ * main thread's event base, with rise/fall hysteresis. Every transition is
+ * logged with its reason. A down backend keeps its ring points: the walk
+ * skips it, and its keys come back when it does.
+ */
+#ifndef RINGPROXY_HEALTH_H
+#define RINGPROXY_HEALTH_H
+
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "conf.h"
+#include "snapshot.h"
+
+/* Worker threads: a request to b succeeded (a response head arrived). */
+void health_request_ok(struct backend *b, const struct conf_backend *cb);
+/* Worker threads: a request to b failed (connect error, timeout, or a 5xx
+ * when passive_5xx); why is a short reason for the log. */
+void health_request_failed(struct backend *b, const struct conf *conf,
+			   const struct conf_backend *cb, const char *why);
+/* Worker threads: may a down backend take one request as a trial? Only
+ * without active checks, once per back-off period. */
+bool health_trial(struct backend *b, const struct conf_backend *cb, const struct conf *conf);
+
+/* Main thread: active checks of the backends of a snapshot. */
+struct health;
+struct health *health_new(struct event_base *base);
+/* Check the backends of s from now on (a reference to s is taken; the
+ * previous snapshot's checks stop). */
+void health_apply(struct health *h, struct snapshot *s);
+void health_free(struct health *h);
+
+/* `ringproxy -t --probe`: GET every backend's health path (or / when none
+ * is set) at once, print reachability, status and time per backend.
+ * Returns 0, or 1 if a backend with weight > 0 is unreachable or answers
+ * outside its expected status range. */
+int health_probe(const struct conf *c, FILE *out);
+
+#endif
