@@ -86,6 +86,8 @@ static const struct conf_keydef conf_keys[] = {
 	  "response header naming the backend that served; empty turns it off" },
 	{ CONF_IN_PROXY, "log_level", CONF_T_ENUM, P(log_level), "info", 0, 0, "error|warn|info|debug",
 	  "least severe level logged to stderr" },
+	{ CONF_IN_PROXY, "log_file", CONF_T_PATH, P(log_file), "", 0, 0, NULL,
+	  "append log lines to this file instead of stderr; SIGUSR1 reopens it" },
 
 	{ CONF_IN_RING, "hash", CONF_T_ENUM, P(hash), "md5", 0, 0, "md5",
 	  "hash of points and keys (fixed scheme: MD5, first 8 bytes big-endian)" },
@@ -470,7 +472,7 @@ static void conf_type_text(const struct conf_keydef *k, char *out, size_t len)
 	case CONF_T_ENUM: snprintf(out, len, "one of %s", k->choices); break;
 	case CONF_T_BOOL: snprintf(out, len, "on or off"); break;
 	case CONF_T_RANGE: snprintf(out, len, "a status code or range from %.0f to %.0f, e.g. 200-399", k->min, k->max); break;
-	case CONF_T_PATH: snprintf(out, len, "an absolute path such as /health, or empty"); break;
+	case CONF_T_PATH: snprintf(out, len, "an absolute path (starting with /) or empty"); break;
 	default: snprintf(out, len, "text"); break;
 	}
 }

@@ -62,6 +62,7 @@ struct conf {
 	uint64_t buffer_size;
 	char *backend_header;
 	int log_level;                  /* enum log_level */
+	char *log_file;                 /* "" = stderr as given */
 
 	/* [ring] */
 	int hash;                       /* enum conf_hash */

@@ -342,7 +342,7 @@ static void front_start(struct client *c, size_t head_len)
 		http1_chunked_init(&c->chunk);
 		c->req_done = false;
 	}
-	c->close_after = !c->req.keep_alive;
+	c->close_after = !c->req.keep_alive || w->stopping;
 	/* while the request is served, the client timer watches only a
 	 * body upload or a client that stops reading */
 	if (c->req_done)

@@ -93,6 +93,15 @@ bool health_trial(struct backend *b, const struct conf_backend *cb, const struct
 	return atomic_compare_exchange_strong(&b->retry_at_ms, &at, now + (int64_t)conf->backoff_ms);
 }
 
+void health_reset(struct backend *b, const char *url)
+{
+	if (atomic_load(&b->down))
+		health_set(b, 0, NULL, "new url %s: checked afresh", url);
+	atomic_store(&b->fails, 0);
+	atomic_store(&b->check_ok, 0);
+	atomic_store(&b->check_fail, 0);
+}
+
 /* ---- active checks (main thread) ------------------------------------ */
 
 struct health_check {

@@ -25,6 +25,11 @@ void health_request_failed(struct backend *b, const struct conf *conf,
  * without active checks, once per back-off period. */
 bool health_trial(struct backend *b, const struct conf_backend *cb, const struct conf *conf);
 
+/* Main thread: b got a new address on reload; forget what was known of
+ * the old one (an up backend stays up, a down one comes up to be checked
+ * afresh). */
+void health_reset(struct backend *b, const char *url);
+
 /* Main thread: active checks of the backends of a snapshot. */
 struct health;
 struct health *health_new(struct event_base *base);

@@ -1,12 +1,17 @@
 /*
  * log.c -- leveled log lines on stderr: "2026-11-29T18:05:00.123Z info: ...".
- * ringproxy runs in the foreground and lets systemd or the container runtime
- * own its output, so there is no log file to reopen; stderr is written with
- * one write(2) per line, which keeps lines whole across threads.
+ * ringproxy runs in the foreground and normally lets systemd or the
+ * container runtime own its output. With [proxy] log_file the file is put
+ * on fd 2 itself (dup2), so every writer keeps writing to fd 2 and a reopen
+ * for log rotation swaps the file atomically. One write(2) per line keeps
+ * lines whole across threads.
  */
 #include "log.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,6 +39,46 @@ int log_level_parse(const char *s)
 		if (strcasecmp(s, log_names[i]) == 0)
 			return (int)i;
 	return -1;
+}
+
+static char *log_path;
+
+int log_open(const char *path, char *err, size_t errlen)
+{
+	char *dup = NULL;
+
+	if (path && *path) {
+		dup = strdup(path);
+		if (!dup) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+	}
+	free(log_path);
+	log_path = dup;
+	return log_reopen(err, errlen);
+}
+
+int log_reopen(char *err, size_t errlen)
+{
+	int fd;
+
+	if (!log_path)
+		return 0;
+	fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	if (fd < 0) {
+		snprintf(err, errlen, "log file %s: %s", log_path, strerror(errno));
+		return -1;
+	}
+	if (fd != STDERR_FILENO) {
+		if (dup2(fd, STDERR_FILENO) < 0) {
+			snprintf(err, errlen, "log file %s: %s", log_path, strerror(errno));
+			close(fd);
+			return -1;
+		}
+		close(fd);
+	}
+	return 0;
 }
 
 void log_msg(enum log_level level, const char *fmt, ...)

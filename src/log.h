@@ -6,6 +6,8 @@
 #ifndef RINGPROXY_LOG_H
 #define RINGPROXY_LOG_H
 
+#include <stddef.h>
+
 enum log_level { LOG_ERROR = 0, LOG_WARN, LOG_INFO, LOG_DEBUG };
 
 /* Messages above level are dropped. Default LOG_INFO. */
@@ -13,6 +15,13 @@ void log_set_level(enum log_level level);
 enum log_level log_get_level(void);
 /* Parse "error", "warn", "info", "debug"; -1 if unknown. */
 int log_level_parse(const char *s);
+
+/* Send log lines to path (appending) instead of stderr, by putting the
+ * file on fd 2; NULL or "" goes back to nothing (stderr stays as it is).
+ * log_reopen() opens the same path again, for log rotation (SIGUSR1).
+ * Main thread. 0, or -1 with err. */
+int log_open(const char *path, char *err, size_t errlen);
+int log_reopen(char *err, size_t errlen);
 
 __attribute__((format(printf, 2, 3)))
 void log_msg(enum log_level level, const char *fmt, ...);

@@ -14,6 +14,8 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -430,6 +432,82 @@ int plan_print_conf(const struct conf *c, FILE *out)
 	ring_free(s.ring);
 	free(s.share);
 	return rc;
+}
+
+/* Append to a bounded string; a cut summary stays NUL-terminated. */
+__attribute__((format(printf, 3, 4)))
+static void plan_cat(char *out, size_t len, const char *fmt, ...)
+{
+	size_t used = strlen(out);
+	va_list ap;
+
+	if (used + 1 >= len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(out + used, len - used, fmt, ap);
+	va_end(ap);
+}
+
+int plan_summary(const struct conf *a, const struct ring *ra,
+		 const struct conf *b, const struct ring *rb,
+		 char *out, size_t len, double *moved)
+{
+	struct plan_side sa = { .conf = (struct conf *)a, .ring = (struct ring *)ra };
+	struct plan_side sb = { .conf = (struct conf *)b, .ring = (struct ring *)rb };
+	struct ring_diff d;
+	bool one_target = true;
+	int changes = 0;
+
+	out[0] = '\0';
+	if (ring_diff(ra, rb, &d) < 0)
+		return -1;
+	*moved = d.moved_share;
+	for (size_t i = 0; i < rb->nbackends; i++) {
+		const char *name = rb->names[i];
+
+		switch (plan_change_of(&sa, &sb, name)) {
+		case PLAN_ADDED:
+			plan_cat(out, len, "%s+%s", changes++ ? " " : "", name);
+			break;
+		case PLAN_REWEIGHTED: {
+			const struct conf_backend *x = conf_backend_find(a, name);
+			const struct conf_backend *y = conf_backend_find(b, name);
+
+			plan_cat(out, len, "%s~%s (weight %g -> %g)", changes++ ? " " : "", name,
+				 x->weight, y->weight);
+			break;
+		}
+		case PLAN_READDRESSED:
+			plan_cat(out, len, "%s@%s (new url %s)", changes++ ? " " : "", name,
+				 conf_backend_find(b, name)->url);
+			break;
+		default:
+			break;
+		}
+	}
+	for (size_t i = 0; i < ra->nbackends; i++)
+		if (!conf_backend_find(b, ra->names[i]))
+			plan_cat(out, len, "%s-%s", changes++ ? " " : "", ra->names[i]);
+	if (a->vnodes != b->vnodes)
+		plan_cat(out, len, "%svnodes %u -> %u", changes++ ? " " : "", a->vnodes, b->vnodes);
+	if (!changes)
+		plan_cat(out, len, "no backend changed");
+	plan_cat(out, len, "; %.3f%% of keys moved", 100.0 * d.moved_share);
+	for (size_t i = 1; i < d.nflows; i++)
+		if (strcmp(d.flows[i].to, d.flows[0].to) != 0)
+			one_target = false;
+	if (d.nflows && one_target && *d.flows[0].to) {
+		plan_cat(out, len, ", all to %s", d.flows[0].to);
+	} else {
+		for (size_t i = 0; i < d.nflows && i < 4; i++)
+			plan_cat(out, len, "%s %s -> %s %.3f%%", i ? "," : ":",
+				 *d.flows[i].from ? d.flows[i].from : "(none)",
+				 *d.flows[i].to ? d.flows[i].to : "(none)", 100.0 * d.flows[i].share);
+		if (d.nflows > 4)
+			plan_cat(out, len, ", and %zu smaller flows", d.nflows - 4);
+	}
+	ring_diff_free(&d);
+	return 0;
 }
 
 static void plan_usage(FILE *f)

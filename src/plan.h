@@ -45,6 +45,15 @@ struct ring *plan_ring(const struct conf *c, char *err, size_t errlen);
  * Returns 0, or -1 if the ring cannot be built (message on stderr). */
 int plan_print_conf(const struct conf *c, FILE *out);
 
+/* A one-line summary of what changes between two loaded configs and their
+ * rings, for the reload log: "+cache-8; 11.800% of keys moved, all to
+ * cache-8". Backends added (+), removed (-), reweighted (~) and given a new
+ * URL (@, which moves nothing); the exact moved share and the largest
+ * flows. *moved gets the moved share. Returns 0, or -1 on no memory. */
+int plan_summary(const struct conf *a, const struct ring *ra,
+		 const struct conf *b, const struct ring *rb,
+		 char *out, size_t len, double *moved);
+
 /* The whole subcommand: argv[0] is "plan". Returns the exit status:
  * 0 done, 1 bad input (config or key file), 2 usage,
  * 3 the ring moved a key between two unchanged backends (a bug). */

@@ -1,10 +1,23 @@
 /*
  * proxy.c -- the running daemon, on the main thread: builds the first
  * snapshot, opens one SO_REUSEPORT listener per worker, starts the workers,
- * then runs the main event loop for signals until told to stop.
+ * then runs the main event loop for signals and health checks.
+ *
+ * Reload (SIGHUP): the file is read and validated here, off the request
+ * threads; on any error every error is logged and the running config keeps
+ * serving. On success the new snapshot (ring, resolved addresses) is built
+ * here too and handed to each worker, which swaps it in between requests; a
+ * request keeps the snapshot it started with. SIGHUPs that arrive during a
+ * reload coalesce into one more reload afterwards.
+ *
+ * Stop (SIGTERM/SIGINT): listeners close (new connections are refused),
+ * idle connections close, requests in flight finish up to
+ * [proxy] shutdown_timeout, then the process exits 0. A second signal stops
+ * at once.
  *
  * ringproxy never forks into the background: it runs in the foreground and
- * logs to stderr, as systemd and containers expect.
+ * logs to stderr, as systemd and containers expect, and tells systemd
+ * about its state through notify.c when NOTIFY_SOCKET is set.
  */
 #include "proxy.h"
 
@@ -15,29 +28,195 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "conn.h"
 #include "health.h"
 #include "log.h"
+#include "notify.h"
+#include "plan.h"
 #include "snapshot.h"
 #include "worker.h"
 
 struct proxy_main {
 	struct proxy p;
+	const char *path;
 	struct event_base *base;
 	struct snapshot *snap;
 	struct health *health;
+	struct event *ev_reload;        /* activated by SIGHUP, coalescing */
+	struct event *ev_poll;          /* while stopping: are workers done? */
+	struct event *ev_deadline;      /* while stopping: shutdown_timeout */
+	bool stopping;
 	int stop_signal;
 };
+
+static void proxy_status(struct proxy_main *m)
+{
+	notify_send("READY=1\nSTATUS=generation %llu, %zu backends, listening on %s",
+		    (unsigned long long)m->snap->generation, m->snap->nbe, m->snap->conf->listen);
+}
+
+static void proxy_record(struct proxy_main *m, bool ok, const char *text)
+{
+	struct proxy_reload *r = &m->p.last_reload;
+
+	r->when = time(NULL);
+	r->ok = ok;
+	snprintf(r->text, sizeof(r->text), "%s", text);
+	if (ok)
+		m->p.generation = m->snap->generation;
+	else
+		m->p.failed_reloads++;
+}
+
+static void proxy_reload(struct proxy_main *m)
+{
+	const struct conf *old = m->snap->conf;
+	struct conf_errors errs;
+	struct snapshot *s;
+	struct conf *c;
+	char err[512], report[1024], text[sizeof(m->p.last_reload.text)];
+	uint64_t gen = m->snap->generation + 1;
+	double moved = 0;
+
+	notify_send("RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading %s",
+		    notify_monotonic_usec(), m->path);
+	c = conf_load(m->path, &errs);
+	if (!c) {
+		for (size_t i = 0; i < errs.n; i++)
+			log_error("%s", errs.msg[i]);
+		snprintf(text, sizeof(text), "%s: %zu error%s; still serving generation %llu%s%s",
+			 m->path, errs.n, errs.n == 1 ? "" : "s",
+			 (unsigned long long)m->snap->generation,
+			 errs.n ? ": " : "", errs.n ? errs.msg[0] : "");
+		log_error("reload failed: %s", text);
+		proxy_record(m, false, text);
+		conf_errors_free(&errs);
+		proxy_status(m);
+		return;
+	}
+	conf_errors_free(&errs);
+	if (strcmp(c->listen, old->listen) != 0 || c->workers != old->workers)
+		log_warn("reload: listen and workers change only with a restart; still listening on %s with %u workers",
+			 old->listen, m->p.nworkers);
+	s = snapshot_new(c, gen, err, sizeof(err));
+	if (!s) {
+		snprintf(text, sizeof(text), "%s: %s; still serving generation %llu", m->path, err,
+			 (unsigned long long)m->snap->generation);
+		log_error("reload failed: %s", text);
+		proxy_record(m, false, text);
+		conf_free(c);
+		proxy_status(m);
+		return;
+	}
+	if (plan_summary(old, m->snap->ring, s->conf, s->ring, report, sizeof(report), &moved) < 0)
+		snprintf(report, sizeof(report), "(no memory for the movement report)");
+	for (size_t i = 0; i < s->nbe; i++) {
+		const struct conf_backend *was = conf_backend_find(old, s->be[i].conf->name);
+
+		if (was && strcmp(was->url, s->be[i].conf->url) != 0)
+			health_reset(s->be[i].state, s->be[i].conf->url);
+	}
+	if (strcmp(c->log_file, old->log_file) != 0 && log_open(c->log_file, err, sizeof(err)) < 0)
+		log_error("reload: %s; logging continues where it was", err);
+	log_set_level((enum log_level)c->log_level);
+	atomic_store(&m->p.max_conns, c->max_connections);
+	for (unsigned i = 0; i < m->p.nworkers; i++) {
+		snapshot_ref(s);
+		worker_post_snapshot(m->p.workers[i], s);
+	}
+	health_apply(m->health, s);
+	snapshot_unref(m->snap);
+	m->snap = s;
+	m->p.last_moved_share = moved;
+	snprintf(text, sizeof(text), "reload %llu: %s", (unsigned long long)gen, report);
+	log_info("%s", text);
+	proxy_record(m, true, text);
+	proxy_status(m);
+}
+
+static void proxy_on_reload(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	proxy_reload(arg);
+}
+
+static void proxy_on_hup(evutil_socket_t sig, short what, void *arg)
+{
+	struct proxy_main *m = arg;
+
+	(void)sig;
+	(void)what;
+	/* activating an event that is already active does nothing: a burst
+	 * of SIGHUPs during a reload becomes one reload after it */
+	if (!m->stopping)
+		event_active(m->ev_reload, EV_READ, 0);
+}
+
+static void proxy_on_usr1(evutil_socket_t sig, short what, void *arg)
+{
+	char err[256];
+
+	(void)sig;
+	(void)what;
+	(void)arg;
+	if (log_reopen(err, sizeof(err)) < 0)
+		log_error("SIGUSR1: %s", err);
+	else
+		log_info("SIGUSR1: log file reopened");
+}
+
+static void proxy_on_poll(evutil_socket_t fd, short what, void *arg)
+{
+	struct proxy_main *m = arg;
+
+	(void)fd;
+	(void)what;
+	for (unsigned i = 0; i < m->p.nworkers; i++)
+		if (!worker_done(m->p.workers[i]))
+			return;
+	event_base_loopbreak(m->base);
+}
+
+static void proxy_on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct proxy_main *m = arg;
+
+	(void)fd;
+	(void)what;
+	log_warn("shutdown_timeout reached: closing the connections still open");
+	event_base_loopbreak(m->base);
+}
 
 static void proxy_on_stop(evutil_socket_t sig, short what, void *arg)
 {
 	struct proxy_main *m = arg;
+	const struct conf *c = m->snap->conf;
+	struct timeval poll = { 0, 20000 };
+	struct timeval deadline = { (time_t)(c->shutdown_timeout_ms / 1000),
+				    (suseconds_t)((c->shutdown_timeout_ms % 1000) * 1000) };
 
 	(void)what;
+	if (m->stopping) {
+		log_warn("second %s: stopping now", strsignal((int)sig));
+		event_base_loopbreak(m->base);
+		return;
+	}
+	m->stopping = true;
 	m->stop_signal = (int)sig;
-	event_base_loopbreak(m->base);
+	notify_send("STOPPING=1\nSTATUS=stopping on %s", strsignal((int)sig));
+	log_info("stopping on %s: no new connections; waiting up to %llums for requests in flight",
+		 strsignal((int)sig), (unsigned long long)c->shutdown_timeout_ms);
+	for (unsigned i = 0; i < m->p.nworkers; i++)
+		worker_post_drain(m->p.workers[i]);
+	m->ev_poll = event_new(m->base, -1, EV_PERSIST, proxy_on_poll, m);
+	m->ev_deadline = evtimer_new(m->base, proxy_on_deadline, m);
+	if (!m->ev_poll || !m->ev_deadline || event_add(m->ev_poll, &poll) < 0 ||
+	    evtimer_add(m->ev_deadline, &deadline) < 0)
+		event_base_loopbreak(m->base);
 }
 
 /* The signals the main loop handles: one table. */
@@ -47,9 +226,47 @@ static const struct {
 } proxy_signals[] = {
 	{ SIGTERM, proxy_on_stop },
 	{ SIGINT, proxy_on_stop },
+	{ SIGHUP, proxy_on_hup },
+	{ SIGUSR1, proxy_on_usr1 },
 };
 
 #define PROXY_NSIGNALS (sizeof(proxy_signals) / sizeof(proxy_signals[0]))
+
+/* One listener per worker on addr; port 0 becomes the first one's port. */
+static int proxy_listen(struct proxy_main *m, struct sockaddr_storage *addr, socklen_t addrlen,
+			unsigned nworkers, int *port)
+{
+	char err[512];
+
+	*port = -1;
+	for (unsigned i = 0; i < nworkers; i++) {
+		int fd = conn_listen((struct sockaddr *)addr, addrlen, err, sizeof(err));
+
+		if (fd < 0) {
+			log_error("listen on %s: %s", m->snap->conf->listen, err);
+			return -1;
+		}
+		if (*port < 0) {
+			/* port 0 asks for any free port: every worker's
+			 * listener then shares the one the first got */
+			*port = conn_local_port(fd);
+			if (addr->ss_family == AF_INET6)
+				((struct sockaddr_in6 *)addr)->sin6_port = htons((uint16_t)*port);
+			else
+				((struct sockaddr_in *)addr)->sin_port = htons((uint16_t)*port);
+		}
+		snapshot_ref(m->snap);
+		m->p.workers[i] = worker_new(&m->p, (int)i, fd, m->snap, err, sizeof(err));
+		if (!m->p.workers[i]) {
+			snapshot_unref(m->snap);
+			close(fd);
+			log_error("%s", err);
+			return -1;
+		}
+		m->p.nworkers++;
+	}
+	return 0;
+}
 
 int proxy_run(const char *path, struct conf *conf)
 {
@@ -57,13 +274,20 @@ int proxy_run(const char *path, struct conf *conf)
 	struct event *sigev[PROXY_NSIGNALS] = { 0 };
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
-	char err[512];
+	char err[512], host[64];
 	unsigned nworkers;
 	int port = -1, rc = 1;
 	long ncpu;
 
 	memset(&m, 0, sizeof(m));
+	m.path = path;
 	signal(SIGPIPE, SIG_IGN);
+	srandom((unsigned)time(NULL) ^ (unsigned)getpid());
+	if (log_open(conf->log_file, err, sizeof(err)) < 0) {
+		log_error("%s: %s", path, err);
+		conf_free(conf);
+		return 1;
+	}
 	nworkers = conf->workers;
 	if (nworkers == 0) {
 		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -81,43 +305,26 @@ int proxy_run(const char *path, struct conf *conf)
 		conf_free(conf);
 		return 1;
 	}
+	m.p.generation = 1;
 	m.base = event_base_new();
 	m.p.workers = calloc(nworkers, sizeof(*m.p.workers));
 	if (!m.base || !m.p.workers) {
 		log_error("out of memory");
 		goto out;
 	}
-	for (unsigned i = 0; i < nworkers; i++) {
-		int fd = conn_listen((struct sockaddr *)&addr, addrlen, err, sizeof(err));
-
-		if (fd < 0) {
-			log_error("listen on %s: %s", conf->listen, err);
-			goto out;
-		}
-		if (port < 0) {
-			/* port 0 asks for any free port: every worker's
-			 * listener then shares the one the first got */
-			port = conn_local_port(fd);
-			if (addr.ss_family == AF_INET6)
-				((struct sockaddr_in6 *)&addr)->sin6_port = htons((uint16_t)port);
-			else
-				((struct sockaddr_in *)&addr)->sin_port = htons((uint16_t)port);
-		}
-		snapshot_ref(m.snap);
-		m.p.workers[i] = worker_new(&m.p, (int)i, fd, m.snap, err, sizeof(err));
-		if (!m.p.workers[i]) {
-			snapshot_unref(m.snap);
-			close(fd);
-			log_error("%s", err);
-			goto out;
-		}
-		m.p.nworkers++;
-	}
+	if (proxy_listen(&m, &addr, addrlen, nworkers, &port) < 0)
+		goto out;
 	for (unsigned i = 0; i < m.p.nworkers; i++) {
 		if (worker_start(m.p.workers[i], err, sizeof(err)) < 0) {
 			log_error("%s", err);
 			goto out;
 		}
+	}
+	m.ev_reload = event_new(m.base, -1, 0, proxy_on_reload, &m);
+	m.health = health_new(m.base);
+	if (!m.ev_reload || !m.health) {
+		log_error("out of memory");
+		goto out;
 	}
 	for (size_t i = 0; i < PROXY_NSIGNALS; i++) {
 		sigev[i] = evsignal_new(m.base, proxy_signals[i].sig, proxy_signals[i].cb, &m);
@@ -126,23 +333,13 @@ int proxy_run(const char *path, struct conf *conf)
 			goto out;
 		}
 	}
-	m.health = health_new(m.base);
-	if (!m.health) {
-		log_error("cannot set up health checks");
-		goto out;
-	}
 	health_apply(m.health, m.snap);
-	{
-		char host[64];
-
-		conn_peer_ip(&addr, host, sizeof(host));
-		log_info("listening on %s%s%s:%d with %u workers; %zu backends, %zu ring points (%s)",
-			 addr.ss_family == AF_INET6 ? "[" : "", host,
-			 addr.ss_family == AF_INET6 ? "]" : "", port, m.p.nworkers,
-			 m.snap->nbe, m.snap->ring->npoints, path);
-	}
+	conn_peer_ip(&addr, host, sizeof(host));
+	log_info("listening on %s%s%s:%d with %u workers; %zu backends, %zu ring points (%s)",
+		 addr.ss_family == AF_INET6 ? "[" : "", host, addr.ss_family == AF_INET6 ? "]" : "",
+		 port, m.p.nworkers, m.snap->nbe, m.snap->ring->npoints, path);
+	proxy_status(&m);
 	event_base_dispatch(m.base);
-	log_info("stopping on %s", strsignal(m.stop_signal));
 	rc = 0;
 out:
 	for (unsigned i = 0; i < m.p.nworkers; i++)
@@ -153,10 +350,18 @@ out:
 	for (size_t i = 0; i < PROXY_NSIGNALS; i++)
 		if (sigev[i])
 			event_free(sigev[i]);
+	if (m.ev_reload)
+		event_free(m.ev_reload);
+	if (m.ev_poll)
+		event_free(m.ev_poll);
+	if (m.ev_deadline)
+		event_free(m.ev_deadline);
 	free(m.p.workers);
 	snapshot_unref(m.snap);
 	snapshot_registry_free();
 	if (m.base)
 		event_base_free(m.base);
+	if (rc == 0)
+		log_info("stopped");
 	return rc;
 }

@@ -6,10 +6,19 @@
 #define RINGPROXY_PROXY_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <time.h>
 
 #include "conf.h"
 
 struct worker;
+
+/* The last reload attempt, for the log and the stats endpoint. */
+struct proxy_reload {
+	time_t when;                    /* 0 = none yet */
+	bool ok;
+	char text[1536];                /* the report, or the errors */
+};
 
 /* Process-wide state the workers share. */
 struct proxy {
@@ -19,6 +28,12 @@ struct proxy {
 	_Atomic uint64_t refused;       /* over max_connections */
 	struct worker **workers;
 	unsigned nworkers;
+
+	/* main thread only */
+	uint64_t generation;            /* successful loads, 1 = the first */
+	uint64_t failed_reloads;
+	struct proxy_reload last_reload;
+	double last_moved_share;
 };
 
 /* Run until SIGTERM/SIGINT; conf is taken over. Returns the exit code. */

@@ -151,10 +151,14 @@ struct worker {
 	struct event ev_mbox;
 	pthread_mutex_t mbox_lock;
 	struct snapshot *mbox_snap;     /* a snapshot to adopt, or NULL */
-	atomic_bool mbox_stop;
+	atomic_bool mbox_drain;         /* stop accepting, finish, then exit */
+	atomic_bool mbox_stop;          /* exit now */
+	atomic_bool done;               /* the loop has returned */
 
 	struct snapshot *snap;          /* current: new requests use it */
 	const struct timeval *tv_client, *tv_connect, *tv_response, *tv_idle;
+	struct timeval tvs[4];          /* the same as plain values, used when
+					   the base has no common timeout left */
 
 	struct pool *pools;             /* by registry id */
 	uint32_t npools;

@@ -90,20 +90,23 @@ static int worker_bufs_size(struct worker_bufs *b, const struct conf *conf)
 static void worker_set_timeouts(struct worker *w)
 {
 	const struct conf *c = w->snap->conf;
-	struct timeval tv;
+	const uint64_t ms[4] = { c->client_timeout_ms, c->connect_timeout_ms,
+				 c->response_timeout_ms, c->backend_idle_timeout_ms };
+	const struct timeval **out[4] = { &w->tv_client, &w->tv_connect,
+					  &w->tv_response, &w->tv_idle };
 
 	/* Common timeouts make re-arming a per-connection timer O(1): every
-	 * timer of one duration sits in one queue instead of the heap. */
-#define W_TV(field, ms) do { \
-		tv.tv_sec = (time_t)((ms) / 1000); \
-		tv.tv_usec = (suseconds_t)(((ms) % 1000) * 1000); \
-		w->field = event_base_init_common_timeout(w->base, &tv); \
-	} while (0)
-	W_TV(tv_client, c->client_timeout_ms);
-	W_TV(tv_connect, c->connect_timeout_ms);
-	W_TV(tv_response, c->response_timeout_ms);
-	W_TV(tv_idle, c->backend_idle_timeout_ms);
-#undef W_TV
+	 * timer of one duration sits in one queue instead of the heap. A base
+	 * has room for a limited number of durations; past it (many reloads
+	 * with ever new timeouts) the plain value works the same, slower. */
+	for (int i = 0; i < 4; i++) {
+		const struct timeval *common;
+
+		w->tvs[i].tv_sec = (time_t)(ms[i] / 1000);
+		w->tvs[i].tv_usec = (suseconds_t)((ms[i] % 1000) * 1000);
+		common = event_base_init_common_timeout(w->base, &w->tvs[i]);
+		*out[i] = common ? common : &w->tvs[i];
+	}
 }
 
 static void worker_on_accept(evutil_socket_t lfd, short what, void *arg)
@@ -148,6 +151,30 @@ static void worker_adopt(struct worker *w, struct snapshot *s)
 	snapshot_unref(old);
 }
 
+/* Stop accepting; close what is idle; the rest closes as it finishes
+ * (front.c and forward.c look at w->stopping). */
+static void worker_drain(struct worker *w)
+{
+	struct client *c, *next;
+
+	w->stopping = true;
+	event_del(&w->ev_accept);
+	close(w->listen_fd);
+	w->listen_fd = -1;
+	for (c = w->clients; c; c = next) {
+		next = c->next;
+		if (c->state == CL_HEAD && c->in.len == c->in.pos)
+			front_close(c);
+		else
+			c->close_after = true;
+	}
+	for (uint32_t i = 0; i < w->npools; i++)
+		while (w->pools[i].head)
+			fwd_close(w->pools[i].head);
+	if (w->nclients == 0)
+		event_base_loopbreak(w->base);
+}
+
 static void worker_on_mbox(evutil_socket_t fd, short what, void *arg)
 {
 	struct worker *w = arg;
@@ -163,9 +190,11 @@ static void worker_on_mbox(evutil_socket_t fd, short what, void *arg)
 	pthread_mutex_unlock(&w->mbox_lock);
 	if (s)
 		worker_adopt(w, s);
-	if (atomic_load(&w->mbox_stop) && !w->stopping) {
+	if (atomic_load(&w->mbox_stop)) {
 		w->stopping = true;
 		event_base_loopbreak(w->base);
+	} else if (atomic_load(&w->mbox_drain) && !w->stopping) {
+		worker_drain(w);
 	}
 }
 
@@ -187,6 +216,17 @@ void worker_post_snapshot(struct worker *w, struct snapshot *s)
 	pthread_mutex_unlock(&w->mbox_lock);
 	snapshot_unref(dropped);
 	worker_poke(w);
+}
+
+void worker_post_drain(struct worker *w)
+{
+	atomic_store(&w->mbox_drain, true);
+	worker_poke(w);
+}
+
+bool worker_done(struct worker *w)
+{
+	return atomic_load(&w->done);
 }
 
 void worker_post_stop(struct worker *w)
@@ -247,6 +287,7 @@ static void *worker_main(void *arg)
 	struct worker *w = arg;
 
 	event_base_dispatch(w->base);
+	atomic_store(&w->done, true);
 	return NULL;
 }
 
@@ -294,7 +335,8 @@ void worker_free(struct worker *w)
 	}
 	event_del(&w->ev_accept);
 	event_del(&w->ev_mbox);
-	close(w->listen_fd);
+	if (w->listen_fd >= 0)
+		close(w->listen_fd);
 	close(w->mbox_fd);
 	snapshot_unref(w->mbox_snap);
 	snapshot_unref(w->snap);
@@ -345,6 +387,8 @@ void worker_client_put(struct worker *w, struct client *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	w->nclients--;
+	if (w->stopping && w->nclients == 0)
+		event_base_loopbreak(w->base);
 	if (w->nfree_clients >= WORKER_FREE_MAX || w->stopping) {
 		struct worker_bufs b = WORKER_BUFS_OF(c);
 

@@ -18,8 +18,13 @@ struct worker *worker_new(struct proxy *p, int id, int listen_fd,
 int worker_start(struct worker *w, char *err, size_t errlen);
 /* Hand a new snapshot (one reference, given away) to the worker. */
 void worker_post_snapshot(struct worker *w, struct snapshot *s);
-/* Ask the worker to stop its loop; worker_free joins and frees. */
+/* Graceful stop: close the listener and idle connections, let requests in
+ * flight finish (their connections close after), then end the loop. */
+void worker_post_drain(struct worker *w);
+/* Ask the worker to end its loop now; worker_free joins and frees. */
 void worker_post_stop(struct worker *w);
+/* Has the worker's loop ended (drained or stopped)? Any thread. */
+bool worker_done(struct worker *w);
 void worker_free(struct worker *w);
 
 /* Worker thread only. */
