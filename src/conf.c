@@ -473,6 +473,8 @@ static void conf_type_text(const struct conf_keydef *k, char *out, size_t len)
 	case CONF_T_BOOL: snprintf(out, len, "on or off"); break;
 	case CONF_T_RANGE: snprintf(out, len, "a status code or range from %.0f to %.0f, e.g. 200-399", k->min, k->max); break;
 	case CONF_T_PATH: snprintf(out, len, "an absolute path (starting with /) or empty"); break;
+	case CONF_T_ADDR: snprintf(out, len, "IP:port, or [IPv6]:port"); break;
+	case CONF_T_URL: snprintf(out, len, "an http:// URL"); break;
 	default: snprintf(out, len, "text"); break;
 	}
 }
@@ -1084,6 +1086,7 @@ void conf_help(FILE *out)
 		}
 		conf_type_text(k, tt, sizeof(tt));
 		fprintf(out, "  %-22s %s\n  %-22s default: %s; %s\n", k->key, k->help, "",
-			k->def ? k->def : "(required)", tt);
+			k->def ? (*k->def ? k->def : "(empty)") :
+			strncmp(k->key, "health_", 7) == 0 ? "as in [health]" : "(required)", tt);
 	}
 }

@@ -344,10 +344,15 @@ static void fwd_finish(struct upstream *u)
 	front_response_done(c);
 }
 
+/* Stop reading the response until the client has taken what we hold.
+ * Meanwhile the client side's timer watches the client; the backend's body
+ * timer would only blame the backend for the client's slowness. */
 static void fwd_pause(struct upstream *u)
 {
 	if (!u->read_paused) {
 		event_del(&u->rev);
+		if (u->state == UP_BODY)
+			event_del(&u->tev);
 		u->read_paused = true;
 	}
 }
@@ -360,6 +365,8 @@ void fwd_client_drained(struct upstream *u)
 	}
 	if (u->read_paused && !u->eof) {
 		event_add(&u->rev, NULL);
+		if (u->state == UP_BODY)
+			event_add(&u->tev, u->w->tv_response);
 		u->read_paused = false;
 	}
 	if (u->in.pos == u->in.len)
@@ -582,6 +589,9 @@ static void fwd_on_read(evutil_socket_t fd, short what, void *arg)
 	if (n > 0) {
 		u->got_bytes = true;
 		b->len += (size_t)n;
+		/* response_timeout bounds each pause inside a body */
+		if (u->state == UP_BODY)
+			event_add(&u->tev, u->w->tv_response);
 		fwd_process(u);
 		return;
 	}

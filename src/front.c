@@ -169,16 +169,20 @@ int front_flush(struct client *c)
 	int rc = conn_flush(c->fd, &c->out);
 
 	if (rc == 1) {
-		if (event_pending(&c->wev, EV_WRITE, NULL))
+		if (event_pending(&c->wev, EV_WRITE, NULL)) {
 			event_del(&c->wev);
+			/* the write-stall timer; an upload keeps its own */
+			if (c->state == CL_FORWARD && c->req_done)
+				event_del(&c->tev);
+		}
 		return 1;
 	}
 	if (rc == 0) {
-		if (!event_pending(&c->wev, EV_WRITE, NULL)) {
+		if (!event_pending(&c->wev, EV_WRITE, NULL))
 			event_add(&c->wev, NULL);
-			/* a client that stops reading is timed out */
-			event_add(&c->tev, c->w->tv_client);
-		}
+		/* a client that stops reading is timed out; one that reads
+		 * slowly but steadily is not: the timer restarts on progress */
+		event_add(&c->tev, c->w->tv_client);
 		return 0;
 	}
 	return -1;
