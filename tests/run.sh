@@ -2,7 +2,8 @@
 # tests/run.sh -- the whole test suite from a fresh Debian 12 machine:
 # installs what is missing, builds with ASan+UBSan (gcc) and runs every
 # suite; then builds the libFuzzer targets with clang and runs each for a
-# bounded time. Exit status: 0 only if everything passed.
+# bounded time. Ends with one line "tests: N passed, N failed[, N skipped]".
+# Exit status: 0 only if everything passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,17 +12,37 @@ bash tests/deps.sh build
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
+rc=0
 if [ ! -d build-asan ]; then
 	meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
 		-Dfuzz=disabled >/dev/null
 fi
 ninja -C build-asan
-meson test -C build-asan --print-errorlogs --num-processes 2
+meson test -C build-asan --print-errorlogs --num-processes 2 || rc=1
+logs=(build-asan/meson-logs/testlog.json)
 
 if command -v clang >/dev/null; then
 	if [ ! -d build-fuzz ]; then
 		CC=clang meson setup build-fuzz -Dfuzz=enabled >/dev/null
 	fi
 	ninja -C build-fuzz
-	meson test -C build-fuzz --suite fuzz --print-errorlogs
+	meson test -C build-fuzz --suite fuzz --print-errorlogs || rc=1
+	logs+=(build-fuzz/meson-logs/testlog.json)
 fi
+
+# one summary line over every meson test run above
+python3 - "${logs[@]}" <<'PY'
+import json, sys
+ok = bad = skip = 0
+for path in sys.argv[1:]:
+    for line in open(path):
+        r = json.loads(line).get("result", "")
+        if r in ("OK", "EXPECTEDFAIL"):
+            ok += 1
+        elif r == "SKIP":
+            skip += 1
+        else:
+            bad += 1
+print(f"tests: {ok} passed, {bad} failed, {skip} skipped")
+PY
+exit $rc
