@@ -914,6 +914,15 @@ static int conf_backend_key_set(const struct conf_parse *ps, size_t be, const ch
 	return 0;
 }
 
+/* The line where a [proxy]/[ring]/[health] key was set, 0 if it was not. */
+static int conf_key_line(const struct conf_parse *ps, const char *key)
+{
+	for (size_t i = 0; i < CONF_NKEYS; i++)
+		if (conf_keys[i].where != CONF_IN_BACKEND && strcmp(conf_keys[i].key, key) == 0)
+			return ps->set_line[i];
+	return 0;
+}
+
 /* Per-backend health settings: [health] unless the backend overrides. */
 static void conf_inherit(struct conf_parse *ps)
 {
@@ -959,6 +968,10 @@ static void conf_validate(struct conf_parse *ps)
 			live++;
 		points += ring_points_for(c->vnodes, be->weight);
 	}
+	if (c->buffer_size < c->max_head_size)
+		conf_error(ps, conf_key_line(ps, "buffer_size"),
+			   "buffer_size (%llu) is smaller than max_head_size (%llu); a head must fit in the buffer",
+			   (unsigned long long)c->buffer_size, (unsigned long long)c->max_head_size);
 	if (c->nbackends == 0)
 		conf_error(ps, 0, "no [backend NAME] section; add at least one with url = http://host:port");
 	else if (!live)

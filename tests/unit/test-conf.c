@@ -189,6 +189,12 @@ int main(int argc, char **argv)
 	check_bad(dir, "bad-drained");
 	check_bad(dir, "bad-health");
 
+	tap_ok(conf_load_string("buf.ini", "[proxy]\nmax_head_size = 64k\nbuffer_size = 32k\n"
+				"[backend a]\nurl = http://127.0.0.1:1\n", &errs) == NULL && errs.n == 1 &&
+	       strcmp(errs.msg[0], "buf.ini:3: buffer_size (32768) is smaller than max_head_size (65536); "
+		      "a head must fit in the buffer") == 0,
+	       "a buffer smaller than the largest head is refused");
+	conf_errors_free(&errs);
 	tap_ok(conf_load("/nonexistent/ringproxy.ini", &errs) == NULL && errs.n == 1 &&
 	       strstr(errs.msg[0], "/nonexistent/ringproxy.ini: cannot open") != NULL,
 	       "a missing file is one clear error");
