@@ -100,7 +100,7 @@ enum balance_verdict balance_check(const struct snapshot *s, int i, uint64_t pos
 void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 		  struct balance_pick *pick)
 {
-	int i;
+	int i, soft = -1;
 
 	pick->backend = -1;
 	while ((i = ring_walk_next(w)) >= 0) {
@@ -116,5 +116,10 @@ void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 			pick->backend = i;
 			return;
 		}
+		/* the bounded cap and the slow-start ramp are preferences:
+		 * they move a request along the walk, never turn it away */
+		if (soft < 0 && (v == BALANCE_BOUNDED || v == BALANCE_RAMPING))
+			soft = i;
 	}
+	pick->backend = soft;
 }

@@ -29,7 +29,9 @@ long balance_cap(double c, long total, double w, double W);
 enum balance_verdict balance_check(const struct snapshot *s, int i, uint64_t pos);
 
 /* The next eligible backend of the walk w (initialised at pos), recording
- * the owner's verdict on the first call. */
+ * the owner's verdict on the first call. When none is eligible, the first
+ * one that was only over its bounded cap or ramping up: those two move a
+ * request along the walk but never turn it away. */
 void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 		  struct balance_pick *pick);
 
