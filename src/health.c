@@ -57,7 +57,9 @@ void health_request_ok(struct backend *b, const struct conf_backend *cb)
 {
 	if (atomic_load_explicit(&b->fails, memory_order_relaxed))
 		atomic_store_explicit(&b->fails, 0, memory_order_relaxed);
-	if (atomic_load_explicit(&b->down, memory_order_relaxed))
+	/* with active checks, only they bring a backend back: a response to a
+	 * request sent before the fall is no evidence it has recovered */
+	if (atomic_load_explicit(&b->down, memory_order_relaxed) && !cb->health.path[0])
 		health_set(b, 0, cb, "a request succeeded after the back-off");
 }
 
