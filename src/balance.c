@@ -97,6 +97,36 @@ enum balance_verdict balance_check(const struct snapshot *s, int i, uint64_t pos
 	return BALANCE_OK;
 }
 
+bool balance_acquire(struct backend *b, const struct conf_backend *cb)
+{
+	long n = atomic_load_explicit(&b->inflight, memory_order_relaxed);
+
+	if (cb->max_inflight) {
+		do {
+			if (n >= (long)cb->max_inflight)
+				return false;
+		} while (!atomic_compare_exchange_weak_explicit(&b->inflight, &n, n + 1,
+								memory_order_relaxed,
+								memory_order_relaxed));
+	} else {
+		atomic_fetch_add_explicit(&b->inflight, 1, memory_order_relaxed);
+	}
+	atomic_fetch_add_explicit(&snapshot_total_inflight, 1, memory_order_relaxed);
+	return true;
+}
+
+void balance_hold(struct backend *b)
+{
+	atomic_fetch_add_explicit(&b->inflight, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&snapshot_total_inflight, 1, memory_order_relaxed);
+}
+
+void balance_release(struct backend *b)
+{
+	atomic_fetch_sub_explicit(&b->inflight, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&snapshot_total_inflight, 1, memory_order_relaxed);
+}
+
 void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 		  struct balance_pick *pick)
 {
@@ -110,6 +140,12 @@ void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 			pick->owner = i;
 			pick->owner_verdict = v;
 		}
+		if (v == BALANCE_OK && !balance_acquire(s->be[i].state, s->be[i].conf)) {
+			/* another worker took its last slot since the check */
+			v = BALANCE_FULL;
+			if (w->yielded == 1)
+				pick->owner_verdict = v;
+		}
 		if (v == BALANCE_FULL)
 			pick->any_full = 1;
 		if (v == BALANCE_OK) {
@@ -121,5 +157,6 @@ void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 		if (soft < 0 && (v == BALANCE_BOUNDED || v == BALANCE_RAMPING))
 			soft = i;
 	}
-	pick->backend = soft;
+	if (soft >= 0 && balance_acquire(s->be[soft].state, s->be[soft].conf))
+		pick->backend = soft;
 }
