@@ -15,6 +15,7 @@
 #include "snapshot.h"
 #include "tap.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,8 @@ static struct balance_pick test_pick(const struct snapshot *s, uint64_t pos)
 
 	ring_walk_init(&w, s->ring, pos);
 	balance_next(s, &w, pos, &p);
+	if (p.backend >= 0)
+		balance_release(s->be[p.backend].state);  /* keep the case's counts */
 	return p;
 }
 
@@ -287,6 +290,84 @@ static void test_bounded_fallback(void)
 	snapshot_unref(s);
 }
 
+struct test_race {
+	struct backend *b;
+	const struct conf_backend *cb;
+	_Atomic long peak;
+	_Atomic long taken;
+};
+
+static void *test_racer(void *arg)
+{
+	struct test_race *r = arg;
+
+	for (int k = 0; k < 200000; k++) {
+		if (!balance_acquire(r->b, r->cb))
+			continue;
+		long now = atomic_load(&r->b->inflight);
+		long peak = atomic_load(&r->peak);
+
+		while (now > peak && !atomic_compare_exchange_weak(&r->peak, &peak, now))
+			;
+		atomic_fetch_add(&r->taken, 1);
+		balance_release(r->b);
+	}
+	return NULL;
+}
+
+/* The hard cap is a reservation: 4 threads taking and giving back slots
+ * never see more than max_inflight held at once. */
+static void test_acquire(void)
+{
+	struct snapshot *s = test_snap("balance_factor = 0", "max_inflight = 3", "");
+	struct test_race r = { 0 };
+	pthread_t t[4];
+	struct backend *b;
+	const struct conf_backend *cb;
+
+	if (!tap_ok(s != NULL, "snapshot with max_inflight = 3"))
+		return;
+	test_reset(s);
+	b = s->be[0].state;
+	cb = s->be[0].conf;
+	tap_ok(balance_acquire(b, cb) && balance_acquire(b, cb) && balance_acquire(b, cb),
+	       "three slots of max_inflight 3");
+	tap_ok(!balance_acquire(b, cb), "no fourth");
+	tap_is_int(atomic_load(&snapshot_total_inflight), 3, "the total counts the three");
+	balance_release(b);
+	tap_ok(balance_acquire(b, cb), "a slot given back can be taken");
+	balance_hold(b);
+	tap_is_int(atomic_load(&b->inflight), 4, "balance_hold takes a slot whatever the cap");
+	test_reset(s);
+	r.b = b;
+	r.cb = cb;
+	for (int k = 0; k < 4; k++)
+		pthread_create(&t[k], NULL, test_racer, &r);
+	for (int k = 0; k < 4; k++)
+		pthread_join(t[k], NULL);
+	tap_ok(atomic_load(&r.peak) <= 3 && atomic_load(&r.taken) > 0,
+	       "4 threads x 200000 tries: peak held %ld <= 3 (%ld taken)",
+	       atomic_load(&r.peak), atomic_load(&r.taken));
+	tap_is_int(atomic_load(&b->inflight), 0, "every slot given back");
+	tap_is_int(atomic_load(&snapshot_total_inflight), 0, "the total is back to 0");
+
+	/* the walk takes the chosen backend's slot */
+	{
+		struct ring_walk w;
+		struct balance_pick p = { .backend = -1, .owner = -1 };
+		uint64_t pos = ring_hash("/hot.jpg", 8);
+
+		ring_walk_init(&w, s->ring, pos);
+		balance_next(s, &w, pos, &p);
+		tap_ok(p.backend >= 0 && atomic_load(&s->be[p.backend].state->inflight) == 1,
+		       "balance_next holds a slot on the backend it picks");
+		if (p.backend >= 0)
+			balance_release(s->be[p.backend].state);
+	}
+	test_reset(s);
+	snapshot_unref(s);
+}
+
 static void test_slow_start(void)
 {
 	struct snapshot *s = test_snap("balance_factor = 0", "slow_start = 10s", "");
@@ -424,6 +505,7 @@ int main(void)
 	test_hard_cap();
 	test_factor_off();
 	test_bounded_fallback();
+	test_acquire();
 	test_slow_start();
 	test_passive();
 	snapshot_registry_free();
