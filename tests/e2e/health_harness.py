@@ -168,8 +168,9 @@ class Proxy:
         return stop(self.proc)
 
 
-def conf(caches, ring="", health="", proxy="", backend_extra=None, vnodes=160):
-    s = f"[proxy]\nlisten = 127.0.0.1:0\nworkers = 2\nlog_level = info\n{proxy}\n"
+def conf(caches, ring="", health="", proxy="", backend_extra=None, vnodes=160, workers=2,
+         log_level="info"):
+    s = f"[proxy]\nlisten = 127.0.0.1:0\nworkers = {workers}\nlog_level = {log_level}\n{proxy}\n"
     s += f"[ring]\nvnodes = {vnodes}\n{ring}\n[health]\n{health}\n"
     for c in caches:
         extra = (backend_extra or {}).get(c.name, "")
