@@ -102,7 +102,7 @@ H.check(p.stop() == 0, "SIGTERM: exit 0")
 
 # ---- 2. a backend slower than response_timeout: down after fall -----------
 slow = caches[1]
-p = H.Proxy(RP, H.conf(caches, ring=RING, health="fall = 3\nbackoff = 30s\n",
+p = H.Proxy(RP, H.conf(caches, ring=RING, health="fall = 3\nbackoff = 2s\n",
                        proxy="response_timeout = 300ms\n", workers=1))
 slow.admin("/__set?delay=2000")
 skeys = keys_of(slow.name, 8, "/s/")
@@ -117,6 +117,16 @@ got = served_by(p.port, skeys[3:])
 want = {k: (200, next_up(k, {slow.name})) for k in skeys[3:]}
 H.check(got == want, "then its keys go to the next backend of the walk, 200", got)
 slow.admin("/__set?delay=0")
+# no active checks: after the back-off one request is a trial
+mark = p.mark()
+time.sleep(2.2)
+got = served_by(p.port, skeys[3:4])
+m = p.wait_log(rf"backend {slow.name}: down -> up \((.*)\)", 2, mark)
+H.check(m is not None and got[skeys[3]] == (200, slow.name),
+        f"fast again, after backoff = 2s: a trial request brings it up (log: {m.group(0) if m else None})",
+        str(got) + "\n" + p.log())
+got = served_by(p.port, skeys)
+H.check(all(v == (200, slow.name) for v in got.values()), "and its keys return", got)
 H.check(p.stop() == 0, "SIGTERM: exit 0")
 
 # ---- 3. a failing health path: down with the reason, up after rise -------
@@ -124,6 +134,14 @@ sick = caches[3]
 p = H.Proxy(RP, H.conf(caches, ring=RING, health=ACTIVE))
 hkeys = keys_of(sick.name, 10, "/h/")
 mark = p.mark()
+# requests delayed 400 ms are in flight at the cache when it goes down and
+# succeed afterwards: they must not bring it back (only checks may)
+slowk = [k + "?delay=400" for k in hkeys[:4]]
+bg = {}
+t = threading.Thread(target=lambda: bg.setdefault(
+    "r", H.load(p.port, lambda i: slowk[i % 4], clients=8, seconds=1.2, max_requests=200)))
+t.start()
+time.sleep(0.1)
 sick.admin("/__set?health=500")
 m = p.wait_log(rf"backend {sick.name}: up -> down \((.*)\)", 5, mark)
 H.check(m is not None and m.group(1) == "health check: status 500, expected 200-399 x2",
@@ -132,9 +150,13 @@ H.check(m is not None and m.group(1) == "health check: status 500, expected 200-
 got = served_by(p.port, hkeys)
 H.check(got == {k: (200, next_up(k, {sick.name})) for k in hkeys},
         "while down its keys go to the next backend of the walk", got)
-time.sleep(0.6)
+t.join(30)
+H.check(bg.get("r") and all(r[1] == 200 for r in bg["r"]),
+        f"{len(bg.get('r', []))} slow GETs across the fall: all 200")
+time.sleep(0.3)
 H.check(p.wait_log(rf"backend {sick.name}: down -> up", 0, mark) is None,
-        "it stays down while its checks fail (no flap from requests)")
+        "it stays down while its checks fail: responses to requests sent before the fall do not bring it up",
+        p.log())
 mark = p.mark()
 sick.admin("/__set?health=200")
 m = p.wait_log(rf"backend {sick.name}: down -> up \((.*)\)", 5, mark)
