@@ -76,16 +76,21 @@ enum balance_verdict balance_check(const struct snapshot *s, int i, uint64_t pos
 	struct backend *b = s->be[i].state;
 	const struct conf *conf = s->conf;
 	long inflight;
+	bool trial = false;
 
 	if (s->ring->npoints_of[i] == 0)
 		return BALANCE_DRAINED;
-	if (atomic_load_explicit(&b->down, memory_order_relaxed) &&
-	    !health_trial(b, s->be[i].conf, conf))
-		return BALANCE_DOWN;
+	if (atomic_load_explicit(&b->down, memory_order_relaxed)) {
+		if (!health_trial(b, s->be[i].conf, conf))
+			return BALANCE_DOWN;
+		trial = true;
+	}
 	inflight = atomic_load_explicit(&b->inflight, memory_order_relaxed);
 	if (s->be[i].conf->max_inflight && inflight >= (long)s->be[i].conf->max_inflight)
 		return BALANCE_FULL;
-	if (conf->balance_factor > 0) {
+	/* a trial is one request, and a down backend is not in the up
+	 * weight: its cap would be 0 when every backend is down */
+	if (conf->balance_factor > 0 && !trial) {
 		long total = atomic_load_explicit(&snapshot_total_inflight, memory_order_relaxed);
 
 		if (inflight >= balance_cap(conf->balance_factor, total, s->ring->weights[i],
