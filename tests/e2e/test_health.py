@@ -168,6 +168,33 @@ H.check(all(v == (200, sick.name) for v in got.values()), "its keys return",
 H.check(p.stop() == 0, "SIGTERM: exit 0")
 
 
+# ---- 3b. passive checks only, every cache gone and back: the tier recovers --
+p = H.Proxy(RP, H.conf(caches, health="fall = 1\nbackoff = 1s\n",
+                       proxy="connect_timeout = 300ms\n"))
+own = {n: keys_of(n, 1, "/o/")[0] for n in names}
+mark = p.mark()
+for c in caches:
+    c.kill9()
+got = served_by(p.port, list(own.values()))
+H.check(all(v[0] in (502, 503) for v in got.values()), "every cache killed: 502/503", got)
+H.check(all(p.wait_log(rf"backend {n}: up -> down", 3, mark) for n in names),
+        "every backend is marked down (log)", p.log())
+for c in caches:
+    c.start(c.port)
+deadline = time.monotonic() + 6
+got = {}
+while time.monotonic() < deadline:
+    got = served_by(p.port, list(own.values()))
+    if all(got[own[n]] == (200, n) for n in names):
+        break
+    time.sleep(0.2)
+H.check(all(got[own[n]] == (200, n) for n in names),
+        "caches back on their ports: after the back-off trials bring every backend up, keys at home",
+        str(got) + "\n" + p.log())
+H.check(all(p.wait_log(rf"backend {n}: down -> up \(a request succeeded after the back-off\)", 0, mark)
+            for n in names), "each recovery is logged")
+H.check(p.stop() == 0, "SIGTERM: exit 0")
+
 # ---- 4. ringproxy -t --probe ----------------------------------------------
 def probe(text, name):
     path = H.write(name, text)

@@ -497,6 +497,33 @@ static void test_passive(void)
 	snapshot_unref(s);
 }
 
+/* Passive checks only, every backend down: after the back-off a trial
+ * request must reach one, or the tier never recovers. With bounded loads
+ * on, the up weight is 0 then, so the cap of a backend on trial is 0. */
+static void test_trial_all_down(void)
+{
+	struct snapshot *s = test_snap("balance_factor = 1.25", "", "backoff = 1s");
+	int order[NB];
+	uint64_t pos = ring_hash("/hot.jpg", 8);
+	struct balance_pick p;
+
+	if (!tap_ok(s != NULL, "snapshot with passive checks only"))
+		return;
+	test_order(s, pos, order);
+	test_reset(s);
+	for (int i = 0; i < NB; i++)
+		test_set_down(s, i, 1);
+	p = test_pick(s, pos);
+	tap_is_int(p.backend, -1, "every backend down, back-off running: none");
+	atomic_store(&s->be[order[0]].state->retry_at_ms, balance_now_ms() - 1);
+	p = test_pick(s, pos);
+	tap_is_int(p.backend, order[0], "every backend down, the owner's back-off over: it gets the trial");
+	p = test_pick(s, pos);
+	tap_is_int(p.backend, -1, "one trial per back-off");
+	test_reset(s);
+	snapshot_unref(s);
+}
+
 int main(void)
 {
 	log_set_level(LOG_ERROR);
@@ -506,6 +533,7 @@ int main(void)
 	test_factor_off();
 	test_bounded_fallback();
 	test_acquire();
+	test_trial_all_down();
 	test_slow_start();
 	test_passive();
 	snapshot_registry_free();
