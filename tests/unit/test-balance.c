@@ -61,6 +61,7 @@ static void test_reset(struct snapshot *s)
 		atomic_store(&b->down, 0);
 		atomic_store(&b->fails, 0);
 		atomic_store(&b->retry_at_ms, 0);
+		atomic_store(&b->trial, 0);
 		atomic_store(&b->up_since_ms, 0);
 		atomic_store(&b->check_ok, 0);
 		atomic_store(&b->check_fail, 0);
@@ -454,6 +455,9 @@ static void test_passive(void)
 	tap_is_int(atomic_load(&b->transitions) - t0, 1, "one transition");
 	tap_ok(atomic_load(&b->retry_at_ms) > balance_now_ms() + 500, "a trial is due after the back-off");
 	tap_ok(!health_trial(b, cb, s->conf), "no trial before the back-off");
+	health_request_ok(b, cb);
+	tap_is_int(atomic_load(&b->down), 0 + 1,
+		   "a late response to a request sent before the fall does not bring it up");
 	tap_is_int(test_pick(s, ring_hash("x", 1)).backend == 0, 0, "the down backend takes no request");
 	atomic_store(&b->retry_at_ms, balance_now_ms() - 1);
 	tap_ok(health_trial(b, cb, s->conf), "after the back-off: one trial");
