@@ -76,16 +76,21 @@ enum balance_verdict balance_check(const struct snapshot *s, int i, uint64_t pos
 	struct backend *b = s->be[i].state;
 	const struct conf *conf = s->conf;
 	long inflight;
+	bool trial = false;
 
 	if (s->ring->npoints_of[i] == 0)
 		return BALANCE_DRAINED;
-	if (atomic_load_explicit(&b->down, memory_order_relaxed) &&
-	    !health_trial(b, s->be[i].conf, conf))
-		return BALANCE_DOWN;
+	if (atomic_load_explicit(&b->down, memory_order_relaxed)) {
+		if (!health_trial(b, s->be[i].conf, conf))
+			return BALANCE_DOWN;
+		trial = true;
+	}
 	inflight = atomic_load_explicit(&b->inflight, memory_order_relaxed);
 	if (s->be[i].conf->max_inflight && inflight >= (long)s->be[i].conf->max_inflight)
 		return BALANCE_FULL;
-	if (conf->balance_factor > 0) {
+	/* a trial is one request, and a down backend is not in the up
+	 * weight: its cap would be 0 when every backend is down */
+	if (conf->balance_factor > 0 && !trial) {
 		long total = atomic_load_explicit(&snapshot_total_inflight, memory_order_relaxed);
 
 		if (inflight >= balance_cap(conf->balance_factor, total, s->ring->weights[i],
@@ -97,10 +102,40 @@ enum balance_verdict balance_check(const struct snapshot *s, int i, uint64_t pos
 	return BALANCE_OK;
 }
 
+bool balance_acquire(struct backend *b, const struct conf_backend *cb)
+{
+	long n = atomic_load_explicit(&b->inflight, memory_order_relaxed);
+
+	if (cb->max_inflight) {
+		do {
+			if (n >= (long)cb->max_inflight)
+				return false;
+		} while (!atomic_compare_exchange_weak_explicit(&b->inflight, &n, n + 1,
+								memory_order_relaxed,
+								memory_order_relaxed));
+	} else {
+		atomic_fetch_add_explicit(&b->inflight, 1, memory_order_relaxed);
+	}
+	atomic_fetch_add_explicit(&snapshot_total_inflight, 1, memory_order_relaxed);
+	return true;
+}
+
+void balance_hold(struct backend *b)
+{
+	atomic_fetch_add_explicit(&b->inflight, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&snapshot_total_inflight, 1, memory_order_relaxed);
+}
+
+void balance_release(struct backend *b)
+{
+	atomic_fetch_sub_explicit(&b->inflight, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&snapshot_total_inflight, 1, memory_order_relaxed);
+}
+
 void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 		  struct balance_pick *pick)
 {
-	int i;
+	int i, soft = -1;
 
 	pick->backend = -1;
 	while ((i = ring_walk_next(w)) >= 0) {
@@ -110,11 +145,23 @@ void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 			pick->owner = i;
 			pick->owner_verdict = v;
 		}
+		if (v == BALANCE_OK && !balance_acquire(s->be[i].state, s->be[i].conf)) {
+			/* another worker took its last slot since the check */
+			v = BALANCE_FULL;
+			if (w->yielded == 1)
+				pick->owner_verdict = v;
+		}
 		if (v == BALANCE_FULL)
 			pick->any_full = 1;
 		if (v == BALANCE_OK) {
 			pick->backend = i;
 			return;
 		}
+		/* the bounded cap and the slow-start ramp are preferences:
+		 * they move a request along the walk, never turn it away */
+		if (soft < 0 && (v == BALANCE_BOUNDED || v == BALANCE_RAMPING))
+			soft = i;
 	}
+	if (soft >= 0 && balance_acquire(s->be[soft].state, s->be[soft].conf))
+		pick->backend = soft;
 }

@@ -8,6 +8,7 @@
 #ifndef RINGPROXY_BALANCE_H
 #define RINGPROXY_BALANCE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "balance-t.h"
@@ -29,9 +30,23 @@ long balance_cap(double c, long total, double w, double W);
 enum balance_verdict balance_check(const struct snapshot *s, int i, uint64_t pos);
 
 /* The next eligible backend of the walk w (initialised at pos), recording
- * the owner's verdict on the first call. */
+ * the owner's verdict on the first call. The chosen backend's slot is
+ * taken (balance_acquire): the caller owns it and gives it back with
+ * balance_release. When none is eligible, the first
+ * one that was only over its bounded cap or ramping up: those two move a
+ * request along the walk but never turn it away. */
 void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 		  struct balance_pick *pick);
+
+/* A request's slot on backend b: one more in flight on b and in the
+ * total. With a max_inflight hard cap the increment is a compare-and-swap
+ * that fails (false) once b holds cb->max_inflight, so the cap holds
+ * exactly across workers, not only as read a moment before. */
+bool balance_acquire(struct backend *b, const struct conf_backend *cb);
+/* Take a slot whatever the cap (a request re-sent on a fresh connection
+ * keeps the slot it had). */
+void balance_hold(struct backend *b);
+void balance_release(struct backend *b);
 
 /* Monotonic milliseconds (coarse clock, cheap). */
 int64_t balance_now_ms(void);

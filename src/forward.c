@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "balance.h"
 #include "conf.h"
 #include "conn.h"
 #include "front.h"
@@ -39,6 +40,8 @@ static void fwd_on_read(evutil_socket_t fd, short what, void *arg);
 static void fwd_on_write(evutil_socket_t fd, short what, void *arg);
 static void fwd_on_timeout(evutil_socket_t fd, short what, void *arg);
 static void fwd_process(struct upstream *u);
+/* The caller holds a slot on backend i (balance_next took it); it is
+ * given back by fwd_unbind, or here when no connection could be had. */
 static int fwd_begin(struct client *c, int i, bool fresh, char *why, size_t whylen);
 
 static struct backend *fwd_backend(const struct upstream *u)
@@ -95,8 +98,7 @@ static void fwd_unbind(struct upstream *u)
 
 	if (!c)
 		return;
-	atomic_fetch_sub_explicit(&fwd_backend(u)->inflight, 1, memory_order_relaxed);
-	atomic_fetch_sub_explicit(&snapshot_total_inflight, 1, memory_order_relaxed);
+	balance_release(fwd_backend(u));
 	c->up = NULL;
 	u->cl = NULL;
 }
@@ -146,6 +148,7 @@ static void fwd_fail(struct upstream *u, int status, bool retry, const char *fmt
 		 * not the backend's fault, try once on a fresh one */
 		char why2[256];
 
+		balance_hold(sb->state);        /* the slot fwd_close gave back */
 		if (fwd_begin(c, i, true, why2, sizeof(why2)) == 0)
 			return;
 		snprintf(why, sizeof(why), "%s", why2);
@@ -261,8 +264,10 @@ static int fwd_begin(struct client *c, int i, bool fresh, char *why, size_t whyl
 		event_del(&u->tev);
 	} else {
 		u = fwd_connect(w, sb, why, whylen);
-		if (!u)
+		if (!u) {
+			balance_release(sb->state);
 			return -1;
+		}
 		u->reused = false;
 	}
 	u->cl = c;
@@ -276,8 +281,6 @@ static int fwd_begin(struct client *c, int i, bool fresh, char *why, size_t whyl
 	u->in.pos = u->in.len = 0;
 	http1_msg_init(&u->resp);
 	outq_reset(&u->out);
-	atomic_fetch_add_explicit(&sb->state->inflight, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&snapshot_total_inflight, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&sb->state->requests, 1, memory_order_relaxed);
 
 	f.prefix.p = sb->conf->prefix;

@@ -11,7 +11,9 @@
 /* Send client c's current request to backend ring index i of c->snap:
  * a pooled connection if one is idle, else a new one. Returns 0 when
  * under way (failures are then reported through front_backend_failed),
- * -1 when it failed at once (why says how). */
+ * -1 when it failed at once (why says how). c holds the slot on i that
+ * balance_next took; it is given back when the request leaves i, or
+ * before -1 is returned. */
 int fwd_start(struct client *c, int i, char *why, size_t whylen);
 
 /* The client has more request body in its buffer. */

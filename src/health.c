@@ -42,6 +42,7 @@ static void health_set(struct backend *b, int down, const struct conf_backend *c
 	atomic_store(&b->fails, 0);
 	atomic_store(&b->check_ok, 0);
 	atomic_store(&b->check_fail, 0);
+	atomic_store(&b->trial, 0);
 	if (!down && cb && cb->slow_start_ms)
 		atomic_store(&b->up_since_ms, balance_now_ms());
 	va_start(ap, fmt);
@@ -57,8 +58,15 @@ void health_request_ok(struct backend *b, const struct conf_backend *cb)
 {
 	if (atomic_load_explicit(&b->fails, memory_order_relaxed))
 		atomic_store_explicit(&b->fails, 0, memory_order_relaxed);
-	if (atomic_load_explicit(&b->down, memory_order_relaxed))
-		health_set(b, 0, cb, "a request succeeded after the back-off");
+	/* only the trial request brings a backend back (and with active
+	 * checks only they do): a response to a request sent before the fall
+	 * is no evidence it has recovered */
+	if (atomic_load_explicit(&b->down, memory_order_relaxed) && !cb->health.path[0]) {
+		int expect = 1;
+
+		if (atomic_compare_exchange_strong(&b->trial, &expect, 0))
+			health_set(b, 0, cb, "a request succeeded after the back-off");
+	}
 }
 
 void health_request_failed(struct backend *b, const struct conf *conf,
@@ -71,6 +79,7 @@ void health_request_failed(struct backend *b, const struct conf *conf,
 	n = atomic_fetch_add(&b->fails, 1) + 1;
 	if (atomic_load(&b->down)) {
 		/* a trial failed: wait a whole back-off again */
+		atomic_store(&b->trial, 0);
 		atomic_store(&b->retry_at_ms, balance_now_ms() + (int64_t)conf->backoff_ms);
 		return;
 	}
@@ -90,7 +99,10 @@ bool health_trial(struct backend *b, const struct conf_backend *cb, const struct
 	now = balance_now_ms();
 	if (now < at)
 		return false;
-	return atomic_compare_exchange_strong(&b->retry_at_ms, &at, now + (int64_t)conf->backoff_ms);
+	if (!atomic_compare_exchange_strong(&b->retry_at_ms, &at, now + (int64_t)conf->backoff_ms))
+		return false;
+	atomic_store(&b->trial, 1);
+	return true;
 }
 
 void health_reset(struct backend *b, const char *url)

@@ -43,6 +43,7 @@ struct backend {
 	_Atomic int down;               /* 0 up, 1 down */
 	_Atomic unsigned fails;         /* consecutive failed requests */
 	_Atomic int64_t retry_at_ms;    /* passive back-off: try again after */
+	_Atomic int trial;              /* a passive trial request is out */
 	_Atomic int64_t up_since_ms;    /* slow start began; 0 = not ramping */
 	_Atomic uint64_t transitions;
 	_Atomic unsigned check_ok;      /* consecutive passed active checks */
