@@ -242,7 +242,7 @@ max_inflight = -1
 """)
 r = subprocess.run([RP, "-t", "-c", bad], capture_output=True, text=True, timeout=60)
 want = [
-    f"{bad}:2: path: 'health' is not an absolute path such as /health, or empty",
+    f"{bad}:2: path: 'health' is not an absolute path (starting with /) or empty",
     f"{bad}:3: interval: 5ms is out of range; expected 100ms to 1h",
     f"{bad}:4: timeout: 0 is out of range; expected 10ms to 10m",
     f"{bad}:5: rise: 0 is out of range; expected a whole number from 1 to 100",
