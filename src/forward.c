@@ -338,11 +338,16 @@ static void fwd_finish(struct upstream *u)
 	front_response_done(c);
 }
 
+/* Stop reading the backend until the client has taken what is buffered.
+ * The body timer stops too: a slow client is client_timeout's business,
+ * not a stalled backend. */
 static void fwd_pause(struct upstream *u)
 {
 	if (!u->read_paused) {
 		event_del(&u->rev);
 		u->read_paused = true;
+		if (u->state == UP_BODY)
+			event_del(&u->tev);
 	}
 }
 
@@ -355,6 +360,8 @@ void fwd_client_drained(struct upstream *u)
 	if (u->read_paused && !u->eof) {
 		event_add(&u->rev, NULL);
 		u->read_paused = false;
+		if (u->state == UP_BODY)
+			event_add(&u->tev, u->w->tv_response);
 	}
 	if (u->in.pos == u->in.len)
 		u->in.pos = u->in.len = 0;
@@ -572,6 +579,10 @@ static void fwd_on_read(evutil_socket_t fd, short what, void *arg)
 	if (n > 0) {
 		u->got_bytes = true;
 		b->len += (size_t)n;
+		/* response_timeout bounds body inactivity, not the body's
+		 * whole transfer time */
+		if (u->state == UP_BODY)
+			event_add(&u->tev, u->w->tv_response);
 		fwd_process(u);
 		return;
 	}
