@@ -82,7 +82,10 @@ def get_stream(port, uri, read_chunk=262144, sleep=0.0, time_limit=120):
 
 caches = [harness.Cache(TC, "b1")]
 try:
-    proxy = harness.Proxy(RP, harness.conf_text(caches, proxy={"workers": 1}), "bodies")
+    # response_timeout far below the slow reader's transfer time: it
+    # bounds a backend's silence, not a body's duration
+    proxy = harness.Proxy(RP, harness.conf_text(caches, proxy={"workers": 1, "response_timeout": "1s"}),
+                          "bodies")
     P = proxy.port
     # warm up: allocate the connection structs once
     for i in range(3):
@@ -101,7 +104,8 @@ try:
     uri = f"/big/slow?size={BIG}"
     st, r, got, ok, dt = get_stream(P, uri, read_chunk=65536, sleep=0.003, time_limit=150)
     g = w.growth()
-    t.check(st == 200 and got == BIG and ok, f"a 50 MB GET to a slow reader arrives whole ({dt:.1f}s)")
+    t.check(st == 200 and got == BIG and ok and dt > 2,
+            f"a 50 MB GET to a slow reader arrives whole ({dt:.1f}s, response_timeout 1s)", [got, ok])
     t.check(g < RSS_LIMIT_KB, f"... while the proxy's RSS grows by {g} kB (< 20 MB)")
 
     # ---- 50 MB request body streamed from the client --------------------
