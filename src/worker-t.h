@@ -162,6 +162,7 @@ struct worker {
 	struct upstream *free_ups;
 	unsigned nfree_clients, nfree_ups;
 	bool stopping;
+	struct event ev_drain;          /* shutdown_timeout while draining */
 };
 
 #endif

@@ -148,6 +148,46 @@ static void worker_adopt(struct worker *w, struct snapshot *s)
 	snapshot_unref(old);
 }
 
+static void worker_on_drain_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+
+	(void)fd;
+	(void)what;
+	log_warn("worker %d: %u connections still busy after shutdown_timeout; closing them",
+		 w->id, w->nclients);
+	event_base_loopbreak(w->base);
+}
+
+/* SIGTERM: stop accepting, close idle clients, let requests in flight
+ * finish (each connection closes after its response) for at most
+ * shutdown_timeout; the loop ends when the last client is gone
+ * (worker_client_put) or the timer fires. */
+static void worker_begin_stop(struct worker *w)
+{
+	uint64_t ms = w->snap->conf->shutdown_timeout_ms;
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000) };
+	struct client *c, *next;
+
+	w->stopping = true;
+	event_del(&w->ev_accept);
+	close(w->listen_fd);
+	w->listen_fd = -1;
+	for (c = w->clients; c; c = next) {
+		next = c->next;
+		if (c->state == CL_HEAD && c->in.len == c->in.pos)
+			front_close(c);
+		else
+			c->close_after = true;
+	}
+	if (w->nclients == 0) {
+		event_base_loopbreak(w->base);
+		return;
+	}
+	evtimer_assign(&w->ev_drain, w->base, worker_on_drain_timeout, w);
+	evtimer_add(&w->ev_drain, &tv);
+}
+
 static void worker_on_mbox(evutil_socket_t fd, short what, void *arg)
 {
 	struct worker *w = arg;
@@ -163,10 +203,8 @@ static void worker_on_mbox(evutil_socket_t fd, short what, void *arg)
 	pthread_mutex_unlock(&w->mbox_lock);
 	if (s)
 		worker_adopt(w, s);
-	if (atomic_load(&w->mbox_stop) && !w->stopping) {
-		w->stopping = true;
-		event_base_loopbreak(w->base);
-	}
+	if (atomic_load(&w->mbox_stop) && !w->stopping)
+		worker_begin_stop(w);
 }
 
 static void worker_poke(struct worker *w)
@@ -294,7 +332,10 @@ void worker_free(struct worker *w)
 	}
 	event_del(&w->ev_accept);
 	event_del(&w->ev_mbox);
-	close(w->listen_fd);
+	if (event_initialized(&w->ev_drain))
+		event_del(&w->ev_drain);
+	if (w->listen_fd >= 0)
+		close(w->listen_fd);
 	close(w->mbox_fd);
 	snapshot_unref(w->mbox_snap);
 	snapshot_unref(w->snap);
@@ -345,6 +386,8 @@ void worker_client_put(struct worker *w, struct client *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	w->nclients--;
+	if (w->stopping && w->nclients == 0)
+		event_base_loopbreak(w->base);   /* drained */
 	if (w->nfree_clients >= WORKER_FREE_MAX || w->stopping) {
 		struct worker_bufs b = WORKER_BUFS_OF(c);
 
