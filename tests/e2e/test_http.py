@@ -182,7 +182,47 @@ try:
     (r,), rd = raw(P, b"GET /z/last HTTP/1.1\r\nHost: x\r\n\r\n")
     t.check(r.status == 200, "the proxy still serves after all of this")
     rd.s.close()
-    t.check(proxy.stop() == 0, "SIGTERM: exit 0")
+
+    # ---- SIGTERM: requests in flight finish, idle connections close ------
+    (r,), idle = raw(P, b"GET /sd/idle HTTP/1.1\r\nHost: x\r\n\r\n")
+    busy = proxy.sock()
+    busy.sendall(b"GET /sd/busy?delay=700&size=3000000 HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    proxy.proc.terminate()
+    t.check(idle.closed(5), "SIGTERM: an idle keep-alive client connection is closed")
+    try:
+        rd = harness.Reader(busy)
+        r = rd.response()
+        ok = r.status == 200 and r.body == body_for("/sd/busy?delay=700&size=3000000", 3000000)
+        closed = rd.closed(5)
+    except Exception as e:
+        ok, closed, r = False, False, repr(e)
+    t.check(ok, "SIGTERM: a request in flight is answered in full", getattr(r, "status", r))
+    t.check(closed and (getattr(r, "h", lambda _: None)("Connection") or "").lower() == "close",
+            "... with Connection: close, then the connection closes")
+    try:
+        rc = proxy.proc.wait(timeout=10)
+    except Exception:
+        rc = None
+    t.check(rc == 0 and time.monotonic() - t0 < 5, f"SIGTERM: exit 0 once it is done ({rc})")
+    proxy.stop()
+
+    # a request slower than shutdown_timeout does not hold the exit
+    proxy = harness.Proxy(RP, harness.conf_text(caches, proxy={"shutdown_timeout": "500ms"}), "http-sd")
+    busy = proxy.sock()
+    busy.sendall(b"GET /sd/slow?delay=5000 HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    proxy.proc.terminate()
+    try:
+        rc = proxy.proc.wait(timeout=10)
+    except Exception:
+        rc = None
+    dt = time.monotonic() - t0
+    t.check(rc == 0 and 0.3 < dt < 3, f"SIGTERM: exit 0 after shutdown_timeout with a request still busy ({dt:.2f}s)")
+    busy.close()
+    proxy.stop()
 finally:
     for c in caches:
         c.stop()
