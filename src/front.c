@@ -218,7 +218,7 @@ static void front_reply(struct client *c, int status, const char *why, bool forc
 	blen = snprintf(body, sizeof(body), "ringproxy: %s\n", why);
 	if (blen < 0 || (size_t)blen >= sizeof(body))
 		blen = (int)sizeof(body) - 1;
-	c->close_after = force_close || !c->req_done || !c->req.keep_alive || c->read_eof;
+	c->close_after = force_close || !c->req_done || !c->req.keep_alive;
 	n = http1_write_simple(c->msg, sizeof(c->msg), status, c->close_after, extra, body, (size_t)blen);
 	if (n < 0) {
 		front_close(c);
@@ -376,8 +376,10 @@ void front_response_done(struct client *c)
 	snapshot_unref(c->snap);
 	c->snap = NULL;
 	/* the backend answered before the whole body arrived: the rest of
-	 * it cannot be told from a next request, so the connection ends */
-	if (c->close_after || !c->req_done || c->read_eof || w->stopping) {
+	 * it cannot be told from a next request, so the connection ends.
+	 * A client that half-closed still gets the answers to the requests
+	 * it pipelined before (front_process closes when none is left). */
+	if (c->close_after || !c->req_done || w->stopping) {
 		front_close(c);
 		return;
 	}
@@ -392,6 +394,8 @@ void front_response_done(struct client *c)
 	front_resume(c);
 	if (c->in.len > c->in.pos)
 		front_process(c);
+	else if (c->read_eof)
+		front_close(c);
 }
 
 static void front_process(struct client *c)
@@ -406,8 +410,11 @@ static void front_process(struct client *c)
 	lim.max_headers = conf->max_headers < c->hdrs_cap ? conf->max_headers : c->hdrs_cap;
 	r = http1_parse_request(&c->req, c->hdrs, c->in.data + c->in.pos,
 				c->in.len - c->in.pos, &lim);
-	if (r == 0)
+	if (r == 0) {
+		if (c->read_eof)        /* the rest of a head never comes */
+			front_close(c);
 		return;
+	}
 	if (r < 0) {
 		c->req_done = false;    /* forces the close */
 		front_reply(c, (int)-r, c->req.error ? c->req.error : "bad request", true);
@@ -472,11 +479,9 @@ static void front_on_read(evutil_socket_t fd, short what, void *arg)
 	/* EOF or error */
 	c->read_eof = true;
 	event_del(&c->rev);
-	if (c->state == CL_FORWARD && c->req_done && n == 0) {
-		/* a half-close after a complete request: answer, then close */
-		c->close_after = true;
-		return;
-	}
+	if (c->state == CL_FORWARD && c->req_done && n == 0)
+		return; /* a half-close after a complete request: answer it and
+			   any pipelined after it, then close */
 	front_close(c);
 }
 
