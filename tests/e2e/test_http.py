@@ -8,6 +8,7 @@ usage: test_http.py RINGPROXY TESTCACHE"""
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -98,6 +99,23 @@ try:
     t.check([r.status for r in rs] == [200] * 3 and rs[1].body == b"hello world"
             and rs[2].body == body_for("/p/x3"), "pipelined GET, POST with body, GET")
     rd.s.close()
+
+    # pipelined, then a half-close (printf ... | nc -N): every request answered
+    s = proxy.sock()
+    s.sendall(b"".join(b"GET /p/hc%d HTTP/1.1\r\nHost: x\r\n\r\n" % i for i in range(3)))
+    s.shutdown(socket.SHUT_WR)
+    rd = harness.Reader(s)
+    rs = []
+    try:
+        for i in range(3):
+            rs.append(rd.response())
+        closed = rd.closed()
+    except Exception as e:
+        closed = repr(e)
+    t.check(len(rs) == 3 and all(r.body == body_for(f"/p/hc{i}") for i, r in enumerate(rs)),
+            "3 pipelined requests and a half-close: all 3 answered", closed)
+    t.check(closed is True, "... then the proxy closes")
+    s.close()
 
     # ---- HTTP/1.0 clients ---------------------------------------------
     (r,), rd = raw(P, b"GET /o/10 HTTP/1.0\r\nHost: x\r\n\r\n")
