@@ -123,6 +123,8 @@ try:
     t.check(rd.closed(), "HTTP/1.0 without keep-alive: the proxy closes")
     t.check(r.h("X-Echo-Version") == "1.1", "HTTP/1.0 client: the proxy speaks HTTP/1.1 to the cache",
             r.h("X-Echo-Version"))
+    t.check(r.h("X-Echo-Via") == "1.0 ringproxy", "HTTP/1.0 client: Via names the protocol received, 1.0",
+            r.h("X-Echo-Via"))
     (r,), rd = raw(P, b"GET /o/10ka HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n\r\n")
     t.check(r.status == 200 and r.body == body_for("/o/10ka") and r.h("Content-Length") is not None,
             "HTTP/1.0 keep-alive: 200 with a Content-Length")
