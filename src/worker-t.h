@@ -40,6 +40,7 @@ struct rbuf {
 struct outq {
 	struct iovec iov[OUT_IOV_MAX];
 	int idx, cnt;
+	uint64_t sent;                  /* bytes written over the queue's life */
 };
 
 enum up_state {
@@ -108,6 +109,8 @@ struct client {
 	bool head_sent;                 /* request head fully written upstream */
 	bool req_done;                  /* request body fully relayed */
 	bool resp_started;              /* any response byte sent to the client */
+	uint64_t delivered;             /* bytes the client had acknowledged
+					   when the write timer was armed */
 	struct client *next, *prev;     /* the worker's active list, or
 					   the free list (next only) */
 
