@@ -84,7 +84,10 @@ caches = [harness.Cache(TC, "b1")]
 try:
     # response_timeout far below the slow reader's transfer time: it
     # bounds a backend's silence, not a body's duration
-    proxy = harness.Proxy(RP, harness.conf_text(caches, proxy={"workers": 1, "response_timeout": "1s"}),
+    # client_timeout 1s: a client that reads slowly but steadily is
+    # still served; one that stops reading is cut off
+    proxy = harness.Proxy(RP, harness.conf_text(caches, proxy={"workers": 1, "response_timeout": "1s",
+                                                                "client_timeout": "1s"}),
                           "bodies")
     P = proxy.port
     # warm up: allocate the connection structs once
@@ -107,6 +110,57 @@ try:
     t.check(st == 200 and got == BIG and ok and dt > 2,
             f"a 50 MB GET to a slow reader arrives whole ({dt:.1f}s, response_timeout 1s)", [got, ok])
     t.check(g < RSS_LIMIT_KB, f"... while the proxy's RSS grows by {g} kB (< 20 MB)")
+
+    # ---- a slow, steady reader: 16 KiB every 10 ms through a small window --
+    # The proxy's autotuned send buffer then holds over a second of data:
+    # the proxy itself sees no progress for longer than client_timeout
+    # (300 ms here), yet the client is reading all the time.
+    p2 = harness.Proxy(RP, harness.conf_text(caches, proxy={"workers": 1, "client_timeout": "300ms"}),
+                       "bodies-slow")
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+    s.settimeout(30)
+    s.connect(("127.0.0.1", p2.port))
+    size = 4000000
+    uri = f"/big/veryslow?size={size}"
+    s.sendall(f"GET {uri} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    parts = []
+    got = 0
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 60 and got < size:
+        d = s.recv(16384)
+        if not d:
+            break
+        parts.append(d)
+        got += len(d)
+        time.sleep(0.01)
+    while got < size + 1000 and time.monotonic() - t0 < 60:   # the rest, quickly
+        d = s.recv(65536)
+        if not d:
+            break
+        parts.append(d)
+        got += len(d)
+        if b"".join(parts[-2:]).endswith(body_for(uri, size)[-200:]):
+            break
+    dt = time.monotonic() - t0
+    s.close()
+    data = b"".join(parts)
+    t.check(data.split(b"\r\n\r\n", 1)[-1] == body_for(uri, size) and dt > 1,
+            f"4 MB to a client reading 1.6 MB/s arrives whole ({dt:.1f}s, client_timeout 300ms)", len(data))
+    p2.stop()
+
+    # ---- a client that stops reading is closed after client_timeout ------
+    base = proxy.client_fds()
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", P))
+    s.sendall(f"GET /big/stuck?size={BIG} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    s.recv(1000)
+    t0 = time.monotonic()
+    gone = harness.wait_until(lambda: proxy.client_fds() <= base, 15)
+    dt = time.monotonic() - t0
+    t.check(gone and dt < 6, f"a client that stops reading is closed after client_timeout ({dt:.1f}s)")
+    s.close()
 
     # ---- 50 MB request body streamed from the client --------------------
     w = RssWatch(proxy)
