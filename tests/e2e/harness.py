@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 _procs = []
@@ -372,6 +373,68 @@ def raw(port, data, n=1, timeout=30, head_only=False):
         if r.status >= 200:
             out.append(r)
     return out, rd
+
+
+class Fake:
+    """A scripted backend on 127.0.0.1: handler(fake, sock, conn_no) runs
+    in a thread per accepted connection and speaks raw bytes. For what
+    testcache cannot do: broken framing, stale keep-alive connections."""
+
+    def __init__(self, handler, name="fake"):
+        self.name = name
+        self.handler = handler
+        self.ls = socket.socket()
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(64)
+        self.port = self.ls.getsockname()[1]
+        self.conns = 0
+        self.heads = []          # every request head read with read_head
+        self.lock = threading.Lock()
+        self.socks = []
+        self.th = threading.Thread(target=self._accept, daemon=True)
+        self.th.start()
+
+    def _accept(self):
+        while True:
+            try:
+                s, _ = self.ls.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.conns += 1
+                n = self.conns
+                self.socks.append(s)
+            threading.Thread(target=self._run, args=(s, n), daemon=True).start()
+
+    def _run(self, s, n):
+        try:
+            s.settimeout(30)
+            self.handler(self, s, n)
+        except OSError:
+            pass
+        finally:
+            s.close()
+
+    def read_head(self, s, buf=b""):
+        """The next request head on s (b"" at EOF), and bytes after it."""
+        while b"\r\n\r\n" not in buf:
+            d = s.recv(65536)
+            if not d:
+                return b"", b""
+            buf += d
+        head, _, rest = buf.partition(b"\r\n\r\n")
+        with self.lock:
+            self.heads.append(head)
+        return head, rest
+
+    def stop(self):
+        self.ls.close()
+        with self.lock:
+            for s in self.socks:
+                try:
+                    s.close()
+                except OSError:
+                    pass
 
 
 def cli_args():
