@@ -145,6 +145,8 @@ struct worker {
 	int listen_fd;
 	struct event ev_accept;
 	bool accept_paused;
+	struct event ev_accept_resume;  /* after running out of fds */
+	int64_t accept_warned;          /* time of the last such warning */
 
 	/* mailbox from the main thread: an eventfd and what it carries */
 	int mbox_fd;
