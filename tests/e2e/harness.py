@@ -11,6 +11,7 @@ import http.client
 import json
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -148,12 +149,18 @@ class Proxy:
 
     LISTEN_RE = re.compile(r"info: listening on 127\.0\.0\.1:(\d+) with")
 
-    def __init__(self, exe, conf, tag="proxy"):
+    def __init__(self, exe, conf, tag="proxy", nofile=None):
+        """nofile: an RLIMIT_NOFILE for the proxy."""
         self.conf = write(f"{tag}.{time.monotonic_ns()}.ini", conf)
         self.logpath = self.conf + ".log"
         self.log = open(self.logpath, "wb")
+
+        def limit():
+            if nofile:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
         self.proc = subprocess.Popen([exe, "-c", self.conf], stdout=subprocess.DEVNULL,
-                                     stderr=self.log)
+                                     stderr=self.log, preexec_fn=limit)
         _procs.append(self.proc)
         self.pid = self.proc.pid
         deadline = time.monotonic() + 30
@@ -177,6 +184,12 @@ class Proxy:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1])
         return -1
+
+    def cpu_ticks(self):
+        """User + system CPU time so far, in clock ticks."""
+        with open(f"/proc/{self.pid}/stat") as f:
+            col = f.read().rsplit(") ", 1)[1].split()
+        return int(col[11]) + int(col[12])
 
     def nfds(self):
         return len(os.listdir(f"/proc/{self.pid}/fd"))

@@ -119,6 +119,25 @@ try:
     t.check(all(proxy.get(k)[1].get("x-ringproxy-backend") == ring.lookup(k.encode()) for k in others),
             "other keys stay where they were")
 
+    # ---- out of file descriptors: no spinning, no log flood, recovers ------
+    p2 = harness.Proxy(RP, harness.conf_text(caches, proxy={"workers": 1}), "failures-nofile", nofile=48)
+    socks = []
+    for i in range(70):
+        socks.append(socket.create_connection(("127.0.0.1", p2.port), timeout=10))
+    time.sleep(0.3)
+    lines0 = p2.logtext().count("\n")
+    c0 = p2.cpu_ticks()
+    time.sleep(1)
+    spent = p2.cpu_ticks() - c0
+    lines = p2.logtext().count("\n") - lines0
+    t.check(spent < 20, f"over its fd limit with connections queued, the proxy does not spin ({spent} ticks in 1s)")
+    t.check(lines <= 3, f"... nor flood the log ({lines} lines in 1s)")
+    for s in socks:
+        s.close()
+    ok = harness.wait_until(lambda: p2.get("/fd/again")[0] == 200, 10, step=0.2)
+    t.check(ok, "... and serves again once fds are free")
+    t.check(p2.stop() == 0, "... and exits 0 on SIGTERM")
+
     # ---- every cache stopped: 502 within the connect timeout ---------------
     for c in caches:
         c.stop()
