@@ -228,7 +228,9 @@ static void front_reply(struct client *c, int status, const char *why, bool forc
 	blen = snprintf(body, sizeof(body), "ringproxy: %s\n", why);
 	if (blen < 0 || (size_t)blen >= sizeof(body))
 		blen = (int)sizeof(body) - 1;
-	c->close_after = force_close || !c->req_done || !c->req.keep_alive;
+	/* our replies carry no Connection: keep-alive, without which an
+	 * HTTP/1.0 client takes the connection as closing: so close it */
+	c->close_after = force_close || !c->req_done || !c->req.keep_alive || c->req.minor == 0;
 	n = http1_write_simple(c->msg, sizeof(c->msg), status, c->close_after, extra, body, (size_t)blen);
 	if (n < 0) {
 		front_close(c);
