@@ -219,6 +219,19 @@ class Proxy:
         return sum(1 for i in inodes
                    if not (i in remote and remote[i][0] != self.port and remote[i][1] == "01"))
 
+    def settled_client_fds(self, timeout=5):
+        """client_fds() once the proxy has closed connections that clients
+        just closed (two equal readings 0.2 s apart)."""
+        prev = self.client_fds()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            cur = self.client_fds()
+            if cur == prev:
+                break
+            prev = cur
+        return prev
+
     def alive(self):
         return self.proc.poll() is None
 

@@ -150,7 +150,7 @@ try:
     p2.stop()
 
     # ---- a client that stops reading is closed after client_timeout ------
-    base = proxy.client_fds()
+    base = proxy.settled_client_fds()
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.connect(("127.0.0.1", P))

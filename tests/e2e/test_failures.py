@@ -71,7 +71,7 @@ try:
     # ---- clients leaving mid-response -------------------------------------
     for i in range(3):
         proxy.get(f"/warm/{i}")
-    base = proxy.client_fds()
+    base = proxy.settled_client_fds()
     socks = []
     for i in range(6):
         s = proxy.sock()
@@ -151,6 +151,12 @@ try:
     rd.s.sendall(b"GET /all/down3 HTTP/1.1\r\nHost: x\r\n\r\n")
     r = rd.response()
     t.check(r.status == 502, "... which serves the next request")
+    rd.s.close()
+    (r,), rd = raw(P, b"GET /all/down10 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+    conn = (r.h("Connection") or "").lower()
+    closed = rd.closed(1)
+    t.check(r.status == 502 and ((conn == "keep-alive" and not closed) or (conn == "close" and closed)),
+            "an HTTP/1.0 keep-alive client's 502 says what happens to the connection", [conn, closed])
     rd.s.close()
     t.check(proxy.alive(), "the proxy is still running")
     t.check(proxy.stop() == 0, "SIGTERM: exit 0")
