@@ -43,6 +43,10 @@ def handler(fake, s, n):
         path = head.split(b" ")[1]
         if path == b"/stale" and served:
             return      # a keep-alive connection the backend let go as the request came
+        if path in (b"/connclose", b"/http10"):
+            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"
+                      if path == b"/connclose" else b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+            return
         if path == b"/close":
             s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n" + b"c" * 100000)
             return
@@ -99,6 +103,14 @@ try:
     t.check(rs[0].status == 200 and r.status == 200 and r.body == b"hello",
             "a body sent to a HEAD is not taken as the next response")
     rd.s.close()
+
+    # a backend that closes after a response: the client's connection stays
+    for path in (b"/connclose", b"/http10"):
+        rs, rd = raw(P, b"GET %s HTTP/1.1\r\nHost: x\r\n\r\nGET /ok HTTP/1.1\r\nHost: x\r\n\r\n" % path, n=2)
+        t.check(rs[0].body == b"hello" and (rs[0].h("Connection") or "").lower() != "close"
+                and rs[1].body == b"hello" and not rd.closed(0.2),
+                f"{path.decode()}: a backend's close is not the client's", [r.headers for r in rs])
+        rd.s.close()
 
     # close-delimited body
     (r,), rd = raw(P, b"GET /close HTTP/1.1\r\nHost: x\r\n\r\n")

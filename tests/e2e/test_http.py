@@ -82,6 +82,20 @@ try:
     t.check(r.h("X-Echo-Via") == "1.0 edge, 1.1 ringproxy", "an existing Via is appended to", r.h("X-Echo-Via"))
     rd.s.close()
 
+    # Connection: close from the client ends the client's connection, not
+    # the proxy's pooled one to the cache
+    proxy.get("/a/warm-pool")
+    conns = {c.name: c.stats()["connections"] for c in caches}
+    for i in range(5):
+        (r,), rd = raw(P, b"GET /a/cc HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        ok = r.status == 200 and (r.h("Connection") or "").lower() == "close" and rd.closed()
+        rd.s.close()
+        if not ok:
+            break
+    t.check(ok, "Connection: close from the client: answered with Connection: close, then closed")
+    grew = sum(c.stats()["connections"] for c in caches) - sum(conns.values())
+    t.check(grew <= 2, f"... while the proxy reuses its connections to the caches ({grew} new for 5 requests)")
+
     # ---- pipelining ----------------------------------------------------
     paths = [f"/p/{i}?size={1000 + 5000 * i}" for i in range(12)]
     data = b"".join(f"GET {p} HTTP/1.1\r\nHost: x\r\n\r\n".encode() for p in paths)
