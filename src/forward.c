@@ -477,7 +477,9 @@ static void fwd_process(struct upstream *u)
 
 		if (u->state == UP_HEAD) {
 			const struct conf *conf = c->snap->conf;
-			struct http1_limits lim = { conf->max_head_size,
+			/* the head must fit the read buffer (see front_process) */
+			struct http1_limits lim = {
+				conf->max_head_size < u->in.cap - 1 ? conf->max_head_size : u->in.cap - 1,
 				conf->max_headers < u->hdrs_cap ? conf->max_headers : u->hdrs_cap };
 			ssize_t r = http1_parse_response(&u->resp, u->hdrs, u->in.data + u->in.pos,
 							 u->in.len - u->in.pos, &lim, c->req.method_id);

@@ -418,7 +418,10 @@ static void front_process(struct client *c)
 
 	if (c->state != CL_HEAD)
 		return;
-	lim.max_head = conf->max_head_size;
+	/* a head must fit the read buffer too: buffer_size may be set
+	 * below max_head_size, and a full buffer without the end of the
+	 * head would otherwise wait for room that never comes */
+	lim.max_head = conf->max_head_size < c->in.cap - 1 ? conf->max_head_size : c->in.cap - 1;
 	lim.max_headers = conf->max_headers < c->hdrs_cap ? conf->max_headers : c->hdrs_cap;
 	r = http1_parse_request(&c->req, c->hdrs, c->in.data + c->in.pos,
 				c->in.len - c->in.pos, &lim);
