@@ -26,6 +26,7 @@ SCRIPTS = {
     b"/101": b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: upgrade\r\n\r\n",
     b"/garbage": b"HTTP/1.1 2OO OK\r\n\r\n",
     b"/bighead": b"HTTP/1.1 200 OK\r\n" + b"X-Big: " + b"b" * 20000 + b"\r\nContent-Length: 5\r\n\r\nhello",
+    b"/midhead": b"HTTP/1.1 200 OK\r\n" + b"X-Mid: " + b"m" * 6000 + b"\r\nContent-Length: 5\r\n\r\nhello",
     b"/extra": OK + b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-Smuggled: 1\r\n\r\nbad",
     b"/interim": b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n" + OK,
     b"/badchunk": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n",
@@ -149,6 +150,25 @@ try:
 
     st, h, body = proxy.get("/ok")
     t.check(st == 200 and body == b"hello", "the proxy serves after all of this")
+    t.check(proxy.stop() == 0, "SIGTERM: exit 0")
+
+    # buffer_size below max_head_size (16k): heads that fit the limit but
+    # not the buffer are refused at once, not left waiting for room
+    proxy = harness.Proxy(RP, harness.conf_text([("fake", fake.port)], proxy={
+        "workers": 1, "retries": 0, "buffer_size": "4k", "client_timeout": "5s", "response_timeout": "5s"}),
+        "backend-4k")
+    big = b"GET /ok HTTP/1.1\r\nHost: x\r\n" + b"X-Pad: " + b"p" * 6000 + b"\r\n\r\n"
+    t0 = time.monotonic()
+    (r,), rd = raw(proxy.port, big)
+    dt = time.monotonic() - t0
+    t.check(r.status == 431 and dt < 2, f"buffer_size 4k: a 6 kB request head gets 431 at once ({dt:.2f}s)", r.status)
+    rd.s.close()
+    t0 = time.monotonic()
+    (r,), rd = raw(proxy.port, b"GET /midhead HTTP/1.1\r\nHost: x\r\n\r\n")
+    dt = time.monotonic() - t0
+    t.check(r.status == 502 and dt < 2, f"buffer_size 4k: a 6 kB response head gets 502 at once ({dt:.2f}s)",
+            [r.status, r.body])
+    rd.s.close()
     t.check(proxy.stop() == 0, "SIGTERM: exit 0")
 finally:
     fake.stop()
