@@ -27,6 +27,9 @@ SCRIPTS = {
     b"/garbage": b"HTTP/1.1 2OO OK\r\n\r\n",
     b"/bighead": b"HTTP/1.1 200 OK\r\n" + b"X-Big: " + b"b" * 20000 + b"\r\nContent-Length: 5\r\n\r\nhello",
     b"/midhead": b"HTTP/1.1 200 OK\r\n" + b"X-Mid: " + b"m" * 6000 + b"\r\nContent-Length: 5\r\n\r\nhello",
+    b"/hop": b"HTTP/1.1 200 OK\r\nConnection: keep-alive, X-Resp-Hop\r\nX-Resp-Hop: 1\r\n"
+             b"Keep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\nX-End-To-End: 1\r\n"
+             b"Content-Length: 5\r\n\r\nhello",
     b"/extra": OK + b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-Smuggled: 1\r\n\r\nbad",
     b"/interim": b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n" + OK,
     b"/badchunk": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n",
@@ -92,6 +95,15 @@ try:
         r = rd.response()
         t.check(r.status == 200 and r.body == b"hello", "... and the client connection goes on")
         rd.s.close()
+
+    # hop-by-hop response headers stay between backend and proxy
+    (r,), rd = raw(P, b"GET /hop HTTP/1.1\r\nHost: x\r\n\r\n")
+    names = {k.lower() for k, v in r.headers}
+    t.check(r.body == b"hello" and not names & {"x-resp-hop", "keep-alive", "proxy-connection"}
+            and "x-end-to-end" in names and (r.h("Connection") or "").lower() != "keep-alive, x-resp-hop",
+            "hop-by-hop response headers (Connection-listed, Keep-Alive, Proxy-Connection) are removed",
+            r.headers)
+    rd.s.close()
 
     # bytes after a complete response: never the next response
     rs, rd = raw(P, b"GET /extra HTTP/1.1\r\nHost: x\r\n\r\nGET /ok HTTP/1.1\r\nHost: x\r\n\r\n", n=2)
