@@ -102,6 +102,42 @@ try:
     st, h, body = proxy.get("/after/leave")
     t.check(st == 200 and body == body_for("/after/leave"), "the proxy serves after clients left")
 
+    # ---- a cache that does not accept: connect_timeout, then the next -----
+    # (a listener whose accept queue is full drops SYNs: connect hangs)
+    hang = socket.socket()
+    hang.bind(("127.0.0.1", 0))
+    hang.listen(0)
+    fill = []
+    for i in range(4):
+        f = socket.socket()
+        f.setblocking(False)
+        try:
+            f.connect(hang.getsockname())
+        except BlockingIOError:
+            pass
+        fill.append(f)
+    time.sleep(0.2)
+    p3 = harness.Proxy(RP, harness.conf_text([("hang", hang.getsockname()[1]), caches[0]], proxy={
+        "workers": 1, "connect_timeout": "300ms"}, ring={"balance_factor": 0}), "failures-hang")
+    r2 = ringref.Ring([("hang", 1.0), (caches[0].name, 1.0)], 160)
+    hk = [k for k in (f"/hang/{i}" for i in range(100)) if r2.lookup(k.encode()) == "hang"][:3]
+    res = []
+    for k in hk:
+        t0 = time.monotonic()
+        st, h, body = p3.get(k)
+        res.append((st, h.get("x-ringproxy-backend"), round(time.monotonic() - t0, 2)))
+    t.check(all(r[0] == 200 and r[1] == caches[0].name and 0.25 < r[2] < 2 for r in res),
+            "a cache that never accepts: its GETs go to the next cache after connect_timeout", res)
+    t0 = time.monotonic()
+    st, h, body = p3.get(hk[0], method="POST", body=b"abc")
+    dt = time.monotonic() - t0
+    t.check(st == 504 and b"hang" in body and b"300ms" in body and dt < 2,
+            f"... a POST there is not retried: 504 naming the cache and the timeout ({dt:.2f}s)", [st, body])
+    t.check(p3.stop() == 0, "... and that proxy exits 0")
+    for f in fill:
+        f.close()
+    hang.close()
+
     # ---- a stopped cache: its keys go to the next distinct cache -----------
     keys = [f"/fo/{i}.jpg" for i in range(300)]
     victim = "f2"
