@@ -164,15 +164,6 @@ int front_accept(struct worker *w, int fd, const struct sockaddr_storage *peer)
 	return 0;
 }
 
-/* Bytes of the response the client has acknowledged so far: what we
- * wrote less what still sits in the socket's send queue. */
-static uint64_t front_delivered(const struct client *c)
-{
-	long q = conn_unacked(c->fd);
-
-	return q > 0 && (uint64_t)q <= c->out.sent ? c->out.sent - (uint64_t)q : c->out.sent;
-}
-
 int front_flush(struct client *c)
 {
 	int rc = conn_flush(c->fd, &c->out);
@@ -187,7 +178,6 @@ int front_flush(struct client *c)
 			event_add(&c->wev, NULL);
 			/* a client that stops reading is timed out */
 			event_add(&c->tev, c->w->tv_client);
-			c->delivered = front_delivered(c);
 		}
 		return 0;
 	}
@@ -532,15 +522,19 @@ static void front_on_timeout(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (event_pending(&c->wev, EV_WRITE, NULL)) {
-		/* waiting for the client to read: the kernel's send buffer
+	{
+		/* Output still on its way: the kernel's send buffer
 		 * (megabytes when autotuned) can hide a slow but steady
-		 * reader from us for longer than client_timeout, so ask it
-		 * whether the client took anything since the timer started */
-		uint64_t d = front_delivered(c);
+		 * reader from us for longer than client_timeout, both while
+		 * we wait to write and after the last byte was handed over
+		 * (closing then would orphan the socket with the rest of the
+		 * response). Ask the kernel whether the client took anything
+		 * since the timer last fired; only a client that took nothing
+		 * for a whole period is timed out. */
+		long q = conn_unacked(c->fd);
 
-		if (d > c->delivered) {
-			c->delivered = d;
+		if (q > 0 && (uint64_t)q <= c->out.sent && c->out.sent - (uint64_t)q != c->delivered) {
+			c->delivered = c->out.sent - (uint64_t)q;
 			event_add(&c->tev, c->w->tv_client);
 			return;
 		}

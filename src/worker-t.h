@@ -110,7 +110,7 @@ struct client {
 	bool req_done;                  /* request body fully relayed */
 	bool resp_started;              /* any response byte sent to the client */
 	uint64_t delivered;             /* bytes the client had acknowledged
-					   when the write timer was armed */
+					   when its timer last fired */
 	struct client *next, *prev;     /* the worker's active list, or
 					   the free list (next only) */
 
