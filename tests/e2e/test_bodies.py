@@ -111,11 +111,11 @@ try:
             f"a 50 MB GET to a slow reader arrives whole ({dt:.1f}s, response_timeout 1s)", [got, ok])
     t.check(g < RSS_LIMIT_KB, f"... while the proxy's RSS grows by {g} kB (< 20 MB)")
 
-    # ---- a slow, steady reader: 16 KiB every 10 ms through a small window --
+    # ---- a slow, steady reader: 16 KiB every 20 ms through a small window --
     # The proxy's autotuned send buffer then holds over a second of data:
     # the proxy itself sees no progress for longer than client_timeout
-    # (300 ms here), yet the client is reading all the time.
-    p2 = harness.Proxy(RP, harness.conf_text(caches, proxy={"workers": 1, "client_timeout": "300ms"}),
+    # (500 ms here), yet the client is reading all the time.
+    p2 = harness.Proxy(RP, harness.conf_text(caches, proxy={"workers": 1, "client_timeout": "500ms"}),
                        "bodies-slow")
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
@@ -133,7 +133,7 @@ try:
             break
         parts.append(d)
         got += len(d)
-        time.sleep(0.01)
+        time.sleep(0.02)
     while got < size + 1000 and time.monotonic() - t0 < 60:   # the rest, quickly
         d = s.recv(65536)
         if not d:
@@ -146,7 +146,7 @@ try:
     s.close()
     data = b"".join(parts)
     t.check(data.split(b"\r\n\r\n", 1)[-1] == body_for(uri, size) and dt > 1,
-            f"4 MB to a client reading 1.6 MB/s arrives whole ({dt:.1f}s, client_timeout 300ms)", len(data))
+            f"4 MB to a client reading 800 kB/s arrives whole ({dt:.1f}s, client_timeout 500ms)", len(data))
     p2.stop()
 
     # ---- a client that stops reading is closed after client_timeout ------
