@@ -226,6 +226,10 @@ static void front_reply(struct client *c, int status, const char *why, bool forc
 		front_close(c);
 		return;
 	}
+	/* the answer to a HEAD has the headers of the GET's and no body:
+	 * body bytes would be read as the next response */
+	if (c->req.method_id == HTTP1_M_HEAD)
+		n -= blen;
 	outq_reset(&c->out);
 	outq_add(&c->out, c->msg, (size_t)n);
 	c->resp_started = true;
