@@ -188,6 +188,16 @@ try:
     r = rd.response()
     t.check(r.status == 502, "... which serves the next request")
     rd.s.close()
+    (r,), rd = raw(P, b"HEAD /all/head HTTP/1.1\r\nHost: x\r\n\r\n", head_only=True)
+    rd.s.sendall(b"GET /all/after-head HTTP/1.1\r\nHost: x\r\n\r\n")
+    try:
+        r2 = rd.response()
+        ok = r.status == 502 and r2.status == 502 and r2.body.startswith(b"ringproxy: ")
+    except Exception as e:
+        ok, r2 = False, repr(e)
+    t.check(ok, "the proxy's own 502 to a HEAD has no body: the next response on the connection is intact",
+            getattr(r2, "status", r2))
+    rd.s.close()
     (r,), rd = raw(P, b"GET /all/down10 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
     conn = (r.h("Connection") or "").lower()
     closed = rd.closed(1)
