@@ -114,6 +114,16 @@ try:
             and rs[2].body == body_for("/p/x3"), "pipelined GET, POST with body, GET")
     rd.s.close()
 
+    # a request pipelined after one with Connection: close is not served
+    before = sum(c.stats()["requests"] for c in caches)
+    (r,), rd = raw(P, b"GET /p/last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                   b"GET /p/never HTTP/1.1\r\nHost: x\r\n\r\n")
+    closed = rd.closed()
+    after = sum(c.stats()["requests"] for c in caches)
+    t.check(r.status == 200 and closed and after - before == 1,
+            "a request pipelined after Connection: close is neither answered nor forwarded", [closed, after - before])
+    rd.s.close()
+
     # pipelined, then a half-close (printf ... | nc -N): every request answered
     s = proxy.sock()
     s.sendall(b"".join(b"GET /p/hc%d HTTP/1.1\r\nHost: x\r\n\r\n" % i for i in range(3)))
