@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """test_bodies.py -- bodies stream through with bounded memory: a 50 MB
 response to a fast and to a slow client, a 50 MB request body streamed from
-the client, chunked both ways, every byte checked (length and FNV-1a), the
-proxy's RSS growing by less than 20 MB throughout.
+the client, chunked both ways, every byte checked (pattern or FNV-1a), the
+proxy's RSS growing by less than 20 MB throughout. Timeouts measure
+silence, not duration: response_timeout and client_timeout far below the
+transfer times, yet a slow but steady reader gets everything and a reader
+that stops is cut off.
 usage: test_bodies.py RINGPROXY TESTCACHE"""
 
 import os
+import random
 import socket
 import sys
 import threading
@@ -200,7 +204,6 @@ try:
     s.close()
 
     # ---- chunked both ways -------------------------------------------------
-    import random
     rnd = random.Random(7)
     payload = bytes(rnd.getrandbits(8) for _ in range(300000))
     s = socket.create_connection(("127.0.0.1", P), timeout=60)
