@@ -8,12 +8,14 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 int conn_parse_addr(const char *text, struct sockaddr_storage *addr,
@@ -134,6 +136,15 @@ void conn_peer_ip(const struct sockaddr_storage *ss, char *out, size_t outlen)
 		snprintf(out, outlen, "unknown");
 }
 
+long conn_unacked(int fd)
+{
+	int n;
+
+	if (ioctl(fd, SIOCOUTQ, &n) < 0)
+		return -1;
+	return n;
+}
+
 int conn_flush(int fd, struct outq *q)
 {
 	while (q->idx < q->cnt) {
@@ -150,6 +161,7 @@ int conn_flush(int fd, struct outq *q)
 				return 0;
 			return -1;
 		}
+		q->sent += (uint64_t)n;
 		/* advance past what the kernel took */
 		while (n > 0 && q->idx < q->cnt) {
 			struct iovec *v = &q->iov[q->idx];

@@ -32,6 +32,10 @@ int conn_connect(const struct sockaddr *addr, socklen_t addrlen);
 /* Text form of a peer address, without the port. */
 void conn_peer_ip(const struct sockaddr_storage *ss, char *out, size_t outlen);
 
+/* Bytes written to a TCP socket that the peer has not acknowledged yet
+ * (SIOCOUTQ), or -1. */
+long conn_unacked(int fd);
+
 /* Write as much of q as the socket takes. Returns 1 when q is empty, 0 when
  * the socket would block (q advanced past what was written), -1 on error
  * (errno set). */

@@ -289,7 +289,8 @@ static int fwd_begin(struct client *c, int i, bool fresh, char *why, size_t whyl
 	f.client_ip.len = c->iplen;
 	f.proto.p = "http";
 	f.proto.len = 4;
-	f.via.p = "1.1 ringproxy";
+	/* Via names the protocol received (RFC 9110 7.6.3), not ours */
+	f.via.p = c->req.minor == 0 ? "1.0 ringproxy" : "1.1 ringproxy";
 	f.via.len = 13;
 	f.default_host.p = sb->host_hdr;
 	f.default_host.len = sb->host_hdr_len;
@@ -403,7 +404,7 @@ static int fwd_head(struct upstream *u, size_t head_len)
 	fr.backend_hdr.len = strlen(conf->backend_header);
 	fr.backend_name.p = sb->conf->name;
 	fr.backend_name.len = strlen(sb->conf->name);
-	fr.via.p = "1.1 ringproxy";
+	fr.via.p = u->resp.minor == 0 ? "1.0 ringproxy" : "1.1 ringproxy";
 	fr.via.len = 13;
 	fr.close = c->close_after;
 	fr.keep_alive_10 = c->req.minor == 0 && !c->close_after;
@@ -489,7 +490,9 @@ static void fwd_process(struct upstream *u)
 
 		if (u->state == UP_HEAD) {
 			const struct conf *conf = c->snap->conf;
-			struct http1_limits lim = { conf->max_head_size,
+			/* the head must fit the read buffer (see front_process) */
+			struct http1_limits lim = {
+				conf->max_head_size < u->in.cap - 1 ? conf->max_head_size : u->in.cap - 1,
 				conf->max_headers < u->hdrs_cap ? conf->max_headers : u->hdrs_cap };
 			ssize_t r = http1_parse_response(&u->resp, u->hdrs, u->in.data + u->in.pos,
 							 u->in.len - u->in.pos, &lim, c->req.method_id);

@@ -222,12 +222,18 @@ static void front_reply(struct client *c, int status, const char *why, bool forc
 	blen = snprintf(body, sizeof(body), "ringproxy: %s\n", why);
 	if (blen < 0 || (size_t)blen >= sizeof(body))
 		blen = (int)sizeof(body) - 1;
-	c->close_after = force_close || !c->req_done || !c->req.keep_alive || c->read_eof;
+	/* our replies carry no Connection: keep-alive, without which an
+	 * HTTP/1.0 client takes the connection as closing: so close it */
+	c->close_after = force_close || !c->req_done || !c->req.keep_alive || c->req.minor == 0;
 	n = http1_write_simple(c->msg, sizeof(c->msg), status, c->close_after, extra, body, (size_t)blen);
 	if (n < 0) {
 		front_close(c);
 		return;
 	}
+	/* the answer to a HEAD has the headers of the GET's and no body:
+	 * body bytes would be read as the next response */
+	if (c->req.method_id == HTTP1_M_HEAD)
+		n -= blen;
 	outq_reset(&c->out);
 	outq_add(&c->out, c->msg, (size_t)n);
 	c->resp_started = true;
@@ -395,8 +401,10 @@ void front_response_done(struct client *c)
 	snapshot_unref(c->snap);
 	c->snap = NULL;
 	/* the backend answered before the whole body arrived: the rest of
-	 * it cannot be told from a next request, so the connection ends */
-	if (c->close_after || !c->req_done || c->read_eof || w->stopping) {
+	 * it cannot be told from a next request, so the connection ends.
+	 * A client that half-closed still gets the answers to the requests
+	 * it pipelined before (front_process closes when none is left). */
+	if (c->close_after || !c->req_done || w->stopping) {
 		front_close(c);
 		return;
 	}
@@ -411,6 +419,8 @@ void front_response_done(struct client *c)
 	front_resume(c);
 	if (c->in.len > c->in.pos)
 		front_process(c);
+	else if (c->read_eof)
+		front_close(c);
 }
 
 static void front_process(struct client *c)
@@ -421,12 +431,18 @@ static void front_process(struct client *c)
 
 	if (c->state != CL_HEAD)
 		return;
-	lim.max_head = conf->max_head_size;
+	/* a head must fit the read buffer too: buffer_size may be set
+	 * below max_head_size, and a full buffer without the end of the
+	 * head would otherwise wait for room that never comes */
+	lim.max_head = conf->max_head_size < c->in.cap - 1 ? conf->max_head_size : c->in.cap - 1;
 	lim.max_headers = conf->max_headers < c->hdrs_cap ? conf->max_headers : c->hdrs_cap;
 	r = http1_parse_request(&c->req, c->hdrs, c->in.data + c->in.pos,
 				c->in.len - c->in.pos, &lim);
-	if (r == 0)
+	if (r == 0) {
+		if (c->read_eof)        /* the rest of a head never comes */
+			front_close(c);
 		return;
+	}
 	if (r < 0) {
 		c->req_done = false;    /* forces the close */
 		front_reply(c, (int)-r, c->req.error ? c->req.error : "bad request", true);
@@ -491,11 +507,9 @@ static void front_on_read(evutil_socket_t fd, short what, void *arg)
 	/* EOF or error */
 	c->read_eof = true;
 	event_del(&c->rev);
-	if (c->state == CL_FORWARD && c->req_done && n == 0) {
-		/* a half-close after a complete request: answer, then close */
-		c->close_after = true;
-		return;
-	}
+	if (c->state == CL_FORWARD && c->req_done && n == 0)
+		return; /* a half-close after a complete request: answer it and
+			   any pipelined after it, then close */
 	front_close(c);
 }
 
@@ -531,6 +545,23 @@ static void front_on_timeout(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	{
+		/* Output still on its way: the kernel's send buffer
+		 * (megabytes when autotuned) can hide a slow but steady
+		 * reader from us for longer than client_timeout, both while
+		 * we wait to write and after the last byte was handed over
+		 * (closing then would orphan the socket with the rest of the
+		 * response). Ask the kernel whether the client took anything
+		 * since the timer last fired; only a client that took nothing
+		 * for a whole period is timed out. */
+		long q = conn_unacked(c->fd);
+
+		if (q > 0 && (uint64_t)q <= c->out.sent && c->out.sent - (uint64_t)q != c->delivered) {
+			c->delivered = c->out.sent - (uint64_t)q;
+			event_add(&c->tev, c->w->tv_client);
+			return;
+		}
+	}
 	if (c->state == CL_HEAD && c->in.len > c->in.pos) {
 		c->req_done = false;
 		front_reply(c, 408, "request head not received in time", true);

@@ -41,6 +41,7 @@ struct rbuf {
 struct outq {
 	struct iovec iov[OUT_IOV_MAX];
 	int idx, cnt;
+	uint64_t sent;                  /* bytes written over the queue's life */
 };
 
 enum up_state {
@@ -109,6 +110,8 @@ struct client {
 	bool head_sent;                 /* request head fully written upstream */
 	bool req_done;                  /* request body fully relayed */
 	bool resp_started;              /* any response byte sent to the client */
+	uint64_t delivered;             /* bytes the client had acknowledged
+					   when its timer last fired */
 	struct client *next, *prev;     /* the worker's active list, or
 					   the free list (next only) */
 
@@ -145,6 +148,8 @@ struct worker {
 	int listen_fd;
 	struct event ev_accept;
 	bool accept_paused;
+	struct event ev_accept_resume;  /* after running out of fds */
+	int64_t accept_warned;          /* time of the last such warning */
 
 	/* mailbox from the main thread: an eventfd and what it carries */
 	int mbox_fd;

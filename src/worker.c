@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "conn.h"
@@ -30,6 +31,7 @@
 
 #define WORKER_FREE_MAX 1024    /* structs kept for reuse */
 #define WORKER_ACCEPT_BATCH 64  /* accepts per wake-up, for fairness */
+#define WORKER_ACCEPT_PAUSE_MS 100 /* after EMFILE and the like */
 
 /* The buffers a connection struct owns, kept across reuse. */
 struct worker_bufs {
@@ -109,6 +111,38 @@ static void worker_set_timeouts(struct worker *w)
 	}
 }
 
+static void worker_on_accept_resume(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+
+	(void)fd;
+	(void)what;
+	if (w->accept_paused && !w->stopping)
+		event_add(&w->ev_accept, NULL);
+	w->accept_paused = false;
+}
+
+/* accept failed for want of fds (or memory): the pending connection stays
+ * in the queue and the listener stays readable, so trying again at once
+ * would spin the thread and flood the log. Stop accepting for a moment;
+ * warn at most once a second. */
+static void worker_pause_accept(struct worker *w, int err)
+{
+	static const struct timeval tv = { 0, WORKER_ACCEPT_PAUSE_MS * 1000 };
+	int64_t now = (int64_t)time(NULL);
+
+	if (now != w->accept_warned) {
+		w->accept_warned = now;
+		log_warn("worker %d: accept: %s; raise the fd limit or lower max_connections",
+			 w->id, strerror(err));
+	}
+	if (!w->accept_paused) {
+		event_del(&w->ev_accept);
+		w->accept_paused = true;
+		evtimer_add(&w->ev_accept_resume, &tv);
+	}
+}
+
 static void worker_on_accept(evutil_socket_t lfd, short what, void *arg)
 {
 	struct worker *w = arg;
@@ -122,9 +156,10 @@ static void worker_on_accept(evutil_socket_t lfd, short what, void *arg)
 
 		fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE)
-				log_warn("worker %d: accept: %s; raise the fd limit or lower max_connections",
-					 w->id, strerror(errno));
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				worker_pause_accept(w, errno);
 			return;
 		}
 		if (atomic_fetch_add(&p->nconns, 1) >= atomic_load(&p->max_conns)) {
@@ -159,6 +194,7 @@ static void worker_drain(struct worker *w)
 
 	w->stopping = true;
 	event_del(&w->ev_accept);
+	event_del(&w->ev_accept_resume);
 	close(w->listen_fd);
 	w->listen_fd = -1;
 	for (c = w->clients; c; c = next) {
@@ -266,7 +302,8 @@ struct worker *worker_new(struct proxy *p, int id, int listen_fd,
 	    event_add(&w->ev_mbox, NULL) < 0)
 		goto fail;
 	if (event_assign(&w->ev_accept, w->base, listen_fd, EV_READ | EV_PERSIST, worker_on_accept, w) < 0 ||
-	    event_add(&w->ev_accept, NULL) < 0)
+	    event_add(&w->ev_accept, NULL) < 0 ||
+	    evtimer_assign(&w->ev_accept_resume, w->base, worker_on_accept_resume, w) < 0)
 		goto fail;
 	w->snap = snap;
 	worker_set_timeouts(w);
@@ -334,6 +371,7 @@ void worker_free(struct worker *w)
 		free(u);
 	}
 	event_del(&w->ev_accept);
+	event_del(&w->ev_accept_resume);
 	event_del(&w->ev_mbox);
 	if (w->listen_fd >= 0)
 		close(w->listen_fd);
