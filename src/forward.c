@@ -393,7 +393,10 @@ static int fwd_head(struct upstream *u, size_t head_len)
 		health_request_failed(sb->state, conf, sb->conf, "5xx responses");
 	else
 		health_request_ok(sb->state, sb->conf);
-	if (u->resp.framing == HTTP1_BODY_CLOSE)
+	/* a response before the whole request body arrived: the rest of the
+	 * body cannot be told from a next request, so the connection ends
+	 * after this response, and the client is told so */
+	if (u->resp.framing == HTTP1_BODY_CLOSE || !c->req_done)
 		c->close_after = true;
 	/* an HTTP/1.0 client cannot read chunked: decode, end with close */
 	u->dechunk = c->req.minor == 0 && u->resp.framing == HTTP1_BODY_CHUNKED;

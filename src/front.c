@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "balance.h"
@@ -142,6 +143,39 @@ void front_close(struct client *c)
 	worker_client_put(w, c);
 }
 
+/* How long a connection closed on a client that may still be sending is
+ * drained before the close. */
+#define FRONT_LINGER_MS 2000
+
+/* Close after the final reply is out. A client may still be sending (a
+ * request body we did not read, bytes after a bad request): closing with
+ * unread data makes the kernel answer with a reset, which can destroy the
+ * reply before the client has read it. So our side is shut, what arrives
+ * is read and dropped until the client closes or FRONT_LINGER_MS pass,
+ * then the connection closes (HTTP servers call this a lingering close). */
+static void front_end(struct client *c)
+{
+	static const struct timeval linger = { FRONT_LINGER_MS / 1000, (FRONT_LINGER_MS % 1000) * 1000 };
+
+	if (c->read_eof || (c->req_done && c->in.len == c->req_end && c->state != CL_CLOSING) ||
+	    shutdown(c->fd, SHUT_WR) < 0) {
+		front_close(c);
+		return;
+	}
+	if (c->up)
+		fwd_close(c->up);
+	snapshot_unref(c->snap);
+	c->snap = NULL;
+	c->state = CL_LINGER;
+	c->in.pos = c->in.len = 0;
+	event_del(&c->wev);
+	if (c->read_paused) {
+		event_add(&c->rev, NULL);
+		c->read_paused = false;
+	}
+	event_add(&c->tev, &linger);
+}
+
 int front_accept(struct worker *w, int fd, const struct sockaddr_storage *peer)
 {
 	struct client *c = worker_client_get(w);
@@ -237,15 +271,12 @@ static void front_reply(struct client *c, int status, const char *why, bool forc
 	outq_reset(&c->out);
 	outq_add(&c->out, c->msg, (size_t)n);
 	c->resp_started = true;
-	if (c->close_after) {
-		c->state = CL_CLOSING;
-		/* a request body still on the way is not read: the socket is
-		 * shut down for reading once the reply is out */
-	}
+	if (c->close_after)
+		c->state = CL_CLOSING;  /* then front_end() */
 	switch (front_flush(c)) {
 	case 1:
 		if (c->close_after)
-			front_close(c);
+			front_end(c);
 		else
 			front_response_done(c);
 		break;
@@ -405,7 +436,7 @@ void front_response_done(struct client *c)
 	 * A client that half-closed still gets the answers to the requests
 	 * it pipelined before (front_process closes when none is left). */
 	if (c->close_after || !c->req_done || w->stopping) {
-		front_close(c);
+		front_end(c);
 		return;
 	}
 	c->state = CL_HEAD;
@@ -480,6 +511,13 @@ static void front_on_read(evutil_socket_t fd, short what, void *arg)
 	ssize_t n;
 
 	(void)what;
+	if (c->state == CL_LINGER) {
+		/* drop what a closing client still sends */
+		n = read(fd, c->in.data, c->in.cap);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			front_close(c);
+		return;
+	}
 	room = front_room(c);
 	if (room == 0) {
 		/* a head that fills the buffer is over max_head_size and was
@@ -528,7 +566,7 @@ static void front_on_write(evutil_socket_t fd, short what, void *arg)
 	if (rc == 0)
 		return;
 	if (c->state == CL_CLOSING) {
-		front_close(c);
+		front_end(c);
 		return;
 	}
 	if (c->req_done || c->state != CL_FORWARD)

@@ -94,6 +94,8 @@ enum cl_state {
 	CL_HEAD,                /* waiting for (more of) a request head */
 	CL_FORWARD,             /* a request is being served */
 	CL_CLOSING,             /* flushing a final response, then close */
+	CL_LINGER,              /* reply sent, our side shut: draining what
+				   the client still sends, then close */
 };
 
 /* A client connection. */
