@@ -267,12 +267,18 @@ static ssize_t http1_target(struct http1_msg *m)
 				return http1_fail(m, 405, "authority-form is not supported");
 			return http1_fail(m, 400, "invalid request target");
 		}
-		/* absolute-form: the authority is ignored, routing uses the path */
+		/* absolute-form: routing uses the path; the authority replaces
+		 * Host when forwarding (RFC 9112 section 3.2.2) */
 		p = t + skip;
 		while (p < e && *p != '/' && *p != '?')
 			p++;
 		if (p == t + skip)
 			return http1_fail(m, 400, "absolute-form without authority");
+		m->authority.p = t + skip;
+		m->authority.len = (size_t)(p - (t + skip));
+		for (size_t i = 0; i < m->authority.len; i++)
+			if (!HTTP1_IS(m->authority.p[i], C_HOST) || m->authority.p[i] == '@')
+				return http1_fail(m, 400, "invalid authority in the request target");
 	}
 	q = memchr(p, '?', (size_t)(e - p));
 	if (q == NULL) {
@@ -594,6 +600,7 @@ static ssize_t http1_parse(struct http1_msg *m, struct http1_header *hdrs,
 			if (request) {
 				nhost++;
 				m->host = h->value;
+				h->flags = HTTP1_HDR_HOST;
 			}
 			break;
 		case K_EXPECT:
@@ -1063,14 +1070,18 @@ int http1_write_request(const struct http1_msg *m, const struct http1_fwd_req *f
 		http1_put_str(&o, m->query);
 	}
 	HTTP1_PUTS(&o, " HTTP/1.1\r\n");
-	if (m->host.p == NULL) {
+	if (m->authority.len != 0) {
+		HTTP1_PUTS(&o, "Host: ");
+		http1_put_str(&o, m->authority);
+		HTTP1_PUTS(&o, "\r\n");
+	} else if (m->host.p == NULL) {
 		HTTP1_PUTS(&o, "Host: ");
 		http1_put_str(&o, f->default_host);
 		HTTP1_PUTS(&o, "\r\n");
 	}
 	http1_flush(&o);
 	http1_copy_headers(&o, m, HTTP1_HDR_HOP | HTTP1_HDR_FRAMING | HTTP1_HDR_XFF
-			   | HTTP1_HDR_GENERATED);
+			   | HTTP1_HDR_GENERATED | (m->authority.len ? HTTP1_HDR_HOST : 0u));
 	http1_framing_line(&o, m);
 	http1_merge(&o, m, HTTP1_HDR_XFF, 0, xff, sizeof(xff) - 1, f->client_ip);
 	if (f->proto.len != 0) {

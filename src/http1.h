@@ -51,6 +51,7 @@ enum http1_framing {
 #define HTTP1_HDR_XFF      0x04u  /* X-Forwarded-For: merged by the writer */
 #define HTTP1_HDR_GENERATED 0x08u /* X-Forwarded-Proto, Via: replaced by
 				     the writer's own (Via is appended to) */
+#define HTTP1_HDR_HOST     0x10u  /* Host (requests) */
 
 struct http1_header {
 	struct http1_str name;
@@ -72,6 +73,9 @@ struct http1_msg {
 	struct http1_str method;
 	enum http1_method method_id;
 	struct http1_str target;    /* exactly as sent */
+	struct http1_str authority; /* absolute-form: host[:port] of the
+				       target (it replaces Host when the
+				       request is forwarded); len 0 otherwise */
 	struct http1_str path;      /* origin-form path ("/a/b"); for
 				       absolute-form the path part (host is
 				       ignored); "*" for asterisk-form */

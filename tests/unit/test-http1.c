@@ -757,7 +757,16 @@ static void test_write_request(void)
 		"\r\n";
 	static const char in10[] = "GET http://x/y HTTP/1.0\r\nContent-Length: 3\r\n\r\n";
 	static const char want10[] =
-		"GET /y HTTP/1.1\r\nHost: be\r\nContent-Length: 3\r\n"
+		"GET /y HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\nVia: 1.1 ringproxy\r\n\r\n";
+	static const char in10o[] = "GET /y HTTP/1.0\r\n\r\n";
+	static const char inuser[] = "GET http://u@h/ HTTP/1.1\r\nHost: h\r\n\r\n";
+	static const char want10o[] =
+		"GET /y HTTP/1.1\r\nHost: be\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\nVia: 1.1 ringproxy\r\n\r\n";
+	static const char inabs[] = "GET http://img.example:8080/y?q HTTP/1.1\r\nHost: other.example\r\nA: 1\r\n\r\n";
+	static const char wantabs[] =
+		"GET /y?q HTTP/1.1\r\nHost: img.example:8080\r\nA: 1\r\n"
 		"X-Forwarded-For: 10.0.0.9\r\nVia: 1.1 ringproxy\r\n\r\n";
 	struct http1_fwd_req f = {
 		{ "/pre", 4 }, { "10.0.0.9", 8 }, { "http", 4 }, { "1.1 ringproxy", 13 },
@@ -789,7 +798,22 @@ static void test_write_request(void)
 	f.prefix = (struct http1_str){ "", 0 };
 	n = http1_write_request(&m, &f, iov, 16, scratch, sizeof(scratch));
 	gather(iov, n, out);
-	tap_is_str(out, want10, "writer: HTTP/1.0 request gets Host and origin-form");
+	tap_is_str(out, want10, "writer: absolute-form: Host from the target, origin-form sent");
+	http1_msg_init(&m);
+	tap_ok(http1_parse_request(&m, h, in10o, sizeof(in10o) - 1, &lim_default) > 0,
+	       "writer: HTTP/1.0 without Host parses");
+	n = http1_write_request(&m, &f, iov, 16, scratch, sizeof(scratch));
+	gather(iov, n, out);
+	tap_is_str(out, want10o, "writer: HTTP/1.0 request without Host gets the backend's");
+	http1_msg_init(&m);
+	tap_ok(http1_parse_request(&m, h, inabs, sizeof(inabs) - 1, &lim_default) > 0,
+	       "writer: absolute-form with another Host parses");
+	n = http1_write_request(&m, &f, iov, 16, scratch, sizeof(scratch));
+	gather(iov, n, out);
+	tap_is_str(out, wantabs, "writer: absolute-form replaces the client's Host (RFC 9112 3.2.2)");
+	http1_msg_init(&m);
+	tap_is_int(http1_parse_request(&m, h, inuser, sizeof(inuser) - 1, &lim_default),
+		   -400, "absolute-form with userinfo is refused");
 }
 
 static void test_write_response(void)
