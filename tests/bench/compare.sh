@@ -21,6 +21,8 @@
 #                  and HAProxy, and a perf profile of ringproxy, same load
 #   PROF_SECS [5]  length of each profiling load
 #   KEEP [0]       1: keep the temp dir (configs, logs, raw results)
+#   QUIET_PCT [10], QUIET_WAIT [30]   before each run wait up to QUIET_WAIT s
+#                  for the machine to be under QUIET_PCT % busy (0: don't)
 #
 # What it does: installs what is missing (tests/deps.sh bench: haproxy,
 # nginx-light, wrk), builds ringproxy in BUILD_DIR (meson release) unless that
@@ -28,9 +30,9 @@
 # free 127.0.0.1 ports with configs generated into a temp dir, then for each
 # round and proxy: WARM s of unmeasured load, then SECS s of wrk with a Lua
 # script (random URL per request, precise p50/p99 from done()).  Per run it
-# records req/s, p50, p99, the proxy's CPU per request ((utime+stime) delta
-# from /proc/PID/stat over the run, all NGINX processes summed, divided by
-# the requests wrk completed) and RSS (VmRSS, summed for NGINX) after the
+# records req/s, p50, p99, the proxy's CPU per request (CPU time of all its
+# threads over the run, all NGINX processes summed, divided by the requests
+# wrk completed; split into user and system by utime:stime) and RSS (VmRSS, summed for NGINX) after the
 # run.  It prints every run, then the median per proxy, ringproxy's ratios to
 # HAProxy and the goals (CPU <= 0.9x, req/s >= 1.1x, p99 <= 1.0x HAProxy).
 # Every process it starts is stopped by PID on exit; every load is bounded
@@ -56,8 +58,15 @@
 #   machine-independent figure; req/s and p99 are only comparable within one
 #   run.  Idle proxies stay up during the others' runs (they cost nothing
 #   measurable while idle).
-# - CPU comes from clock ticks (usually 10 ms); a 10 s run at 20k req/s
-#   makes that under 0.5% error.
+# - CPU per request is exact: the sum of /proc/PID/task/*/schedstat (ns on
+#   CPU) over the run.  Its split into user and system time uses the ratio of
+#   utime to stime from /proc/PID/stat, which come in clock ticks (10 ms).
+# - On a shared machine other people's work (compilers, test suites) steals
+#   CPU at random moments and moves req/s and p99 by 30% or more.  Before
+#   each run the script waits for a quiet second (QUIET_PCT), and every run
+#   reports "other CPU %": machine-wide user+system time minus that of the
+#   proxy, the caches and wrk, as a share of all CPUs.  Distrust runs where
+#   it is more than a few percent; use more ROUNDS when the box is shared.
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
@@ -73,6 +82,8 @@ PROXIES=${PROXIES:-ringproxy haproxy nginx}
 PROFILE=${PROFILE:-0}
 PROF_SECS=${PROF_SECS:-5}
 KEEP=${KEEP:-0}
+QUIET_PCT=${QUIET_PCT:-10}
+QUIET_WAIT=${QUIET_WAIT:-30}
 NCACHES=4
 
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -254,6 +265,12 @@ cpu_ticks() {
 	done
 	echo "$u $s"
 }
+# Nanoseconds on CPU (all threads), summed over the processes given: exact,
+# where utime/stime come in clock ticks.
+cpu_ns() {
+	cat $(for p in "$@"; do echo /proc/"$p"/task/*/schedstat; done) 2>/dev/null |
+	    awk '{ t += $1 } END { printf "%.0f\n", t }'
+}
 rss_kib() {
 	local t=0 p v
 	for p in "$@"; do
@@ -263,6 +280,31 @@ rss_kib() {
 	echo "$t"
 }
 HZ=$(getconf CLK_TCK)
+cache_pids=("${pids[@]:0:$NCACHES}")
+# "busy total" clock ticks of the whole machine from /proc/stat (busy = user
+# + nice + system; total includes idle, iowait, irq, softirq, steal).
+sys_ticks() {
+	awk '/^cpu / { print $2 + $3 + $4, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat
+}
+# CPU ticks of this shell's reaped children (wrk among them).
+child_ticks() {
+	local f line
+	line=$(cat /proc/$$/stat)
+	read -r -a f <<<"${line##*) }"
+	echo $((f[13] + f[14]))
+}
+# Wait (at most QUIET_WAIT s) until the machine is busy less than QUIET_PCT %
+# over one second while our processes are idle: other people's builds on a
+# shared box are the biggest source of noise.
+quiet() {
+	local i b0 t0 b1 t1
+	[ "$QUIET_WAIT" -gt 0 ] || return 0
+	for i in $(seq "$QUIET_WAIT"); do
+		read -r b0 t0 <<<"$(sys_ticks)"; sleep 1; read -r b1 t1 <<<"$(sys_ticks)"
+		[ $(((b1 - b0) * 100)) -lt $((QUIET_PCT * (t1 - t0))) ] && return 0
+	done
+	log "machine still busy after ${QUIET_WAIT}s; measuring anyway"
+}
 
 # --- load ----------------------------------------------------------------
 cat >"$tmp/thumbs.lua" <<'EOF'
@@ -311,22 +353,33 @@ for r in $(seq "$ROUNDS"); do
 	for k in $(seq 0 $((${#order[@]} - 1))); do
 		p=${order[$(((k + r - 1) % ${#order[@]}))]}
 		port=${pport[$p]}
+		quiet
 		[ "$WARM" -gt 0 ] && run_wrk "$port" "$WARM" >/dev/null
 		read -r -a pp <<<"$(proxy_pids "$p")"
 		read -r u0 s0 <<<"$(cpu_ticks "${pp[@]}")"
+		ns0=$(cpu_ns "${pp[@]}")
+		read -r c0 c0s <<<"$(cpu_ticks "${cache_pids[@]}")"
+		w0=$(child_ticks); read -r b0 t0 <<<"$(sys_ticks)"
 		res=$(run_wrk "$port" "$SECS")
+		read -r b1 t1 <<<"$(sys_ticks)"; w1=$(child_ticks)
+		read -r c1 c1s <<<"$(cpu_ticks "${cache_pids[@]}")"
 		read -r u1 s1 <<<"$(cpu_ticks "${pp[@]}")"
+		ns1=$(cpu_ns "${pp[@]}")
+		ours=$((u1 - u0 + s1 - s0 + c1 + c1s - c0 - c0s + w1 - w0))
+		other=$(((b1 - b0 - ours) * 100 / (t1 - t0 > 0 ? t1 - t0 : 1)))
+		[ "$other" -lt 0 ] && other=0
 		rss=$(rss_kib "${pp[@]}")
 		n=$(kv requests "$res"); d=$(kv duration_us "$res")
 		awk -v p="$p" -v r="$r" -v n="$n" -v d="$d" \
 		    -v p50="$(kv p50_us "$res")" -v p99="$(kv p99_us "$res")" \
 		    -v e="$(kv errors "$res")" -v u="$((u1 - u0))" -v s="$((s1 - s0))" \
-		    -v hz="$HZ" -v rss="$rss" 'BEGIN {
-			us = 1e6 / hz / (n > 0 ? n : 1)
-			printf "%s\t%d\t%.0f\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.1f\t%d\n",
-			    p, r, n / (d / 1e6), p50, p99, (u + s) * us, u * us, s * us,
-			    rss / 1024, e }' >>"$runs"
-		tail -n1 "$runs" | awk -F'\t' '{ printf "# round %d %-9s %7d req/s  p50 %5d us  p99 %6d us  %6.2f us/req CPU  %5.1f MiB  %d errors\n", $2, $1, $3, $4, $5, $6, $9, $10 }' >&2
+		    -v hz="$HZ" -v rss="$rss" -v o="$other" -v ns="$((ns1 - ns0))" 'BEGIN {
+			cpu = ns / 1000 / (n > 0 ? n : 1)
+			us = (u + s > 0 ? cpu / (u + s) : 0)
+			printf "%s\t%d\t%.0f\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.1f\t%d\t%d\n",
+			    p, r, n / (d / 1e6), p50, p99, cpu, u * us, s * us,
+			    rss / 1024, e, o }' >>"$runs"
+		tail -n1 "$runs" | awk -F'\t' '{ printf "# round %d %-9s %7d req/s  p50 %5d us  p99 %6d us  %6.2f us/req CPU  %5.1f MiB  %d errors  other %d%%\n", $2, $1, $3, $4, $5, $6, $9, $10, $11 }' >&2
 	done
 done
 
@@ -370,8 +423,8 @@ fi
 echo
 echo "<details><summary>every run</summary>"
 echo
-echo "| proxy | round | req/s | p50 µs | p99 µs | CPU µs/req | user | sys | RSS MiB | errors |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| proxy | round | req/s | p50 µs | p99 µs | CPU µs/req | user | sys | RSS MiB | errors | other CPU % |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 awk -F'\t' '{ printf "| %s |", $1; for (i = 2; i <= NF; i++) printf " %s |", $i; print "" }' "$runs"
 echo
 echo "</details>"
