@@ -398,16 +398,17 @@ echo "$ROUNDS rounds x ${SECS} s, order rotated per round; wrk -t$WRK_THREADS -c
      "$URLS URLs, ${SIZE} B bodies; $WORKERS workers/threads each;" \
      "4 testcaches (--threads $TC_THREADS); $(nproc) CPUs shared by all. Medians over rounds."
 echo
-echo "| proxy | req/s | p50 ms | p99 ms | CPU µs/req | user µs/req | sys µs/req | RSS MiB | errors |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| proxy | req/s | p50 ms | p99 ms | CPU µs/req | user µs/req | sys µs/req | RSS MiB | errors | other CPU % (max) |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 declare -A med
 for p in $PROXIES; do
 	for c in 3 4 5 6 7 8 9 10; do med[$p.$c]=$(median "$p" $c); done
+	omax=$(awk -F'\t' -v p="$p" '$1 == p && $11 > m { m = $11 } END { print m + 0 }' "$runs")
 	awk -v p="$p" -v a="${med[$p.3]}" -v b="${med[$p.4]}" -v c="${med[$p.5]}" \
 	    -v d="${med[$p.6]}" -v e="${med[$p.7]}" -v f="${med[$p.8]}" \
-	    -v g="${med[$p.9]}" -v h="${med[$p.10]}" 'BEGIN {
-		printf "| %s | %.0f | %.3f | %.3f | %.2f | %.2f | %.2f | %.1f | %d |\n",
-		    p, a, b / 1000, c / 1000, d, e, f, g, h }'
+	    -v g="${med[$p.9]}" -v h="${med[$p.10]}" -v o="$omax" 'BEGIN {
+		printf "| %s | %.0f | %.3f | %.3f | %.2f | %.2f | %.2f | %.1f | %d | %d |\n",
+		    p, a, b / 1000, c / 1000, d, e, f, g, h, o }'
 done
 if [[ " $PROXIES " == *" ringproxy "* && " $PROXIES " == *" haproxy "* ]]; then
 	echo
