@@ -453,6 +453,7 @@ profile_strace() {
 	command -v strace >/dev/null || { log "no strace"; return 0; }
 	read -r -a pp <<<"$(proxy_pids "$p")"
 	local args=()
+	quiet
 	for x in "${pp[@]}"; do args+=(-p "$x"); done
 	timeout -s INT $((PROF_SECS + 3)) strace -c -f -o "$tmp/strace-$p.txt" "${args[@]}" 2>/dev/null &
 	local st=$!
@@ -475,6 +476,7 @@ for p in ringproxy haproxy; do
 	[[ " $PROXIES " == *" $p "* ]] && profile_strace "$p"
 done
 if [[ " $PROXIES " == *" ringproxy "* ]] && command -v perf >/dev/null; then
+	quiet
 	timeout -s INT $((PROF_SECS + 3)) perf record -q -e cpu-clock -F 1999 -g \
 	    -o "$tmp/perf.data" -p "${ppid[ringproxy]}" >/dev/null 2>&1 &
 	st=$!
@@ -483,9 +485,12 @@ if [[ " $PROXIES " == *" ringproxy "* ]] && command -v perf >/dev/null; then
 	run_wrk "$RP_PORT" "$PROF_SECS" >/dev/null
 	wait "$st" 2>/dev/null || true
 	echo
-	echo "#### ringproxy: perf (cpu-clock), self time by symbol"
+	echo "#### ringproxy: perf (cpu-clock), self time by object, then by symbol"
 	echo
 	echo '```'
+	perf report -i "$tmp/perf.data" --no-children --sort dso --stdio -g none 2>/dev/null |
+	    grep -v '^#' | grep -v '^$' | head -8
+	echo
 	perf report -i "$tmp/perf.data" --no-children --sort dso,sym --stdio -g none 2>/dev/null |
 	    grep -v '^#' | grep -v '^$' | head -40
 	echo '```'
