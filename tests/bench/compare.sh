@@ -35,8 +35,8 @@
 # script (random URL per request, precise p50/p99 from done()).  Per run it
 # records req/s, p50, p99, the proxy's CPU per request (CPU time of all its
 # threads over the run, all NGINX processes summed, divided by the requests
-# wrk completed; split into user and system by utime:stime) and RSS (VmRSS, summed for NGINX) after the
-# run.  It prints every run, then the median per proxy, ringproxy's ratios to
+# wrk completed; split into user and system by utime:stime) and its RSS
+# (VmRSS, summed for NGINX) after the run.  It prints every run, then the median per proxy, ringproxy's ratios to
 # HAProxy and the goals (CPU <= 0.9x, req/s >= 1.1x, p99 <= 1.0x HAProxy).
 # Every process it starts is stopped by PID on exit; every load is bounded
 # by `timeout`.
@@ -45,8 +45,9 @@
 # - All three proxies forward to the same 4 testcaches (each with
 #   TC_THREADS threads) with persistent backend keep-alive, hash on the
 #   request URI with a consistent ring and a bounded-load factor of 1.5
-#   (HAProxy hash-balance-factor 150 = ringproxy balance_factor 1.5; NGINX
-#   has no bounded load), and serve the same wrk load.  NGINX's
+#   (HAProxy hash-balance-factor 150 = ringproxy balance_factor 1.5, not
+#   its default 1.25; NGINX has no bounded load), and serve the same wrk
+#   load.  NGINX's
 #   keepalive_requests (client and upstream) is raised so it does not close
 #   connections every 1000 requests, which HAProxy and ringproxy never do.
 # - Each product keeps its defaults otherwise: ringproxy adds
