@@ -449,6 +449,7 @@ echo "</details>"
 # syscalls per request = total / requests wrk completed in that window (strace
 # slows the proxy, so this counts calls, not time).
 [ "$PROFILE" = 1 ] || exit 0
+set +o pipefail   # `perf report | head` ends perf with SIGPIPE; that is fine
 profile_strace() {
 	local p=$1 res n
 	command -v strace >/dev/null || { log "no strace"; return 0; }
