@@ -1,0 +1,499 @@
+#!/bin/bash
+# tests/bench/compare.sh -- ringproxy against HAProxy and NGINX, side by side,
+# on the same four test caches, with the same load, alternately in one run.
+#
+# Usage (from the source tree):
+#   bash tests/bench/compare.sh [BUILD_DIR]          # default: build-rel
+#   ROUNDS=3 SECS=10 bash tests/bench/compare.sh
+#   PROFILE=1 ROUNDS=1 SECS=5 bash tests/bench/compare.sh   # + strace, perf
+#
+# Environment (defaults in brackets):
+#   ROUNDS [3]     rounds; each round runs every proxy once, in a rotated order
+#   SECS [10]      measured seconds per run (wrk -d)
+#   WARM [1]       unmeasured wrk seconds right before each run (fills pools)
+#   WORKERS [2]    ringproxy workers = HAProxy nbthread = NGINX worker_processes
+#   WRK_THREADS [2], CONNS [64]   wrk -t and -c
+#   URLS [100000]  distinct URLs /thumbs/<n>/<n>_200x200.jpg, drawn uniformly
+#   SIZE [4096]    response body bytes (testcache --size)
+#   TC_THREADS [1] threads per testcache (there are 4 testcaches)
+#   PROXIES ["ringproxy haproxy nginx"]
+#   PROFILE [0]    1: afterwards, strace -c (syscalls per request) of ringproxy
+#                  and HAProxy, and a perf profile of ringproxy, same load
+#   PROF_SECS [5]  length of each profiling load
+#   KEEP [0]       1: keep the temp dir (configs, logs, raw results)
+#   QUIET_PCT [10], QUIET_WAIT [30]   before each run wait up to QUIET_WAIT s
+#                  for the machine to be under QUIET_PCT % busy (0: don't)
+#   MAX_OTHER [5], RETRIES [2]   a run during which other processes took
+#                  more than MAX_OTHER % of the CPUs is repeated, at most
+#                  RETRIES times; the last attempt counts
+#
+# What it does: installs what is missing (tests/deps.sh bench: haproxy,
+# nginx-light, wrk), builds ringproxy in BUILD_DIR (meson release) unless that
+# already has src/ringproxy, starts 4 testcaches and the three proxies on
+# free 127.0.0.1 ports with configs generated into a temp dir, then for each
+# round and proxy: WARM s of unmeasured load, then SECS s of wrk with a Lua
+# script (random URL per request, precise p50/p99 from done()).  Per run it
+# records req/s, p50, p99, the proxy's CPU per request (CPU time of all its
+# threads over the run, all NGINX processes summed, divided by the requests
+# wrk completed; split into user and system by utime:stime) and its RSS
+# (VmRSS, summed for NGINX) after the run.  It prints every run, then the median per proxy, ringproxy's ratios to
+# HAProxy and the goals (CPU <= 0.9x, req/s >= 1.1x, p99 <= 1.0x HAProxy).
+# Every process it starts is stopped by PID on exit; every load is bounded
+# by `timeout`.
+#
+# Fairness and caveats:
+# - All three proxies forward to the same 4 testcaches (each with
+#   TC_THREADS threads) with persistent backend keep-alive, hash on the
+#   request URI with a consistent ring and a bounded-load factor of 1.5
+#   (HAProxy hash-balance-factor 150 = ringproxy balance_factor 1.5, not
+#   its default 1.25; NGINX has no bounded load), and serve the same wrk
+#   load.  NGINX's
+#   keepalive_requests (client and upstream) is raised so it does not close
+#   connections every 1000 requests, which HAProxy and ringproxy never do.
+# - Each product keeps its defaults otherwise: ringproxy adds
+#   X-Forwarded-For and its X-Ringproxy-Backend response header; HAProxy and
+#   NGINX add neither.  No access logs anywhere.
+# - The order rotates every round (R H N, H N R, N R H, ...) so drift in the
+#   machine (thermal, noisy neighbours) does not always favour one proxy.
+# - On a small machine (2 cores here) wrk, the 4 testcaches and the proxy
+#   share the CPUs, so req/s and latency measure the whole system, not the
+#   proxy alone: a proxy that burns less CPU leaves more to wrk and the
+#   caches and so also shows more req/s.  CPU us/req is the most
+#   machine-independent figure; req/s and p99 are only comparable within one
+#   run.  Idle proxies stay up during the others' runs (they cost nothing
+#   measurable while idle).
+# - CPU per request is exact: the sum of /proc/PID/task/*/schedstat (ns on
+#   CPU) over the run.  Its split into user and system time uses the ratio of
+#   utime to stime from /proc/PID/stat, which come in clock ticks (10 ms).
+# - On a shared machine other people's work (compilers, test suites) steals
+#   CPU at random moments and moves req/s and p99 by 30% or more.  Before
+#   each run the script waits for a quiet second (QUIET_PCT), and every run
+#   reports "other CPU %": machine-wide user+system time minus that of the
+#   proxy, the caches and wrk, as a share of all CPUs.  Distrust runs where
+#   it is more than a few percent (MAX_OTHER repeats such runs); use more
+#   ROUNDS when the box is shared.  CPU us/req moves least with such noise.
+set -euo pipefail
+
+ROUNDS=${ROUNDS:-3}
+SECS=${SECS:-10}
+WARM=${WARM:-1}
+WORKERS=${WORKERS:-2}
+WRK_THREADS=${WRK_THREADS:-2}
+CONNS=${CONNS:-64}
+URLS=${URLS:-100000}
+SIZE=${SIZE:-4096}
+TC_THREADS=${TC_THREADS:-1}
+PROXIES=${PROXIES:-ringproxy haproxy nginx}
+PROFILE=${PROFILE:-0}
+PROF_SECS=${PROF_SECS:-5}
+KEEP=${KEEP:-0}
+QUIET_PCT=${QUIET_PCT:-10}
+QUIET_WAIT=${QUIET_WAIT:-30}
+MAX_OTHER=${MAX_OTHER:-5}
+RETRIES=${RETRIES:-2}
+NCACHES=4
+
+src=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$src/build-rel}
+
+die() { echo "compare.sh: $*" >&2; exit 1; }
+log() { echo "# $*" >&2; }
+
+# --- dependencies and build ------------------------------------------------
+if ! command -v haproxy >/dev/null || ! command -v wrk >/dev/null ||
+   ! { command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; }; then
+	bash "$src/tests/deps.sh" bench
+fi
+export PATH=$PATH:/usr/sbin:/sbin
+if [ ! -x "$build/src/ringproxy" ]; then
+	[ -d "$build" ] || meson setup "$build" "$src" -Dbuildtype=release >&2
+	ninja -C "$build" >&2
+fi
+RP=$build/src/ringproxy
+TC=$build/tests/testcache/testcache
+[ -x "$TC" ] || ninja -C "$build" >&2
+
+# --- process bookkeeping ---------------------------------------------------
+tmp=$(mktemp -d /tmp/ringproxy-compare.XXXXXX)
+chmod 755 "$tmp"   # NGINX workers may run as another user
+pids=()
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do
+		for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$p" 2>/dev/null || true
+	done
+	wait 2>/dev/null || true
+	if [ "$KEEP" = 1 ]; then log "kept $tmp"; else rm -rf "$tmp"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Free ports from the kernel (bind to port 0), printed space-separated.
+free_ports() {
+	python3 -c 'import socket,sys
+ss=[socket.socket() for _ in range(int(sys.argv[1]))]
+for s in ss: s.bind(("127.0.0.1",0))
+print(*[s.getsockname()[1] for s in ss])' "$1"
+}
+
+# Wait until http://127.0.0.1:$1$2 answers (any status), at most 10 s.
+wait_http() {
+	local i
+	for i in $(seq 100); do
+		curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$1$2" && return 0
+		sleep 0.1
+	done
+	die "nothing answers on 127.0.0.1:$1 (logs in $tmp)"
+}
+
+# --- backends ----------------------------------------------------------------
+cache_ports=()
+for i in $(seq $NCACHES); do
+	"$TC" --listen 127.0.0.1:0 --port-file "$tmp/cache-$i.port" \
+	    --name "cache-$i" --size "$SIZE" --threads "$TC_THREADS" \
+	    >"$tmp/cache-$i.log" 2>&1 &
+	pids+=($!)
+done
+for i in $(seq $NCACHES); do
+	for _ in $(seq 100); do [ -s "$tmp/cache-$i.port" ] && break; sleep 0.1; done
+	port=$(cat "$tmp/cache-$i.port" 2>/dev/null) || die "cache-$i did not start"
+	cache_ports+=("$port")
+	wait_http "$port" /__stats
+done
+
+# --- proxies -------------------------------------------------------------
+read -r RP_PORT HA_PORT NG_PORT <<<"$(free_ports 3)"
+
+{
+	printf '[proxy]\nlisten = 127.0.0.1:%s\nworkers = %s\nlog_level = warn\n' \
+	    "$RP_PORT" "$WORKERS"
+	printf '[ring]\nvnodes = 160\nbalance_factor = 1.5\n'
+	for i in $(seq $NCACHES); do
+		printf '[backend cache-%s]\nurl = http://127.0.0.1:%s\n' \
+		    "$i" "${cache_ports[$((i - 1))]}"
+	done
+} >"$tmp/ringproxy.ini"
+
+{
+	cat <<EOF
+global
+	nbthread $WORKERS
+	maxconn 4096
+defaults
+	mode http
+	timeout connect 1s
+	timeout client 30s
+	timeout server 10s
+	http-reuse always
+frontend fe
+	bind 127.0.0.1:$HA_PORT
+	default_backend caches
+backend caches
+	balance uri
+	hash-type consistent
+	hash-balance-factor 150
+EOF
+	for i in $(seq $NCACHES); do
+		printf '\tserver cache-%s 127.0.0.1:%s\n' "$i" "${cache_ports[$((i - 1))]}"
+	done
+} >"$tmp/haproxy.cfg"
+
+mkdir -p "$tmp/nginx"
+{
+	[ "$(id -u)" -eq 0 ] && echo "user root;"
+	cat <<EOF
+worker_processes $WORKERS;
+daemon off;
+pid $tmp/nginx/nginx.pid;
+error_log $tmp/nginx/error.log warn;
+events { worker_connections 10240; }
+http {
+	access_log off;
+	client_body_temp_path $tmp/nginx/body;
+	proxy_temp_path $tmp/nginx/proxy;
+	keepalive_requests 1000000;
+	upstream caches {
+		hash \$request_uri consistent;
+EOF
+	for i in $(seq $NCACHES); do
+		printf '\t\tserver 127.0.0.1:%s;\n' "${cache_ports[$((i - 1))]}"
+	done
+	cat <<EOF
+		keepalive $CONNS;
+		keepalive_requests 1000000;
+	}
+	server {
+		listen 127.0.0.1:$NG_PORT;
+		location / {
+			proxy_pass http://caches;
+			proxy_http_version 1.1;
+			proxy_set_header Connection "";
+		}
+	}
+}
+EOF
+} >"$tmp/nginx.conf"
+
+declare -A ppid pport
+start_proxy() {
+	case $1 in
+	ringproxy)
+		"$RP" -c "$tmp/ringproxy.ini" >"$tmp/ringproxy.log" 2>&1 &
+		pport[$1]=$RP_PORT ;;
+	haproxy)
+		haproxy -db -f "$tmp/haproxy.cfg" >"$tmp/haproxy.log" 2>&1 &
+		pport[$1]=$HA_PORT ;;
+	nginx)
+		nginx -p "$tmp/nginx" -e "$tmp/nginx/error.log" \
+		    -c "$tmp/nginx.conf" >"$tmp/nginx.log" 2>&1 &
+		pport[$1]=$NG_PORT ;;
+	*) die "unknown proxy $1" ;;
+	esac
+	ppid[$1]=$!
+	pids+=($!)
+	wait_http "${pport[$1]}" /
+}
+for p in $PROXIES; do start_proxy "$p"; done
+
+# The processes of a proxy: its PID and (NGINX) its worker processes.
+proxy_pids() {
+	local p=${ppid[$1]}
+	echo "$p" $(cat /proc/"$p"/task/*/children 2>/dev/null)
+}
+# "utime stime" in clock ticks, summed over the processes given.
+cpu_ticks() {
+	local u=0 s=0 p line f
+	for p in "$@"; do
+		line=$(cat /proc/"$p"/stat 2>/dev/null) || continue
+		read -r -a f <<<"${line##*) }"   # f[0] is field 3 (state)
+		u=$((u + f[11])); s=$((s + f[12]))
+	done
+	echo "$u $s"
+}
+# Nanoseconds on CPU (all threads), summed over the processes given: exact,
+# where utime/stime come in clock ticks.
+cpu_ns() {
+	cat $(for p in "$@"; do echo /proc/"$p"/task/*/schedstat; done) 2>/dev/null |
+	    awk '{ t += $1 } END { printf "%.0f\n", t }'
+}
+rss_kib() {
+	local t=0 p v
+	for p in "$@"; do
+		v=$(awk '/^VmRSS:/ {print $2}' /proc/"$p"/status 2>/dev/null) || continue
+		t=$((t + ${v:-0}))
+	done
+	echo "$t"
+}
+HZ=$(getconf CLK_TCK)
+cache_pids=("${pids[@]:0:$NCACHES}")
+# "busy total" clock ticks of the whole machine from /proc/stat (busy = user
+# + nice + system; total includes idle, iowait, irq, softirq, steal).
+sys_ticks() {
+	awk '/^cpu / { print $2 + $3 + $4, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat
+}
+# CPU ticks of this shell's reaped children (wrk among them).
+child_ticks() {
+	local f line
+	line=$(cat /proc/$$/stat)
+	read -r -a f <<<"${line##*) }"
+	echo $((f[13] + f[14]))
+}
+# Wait (at most QUIET_WAIT s) until the machine is busy less than QUIET_PCT %
+# over one second while our processes are idle: other people's builds on a
+# shared box are the biggest source of noise.
+quiet() {
+	local i b0 t0 b1 t1
+	[ "$QUIET_WAIT" -gt 0 ] || return 0
+	for i in $(seq "$QUIET_WAIT"); do
+		read -r b0 t0 <<<"$(sys_ticks)"; sleep 1; read -r b1 t1 <<<"$(sys_ticks)"
+		[ $(((b1 - b0) * 100)) -lt $((QUIET_PCT * (t1 - t0))) ] && return 0
+	done
+	log "machine still busy after ${QUIET_WAIT}s; measuring anyway"
+}
+
+# --- load ----------------------------------------------------------------
+cat >"$tmp/thumbs.lua" <<'EOF'
+-- Random thumbnail URLs out of N distinct ones; requests are formatted once
+-- per thread in init() so that wrk spends its CPU on the socket, not in Lua.
+local nthreads = 0
+function setup(thread)
+	nthreads = nthreads + 1
+	thread:set("tid", nthreads)
+end
+local reqs, n = {}, 0
+function init(args)
+	n = tonumber(args[1]) or 100000
+	math.randomseed(7919 * (tid or 1) + os.time())
+	for i = 1, n do
+		reqs[i] = wrk.format("GET", "/thumbs/" .. i .. "/" .. i .. "_200x200.jpg")
+	end
+end
+function request()
+	return reqs[math.random(n)]
+end
+function done(summary, latency, requests)
+	local e = summary.errors
+	io.write(string.format(
+		"RESULT requests=%d duration_us=%d p50_us=%d p99_us=%d errors=%d\n",
+		summary.requests, summary.duration,
+		latency:percentile(50), latency:percentile(99),
+		e.connect + e.read + e.write + e.status + e.timeout))
+end
+EOF
+
+# run_wrk PORT SECONDS -> prints the RESULT line
+run_wrk() {
+	timeout -k 5 $(($2 + 20)) wrk -t"$WRK_THREADS" -c"$CONNS" -d"$2"s \
+	    -s "$tmp/thumbs.lua" "http://127.0.0.1:$1/" -- "$URLS" |
+	    grep '^RESULT' || die "wrk failed on port $1"
+}
+kv() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<" $2"; }
+
+runs=$tmp/runs.tsv
+: >"$runs"
+log "caches: ${cache_ports[*]}; ringproxy :$RP_PORT haproxy :$HA_PORT nginx :$NG_PORT"
+log "$ROUNDS rounds x ${SECS}s, wrk -t$WRK_THREADS -c$CONNS, $URLS URLs, ${SIZE} B bodies, $WORKERS workers, testcache --threads $TC_THREADS"
+read -r -a order <<<"$PROXIES"
+for r in $(seq "$ROUNDS"); do
+	for k in $(seq 0 $((${#order[@]} - 1))); do
+		p=${order[$(((k + r - 1) % ${#order[@]}))]}
+		port=${pport[$p]}
+		for attempt in $(seq 0 "$RETRIES"); do
+			quiet
+			[ "$WARM" -gt 0 ] && run_wrk "$port" "$WARM" >/dev/null
+			read -r -a pp <<<"$(proxy_pids "$p")"
+			read -r u0 s0 <<<"$(cpu_ticks "${pp[@]}")"
+			ns0=$(cpu_ns "${pp[@]}")
+			read -r c0 c0s <<<"$(cpu_ticks "${cache_pids[@]}")"
+			w0=$(child_ticks); read -r b0 t0 <<<"$(sys_ticks)"
+			res=$(run_wrk "$port" "$SECS")
+			read -r b1 t1 <<<"$(sys_ticks)"; w1=$(child_ticks)
+			read -r c1 c1s <<<"$(cpu_ticks "${cache_pids[@]}")"
+			read -r u1 s1 <<<"$(cpu_ticks "${pp[@]}")"
+			ns1=$(cpu_ns "${pp[@]}")
+			ours=$((u1 - u0 + s1 - s0 + c1 + c1s - c0 - c0s + w1 - w0))
+			other=$(((b1 - b0 - ours) * 100 / (t1 - t0 > 0 ? t1 - t0 : 1)))
+			[ "$other" -lt 0 ] && other=0
+			rss=$(rss_kib "${pp[@]}")
+			n=$(kv requests "$res"); d=$(kv duration_us "$res")
+			awk -v p="$p" -v r="$r" -v n="$n" -v d="$d" \
+			    -v p50="$(kv p50_us "$res")" -v p99="$(kv p99_us "$res")" \
+			    -v e="$(kv errors "$res")" -v u="$((u1 - u0))" -v s="$((s1 - s0))" \
+			    -v hz="$HZ" -v rss="$rss" -v o="$other" -v ns="$((ns1 - ns0))" 'BEGIN {
+				cpu = ns / 1000 / (n > 0 ? n : 1)
+				us = (u + s > 0 ? cpu / (u + s) : 0)
+				printf "%s\t%d\t%.0f\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.1f\t%d\t%d\n",
+				    p, r, n / (d / 1e6), p50, p99, cpu, u * us, s * us,
+				    rss / 1024, e, o }' >"$tmp/run.tsv"
+			awk -F'\t' '{ printf "# round %d %-9s %7d req/s  p50 %5d us  p99 %6d us  %6.2f us/req CPU  %5.1f MiB  %d errors  other %d%%\n", $2, $1, $3, $4, $5, $6, $9, $10, $11 }' "$tmp/run.tsv" >&2
+			[ "$other" -le "$MAX_OTHER" ] && break
+			if [ "$attempt" -lt "$RETRIES" ]; then
+				log "other work took ${other}% of the CPUs (> MAX_OTHER=$MAX_OTHER): run again"
+			fi
+		done
+		cat "$tmp/run.tsv" >>"$runs"
+	done
+done
+
+# --- report --------------------------------------------------------------
+# median PROXY COLUMN (1-based in runs.tsv)
+median() {
+	awk -F'\t' -v p="$1" -v c="$2" '$1 == p { print $c }' "$runs" | sort -g |
+	    awk '{ v[NR] = $1 } END { if (NR == 0) print "nan";
+		else if (NR % 2) print v[(NR + 1) / 2];
+		else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+echo
+echo "### ringproxy vs HAProxy vs NGINX"
+echo
+echo "$ROUNDS rounds x ${SECS} s, order rotated per round; wrk -t$WRK_THREADS -c$CONNS," \
+     "$URLS URLs, ${SIZE} B bodies; $WORKERS workers/threads each;" \
+     "4 testcaches (--threads $TC_THREADS); $(nproc) CPUs shared by all. Medians over rounds."
+echo
+echo "| proxy | req/s | p50 ms | p99 ms | CPU µs/req | user µs/req | sys µs/req | RSS MiB | errors | other CPU % (max) |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+declare -A med
+for p in $PROXIES; do
+	for c in 3 4 5 6 7 8 9 10; do med[$p.$c]=$(median "$p" $c); done
+	omax=$(awk -F'\t' -v p="$p" '$1 == p && $11 > m { m = $11 } END { print m + 0 }' "$runs")
+	awk -v p="$p" -v a="${med[$p.3]}" -v b="${med[$p.4]}" -v c="${med[$p.5]}" \
+	    -v d="${med[$p.6]}" -v e="${med[$p.7]}" -v f="${med[$p.8]}" \
+	    -v g="${med[$p.9]}" -v h="${med[$p.10]}" -v o="$omax" 'BEGIN {
+		printf "| %s | %.0f | %.3f | %.3f | %.2f | %.2f | %.2f | %.1f | %d | %d |\n",
+		    p, a, b / 1000, c / 1000, d, e, f, g, h, o }'
+done
+if [[ " $PROXIES " == *" ringproxy "* && " $PROXIES " == *" haproxy "* ]]; then
+	echo
+	echo "| ringproxy / HAProxy | ratio | goal | met |"
+	echo "|---|---:|---:|:-:|"
+	awk -v r="${med[ringproxy.3]}" -v h="${med[haproxy.3]}" 'BEGIN {
+		x = r / h; printf "| req/s | %.2f | >= 1.10 | %s |\n", x, (x >= 1.1 ? "yes" : "no") }'
+	awk -v r="${med[ringproxy.6]}" -v h="${med[haproxy.6]}" 'BEGIN {
+		x = r / h; printf "| CPU per request | %.2f | <= 0.90 | %s |\n", x, (x <= 0.9 ? "yes" : "no") }'
+	awk -v r="${med[ringproxy.5]}" -v h="${med[haproxy.5]}" 'BEGIN {
+		x = r / h; printf "| p99 latency | %.2f | <= 1.00 | %s |\n", x, (x <= 1.0 ? "yes" : "no") }'
+fi
+echo
+echo "<details><summary>every run</summary>"
+echo
+echo "| proxy | round | req/s | p50 µs | p99 µs | CPU µs/req | user | sys | RSS MiB | errors | other CPU % |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+awk -F'\t' '{ printf "| %s |", $1; for (i = 2; i <= NF; i++) printf " %s |", $i; print "" }' "$runs"
+echo
+echo "</details>"
+
+# --- profile (PROFILE=1) -----------------------------------------------------
+# strace -c counts every syscall of every thread while wrk runs PROF_SECS s;
+# syscalls per request = total / requests wrk completed in that window (strace
+# slows the proxy, so this counts calls, not time).
+[ "$PROFILE" = 1 ] || exit 0
+set +o pipefail   # `perf report | head` ends perf with SIGPIPE; that is fine
+profile_strace() {
+	local p=$1 res n
+	command -v strace >/dev/null || { log "no strace"; return 0; }
+	read -r -a pp <<<"$(proxy_pids "$p")"
+	local args=()
+	quiet
+	for x in "${pp[@]}"; do args+=(-p "$x"); done
+	timeout -s INT $((PROF_SECS + 3)) strace -c -f -o "$tmp/strace-$p.txt" "${args[@]}" 2>/dev/null &
+	local st=$!
+	pids+=($st)
+	sleep 1
+	res=$(run_wrk "${pport[$p]}" "$PROF_SECS")
+	wait "$st" 2>/dev/null || true
+	n=$(kv requests "$res")
+	echo
+	echo "#### $p: syscalls per request under strace ($n requests in ${PROF_SECS} s)"
+	echo
+	echo '```'
+	awk -v n="$n" '$1 ~ /^[0-9.]+$/ && NF >= 5 && $NF != "total" {
+		printf "%-16s %8.3f /req  (%s%% of syscall time)\n", $NF, $4 / n, $1; t += $4 }
+	    END { printf "%-16s %8.3f /req\n", "TOTAL", t / n }' "$tmp/strace-$p.txt" |
+	    sort -k2 -gr
+	echo '```'
+}
+for p in ringproxy haproxy; do
+	[[ " $PROXIES " == *" $p "* ]] && profile_strace "$p"
+done
+if [[ " $PROXIES " == *" ringproxy "* ]] && command -v perf >/dev/null; then
+	quiet
+	timeout -s INT $((PROF_SECS + 3)) perf record -q -e cpu-clock -F 1999 -g \
+	    -o "$tmp/perf.data" -p "${ppid[ringproxy]}" >/dev/null 2>&1 &
+	st=$!
+	pids+=($st)
+	sleep 1
+	run_wrk "$RP_PORT" "$PROF_SECS" >/dev/null
+	wait "$st" 2>/dev/null || true
+	echo
+	echo "#### ringproxy: perf (cpu-clock), self time by object, then by symbol"
+	echo
+	echo '```'
+	perf report -i "$tmp/perf.data" --no-children --sort dso --stdio -g none 2>/dev/null |
+	    grep -v '^#' | grep -v '^$' | head -8
+	echo
+	perf report -i "$tmp/perf.data" --no-children --sort dso,sym --stdio -g none 2>/dev/null |
+	    grep -v '^#' | grep -v '^$' | head -40
+	echo '```'
+fi
