@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "balance.h"
@@ -594,7 +595,7 @@ static void fwd_on_read(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 	}
-	n = read(fd, b->data + b->len, b->cap - b->len);
+	n = recv(fd, b->data + b->len, b->cap - b->len, 0);
 	if (n > 0) {
 		u->got_bytes = true;
 		b->len += (size_t)n;

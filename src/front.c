@@ -526,7 +526,7 @@ static void front_on_read(evutil_socket_t fd, short what, void *arg)
 		front_pause(c);
 		return;
 	}
-	n = read(fd, c->in.data + c->in.len, room);
+	n = recv(fd, c->in.data + c->in.len, room, 0);
 	if (n > 0) {
 		c->in.len += (size_t)n;
 		if (c->state == CL_HEAD) {
