@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -232,6 +233,27 @@ static const struct {
 
 #define PROXY_NSIGNALS (sizeof(proxy_signals) / sizeof(proxy_signals[0]))
 
+/* Each client connection may hold a backend connection too: raise the
+ * soft fd limit to the hard one, and say so when max_connections cannot
+ * fit (accept then pauses briefly instead of failing in a loop). */
+static void proxy_fd_limit(const struct conf *c)
+{
+	struct rlimit rl;
+	unsigned long long need = 2ull * c->max_connections + 64;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0 && getrlimit(RLIMIT_NOFILE, &rl) < 0)
+			return;
+	}
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
+		log_warn("max_connections = %u needs about %llu file descriptors, but the limit is %llu; "
+			 "raise it (LimitNOFILE=, ulimit -n) or lower max_connections",
+			 c->max_connections, need, (unsigned long long)rl.rlim_cur);
+}
+
 /* One listener per worker on addr; port 0 becomes the first one's port. */
 static int proxy_listen(struct proxy_main *m, struct sockaddr_storage *addr, socklen_t addrlen,
 			unsigned nworkers, int *port)
@@ -288,6 +310,7 @@ int proxy_run(const char *path, struct conf *conf)
 		conf_free(conf);
 		return 1;
 	}
+	proxy_fd_limit(conf);
 	nworkers = conf->workers;
 	if (nworkers == 0) {
 		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
