@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""test_reload.py -- SIGHUP reload as an operator sees it: no failed request
+while reloading under load, a broken file changes nothing, the reported share
+of moved keys is what clients observe, and keys move only to the new cache.
+usage: test_reload.py RINGPROXY TESTCACHE"""
+
+import concurrent.futures
+import http.client
+import os
+import re
+import signal
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reload_harness as h  # noqa: E402
+
+RP, TC = sys.argv[1], sys.argv[2]
+t = h.Tap()
+procs = h.Procs()
+
+
+def load_clients(port, nthreads, stop, max_requests, out):
+    """Keep-alive GET loops until stop is set or max_requests each."""
+
+    def loop(i):
+        ok = bad = 0
+        errors = []
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        for j in range(max_requests):
+            if stop.is_set():
+                break
+            try:
+                st, be, body = h.get(conn, f"/img/{i}/{j % 500}.jpg?size=200")
+                if 200 <= st < 300 and be and len(body) == 200:
+                    ok += 1
+                else:
+                    bad += 1
+                    errors.append(f"status {st} backend {be} len {len(body)}")
+            except Exception as e:  # a reset, a close, a timeout: all failures
+                bad += 1
+                errors.append(f"{type(e).__name__}: {e}")
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.close()
+        out[i] = (ok, bad, errors[:5])
+
+    threads = [threading.Thread(target=loop, args=(i,)) for i in range(nthreads)]
+    for th in threads:
+        th.start()
+    return threads
+
+
+def main():
+    names = [f"cache-{i}" for i in range(1, 10)]
+    ports = h.start_caches(procs, TC, names)
+
+    # --- 100 reloads, 3 <-> 4 backends, under keep-alive load ---
+    a = procs.write("a.ini", h.conf_text(names[:3], ports))
+    b = procs.write("b.ini", h.conf_text(names[:4], ports))
+    live = procs.path("live.ini")
+    os.symlink(a, live)
+    px = h.Proxy(procs, RP, live)
+    stop = threading.Event()
+    results = {}
+    threads = load_clients(px.port, 6, stop, 20000, results)
+    time.sleep(0.2)
+    gen_ok = True
+    outcomes = []
+    t0 = time.monotonic()
+    for i in range(100):
+        target = b if i % 2 == 0 else a
+        tmp = live + ".new"
+        os.symlink(target, tmp)
+        os.rename(tmp, live)
+        line = px.reload(timeout=10)
+        outcomes.append(line)
+        if not line or not line.startswith(f"reload {i + 2}:"):
+            gen_ok = False
+        time.sleep(0.01)
+        if time.monotonic() - t0 > 60:
+            break
+    stop.set()
+    for th in threads:
+        th.join(timeout=30)
+    ok = sum(r[0] for r in results.values())
+    bad = sum(r[1] for r in results.values())
+    t.diag(f"100 reloads in {time.monotonic() - t0:.1f}s; {ok} requests ok, {bad} failed")
+    for r in results.values():
+        for e in r[2]:
+            t.diag(e)
+    t.check(len(outcomes) == 100 and gen_ok,
+            "100 SIGHUPs give 100 successful reloads, generations 2..101 in order")
+    t.check(outcomes[0] is not None and "+cache-4" in outcomes[0]
+            and outcomes[1] is not None and "-cache-4" in outcomes[1],
+            "the reports name the added and the removed backend")
+    t.check(len(results) == 6 and ok > 500, f"the clients kept working during reloads ({ok} requests)")
+    t.check(bad == 0, "no request failed, no connection was reset during 100 reloads")
+    t.check(px.p.poll() is None, "ringproxy still runs")
+
+    # --- a broken file: routing unchanged, file:line logged, next reload works ---
+    paths = [f"/b/{i}.jpg" for i in range(300)]
+    deadline = time.monotonic() + 30
+    before = h.backends_of(px.port, paths, deadline)
+    gen = int(re.findall(r"reload (\d+):", px.log())[-1])
+    broken = procs.write("broken.ini",
+                         h.conf_text(names[:4], ports).replace("weight = 1\n", "weight = -2\n", 1)
+                         + "\n[backend cache-9]\nurl = gopher://127.0.0.1:1\n")
+    tmp = live + ".new"
+    os.symlink(broken, tmp)
+    os.rename(tmp, live)
+    since = px.log_size()
+    line = px.reload()
+    logged = px.log()[since:]
+    t.diag(logged)
+    t.check(line is not None and line.startswith(f"reload failed: {live}: 2 errors; still serving generation {gen}: "),
+            "a broken file: 'reload failed: FILE: 2 errors; still serving generation G: ...'")
+    t.check(re.search(re.escape(live) + r":\d+: weight", logged) is not None
+            and re.search(re.escape(live) + r":\d+: url", logged) is not None,
+            "every error is logged as FILE:LINE")
+    after = h.backends_of(px.port, paths, deadline)
+    t.check(before == after and len(after) == len(paths) and all(v.startswith("cache-") for v in after.values()),
+            "after a failed reload every URL goes to the same backend as before")
+    tmp = live + ".new"
+    os.symlink(a, tmp)
+    os.rename(tmp, live)
+    line = px.reload()
+    t.check(line is not None and line.startswith(f"reload {gen + 1}:"),
+            f"the next good reload works and is generation {gen + 1}")
+    px.signal(signal.SIGTERM)
+    t.check(px.wait(30) == 0, "ringproxy exits 0 on SIGTERM")
+
+    # --- 8 -> 9 backends: observed movement = reported movement, all to the new one ---
+    c8 = procs.write("c8.ini", h.conf_text(names[:8], ports))
+    c9 = procs.write("c9.ini", h.conf_text(names[:9], ports))
+    live2 = procs.path("live2.ini")
+    os.symlink(c8, live2)
+    px = h.Proxy(procs, RP, live2)
+    urls = [f"/thumb/{i}/{(i * 7919) % 100003}.jpg" for i in range(20000)]
+    chunks = [urls[i::4] for i in range(4)]
+    deadline = time.monotonic() + 120
+
+    def measure():
+        m = {}
+        with concurrent.futures.ThreadPoolExecutor(4) as ex:
+            for part in ex.map(lambda c: h.backends_of(px.port, c, deadline), chunks):
+                m.update(part)
+        return m
+
+    t0 = time.monotonic()
+    m8 = measure()
+    tmp = live2 + ".new"
+    os.symlink(c9, tmp)
+    os.rename(tmp, live2)
+    line = px.reload()
+    t.diag(line)
+    m9 = measure()
+    t.diag(f"40,000 requests in {time.monotonic() - t0:.1f}s")
+    rep = re.match(r"reload 2: \+cache-9; ([0-9.]+)% of keys moved, all to cache-9$", line or "")
+    t.check(rep is not None, "the 8 -> 9 report: 'reload 2: +cache-9; X% of keys moved, all to cache-9'")
+    t.check(len(m8) == len(m9) == len(urls), "all 20,000 URLs answered before and after")
+    moved = [u for u in urls if m8.get(u) != m9.get(u)]
+    observed = 100.0 * len(moved) / len(urls)
+    reported = float(rep.group(1)) if rep else -1
+    t.diag(f"reported {reported:.3f}%, observed {observed:.3f}%")
+    t.check(abs(observed - reported) <= 1.0, f"observed share moved {observed:.3f}% is within 1 point of the reported {reported:.3f}%")
+    t.check(moved and all(m9[u] == "cache-9" for u in moved), "every moved URL moved to cache-9")
+    t.check(all(m8[u].startswith("cache-") for u in urls), "every answer before named a backend")
+    px.signal(signal.SIGTERM)
+    t.check(px.wait(30) == 0, "ringproxy exits 0 on SIGTERM")
+
+
+try:
+    main()
+except Exception as e:  # report, do not hang
+    import traceback
+    t.check(False, f"unexpected {type(e).__name__}: {e}")
+    t.diag(traceback.format_exc())
+finally:
+    procs.stop_all()
+t.done()
