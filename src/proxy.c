@@ -50,12 +50,14 @@ struct proxy_main {
 	struct event *ev_deadline;      /* while stopping: shutdown_timeout */
 	bool stopping;
 	int stop_signal;
+	char listen_text[80];           /* the address in use, port resolved:
+					   a reload never changes it */
 };
 
 static void proxy_status(struct proxy_main *m)
 {
 	notify_send("READY=1\nSTATUS=generation %llu, %zu backends, listening on %s",
-		    (unsigned long long)m->snap->generation, m->snap->nbe, m->snap->conf->listen);
+		    (unsigned long long)m->snap->generation, m->snap->nbe, m->listen_text);
 }
 
 static void proxy_record(struct proxy_main *m, bool ok, const char *text)
@@ -335,9 +337,10 @@ int proxy_run(const char *path, struct conf *conf)
 	}
 	health_apply(m.health, m.snap);
 	conn_peer_ip(&addr, host, sizeof(host));
-	log_info("listening on %s%s%s:%d with %u workers; %zu backends, %zu ring points (%s)",
-		 addr.ss_family == AF_INET6 ? "[" : "", host, addr.ss_family == AF_INET6 ? "]" : "",
-		 port, m.p.nworkers, m.snap->nbe, m.snap->ring->npoints, path);
+	snprintf(m.listen_text, sizeof(m.listen_text), "%s%s%s:%d",
+		 addr.ss_family == AF_INET6 ? "[" : "", host, addr.ss_family == AF_INET6 ? "]" : "", port);
+	log_info("listening on %s with %u workers; %zu backends, %zu ring points (%s)",
+		 m.listen_text, m.p.nworkers, m.snap->nbe, m.snap->ring->npoints, path);
 	proxy_status(&m);
 	event_base_dispatch(m.base);
 	rc = 0;
