@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""test_reload_stop.py -- graceful stop, systemd notification and the log
+file: a request in flight on SIGTERM completes while new connections are
+refused; the service manager hears READY/RELOADING/STOPPING; a renamed log
+file plus SIGUSR1 sends new lines to a new file.
+usage: test_reload_stop.py RINGPROXY TESTCACHE"""
+
+import http.client
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reload_harness as h  # noqa: E402
+
+RP, TC = sys.argv[1], sys.argv[2]
+t = h.Tap()
+procs = h.Procs()
+
+
+def connect_refused(port):
+    s = socket.socket()
+    s.settimeout(2)
+    try:
+        s.connect(("127.0.0.1", port))
+        return False
+    except (ConnectionRefusedError, ConnectionResetError):
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def test_stop(ports):
+    conf = procs.write("stop.ini", h.conf_text(["cache-1", "cache-2"], ports,
+                                               proxy={"shutdown_timeout": "10s"}))
+    px = h.Proxy(procs, RP, conf)
+    idle = http.client.HTTPConnection("127.0.0.1", px.port, timeout=10)
+    st, _, _ = h.get(idle, "/warm.jpg")
+    t.check(st == 200, "an idle keep-alive client got its response")
+    result = {}
+
+    def slow():
+        c = http.client.HTTPConnection("127.0.0.1", px.port, timeout=15)
+        t0 = time.monotonic()
+        try:
+            result["r"] = h.get(c, "/slow.jpg?delay=2000&size=1000")
+        except Exception as e:
+            result["r"] = (f"{type(e).__name__}: {e}", None, b"")
+        result["secs"] = time.monotonic() - t0
+        c.close()
+
+    th = threading.Thread(target=slow)
+    th.start()
+    time.sleep(0.5)  # the slow request is in flight
+    since = px.log_size()
+    t_sig = time.monotonic()
+    px.signal(signal.SIGTERM)
+    refused_at = None
+    while time.monotonic() - t_sig < 1.5:
+        if connect_refused(px.port):
+            refused_at = time.monotonic() - t_sig
+            break
+        time.sleep(0.02)
+    t.check(refused_at is not None and refused_at < 0.5,
+            f"new connections are refused shortly after SIGTERM ({refused_at})")
+    try:
+        st, _, _ = h.get(idle, "/again.jpg")
+        idle_closed = False
+    except (http.client.HTTPException, OSError):
+        idle_closed = True
+    t.check(idle_closed, "an idle keep-alive connection is closed on SIGTERM")
+    th.join(timeout=20)
+    r = result.get("r", ("none", None, b""))
+    t.check(r[0] == 200 and len(r[2]) == 1000,
+            f"the request in flight completes with 200 and its whole body ({r[0]}, {result.get('secs', 0):.2f}s)")
+    rc = px.wait(15)
+    t.check(rc == 0, f"exit code 0 after a graceful stop (rc {rc})")
+    log = px.log()[since:]
+    t.check(re.search(r"info: stopping on Terminated: ", log) is not None
+            and re.search(r"info: stopped\n", log) is not None,
+            "logs 'stopping on Terminated: ...' and 'stopped'")
+
+    # a second signal stops at once, still exit 0
+    px = h.Proxy(procs, RP, conf)
+    th = threading.Thread(target=slow)
+    result.clear()
+    th.start()
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    px.signal(signal.SIGTERM)
+    px.wait_log(r"stopping on Terminated", timeout=5)
+    px.signal(signal.SIGINT)
+    rc = px.wait(10)
+    secs = time.monotonic() - t0
+    th.join(timeout=20)
+    t.check(rc == 0 and secs < 1.0, f"a second signal stops at once ({secs:.2f}s, rc {rc})")
+    t.check("second Interrupt: stopping now" in px.log(), "the second signal is logged")
+
+    # shutdown_timeout bounds the wait for a request that takes too long
+    conf = procs.write("stop2.ini", h.conf_text(["cache-1"], ports, proxy={"shutdown_timeout": "500ms"}))
+    px = h.Proxy(procs, RP, conf)
+    c = http.client.HTTPConnection("127.0.0.1", px.port, timeout=15)
+    c.putrequest("GET", "/slower.jpg?delay=5000")
+    c.endheaders()
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    px.signal(signal.SIGTERM)
+    rc = px.wait(10)
+    secs = time.monotonic() - t0
+    c.close()
+    t.check(rc == 0 and 0.4 < secs < 2.0, f"shutdown_timeout 500ms ends a 5 s request's wait ({secs:.2f}s, rc {rc})")
+    t.check("shutdown_timeout reached" in px.log(), "the timeout is logged")
+
+
+def recv_all(sock, until, timeout):
+    """Datagrams until one contains until; returns the list."""
+    msgs = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            msgs.append(sock.recv(4096).decode())
+        except socket.timeout:
+            break
+        if until in msgs[-1]:
+            break
+    return msgs
+
+
+def test_notify(ports, abstract):
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    if abstract:
+        name = f"ringproxy-test-{os.getpid()}-{time.monotonic_ns()}"
+        sock.bind("\0" + name)
+        env = {"NOTIFY_SOCKET": "@" + name}
+        kind = "abstract"
+    else:
+        path = procs.path("notify.sock")
+        sock.bind(path)
+        env = {"NOTIFY_SOCKET": path}
+        kind = "path"
+    conf = procs.write("notify.ini", h.conf_text(["cache-1", "cache-2", "cache-3"], ports))
+    px = h.Proxy(procs, RP, conf, env=env)
+    msgs = recv_all(sock, "READY=1", 5)
+    t.check(len(msgs) == 1 and msgs[0] ==
+            f"READY=1\nSTATUS=generation 1, 3 backends, listening on 127.0.0.1:{px.port}",
+            f"[{kind}] READY=1 with the generation, backends and the real address at start: {msgs!r}")
+    conf4 = h.conf_text(["cache-1", "cache-2", "cache-3", "cache-4"], ports)
+    procs.write("notify.ini", conf4)
+    px.signal(signal.SIGHUP)
+    msgs = recv_all(sock, "READY=1", 10)
+    now = time.clock_gettime(time.CLOCK_MONOTONIC) * 1e6
+    t.check(len(msgs) == 2, f"[{kind}] a reload sends two messages: {msgs!r}")
+    m = re.fullmatch(r"RELOADING=1\nMONOTONIC_USEC=(\d+)\nSTATUS=reloading " + re.escape(conf), msgs[0] if msgs else "")
+    t.check(m is not None, f"[{kind}] RELOADING=1, MONOTONIC_USEC=, STATUS=reloading FILE")
+    t.check(m is not None and 0 <= now - int(m.group(1)) < 5e6,
+            f"[{kind}] MONOTONIC_USEC is CLOCK_MONOTONIC in microseconds")
+    t.check(len(msgs) == 2 and msgs[1] ==
+            f"READY=1\nSTATUS=generation 2, 4 backends, listening on 127.0.0.1:{px.port}",
+            f"[{kind}] READY=1 with generation 2 after the reload")
+    procs.write("notify.ini", "[proxy]\nworkers = x\n")
+    px.signal(signal.SIGHUP)
+    msgs = recv_all(sock, "READY=1", 10)
+    t.check(len(msgs) == 2 and msgs[0].startswith("RELOADING=1\n") and msgs[1] ==
+            f"READY=1\nSTATUS=generation 2, 4 backends, listening on 127.0.0.1:{px.port}",
+            f"[{kind}] a failed reload still ends with READY=1, generation 2: {msgs!r}")
+    # listen changes need a restart: the status keeps the address in use
+    procs.write("notify.ini", conf4.replace("listen = 127.0.0.1:0", "listen = 127.0.0.1:1"))
+    px.signal(signal.SIGHUP)
+    msgs = recv_all(sock, "READY=1", 10)
+    t.check(len(msgs) == 2 and msgs[1] ==
+            f"READY=1\nSTATUS=generation 3, 4 backends, listening on 127.0.0.1:{px.port}",
+            f"[{kind}] after a reload that changes listen, STATUS still names the address in use: {msgs!r}")
+    t.check("listen and workers change only with a restart" in px.log(), "the listen change is logged as needing a restart")
+    px.signal(signal.SIGTERM)
+    msgs = recv_all(sock, "STOPPING=1", 10)
+    t.check(len(msgs) == 1 and msgs[0].startswith("STOPPING=1\nSTATUS=stopping on Terminated"),
+            f"[{kind}] STOPPING=1 on SIGTERM: {msgs!r}")
+    t.check(px.wait(15) == 0, f"[{kind}] exit 0")
+    sock.close()
+
+
+def test_log_file(ports):
+    logp = procs.path("rp.log")
+    conf = procs.write("log.ini", h.conf_text(["cache-1", "cache-2"], ports, proxy={"log_file": logp}))
+    px = h.Proxy(procs, RP, conf, log=logp)  # the proxy writes the file itself
+    t.check(px.p.poll() is None and "listening on" in open(logp).read(), "log_file receives the log lines")
+    os.rename(logp, logp + ".1")
+    px.log_path = logp + ".1"
+    line = px.reload()
+    t.check(line is not None and line.startswith("reload 2:"), "after the rename, lines still go to the renamed file")
+    px.signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 5
+    while not os.path.exists(logp) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    t.check(os.path.exists(logp), "SIGUSR1 creates a new file at the configured path")
+    px.log_path = logp
+    t.check(px.wait_log(r"SIGUSR1: log file reopened", timeout=5) is not None and "reload 2:" not in px.log(),
+            "the new file gets the reopen line and none of the old lines")
+    line = px.reload()
+    t.check(line is not None and line.startswith("reload 3:"), "new lines land in the new file")
+    old = open(logp + ".1").read()
+    t.check("reload 2:" in old and "reload 3:" not in old, "the rotated file keeps the old lines and gets no new ones")
+    px.signal(signal.SIGTERM)
+    t.check(px.wait(15) == 0, "exit 0")
+    t.check("stopped" in open(logp).read(), "'stopped' is in the new file")
+
+
+def main():
+    ports = h.start_caches(procs, TC, [f"cache-{i}" for i in range(1, 5)])
+    test_stop(ports)
+    test_notify(ports, abstract=False)
+    test_notify(ports, abstract=True)
+    test_log_file(ports)
+
+
+try:
+    main()
+except Exception as e:
+    import traceback
+    t.check(False, f"unexpected {type(e).__name__}: {e}")
+    t.diag(traceback.format_exc())
+finally:
+    procs.stop_all()
+t.done()
