@@ -160,6 +160,19 @@ class Proxy:
     def fds(self):
         return len(os.listdir(f"/proc/{self.pid}/fd"))
 
+    def fd_kinds(self):
+        """{kind: count}: 'socket', 'anon_inode:[eventpoll]', files by path."""
+        kinds = {}
+        d = f"/proc/{self.pid}/fd"
+        for fd in os.listdir(d):
+            try:
+                k = os.readlink(os.path.join(d, fd))
+            except OSError:
+                continue
+            k = "socket" if k.startswith("socket:") else k
+            kinds[k] = kinds.get(k, 0) + 1
+        return kinds
+
     def rss_kb(self):
         with open(f"/proc/{self.pid}/status") as f:
             for line in f:

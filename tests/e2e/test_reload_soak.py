@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """test_reload_soak.py -- many reloads leak nothing: after a warm-up, 1,000
 SIGHUPs (alternating two files, with some traffic between them) leave the
-proxy's open fd count unchanged and its RSS flat within 4 MB. Under a
-sanitizer build (RINGPROXY_SANITIZED or ASAN_OPTIONS set) the count is
-smaller and RSS is not judged (ASan's quarantine holds freed memory); the
-leak checker at exit covers memory there.
+proxy's open fds unchanged and its RSS flat within 4 MB. Under a
+sanitizer build (RINGPROXY_SANITIZED or ASAN_OPTIONS set) RSS is not
+judged (ASan's quarantine holds freed memory); LeakSanitizer at exit
+covers memory there. A reload takes milliseconds even under ASan, so the
+count stays 1,000; TIME_LIMIT bounds the loop all the same.
 usage: test_reload_soak.py RINGPROXY TESTCACHE"""
 
 import http.client
@@ -20,7 +21,7 @@ RP, TC = sys.argv[1], sys.argv[2]
 t = h.Tap()
 procs = h.Procs()
 WARMUP = 100
-COUNT = 300 if h.ASAN else 1000
+COUNT = 1000
 TIME_LIMIT = 150
 
 
@@ -43,7 +44,8 @@ def main():
         if time.monotonic() - t0 > TIME_LIMIT:
             break
         if i == WARMUP:
-            fds0, rss0 = px.fds(), px.rss_kb()
+            fds0, rss0, kinds0 = px.fds(), px.rss_kb(), px.fd_kinds()
+            t.diag(f"fds after warm-up: {kinds0}")
         tmp = live + ".new"
         os.symlink(b if i % 2 == 0 else a, tmp)
         os.rename(tmp, live)
@@ -58,14 +60,20 @@ def main():
                 st, _, _ = h.get(conn, f"/soak/{i}/{j}.jpg")
                 if st != 200:
                     bad.append(f"status {st}")
+    fds1, rss1, kinds1 = px.fds(), px.rss_kb(), px.fd_kinds()
+    t.diag(f"fds at the end: {kinds1}")
     conn.close()
-    fds1, rss1 = px.fds(), px.rss_kb()
     t.diag(f"{done} reloads in {time.monotonic() - t0:.1f}s; fds {fds0} -> {fds1}; "
            f"RSS {rss0} kB -> {rss1} kB ({(rss1 - rss0) / 1024:+.1f} MB)")
     for x in bad[:5]:
         t.diag(x)
     t.check(done == WARMUP + COUNT and not bad, f"{WARMUP + COUNT} reloads succeed, each logged with its generation")
-    t.check(fds1 == fds0, f"open fds unchanged over {COUNT} reloads ({fds0} -> {fds1})")
+    # Pooled backend sockets come and go (a cache may close an idle one),
+    # so sockets may differ by a few; everything else must match exactly.
+    # A leak per reload would show as hundreds.
+    sock0, sock1 = kinds0.pop("socket", 0), kinds1.pop("socket", 0)
+    t.check(kinds1 == kinds0, f"no fd other than sockets opened or closed over {COUNT} reloads")
+    t.check(sock1 <= sock0 + 2, f"sockets: {sock0} -> {sock1} over {COUNT} reloads (pooled ones may differ by 2)")
     if h.ASAN:
         print(f"ok {t.n + 1} - RSS flat # SKIP under a sanitizer", flush=True)
         t.n += 1
