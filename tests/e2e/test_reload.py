@@ -167,6 +167,50 @@ def main():
     t.check(abs(observed - reported) <= 1.0, f"observed share moved {observed:.3f}% is within 1 point of the reported {reported:.3f}%")
     t.check(moved and all(m9[u] == "cache-9" for u in moved), "every moved URL moved to cache-9")
     t.check(all(m8[u].startswith("cache-") for u in urls), "every answer before named a backend")
+
+    # --- a new URL for a name keeps its keys and is used at once ---
+    sample = urls[:400]
+    served_by = {}  # name -> set of X-Backend (the testcache that answered)
+
+    def serve(paths):
+        conn = http.client.HTTPConnection("127.0.0.1", px.port, timeout=10)
+        out = {}
+        for p in paths:
+            conn.request("GET", p)
+            r = conn.getresponse()
+            r.read()
+            out[p] = (r.getheader("X-Ringproxy-Backend"), r.getheader("X-Backend"))
+        conn.close()
+        return out
+
+    before = serve(sample)  # also leaves pooled connections to the old address
+    moved_ports = dict(ports, **{"cache-3": ports["cache-9"]})
+    tmp = live2 + ".new"
+    os.symlink(procs.write("c9b.ini", h.conf_text(names[:9], moved_ports)), tmp)
+    os.rename(tmp, live2)
+    line = px.reload()
+    t.diag(line)
+    t.check(line == f"reload 3: @cache-3 (new url http://127.0.0.1:{ports['cache-9']}); 0.000% of keys moved",
+            "a new URL: '@cache-3 (new url U); 0.000% of keys moved'")
+    after = serve(sample)
+    t.check(all(after[u][0] == before[u][0] for u in sample), "a new URL moves no key")
+    mine = [u for u in sample if after[u][0] == "cache-3"]
+    t.check(mine and all(after[u][1] == "cache-9" for u in mine),
+            f"cache-3's {len(mine)} keys are served from its new address at once (no pooled connection to the old one)")
+
+    # --- a weight change: the report names it and every flow goes to it ---
+    tmp = live2 + ".new"
+    heavy = [("cache-1", 2)] + names[1:9]
+    os.symlink(procs.write("c9c.ini", h.conf_text(heavy, moved_ports)), tmp)
+    os.rename(tmp, live2)
+    line = px.reload()
+    t.diag(line)
+    rep = re.match(r"reload 4: ~cache-1 \(weight 1 -> 2\); ([0-9.]+)% of keys moved, all to cache-1$", line or "")
+    t.check(rep is not None and 5 < float(rep.group(1)) < 15,
+            "a weight change: '~cache-1 (weight 1 -> 2); X% of keys moved, all to cache-1'")
+    again = serve(sample)
+    t.check(all(again[u][0] in (after[u][0], "cache-1") for u in sample),
+            "after a weight increase keys move only to that backend")
     px.signal(signal.SIGTERM)
     t.check(px.wait(30) == 0, "ringproxy exits 0 on SIGTERM")
 
