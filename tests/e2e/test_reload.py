@@ -28,11 +28,14 @@ def load_clients(port, nthreads, stop, max_requests, out):
         ok = bad = 0
         errors = []
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        extra = {f"X-Extra-{k}": "v" * 100 for k in range(18)}  # 20 header lines, 2.2 kB
         for j in range(max_requests):
             if stop.is_set():
                 break
             try:
-                st, be, body = h.get(conn, f"/img/{i}/{j % 500}.jpg?size=200")
+                conn.request("GET", f"/img/{i}/{j % 500}.jpg?size=200", headers=extra if j % 3 == 0 else {})
+                r = conn.getresponse()
+                st, be, body = r.status, r.getheader("X-Ringproxy-Backend"), r.read()
                 if 200 <= st < 300 and be and len(body) == 200:
                     ok += 1
                 else:
@@ -57,8 +60,13 @@ def main():
     ports = h.start_caches(procs, TC, names)
 
     # --- 100 reloads, 3 <-> 4 backends, under keep-alive load ---
-    a = procs.write("a.ini", h.conf_text(names[:3], ports))
-    b = procs.write("b.ini", h.conf_text(names[:4], ports))
+    # the two files also differ in the sizes that connection buffers are
+    # made for, so that keep-alive connections opened under one config
+    # serve requests under the other
+    a = procs.write("a.ini", h.conf_text(names[:3], ports, proxy={
+        "buffer_size": "16k", "max_headers": "24", "max_head_size": "8k", "client_timeout": "20s"}))
+    b = procs.write("b.ini", h.conf_text(names[:4], ports, proxy={
+        "buffer_size": "64k", "max_headers": "100", "max_head_size": "16k", "pool_size": "4"}))
     live = procs.path("live.ini")
     os.symlink(a, live)
     px = h.Proxy(procs, RP, live)
