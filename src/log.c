@@ -42,6 +42,9 @@ int log_level_parse(const char *s)
 }
 
 static char *log_path;
+static int log_stderr = -1;     /* the stderr we started with, kept while
+				   a log file sits on fd 2, so that a reload
+				   without log_file can put it back */
 
 int log_open(const char *path, char *err, size_t errlen)
 {
@@ -53,6 +56,22 @@ int log_open(const char *path, char *err, size_t errlen)
 			snprintf(err, errlen, "out of memory");
 			return -1;
 		}
+		if (log_stderr < 0) {
+			log_stderr = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+			if (log_stderr < 0) {
+				snprintf(err, errlen, "log file %s: %s", path, strerror(errno));
+				free(dup);
+				return -1;
+			}
+		}
+	} else if (log_stderr >= 0) {
+		/* log_file removed: back to the stderr systemd gave us */
+		if (dup2(log_stderr, STDERR_FILENO) < 0) {
+			snprintf(err, errlen, "back to stderr: %s", strerror(errno));
+			return -1;
+		}
+		close(log_stderr);
+		log_stderr = -1;
 	}
 	free(log_path);
 	log_path = dup;
