@@ -112,7 +112,9 @@ def conf_text(backends, ports, proxy=None, ring=None, vnodes=160):
 class Proxy:
     """A ringproxy in the foreground, its stderr in a file we read back."""
 
-    def __init__(self, procs, exe, conf, env=None, log=None, timeout=20):
+    def __init__(self, procs, exe, conf, env=None, log=None, timeout=20, log_file=None):
+        """log: where stderr goes; log_file: the config's [proxy] log_file,
+        if any, which is then where the log is read."""
         self.log_path = log or procs.path(f"ringproxy-{len(procs.procs)}.log")
         self.logf = open(self.log_path, "ab")
         e = dict(os.environ)
@@ -120,6 +122,9 @@ class Proxy:
         self.p = procs.add(subprocess.Popen([exe, "-c", conf], stdin=subprocess.DEVNULL,
                                             stdout=subprocess.DEVNULL, stderr=self.logf, env=e))
         self.pid = self.p.pid
+        self.stderr_path = self.log_path
+        if log_file:
+            self.log_path = log_file
         m = self.wait_log(r"listening on 127\.0\.0\.1:(\d+) with", timeout=timeout)
         if not m:
             raise RuntimeError("ringproxy did not start:\n" + self.log())
@@ -137,9 +142,12 @@ class Proxy:
         rx = re.compile(pattern)
         deadline = time.monotonic() + timeout
         while True:
-            with open(path or self.log_path, "rb") as f:
-                f.seek(since)
-                m = rx.search(f.read().decode("utf-8", "replace"))
+            try:
+                with open(path or self.log_path, "rb") as f:
+                    f.seek(since)
+                    m = rx.search(f.read().decode("utf-8", "replace"))
+            except FileNotFoundError:  # a log_file not created yet
+                m = None
             if m:
                 return m
             if time.monotonic() > deadline or self.p.poll() is not None:

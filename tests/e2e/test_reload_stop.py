@@ -49,7 +49,10 @@ def test_stop(ports):
         c = http.client.HTTPConnection("127.0.0.1", px.port, timeout=15)
         t0 = time.monotonic()
         try:
-            result["r"] = h.get(c, "/slow.jpg?delay=2000&size=1000")
+            c.request("GET", "/slow.jpg?delay=2000&size=1000")
+            r = c.getresponse()
+            result["conn"] = r.getheader("Connection")
+            result["r"] = (r.status, r.getheader("X-Ringproxy-Backend"), r.read())
         except Exception as e:
             result["r"] = (f"{type(e).__name__}: {e}", None, b"")
         result["secs"] = time.monotonic() - t0
@@ -79,6 +82,7 @@ def test_stop(ports):
     r = result.get("r", ("none", None, b""))
     t.check(r[0] == 200 and len(r[2]) == 1000,
             f"the request in flight completes with 200 and its whole body ({r[0]}, {result.get('secs', 0):.2f}s)")
+    t.check(result.get("conn") == "close", f"its response says Connection: close ({result.get('conn')})")
     rc = px.wait(15)
     t.check(rc == 0, f"exit code 0 after a graceful stop (rc {rc})")
     log = px.log()[since:]
@@ -189,7 +193,7 @@ def test_notify(ports, abstract):
 def test_log_file(ports):
     logp = procs.path("rp.log")
     conf = procs.write("log.ini", h.conf_text(["cache-1", "cache-2"], ports, proxy={"log_file": logp}))
-    px = h.Proxy(procs, RP, conf, log=logp)  # the proxy writes the file itself
+    px = h.Proxy(procs, RP, conf, log=procs.path("log-stderr.log"), log_file=logp)
     t.check(px.p.poll() is None and "listening on" in open(logp).read(), "log_file receives the log lines")
     os.rename(logp, logp + ".1")
     px.log_path = logp + ".1"
@@ -207,9 +211,21 @@ def test_log_file(ports):
     t.check(line is not None and line.startswith("reload 3:"), "new lines land in the new file")
     old = open(logp + ".1").read()
     t.check("reload 2:" in old and "reload 3:" not in old, "the rotated file keeps the old lines and gets no new ones")
+    # another file on reload, then none: back to stderr
+    logp2 = procs.path("rp2.log")
+    procs.write("log.ini", h.conf_text(["cache-1", "cache-2"], ports, proxy={"log_file": logp2}))
+    line = px.reload()
+    t.check(px.wait_log(r"reload 4: ", timeout=5, path=logp2) is not None and "reload 4:" not in open(logp).read(),
+            "a reload that names another log_file moves the log there")
+    procs.write("log.ini", h.conf_text(["cache-1", "cache-2"], ports))
+    px.signal(signal.SIGHUP)
+    t.check(px.wait_log(r"reload 5: ", timeout=5, path=px.stderr_path) is not None
+            and "reload 5:" not in open(logp2).read(),
+            "a reload that removes log_file sends the log back to stderr")
+    px.log_path = px.stderr_path
     px.signal(signal.SIGTERM)
     t.check(px.wait(15) == 0, "exit 0")
-    t.check("stopped" in open(logp).read(), "'stopped' is in the new file")
+    t.check("stopped" in px.log(), "'stopped' is on stderr")
 
 
 def main():
