@@ -12,8 +12,6 @@ import sys
 import tempfile
 import time
 
-ASAN = bool(os.environ.get("ASAN_OPTIONS") or os.environ.get("UBSAN_OPTIONS")
-            or os.environ.get("RINGPROXY_SANITIZED"))
 
 
 class Tap:
@@ -164,6 +162,14 @@ class Proxy:
         m = self.wait_log(r"(reload \d+: [^\n]*|reload failed: [^\n]*)\n", timeout=timeout,
                           since=since)
         return m.group(1) if m else None
+
+    def sanitized(self):
+        """True when the binary runs with ASan (its runtime is mapped) or
+        RINGPROXY_SANITIZED=1 says so."""
+        if os.environ.get("RINGPROXY_SANITIZED") == "1":
+            return True
+        with open(f"/proc/{self.pid}/maps") as f:
+            return "libasan" in f.read()
 
     def fds(self):
         return len(os.listdir(f"/proc/{self.pid}/fd"))
