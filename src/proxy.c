@@ -105,8 +105,10 @@ static void proxy_reload(struct proxy_main *m)
 			 old->listen, m->p.nworkers);
 	s = snapshot_new(c, gen, err, sizeof(err));
 	if (!s) {
-		snprintf(text, sizeof(text), "%s: %s; still serving generation %llu", m->path, err,
-			 (unsigned long long)m->snap->generation);
+		/* the same shape as a config error: the error, then the sum */
+		log_error("%s", err);
+		snprintf(text, sizeof(text), "%s: 1 error; still serving generation %llu: %s", m->path,
+			 (unsigned long long)m->snap->generation, err);
 		log_error("reload failed: %s", text);
 		proxy_record(m, false, text);
 		conf_free(c);
@@ -303,7 +305,7 @@ int proxy_run(const char *path, struct conf *conf)
 	atomic_store(&m.p.max_conns, conf->max_connections);
 	m.snap = snapshot_new(conf, 1, err, sizeof(err));
 	if (!m.snap) {
-		log_error("%s: %s", path, err);
+		log_error("%s", err);
 		conf_free(conf);
 		return 1;
 	}
