@@ -130,6 +130,23 @@ def main():
     after = h.backends_of(px.port, paths, deadline)
     t.check(before == after and len(after) == len(paths) and all(v.startswith("cache-") for v in after.values()),
             "after a failed reload every URL goes to the same backend as before")
+    # a name that does not resolve fails the same way, with FILE:LINE
+    unresolvable = procs.write("unresolvable.ini", h.conf_text(names[:3], ports)
+                               + "\n[backend cache-x]\nurl = http://no-such-host.invalid:80\n")
+    line_no = open(unresolvable).read().splitlines().index("[backend cache-x]") + 1
+    tmp = live + ".new"
+    os.symlink(unresolvable, tmp)
+    os.rename(tmp, live)
+    since = px.log_size()
+    line = px.reload(timeout=30)
+    logged = px.log()[since:]
+    t.diag(logged)
+    t.check(line is not None and line.startswith(
+        f"reload failed: {live}: 1 error; still serving generation {gen}: {live}:{line_no}: backend cache-x: cannot resolve 'no-such-host.invalid'"),
+        "an unresolvable backend: 'reload failed: FILE: 1 error; still serving generation G: FILE:LINE: ...'")
+    t.check(re.search(r"error: " + re.escape(f"{live}:{line_no}: backend cache-x: cannot resolve"), logged) is not None,
+            "the resolution error is logged on its own line first, as FILE:LINE")
+    t.check(h.backends_of(px.port, paths, deadline) == before, "routing unchanged after it too")
     tmp = live + ".new"
     os.symlink(a, tmp)
     os.rename(tmp, live)
