@@ -91,8 +91,9 @@ def start_caches(procs, testcache, names, timeout=15):
     return ports
 
 
-def conf_text(backends, ports, proxy=None, ring=None, vnodes=160):
-    """backends: list of names or (name, weight); ports: {name: port}."""
+def conf_text(backends, ports, proxy=None, ring=None, vnodes=160, health=None):
+    """backends: list of names or (name, weight); ports: {name: port};
+    proxy, ring, health: {key: value} for those sections."""
     proxy = dict(proxy or {})
     proxy.setdefault("listen", "127.0.0.1:0")
     proxy.setdefault("workers", "2")
@@ -101,6 +102,8 @@ def conf_text(backends, ports, proxy=None, ring=None, vnodes=160):
     ring.setdefault("balance_factor", "0")
     s = "[proxy]\n" + "".join(f"{k} = {v}\n" for k, v in proxy.items())
     s += "\n[ring]\n" + "".join(f"{k} = {v}\n" for k, v in ring.items())
+    if health:
+        s += "\n[health]\n" + "".join(f"{k} = {v}\n" for k, v in health.items())
     for b in backends:
         name, weight = (b, 1) if isinstance(b, str) else b
         s += f"\n[backend {name}]\nurl = http://127.0.0.1:{ports[name]}\nweight = {weight}\n"

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """test_reload_soak.py -- many reloads leak nothing: after a warm-up, 1,000
-SIGHUPs (alternating two files, with some traffic between them) leave the
+SIGHUPs (alternating two files, with some traffic between them and active
+health checks running) leave the
 proxy's open fds unchanged and its RSS flat within 4 MB. Under a
 sanitizer build (libasan mapped in the proxy, or RINGPROXY_SANITIZED=1) RSS is not
 judged (ASan's quarantine holds freed memory); LeakSanitizer at exit
@@ -28,9 +29,12 @@ TIME_LIMIT = 150
 def main():
     names = [f"cache-{i}" for i in range(1, 6)]
     ports = h.start_caches(procs, TC, names)
-    a = procs.write("a.ini", h.conf_text(names[:4], ports))
+    # active health checks every 100 ms: reloads restart them, often
+    # with a check in flight (curl handles, timers, sockets to free)
+    hc = {"path": "/__health", "interval": "100ms", "timeout": "500ms"}
+    a = procs.write("a.ini", h.conf_text(names[:4], ports, health=hc))
     b = procs.write("b.ini", h.conf_text(names[:5], ports, proxy={"connect_timeout": "700ms"},
-                                         ring={"balance_factor": "1.25"}))
+                                         ring={"balance_factor": "1.25"}, health=hc))
     live = procs.path("live.ini")
     os.symlink(a, live)
     px = h.Proxy(procs, RP, live)
