@@ -228,8 +228,43 @@ def test_log_file(ports):
     t.check("stopped" in px.log(), "'stopped' is on stderr")
 
 
+def test_burst(ports):
+    conf = procs.write("burst.ini", h.conf_text(["cache-1", "cache-2"], ports))
+    px = h.Proxy(procs, RP, conf)
+    since = px.log_size()
+    for k in range(30):  # the file changes between signals; the last is 4 backends
+        procs.write("burst.ini", h.conf_text(["cache-1", "cache-2", "cache-3"][: 2 + k % 2], ports))
+        px.signal(signal.SIGHUP)
+    procs.write("burst.ini", h.conf_text(["cache-1", "cache-2", "cache-3", "cache-4"], ports))
+    px.signal(signal.SIGHUP)
+    m = px.wait_log(r"reload \d+: [^\n]*\n(?![\s\S]*reload \d+:)", timeout=10, since=since)
+    time.sleep(0.5)  # any reload still queued shows up by now
+    lines = re.findall(r"info: (reload \d+: [^\n]*)", px.log()[since:])
+    t.diag(f"31 SIGHUPs in a burst gave {len(lines)} reloads; last: {lines[-1] if lines else None}")
+    t.check(m is not None and 1 <= len(lines) <= 31 and "reload failed" not in px.log(),
+            "a burst of 31 SIGHUPs gives between 1 and 31 successful reloads")
+    seen = set(h.backends_of(px.port, [f"/burst/{i}.jpg" for i in range(200)], time.monotonic() + 30).values())
+    t.check(seen == {"cache-1", "cache-2", "cache-3", "cache-4"},
+            f"after the burst the file's last content is in effect: {sorted(seen)}")
+    # SIGHUP while stopping is ignored; the stop completes
+    c = http.client.HTTPConnection("127.0.0.1", px.port, timeout=15)
+    c.putrequest("GET", "/stopping.jpg?delay=800")
+    c.endheaders()
+    time.sleep(0.2)
+    since = px.log_size()
+    px.signal(signal.SIGTERM)
+    px.wait_log(r"stopping on Terminated", timeout=5, since=since)
+    px.signal(signal.SIGHUP)
+    r = c.getresponse()
+    t.check(r.status == 200 and len(r.read()) > 0, "a SIGHUP while stopping does not disturb the request in flight")
+    c.close()
+    t.check(px.wait(15) == 0 and not re.search(r"reload \d+:|reload failed", px.log()[since:]),
+            "a SIGHUP while stopping starts no reload; exit 0")
+
+
 def main():
     ports = h.start_caches(procs, TC, [f"cache-{i}" for i in range(1, 5)])
+    test_burst(ports)
     test_stop(ports)
     test_notify(ports, abstract=False)
     test_notify(ports, abstract=True)
