@@ -52,6 +52,9 @@ struct proxy_main {
 	int stop_signal;
 	char listen_text[80];           /* the address in use, port resolved:
 					   a reload never changes it */
+	char listen_conf[320];          /* listen and workers as the first
+					   load gave them: what a reload's */
+	unsigned workers_conf;          /* values must equal to take effect */
 };
 
 static void proxy_status(struct proxy_main *m)
@@ -100,9 +103,11 @@ static void proxy_reload(struct proxy_main *m)
 		return;
 	}
 	conf_errors_free(&errs);
-	if (strcmp(c->listen, old->listen) != 0 || c->workers != old->workers)
+	/* compared with the first load, not the previous one: a reload that
+	 * changed them did not apply them */
+	if (strcmp(c->listen, m->listen_conf) != 0 || c->workers != m->workers_conf)
 		log_warn("reload: listen and workers change only with a restart; still listening on %s with %u workers",
-			 old->listen, m->p.nworkers);
+			 m->listen_text, m->p.nworkers);
 	s = snapshot_new(c, gen, err, sizeof(err));
 	if (!s) {
 		/* the same shape as a config error: the error, then the sum */
@@ -292,6 +297,8 @@ int proxy_run(const char *path, struct conf *conf)
 		conf_free(conf);
 		return 1;
 	}
+	snprintf(m.listen_conf, sizeof(m.listen_conf), "%s", conf->listen);
+	m.workers_conf = conf->workers;
 	nworkers = conf->workers;
 	if (nworkers == 0) {
 		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
