@@ -181,7 +181,20 @@ def test_notify(ports, abstract):
     t.check(len(msgs) == 2 and msgs[1] ==
             f"READY=1\nSTATUS=generation 3, 4 backends, listening on 127.0.0.1:{px.port}",
             f"[{kind}] after a reload that changes listen, STATUS still names the address in use: {msgs!r}")
-    t.check("listen and workers change only with a restart" in px.log(), "the listen change is logged as needing a restart")
+    warn = "warn: reload: listen and workers change only with a restart; still listening on 127.0.0.1:%d with 2 workers"
+    t.check(px.log().count(warn % px.port) == 1, f"[{kind}] the listen change is logged as needing a restart, with the address in use")
+    px.signal(signal.SIGHUP)  # the same file again: still not applied, still said
+    recv_all(sock, "READY=1", 10)
+    t.check(px.log().count(warn % px.port) == 2, f"[{kind}] a second reload with the same unapplied listen warns again")
+    procs.write("notify.ini", conf4.replace("workers = 2", "workers = 1"))
+    px.signal(signal.SIGHUP)
+    recv_all(sock, "READY=1", 10)
+    t.check(px.log().count(warn % px.port) == 3, f"[{kind}] a workers change warns too")
+    procs.write("notify.ini", conf4)
+    px.signal(signal.SIGHUP)
+    msgs = recv_all(sock, "READY=1", 10)
+    t.check(px.log().count(warn % px.port) == 3 and msgs[-1].startswith("READY=1\nSTATUS=generation 6,"),
+            f"[{kind}] back to the listen and workers in use: no warning")
     px.signal(signal.SIGTERM)
     msgs = recv_all(sock, "STOPPING=1", 10)
     t.check(len(msgs) == 1 and msgs[0].startswith("STOPPING=1\nSTATUS=stopping on Terminated"),
