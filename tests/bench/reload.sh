@@ -2,14 +2,17 @@
 # tests/bench/reload.sh -- what SIGHUP reloads cost the requests in flight
 # (issue 6). A release ringproxy (build-rel, built if missing) in front of 4
 # test caches on 127.0.0.1; wrk -c64 for DURATION seconds in steady state,
-# then again while a loop sends SIGHUP 10 times a second, alternating a
-# 4-backend and a 3-backend file. Prints a Markdown table of p50/p99 and
+# then again while a loop sends SIGHUP 10 times a second, alternating two
+# files: CHANGE=remove (default) a 4-backend and a 3-backend one (the
+# caches left then carry a third more load each), CHANGE=timeout two that
+# route alike (only client_timeout differs: the cost of reloading itself). Prints a Markdown table of p50/p99 and
 # their ratio (goal: during/steady <= 1.2x).
 #
 # Steady and reloading runs alternate ROUNDS times (medians reported), so
-# that other load on the machine affects both sides alike.
+# that other load on the machine affects both sides alike; during the steady
+# runs the same loop runs but sends SIGWINCH (ignored) instead of SIGHUP.
 #
-# usage: tests/bench/reload.sh [DURATION_SECONDS]   (default 10; env WORKERS=2, CONNS=64, ROUNDS=3)
+# usage: tests/bench/reload.sh [DURATION_SECONDS]   (default 10; env WORKERS=2, CONNS=64, ROUNDS=3, CHANGE=remove)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -17,6 +20,7 @@ DUR=${1:-10}
 WORKERS=${WORKERS:-2}
 CONNS=${CONNS:-64}
 ROUNDS=${ROUNDS:-3}
+CHANGE=${CHANGE:-remove}
 BUILD="$ROOT/build-rel"
 command -v wrk >/dev/null || { echo "reload.sh: needs wrk (apt-get install wrk)" >&2; exit 2; }
 if [ ! -x "$BUILD/src/ringproxy" ]; then
@@ -58,7 +62,11 @@ conf() { # N_BACKENDS
 	done
 }
 conf 4 >"$TMP/a.ini"
-conf 3 >"$TMP/b.ini"
+case "$CHANGE" in
+remove) conf 3 >"$TMP/b.ini" ;;       # cache-4 leaves and comes back: 25% of keys move
+timeout) conf 4 | sed 's/^workers = .*/&\nclient_timeout = 31s/' >"$TMP/b.ini" ;; # routing unchanged
+*) echo "reload.sh: CHANGE=remove|timeout" >&2; exit 2 ;;
+esac
 ln -s "$TMP/a.ini" "$TMP/live.ini"
 
 "$RP" -c "$TMP/live.ini" 2>"$TMP/rp.log" &
@@ -80,11 +88,11 @@ run_wrk() { # OUT
 	wrk -t2 -c"$CONNS" -d"${DUR}s" --latency -s "$TMP/urls.lua" "http://127.0.0.1:$PORT/" >"$1"
 }
 
-hup_loop() { # sends SIGHUP 10 times a second, bounded: DUR*10 + 20 signals
+sig_loop() { # SIGNAL: 10 times a second, bounded: DUR*10 + 20 signals
 	for ((k = 0; k < DUR * 10 + 20; k++)); do
 		if ((k % 2 == 0)); then t=b; else t=a; fi
 		ln -sfn "$TMP/$t.ini" "$TMP/live.new" && mv -T "$TMP/live.new" "$TMP/live.ini"
-		kill -HUP "$RPID" 2>/dev/null || exit 0
+		kill -"$1" "$RPID" 2>/dev/null || exit 0
 		sleep 0.1
 	done
 }
@@ -93,9 +101,20 @@ hup_loop() { # sends SIGHUP 10 times a second, bounded: DUR*10 + 20 signals
 # interleaved so that drift in the machine's load hits both alike
 wrk -t2 -c"$CONNS" -d2s -s "$TMP/urls.lua" "http://127.0.0.1:$PORT/" >/dev/null
 base=$(grep -c "info: reload [0-9]*:" "$TMP/rp.log" || true)
+# the main thread (task id = pid) does the reloading and no request work
+main_ticks() { awk '{ print $14 + $15 }' "/proc/$RPID/task/$RPID/stat"; }
+ticks0=$(main_ticks)
 for ((r = 1; r <= ROUNDS; r++)); do
+	# the steady run has the same loop, swapping the file too, but
+	# sends SIGWINCH, which ringproxy ignores: the loop's own cost (fork,
+	# exec on a busy machine) then weighs on both sides alike
+	sig_loop WINCH &
+	HUPS=$!
+	PIDS+=($HUPS)
 	run_wrk "$TMP/steady-$r.txt"
-	hup_loop &
+	kill "$HUPS" 2>/dev/null || true
+	wait "$HUPS" 2>/dev/null || true
+	sig_loop HUP &
 	HUPS=$!
 	PIDS+=($HUPS)
 	run_wrk "$TMP/reload-$r.txt"
@@ -104,6 +123,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	sleep 0.3
 done
 reloads=$(( $(grep -c "info: reload [0-9]*:" "$TMP/rp.log" || true) - base ))
+ticks=$(( $(main_ticks) - ticks0 ))
 failed=$(grep -c "reload failed" "$TMP/rp.log" || true)
 
 # wrk prints "50%  1.23ms": convert to microseconds
@@ -126,8 +146,13 @@ sum_errs() { local n=0 r; for ((r = 1; r <= ROUNDS; r++)); do n=$((n + $(errs "$
 s50=$(over steady pct 50); s99=$(over steady pct 99); r50=$(over reload pct 50); r99=$(over reload pct 99)
 a=$(over steady rps); b=$(over reload rps)
 
-echo "ringproxy reload benchmark: $WORKERS workers, 4 test caches, wrk -t2 -c$CONNS -d${DUR}s x $ROUNDS rounds each (medians), $(nproc) CPUs, load average $(cut -d' ' -f1 /proc/loadavg)"
+echo "ringproxy reload benchmark: CHANGE=$CHANGE, $WORKERS workers, 4 test caches, wrk -t2 -c$CONNS -d${DUR}s x $ROUNDS rounds each (medians), $(nproc) CPUs, load average $(cut -d' ' -f1 /proc/loadavg)"
+awk -v t="$ticks" -v n="$reloads" -v hz="$(getconf CLK_TCK)" 'BEGIN {
+	printf "main thread CPU per reload: %.2f ms (%d ticks over %d reloads)\n", n ? 1000 * t / hz / n : 0, t, n }'
 echo "reloads during the reloading runs: $reloads ($failed failed); errors (non-2xx + socket): steady $(sum_errs steady), reloading $(sum_errs reload)"
+for ((r = 1; r <= ROUNDS; r++)); do
+	echo "round $r: steady p50/p99 $(pct "$TMP/steady-$r.txt" 50)/$(pct "$TMP/steady-$r.txt" 99) µs, reloading $(pct "$TMP/reload-$r.txt" 50)/$(pct "$TMP/reload-$r.txt" 99) µs"
+done
 echo
 echo "| | steady | 10 reloads/s | ratio |"
 echo "|---|---:|---:|---:|"
