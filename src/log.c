@@ -73,9 +73,23 @@ int log_open(const char *path, char *err, size_t errlen)
 		close(log_stderr);
 		log_stderr = -1;
 	}
+	if (dup) {
+		/* a file that cannot be opened leaves everything as it was,
+		 * SIGUSR1 included */
+		char *was = log_path;
+
+		log_path = dup;
+		if (log_reopen(err, errlen) < 0) {
+			log_path = was;
+			free(dup);
+			return -1;
+		}
+		free(was);
+		return 0;
+	}
 	free(log_path);
-	log_path = dup;
-	return log_reopen(err, errlen);
+	log_path = NULL;
+	return 0;
 }
 
 int log_reopen(char *err, size_t errlen)
