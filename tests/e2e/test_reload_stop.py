@@ -224,16 +224,33 @@ def test_log_file(ports):
     t.check(line is not None and line.startswith("reload 3:"), "new lines land in the new file")
     old = open(logp + ".1").read()
     t.check("reload 2:" in old and "reload 3:" not in old, "the rotated file keeps the old lines and gets no new ones")
+    # a log_file that cannot be opened: the error goes to the file in use,
+    # which SIGUSR1 still reopens
+    procs.write("log.ini", h.conf_text(["cache-1", "cache-2"], ports,
+                                       proxy={"log_file": procs.path("no-such-dir/x.log")}))
+    px.signal(signal.SIGHUP)
+    t.check(px.wait_log(r"reload 4: ", timeout=5) is not None
+            and re.search(r"error: reload: log file \S+no-such-dir/x\.log: No such file", px.log()) is not None,
+            "a reload naming a log_file that cannot be opened logs why in the file in use")
+    os.rename(logp, logp + ".2")
+    px.signal(signal.SIGUSR1)
+    px.log_path = logp
+    t.check(px.wait_log(r"SIGUSR1: log file reopened", timeout=5) is not None,
+            "and SIGUSR1 afterwards still reopens the file in use")
+    procs.write("log.ini", h.conf_text(["cache-1", "cache-2"], ports, proxy={"log_file": logp}))
+    line = px.reload()
+    t.check(line is not None and line.startswith("reload 5:"), "the next reload logs there")
+
     # another file on reload, then none: back to stderr
     logp2 = procs.path("rp2.log")
     procs.write("log.ini", h.conf_text(["cache-1", "cache-2"], ports, proxy={"log_file": logp2}))
     line = px.reload()
-    t.check(px.wait_log(r"reload 4: ", timeout=5, path=logp2) is not None and "reload 4:" not in open(logp).read(),
+    t.check(px.wait_log(r"reload 6: ", timeout=5, path=logp2) is not None and "reload 6:" not in open(logp).read(),
             "a reload that names another log_file moves the log there")
     procs.write("log.ini", h.conf_text(["cache-1", "cache-2"], ports))
     px.signal(signal.SIGHUP)
-    t.check(px.wait_log(r"reload 5: ", timeout=5, path=px.stderr_path) is not None
-            and "reload 5:" not in open(logp2).read(),
+    t.check(px.wait_log(r"reload 7: ", timeout=5, path=px.stderr_path) is not None
+            and "reload 7:" not in open(logp2).read(),
             "a reload that removes log_file sends the log back to stderr")
     px.log_path = px.stderr_path
     px.signal(signal.SIGTERM)
