@@ -45,11 +45,11 @@ def test_stop(ports):
     t.check(st == 200, "an idle keep-alive client got its response")
     result = {}
 
-    def slow():
+    def slow(delay=2000):
         c = http.client.HTTPConnection("127.0.0.1", px.port, timeout=15)
         t0 = time.monotonic()
         try:
-            c.request("GET", "/slow.jpg?delay=2000&size=1000")
+            c.request("GET", f"/slow.jpg?delay={delay}&size=1000")
             r = c.getresponse()
             result["conn"] = r.getheader("Connection")
             result["r"] = (r.status, r.getheader("X-Ringproxy-Backend"), r.read())
@@ -65,12 +65,12 @@ def test_stop(ports):
     t_sig = time.monotonic()
     px.signal(signal.SIGTERM)
     refused_at = None
-    while time.monotonic() - t_sig < 1.5:
+    while time.monotonic() - t_sig < 1.2:
         if connect_refused(px.port):
             refused_at = time.monotonic() - t_sig
             break
         time.sleep(0.02)
-    t.check(refused_at is not None and refused_at < 0.5,
+    t.check(refused_at is not None and refused_at < 1.0,
             f"new connections are refused shortly after SIGTERM ({refused_at})")
     try:
         st, _, _ = h.get(idle, "/again.jpg")
@@ -92,7 +92,7 @@ def test_stop(ports):
 
     # a second signal stops at once, still exit 0
     px = h.Proxy(procs, RP, conf)
-    th = threading.Thread(target=slow)
+    th = threading.Thread(target=slow, args=(6000,))
     result.clear()
     th.start()
     time.sleep(0.5)
@@ -103,7 +103,7 @@ def test_stop(ports):
     rc = px.wait(10)
     secs = time.monotonic() - t0
     th.join(timeout=20)
-    t.check(rc == 0 and secs < 1.0, f"a second signal stops at once ({secs:.2f}s, rc {rc})")
+    t.check(rc == 0 and secs < 3.0, f"a second signal stops at once, not after the 6 s request ({secs:.2f}s, rc {rc})")
     t.check("second Interrupt: stopping now" in px.log(), "the second signal is logged")
 
     # shutdown_timeout bounds the wait for a request that takes too long
@@ -118,7 +118,7 @@ def test_stop(ports):
     rc = px.wait(10)
     secs = time.monotonic() - t0
     c.close()
-    t.check(rc == 0 and 0.4 < secs < 2.0, f"shutdown_timeout 500ms ends a 5 s request's wait ({secs:.2f}s, rc {rc})")
+    t.check(rc == 0 and 0.4 < secs < 3.0, f"shutdown_timeout 500ms ends a 5 s request's wait ({secs:.2f}s, rc {rc})")
     t.check("shutdown_timeout reached" in px.log(), "the timeout is logged")
 
 
