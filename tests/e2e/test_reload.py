@@ -15,6 +15,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reload_harness as h  # noqa: E402
+import ringref  # noqa: E402
 
 RP, TC = sys.argv[1], sys.argv[2]
 t = h.Tap()
@@ -238,6 +239,45 @@ def main():
             "after a weight increase keys move only to that backend")
     px.signal(signal.SIGTERM)
     t.check(px.wait(30) == 0, "ringproxy exits 0 on SIGTERM")
+    test_health_kept(ports)
+
+
+def test_health_kept(ports):
+    """Health is per name and outlives a reload; a new URL is checked afresh."""
+    names = ["cache-1", "cache-2", "cache-3"]
+    hc = {"path": "/__health", "interval": "100ms", "timeout": "500ms", "rise": "2", "fall": "2"}
+    live = procs.write("health.ini", h.conf_text(names, ports, health=hc))
+    px = h.Proxy(procs, RP, live)
+    paths = [f"/h/{i}.jpg" for i in range(300)]
+    deadline = time.monotonic() + 60
+    before = h.backends_of(px.port, paths, deadline)
+    own2 = [p for p in paths if before[p] == "cache-2"]
+    c = http.client.HTTPConnection("127.0.0.1", ports["cache-2"], timeout=5)
+    c.request("GET", "/__set?health=503")
+    c.getresponse().read()
+    c.close()
+    t.check(px.wait_log(r"backend cache-2: up -> down", timeout=10) is not None, "cache-2 fails its checks and goes down")
+    procs.write("health.ini", h.conf_text(names + ["cache-4"], ports, health=hc))
+    since = px.log_size()
+    line = px.reload()
+    after = h.backends_of(px.port, own2, deadline)
+    t.check(line is not None and line.startswith("reload 2:") and own2 and all(v != "cache-2" for v in after.values()),
+            f"after a reload cache-2 is still down: its {len(own2)} keys still go elsewhere")
+    t.check("cache-2: down -> up" not in px.log()[since:], "the reload did not bring cache-2 up")
+    # a new URL (a healthy cache behind the name) is checked afresh: up at once
+    moved = dict(ports, **{"cache-2": ports["cache-5"]})
+    procs.write("health.ini", h.conf_text(names + ["cache-4"], moved, health=hc))
+    line = px.reload()
+    t.check(line is not None and "@cache-2 (new url" in line and
+            re.search(r"backend cache-2: down -> up \(new url [^)]*checked afresh\)", px.log()) is not None,
+            "a new URL for a down backend: checked afresh, up at once")
+    back = h.backends_of(px.port, own2, deadline)
+    ring4 = ringref.Ring([(n, 1) for n in names + ["cache-4"]], 160)
+    want = [p for p in own2 if ring4.lookup(p.encode()) == "cache-2"]
+    t.check(want and all(back[p] == "cache-2" for p in want),
+            f"its {len(want)} keys (those cache-4 did not take) come back to it")
+    px.signal(signal.SIGTERM)
+    t.check(px.wait(30) == 0, "exit 0")
 
 
 try:
