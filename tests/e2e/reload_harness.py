@@ -40,6 +40,7 @@ class Procs:
 
     def __init__(self):
         self.procs = []
+        self.logs = []  # every ringproxy's stderr file
         self.tmp = tempfile.mkdtemp(prefix="rp-reload-")
 
     def add(self, p):
@@ -58,6 +59,20 @@ class Procs:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
+
+    def sanitizer_reports(self):
+        """Lines where ASan/UBSan/LSan spoke in any ringproxy stderr (UBSan
+        without halt_on_error only prints and carries on)."""
+        out = []
+        for path in self.logs:
+            try:
+                with open(path, "rb") as f:
+                    text = f.read().decode("utf-8", "replace")
+            except OSError:
+                continue
+            out += [f"{os.path.basename(path)}: {l}" for l in text.splitlines()
+                    if "runtime error:" in l or "Sanitizer" in l]
+        return out
 
     def path(self, name):
         return os.path.join(self.tmp, name)
@@ -118,6 +133,7 @@ class Proxy:
         if any, which is then where the log is read."""
         self.log_path = log or procs.path(f"ringproxy-{len(procs.procs)}.log")
         self.logf = open(self.log_path, "ab")
+        procs.logs.append(self.log_path)
         e = dict(os.environ)
         e.update(env or {})
         self.p = procs.add(subprocess.Popen([exe, "-c", conf], stdin=subprocess.DEVNULL,

@@ -95,4 +95,8 @@ except Exception as e:
     t.diag(traceback.format_exc())
 finally:
     procs.stop_all()
+reports = procs.sanitizer_reports()
+for r in reports[:20]:
+    t.diag(r)
+t.check(not reports, "no sanitizer report in any ringproxy's stderr")
 t.done()

@@ -207,6 +207,7 @@ def test_log_file(ports):
     logp = procs.path("rp.log")
     conf = procs.write("log.ini", h.conf_text(["cache-1", "cache-2"], ports, proxy={"log_file": logp}))
     px = h.Proxy(procs, RP, conf, log=procs.path("log-stderr.log"), log_file=logp)
+    procs.logs += [logp, logp + ".1", logp + ".2", procs.path("rp2.log")]  # fd 2 is there
     t.check(px.p.poll() is None and "listening on" in open(logp).read(), "log_file receives the log lines")
     os.rename(logp, logp + ".1")
     px.log_path = logp + ".1"
@@ -309,4 +310,8 @@ except Exception as e:
     t.diag(traceback.format_exc())
 finally:
     procs.stop_all()
+reports = procs.sanitizer_reports()
+for r in reports[:20]:
+    t.diag(r)
+t.check(not reports, "no sanitizer report in any ringproxy's stderr")
 t.done()
