@@ -3,8 +3,10 @@
  * ringproxy runs in the foreground and normally lets systemd or the
  * container runtime own its output. With [proxy] log_file the file is put
  * on fd 2 itself (dup2), so every writer keeps writing to fd 2 and a reopen
- * for log rotation swaps the file atomically. One write(2) per line keeps
- * lines whole across threads.
+ * for log rotation swaps the file atomically; the stderr we were given is
+ * kept aside so that a reload without log_file can put it back. One
+ * write(2) per line keeps lines whole across threads. Main thread for
+ * open/reopen, any thread for log_msg.
  */
 #include "log.h"
 
