@@ -16,6 +16,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reload_harness as h  # noqa: E402
+import ringref  # noqa: E402
 
 RP, TC = sys.argv[1], sys.argv[2]
 t = h.Tap()
@@ -293,8 +294,93 @@ def test_burst(ports):
             "a SIGHUP while stopping starts no reload; exit 0")
 
 
+def test_inflight(ports):
+    """Requests in flight across a reload that removes their backend, and
+    across a stop under keep-alive load: no response is cut short."""
+    four = ["cache-1", "cache-2", "cache-3", "cache-4"]
+    conf = procs.write("inflight.ini", h.conf_text(four, ports))
+    px = h.Proxy(procs, RP, conf)
+    ring = ringref.Ring([(n, 1) for n in four], 160)
+    q = "?delay=1000&size=30000"  # the key is path+query
+    on4 = [f"/if/{i}.jpg{q}" for i in range(400) if ring.lookup(f"/if/{i}.jpg{q}".encode()) == "cache-4"][:3]
+    results = []
+
+    def one(p):
+        c = http.client.HTTPConnection("127.0.0.1", px.port, timeout=15)
+        try:
+            c.request("GET", p)
+            r = c.getresponse()
+            results.append((r.status, r.getheader("X-Ringproxy-Backend"), len(r.read())))
+        except Exception as e:
+            results.append((f"{type(e).__name__}: {e}", None, 0))
+        c.close()
+
+    ths = [threading.Thread(target=one, args=(p,)) for p in on4]
+    for th in ths:
+        th.start()
+    time.sleep(0.3)
+    procs.write("inflight.ini", h.conf_text(four[:3], ports))
+    line = px.reload()
+    for th in ths:
+        th.join(timeout=20)
+    t.check(line is not None and "-cache-4" in line, "cache-4 removed while requests to it are in flight")
+    t.check(len(results) == 3 and all(r == (200, "cache-4", 30000) for r in results),
+            f"those requests complete from cache-4 with their whole bodies: {results}")
+    c = http.client.HTTPConnection("127.0.0.1", px.port, timeout=10)
+    st, be, _ = h.get(c, on4[0])
+    c.close()
+    t.check(st == 200 and be != "cache-4", f"the same URL now goes to another cache ({be})")
+
+    # stop under keep-alive load: a response either arrives whole or not at all
+    stop = threading.Event()
+    outcome = {"whole": 0, "cut": 0, "closed": 0, "other": []}
+    lock = threading.Lock()
+
+    def loop(i):
+        c = http.client.HTTPConnection("127.0.0.1", px.port, timeout=15)
+        for j in range(2000):
+            if stop.is_set():
+                break
+            try:
+                c.request("GET", f"/load/{i}/{j}.jpg?size=100000&delay={j % 3 * 20}")
+                r = c.getresponse()
+                body = r.read()
+                with lock:
+                    outcome["whole" if r.status == 200 and len(body) == 100000 else "cut"] += 1
+            except http.client.IncompleteRead:
+                with lock:
+                    outcome["cut"] += 1
+            except (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine):
+                with lock:  # closed or refused before a response began
+                    outcome["closed"] += 1
+                c.close()
+                c = http.client.HTTPConnection("127.0.0.1", px.port, timeout=15)
+                time.sleep(0.01)
+            except Exception as e:
+                with lock:
+                    outcome["other"].append(f"{type(e).__name__}: {e}")
+                break
+        c.close()
+
+    ths = [threading.Thread(target=loop, args=(i,)) for i in range(6)]
+    for th in ths:
+        th.start()
+    time.sleep(1.0)
+    px.signal(signal.SIGTERM)
+    rc = px.wait(15)
+    time.sleep(0.2)
+    stop.set()
+    for th in ths:
+        th.join(timeout=30)
+    t.diag(f"stop under load: {outcome}")
+    t.check(rc == 0, "exit 0 after a stop under load")
+    t.check(outcome["whole"] > 20 and outcome["cut"] == 0 and not outcome["other"],
+            "under load, no response was cut short by the stop (each arrived whole, or the connection closed before it began)")
+
+
 def main():
     ports = h.start_caches(procs, TC, [f"cache-{i}" for i in range(1, 5)])
+    test_inflight(ports)
     test_burst(ports)
     test_stop(ports)
     test_notify(ports, abstract=False)
