@@ -23,10 +23,8 @@ ROUNDS=${ROUNDS:-3}
 CHANGE=${CHANGE:-remove}
 BUILD="$ROOT/build-rel"
 command -v wrk >/dev/null || { echo "reload.sh: needs wrk (apt-get install wrk)" >&2; exit 2; }
-if [ ! -x "$BUILD/src/ringproxy" ]; then
-	[ -d "$BUILD" ] || meson setup "$BUILD" "$ROOT" --buildtype=release -Dfuzz=disabled >/dev/null
-	ninja -C "$BUILD" >/dev/null
-fi
+[ -d "$BUILD" ] || meson setup "$BUILD" "$ROOT" --buildtype=release -Dfuzz=disabled >/dev/null
+ninja -C "$BUILD" >/dev/null    # a no-op when up to date; never a stale binary
 RP="$BUILD/src/ringproxy"
 TC="$BUILD/tests/testcache/testcache"
 
