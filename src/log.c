@@ -3,8 +3,10 @@
  * ringproxy runs in the foreground and normally lets systemd or the
  * container runtime own its output. With [proxy] log_file the file is put
  * on fd 2 itself (dup2), so every writer keeps writing to fd 2 and a reopen
- * for log rotation swaps the file atomically. One write(2) per line keeps
- * lines whole across threads.
+ * for log rotation swaps the file atomically; the stderr we were given is
+ * kept aside so that a reload without log_file can put it back. One
+ * write(2) per line keeps lines whole across threads. Main thread for
+ * open/reopen, any thread for log_msg.
  */
 #include "log.h"
 
@@ -42,6 +44,9 @@ int log_level_parse(const char *s)
 }
 
 static char *log_path;
+static int log_stderr = -1;     /* the stderr we started with, kept while
+				   a log file sits on fd 2, so that a reload
+				   without log_file can put it back */
 
 int log_open(const char *path, char *err, size_t errlen)
 {
@@ -53,10 +58,40 @@ int log_open(const char *path, char *err, size_t errlen)
 			snprintf(err, errlen, "out of memory");
 			return -1;
 		}
+		if (log_stderr < 0) {
+			log_stderr = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+			if (log_stderr < 0) {
+				snprintf(err, errlen, "log file %s: %s", path, strerror(errno));
+				free(dup);
+				return -1;
+			}
+		}
+	} else if (log_stderr >= 0) {
+		/* log_file removed: back to the stderr systemd gave us */
+		if (dup2(log_stderr, STDERR_FILENO) < 0) {
+			snprintf(err, errlen, "back to stderr: %s", strerror(errno));
+			return -1;
+		}
+		close(log_stderr);
+		log_stderr = -1;
+	}
+	if (dup) {
+		/* a file that cannot be opened leaves everything as it was,
+		 * SIGUSR1 included */
+		char *was = log_path;
+
+		log_path = dup;
+		if (log_reopen(err, errlen) < 0) {
+			log_path = was;
+			free(dup);
+			return -1;
+		}
+		free(was);
+		return 0;
 	}
 	free(log_path);
-	log_path = dup;
-	return log_reopen(err, errlen);
+	log_path = NULL;
+	return 0;
 }
 
 int log_reopen(char *err, size_t errlen)

@@ -51,12 +51,17 @@ struct proxy_main {
 	struct event *ev_deadline;      /* while stopping: shutdown_timeout */
 	bool stopping;
 	int stop_signal;
+	char listen_text[80];           /* the address in use, port resolved:
+					   a reload never changes it */
+	char listen_conf[320];          /* listen and workers as the first
+					   load gave them: what a reload's */
+	unsigned workers_conf;          /* values must equal to take effect */
 };
 
 static void proxy_status(struct proxy_main *m)
 {
 	notify_send("READY=1\nSTATUS=generation %llu, %zu backends, listening on %s",
-		    (unsigned long long)m->snap->generation, m->snap->nbe, m->snap->conf->listen);
+		    (unsigned long long)m->snap->generation, m->snap->nbe, m->listen_text);
 }
 
 static void proxy_record(struct proxy_main *m, bool ok, const char *text)
@@ -99,13 +104,17 @@ static void proxy_reload(struct proxy_main *m)
 		return;
 	}
 	conf_errors_free(&errs);
-	if (strcmp(c->listen, old->listen) != 0 || c->workers != old->workers)
+	/* compared with the first load, not the previous one: a reload that
+	 * changed them did not apply them */
+	if (strcmp(c->listen, m->listen_conf) != 0 || c->workers != m->workers_conf)
 		log_warn("reload: listen and workers change only with a restart; still listening on %s with %u workers",
-			 old->listen, m->p.nworkers);
+			 m->listen_text, m->p.nworkers);
 	s = snapshot_new(c, gen, err, sizeof(err));
 	if (!s) {
-		snprintf(text, sizeof(text), "%s: %s; still serving generation %llu", m->path, err,
-			 (unsigned long long)m->snap->generation);
+		/* the same shape as a config error: the error, then the sum */
+		log_error("%s", err);
+		snprintf(text, sizeof(text), "%s: 1 error; still serving generation %llu: %s", m->path,
+			 (unsigned long long)m->snap->generation, err);
 		log_error("reload failed: %s", text);
 		proxy_record(m, false, text);
 		conf_free(c);
@@ -311,6 +320,8 @@ int proxy_run(const char *path, struct conf *conf)
 		return 1;
 	}
 	proxy_fd_limit(conf);
+	snprintf(m.listen_conf, sizeof(m.listen_conf), "%s", conf->listen);
+	m.workers_conf = conf->workers;
 	nworkers = conf->workers;
 	if (nworkers == 0) {
 		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -324,7 +335,7 @@ int proxy_run(const char *path, struct conf *conf)
 	atomic_store(&m.p.max_conns, conf->max_connections);
 	m.snap = snapshot_new(conf, 1, err, sizeof(err));
 	if (!m.snap) {
-		log_error("%s: %s", path, err);
+		log_error("%s", err);
 		conf_free(conf);
 		return 1;
 	}
@@ -358,9 +369,10 @@ int proxy_run(const char *path, struct conf *conf)
 	}
 	health_apply(m.health, m.snap);
 	conn_peer_ip(&addr, host, sizeof(host));
-	log_info("listening on %s%s%s:%d with %u workers; %zu backends, %zu ring points (%s)",
-		 addr.ss_family == AF_INET6 ? "[" : "", host, addr.ss_family == AF_INET6 ? "]" : "",
-		 port, m.p.nworkers, m.snap->nbe, m.snap->ring->npoints, path);
+	snprintf(m.listen_text, sizeof(m.listen_text), "%s%s%s:%d",
+		 addr.ss_family == AF_INET6 ? "[" : "", host, addr.ss_family == AF_INET6 ? "]" : "", port);
+	log_info("listening on %s with %u workers; %zu backends, %zu ring points (%s)",
+		 m.listen_text, m.p.nworkers, m.snap->nbe, m.snap->ring->npoints, path);
 	proxy_status(&m);
 	event_base_dispatch(m.base);
 	rc = 0;

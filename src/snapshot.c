@@ -78,7 +78,8 @@ void snapshot_registry_free(void)
 	atomic_store(&snapshot_nregistry, 0);
 }
 
-static int snapshot_resolve(struct snap_backend *sb, char *err, size_t errlen)
+static int snapshot_resolve(const struct conf *conf, struct snap_backend *sb,
+			    char *err, size_t errlen)
 {
 	const struct conf_backend *cb = sb->conf;
 	struct addrinfo hints, *res = NULL;
@@ -91,8 +92,8 @@ static int snapshot_resolve(struct snap_backend *sb, char *err, size_t errlen)
 	snprintf(port, sizeof(port), "%u", cb->port);
 	rc = getaddrinfo(cb->host, port, &hints, &res);
 	if (rc != 0 || !res) {
-		snprintf(err, errlen, "backend %s: cannot resolve '%s': %s", cb->name, cb->host,
-			 rc ? gai_strerror(rc) : "no address");
+		snprintf(err, errlen, "%s:%d: backend %s: cannot resolve '%s': %s; fix its url or the name service",
+			 conf->path, cb->line, cb->name, cb->host, rc ? gai_strerror(rc) : "no address");
 		return -1;
 	}
 	memcpy(&sb->addr, res->ai_addr, res->ai_addrlen);
@@ -118,6 +119,7 @@ struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 {
 	struct ring_member *m = NULL;
 	struct snapshot *s = calloc(1, sizeof(*s));
+	char why[256];
 
 	if (!s)
 		goto nomem;
@@ -129,18 +131,20 @@ struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 		m[i].name = conf->backends[i].name;
 		m[i].weight = conf->backends[i].weight;
 		s->be[i].conf = &conf->backends[i];
-		if (snapshot_resolve(&s->be[i], err, errlen) < 0)
+		if (snapshot_resolve(conf, &s->be[i], err, errlen) < 0)
 			goto fail;
 		s->be[i].state = snapshot_registry_find(conf->backends[i].name);
 		if (!s->be[i].state) {
-			snprintf(err, errlen, "backend %s: too many distinct backend names over this process's life; restart ringproxy",
-				 conf->backends[i].name);
+			snprintf(err, errlen, "%s:%d: backend %s: too many distinct backend names over this process's life; restart ringproxy",
+				 conf->path, conf->backends[i].line, conf->backends[i].name);
 			goto fail;
 		}
 	}
-	s->ring = ring_build(m, conf->nbackends, conf->vnodes, err, errlen);
-	if (!s->ring)
+	s->ring = ring_build(m, conf->nbackends, conf->vnodes, why, sizeof(why));
+	if (!s->ring) {
+		snprintf(err, errlen, "%s: %s", conf->path, why);
 		goto fail;
+	}
 	s->nbe = conf->nbackends;
 	s->conf = conf;
 	s->generation = generation;
@@ -148,7 +152,7 @@ struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 	free(m);
 	return s;
 nomem:
-	snprintf(err, errlen, "out of memory");
+	snprintf(err, errlen, "%s: out of memory", conf->path);
 fail:
 	free(m);
 	if (s) {

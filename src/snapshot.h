@@ -82,7 +82,8 @@ struct snapshot {
 /* Build a snapshot from a loaded config (taking ownership of conf on
  * success): resolves every backend address (blocking getaddrinfo, so the
  * main thread only), builds the ring, finds or creates registry entries.
- * Returns NULL with err on failure; conf then still belongs to the caller.
+ * Returns NULL with err on failure, which names the file ("FILE: ..." or
+ * "FILE:LINE: ..."); conf then still belongs to the caller.
  * The result holds one reference. */
 struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 			      char *err, size_t errlen);
