@@ -10,6 +10,7 @@
  */
 #include "balance.h"
 
+#include <limits.h>
 #include <math.h>
 #include <time.h>
 
@@ -71,13 +72,19 @@ static int balance_ramping(const struct snapshot *s, int i, uint64_t pos)
 	return (double)(mixed >> 40) / (double)(1ull << 24) >= (double)(now - since) / (double)span;
 }
 
-enum balance_verdict balance_check(const struct snapshot *s, int i, uint64_t pos)
+/* The verdict, and in *limit the in-flight count the backend may reach
+ * (its hard cap, or the bounded-load cap, whichever is lower; LONG_MAX for
+ * none): workers race between checking and taking a slot, so the slot is
+ * taken by compare-and-swap against that limit. */
+static enum balance_verdict balance_verdict(const struct snapshot *s, int i, uint64_t pos,
+					    long *limit)
 {
 	struct backend *b = s->be[i].state;
 	const struct conf *conf = s->conf;
 	long inflight;
 	bool trial = false;
 
+	*limit = LONG_MAX;
 	if (s->ring->npoints_of[i] == 0)
 		return BALANCE_DRAINED;
 	if (atomic_load_explicit(&b->down, memory_order_relaxed)) {
@@ -86,38 +93,57 @@ enum balance_verdict balance_check(const struct snapshot *s, int i, uint64_t pos
 		trial = true;
 	}
 	inflight = atomic_load_explicit(&b->inflight, memory_order_relaxed);
-	if (s->be[i].conf->max_inflight && inflight >= (long)s->be[i].conf->max_inflight)
-		return BALANCE_FULL;
+	if (s->be[i].conf->max_inflight) {
+		*limit = (long)s->be[i].conf->max_inflight;
+		if (inflight >= *limit)
+			return BALANCE_FULL;
+	}
 	/* a trial is one request, and a down backend is not in the up
 	 * weight: its cap would be 0 when every backend is down */
 	if (conf->balance_factor > 0 && !trial) {
 		long total = atomic_load_explicit(&snapshot_total_inflight, memory_order_relaxed);
+		long cap = balance_cap(conf->balance_factor, total, s->ring->weights[i],
+				       balance_up_weight(s));
 
-		if (inflight >= balance_cap(conf->balance_factor, total, s->ring->weights[i],
-					    balance_up_weight(s)))
+		if (inflight >= cap)
 			return BALANCE_BOUNDED;
+		if (cap < *limit)
+			*limit = cap;
 	}
 	if (balance_ramping(s, i, pos))
 		return BALANCE_RAMPING;
 	return BALANCE_OK;
 }
 
-bool balance_acquire(struct backend *b, const struct conf_backend *cb)
+enum balance_verdict balance_check(const struct snapshot *s, int i, uint64_t pos)
+{
+	long limit;
+
+	return balance_verdict(s, i, pos, &limit);
+}
+
+/* Take a slot if the count is below limit. */
+static bool balance_take(struct backend *b, long limit)
 {
 	long n = atomic_load_explicit(&b->inflight, memory_order_relaxed);
 
-	if (cb->max_inflight) {
+	if (limit == LONG_MAX) {
+		atomic_fetch_add_explicit(&b->inflight, 1, memory_order_relaxed);
+	} else {
 		do {
-			if (n >= (long)cb->max_inflight)
+			if (n >= limit)
 				return false;
 		} while (!atomic_compare_exchange_weak_explicit(&b->inflight, &n, n + 1,
 								memory_order_relaxed,
 								memory_order_relaxed));
-	} else {
-		atomic_fetch_add_explicit(&b->inflight, 1, memory_order_relaxed);
 	}
 	atomic_fetch_add_explicit(&snapshot_total_inflight, 1, memory_order_relaxed);
 	return true;
+}
+
+bool balance_acquire(struct backend *b, const struct conf_backend *cb)
+{
+	return balance_take(b, cb->max_inflight ? (long)cb->max_inflight : LONG_MAX);
 }
 
 void balance_hold(struct backend *b)
@@ -139,15 +165,18 @@ void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 
 	pick->backend = -1;
 	while ((i = ring_walk_next(w)) >= 0) {
-		enum balance_verdict v = balance_check(s, i, pos);
+		long limit;
+		enum balance_verdict v = balance_verdict(s, i, pos, &limit);
 
 		if (w->yielded == 1) {
 			pick->owner = i;
 			pick->owner_verdict = v;
 		}
-		if (v == BALANCE_OK && !balance_acquire(s->be[i].state, s->be[i].conf)) {
-			/* another worker took its last slot since the check */
-			v = BALANCE_FULL;
+		if (v == BALANCE_OK && !balance_take(s->be[i].state, limit)) {
+			/* another worker took the last slot since the check */
+			v = s->be[i].conf->max_inflight &&
+			    atomic_load(&s->be[i].state->inflight) >= (long)s->be[i].conf->max_inflight ?
+			    BALANCE_FULL : BALANCE_BOUNDED;
 			if (w->yielded == 1)
 				pick->owner_verdict = v;
 		}

@@ -120,6 +120,9 @@ struct health_check {
 	struct health *h;
 	struct backend *b;
 	const struct conf_backend *cb;  /* valid while h->snap is held */
+	struct conf_health settings;    /* what it was started with; the path
+					   is compared through url (this copy's
+					   path pointer is not used) */
 	char url[600];
 	char errbuf[CURL_ERROR_SIZE];
 	CURL *easy;
@@ -131,7 +134,7 @@ struct health {
 	struct event_base *base;
 	struct curlev *ce;
 	struct snapshot *snap;
-	struct health_check *checks;
+	struct health_check **checks;
 	size_t n;
 };
 
@@ -239,16 +242,23 @@ struct health *health_new(struct event_base *base)
 	return h;
 }
 
+static void health_check_free(struct health *h, struct health_check *hc)
+{
+	if (!hc)
+		return;
+	if (hc->running)
+		curlev_remove(h->ce, hc->easy);
+	if (hc->easy)
+		curl_easy_cleanup(hc->easy);
+	if (hc->timer)
+		event_free(hc->timer);
+	free(hc);
+}
+
 static void health_stop(struct health *h)
 {
-	for (size_t i = 0; i < h->n; i++) {
-		struct health_check *hc = &h->checks[i];
-
-		if (hc->running)
-			curlev_remove(h->ce, hc->easy);
-		curl_easy_cleanup(hc->easy);
-		event_free(hc->timer);
-	}
+	for (size_t i = 0; i < h->n; i++)
+		health_check_free(h, h->checks[i]);
 	free(h->checks);
 	h->checks = NULL;
 	h->n = 0;
@@ -256,41 +266,77 @@ static void health_stop(struct health *h)
 	h->snap = NULL;
 }
 
+/* A check of the previous snapshot that can go on as it is: same backend,
+ * same URL, same settings. Taken out of the old list. */
+static struct health_check *health_keep(struct health *h, const struct conf_backend *cb,
+					const char *url)
+{
+	for (size_t i = 0; i < h->n; i++) {
+		struct health_check *hc = h->checks[i];
+
+		if (hc && strcmp(hc->b->name, cb->name) == 0 && strcmp(hc->url, url) == 0 &&
+		    hc->settings.interval_ms == cb->health.interval_ms &&
+		    hc->settings.timeout_ms == cb->health.timeout_ms &&
+		    hc->settings.rise == cb->health.rise && hc->settings.fall == cb->health.fall &&
+		    hc->settings.expect_lo == cb->health.expect_lo &&
+		    hc->settings.expect_hi == cb->health.expect_hi) {
+			h->checks[i] = NULL;
+			return hc;
+		}
+	}
+	return NULL;
+}
+
+/* Reloads keep the running checks of unchanged backends where they are in
+ * their interval: frequent reloads must not keep postponing the checks. */
 void health_apply(struct health *h, struct snapshot *s)
 {
+	struct health_check **checks = calloc(s->nbe ? s->nbe : 1, sizeof(*checks));
 	size_t n = 0;
 
-	health_stop(h);
-	snapshot_ref(s);
-	h->snap = s;
-	h->checks = calloc(s->nbe ? s->nbe : 1, sizeof(*h->checks));
-	if (!h->checks) {
-		log_error("health: out of memory; active checks are off");
+	if (!checks) {
+		log_error("health: out of memory; active checks keep the previous config");
 		return;
 	}
 	for (size_t i = 0; i < s->nbe; i++) {
 		const struct conf_backend *cb = s->be[i].conf;
-		struct health_check *hc = &h->checks[n];
+		struct health_check *hc;
+		char url[sizeof(hc->url)];
 
 		if (!cb->health.path[0])
 			continue;
+		health_url(url, sizeof(url), cb, cb->health.path);
+		hc = health_keep(h, cb, url);
+		if (hc) {
+			hc->cb = cb;            /* now in the new snapshot */
+			checks[n++] = hc;
+			continue;
+		}
+		hc = calloc(1, sizeof(*hc));
+		if (!hc) {
+			log_error("health: out of memory; backend %s is not checked", cb->name);
+			continue;
+		}
 		hc->h = h;
 		hc->b = s->be[i].state;
 		hc->cb = cb;
-		health_url(hc->url, sizeof(hc->url), cb, cb->health.path);
+		hc->settings = cb->health;
+		hc->settings.path = NULL;
+		memcpy(hc->url, url, sizeof(url));
 		hc->easy = curl_easy_init();
 		hc->timer = evtimer_new(h->base, health_on_timer, hc);
 		if (!hc->easy || !hc->timer) {
 			log_error("health: out of memory; backend %s is not checked", cb->name);
-			if (hc->easy)
-				curl_easy_cleanup(hc->easy);
-			if (hc->timer)
-				event_free(hc->timer);
+			health_check_free(h, hc);
 			continue;
 		}
 		health_schedule(hc, (uint64_t)random() % cb->health.interval_ms);
-		n++;
+		checks[n++] = hc;
 	}
+	health_stop(h);         /* what was not kept, and the old snapshot */
+	snapshot_ref(s);
+	h->snap = s;
+	h->checks = checks;
 	h->n = n;
 }
 

@@ -278,6 +278,36 @@ def test_health_kept(ports):
             f"its {len(want)} keys (those cache-4 did not take) come back to it")
     px.signal(signal.SIGTERM)
     t.check(px.wait(30) == 0, "exit 0")
+    test_checks_not_postponed(ports)
+
+
+def test_checks_not_postponed(ports):
+    """Reloads much more frequent than the check interval do not keep
+    pushing the checks of unchanged backends away."""
+    names = ["cache-1", "cache-2", "cache-3"]
+    hc = {"path": "/__health", "interval": "3s", "timeout": "500ms", "rise": "1", "fall": "1"}
+    live = procs.write("slow-checks.ini", h.conf_text(names, ports, health=hc))
+    px = h.Proxy(procs, RP, live)
+    c = http.client.HTTPConnection("127.0.0.1", ports["cache-3"], timeout=5)
+    c.request("GET", "/__set?health=503")
+    c.getresponse().read()
+    c.close()
+    # 10 reloads a second for 4 s: the first check of cache-3 is due within
+    # its 3 s interval, whatever the reloads do
+    end = time.monotonic() + 4
+    n = 0
+    while time.monotonic() < end and "backend cache-3: up -> down" not in px.log():
+        px.reload()
+        n += 1
+        time.sleep(0.1)
+    t.check("backend cache-3: up -> down" in px.log(),
+            f"with a reload every 100 ms ({n} of them), a 3 s health check still runs and marks cache-3 down")
+    c = http.client.HTTPConnection("127.0.0.1", ports["cache-3"], timeout=5)
+    c.request("GET", "/__set?health=200")
+    c.getresponse().read()
+    c.close()
+    px.signal(signal.SIGTERM)
+    t.check(px.wait(30) == 0, "exit 0")
 
 
 try:
