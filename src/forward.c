@@ -282,7 +282,10 @@ static int fwd_begin(struct client *c, int i, bool fresh, char *why, size_t whyl
 	u->in.pos = u->in.len = 0;
 	http1_msg_init(&u->resp);
 	outq_reset(&u->out);
-	atomic_fetch_add_explicit(&sb->state->requests, 1, memory_order_relaxed);
+	if (pool)
+		atomic_store_explicit(&pool->requests,
+				      atomic_load_explicit(&pool->requests, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
 
 	f.prefix.p = sb->conf->prefix;
 	f.prefix.len = strlen(sb->conf->prefix);
@@ -328,7 +331,10 @@ static void fwd_finish(struct upstream *u)
 	struct pool *pool = worker_pool(w, u->backend_id);
 	bool reuse;
 
-	atomic_fetch_add_explicit(&fwd_backend(u)->responses, 1, memory_order_relaxed);
+	if (pool)
+		atomic_store_explicit(&pool->responses,
+				      atomic_load_explicit(&pool->responses, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
 	reuse = u->resp.keep_alive && u->resp.framing != HTTP1_BODY_CLOSE && !u->eof &&
 		u->in.pos == u->in.len && c->req_done && outq_empty(&u->out) &&
 		!w->stopping && pool && pool->n < conf->pool_size;

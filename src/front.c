@@ -133,7 +133,7 @@ void front_close(struct client *c)
 
 	if (c->up)
 		fwd_close(c->up);
-	snapshot_unref(c->snap);
+	worker_snap_drop(c->w, c->snap);
 	c->snap = NULL;
 	event_del(&c->rev);
 	event_del(&c->wev);
@@ -164,7 +164,7 @@ static void front_end(struct client *c)
 	}
 	if (c->up)
 		fwd_close(c->up);
-	snapshot_unref(c->snap);
+	worker_snap_drop(c->w, c->snap);
 	c->snap = NULL;
 	c->state = CL_LINGER;
 	c->in.pos = c->in.len = 0;
@@ -368,8 +368,7 @@ static void front_start(struct client *c, size_t head_len)
 	size_t keylen;
 
 	c->state = CL_FORWARD;
-	c->snap = w->snap;
-	snapshot_ref(c->snap);
+	c->snap = worker_snap_take(w);
 	c->req_end = c->in.pos + head_len;
 	c->head_sent = false;
 	c->resp_started = false;
@@ -429,7 +428,7 @@ void front_response_done(struct client *c)
 {
 	struct worker *w = c->w;
 
-	snapshot_unref(c->snap);
+	worker_snap_drop(c->w, c->snap);
 	c->snap = NULL;
 	/* the backend answered before the whole body arrived: the rest of
 	 * it cannot be told from a next request, so the connection ends.

@@ -25,8 +25,8 @@ struct backend {
 	char *name;
 	uint32_t id;                    /* stable index in the registry */
 	_Atomic long inflight;          /* requests in flight, all workers */
-	_Atomic uint64_t requests;      /* requests sent */
-	_Atomic uint64_t responses;     /* complete responses relayed */
+	/* requests and responses are counted per worker (struct pool in
+	 * worker-t.h): every request would write these otherwise */
 	_Atomic uint64_t connects;      /* new connections opened */
 	_Atomic uint64_t connect_errors;
 	_Atomic uint64_t timeouts;

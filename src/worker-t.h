@@ -88,6 +88,16 @@ struct upstream {
 struct pool {
 	struct upstream *head;
 	unsigned n;
+	/* this worker's counts for the backend: one writer (the worker),
+	 * so plain stores; a reader sums over workers */
+	_Atomic uint64_t requests;
+	_Atomic uint64_t responses;
+};
+
+/* A snapshot the worker replaced while requests still used it. */
+struct snapref {
+	struct snapshot *snap;          /* one reference, held by the worker */
+	unsigned users;                 /* this worker's requests on it */
 };
 
 enum cl_state {
@@ -162,7 +172,14 @@ struct worker {
 	atomic_bool mbox_stop;          /* exit now */
 	atomic_bool done;               /* the loop has returned */
 
-	struct snapshot *snap;          /* current: new requests use it */
+	struct snapshot *snap;          /* current: new requests use it (the
+					   worker holds one reference) */
+	unsigned snap_users;            /* requests of this worker using it:
+					   counted here, not in the shared
+					   reference count, to keep two atomic
+					   operations off every request */
+	struct snapref *retired;        /* replaced, still in use */
+	unsigned nretired, retired_cap;
 	const struct timeval *tv_client, *tv_connect, *tv_response, *tv_idle;
 	struct timeval tvs[4];          /* the same as plain values, used when
 					   the base has no common timeout left */

@@ -181,9 +181,55 @@ static void worker_adopt(struct worker *w, struct snapshot *s)
 {
 	struct snapshot *old = w->snap;
 
+	if (w->snap_users) {
+		if (w->nretired == w->retired_cap) {
+			unsigned cap = w->retired_cap ? w->retired_cap * 2 : 4;
+			struct snapref *r = realloc(w->retired, cap * sizeof(*r));
+
+			if (!r) {
+				/* keep serving on the old one rather than free
+				 * it under requests; the next reload retries */
+				log_error("worker %d: out of memory adopting a new config", w->id);
+				snapshot_unref(s);
+				return;
+			}
+			w->retired = r;
+			w->retired_cap = cap;
+		}
+		w->retired[w->nretired].snap = old;
+		w->retired[w->nretired].users = w->snap_users;
+		w->nretired++;
+	} else {
+		snapshot_unref(old);
+	}
 	w->snap = s;
+	w->snap_users = 0;
 	worker_set_timeouts(w);
-	snapshot_unref(old);
+}
+
+struct snapshot *worker_snap_take(struct worker *w)
+{
+	w->snap_users++;
+	return w->snap;
+}
+
+void worker_snap_drop(struct worker *w, struct snapshot *s)
+{
+	if (!s)
+		return;
+	if (s == w->snap) {
+		w->snap_users--;
+		return;
+	}
+	for (unsigned i = 0; i < w->nretired; i++) {
+		if (w->retired[i].snap != s)
+			continue;
+		if (--w->retired[i].users == 0) {
+			snapshot_unref(s);
+			w->retired[i] = w->retired[--w->nretired];
+		}
+		return;
+	}
 }
 
 /* Stop accepting; close what is idle; the rest closes as it finishes
@@ -378,6 +424,9 @@ void worker_free(struct worker *w)
 	close(w->mbox_fd);
 	snapshot_unref(w->mbox_snap);
 	snapshot_unref(w->snap);
+	for (unsigned i = 0; i < w->nretired; i++)
+		snapshot_unref(w->retired[i].snap);
+	free(w->retired);
 	event_base_free(w->base);
 	pthread_mutex_destroy(&w->mbox_lock);
 	free(w);

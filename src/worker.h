@@ -32,6 +32,11 @@ struct client *worker_client_get(struct worker *w);
 void worker_client_put(struct worker *w, struct client *c);
 struct upstream *worker_up_get(struct worker *w);
 void worker_up_put(struct worker *w, struct upstream *u);
+/* The snapshot a new request routes by, and letting go of it when the
+ * request ends (the worker frees a replaced snapshot's reference once its
+ * last request here is done). */
+struct snapshot *worker_snap_take(struct worker *w);
+void worker_snap_drop(struct worker *w, struct snapshot *s);
 /* The idle pool for a registry id; NULL if it cannot be grown. */
 struct pool *worker_pool(struct worker *w, uint32_t backend_id);
 
