@@ -94,6 +94,11 @@ int log_open(const char *path, char *err, size_t errlen)
 	return 0;
 }
 
+const char *log_file_path(void)
+{
+	return log_path;
+}
+
 int log_reopen(char *err, size_t errlen)
 {
 	int fd;

@@ -22,6 +22,8 @@ int log_level_parse(const char *s);
  * Main thread. 0, or -1 with err. */
 int log_open(const char *path, char *err, size_t errlen);
 int log_reopen(char *err, size_t errlen);
+/* The log file in use, or NULL when logging goes to the original stderr. */
+const char *log_file_path(void);
 
 __attribute__((format(printf, 2, 3)))
 void log_msg(enum log_level level, const char *fmt, ...);

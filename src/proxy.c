@@ -173,10 +173,12 @@ static void proxy_on_usr1(evutil_socket_t sig, short what, void *arg)
 	(void)sig;
 	(void)what;
 	(void)arg;
-	if (log_reopen(err, sizeof(err)) < 0)
+	if (!log_file_path())
+		log_info("SIGUSR1: no [proxy] log_file is set; logs go to stderr, nothing to reopen");
+	else if (log_reopen(err, sizeof(err)) < 0)
 		log_error("SIGUSR1: %s", err);
 	else
-		log_info("SIGUSR1: log file reopened");
+		log_info("SIGUSR1: log file %s reopened", log_file_path());
 }
 
 static void proxy_on_poll(evutil_socket_t fd, short what, void *arg)

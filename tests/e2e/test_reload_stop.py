@@ -220,7 +220,7 @@ def test_log_file(ports):
         time.sleep(0.01)
     t.check(os.path.exists(logp), "SIGUSR1 creates a new file at the configured path")
     px.log_path = logp
-    t.check(px.wait_log(r"SIGUSR1: log file reopened", timeout=5) is not None and "reload 2:" not in px.log(),
+    t.check(px.wait_log(r"SIGUSR1: log file \S+ reopened", timeout=5) is not None and "reload 2:" not in px.log(),
             "the new file gets the reopen line and none of the old lines")
     line = px.reload()
     t.check(line is not None and line.startswith("reload 3:"), "new lines land in the new file")
@@ -237,7 +237,7 @@ def test_log_file(ports):
     os.rename(logp, logp + ".2")
     px.signal(signal.SIGUSR1)
     px.log_path = logp
-    t.check(px.wait_log(r"SIGUSR1: log file reopened", timeout=5) is not None,
+    t.check(px.wait_log(r"SIGUSR1: log file \S+ reopened", timeout=5) is not None,
             "and SIGUSR1 afterwards still reopens the file in use")
     procs.write("log.ini", h.conf_text(["cache-1", "cache-2"], ports, proxy={"log_file": logp}))
     line = px.reload()
