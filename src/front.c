@@ -330,8 +330,8 @@ static void front_dispatch(struct client *c, const char *last_why, int last_stat
 		c->cur = i;
 		if (fwd_start(c, i, why, sizeof(why)) == 0)
 			return;
-		snprintf(c->key, sizeof(c->key), "%s", why); /* key no longer needed */
-		last_why = c->key;
+		snprintf(c->why, sizeof(c->why), "%s", why);
+		last_why = c->why;
 		last_status = 502;
 		if (!front_retryable(c)) {
 			front_reply(c, last_status, last_why, false);

@@ -148,6 +148,8 @@ struct client {
 	size_t scratch_cap;
 	char msg[512];                  /* a generated error response */
 	char key[2048];                 /* sorted-query key */
+	char why[256];                  /* the last backend failure, for the
+					   reply if no retry succeeds */
 };
 
 /* A worker thread: its own event base, listener and pools. */
