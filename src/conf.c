@@ -58,6 +58,8 @@ struct conf_keydef {
 static const struct conf_keydef conf_keys[] = {
 	{ CONF_IN_PROXY, "listen", CONF_T_ADDR, P(listen), "127.0.0.1:8080", 0, 0, NULL,
 	  "address:port the proxy accepts clients on (port 0: any free port)" },
+	{ CONF_IN_PROXY, "admin_listen", CONF_T_ADDR, P(admin_listen), "", 0, 0, NULL,
+	  "address:port of the stats listener (/stats /metrics / /ring /health); empty = none" },
 	{ CONF_IN_PROXY, "workers", CONF_T_UINT, P(workers), "0", 0, 256, NULL,
 	  "worker threads, each with its own listener; 0 = one per online CPU" },
 	{ CONF_IN_PROXY, "connect_timeout", CONF_T_DURATION, P(connect_timeout_ms), "1s", 1, 600000, NULL,
@@ -626,7 +628,8 @@ static int conf_set(const struct conf_keydef *k, void *base, const char *v,
 		}
 		break;
 	case CONF_T_ADDR:
-		if (conf_parse_addr(v, why, whylen) < 0)
+		/* an address key whose default is empty may be left empty */
+		if ((*v || !k->def || *k->def) && conf_parse_addr(v, why, whylen) < 0)
 			return -1;
 		break;
 	case CONF_T_URL: {

@@ -48,6 +48,7 @@ struct conf {
 
 	/* [proxy] */
 	char *listen;
+	char *admin_listen;             /* "" = no admin listener */
 	unsigned workers;               /* 0 = one per online CPU */
 	uint64_t connect_timeout_ms;
 	uint64_t response_timeout_ms;

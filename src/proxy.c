@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "admin.h"
 #include "conn.h"
 #include "health.h"
 #include "log.h"
@@ -56,6 +57,8 @@ struct proxy_main {
 	char listen_conf[320];          /* listen and workers as the first
 					   load gave them: what a reload's */
 	unsigned workers_conf;          /* values must equal to take effect */
+	char admin_conf[320];           /* admin_listen likewise */
+	struct admin *admin;
 };
 
 static void proxy_status(struct proxy_main *m)
@@ -109,6 +112,9 @@ static void proxy_reload(struct proxy_main *m)
 	if (strcmp(c->listen, m->listen_conf) != 0 || c->workers != m->workers_conf)
 		log_warn("reload: listen and workers change only with a restart; still listening on %s with %u workers",
 			 m->listen_text, m->p.nworkers);
+	if (strcmp(c->admin_listen, m->admin_conf) != 0)
+		log_warn("reload: admin_listen changes only with a restart; still %s%s",
+			 m->admin ? "serving stats on " : "without an admin listener", m->admin ? m->admin_conf : "");
 	s = snapshot_new(c, gen, err, sizeof(err));
 	if (!s) {
 		/* the same shape as a config error: the error, then the sum */
@@ -140,6 +146,7 @@ static void proxy_reload(struct proxy_main *m)
 	health_apply(m->health, s);
 	snapshot_unref(m->snap);
 	m->snap = s;
+	m->p.current = s;
 	m->p.last_moved_share = moved;
 	snprintf(text, sizeof(text), "reload %llu: %s", (unsigned long long)gen, report);
 	log_info("%s", text);
@@ -323,7 +330,9 @@ int proxy_run(const char *path, struct conf *conf)
 	}
 	proxy_fd_limit(conf);
 	snprintf(m.listen_conf, sizeof(m.listen_conf), "%s", conf->listen);
+	snprintf(m.admin_conf, sizeof(m.admin_conf), "%s", conf->admin_listen);
 	m.workers_conf = conf->workers;
+	m.p.started = time(NULL);
 	nworkers = conf->workers;
 	if (nworkers == 0) {
 		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -342,6 +351,7 @@ int proxy_run(const char *path, struct conf *conf)
 		return 1;
 	}
 	m.p.generation = 1;
+	m.p.current = m.snap;
 	m.base = event_base_new();
 	m.p.workers = calloc(nworkers, sizeof(*m.p.workers));
 	if (!m.base || !m.p.workers) {
@@ -369,12 +379,22 @@ int proxy_run(const char *path, struct conf *conf)
 			goto out;
 		}
 	}
+	if (m.admin_conf[0]) {
+		m.admin = admin_new(m.base, m.admin_conf, &m.p, err, sizeof(err));
+		if (!m.admin) {
+			log_error("admin_listen %s: %s", m.admin_conf, err);
+			goto out;
+		}
+	}
 	health_apply(m.health, m.snap);
 	conn_peer_ip(&addr, host, sizeof(host));
 	snprintf(m.listen_text, sizeof(m.listen_text), "%s%s%s:%d",
 		 addr.ss_family == AF_INET6 ? "[" : "", host, addr.ss_family == AF_INET6 ? "]" : "", port);
 	log_info("listening on %s with %u workers; %zu backends, %zu ring points (%s)",
 		 m.listen_text, m.p.nworkers, m.snap->nbe, m.snap->ring->npoints, path);
+	if (m.admin)
+		log_info("stats on http://%.*s:%d/ (/stats /metrics /ring /health)",
+			 (int)(strrchr(m.admin_conf, ':') - m.admin_conf), m.admin_conf, admin_port(m.admin));
 	proxy_status(&m);
 	event_base_dispatch(m.base);
 	rc = 0;
@@ -384,6 +404,7 @@ out:
 	for (unsigned i = 0; i < m.p.nworkers; i++)
 		worker_free(m.p.workers[i]);
 	health_free(m.health);
+	admin_free(m.admin);
 	for (size_t i = 0; i < PROXY_NSIGNALS; i++)
 		if (sigev[i])
 			event_free(sigev[i]);

@@ -12,6 +12,7 @@
 #include "conf.h"
 
 struct worker;
+struct snapshot;
 
 /* The last reload attempt, for the log and the stats endpoint. */
 struct proxy_reload {
@@ -30,6 +31,8 @@ struct proxy {
 	unsigned nworkers;
 
 	/* main thread only */
+	struct snapshot *current;       /* the snapshot new requests get */
+	time_t started;
 	uint64_t generation;            /* successful loads, 1 = the first */
 	uint64_t failed_reloads;
 	struct proxy_reload last_reload;

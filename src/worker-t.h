@@ -94,6 +94,9 @@ struct pool {
 	_Atomic uint64_t responses;
 };
 
+#define WORKER_POOL_CHUNK  64u     /* pools per chunk */
+#define WORKER_POOL_CHUNKS 256u    /* chunks: 16384 registry ids */
+
 /* A snapshot the worker replaced while requests still used it. */
 struct snapref {
 	struct snapshot *snap;          /* one reference, held by the worker */
@@ -186,8 +189,9 @@ struct worker {
 	struct timeval tvs[4];          /* the same as plain values, used when
 					   the base has no common timeout left */
 
-	struct pool *pools;             /* by registry id */
-	uint32_t npools;
+	/* pools by registry id, in chunks that never move once allocated, so
+	 * the main thread may read their counters while the worker runs */
+	struct pool *_Atomic pool_chunks[WORKER_POOL_CHUNKS];
 	struct client *clients;         /* active, for shutdown */
 	unsigned nclients;
 	unsigned nupstreams;

@@ -232,6 +232,18 @@ void worker_snap_drop(struct worker *w, struct snapshot *s)
 	}
 }
 
+/* Close every idle pooled backend connection. */
+static void worker_close_idle(struct worker *w)
+{
+	for (uint32_t ci = 0; ci < WORKER_POOL_CHUNKS; ci++) {
+		struct pool *chunk = atomic_load_explicit(&w->pool_chunks[ci], memory_order_relaxed);
+
+		for (uint32_t i = 0; chunk && i < WORKER_POOL_CHUNK; i++)
+			while (chunk[i].head)
+				fwd_close(chunk[i].head);
+	}
+}
+
 /* Stop accepting; close what is idle; the rest closes as it finishes
  * (front.c and forward.c look at w->stopping). */
 static void worker_drain(struct worker *w)
@@ -250,9 +262,7 @@ static void worker_drain(struct worker *w)
 		else
 			c->close_after = true;
 	}
-	for (uint32_t i = 0; i < w->npools; i++)
-		while (w->pools[i].head)
-			fwd_close(w->pools[i].head);
+	worker_close_idle(w);
 	if (w->nclients == 0)
 		event_base_loopbreak(w->base);
 }
@@ -396,10 +406,9 @@ void worker_free(struct worker *w)
 	w->stopping = true;
 	while (w->clients)
 		front_close(w->clients);
-	for (uint32_t i = 0; i < w->npools; i++)
-		while (w->pools[i].head)
-			fwd_close(w->pools[i].head);
-	free(w->pools);
+	worker_close_idle(w);
+	for (uint32_t i = 0; i < WORKER_POOL_CHUNKS; i++)
+		free(atomic_load(&w->pool_chunks[i]));
 	while (w->free_clients) {
 		struct client *c = w->free_clients;
 		struct worker_bufs b = WORKER_BUFS_OF(c);
@@ -535,15 +544,28 @@ void worker_up_put(struct worker *w, struct upstream *u)
 
 struct pool *worker_pool(struct worker *w, uint32_t backend_id)
 {
-	if (backend_id >= w->npools) {
-		uint32_t n = backend_id + 16;
-		struct pool *p = realloc(w->pools, n * sizeof(*p));
+	uint32_t ci = backend_id / WORKER_POOL_CHUNK;
+	struct pool *chunk;
 
-		if (!p)
+	if (ci >= WORKER_POOL_CHUNKS)
+		return NULL;
+	chunk = atomic_load_explicit(&w->pool_chunks[ci], memory_order_relaxed);
+	if (!chunk) {
+		chunk = calloc(WORKER_POOL_CHUNK, sizeof(*chunk));
+		if (!chunk)
 			return NULL;
-		memset(p + w->npools, 0, (n - w->npools) * sizeof(*p));
-		w->pools = p;
-		w->npools = n;
+		atomic_store_explicit(&w->pool_chunks[ci], chunk, memory_order_release);
 	}
-	return &w->pools[backend_id];
+	return &chunk[backend_id % WORKER_POOL_CHUNK];
+}
+
+const struct pool *worker_pool_peek(struct worker *w, uint32_t backend_id)
+{
+	uint32_t ci = backend_id / WORKER_POOL_CHUNK;
+	struct pool *chunk;
+
+	if (ci >= WORKER_POOL_CHUNKS)
+		return NULL;
+	chunk = atomic_load_explicit(&w->pool_chunks[ci], memory_order_acquire);
+	return chunk ? &chunk[backend_id % WORKER_POOL_CHUNK] : NULL;
 }

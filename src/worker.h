@@ -39,5 +39,8 @@ struct snapshot *worker_snap_take(struct worker *w);
 void worker_snap_drop(struct worker *w, struct snapshot *s);
 /* The idle pool for a registry id; NULL if it cannot be grown. */
 struct pool *worker_pool(struct worker *w, uint32_t backend_id);
+/* Any thread: the pool for a registry id if the worker has made it (for
+ * reading its counters), else NULL. */
+const struct pool *worker_pool_peek(struct worker *w, uint32_t backend_id);
 
 #endif

@@ -1,7 +1,7 @@
 #!/bin/bash
 # tests/demo.sh -- the README's "run" command. On a fresh Debian 12 machine:
 # installs what is missing, builds, starts three test caches on
-# 127.0.0.1:9001-9003 and ringproxy on 127.0.0.1:8080 with conf/demo.ini,
+# 127.0.0.1:9001-9003 and ringproxy on 127.0.0.1:8080 (stats on :8081) with conf/demo.ini,
 # prints a few curl commands to try, and stops everything on Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +34,7 @@ cat <<'TXT'
 ringproxy is listening on http://127.0.0.1:8080 in front of three demo caches.
 Try:
   curl -si http://127.0.0.1:8080/thumbs/42_200x200.jpg | head -12
+  open http://127.0.0.1:8081/ in a browser (stats page), or curl http://127.0.0.1:8081/stats
   for i in $(seq 1 9); do curl -s -o /dev/null -D - http://127.0.0.1:8080/thumbs/$i.jpg | grep -i x-ringproxy-backend; done
   ./build/src/ringproxy plan conf/ringproxy.ini conf/ringproxy-grow.ini
 Ctrl-C stops everything.

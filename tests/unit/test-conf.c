@@ -41,6 +41,7 @@ static void check_defaults(void)
 		return;
 	}
 	tap_is_str(c->listen, "127.0.0.1:8080", "default listen");
+	tap_is_str(c->admin_listen, "", "no admin listener by default");
 	tap_is_int(c->workers, 0, "default workers = auto");
 	tap_is_int(c->connect_timeout_ms, 1000, "default connect_timeout 1s");
 	tap_is_int(c->response_timeout_ms, 10000, "default response_timeout 10s");
@@ -76,6 +77,7 @@ static void check_full(const char *dir)
 		return;
 	}
 	tap_is_str(c->listen, "127.0.0.1:9090", "listen");
+	tap_is_str(c->admin_listen, "127.0.0.1:9091", "admin_listen");
 	tap_is_int(c->workers, 3, "workers");
 	tap_is_int(c->connect_timeout_ms, 250, "250ms");
 	tap_is_int(c->response_timeout_ms, 2000, "2s");

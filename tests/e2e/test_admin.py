@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""test_admin.py -- the admin listener ([proxy] admin_listen): /stats
+(JSON), /metrics (Prometheus), / (HTML), /ring, /health, as an operator
+and a scraper read them: counts that match the traffic sent, shares that
+match the independent ring model, the last reload's outcome.
+usage: test_admin.py RINGPROXY TESTCACHE"""
+
+import http.client
+import json
+import os
+import re
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+import ringref  # noqa: E402
+
+RP, TC = harness.cli_args()
+t = harness.Tap()
+
+
+def admin_port(proxy):
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        m = re.search(r"stats on http://127\.0\.0\.1:(\d+)/", proxy.logtext())
+        if m:
+            return int(m.group(1))
+        time.sleep(0.02)
+    raise RuntimeError("no admin listener line:\n" + proxy.logtext())
+
+
+def fetch(port, path, method="GET"):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        c.request(method, path)
+        r = c.getresponse()
+        return r.status, r.getheader("Content-Type") or "", r.read().decode()
+    finally:
+        c.close()
+
+
+def wait_log(proxy, pattern, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if re.search(pattern, proxy.logtext()):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+names = ("a1", "a2", "a3")
+caches = [harness.Cache(TC, n) for n in names]
+try:
+    text = harness.conf_text(caches, proxy={"admin_listen": "127.0.0.1:0", "connect_timeout": "300ms"},
+                             ring={"balance_factor": 0}, health={"fall": 1, "backoff": "30s"})
+    proxy = harness.Proxy(RP, text, "admin")
+    A = admin_port(proxy)
+    ring = ringref.Ring([(n, 1.0) for n in names], 160)
+
+    # traffic with a known spread
+    sent = {n: 0 for n in names}
+    conn = proxy.http()
+    for i in range(60):
+        path = f"/thumbs/{i}.jpg"
+        conn.request("GET", path)
+        r = conn.getresponse()
+        r.read()
+        sent[r.getheader("X-Ringproxy-Backend")] += 1
+    conn.close()
+    t.check(all(sent[n] == sum(1 for i in range(60) if ring.lookup(f"/thumbs/{i}.jpg".encode()) == n)
+                for n in names), "the traffic went where the ring model says", sent)
+
+    st, ctype, body = fetch(A, "/stats")
+    doc = json.loads(body)
+    t.check(st == 200 and ctype.startswith("application/json"), "/stats: 200 JSON")
+    by = {b["name"]: b for b in doc["backends"]}
+    t.check({n: by[n]["requests"] for n in names} == sent, "/stats: requests per backend = what was sent",
+            {n: by[n]["requests"] for n in names})
+    t.check({n: by[n]["responses"] for n in names} == sent, "/stats: responses per backend = what was sent")
+    t.check(doc["accepted"] >= 1 and doc["generation"] == 1 and doc["last_reload"] is None,
+            "/stats: accepted connections, generation 1, no reload yet", doc)
+    shares = ring.shares()
+    t.check(all(abs(by[n]["share"] - shares[n]) < 1e-12 and by[n]["points"] == 160 for n in names),
+            "/stats: exact shares and points, as the ring model computes them")
+    t.check(all(by[n]["up"] == 1 and by[n]["inflight"] == 0 for n in names), "/stats: all up, nothing in flight")
+
+    # Prometheus: every sample has HELP and TYPE; values agree with /stats
+    st, ctype, body = fetch(A, "/metrics")
+    t.check(st == 200 and ctype.startswith("text/plain"), "/metrics: 200 text/plain")
+    helps = set(re.findall(r"^# HELP (\S+) ", body, re.M))
+    types = dict(re.findall(r"^# TYPE (\S+) (counter|gauge)$", body, re.M))
+    samples = re.findall(r"^([a-z_]+)(\{backend=\"[^\"]+\"\})? (\S+)$", body, re.M)
+    t.check(samples and all(n in helps and n in types for n, _, _ in samples),
+            f"/metrics: each of {len(samples)} samples has # HELP and # TYPE")
+    t.check(all(n.endswith("_total") == (types[n] == "counter") for n in types),
+            "/metrics: counters, and only counters, end in _total")
+    got = {m.group(1): int(m.group(2)) for m in
+           re.finditer(r'^ringproxy_backend_requests_total\{backend="([^"]+)"\} (\d+)$', body, re.M)}
+    t.check(got == sent, "/metrics: ringproxy_backend_requests_total per backend = what was sent", got)
+
+    st, ctype, body = fetch(A, "/")
+    t.check(st == 200 and ctype.startswith("text/html") and "<table" in body and all(n in body for n in names),
+            "/: an HTML page with a row per backend")
+    st, ctype, body = fetch(A, "/ring")
+    ringdoc = json.loads(body)
+    t.check(st == 200 and abs(sum(b["share"] for b in ringdoc["backends"]) - 1) < 1e-12 and
+            ringdoc["points"] == 480, "/ring: shares sum to 1 over 480 points")
+    st, _, body = fetch(A, "/health")
+    t.check(st == 200 and body.startswith("ok: 3 of 3"), "/health: 200 while backends are up", body)
+    st, _, _ = fetch(A, "/nope")
+    t.check(st == 404, "an unknown path is 404")
+    st, _, _ = fetch(A, "/stats", "POST")
+    t.check(st == 405, "the admin listener is read-only: POST is 405")
+
+    # reloads: a failed one and a good one are both reported
+    with open(proxy.conf, "a") as f:
+        f.write("\n[backend broken\n")
+    proxy.proc.send_signal(signal.SIGHUP)
+    t.check(wait_log(proxy, r"reload failed"), "a broken file: the reload fails")
+    doc = json.loads(fetch(A, "/stats")[2])
+    t.check(doc["last_reload"] and doc["last_reload"]["ok"] is False and "malformed section" in
+            doc["last_reload"]["report"] and doc["reloads_failed"] == 1 and doc["generation"] == 1,
+            "/stats: the failed reload, its error, generation still 1", doc["last_reload"])
+    with open(proxy.conf, "w") as f:
+        f.write(harness.conf_text(caches[:2], proxy={"admin_listen": "127.0.0.1:0", "connect_timeout": "300ms"},
+                                  ring={"balance_factor": 0}, health={"fall": 1, "backoff": "30s"}))
+    proxy.proc.send_signal(signal.SIGHUP)
+    t.check(wait_log(proxy, r"reload 2: -a3"), "a good reload removes a3")
+    doc = json.loads(fetch(A, "/stats")[2])
+    t.check(doc["generation"] == 2 and doc["last_reload"]["ok"] is True and
+            doc["last_reload"]["report"].startswith("reload 2: -a3") and
+            abs(doc["last_reload"]["moved_share"] - shares["a3"]) < 1e-12 and
+            [b["name"] for b in doc["backends"]] == ["a1", "a2"],
+            "/stats: generation 2, the report, the moved share = a3's share, two backends")
+    t.check(all(b["requests"] == sent[b["name"]] for b in doc["backends"]),
+            "counters survive the reload (state is per name)")
+
+    # every backend down: /health answers 503
+    for c in caches[:2]:
+        c.stop()
+    for i in range(6):
+        try:
+            proxy.get(f"/down/{i}")
+        except OSError:
+            pass
+    st, _, body = fetch(A, "/health")
+    t.check(st == 503 and body.startswith("unavailable: 0 of 2"), "/health: 503 when every backend is down", body)
+    doc = json.loads(fetch(A, "/stats")[2])
+    t.check(all(b["up"] == 0 and b["transitions"] >= 1 and b["connect_errors"] >= 1 for b in doc["backends"]),
+            "/stats: down, with the transition and the connect errors counted")
+    t.check(proxy.stop() == 0, "SIGTERM: exit 0")
+finally:
+    for c in caches:
+        c.stop()
+t.done()
