@@ -201,13 +201,22 @@ void stats_prometheus(const struct stats *st, struct evbuffer *out)
 #undef STATS_P
 }
 
+/* A column head: words rather than an identifier, so it can wrap. */
+static void stats_html_th(struct evbuffer *out, const char *name, const char *help)
+{
+	evbuffer_add_printf(out, "<th title=\"%s\">", help);
+	for (const char *p = name; *p; p++)
+		evbuffer_add(out, *p == '_' ? " " : p, 1);
+	evbuffer_add(out, "</th>", 5);
+}
+
 void stats_html(const struct stats *st, struct evbuffer *out)
 {
 	evbuffer_add_printf(out,
 		"<!doctype html>\n<html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"2\">"
 		"<title>ringproxy</title><style>body{font:14px system-ui,sans-serif;margin:1.5em}"
 		"table{border-collapse:collapse}td,th{padding:.25em .6em;border-bottom:1px solid #ddd;text-align:right}"
-		"th{background:#f4f4f4}td.l,th.l{text-align:left}.down{color:#b00;font-weight:bold}"
+		"th{background:#f4f4f4;max-width:6em;vertical-align:bottom}td.l,th.l{text-align:left}.down{color:#b00;font-weight:bold}"
 		".up{color:#070}</style></head><body>\n<h1>ringproxy</h1>\n<p>");
 #define STATS_H(n, type, help) evbuffer_add_printf(out, "<span title=\"%s\">" #n " <b>%llu</b></span> &middot; ", help, \
 						     (unsigned long long)st->n);
@@ -221,7 +230,7 @@ void stats_html(const struct stats *st, struct evbuffer *out)
 	}
 	evbuffer_add_printf(out, "<table><tr><th class=\"l\">backend</th><th class=\"l\">url</th><th>weight</th>"
 			    "<th>points</th><th>share</th>");
-#define STATS_H(n, type, help) evbuffer_add_printf(out, "<th title=\"%s\">" #n "</th>", help);
+#define STATS_H(n, type, help) stats_html_th(out, #n, help);
 	STATS_BACKEND(STATS_H)
 #undef STATS_H
 	evbuffer_add(out, "</tr>\n", 6);
