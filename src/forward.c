@@ -298,7 +298,8 @@ static int fwd_begin(struct client *c, int i, bool fresh, char *why, size_t whyl
 	f.via.len = 13;
 	f.default_host.p = sb->host_hdr;
 	f.default_host.len = sb->host_hdr_len;
-	n = http1_write_request(&c->req, &f, u->out.iov, OUT_IOV_MAX - 1, u->scratch, u->scratch_cap);
+	n = worker_scratch_fit(w, &u->scratch, &u->scratch_cap) < 0 ? -1 :
+	    http1_write_request(&c->req, &f, u->out.iov, OUT_IOV_MAX - 1, u->scratch, u->scratch_cap);
 	if (n < 0) {
 		snprintf(why, whylen, "request head too large to rewrite");
 		fwd_close(u);
@@ -419,7 +420,8 @@ static int fwd_head(struct upstream *u, size_t head_len)
 	fr.close = c->close_after;
 	fr.keep_alive_10 = c->req.minor == 0 && !c->close_after;
 	fr.dechunk = u->dechunk;
-	n = http1_write_response(&u->resp, &fr, c->out.iov + c->out.cnt,
+	n = worker_scratch_fit(c->w, &c->scratch, &c->scratch_cap) < 0 ? -1 :
+	    http1_write_response(&u->resp, &fr, c->out.iov + c->out.cnt,
 				 OUT_IOV_MAX - c->out.cnt - 1, c->scratch, c->scratch_cap);
 	if (n < 0) {
 		atomic_fetch_add(&fwd_backend(u)->bad_responses, 1);

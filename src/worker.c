@@ -542,6 +542,21 @@ void worker_up_put(struct worker *w, struct upstream *u)
 	w->nfree_ups++;
 }
 
+int worker_scratch_fit(struct worker *w, char **scratch, size_t *cap)
+{
+	size_t need = w->snap->conf->max_head_size + WORKER_SCRATCH_EXTRA;
+	char *p;
+
+	if (*cap >= need)
+		return 0;
+	p = realloc(*scratch, need);
+	if (!p)
+		return -1;
+	*scratch = p;
+	*cap = need;
+	return 0;
+}
+
 struct pool *worker_pool(struct worker *w, uint32_t backend_id)
 {
 	uint32_t ci = backend_id / WORKER_POOL_CHUNK;

@@ -37,6 +37,10 @@ void worker_up_put(struct worker *w, struct upstream *u);
  * last request here is done). */
 struct snapshot *worker_snap_take(struct worker *w);
 void worker_snap_drop(struct worker *w, struct snapshot *s);
+/* Make sure *scratch holds a head of the current max_head_size: a reload
+ * may have raised it since the connection's buffers were sized (rare, so
+ * the allocation is not on the steady path). 0 or -1. */
+int worker_scratch_fit(struct worker *w, char **scratch, size_t *cap);
 /* The idle pool for a registry id; NULL if it cannot be grown. */
 struct pool *worker_pool(struct worker *w, uint32_t backend_id);
 /* Any thread: the pool for a registry id if the worker has made it (for
