@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 
 _procs = []
 LOGS = []  # every ringproxy's stderr file; a test adds files its log_file used
@@ -129,6 +130,38 @@ class Tap:
         sys.exit(1 if self.failures else 0)
 
 
+def sanitizer_reports():
+    """Lines where ASan/UBSan/LSan spoke in any file of LOGS (UBSan
+    without halt_on_error only prints and carries on)."""
+    out = []
+    for path in LOGS:
+        try:
+            with open(path, "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        out += [f"{os.path.basename(path)}: {line}" for line in text.splitlines()
+                if "runtime error:" in line or "Sanitizer" in line]
+    return out
+
+
+def run_main(t, main):
+    """Run main() (an exception is a failed check with its traceback),
+    stop every process, check that no proxy's log holds a sanitizer
+    report, print the plan and exit."""
+    try:
+        main()
+    except Exception as e:  # report, do not hang
+        t.check(False, f"unexpected {type(e).__name__}: {e}", traceback.format_exc())
+    finally:
+        stop_all()
+    reports = sanitizer_reports()
+    for r in reports[:20]:
+        t.note(r)
+    t.check(not reports, "no sanitizer report in any ringproxy's stderr")
+    t.done()
+
+
 # ---- test caches and configs --------------------------------------------------
 
 def body_for(uri, size=4096):
@@ -209,6 +242,12 @@ def conf_text(caches, proxy=None, ring=None, health=None, backend=None):
         s += f"\n[backend {name}]\nurl = http://127.0.0.1:{port}\n"
         s += "".join(f"{k} = {v}\n" for k, v in (backend or {}).get(name, {}).items())
     return s
+
+
+def conf_by_name(names, ports, ring=None, **kw):
+    """conf_text for the caches names at ports ({name: port}), with bounded
+    loads off (exact routing) unless ring says otherwise."""
+    return conf_text([(n, ports[n]) for n in names], ring=ring or {"balance_factor": 0}, **kw)
 
 
 # ---- ringproxy ----------------------------------------------------------------
