@@ -548,10 +548,6 @@ class Resp:
                 return v
         return default
 
-    def hall(self, name):
-        """Every value of header name (any case)."""
-        return [v for k, v in self.headers if k.lower() == name.lower()]
-
 
 class Reader:
     """Reads responses from a socket, buffering what follows."""
@@ -666,15 +662,13 @@ class Fake:
     in a thread per accepted connection and speaks raw bytes. For what
     testcache cannot do: broken framing, stale keep-alive connections."""
 
-    def __init__(self, handler, name="fake"):
-        self.name = name
+    def __init__(self, handler):
         self.handler = handler
         self.ls = socket.socket()
         self.ls.bind(("127.0.0.1", 0))
         self.ls.listen(64)
         self.port = self.ls.getsockname()[1]
         self.conns = 0
-        self.heads = []          # every request head read with read_head
         self.lock = threading.Lock()
         self.socks = []
         self.th = threading.Thread(target=self._accept, daemon=True)
@@ -711,8 +705,6 @@ class Fake:
                 return b"", b""
             buf += d
         head, _, rest = buf.partition(b"\r\n\r\n")
-        with self.lock:
-            self.heads.append(head)
         return head, rest
 
     def stop(self):
