@@ -12,10 +12,11 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import health_harness as H  # noqa: E402
+import harness as H  # noqa: E402
 import ringref  # noqa: E402
 
-RP, TC = sys.argv[1], sys.argv[2]
+RP, TC = H.cli_args()
+t = H.Tap()
 CLIENTS = 64
 SECONDS = 3.0
 HOT = "/hot/viral.jpg?delay=20"
@@ -42,66 +43,66 @@ def run(conf_text, label):
     res = H.load(p.port, pick, clients=CLIENTS, seconds=SECONDS, max_requests=40000)
     peaks = {c.name: c.stats()["max_inflight"] for c in caches}
     rc = p.stop()
-    H.check(rc == 0, f"{label}: ringproxy exits 0 on SIGTERM", p.log())
-    print(f"# {label}: {len(res)} requests; cache peaks in flight {peaks}", flush=True)
+    t.check(rc == 0, f"{label}: ringproxy exits 0 on SIGTERM", p.log())
+    t.note(f"{label}: {len(res)} requests; cache peaks in flight {peaks}")
     return res, peaks, p
 
 
 # 1. balance_factor 1.25: no cache ever holds more than the cap
-res, peaks, p = run(H.conf(caches, ring="balance_factor = 1.25"), "c=1.25")
+res, peaks, p = run(H.conf_text(caches, ring={"balance_factor": 1.25}), "c=1.25")
 bad = [r for r in res if r[1] != 200]
-H.check(len(res) > 1000 and not bad, f"c=1.25: {len(res)} GETs, all 200", bad[:5])
+t.check(len(res) > 1000 and not bad, f"c=1.25: {len(res)} GETs, all 200", bad[:5])
 # the largest total in flight is the 64 clients, so with the request being
 # placed: cap = ceil(1.25 * 64 * 1/4)
 cap = math.ceil(1.25 * CLIENTS * 1 / 4)
-H.check(max(peaks.values()) <= cap,
+t.check(max(peaks.values()) <= cap,
         f"c=1.25: every cache's peak in flight <= ceil(1.25 x 64 / 4) = {cap}", peaks)
 hot_by = {}
 for r in res:
     if r[0] == HOT:
         hot_by[r[2]] = hot_by.get(r[2], 0) + 1
-H.check(len(hot_by) >= 2, f"c=1.25: the hot key spilled beyond its owner {owner}", hot_by)
+t.check(len(hot_by) >= 2, f"c=1.25: the hot key spilled beyond its owner {owner}", hot_by)
 served = [n for n in walk if n in hot_by]
-H.check(served == walk[:len(served)],
+t.check(served == walk[:len(served)],
         "c=1.25: the hot key spills along the ring walk (distinct backends clockwise)",
         f"walk {walk}, served {hot_by}")
 
 # 2. balance_factor 0: the owner takes every request of the hot key
-res, peaks, p = run(H.conf(caches, ring="balance_factor = 0"), "c=0")
+res, peaks, p = run(H.conf_text(caches, ring={"balance_factor": 0}), "c=0")
 hot = [r for r in res if r[0] == HOT]
-H.check(len(hot) > 500 and all(r[1] == 200 and r[2] == owner for r in hot),
+t.check(len(hot) > 500 and all(r[1] == 200 and r[2] == owner for r in hot),
         f"c=0: all {len(hot)} hot responses from the ringref owner {owner}",
         [r for r in hot if r[2] != owner][:5])
-H.check(peaks[owner] > cap,
+t.check(peaks[owner] > cap,
         f"c=0: the owner's peak in flight {peaks[owner]} goes past the bounded cap {cap} (the load is hot enough)")
 
 # 3. the hard cap on the owner: its peak never exceeds K; the hot key goes
 #    to the next backend of the walk instead, with no error
 K = 4
-res, peaks, p = run(H.conf(caches, ring="balance_factor = 0",
-                           backend_extra={owner: f"max_inflight = {K}"}), "max_inflight owner")
+res, peaks, p = run(H.conf_text(caches, ring={"balance_factor": 0},
+                                backend={owner: {"max_inflight": K}}), "max_inflight owner")
 bad = [r for r in res if r[1] != 200]
-H.check(not bad, f"owner max_inflight={K}: all {len(res)} GETs 200 (others have room)", bad[:5])
-H.check(peaks[owner] <= K, f"owner max_inflight={K}: its peak in flight {peaks[owner]} <= {K}", peaks)
+t.check(not bad, f"owner max_inflight={K}: all {len(res)} GETs 200 (others have room)", bad[:5])
+t.check(peaks[owner] <= K, f"owner max_inflight={K}: its peak in flight {peaks[owner]} <= {K}", peaks)
 hot_by = {}
 for r in res:
     if r[0] == HOT:
         hot_by[r[2]] = hot_by.get(r[2], 0) + 1
-H.check(set(hot_by) <= {walk[0], walk[1]} and hot_by.get(walk[1], 0) > hot_by.get(walk[0], 0),
+t.check(set(hot_by) <= {walk[0], walk[1]} and hot_by.get(walk[1], 0) > hot_by.get(walk[0], 0),
         f"owner max_inflight={K}: the hot key's overflow goes to the walk's second backend {walk[1]}",
         hot_by)
 
 # 4. every backend at its hard cap: 503 with Retry-After: 1
 K = 2
-res, peaks, p = run(H.conf(caches, ring="balance_factor = 1.25",
-                           backend_extra={n: f"max_inflight = {K}" for n in names}), "all max_inflight")
+res, peaks, p = run(H.conf_text(caches, ring={"balance_factor": 1.25},
+                                backend={n: {"max_inflight": K} for n in names}), "all max_inflight")
 full = [r for r in res if r[1] == 503]
 other = [r for r in res if r[1] not in (200, 503)]
-H.check(full and all(r[3] == "1" for r in full),
+t.check(full and all(r[3] == "1" for r in full),
         f"all backends max_inflight={K}, 64 clients: {len(full)} 503s, each with Retry-After: 1",
         full[:3])
-H.check(not other, "all backends full: no other errors", other[:5])
-H.check(sum(1 for r in res if r[1] == 200) > 100, "all backends full: the others are served")
-H.check(max(peaks.values()) <= K, f"all backends max_inflight={K}: every peak <= {K}", peaks)
+t.check(not other, "all backends full: no other errors", other[:5])
+t.check(sum(1 for r in res if r[1] == 200) > 100, "all backends full: the others are served")
+t.check(max(peaks.values()) <= K, f"all backends max_inflight={K}: every peak <= {K}", peaks)
 
-H.done()
+t.done()

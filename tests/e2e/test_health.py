@@ -14,10 +14,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import health_harness as H  # noqa: E402
+import harness as H  # noqa: E402
 import ringref  # noqa: E402
 
-RP, TC = sys.argv[1], sys.argv[2]
+RP, TC = H.cli_args()
+t = H.Tap()
 
 caches = [H.Cache(TC, f"cache-{i}") for i in range(4)]
 names = [c.name for c in caches]
@@ -51,16 +52,16 @@ def served_by(port, keys):
 # Exact routing is asserted with bounded loads off: with them on, a key
 # whose backend still counts the previous request in flight (released just
 # after the client has the response) may rightly spill at this tiny load.
-RING = "balance_factor = 0"
-ACTIVE = "path = /__health\ninterval = 200ms\ntimeout = 300ms\nrise = 2\nfall = 2\n"
+RING = {"balance_factor": 0}
+ACTIVE = {"path": "/__health", "interval": "200ms", "timeout": "300ms", "rise": 2, "fall": 2}
 
 # ---- 1. kill -9 under load, restart on the same port ------------------
 victim = caches[2]
-p = H.Proxy(RP, H.conf(caches, ring=RING, health=ACTIVE, proxy="connect_timeout = 500ms\n"))
-H.check(p.wait_log(r"listening on", 1) is not None, "ringproxy started with active checks")
+p = H.Proxy(RP, H.conf_text(caches, ring=RING, health=ACTIVE, proxy={"connect_timeout": "500ms"}))
+t.check(p.wait_log(r"listening on", 1) is not None, "ringproxy started with active checks")
 vkeys = keys_of(victim.name, 30)
 before = served_by(p.port, vkeys)
-H.check(all(v == (200, victim.name) for v in before.values()),
+t.check(all(v == (200, victim.name) for v in before.values()),
         f"the victim's {len(vkeys)} keys are served by {victim.name}", before)
 
 
@@ -70,114 +71,114 @@ def cold(i):
 
 import threading  # noqa: E402
 result = {}
-t = threading.Thread(target=lambda: result.setdefault(
+th = threading.Thread(target=lambda: result.setdefault(
     "r", H.load(p.port, cold, clients=16, seconds=4.0, max_requests=30000)))
-mark = p.mark()
-t.start()
+mark = p.log_size()
+th.start()
 time.sleep(1.0)
 victim.kill9()
-t.join(30)
+th.join(30)
 res = result.get("r", [])
 failed = [r for r in res if r[1] != 200]
-H.check(len(res) > 500 and not failed,
+t.check(len(res) > 500 and not failed,
         f"kill -9 of {victim.name} under load: {len(res)} GETs, none failed", failed[:5])
-H.check(p.wait_log(rf"backend {victim.name}: up -> down", 5, mark) is not None,
+t.check(p.wait_log(rf"backend {victim.name}: up -> down", 5, mark) is not None,
         f"{victim.name} is marked down (log)", p.log())
 after = served_by(p.port, vkeys)
 want = {k: (200, next_up(k, {victim.name})) for k in vkeys}
-H.check(after == want, "its keys go to the next distinct backend of the walk",
+t.check(after == want, "its keys go to the next distinct backend of the walk",
         {k: (after[k], want[k]) for k in vkeys if after[k] != want[k]})
 others = keys_of(caches[0].name, 10)
-H.check(all(v == (200, caches[0].name) for v in served_by(p.port, others).values()),
+t.check(all(v == (200, caches[0].name) for v in served_by(p.port, others).values()),
         "the other backends' keys do not move")
-mark = p.mark()
+mark = p.log_size()
 victim.start(victim.port)
 m = p.wait_log(rf"backend {victim.name}: down -> up \((.*)\)", 10, mark)
-H.check(m is not None and "health check passed x2" in m.group(1),
+t.check(m is not None and "health check passed x2" in m.group(1),
         f"restarted on port {victim.port}: up after rise = 2 checks (log)", p.log())
 back = served_by(p.port, vkeys)
-H.check(all(v == (200, victim.name) for v in back.values()),
+t.check(all(v == (200, victim.name) for v in back.values()),
         f"its keys return to {victim.name}", {k: v for k, v in back.items() if v != (200, victim.name)})
-H.check(p.stop() == 0, "SIGTERM: exit 0")
+t.check(p.stop() == 0, "SIGTERM: exit 0")
 
 # ---- 2. a backend slower than response_timeout: down after fall -----------
 slow = caches[1]
-p = H.Proxy(RP, H.conf(caches, ring=RING, health="fall = 3\nbackoff = 2s\n",
-                       proxy="response_timeout = 300ms\n", workers=1))
+p = H.Proxy(RP, H.conf_text(caches, ring=RING, health={"fall": 3, "backoff": "2s"},
+                            proxy={"response_timeout": "300ms", "workers": 1}))
 slow.admin("/__set?delay=2000")
 skeys = keys_of(slow.name, 8, "/s/")
-mark = p.mark()
+mark = p.log_size()
 got = served_by(p.port, skeys[:3])
-H.check(all(v[0] == 504 for v in got.values()),
+t.check(all(v[0] == 504 for v in got.values()),
         "3 requests past response_timeout get 504", got)
 m = p.wait_log(rf"backend {slow.name}: up -> down \((.*)\)", 3, mark)
-H.check(m is not None and m.group(1).endswith("x3"),
+t.check(m is not None and m.group(1).endswith("x3"),
         f"{slow.name} is marked down after fall = 3 timeouts (log: {m.group(0) if m else None})", p.log())
 got = served_by(p.port, skeys[3:])
 want = {k: (200, next_up(k, {slow.name})) for k in skeys[3:]}
-H.check(got == want, "then its keys go to the next backend of the walk, 200", got)
+t.check(got == want, "then its keys go to the next backend of the walk, 200", got)
 slow.admin("/__set?delay=0")
 # no active checks: after the back-off one request is a trial
-mark = p.mark()
+mark = p.log_size()
 time.sleep(2.2)
 got = served_by(p.port, skeys[3:4])
 m = p.wait_log(rf"backend {slow.name}: down -> up \((.*)\)", 2, mark)
-H.check(m is not None and got[skeys[3]] == (200, slow.name),
+t.check(m is not None and got[skeys[3]] == (200, slow.name),
         f"fast again, after backoff = 2s: a trial request brings it up (log: {m.group(0) if m else None})",
         str(got) + "\n" + p.log())
 got = served_by(p.port, skeys)
-H.check(all(v == (200, slow.name) for v in got.values()), "and its keys return", got)
-H.check(p.stop() == 0, "SIGTERM: exit 0")
+t.check(all(v == (200, slow.name) for v in got.values()), "and its keys return", got)
+t.check(p.stop() == 0, "SIGTERM: exit 0")
 
 # ---- 3. a failing health path: down with the reason, up after rise -------
 sick = caches[3]
-p = H.Proxy(RP, H.conf(caches, ring=RING, health=ACTIVE))
+p = H.Proxy(RP, H.conf_text(caches, ring=RING, health=ACTIVE))
 hkeys = keys_of(sick.name, 10, "/h/")
-mark = p.mark()
+mark = p.log_size()
 # requests delayed 400 ms are in flight at the cache when it goes down and
 # succeed afterwards: they must not bring it back (only checks may)
 slowk = [k + "?delay=400" for k in hkeys[:4]]
 bg = {}
-t = threading.Thread(target=lambda: bg.setdefault(
+th = threading.Thread(target=lambda: bg.setdefault(
     "r", H.load(p.port, lambda i: slowk[i % 4], clients=8, seconds=1.2, max_requests=200)))
-t.start()
+th.start()
 time.sleep(0.1)
 sick.admin("/__set?health=500")
 m = p.wait_log(rf"backend {sick.name}: up -> down \((.*)\)", 5, mark)
-H.check(m is not None and m.group(1) == "health check: status 500, expected 200-399 x2",
+t.check(m is not None and m.group(1) == "health check: status 500, expected 200-399 x2",
         f"/__health 500: down after fall = 2 with the status in the log ({m.group(0) if m else None})",
         p.log())
 got = served_by(p.port, hkeys)
-H.check(got == {k: (200, next_up(k, {sick.name})) for k in hkeys},
+t.check(got == {k: (200, next_up(k, {sick.name})) for k in hkeys},
         "while down its keys go to the next backend of the walk", got)
-t.join(30)
-H.check(bg.get("r") and all(r[1] == 200 for r in bg["r"]),
+th.join(30)
+t.check(bg.get("r") and all(r[1] == 200 for r in bg["r"]),
         f"{len(bg.get('r', []))} slow GETs across the fall: all 200")
 time.sleep(0.3)
-H.check(p.wait_log(rf"backend {sick.name}: down -> up", 0, mark) is None,
+t.check(p.wait_log(rf"backend {sick.name}: down -> up", 0, mark) is None,
         "it stays down while its checks fail: responses to requests sent before the fall do not bring it up",
         p.log())
-mark = p.mark()
+mark = p.log_size()
 sick.admin("/__set?health=200")
 m = p.wait_log(rf"backend {sick.name}: down -> up \((.*)\)", 5, mark)
-H.check(m is not None and m.group(1) == "health check passed x2",
+t.check(m is not None and m.group(1) == "health check passed x2",
         f"/__health 200 again: up after rise = 2 ({m.group(0) if m else None})", p.log())
 got = served_by(p.port, hkeys)
-H.check(all(v == (200, sick.name) for v in got.values()), "its keys return",
+t.check(all(v == (200, sick.name) for v in got.values()), "its keys return",
         str({k: v for k, v in got.items() if v != (200, sick.name)}) + "\n" + p.log())
-H.check(p.stop() == 0, "SIGTERM: exit 0")
+t.check(p.stop() == 0, "SIGTERM: exit 0")
 
 
 # ---- 3b. passive checks only, every cache gone and back: the tier recovers --
-p = H.Proxy(RP, H.conf(caches, health="fall = 1\nbackoff = 1s\n",
-                       proxy="connect_timeout = 300ms\n"))
+p = H.Proxy(RP, H.conf_text(caches, health={"fall": 1, "backoff": "1s"},
+                            proxy={"connect_timeout": "300ms"}))
 own = {n: keys_of(n, 1, "/o/")[0] for n in names}
-mark = p.mark()
+mark = p.log_size()
 for c in caches:
     c.kill9()
 got = served_by(p.port, list(own.values()))
-H.check(all(v[0] in (502, 503) for v in got.values()), "every cache killed: 502/503", got)
-H.check(all(p.wait_log(rf"backend {n}: up -> down", 3, mark) for n in names),
+t.check(all(v[0] in (502, 503) for v in got.values()), "every cache killed: 502/503", got)
+t.check(all(p.wait_log(rf"backend {n}: up -> down", 3, mark) for n in names),
         "every backend is marked down (log)", p.log())
 for c in caches:
     c.start(c.port)
@@ -188,12 +189,12 @@ while time.monotonic() < deadline:
     if all(got[own[n]] == (200, n) for n in names):
         break
     time.sleep(0.2)
-H.check(all(got[own[n]] == (200, n) for n in names),
+t.check(all(got[own[n]] == (200, n) for n in names),
         "caches back on their ports: after the back-off trials bring every backend up, keys at home",
         str(got) + "\n" + p.log())
-H.check(all(p.wait_log(rf"backend {n}: down -> up \(a request succeeded after the back-off\)", 3, mark)
+t.check(all(p.wait_log(rf"backend {n}: down -> up \(a request succeeded after the back-off\)", 3, mark)
             for n in names), "each recovery is logged")
-H.check(p.stop() == 0, "SIGTERM: exit 0")
+t.check(p.stop() == 0, "SIGTERM: exit 0")
 
 # ---- 4. ringproxy -t --probe ----------------------------------------------
 def probe(text, name):
@@ -202,25 +203,25 @@ def probe(text, name):
     return r.returncode, r.stdout + r.stderr
 
 
-base = H.conf(caches, health="path = /__health\ntimeout = 500ms\n")
+base = H.conf_text(caches, health={"path": "/__health", "timeout": "500ms"})
 rc, out = probe(base, "probe1.ini")
 rows = [l for l in out.splitlines() if l.strip().startswith("cache-")]
-H.check(rc == 0, "--probe, all caches up: exit 0", out)
-H.check(all(any(l.split()[0] == n and "200 ok" in l and f":{c.port}/__health" in l for l in rows)
+t.check(rc == 0, "--probe, all caches up: exit 0", out)
+t.check(all(any(l.split()[0] == n and "200 ok" in l and f":{c.port}/__health" in l for l in rows)
             for n, c in zip(names, caches)),
         "--probe prints a row per backend with its URL and '200 ok'", out)
 caches[0].stop()
 rc, out = probe(base, "probe2.ini")
 row = [l for l in out.splitlines() if l.strip().startswith("cache-0 ") and "http://" in l]
-H.check(rc == 1 and row and "unreachable" in row[0], "--probe, one cache stopped: exit 1, 'unreachable'", out)
-zero = H.conf(caches, health="path = /__health\ntimeout = 500ms\n",
-              backend_extra={"cache-0": "weight = 0"})
+t.check(rc == 1 and row and "unreachable" in row[0], "--probe, one cache stopped: exit 1, 'unreachable'", out)
+zero = H.conf_text(caches, health={"path": "/__health", "timeout": "500ms"},
+                   backend={"cache-0": {"weight": 0}})
 rc, out = probe(zero, "probe3.ini")
-H.check(rc == 0 and "weight 0: ignored" in out, "--probe, the stopped cache has weight 0: exit 0", out)
+t.check(rc == 0 and "weight 0: ignored" in out, "--probe, the stopped cache has weight 0: exit 0", out)
 caches[1].admin("/__set?health=503")
 rc, out = probe(zero, "probe4.ini")
 row = [l for l in out.splitlines() if l.strip().startswith("cache-1 ") and "http://" in l]
-H.check(rc == 1 and row and "503 unhealthy" in row[0], "--probe, a cache answering 503: exit 1, 'unhealthy'", out)
+t.check(rc == 1 and row and "503 unhealthy" in row[0], "--probe, a cache answering 503: exit 1, 'unhealthy'", out)
 caches[1].admin("/__set?health=200")
 
 # ---- 5. bad [health] values: FILE:LINE errors --------------------------
@@ -255,7 +256,7 @@ want = [
     f"{bad}:15: max_inflight: '-1' is not a whole number; expected a whole number from 0 to 1000000",
     f"ringproxy: {bad}: 11 errors; nothing started",
 ]
-H.check(r.returncode == 1, "-t on bad [health] values: exit 1")
-H.check(r.stderr.splitlines() == want, "-t prints each bad [health] value as FILE:LINE: what; expected", r.stderr)
+t.check(r.returncode == 1, "-t on bad [health] values: exit 1")
+t.check(r.stderr.splitlines() == want, "-t prints each bad [health] value as FILE:LINE: what; expected", r.stderr)
 
-H.done()
+t.done()

@@ -14,12 +14,11 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import reload_harness as h  # noqa: E402
+import harness as H  # noqa: E402
 import ringref  # noqa: E402
 
-RP, TC = sys.argv[1], sys.argv[2]
-t = h.Tap()
-procs = h.Procs()
+RP, TC = H.cli_args()
+t = H.Tap()
 
 
 def load_clients(port, nthreads, stop, max_requests, out):
@@ -58,19 +57,19 @@ def load_clients(port, nthreads, stop, max_requests, out):
 
 def main():
     names = [f"cache-{i}" for i in range(1, 10)]
-    ports = h.start_caches(procs, TC, names)
+    ports = {n: H.Cache(TC, n).port for n in names}
 
     # --- 100 reloads, 3 <-> 4 backends, under keep-alive load ---
     # the two files also differ in the sizes that connection buffers are
     # made for, so that keep-alive connections opened under one config
     # serve requests under the other
-    a = procs.write("a.ini", h.conf_text(names[:3], ports, proxy={
+    a = H.write("a.ini", H.conf_by_name(names[:3], ports, proxy={
         "buffer_size": "16k", "max_headers": "24", "max_head_size": "8k", "client_timeout": "20s"}))
-    b = procs.write("b.ini", h.conf_text(names[:4], ports, proxy={
+    b = H.write("b.ini", H.conf_by_name(names[:4], ports, proxy={
         "buffer_size": "64k", "max_headers": "100", "max_head_size": "16k", "pool_size": "4"}))
-    live = procs.path("live.ini")
+    live = H.tmp_path("live.ini")
     os.symlink(a, live)
-    px = h.Proxy(procs, RP, live)
+    px = H.Proxy(RP, path=live)
     stop = threading.Event()
     results = {}
     threads = load_clients(px.port, 6, stop, 20000, results)
@@ -95,10 +94,10 @@ def main():
         th.join(timeout=30)
     ok = sum(r[0] for r in results.values())
     bad = sum(r[1] for r in results.values())
-    t.diag(f"100 reloads in {time.monotonic() - t0:.1f}s; {ok} requests ok, {bad} failed")
+    t.note(f"100 reloads in {time.monotonic() - t0:.1f}s; {ok} requests ok, {bad} failed")
     for r in results.values():
         for e in r[2]:
-            t.diag(e)
+            t.note(e)
     t.check(len(outcomes) == 100 and gen_ok,
             "100 SIGHUPs give 100 successful reloads, generations 2..101 in order")
     t.check(outcomes[0] is not None and "+cache-4" in outcomes[0]
@@ -106,34 +105,34 @@ def main():
             "the reports name the added and the removed backend")
     t.check(len(results) == 6 and ok > 500, f"the clients kept working during reloads ({ok} requests)")
     t.check(bad == 0, "no request failed, no connection was reset during 100 reloads")
-    t.check(px.p.poll() is None, "ringproxy still runs")
+    t.check(px.alive(), "ringproxy still runs")
 
     # --- a broken file: routing unchanged, file:line logged, next reload works ---
     paths = [f"/b/{i}.jpg" for i in range(300)]
     deadline = time.monotonic() + 30
-    before = h.backends_of(px.port, paths, deadline)
+    before = H.backends_of(px.port, paths, deadline)
     gen = int(re.findall(r"reload (\d+):", px.log())[-1])
-    broken = procs.write("broken.ini",
-                         h.conf_text(names[:4], ports).replace("weight = 1\n", "weight = -2\n", 1)
-                         + "\n[backend cache-9]\nurl = gopher://127.0.0.1:1\n")
+    broken = H.write("broken.ini",
+                     H.conf_by_name(names[:4], ports, backend={"cache-1": {"weight": -2}})
+                     + "\n[backend cache-9]\nurl = gopher://127.0.0.1:1\n")
     tmp = live + ".new"
     os.symlink(broken, tmp)
     os.rename(tmp, live)
     since = px.log_size()
     line = px.reload()
     logged = px.log()[since:]
-    t.diag(logged)
+    t.note(logged)
     t.check(line is not None and line.startswith(f"reload failed: {live}: 2 errors; still serving generation {gen}: "),
             "a broken file: 'reload failed: FILE: 2 errors; still serving generation G: ...'")
     t.check(re.search(re.escape(live) + r":\d+: weight", logged) is not None
             and re.search(re.escape(live) + r":\d+: url", logged) is not None,
             "every error is logged as FILE:LINE")
-    after = h.backends_of(px.port, paths, deadline)
+    after = H.backends_of(px.port, paths, deadline)
     t.check(before == after and len(after) == len(paths) and all(v.startswith("cache-") for v in after.values()),
             "after a failed reload every URL goes to the same backend as before")
     # a name that does not resolve fails the same way, with FILE:LINE
-    unresolvable = procs.write("unresolvable.ini", h.conf_text(names[:3], ports)
-                               + "\n[backend cache-x]\nurl = http://no-such-host.invalid:80\n")
+    unresolvable = H.write("unresolvable.ini", H.conf_by_name(names[:3], ports)
+                           + "\n[backend cache-x]\nurl = http://no-such-host.invalid:80\n")
     line_no = open(unresolvable).read().splitlines().index("[backend cache-x]") + 1
     tmp = live + ".new"
     os.symlink(unresolvable, tmp)
@@ -141,13 +140,13 @@ def main():
     since = px.log_size()
     line = px.reload(timeout=30)
     logged = px.log()[since:]
-    t.diag(logged)
+    t.note(logged)
     t.check(line is not None and line.startswith(
         f"reload failed: {live}: 1 error; still serving generation {gen}: {live}:{line_no}: backend cache-x: cannot resolve 'no-such-host.invalid'"),
         "an unresolvable backend: 'reload failed: FILE: 1 error; still serving generation G: FILE:LINE: ...'")
     t.check(re.search(r"error: " + re.escape(f"{live}:{line_no}: backend cache-x: cannot resolve"), logged) is not None,
             "the resolution error is logged on its own line first, as FILE:LINE")
-    t.check(h.backends_of(px.port, paths, deadline) == before, "routing unchanged after it too")
+    t.check(H.backends_of(px.port, paths, deadline) == before, "routing unchanged after it too")
     tmp = live + ".new"
     os.symlink(a, tmp)
     os.rename(tmp, live)
@@ -158,11 +157,11 @@ def main():
     t.check(px.wait(30) == 0, "ringproxy exits 0 on SIGTERM")
 
     # --- 8 -> 9 backends: observed movement = reported movement, all to the new one ---
-    c8 = procs.write("c8.ini", h.conf_text(names[:8], ports))
-    c9 = procs.write("c9.ini", h.conf_text(names[:9], ports))
-    live2 = procs.path("live2.ini")
+    c8 = H.write("c8.ini", H.conf_by_name(names[:8], ports))
+    c9 = H.write("c9.ini", H.conf_by_name(names[:9], ports))
+    live2 = H.tmp_path("live2.ini")
     os.symlink(c8, live2)
-    px = h.Proxy(procs, RP, live2)
+    px = H.Proxy(RP, path=live2)
     urls = [f"/thumb/{i}/{(i * 7919) % 100003}.jpg" for i in range(20000)]
     chunks = [urls[i::4] for i in range(4)]
     deadline = time.monotonic() + 120
@@ -170,7 +169,7 @@ def main():
     def measure():
         m = {}
         with concurrent.futures.ThreadPoolExecutor(4) as ex:
-            for part in ex.map(lambda c: h.backends_of(px.port, c, deadline), chunks):
+            for part in ex.map(lambda c: H.backends_of(px.port, c, deadline), chunks):
                 m.update(part)
         return m
 
@@ -180,16 +179,16 @@ def main():
     os.symlink(c9, tmp)
     os.rename(tmp, live2)
     line = px.reload()
-    t.diag(line)
+    t.note(line)
     m9 = measure()
-    t.diag(f"40,000 requests in {time.monotonic() - t0:.1f}s")
+    t.note(f"40,000 requests in {time.monotonic() - t0:.1f}s")
     rep = re.match(r"reload 2: \+cache-9; ([0-9.]+)% of keys moved, all to cache-9$", line or "")
     t.check(rep is not None, "the 8 -> 9 report: 'reload 2: +cache-9; X% of keys moved, all to cache-9'")
     t.check(len(m8) == len(m9) == len(urls), "all 20,000 URLs answered before and after")
     moved = [u for u in urls if m8.get(u) != m9.get(u)]
     observed = 100.0 * len(moved) / len(urls)
     reported = float(rep.group(1)) if rep else -1
-    t.diag(f"reported {reported:.3f}%, observed {observed:.3f}%")
+    t.note(f"reported {reported:.3f}%, observed {observed:.3f}%")
     t.check(abs(observed - reported) <= 1.0, f"observed share moved {observed:.3f}% is within 1 point of the reported {reported:.3f}%")
     t.check(moved and all(m9[u] == "cache-9" for u in moved), "every moved URL moved to cache-9")
     t.check(all(m8[u].startswith("cache-") for u in urls), "every answer before named a backend")
@@ -212,10 +211,10 @@ def main():
     before = serve(sample)  # also leaves pooled connections to the old address
     moved_ports = dict(ports, **{"cache-3": ports["cache-9"]})
     tmp = live2 + ".new"
-    os.symlink(procs.write("c9b.ini", h.conf_text(names[:9], moved_ports)), tmp)
+    os.symlink(H.write("c9b.ini", H.conf_by_name(names[:9], moved_ports)), tmp)
     os.rename(tmp, live2)
     line = px.reload()
-    t.diag(line)
+    t.note(line)
     t.check(line == f"reload 3: @cache-3 (new url http://127.0.0.1:{ports['cache-9']}); 0.000% of keys moved",
             "a new URL: '@cache-3 (new url U); 0.000% of keys moved'")
     after = serve(sample)
@@ -226,11 +225,11 @@ def main():
 
     # --- a weight change: the report names it and every flow goes to it ---
     tmp = live2 + ".new"
-    heavy = [("cache-1", 2)] + names[1:9]
-    os.symlink(procs.write("c9c.ini", h.conf_text(heavy, moved_ports)), tmp)
+    heavy = {"cache-1": {"weight": 2}}
+    os.symlink(H.write("c9c.ini", H.conf_by_name(names[:9], moved_ports, backend=heavy)), tmp)
     os.rename(tmp, live2)
     line = px.reload()
-    t.diag(line)
+    t.note(line)
     rep = re.match(r"reload 4: ~cache-1 \(weight 1 -> 2\); ([0-9.]+)% of keys moved, all to cache-1$", line or "")
     t.check(rep is not None and 5 < float(rep.group(1)) < 15,
             "a weight change: '~cache-1 (weight 1 -> 2); X% of keys moved, all to cache-1'")
@@ -246,32 +245,32 @@ def test_health_kept(ports):
     """Health is per name and outlives a reload; a new URL is checked afresh."""
     names = ["cache-1", "cache-2", "cache-3"]
     hc = {"path": "/__health", "interval": "100ms", "timeout": "500ms", "rise": "2", "fall": "2"}
-    live = procs.write("health.ini", h.conf_text(names, ports, health=hc))
-    px = h.Proxy(procs, RP, live)
+    live = H.write("health.ini", H.conf_by_name(names, ports, health=hc))
+    px = H.Proxy(RP, path=live)
     paths = [f"/h/{i}.jpg" for i in range(300)]
     deadline = time.monotonic() + 60
-    before = h.backends_of(px.port, paths, deadline)
+    before = H.backends_of(px.port, paths, deadline)
     own2 = [p for p in paths if before[p] == "cache-2"]
     c = http.client.HTTPConnection("127.0.0.1", ports["cache-2"], timeout=5)
     c.request("GET", "/__set?health=503")
     c.getresponse().read()
     c.close()
     t.check(px.wait_log(r"backend cache-2: up -> down", timeout=10) is not None, "cache-2 fails its checks and goes down")
-    procs.write("health.ini", h.conf_text(names + ["cache-4"], ports, health=hc))
+    H.write("health.ini", H.conf_by_name(names + ["cache-4"], ports, health=hc))
     since = px.log_size()
     line = px.reload()
-    after = h.backends_of(px.port, own2, deadline)
+    after = H.backends_of(px.port, own2, deadline)
     t.check(line is not None and line.startswith("reload 2:") and own2 and all(v != "cache-2" for v in after.values()),
             f"after a reload cache-2 is still down: its {len(own2)} keys still go elsewhere")
     t.check("cache-2: down -> up" not in px.log()[since:], "the reload did not bring cache-2 up")
     # a new URL (a healthy cache behind the name) is checked afresh: up at once
     moved = dict(ports, **{"cache-2": ports["cache-5"]})
-    procs.write("health.ini", h.conf_text(names + ["cache-4"], moved, health=hc))
+    H.write("health.ini", H.conf_by_name(names + ["cache-4"], moved, health=hc))
     line = px.reload()
     t.check(line is not None and "@cache-2 (new url" in line and
             re.search(r"backend cache-2: down -> up \(new url [^)]*checked afresh\)", px.log()) is not None,
             "a new URL for a down backend: checked afresh, up at once")
-    back = h.backends_of(px.port, own2, deadline)
+    back = H.backends_of(px.port, own2, deadline)
     ring4 = ringref.Ring([(n, 1) for n in names + ["cache-4"]], 160)
     want = [p for p in own2 if ring4.lookup(p.encode()) == "cache-2"]
     t.check(want and all(back[p] == "cache-2" for p in want),
@@ -286,8 +285,8 @@ def test_checks_not_postponed(ports):
     pushing the checks of unchanged backends away."""
     names = ["cache-1", "cache-2", "cache-3"]
     hc = {"path": "/__health", "interval": "3s", "timeout": "500ms", "rise": "1", "fall": "1"}
-    live = procs.write("slow-checks.ini", h.conf_text(names, ports, health=hc))
-    px = h.Proxy(procs, RP, live)
+    live = H.write("slow-checks.ini", H.conf_by_name(names, ports, health=hc))
+    px = H.Proxy(RP, path=live)
     c = http.client.HTTPConnection("127.0.0.1", ports["cache-3"], timeout=5)
     c.request("GET", "/__set?health=503")
     c.getresponse().read()
@@ -310,16 +309,4 @@ def test_checks_not_postponed(ports):
     t.check(px.wait(30) == 0, "exit 0")
 
 
-try:
-    main()
-except Exception as e:  # report, do not hang
-    import traceback
-    t.check(False, f"unexpected {type(e).__name__}: {e}")
-    t.diag(traceback.format_exc())
-finally:
-    procs.stop_all()
-reports = procs.sanitizer_reports()
-for r in reports[:20]:
-    t.diag(r)
-t.check(not reports, "no sanitizer report in any ringproxy's stderr")
-t.done()
+H.run_main(t, main)

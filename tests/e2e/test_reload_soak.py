@@ -16,11 +16,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import reload_harness as h  # noqa: E402
+import harness as H  # noqa: E402
 
-RP, TC = sys.argv[1], sys.argv[2]
-t = h.Tap()
-procs = h.Procs()
+RP, TC = H.cli_args()
+t = H.Tap()
 WARMUP = 100
 COUNT = 1000
 TIME_LIMIT = 150
@@ -28,16 +27,16 @@ TIME_LIMIT = 150
 
 def main():
     names = [f"cache-{i}" for i in range(1, 6)]
-    ports = h.start_caches(procs, TC, names)
+    ports = {n: H.Cache(TC, n).port for n in names}
     # active health checks every 100 ms: reloads restart them, often
     # with a check in flight (curl handles, timers, sockets to free)
     hc = {"path": "/__health", "interval": "100ms", "timeout": "500ms"}
-    a = procs.write("a.ini", h.conf_text(names[:4], ports, health=hc))
-    b = procs.write("b.ini", h.conf_text(names[:5], ports, proxy={"connect_timeout": "700ms"},
-                                         ring={"balance_factor": "1.25"}, health=hc))
-    live = procs.path("live.ini")
+    a = H.write("a.ini", H.conf_by_name(names[:4], ports, health=hc))
+    b = H.write("b.ini", H.conf_by_name(names[:5], ports, proxy={"connect_timeout": "700ms"},
+                                        ring={"balance_factor": "1.25"}, health=hc))
+    live = H.tmp_path("live.ini")
     os.symlink(a, live)
-    px = h.Proxy(procs, RP, live)
+    px = H.Proxy(RP, path=live)
     conn = http.client.HTTPConnection("127.0.0.1", px.port, timeout=10)
     t0 = time.monotonic()
     done = 0
@@ -48,8 +47,8 @@ def main():
         if time.monotonic() - t0 > TIME_LIMIT:
             break
         if i == WARMUP:
-            fds0, rss0, kinds0 = px.fds(), px.rss_kb(), px.fd_kinds()
-            t.diag(f"fds after warm-up: {kinds0}")
+            fds0, rss0, kinds0 = px.nfds(), px.rss_kb(), px.fd_kinds()
+            t.note(f"fds after warm-up: {kinds0}")
         tmp = live + ".new"
         os.symlink(b if i % 2 == 0 else a, tmp)
         os.rename(tmp, live)
@@ -61,16 +60,16 @@ def main():
         done += 1
         if i % 10 == 0:  # traffic, so that workers adopt and retire snapshots
             for j in range(20):
-                st, _, _ = h.get(conn, f"/soak/{i}/{j}.jpg")
+                st, _, _ = H.get_on(conn, f"/soak/{i}/{j}.jpg")
                 if st != 200:
                     bad.append(f"status {st}")
-    fds1, rss1, kinds1 = px.fds(), px.rss_kb(), px.fd_kinds()
-    t.diag(f"fds at the end: {kinds1}")
+    fds1, rss1, kinds1 = px.nfds(), px.rss_kb(), px.fd_kinds()
+    t.note(f"fds at the end: {kinds1}")
     conn.close()
-    t.diag(f"{done} reloads in {time.monotonic() - t0:.1f}s; fds {fds0} -> {fds1}; "
+    t.note(f"{done} reloads in {time.monotonic() - t0:.1f}s; fds {fds0} -> {fds1}; "
            f"RSS {rss0} kB -> {rss1} kB ({(rss1 - rss0) / 1024:+.1f} MB)")
     for x in bad[:5]:
-        t.diag(x)
+        t.note(x)
     t.check(done == WARMUP + COUNT and not bad, f"{WARMUP + COUNT} reloads succeed, each logged with its generation")
     # Pooled backend sockets come and go (a cache may close an idle one),
     # so sockets may differ by a few; everything else must match exactly.
@@ -79,24 +78,11 @@ def main():
     t.check(kinds1 == kinds0, f"no fd other than sockets opened or closed over {COUNT} reloads")
     t.check(sock1 <= sock0 + 2, f"sockets: {sock0} -> {sock1} over {COUNT} reloads (pooled ones may differ by 2)")
     if px.sanitized():
-        print(f"ok {t.n + 1} - RSS flat # SKIP under a sanitizer", flush=True)
-        t.n += 1
+        t.skip("RSS flat", "under a sanitizer")
     else:
         t.check(rss1 - rss0 <= 4096, f"RSS flat within 4 MB over {COUNT} reloads ({rss0} -> {rss1} kB)")
     px.signal(signal.SIGTERM)
     t.check(px.wait(30) == 0, "exit 0 after the soak (and, under ASan, no leak reported)")
 
 
-try:
-    main()
-except Exception as e:
-    import traceback
-    t.check(False, f"unexpected {type(e).__name__}: {e}")
-    t.diag(traceback.format_exc())
-finally:
-    procs.stop_all()
-reports = procs.sanitizer_reports()
-for r in reports[:20]:
-    t.diag(r)
-t.check(not reports, "no sanitizer report in any ringproxy's stderr")
-t.done()
+H.run_main(t, main)

@@ -15,12 +15,11 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import reload_harness as h  # noqa: E402
+import harness as H  # noqa: E402
 import ringref  # noqa: E402
 
-RP, TC = sys.argv[1], sys.argv[2]
-t = h.Tap()
-procs = h.Procs()
+RP, TC = H.cli_args()
+t = H.Tap()
 
 
 def connect_refused(port):
@@ -38,11 +37,11 @@ def connect_refused(port):
 
 
 def test_stop(ports):
-    conf = procs.write("stop.ini", h.conf_text(["cache-1", "cache-2"], ports,
-                                               proxy={"shutdown_timeout": "10s"}))
-    px = h.Proxy(procs, RP, conf)
+    conf = H.write("stop.ini", H.conf_by_name(["cache-1", "cache-2"], ports,
+                                              proxy={"shutdown_timeout": "10s"}))
+    px = H.Proxy(RP, path=conf)
     idle = http.client.HTTPConnection("127.0.0.1", px.port, timeout=10)
-    st, _, _ = h.get(idle, "/warm.jpg")
+    st, _, _ = H.get_on(idle, "/warm.jpg")
     t.check(st == 200, "an idle keep-alive client got its response")
     result = {}
 
@@ -74,7 +73,7 @@ def test_stop(ports):
     t.check(refused_at is not None and refused_at < 1.0,
             f"new connections are refused shortly after SIGTERM ({refused_at})")
     try:
-        st, _, _ = h.get(idle, "/again.jpg")
+        st, _, _ = H.get_on(idle, "/again.jpg")
         idle_closed = False
     except (http.client.HTTPException, OSError):
         idle_closed = True
@@ -92,7 +91,7 @@ def test_stop(ports):
             "logs 'stopping on Terminated: ...' and 'stopped'")
 
     # a second signal stops at once, still exit 0
-    px = h.Proxy(procs, RP, conf)
+    px = H.Proxy(RP, path=conf)
     th = threading.Thread(target=slow, args=(6000,))
     result.clear()
     th.start()
@@ -108,8 +107,8 @@ def test_stop(ports):
     t.check("second Interrupt: stopping now" in px.log(), "the second signal is logged")
 
     # shutdown_timeout bounds the wait for a request that takes too long
-    conf = procs.write("stop2.ini", h.conf_text(["cache-1"], ports, proxy={"shutdown_timeout": "500ms"}))
-    px = h.Proxy(procs, RP, conf)
+    conf = H.write("stop2.ini", H.conf_by_name(["cache-1"], ports, proxy={"shutdown_timeout": "500ms"}))
+    px = H.Proxy(RP, path=conf)
     c = http.client.HTTPConnection("127.0.0.1", px.port, timeout=15)
     c.putrequest("GET", "/slower.jpg?delay=5000")
     c.endheaders()
@@ -146,18 +145,18 @@ def test_notify(ports, abstract):
         env = {"NOTIFY_SOCKET": "@" + name}
         kind = "abstract"
     else:
-        path = procs.path("notify.sock")
+        path = H.tmp_path("notify.sock")
         sock.bind(path)
         env = {"NOTIFY_SOCKET": path}
         kind = "path"
-    conf = procs.write("notify.ini", h.conf_text(["cache-1", "cache-2", "cache-3"], ports))
-    px = h.Proxy(procs, RP, conf, env=env)
+    conf = H.write("notify.ini", H.conf_by_name(["cache-1", "cache-2", "cache-3"], ports))
+    px = H.Proxy(RP, path=conf, env=env)
     msgs = recv_all(sock, "READY=1", 5)
     t.check(len(msgs) == 1 and msgs[0] ==
             f"READY=1\nSTATUS=generation 1, 3 backends, listening on 127.0.0.1:{px.port}",
             f"[{kind}] READY=1 with the generation, backends and the real address at start: {msgs!r}")
-    conf4 = h.conf_text(["cache-1", "cache-2", "cache-3", "cache-4"], ports)
-    procs.write("notify.ini", conf4)
+    conf4 = H.conf_by_name(["cache-1", "cache-2", "cache-3", "cache-4"], ports)
+    H.write("notify.ini", conf4)
     px.signal(signal.SIGHUP)
     msgs = recv_all(sock, "READY=1", 10)
     now = time.clock_gettime(time.CLOCK_MONOTONIC) * 1e6
@@ -169,14 +168,14 @@ def test_notify(ports, abstract):
     t.check(len(msgs) == 2 and msgs[1] ==
             f"READY=1\nSTATUS=generation 2, 4 backends, listening on 127.0.0.1:{px.port}",
             f"[{kind}] READY=1 with generation 2 after the reload")
-    procs.write("notify.ini", "[proxy]\nworkers = x\n")
+    H.write("notify.ini", "[proxy]\nworkers = x\n")
     px.signal(signal.SIGHUP)
     msgs = recv_all(sock, "READY=1", 10)
     t.check(len(msgs) == 2 and msgs[0].startswith("RELOADING=1\n") and msgs[1] ==
             f"READY=1\nSTATUS=generation 2, 4 backends, listening on 127.0.0.1:{px.port}",
             f"[{kind}] a failed reload still ends with READY=1, generation 2: {msgs!r}")
     # listen changes need a restart: the status keeps the address in use
-    procs.write("notify.ini", conf4.replace("listen = 127.0.0.1:0", "listen = 127.0.0.1:1"))
+    H.write("notify.ini", conf4.replace("listen = 127.0.0.1:0", "listen = 127.0.0.1:1"))
     px.signal(signal.SIGHUP)
     msgs = recv_all(sock, "READY=1", 10)
     t.check(len(msgs) == 2 and msgs[1] ==
@@ -187,11 +186,11 @@ def test_notify(ports, abstract):
     px.signal(signal.SIGHUP)  # the same file again: still not applied, still said
     recv_all(sock, "READY=1", 10)
     t.check(px.log().count(warn % px.port) == 2, f"[{kind}] a second reload with the same unapplied listen warns again")
-    procs.write("notify.ini", conf4.replace("workers = 2", "workers = 1"))
+    H.write("notify.ini", conf4.replace("workers = 2", "workers = 1"))
     px.signal(signal.SIGHUP)
     recv_all(sock, "READY=1", 10)
     t.check(px.log().count(warn % px.port) == 3, f"[{kind}] a workers change warns too")
-    procs.write("notify.ini", conf4)
+    H.write("notify.ini", conf4)
     px.signal(signal.SIGHUP)
     msgs = recv_all(sock, "READY=1", 10)
     t.check(px.log().count(warn % px.port) == 3 and msgs[-1].startswith("READY=1\nSTATUS=generation 6,"),
@@ -205,11 +204,11 @@ def test_notify(ports, abstract):
 
 
 def test_log_file(ports):
-    logp = procs.path("rp.log")
-    conf = procs.write("log.ini", h.conf_text(["cache-1", "cache-2"], ports, proxy={"log_file": logp}))
-    px = h.Proxy(procs, RP, conf, log=procs.path("log-stderr.log"), log_file=logp)
-    procs.logs += [logp, logp + ".1", logp + ".2", procs.path("rp2.log")]  # fd 2 is there
-    t.check(px.p.poll() is None and "listening on" in open(logp).read(), "log_file receives the log lines")
+    logp = H.tmp_path("rp.log")
+    conf = H.write("log.ini", H.conf_by_name(["cache-1", "cache-2"], ports, proxy={"log_file": logp}))
+    px = H.Proxy(RP, path=conf, log_file=logp)
+    H.LOGS += [logp, logp + ".1", logp + ".2", H.tmp_path("rp2.log")]  # fd 2 is there
+    t.check(px.alive() and "listening on" in open(logp).read(), "log_file receives the log lines")
     os.rename(logp, logp + ".1")
     px.log_path = logp + ".1"
     line = px.reload()
@@ -228,8 +227,8 @@ def test_log_file(ports):
     t.check("reload 2:" in old and "reload 3:" not in old, "the rotated file keeps the old lines and gets no new ones")
     # a log_file that cannot be opened: the error goes to the file in use,
     # which SIGUSR1 still reopens
-    procs.write("log.ini", h.conf_text(["cache-1", "cache-2"], ports,
-                                       proxy={"log_file": procs.path("no-such-dir/x.log")}))
+    H.write("log.ini", H.conf_by_name(["cache-1", "cache-2"], ports,
+                                      proxy={"log_file": H.tmp_path("no-such-dir/x.log")}))
     px.signal(signal.SIGHUP)
     t.check(px.wait_log(r"reload 4: ", timeout=5) is not None
             and re.search(r"error: reload: log file \S+no-such-dir/x\.log: No such file", px.log()) is not None,
@@ -239,17 +238,17 @@ def test_log_file(ports):
     px.log_path = logp
     t.check(px.wait_log(r"SIGUSR1: log file \S+ reopened", timeout=5) is not None,
             "and SIGUSR1 afterwards still reopens the file in use")
-    procs.write("log.ini", h.conf_text(["cache-1", "cache-2"], ports, proxy={"log_file": logp}))
+    H.write("log.ini", H.conf_by_name(["cache-1", "cache-2"], ports, proxy={"log_file": logp}))
     line = px.reload()
     t.check(line is not None and line.startswith("reload 5:"), "the next reload logs there")
 
     # another file on reload, then none: back to stderr
-    logp2 = procs.path("rp2.log")
-    procs.write("log.ini", h.conf_text(["cache-1", "cache-2"], ports, proxy={"log_file": logp2}))
+    logp2 = H.tmp_path("rp2.log")
+    H.write("log.ini", H.conf_by_name(["cache-1", "cache-2"], ports, proxy={"log_file": logp2}))
     line = px.reload()
     t.check(px.wait_log(r"reload 6: ", timeout=5, path=logp2) is not None and "reload 6:" not in open(logp).read(),
             "a reload that names another log_file moves the log there")
-    procs.write("log.ini", h.conf_text(["cache-1", "cache-2"], ports))
+    H.write("log.ini", H.conf_by_name(["cache-1", "cache-2"], ports))
     px.signal(signal.SIGHUP)
     t.check(px.wait_log(r"reload 7: ", timeout=5, path=px.stderr_path) is not None
             and "reload 7:" not in open(logp2).read(),
@@ -261,21 +260,21 @@ def test_log_file(ports):
 
 
 def test_burst(ports):
-    conf = procs.write("burst.ini", h.conf_text(["cache-1", "cache-2"], ports))
-    px = h.Proxy(procs, RP, conf)
+    conf = H.write("burst.ini", H.conf_by_name(["cache-1", "cache-2"], ports))
+    px = H.Proxy(RP, path=conf)
     since = px.log_size()
     for k in range(30):  # the file changes between signals; the last is 4 backends
-        procs.write("burst.ini", h.conf_text(["cache-1", "cache-2", "cache-3"][: 2 + k % 2], ports))
+        H.write("burst.ini", H.conf_by_name(["cache-1", "cache-2", "cache-3"][: 2 + k % 2], ports))
         px.signal(signal.SIGHUP)
-    procs.write("burst.ini", h.conf_text(["cache-1", "cache-2", "cache-3", "cache-4"], ports))
+    H.write("burst.ini", H.conf_by_name(["cache-1", "cache-2", "cache-3", "cache-4"], ports))
     px.signal(signal.SIGHUP)
     m = px.wait_log(r"reload \d+: [^\n]*\n(?![\s\S]*reload \d+:)", timeout=10, since=since)
     time.sleep(0.5)  # any reload still queued shows up by now
     lines = re.findall(r"info: (reload \d+: [^\n]*)", px.log()[since:])
-    t.diag(f"31 SIGHUPs in a burst gave {len(lines)} reloads; last: {lines[-1] if lines else None}")
+    t.note(f"31 SIGHUPs in a burst gave {len(lines)} reloads; last: {lines[-1] if lines else None}")
     t.check(m is not None and 1 <= len(lines) <= 31 and "reload failed" not in px.log(),
             "a burst of 31 SIGHUPs gives between 1 and 31 successful reloads")
-    seen = set(h.backends_of(px.port, [f"/burst/{i}.jpg" for i in range(200)], time.monotonic() + 30).values())
+    seen = set(H.backends_of(px.port, [f"/burst/{i}.jpg" for i in range(200)], time.monotonic() + 30).values())
     t.check(seen == {"cache-1", "cache-2", "cache-3", "cache-4"},
             f"after the burst the file's last content is in effect: {sorted(seen)}")
     # SIGHUP while stopping is ignored; the stop completes
@@ -298,8 +297,8 @@ def test_inflight(ports):
     """Requests in flight across a reload that removes their backend, and
     across a stop under keep-alive load: no response is cut short."""
     four = ["cache-1", "cache-2", "cache-3", "cache-4"]
-    conf = procs.write("inflight.ini", h.conf_text(four, ports))
-    px = h.Proxy(procs, RP, conf)
+    conf = H.write("inflight.ini", H.conf_by_name(four, ports))
+    px = H.Proxy(RP, path=conf)
     ring = ringref.Ring([(n, 1) for n in four], 160)
     q = "?delay=1000&size=30000"  # the key is path+query
     on4 = [f"/if/{i}.jpg{q}" for i in range(400) if ring.lookup(f"/if/{i}.jpg{q}".encode()) == "cache-4"][:3]
@@ -319,7 +318,7 @@ def test_inflight(ports):
     for th in ths:
         th.start()
     time.sleep(0.3)
-    procs.write("inflight.ini", h.conf_text(four[:3], ports))
+    H.write("inflight.ini", H.conf_by_name(four[:3], ports))
     line = px.reload()
     for th in ths:
         th.join(timeout=20)
@@ -327,7 +326,7 @@ def test_inflight(ports):
     t.check(len(results) == 3 and all(r == (200, "cache-4", 30000) for r in results),
             f"those requests complete from cache-4 with their whole bodies: {results}")
     c = http.client.HTTPConnection("127.0.0.1", px.port, timeout=10)
-    st, be, _ = h.get(c, on4[0])
+    st, be, _ = H.get_on(c, on4[0])
     c.close()
     t.check(st == 200 and be != "cache-4", f"the same URL now goes to another cache ({be})")
 
@@ -372,14 +371,14 @@ def test_inflight(ports):
     stop.set()
     for th in ths:
         th.join(timeout=30)
-    t.diag(f"stop under load: {outcome}")
+    t.note(f"stop under load: {outcome}")
     t.check(rc == 0, "exit 0 after a stop under load")
     t.check(outcome["whole"] > 20 and outcome["cut"] == 0 and not outcome["other"],
             "under load, no response was cut short by the stop (each arrived whole, or the connection closed before it began)")
 
 
 def main():
-    ports = h.start_caches(procs, TC, [f"cache-{i}" for i in range(1, 5)])
+    ports = {n: H.Cache(TC, n).port for n in [f"cache-{i}" for i in range(1, 5)]}
     test_inflight(ports)
     test_burst(ports)
     test_stop(ports)
@@ -388,16 +387,4 @@ def main():
     test_log_file(ports)
 
 
-try:
-    main()
-except Exception as e:
-    import traceback
-    t.check(False, f"unexpected {type(e).__name__}: {e}")
-    t.diag(traceback.format_exc())
-finally:
-    procs.stop_all()
-reports = procs.sanitizer_reports()
-for r in reports[:20]:
-    t.diag(r)
-t.check(not reports, "no sanitizer report in any ringproxy's stderr")
-t.done()
+H.run_main(t, main)
