@@ -11,7 +11,6 @@ import os
 import re
 import signal
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -22,13 +21,10 @@ t = harness.Tap()
 
 
 def admin_port(proxy):
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        m = re.search(r"stats on http://127\.0\.0\.1:(\d+)/", proxy.logtext())
-        if m:
-            return int(m.group(1))
-        time.sleep(0.02)
-    raise RuntimeError("no admin listener line:\n" + proxy.logtext())
+    m = proxy.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10)
+    if not m:
+        raise RuntimeError("no admin listener line:\n" + proxy.log())
+    return int(m.group(1))
 
 
 def fetch(port, path, method="GET"):
@@ -39,15 +35,6 @@ def fetch(port, path, method="GET"):
         return r.status, r.getheader("Content-Type") or "", r.read().decode()
     finally:
         c.close()
-
-
-def wait_log(proxy, pattern, timeout=10):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if re.search(pattern, proxy.logtext()):
-            return True
-        time.sleep(0.02)
-    return False
 
 
 names = ("a1", "a2", "a3")
@@ -118,7 +105,7 @@ try:
     with open(proxy.conf, "a") as f:
         f.write("\n[backend broken\n")
     proxy.proc.send_signal(signal.SIGHUP)
-    t.check(wait_log(proxy, r"reload failed"), "a broken file: the reload fails")
+    t.check(proxy.wait_log(r"reload failed") is not None, "a broken file: the reload fails")
     doc = json.loads(fetch(A, "/stats")[2])
     t.check(doc["last_reload"] and doc["last_reload"]["ok"] is False and "malformed section" in
             doc["last_reload"]["report"] and doc["reloads_failed"] == 1 and doc["generation"] == 1,
@@ -127,7 +114,7 @@ try:
         f.write(harness.conf_text(caches[:2], proxy={"admin_listen": "127.0.0.1:0", "connect_timeout": "300ms"},
                                   ring={"balance_factor": 0}, health={"fall": 1, "backoff": "30s"}))
     proxy.proc.send_signal(signal.SIGHUP)
-    t.check(wait_log(proxy, r"reload 2: -a3"), "a good reload removes a3")
+    t.check(proxy.wait_log(r"reload 2: -a3") is not None, "a good reload removes a3")
     doc = json.loads(fetch(A, "/stats")[2])
     t.check(doc["generation"] == 2 and doc["last_reload"]["ok"] is True and
             doc["last_reload"]["report"].startswith("reload 2: -a3") and
