@@ -315,6 +315,15 @@ static uint64_t plan_flow_keys(const struct plan_kflow *f, long nf,
 	return 0;
 }
 
+/* Is (from, to) one of the ring's flows? */
+static bool plan_ring_flow(const struct ring_diff *d, const char *from, const char *to)
+{
+	for (size_t i = 0; i < d->nflows; i++)
+		if (strcmp(d->flows[i].from, from) == 0 && strcmp(d->flows[i].to, to) == 0)
+			return true;
+	return false;
+}
+
 /* How a backend differs between the files. */
 enum plan_change { PLAN_SAME, PLAN_ADDED, PLAN_REMOVED, PLAN_REWEIGHTED, PLAN_READDRESSED };
 
@@ -635,6 +644,20 @@ int plan_main(int argc, char **argv, FILE *out)
 						plan_flow_keys(kf, nkf, &a, &b, d.flows[i].from, d.flows[i].to));
 				fputc('}', out);
 			}
+			/* keys the bounded-load simulation moved between
+			 * backends whose arcs did not change: share 0 */
+			for (long i = 0; i < nkf; i++) {
+				const char *from = kf[i].from >= 0 ? a.ring->names[kf[i].from] : "";
+				const char *to = kf[i].to >= 0 ? b.ring->names[kf[i].to] : "";
+
+				if (plan_ring_flow(&d, from, to))
+					continue;
+				fprintf(out, "%s{\"from\": ", d.nflows || i ? ", " : "");
+				plan_json_str(out, from);
+				fputs(", \"to\": ", out);
+				plan_json_str(out, to);
+				fprintf(out, ", \"share\": 0, \"keys\": %llu}", (unsigned long long)kf[i].keys);
+			}
 			fputs("]}", out);
 		}
 		fputs("}\n", out);
@@ -667,6 +690,16 @@ int plan_main(int argc, char **argv, FILE *out)
 					fprintf(out, "  %10llu", (unsigned long long)
 						plan_flow_keys(kf, nkf, &a, &b, d.flows[i].from, d.flows[i].to));
 				fputc('\n', out);
+			}
+			for (long i = 0; i < nkf; i++) {
+				const char *from = kf[i].from >= 0 ? a.ring->names[kf[i].from] : "";
+				const char *to = kf[i].to >= 0 ? b.ring->names[kf[i].to] : "";
+
+				if (plan_ring_flow(&d, from, to))
+					continue;
+				fprintf(out, "  %-16s %-16s %9s  %10llu  (moved by the load caps)\n",
+					*from ? from : "(none)", *to ? to : "(none)", "-",
+					(unsigned long long)kf[i].keys);
 			}
 		}
 	}

@@ -148,6 +148,12 @@ for k in keys:
             cnt[cand] += 1
             break
 check({bk["name"]: bk["keys"] for bk in doc["backends"]} == cnt, "--balance-factor equals the model's simulation")
+hot = write("hot.txt", "".join("/hot.jpg\n" if i % 4 == 0 else f"/t/{i}.jpg\n" for i in range(20000)))
+rc, out, err = run("plan", a, b, "--keys", hot, "--balance-factor", "1.25", "--json")
+cmp = json.loads(out)["compare"]
+check(rc == 0 and sum(f["keys"] for f in cmp["flows"]) == cmp["moved_keys"] and
+      any(f["share"] == 0 and f["keys"] > 0 for f in cmp["flows"]),
+      "with the load caps, every moved key is in a flow, those the caps moved with share 0")
 
 # usage errors
 rc, out, err = run("plan")
