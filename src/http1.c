@@ -644,7 +644,7 @@ static ssize_t http1_parse(struct http1_msg *m, struct http1_header *hdrs,
 			if (!te.last_chunked)
 				return http1_fail(m, 400, "Transfer-Encoding not ending in chunked");
 			if (te.ncodings > 1)
-				return http1_fail(m, 501, "transfer coding not implemented");
+				return http1_fail(m, 501, "codings before chunked (e.g. gzip, chunked): only chunked alone is relayed");
 			m->framing = HTTP1_BODY_CHUNKED;
 		} else if (have_cl) {
 			m->framing = HTTP1_BODY_LENGTH;
@@ -657,7 +657,7 @@ static ssize_t http1_parse(struct http1_msg *m, struct http1_header *hdrs,
 		if (has_te && (te.bad || te.nchunked > 1))
 			return http1_fail(m, 400, "invalid Transfer-Encoding");
 		if (has_te && te.last_chunked && te.ncodings > 1)
-			return http1_fail(m, 400, "transfer coding not implemented");
+			return http1_fail(m, 400, "codings before chunked in a response: only chunked alone is relayed");
 		if (no_body) {
 			m->framing = HTTP1_BODY_NONE;
 			/* HEAD and 304 describe a body they do not carry: the
