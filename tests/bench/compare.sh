@@ -28,8 +28,7 @@
 #                  RETRIES times; the last attempt counts
 #
 # What it does: installs what is missing (tests/deps.sh bench: haproxy,
-# nginx-light, wrk), builds ringproxy in BUILD_DIR (meson release) unless that
-# already has src/ringproxy, starts 4 testcaches and the three proxies on
+# nginx-light, wrk), brings the release build in BUILD_DIR up to date, starts 4 testcaches and the three proxies on
 # free 127.0.0.1 ports with configs generated into a temp dir, then for each
 # round and proxy: WARM s of unmeasured load, then SECS s of wrk with a Lua
 # script (random URL per request, precise p50/p99 from done()).  Per run it
@@ -93,42 +92,12 @@ MAX_OTHER=${MAX_OTHER:-5}
 RETRIES=${RETRIES:-2}
 NCACHES=4
 
-src=$(cd "$(dirname "$0")/../.." && pwd)
-build=${1:-$src/build-rel}
+[ -n "${1:-}" ] && BUILD=$1
+. "$(dirname "$0")/lib.sh"
+bench_init compare
 
 die() { echo "compare.sh: $*" >&2; exit 1; }
 log() { echo "# $*" >&2; }
-
-# --- dependencies and build ------------------------------------------------
-if ! command -v haproxy >/dev/null || ! command -v wrk >/dev/null ||
-   ! { command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; }; then
-	bash "$src/tests/deps.sh" bench
-fi
-export PATH=$PATH:/usr/sbin:/sbin
-if [ ! -x "$build/src/ringproxy" ]; then
-	[ -d "$build" ] || meson setup "$build" "$src" -Dbuildtype=release >&2
-	ninja -C "$build" >&2
-fi
-RP=$build/src/ringproxy
-TC=$build/tests/testcache/testcache
-[ -x "$TC" ] || ninja -C "$build" >&2
-
-# --- process bookkeeping ---------------------------------------------------
-tmp=$(mktemp -d /tmp/ringproxy-compare.XXXXXX)
-chmod 755 "$tmp"   # NGINX workers may run as another user
-pids=()
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do
-		for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-		kill -KILL "$p" 2>/dev/null || true
-	done
-	wait 2>/dev/null || true
-	if [ "$KEEP" = 1 ]; then log "kept $tmp"; else rm -rf "$tmp"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # Free ports from the kernel (bind to port 0), printed space-separated.
 free_ports() {
@@ -145,23 +114,12 @@ wait_http() {
 		curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$1$2" && return 0
 		sleep 0.1
 	done
-	die "nothing answers on 127.0.0.1:$1 (logs in $tmp)"
+	die "nothing answers on 127.0.0.1:$1 (logs in $TMP)"
 }
 
 # --- backends ----------------------------------------------------------------
-cache_ports=()
-for i in $(seq $NCACHES); do
-	"$TC" --listen 127.0.0.1:0 --port-file "$tmp/cache-$i.port" \
-	    --name "cache-$i" --size "$SIZE" --threads "$TC_THREADS" \
-	    >"$tmp/cache-$i.log" 2>&1 &
-	pids+=($!)
-done
-for i in $(seq $NCACHES); do
-	for _ in $(seq 100); do [ -s "$tmp/cache-$i.port" ] && break; sleep 0.1; done
-	port=$(cat "$tmp/cache-$i.port" 2>/dev/null) || die "cache-$i did not start"
-	cache_ports+=("$port")
-	wait_http "$port" /__stats
-done
+bench_caches 1 "$NCACHES" --size "$SIZE" --threads "$TC_THREADS"
+for i in $(seq $NCACHES); do wait_http "${PORTS[i]}" /__stats; done
 
 # --- proxies -------------------------------------------------------------
 read -r RP_PORT HA_PORT NG_PORT <<<"$(free_ports 3)"
@@ -172,9 +130,9 @@ read -r RP_PORT HA_PORT NG_PORT <<<"$(free_ports 3)"
 	printf '[ring]\nvnodes = 160\nbalance_factor = 1.5\n'
 	for i in $(seq $NCACHES); do
 		printf '[backend cache-%s]\nurl = http://127.0.0.1:%s\n' \
-		    "$i" "${cache_ports[$((i - 1))]}"
+		    "$i" "${PORTS[i]}"
 	done
-} >"$tmp/ringproxy.ini"
+} >"$TMP/ringproxy.ini"
 
 {
 	cat <<EOF
@@ -196,29 +154,29 @@ backend caches
 	hash-balance-factor 150
 EOF
 	for i in $(seq $NCACHES); do
-		printf '\tserver cache-%s 127.0.0.1:%s\n' "$i" "${cache_ports[$((i - 1))]}"
+		printf '\tserver cache-%s 127.0.0.1:%s\n' "$i" "${PORTS[i]}"
 	done
-} >"$tmp/haproxy.cfg"
+} >"$TMP/haproxy.cfg"
 
-mkdir -p "$tmp/nginx"
+mkdir -p "$TMP/nginx"
 {
 	[ "$(id -u)" -eq 0 ] && echo "user root;"
 	cat <<EOF
 worker_processes $WORKERS;
 daemon off;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/error.log warn;
+pid $TMP/nginx/nginx.pid;
+error_log $TMP/nginx/error.log warn;
 events { worker_connections 10240; }
 http {
 	access_log off;
-	client_body_temp_path $tmp/nginx/body;
-	proxy_temp_path $tmp/nginx/proxy;
+	client_body_temp_path $TMP/nginx/body;
+	proxy_temp_path $TMP/nginx/proxy;
 	keepalive_requests 1000000;
 	upstream caches {
 		hash \$request_uri consistent;
 EOF
 	for i in $(seq $NCACHES); do
-		printf '\t\tserver 127.0.0.1:%s;\n' "${cache_ports[$((i - 1))]}"
+		printf '\t\tserver 127.0.0.1:%s;\n' "${PORTS[i]}"
 	done
 	cat <<EOF
 		keepalive $CONNS;
@@ -234,25 +192,25 @@ EOF
 	}
 }
 EOF
-} >"$tmp/nginx.conf"
+} >"$TMP/nginx.conf"
 
 declare -A ppid pport
 start_proxy() {
 	case $1 in
 	ringproxy)
-		"$RP" -c "$tmp/ringproxy.ini" >"$tmp/ringproxy.log" 2>&1 &
+		"$RP" -c "$TMP/ringproxy.ini" >"$TMP/ringproxy.log" 2>&1 &
 		pport[$1]=$RP_PORT ;;
 	haproxy)
-		haproxy -db -f "$tmp/haproxy.cfg" >"$tmp/haproxy.log" 2>&1 &
+		haproxy -db -f "$TMP/haproxy.cfg" >"$TMP/haproxy.log" 2>&1 &
 		pport[$1]=$HA_PORT ;;
 	nginx)
-		nginx -p "$tmp/nginx" -e "$tmp/nginx/error.log" \
-		    -c "$tmp/nginx.conf" >"$tmp/nginx.log" 2>&1 &
+		nginx -p "$TMP/nginx" -e "$TMP/nginx/error.log" \
+		    -c "$TMP/nginx.conf" >"$TMP/nginx.log" 2>&1 &
 		pport[$1]=$NG_PORT ;;
 	*) die "unknown proxy $1" ;;
 	esac
 	ppid[$1]=$!
-	pids+=($!)
+	PIDS+=($!)
 	wait_http "${pport[$1]}" /
 }
 for p in $PROXIES; do start_proxy "$p"; done
@@ -287,7 +245,7 @@ rss_kib() {
 	echo "$t"
 }
 HZ=$(getconf CLK_TCK)
-cache_pids=("${pids[@]:0:$NCACHES}")
+cache_pids=("${PIDS[@]:0:$NCACHES}")
 # "busy total" clock ticks of the whole machine from /proc/stat (busy = user
 # + nice + system; total includes idle, iowait, irq, softirq, steal).
 sys_ticks() {
@@ -314,7 +272,7 @@ quiet() {
 }
 
 # --- load ----------------------------------------------------------------
-cat >"$tmp/thumbs.lua" <<'EOF'
+cat >"$TMP/thumbs.lua" <<'EOF'
 -- Random thumbnail URLs out of N distinct ones; requests are formatted once
 -- per thread in init() so that wrk spends its CPU on the socket, not in Lua.
 local nthreads = 0
@@ -346,14 +304,14 @@ EOF
 # run_wrk PORT SECONDS -> prints the RESULT line
 run_wrk() {
 	timeout -k 5 $(($2 + 20)) wrk -t"$WRK_THREADS" -c"$CONNS" -d"$2"s \
-	    -s "$tmp/thumbs.lua" "http://127.0.0.1:$1/" -- "$URLS" |
+	    -s "$TMP/thumbs.lua" "http://127.0.0.1:$1/" -- "$URLS" |
 	    grep '^RESULT' || die "wrk failed on port $1"
 }
 kv() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<" $2"; }
 
-runs=$tmp/runs.tsv
+runs=$TMP/runs.tsv
 : >"$runs"
-log "caches: ${cache_ports[*]}; ringproxy :$RP_PORT haproxy :$HA_PORT nginx :$NG_PORT"
+log "caches: ${PORTS[*]}; ringproxy :$RP_PORT haproxy :$HA_PORT nginx :$NG_PORT"
 log "$ROUNDS rounds x ${SECS}s, wrk -t$WRK_THREADS -c$CONNS, $URLS URLs, ${SIZE} B bodies, $WORKERS workers, testcache --threads $TC_THREADS"
 read -r -a order <<<"$PROXIES"
 for r in $(seq "$ROUNDS"); do
@@ -386,14 +344,14 @@ for r in $(seq "$ROUNDS"); do
 				us = (u + s > 0 ? cpu / (u + s) : 0)
 				printf "%s\t%d\t%.0f\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.1f\t%d\t%d\n",
 				    p, r, n / (d / 1e6), p50, p99, cpu, u * us, s * us,
-				    rss / 1024, e, o }' >"$tmp/run.tsv"
-			awk -F'\t' '{ printf "# round %d %-9s %7d req/s  p50 %5d us  p99 %6d us  %6.2f us/req CPU  %5.1f MiB  %d errors  other %d%%\n", $2, $1, $3, $4, $5, $6, $9, $10, $11 }' "$tmp/run.tsv" >&2
+				    rss / 1024, e, o }' >"$TMP/run.tsv"
+			awk -F'\t' '{ printf "# round %d %-9s %7d req/s  p50 %5d us  p99 %6d us  %6.2f us/req CPU  %5.1f MiB  %d errors  other %d%%\n", $2, $1, $3, $4, $5, $6, $9, $10, $11 }' "$TMP/run.tsv" >&2
 			[ "$other" -le "$MAX_OTHER" ] && break
 			if [ "$attempt" -lt "$RETRIES" ]; then
 				log "other work took ${other}% of the CPUs (> MAX_OTHER=$MAX_OTHER): run again"
 			fi
 		done
-		cat "$tmp/run.tsv" >>"$runs"
+		cat "$TMP/run.tsv" >>"$runs"
 	done
 done
 
@@ -457,9 +415,9 @@ profile_strace() {
 	local args=()
 	quiet
 	for x in "${pp[@]}"; do args+=(-p "$x"); done
-	timeout -s INT $((PROF_SECS + 3)) strace -c -f -o "$tmp/strace-$p.txt" "${args[@]}" 2>/dev/null &
+	timeout -s INT $((PROF_SECS + 3)) strace -c -f -o "$TMP/strace-$p.txt" "${args[@]}" 2>/dev/null &
 	local st=$!
-	pids+=($st)
+	PIDS+=($st)
 	sleep 1
 	res=$(run_wrk "${pport[$p]}" "$PROF_SECS")
 	wait "$st" 2>/dev/null || true
@@ -470,7 +428,7 @@ profile_strace() {
 	echo '```'
 	awk -v n="$n" '$1 ~ /^[0-9.]+$/ && NF >= 5 && $NF != "total" {
 		printf "%-16s %8.3f /req  (%s%% of syscall time)\n", $NF, $4 / n, $1; t += $4 }
-	    END { printf "%-16s %8.3f /req\n", "TOTAL", t / n }' "$tmp/strace-$p.txt" |
+	    END { printf "%-16s %8.3f /req\n", "TOTAL", t / n }' "$TMP/strace-$p.txt" |
 	    sort -k2 -gr
 	echo '```'
 }
@@ -480,9 +438,9 @@ done
 if [[ " $PROXIES " == *" ringproxy "* ]] && command -v perf >/dev/null; then
 	quiet
 	timeout -s INT $((PROF_SECS + 3)) perf record -q -e cpu-clock -F 1999 -g \
-	    -o "$tmp/perf.data" -p "${ppid[ringproxy]}" >/dev/null 2>&1 &
+	    -o "$TMP/perf.data" -p "${ppid[ringproxy]}" >/dev/null 2>&1 &
 	st=$!
-	pids+=($st)
+	PIDS+=($st)
 	sleep 1
 	run_wrk "$RP_PORT" "$PROF_SECS" >/dev/null
 	wait "$st" 2>/dev/null || true
@@ -490,10 +448,10 @@ if [[ " $PROXIES " == *" ringproxy "* ]] && command -v perf >/dev/null; then
 	echo "#### ringproxy: perf (cpu-clock), self time by object, then by symbol"
 	echo
 	echo '```'
-	perf report -i "$tmp/perf.data" --no-children --sort dso --stdio -g none 2>/dev/null |
+	perf report -i "$TMP/perf.data" --no-children --sort dso --stdio -g none 2>/dev/null |
 	    grep -v '^#' | grep -v '^$' | head -8
 	echo
-	perf report -i "$tmp/perf.data" --no-children --sort dso,sym --stdio -g none 2>/dev/null |
+	perf report -i "$TMP/perf.data" --no-children --sort dso,sym --stdio -g none 2>/dev/null |
 	    grep -v '^#' | grep -v '^$' | head -40
 	echo '```'
 fi

@@ -19,40 +19,13 @@ set -euo pipefail
 SECS=${1:-10}
 DELAY=${2:-5}
 CONNS=64
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 THREADS=$(nproc)
 [ "$THREADS" -gt 4 ] && THREADS=4
 
-bash "$ROOT/tests/deps.sh" bench
+. "$(dirname "$0")/lib.sh"
+bench_init hotkey
 cd "$ROOT"
-[ -d build-rel ] || meson setup build-rel -Dbuildtype=release >/dev/null
-ninja -C build-rel >/dev/null
-RP=$ROOT/build-rel/src/ringproxy
-TC=$ROOT/build-rel/tests/testcache/testcache
-
-TMP=$(mktemp -d /tmp/rp-hotkey.XXXXXX)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-wait_file() {
-	for _ in $(seq 200); do [ -s "$1" ] && return 0; sleep 0.05; done
-	echo "hotkey.sh: $1 did not appear" >&2
-	return 1
-}
-
-PORTS=()
-for i in 0 1 2 3; do
-	"$TC" --listen 127.0.0.1:0 --name "cache-$i" --port-file "$TMP/c$i.port" --threads 1 \
-		>/dev/null 2>&1 &
-	PIDS+=($!)
-	wait_file "$TMP/c$i.port"
-	PORTS+=("$(cat "$TMP/c$i.port")")
-done
+bench_caches 0 3 --threads 1
 
 cat >"$TMP/hot.lua" <<EOF
 -- half of the requests hit one URL, the rest spread over 100k URLs

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/bench/reload.sh -- what SIGHUP reloads cost the requests in flight
-# (issue 6). A release ringproxy (build-rel, built if missing) in front of 4
+# (issue 6). A release ringproxy (build-rel, brought up to date) in front of 4
 # test caches on 127.0.0.1; wrk -c64 for DURATION seconds in steady state,
 # then again while a loop sends SIGHUP 10 times a second, alternating two
 # files: CHANGE=remove (default) a 4-backend and a 3-backend one (the
@@ -15,27 +15,13 @@
 # usage: tests/bench/reload.sh [DURATION_SECONDS]   (default 10; env WORKERS=2, CONNS=64, ROUNDS=3, CHANGE=remove)
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DUR=${1:-10}
 WORKERS=${WORKERS:-2}
 CONNS=${CONNS:-64}
 ROUNDS=${ROUNDS:-3}
 CHANGE=${CHANGE:-remove}
-BUILD="$ROOT/build-rel"
-command -v wrk >/dev/null || { echo "reload.sh: needs wrk (apt-get install wrk)" >&2; exit 2; }
-[ -d "$BUILD" ] || meson setup "$BUILD" "$ROOT" --buildtype=release -Dfuzz=disabled >/dev/null
-ninja -C "$BUILD" >/dev/null    # a no-op when up to date; never a stale binary
-RP="$BUILD/src/ringproxy"
-TC="$BUILD/tests/testcache/testcache"
-
-TMP=$(mktemp -d /tmp/rp-bench-reload.XXXXXX)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/lib.sh"
+bench_init reload
 
 wait_for() { # FILE PATTERN SECONDS
 	local i
@@ -47,16 +33,12 @@ wait_for() { # FILE PATTERN SECONDS
 	exit 1
 }
 
-for i in 1 2 3 4; do
-	"$TC" --listen 127.0.0.1:0 --name "cache-$i" --port-file "$TMP/port-$i" >/dev/null 2>&1 &
-	PIDS+=($!)
-done
-for i in 1 2 3 4; do wait_for "$TMP/port-$i" . 10; done
+bench_caches 1 4
 
 conf() { # N_BACKENDS
 	printf '[proxy]\nlisten = 127.0.0.1:0\nworkers = %s\n\n[ring]\nvnodes = 160\n' "$WORKERS"
 	for ((i = 1; i <= $1; i++)); do
-		printf '\n[backend cache-%d]\nurl = http://127.0.0.1:%s\n' "$i" "$(cat "$TMP/port-$i")"
+		printf '\n[backend cache-%d]\nurl = http://127.0.0.1:%s\n' "$i" "${PORTS[i]}"
 	done
 }
 conf 4 >"$TMP/a.ini"
