@@ -119,12 +119,6 @@ void fwd_close(struct upstream *u)
 	worker_up_put(w, u);
 }
 
-static bool fwd_resendable(const struct client *c)
-{
-	return (c->req.method_id == HTTP1_M_GET || c->req.method_id == HTTP1_M_HEAD) &&
-	       c->req.framing == HTTP1_BODY_NONE && !c->resp_started;
-}
-
 /* The request failed on this connection before any response byte went to
  * the client. why is a printf format naming what happened. */
 __attribute__((format(printf, 4, 5)))
@@ -132,7 +126,7 @@ static void fwd_fail(struct upstream *u, int status, bool retry, const char *fmt
 {
 	struct client *c = u->cl;
 	int i = u->ring_index;
-	bool resend = u->reused && !u->got_bytes && fwd_resendable(c);
+	bool resend = u->reused && !u->got_bytes && front_retryable(c);
 	const struct snap_backend *sb = &c->snap->be[i];
 	char what[256], why[384];
 	va_list ap;
@@ -283,12 +277,10 @@ static int fwd_begin(struct client *c, int i, bool fresh, char *why, size_t whyl
 	http1_msg_init(&u->resp);
 	outq_reset(&u->out);
 	if (pool)
-		atomic_store_explicit(&pool->requests,
-				      atomic_load_explicit(&pool->requests, memory_order_relaxed) + 1,
-				      memory_order_relaxed);
+		worker_count(&pool->requests);
 
 	f.prefix.p = sb->conf->prefix;
-	f.prefix.len = strlen(sb->conf->prefix);
+	f.prefix.len = sb->prefix_len;
 	f.client_ip.p = c->ip;
 	f.client_ip.len = c->iplen;
 	f.proto.p = "http";
@@ -333,9 +325,7 @@ static void fwd_finish(struct upstream *u)
 	bool reuse;
 
 	if (pool)
-		atomic_store_explicit(&pool->responses,
-				      atomic_load_explicit(&pool->responses, memory_order_relaxed) + 1,
-				      memory_order_relaxed);
+		worker_count(&pool->responses);
 	reuse = u->resp.keep_alive && u->resp.framing != HTTP1_BODY_CLOSE && !u->eof &&
 		u->in.pos == u->in.len && c->req_done && outq_empty(&u->out) &&
 		!w->stopping && pool && pool->n < conf->pool_size;
@@ -347,7 +337,6 @@ static void fwd_finish(struct upstream *u)
 			event_add(&u->rev, NULL);
 			u->read_paused = false;
 		}
-		u->served++;
 		event_add(&u->tev, w->tv_idle);
 		fwd_pool_push(pool, u);
 	} else {
@@ -412,9 +401,9 @@ static int fwd_head(struct upstream *u, size_t head_len)
 		c->close_after = true;
 	memset(&fr, 0, sizeof(fr));
 	fr.backend_hdr.p = conf->backend_header;
-	fr.backend_hdr.len = strlen(conf->backend_header);
+	fr.backend_hdr.len = c->snap->backend_header_len;
 	fr.backend_name.p = sb->conf->name;
-	fr.backend_name.len = strlen(sb->conf->name);
+	fr.backend_name.len = sb->name_len;
 	fr.via.p = u->resp.minor == 0 ? "1.0 ringproxy" : "1.1 ringproxy";
 	fr.via.len = 13;
 	fr.close = c->close_after;

@@ -127,14 +127,21 @@ static void front_on_write(evutil_socket_t fd, short what, void *arg);
 static void front_on_timeout(evutil_socket_t fd, short what, void *arg);
 static void front_process(struct client *c);
 
-void front_close(struct client *c)
+/* Let go of the current request: its backend connection (abandoned) and
+ * its snapshot. */
+static void front_detach(struct client *c)
 {
-	struct worker *w = c->w;
-
 	if (c->up)
 		fwd_close(c->up);
 	worker_snap_drop(c->w, c->snap);
 	c->snap = NULL;
+}
+
+void front_close(struct client *c)
+{
+	struct worker *w = c->w;
+
+	front_detach(c);
 	event_del(&c->rev);
 	event_del(&c->wev);
 	event_del(&c->tev);
@@ -162,10 +169,7 @@ static void front_end(struct client *c)
 		front_close(c);
 		return;
 	}
-	if (c->up)
-		fwd_close(c->up);
-	worker_snap_drop(c->w, c->snap);
-	c->snap = NULL;
+	front_detach(c);
 	c->state = CL_LINGER;
 	c->in.pos = c->in.len = 0;
 	event_del(&c->wev);
@@ -288,7 +292,7 @@ static void front_reply(struct client *c, int status, const char *why, bool forc
 	}
 }
 
-static bool front_retryable(const struct client *c)
+bool front_retryable(const struct client *c)
 {
 	return (c->req.method_id == HTTP1_M_GET || c->req.method_id == HTTP1_M_HEAD) &&
 	       c->req.framing == HTTP1_BODY_NONE && !c->resp_started;
@@ -461,9 +465,10 @@ static void front_process(struct client *c)
 
 	if (c->state != CL_HEAD)
 		return;
-	/* a head must fit the read buffer too: buffer_size may be set
-	 * below max_head_size, and a full buffer without the end of the
-	 * head would otherwise wait for room that never comes */
+	/* a head must fit the read buffer too: a connection made before a
+	 * reload that raised max_head_size has a buffer sized for the old
+	 * one, and a full buffer without the end of the head would wait for
+	 * room that never comes */
 	lim.max_head = conf->max_head_size < c->in.cap - 1 ? conf->max_head_size : c->in.cap - 1;
 	lim.max_headers = conf->max_headers < c->hdrs_cap ? conf->max_headers : c->hdrs_cap;
 	r = http1_parse_request(&c->req, c->hdrs, c->in.data + c->in.pos,
@@ -512,7 +517,7 @@ static void front_on_read(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (c->state == CL_LINGER) {
 		/* drop what a closing client still sends */
-		n = read(fd, c->in.data, c->in.cap);
+		n = recv(fd, c->in.data, c->in.cap, 0);
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
 			front_close(c);
 		return;

@@ -7,6 +7,7 @@
 #ifndef RINGPROXY_FRONT_H
 #define RINGPROXY_FRONT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
 
@@ -30,6 +31,10 @@ void front_close(struct client *c);
  * rest waits for the socket (EV_WRITE armed), -1 when the client is gone
  * (then the caller must call front_close). */
 int front_flush(struct client *c);
+
+/* May the current request be sent again elsewhere (GET or HEAD, no body,
+ * nothing of a response sent yet)? */
+bool front_retryable(const struct client *c);
 
 /* From forward.c. */
 /* The next slice of request body in the client buffer, per the request's

@@ -131,6 +131,8 @@ struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 		m[i].name = conf->backends[i].name;
 		m[i].weight = conf->backends[i].weight;
 		s->be[i].conf = &conf->backends[i];
+		s->be[i].name_len = strlen(conf->backends[i].name);
+		s->be[i].prefix_len = strlen(conf->backends[i].prefix);
 		if (snapshot_resolve(conf, &s->be[i], err, errlen) < 0)
 			goto fail;
 		s->be[i].state = snapshot_registry_find(conf->backends[i].name);
@@ -146,6 +148,7 @@ struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 		goto fail;
 	}
 	s->nbe = conf->nbackends;
+	s->backend_header_len = strlen(conf->backend_header);
 	s->conf = conf;
 	s->generation = generation;
 	atomic_store(&s->refs, 1);

@@ -64,6 +64,7 @@ struct snap_backend {
 	char addr_text[64];             /* "127.0.0.1:9001" for messages */
 	char host_hdr[300];             /* Host for clients that sent none */
 	size_t host_hdr_len;
+	size_t name_len, prefix_len;    /* of conf->name and conf->prefix */
 };
 
 struct snapshot {
@@ -73,6 +74,7 @@ struct snapshot {
 	struct ring *ring;              /* owned */
 	struct snap_backend *be;        /* ring->nbackends entries */
 	size_t nbe;
+	size_t backend_header_len;      /* of conf->backend_header */
 	/* weight of the backends with points that are up, cached for the
 	 * health generation it was computed at */
 	_Atomic uint64_t up_weight_gen;

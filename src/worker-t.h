@@ -68,7 +68,6 @@ struct upstream {
 	bool read_paused;               /* rev removed for backpressure */
 	bool eof;                       /* the backend closed (or misbehaved):
 					   never pooled again */
-	unsigned served;                /* requests served on it */
 	struct client *cl;              /* the client it serves, NULL if idle */
 	struct upstream *next, *prev;   /* pool list / free list */
 
@@ -194,7 +193,6 @@ struct worker {
 	struct pool *_Atomic pool_chunks[WORKER_POOL_CHUNKS];
 	struct client *clients;         /* active, for shutdown */
 	unsigned nclients;
-	unsigned nupstreams;
 	struct client *free_clients;
 	struct upstream *free_ups;
 	unsigned nfree_clients, nfree_ups;

@@ -523,13 +523,11 @@ struct upstream *worker_up_get(struct worker *w)
 	WORKER_BUFS_TO(u, b);
 	u->w = w;
 	u->fd = -1;
-	w->nupstreams++;
 	return u;
 }
 
 void worker_up_put(struct worker *w, struct upstream *u)
 {
-	w->nupstreams--;
 	if (w->nfree_ups >= WORKER_FREE_MAX || w->stopping) {
 		struct worker_bufs b = WORKER_BUFS_OF(u);
 

@@ -41,6 +41,14 @@ void worker_snap_drop(struct worker *w, struct snapshot *s);
  * may have raised it since the connection's buffers were sized (rare, so
  * the allocation is not on the steady path). 0 or -1. */
 int worker_scratch_fit(struct worker *w, char **scratch, size_t *cap);
+/* Count one on a counter only this worker writes: a plain add, no locked
+ * instruction; readers on other threads load it atomically. */
+static inline void worker_count(_Atomic uint64_t *counter)
+{
+	atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
 /* The idle pool for a registry id; NULL if it cannot be grown. */
 struct pool *worker_pool(struct worker *w, uint32_t backend_id);
 /* Any thread: the pool for a registry id if the worker has made it (for
