@@ -254,6 +254,9 @@ static void plan_text_backends(FILE *out, const struct plan_side *s,
 struct plan_kflow {
 	int32_t from, to;
 	uint64_t keys;
+	const char *from_name, *to_name;  /* "" for no backend */
+	bool in_ring;                   /* also a flow of the ring diff; else
+					   moved by the bounded-load caps */
 };
 
 static int plan_kflow_cmp(const void *a, const void *b)
@@ -265,11 +268,26 @@ static int plan_kflow_cmp(const void *a, const void *b)
 	return x->to < y->to ? -1 : x->to > y->to;
 }
 
+/* The name of backend i of a side, "" for none. */
+static const char *plan_name(const struct plan_side *s, int32_t i)
+{
+	return i >= 0 ? s->ring->names[i] : "";
+}
+
+/* Is (from, to) one of the ring's flows? */
+static bool plan_ring_flow(const struct ring_diff *d, const char *from, const char *to)
+{
+	for (size_t i = 0; i < d->nflows; i++)
+		if (strcmp(d->flows[i].from, from) == 0 && strcmp(d->flows[i].to, to) == 0)
+			return true;
+	return false;
+}
+
 /* Count keys per (from, to) pair where the owner changed. Returns the
  * number of distinct pairs in *flows (caller frees), -1 on no memory. */
 static long plan_key_flows(const struct plan_side *a, const struct plan_side *b,
-			   const struct plan_keys *keys, struct plan_kflow **flows,
-			   uint64_t *moved)
+			   const struct ring_diff *d, const struct plan_keys *keys,
+			   struct plan_kflow **flows, uint64_t *moved)
 {
 	struct plan_kflow *f;
 	size_t n = 0, out = 0;
@@ -279,10 +297,7 @@ static long plan_key_flows(const struct plan_side *a, const struct plan_side *b,
 	if (!f)
 		return -1;
 	for (size_t i = 0; i < keys->n; i++) {
-		const char *na = a->owner[i] >= 0 ? a->ring->names[a->owner[i]] : "";
-		const char *nb = b->owner[i] >= 0 ? b->ring->names[b->owner[i]] : "";
-
-		if (strcmp(na, nb) == 0)
+		if (strcmp(plan_name(a, a->owner[i]), plan_name(b, b->owner[i])) == 0)
 			continue;
 		f[n].from = a->owner[i];
 		f[n].to = b->owner[i];
@@ -297,31 +312,21 @@ static long plan_key_flows(const struct plan_side *a, const struct plan_side *b,
 		else
 			f[out++] = f[i];
 	}
+	for (size_t i = 0; i < out; i++) {
+		f[i].from_name = plan_name(a, f[i].from);
+		f[i].to_name = plan_name(b, f[i].to);
+		f[i].in_ring = plan_ring_flow(d, f[i].from_name, f[i].to_name);
+	}
 	*flows = f;
 	return (long)out;
 }
 
-static uint64_t plan_flow_keys(const struct plan_kflow *f, long nf,
-			       const struct plan_side *a, const struct plan_side *b,
-			       const char *from, const char *to)
+static uint64_t plan_flow_keys(const struct plan_kflow *f, long nf, const char *from, const char *to)
 {
-	for (long i = 0; i < nf; i++) {
-		const char *x = f[i].from >= 0 ? a->ring->names[f[i].from] : "";
-		const char *y = f[i].to >= 0 ? b->ring->names[f[i].to] : "";
-
-		if (strcmp(x, from) == 0 && strcmp(y, to) == 0)
+	for (long i = 0; i < nf; i++)
+		if (strcmp(f[i].from_name, from) == 0 && strcmp(f[i].to_name, to) == 0)
 			return f[i].keys;
-	}
 	return 0;
-}
-
-/* Is (from, to) one of the ring's flows? */
-static bool plan_ring_flow(const struct ring_diff *d, const char *from, const char *to)
-{
-	for (size_t i = 0; i < d->nflows; i++)
-		if (strcmp(d->flows[i].from, from) == 0 && strcmp(d->flows[i].to, to) == 0)
-			return true;
-	return false;
 }
 
 /* How a backend differs between the files. */
@@ -609,7 +614,7 @@ int plan_main(int argc, char **argv, FILE *out)
 			snprintf(err, sizeof(err), "out of memory");
 			goto fail;
 		}
-		if (keyfile && (nkf = plan_key_flows(&a, &b, &keys, &kf, &moved_keys)) < 0) {
+		if (keyfile && (nkf = plan_key_flows(&a, &b, &d, &keys, &kf, &moved_keys)) < 0) {
 			snprintf(err, sizeof(err), "out of memory");
 			goto fail;
 		}
@@ -641,21 +646,18 @@ int plan_main(int argc, char **argv, FILE *out)
 				fprintf(out, ", \"share\": %.17g", d.flows[i].share);
 				if (keyfile)
 					fprintf(out, ", \"keys\": %llu", (unsigned long long)
-						plan_flow_keys(kf, nkf, &a, &b, d.flows[i].from, d.flows[i].to));
+						plan_flow_keys(kf, nkf, d.flows[i].from, d.flows[i].to));
 				fputc('}', out);
 			}
 			/* keys the bounded-load simulation moved between
 			 * backends whose arcs did not change: share 0 */
 			for (long i = 0; i < nkf; i++) {
-				const char *from = kf[i].from >= 0 ? a.ring->names[kf[i].from] : "";
-				const char *to = kf[i].to >= 0 ? b.ring->names[kf[i].to] : "";
-
-				if (plan_ring_flow(&d, from, to))
+				if (kf[i].in_ring)
 					continue;
 				fprintf(out, "%s{\"from\": ", d.nflows || i ? ", " : "");
-				plan_json_str(out, from);
+				plan_json_str(out, kf[i].from_name);
 				fputs(", \"to\": ", out);
-				plan_json_str(out, to);
+				plan_json_str(out, kf[i].to_name);
 				fprintf(out, ", \"share\": 0, \"keys\": %llu}", (unsigned long long)kf[i].keys);
 			}
 			fputs("]}", out);
@@ -688,17 +690,15 @@ int plan_main(int argc, char **argv, FILE *out)
 					*d.flows[i].to ? d.flows[i].to : "(none)", 100.0 * d.flows[i].share);
 				if (keyfile)
 					fprintf(out, "  %10llu", (unsigned long long)
-						plan_flow_keys(kf, nkf, &a, &b, d.flows[i].from, d.flows[i].to));
+						plan_flow_keys(kf, nkf, d.flows[i].from, d.flows[i].to));
 				fputc('\n', out);
 			}
 			for (long i = 0; i < nkf; i++) {
-				const char *from = kf[i].from >= 0 ? a.ring->names[kf[i].from] : "";
-				const char *to = kf[i].to >= 0 ? b.ring->names[kf[i].to] : "";
-
-				if (plan_ring_flow(&d, from, to))
+				if (kf[i].in_ring)
 					continue;
 				fprintf(out, "  %-16s %-16s %9s  %10llu  (moved by the load caps)\n",
-					*from ? from : "(none)", *to ? to : "(none)", "-",
+					*kf[i].from_name ? kf[i].from_name : "(none)",
+					*kf[i].to_name ? kf[i].to_name : "(none)", "-",
 					(unsigned long long)kf[i].keys);
 			}
 		}
