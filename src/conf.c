@@ -22,6 +22,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "conn.h"
 #include "log.h"
 #include "ring.h"
 
@@ -297,33 +298,6 @@ int conf_parse_size(const char *s, uint64_t *bytes)
 	if (conf_parse_units(s, units, 1, &v) < 0)
 		return -1;
 	*bytes = v;
-	return 0;
-}
-
-/* "host:port" or "[v6]:port"; port 0..65535. */
-static int conf_parse_addr(const char *s, char *why, size_t whylen)
-{
-	const char *colon;
-	uint64_t port;
-
-	if (*s == '[') {
-		const char *rb = strchr(s, ']');
-		if (!rb || rb[1] != ':') {
-			snprintf(why, whylen, "an IPv6 address is written [addr]:port");
-			return -1;
-		}
-		colon = rb + 1;
-	} else {
-		colon = strrchr(s, ':');
-		if (!colon || colon == s) {
-			snprintf(why, whylen, "expected host:port, e.g. 0.0.0.0:8080");
-			return -1;
-		}
-	}
-	if (conf_parse_uint(colon + 1, &port) < 0 || port > 65535) {
-		snprintf(why, whylen, "the port must be a number from 0 to 65535");
-		return -1;
-	}
 	return 0;
 }
 
@@ -629,8 +603,13 @@ static int conf_set(const struct conf_keydef *k, void *base, const char *v,
 		break;
 	case CONF_T_ADDR:
 		/* an address key whose default is empty may be left empty */
-		if ((*v || !k->def || *k->def) && conf_parse_addr(v, why, whylen) < 0)
-			return -1;
+		if (*v || !k->def || *k->def) {
+			struct sockaddr_storage ss;
+			socklen_t sslen;
+
+			if (conn_parse_addr(v, &ss, &sslen, why, whylen) < 0)
+				return -1;
+		}
 		break;
 	case CONF_T_URL: {
 		char *host, *prefix;

@@ -14,7 +14,9 @@
 
 #include "worker-t.h"
 
-/* Parse "host:port" / "[v6]:port" into addr. 0 or -1 with err. */
+/* Parse "IP:port", "[IPv6]:port" or "*:port" into addr; port 0..65535.
+ * Pure: conf.c validates listen addresses with it. 0, or -1 with err
+ * saying what is wrong. */
 int conn_parse_addr(const char *text, struct sockaddr_storage *addr,
 		    socklen_t *addrlen, char *err, size_t errlen);
 

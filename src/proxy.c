@@ -339,7 +339,7 @@ int proxy_run(const char *path, struct conf *conf)
 		nworkers = ncpu > 0 ? (unsigned)ncpu : 1;
 	}
 	if (conn_parse_addr(conf->listen, &addr, &addrlen, err, sizeof(err)) < 0) {
-		log_error("%s: %s", path, err);
+		log_error("%s: listen: %s", path, err);
 		conf_free(conf);
 		return 1;
 	}

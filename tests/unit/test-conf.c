@@ -197,6 +197,12 @@ int main(int argc, char **argv)
 		      "a head must fit in the buffer") == 0,
 	       "a buffer smaller than the largest head is refused");
 	conf_errors_free(&errs);
+	tap_ok(conf_load_string("host.ini", "[proxy]\nlisten = localhost:8080\n"
+				"[backend a]\nurl = http://127.0.0.1:1\n", &errs) == NULL && errs.n == 1 &&
+	       strcmp(errs.msg[0], "host.ini:2: listen: the host must be an IP address (a listener binds "
+		      "to one), e.g. 0.0.0.0:8080") == 0,
+	       "a listen host name is refused by -t, not only when binding at start");
+	conf_errors_free(&errs);
 	tap_ok(conf_load("/nonexistent/ringproxy.ini", &errs) == NULL && errs.n == 1 &&
 	       strstr(errs.msg[0], "/nonexistent/ringproxy.ini: cannot open") != NULL,
 	       "a missing file is one clear error");
