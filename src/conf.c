@@ -1058,6 +1058,11 @@ void conf_free(struct conf *c)
 	free(c);
 }
 
+void conf_hostport(const struct conf_backend *b, char *out, size_t len)
+{
+	snprintf(out, len, strchr(b->host, ':') ? "[%s]:%u" : "%s:%u", b->host, b->port);
+}
+
 const struct conf_backend *conf_backend_find(const struct conf *c, const char *name)
 {
 	for (size_t i = 0; i < c->nbackends; i++)

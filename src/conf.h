@@ -99,6 +99,10 @@ struct conf *conf_load_string(const char *name, const char *text,
 void conf_free(struct conf *c);
 void conf_errors_free(struct conf_errors *errs);
 
+/* "host:port" of a backend as a Host header or URL authority writes it
+ * ("[v6]:port" for IPv6). */
+void conf_hostport(const struct conf_backend *b, char *out, size_t len);
+
 /* Find a backend by name; NULL if none. */
 const struct conf_backend *conf_backend_find(const struct conf *c,
 					     const char *name);

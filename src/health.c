@@ -147,10 +147,10 @@ static size_t health_discard(char *p, size_t size, size_t n, void *arg)
 
 static void health_url(char *out, size_t len, const struct conf_backend *cb, const char *path)
 {
-	if (strchr(cb->host, ':'))
-		snprintf(out, len, "http://[%s]:%u%s", cb->host, cb->port, path);
-	else
-		snprintf(out, len, "http://%s:%u%s", cb->host, cb->port, path);
+	char hp[300];
+
+	conf_hostport(cb, hp, sizeof(hp));
+	snprintf(out, len, "http://%s%s", hp, path);
 }
 
 static void health_easy_setup(CURL *easy, const char *url, uint64_t timeout_ms, char *errbuf)

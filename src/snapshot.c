@@ -106,10 +106,7 @@ static int snapshot_resolve(const struct conf *conf, struct snap_backend *sb,
 		snprintf(sb->addr_text, sizeof(sb->addr_text), "%s:%u", host, cb->port);
 	}
 	freeaddrinfo(res);
-	if (strchr(cb->host, ':'))
-		snprintf(sb->host_hdr, sizeof(sb->host_hdr), "[%s]:%u", cb->host, cb->port);
-	else
-		snprintf(sb->host_hdr, sizeof(sb->host_hdr), "%s:%u", cb->host, cb->port);
+	conf_hostport(cb, sb->host_hdr, sizeof(sb->host_hdr));
 	sb->host_hdr_len = strlen(sb->host_hdr);
 	return 0;
 }
