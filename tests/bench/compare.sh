@@ -17,6 +17,9 @@
 #   SIZE [4096]    response body bytes (testcache --size)
 #   TC_THREADS [1] threads per testcache (there are 4 testcaches)
 #   PROXIES ["ringproxy haproxy nginx"]
+#   BASE []        a second ringproxy build dir (e.g. of the commit before a
+#                  change): adds the proxy "before" to the run, same config,
+#                  alternating with the others, and a before/after table
 #   PROFILE [0]    1: afterwards, strace -c (syscalls per request) of ringproxy
 #                  and HAProxy, and a perf profile of ringproxy, same load
 #   PROF_SECS [5]  length of each profiling load
@@ -122,7 +125,12 @@ bench_caches 1 "$NCACHES" --size "$SIZE" --threads "$TC_THREADS"
 for i in $(seq $NCACHES); do wait_http "${PORTS[i]}" /__stats; done
 
 # --- proxies -------------------------------------------------------------
-read -r RP_PORT HA_PORT NG_PORT <<<"$(free_ports 3)"
+read -r RP_PORT HA_PORT NG_PORT BASE_PORT <<<"$(free_ports 4)"
+if [ -n "${BASE:-}" ]; then
+	ninja -C "$BASE" >/dev/null
+	[ -x "$BASE/src/ringproxy" ] || die "BASE=$BASE has no src/ringproxy"
+	[[ " $PROXIES " == *" before "* ]] || PROXIES="$PROXIES before"
+fi
 
 {
 	printf '[proxy]\nlisten = 127.0.0.1:%s\nworkers = %s\nlog_level = warn\n' \
@@ -133,6 +141,7 @@ read -r RP_PORT HA_PORT NG_PORT <<<"$(free_ports 3)"
 		    "$i" "${PORTS[i]}"
 	done
 } >"$TMP/ringproxy.ini"
+sed "s/^listen = .*/listen = 127.0.0.1:$BASE_PORT/" "$TMP/ringproxy.ini" >"$TMP/before.ini"
 
 {
 	cat <<EOF
@@ -200,6 +209,9 @@ start_proxy() {
 	ringproxy)
 		"$RP" -c "$TMP/ringproxy.ini" >"$TMP/ringproxy.log" 2>&1 &
 		pport[$1]=$RP_PORT ;;
+	before)
+		"$BASE/src/ringproxy" -c "$TMP/before.ini" >"$TMP/before.log" 2>&1 &
+		pport[$1]=$BASE_PORT ;;
 	haproxy)
 		haproxy -db -f "$TMP/haproxy.cfg" >"$TMP/haproxy.log" 2>&1 &
 		pport[$1]=$HA_PORT ;;
@@ -392,6 +404,15 @@ if [[ " $PROXIES " == *" ringproxy "* && " $PROXIES " == *" haproxy "* ]]; then
 		x = r / h; printf "| CPU per request | %.2f | <= 0.90 | %s |\n", x, (x <= 0.9 ? "yes" : "no") }'
 	awk -v r="${med[ringproxy.5]}" -v h="${med[haproxy.5]}" 'BEGIN {
 		x = r / h; printf "| p99 latency | %.2f | <= 1.00 | %s |\n", x, (x <= 1.0 ? "yes" : "no") }'
+fi
+if [[ " $PROXIES " == *" ringproxy "* && " $PROXIES " == *" before "* ]]; then
+	echo
+	echo "| ringproxy (this build) / before ($BASE) | ratio |"
+	echo "|---|---:|"
+	awk -v r="${med[ringproxy.3]}" -v h="${med[before.3]}" 'BEGIN { printf "| req/s | %.3f |\n", r / h }'
+	awk -v r="${med[ringproxy.6]}" -v h="${med[before.6]}" 'BEGIN { printf "| CPU per request | %.3f |\n", r / h }'
+	awk -v r="${med[ringproxy.5]}" -v h="${med[before.5]}" 'BEGIN { printf "| p99 latency | %.3f |\n", r / h }'
+	awk -v r="${med[ringproxy.9]}" -v h="${med[before.9]}" 'BEGIN { printf "| RSS | %.3f |\n", (h > 0 ? r / h : 0) }'
 fi
 echo
 echo "<details><summary>every run</summary>"
