@@ -22,7 +22,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "conn.h"
+#include "addr.h"
 #include "log.h"
 #include "ring.h"
 
@@ -607,7 +607,7 @@ static int conf_set(const struct conf_keydef *k, void *base, const char *v,
 			struct sockaddr_storage ss;
 			socklen_t sslen;
 
-			if (conn_parse_addr(v, &ss, &sslen, why, whylen) < 0)
+			if (addr_parse(v, &ss, &sslen, why, whylen) < 0)
 				return -1;
 		}
 		break;

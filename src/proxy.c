@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "addr.h"
 #include "admin.h"
 #include "conn.h"
 #include "health.h"
@@ -338,7 +339,7 @@ int proxy_run(const char *path, struct conf *conf)
 		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 		nworkers = ncpu > 0 ? (unsigned)ncpu : 1;
 	}
-	if (conn_parse_addr(conf->listen, &addr, &addrlen, err, sizeof(err)) < 0) {
+	if (addr_parse(conf->listen, &addr, &addrlen, err, sizeof(err)) < 0) {
 		log_error("%s: listen: %s", path, err);
 		conf_free(conf);
 		return 1;

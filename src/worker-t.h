@@ -16,6 +16,7 @@
 #include <sys/uio.h>
 
 #include "balance-t.h"
+#include "conn-t.h"
 #include "http1.h"
 #include "ring.h"
 
@@ -26,23 +27,6 @@ struct proxy;
 /* Generated head bytes beyond a copy of the parsed head: the proxy's own
  * lines (Via, X-Forwarded-*, framing, backend name). */
 #define WORKER_SCRATCH_EXTRA 1024
-
-/* A fixed read buffer: bytes [pos, len) are unconsumed. */
-struct rbuf {
-	char *data;
-	size_t cap;
-	size_t pos;
-	size_t len;
-};
-
-/* Pending output: a gather list written as the peer accepts it. The slices
- * point into buffers that the owner keeps unchanged until it is empty. */
-#define OUT_IOV_MAX 300
-struct outq {
-	struct iovec iov[OUT_IOV_MAX];
-	int idx, cnt;
-	uint64_t sent;                  /* bytes written over the queue's life */
-};
 
 enum up_state {
 	UP_CONNECTING,          /* non-blocking connect in progress */
