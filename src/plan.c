@@ -20,6 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "md5.h"
+
 struct ring *plan_ring(const struct conf *c, char *err, size_t errlen)
 {
 	struct ring_member *m = calloc(c->nbackends ? c->nbackends : 1, sizeof(*m));
@@ -53,6 +55,9 @@ int plan_keys_read(struct plan_keys *k, const char *path, int progress,
 		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
 		return -1;
 	}
+	/* ring_hash cannot say why it failed: make its state here */
+	if (md5_thread_init(err, errlen) < 0)
+		goto fail;
 	while ((n = getline(&line, &cap, f)) >= 0) {
 		if (n > 0 && line[n - 1] == '\n')
 			n--;

@@ -23,6 +23,7 @@
 struct snapshot;
 struct backend;
 struct proxy;
+struct md5;
 
 /* Generated head bytes beyond a copy of the parsed head: the proxy's own
  * lines (Via, X-Forwarded-*, framing, backend name). */
@@ -145,6 +146,7 @@ struct worker {
 	pthread_t thread;
 	bool started;                   /* thread running (to be joined) */
 	struct event_base *base;
+	struct md5 *md5;                /* the thread's digest state for keys */
 	int listen_fd;
 	struct event ev_accept;
 	bool accept_paused;

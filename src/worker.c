@@ -26,6 +26,7 @@
 #include "forward.h"
 #include "front.h"
 #include "log.h"
+#include "md5.h"
 #include "proxy.h"
 #include "snapshot.h"
 
@@ -332,6 +333,7 @@ struct worker *worker_new(struct proxy *p, int id, int listen_fd,
 {
 	struct event_config *cfg = NULL;
 	struct worker *w = calloc(1, sizeof(*w));
+	char why[256];
 
 	if (!w) {
 		snprintf(err, errlen, "out of memory");
@@ -342,6 +344,13 @@ struct worker *worker_new(struct proxy *p, int id, int listen_fd,
 	w->listen_fd = listen_fd;
 	w->mbox_fd = -1;
 	pthread_mutex_init(&w->mbox_lock, NULL);
+	/* made here, where a failure stops the start, so that hashing a
+	 * request key on the worker never allocates */
+	w->md5 = md5_new(why, sizeof(why));
+	if (!w->md5) {
+		snprintf(err, errlen, "worker %d: %s", id, why);
+		goto fail_md5;
+	}
 	cfg = event_config_new();
 	if (!cfg)
 		goto fail;
@@ -366,10 +375,12 @@ struct worker *worker_new(struct proxy *p, int id, int listen_fd,
 	return w;
 fail:
 	snprintf(err, errlen, "worker %d: cannot set up its event loop: %s", id, strerror(errno));
+fail_md5:
 	if (w->mbox_fd >= 0)
 		close(w->mbox_fd);
 	if (w->base)
 		event_base_free(w->base);
+	md5_free(w->md5);
 	pthread_mutex_destroy(&w->mbox_lock);
 	free(w);
 	return NULL;
@@ -379,6 +390,7 @@ static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 
+	md5_use(w->md5);
 	event_base_dispatch(w->base);
 	atomic_store(&w->done, true);
 	return NULL;
@@ -437,6 +449,7 @@ void worker_free(struct worker *w)
 		snapshot_unref(w->retired[i].snap);
 	free(w->retired);
 	event_base_free(w->base);
+	md5_free(w->md5);
 	pthread_mutex_destroy(&w->mbox_lock);
 	free(w);
 }
