@@ -12,17 +12,9 @@
 
 #include <limits.h>
 #include <math.h>
-#include <time.h>
 
 #include "health.h"
-
-int64_t balance_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "registry.h"
 
 long balance_cap(double c, long total, double w, double W)
 {
@@ -36,7 +28,7 @@ long balance_cap(double c, long total, double w, double W)
 static double balance_up_weight(const struct snapshot *cs)
 {
 	struct snapshot *s = (struct snapshot *)cs;  /* cache fields only */
-	uint64_t gen = atomic_load_explicit(&snapshot_health_gen, memory_order_acquire);
+	uint64_t gen = atomic_load_explicit(&registry_health_gen, memory_order_acquire);
 	double W = 0;
 
 	if (atomic_load_explicit(&s->up_weight_gen, memory_order_acquire) == gen)
@@ -62,7 +54,7 @@ static int balance_ramping(const struct snapshot *s, int i, uint64_t pos)
 
 	if (since == 0)
 		return 0;
-	now = balance_now_ms();
+	now = registry_now_ms();
 	if (span == 0 || now - since >= (int64_t)span) {
 		atomic_store_explicit(&b->up_since_ms, 0, memory_order_relaxed);
 		return 0;
@@ -101,7 +93,7 @@ static enum balance_verdict balance_verdict(const struct snapshot *s, int i, uin
 	/* a trial is one request, and a down backend is not in the up
 	 * weight: its cap would be 0 when every backend is down */
 	if (conf->balance_factor > 0 && !trial) {
-		long total = atomic_load_explicit(&snapshot_total_inflight, memory_order_relaxed);
+		long total = atomic_load_explicit(&registry_total_inflight, memory_order_relaxed);
 		long cap = balance_cap(conf->balance_factor, total, s->ring->weights[i],
 				       balance_up_weight(s));
 
@@ -137,7 +129,7 @@ static bool balance_take(struct backend *b, long limit)
 								memory_order_relaxed,
 								memory_order_relaxed));
 	}
-	atomic_fetch_add_explicit(&snapshot_total_inflight, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&registry_total_inflight, 1, memory_order_relaxed);
 	return true;
 }
 
@@ -149,13 +141,13 @@ bool balance_acquire(struct backend *b, const struct conf_backend *cb)
 void balance_hold(struct backend *b)
 {
 	atomic_fetch_add_explicit(&b->inflight, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&snapshot_total_inflight, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&registry_total_inflight, 1, memory_order_relaxed);
 }
 
 void balance_release(struct backend *b)
 {
 	atomic_fetch_sub_explicit(&b->inflight, 1, memory_order_relaxed);
-	atomic_fetch_sub_explicit(&snapshot_total_inflight, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&registry_total_inflight, 1, memory_order_relaxed);
 }
 
 void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "balance-t.h"
+#include "registry-t.h"
 #include "ring.h"
 #include "snapshot.h"
 
@@ -47,8 +48,5 @@ bool balance_acquire(struct backend *b, const struct conf_backend *cb);
  * keeps the slot it had). */
 void balance_hold(struct backend *b);
 void balance_release(struct backend *b);
-
-/* Monotonic milliseconds (coarse clock, cheap). */
-int64_t balance_now_ms(void);
 
 #endif

@@ -39,6 +39,7 @@
 #include "log.h"
 #include "notify.h"
 #include "plan.h"
+#include "registry.h"
 #include "snapshot.h"
 #include "worker.h"
 
@@ -417,7 +418,7 @@ out:
 		event_free(m.ev_deadline);
 	free(m.p.workers);
 	snapshot_unref(m.snap);
-	snapshot_registry_free();
+	registry_free();
 	if (m.base)
 		event_base_free(m.base);
 	if (rc == 0)

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "proxy.h"
+#include "registry.h"
 #include "snapshot.h"
 #include "worker.h"
 
@@ -28,7 +29,7 @@ int stats_collect(struct stats *st, const struct proxy *p)
 	st->accepted = atomic_load(&p->accepted);
 	st->refused = atomic_load(&p->refused);
 	{
-		long n = atomic_load(&snapshot_total_inflight);
+		long n = atomic_load(&registry_total_inflight);
 
 		st->inflight = n > 0 ? (uint64_t)n : 0;
 	}

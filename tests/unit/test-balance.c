@@ -11,6 +11,7 @@
 #include "conf.h"
 #include "health.h"
 #include "log.h"
+#include "registry.h"
 #include "ring.h"
 #include "snapshot.h"
 #include "tap.h"
@@ -66,23 +67,23 @@ static void test_reset(struct snapshot *s)
 		atomic_store(&b->check_ok, 0);
 		atomic_store(&b->check_fail, 0);
 	}
-	atomic_store(&snapshot_total_inflight, 0);
-	atomic_fetch_add(&snapshot_health_gen, 1);
+	atomic_store(&registry_total_inflight, 0);
+	atomic_fetch_add(&registry_health_gen, 1);
 }
 
 static void test_set_down(struct snapshot *s, int i, int down)
 {
 	atomic_store(&s->be[i].state->down, down);
 	/* no passive trial during the case */
-	atomic_store(&s->be[i].state->retry_at_ms, balance_now_ms() + 3600000);
-	atomic_fetch_add(&snapshot_health_gen, 1);
+	atomic_store(&s->be[i].state->retry_at_ms, registry_now_ms() + 3600000);
+	atomic_fetch_add(&registry_health_gen, 1);
 }
 
 static void test_set_inflight(struct snapshot *s, int i, long n)
 {
 	long old = atomic_exchange(&s->be[i].state->inflight, n);
 
-	atomic_fetch_add(&snapshot_total_inflight, n - old);
+	atomic_fetch_add(&registry_total_inflight, n - old);
 }
 
 /* The walk order of key pos, from ring.c's own walk. */
@@ -334,7 +335,7 @@ static void test_acquire(void)
 	tap_ok(balance_acquire(b, cb) && balance_acquire(b, cb) && balance_acquire(b, cb),
 	       "three slots of max_inflight 3");
 	tap_ok(!balance_acquire(b, cb), "no fourth");
-	tap_is_int(atomic_load(&snapshot_total_inflight), 3, "the total counts the three");
+	tap_is_int(atomic_load(&registry_total_inflight), 3, "the total counts the three");
 	balance_release(b);
 	tap_ok(balance_acquire(b, cb), "a slot given back can be taken");
 	balance_hold(b);
@@ -350,7 +351,7 @@ static void test_acquire(void)
 	       "4 threads x 200000 tries: peak held %ld <= 3 (%ld taken)",
 	       atomic_load(&r.peak), atomic_load(&r.taken));
 	tap_is_int(atomic_load(&b->inflight), 0, "every slot given back");
-	tap_is_int(atomic_load(&snapshot_total_inflight), 0, "the total is back to 0");
+	tap_is_int(atomic_load(&registry_total_inflight), 0, "the total is back to 0");
 
 	/* the walk takes the chosen backend's slot */
 	{
@@ -389,14 +390,14 @@ static void test_slow_start(void)
 			keys[owned++] = kp;
 	}
 	tap_ok(owned > 3000, "backend 0 owns %d of 20000 keys", owned);
-	atomic_store(&s->be[x].state->up_since_ms, balance_now_ms() - 2500);
+	atomic_store(&s->be[x].state->up_since_ms, registry_now_ms() - 2500);
 	for (int k = 0; k < owned; k++) {
 		back25[k] = test_pick(s, keys[k]).backend == x;
 		at25 += back25[k];
 	}
 	tap_ok(at25 > owned * 0.20 && at25 < owned * 0.30,
 	       "slow start at 25%%: %d of %d keys back (20-30%%)", at25, owned);
-	atomic_store(&s->be[x].state->up_since_ms, balance_now_ms() - 7500);
+	atomic_store(&s->be[x].state->up_since_ms, registry_now_ms() - 7500);
 	for (int k = 0; k < owned; k++) {
 		int back = test_pick(s, keys[k]).backend == x;
 
@@ -412,7 +413,7 @@ static void test_slow_start(void)
 		tap_ok(p.backend == x || p.owner_verdict == BALANCE_RAMPING,
 		       "a key not yet back is RAMPING, not DOWN or BOUNDED");
 	}
-	atomic_store(&s->be[x].state->up_since_ms, balance_now_ms() - 10001);
+	atomic_store(&s->be[x].state->up_since_ms, registry_now_ms() - 10001);
 	for (int k = 0; k < owned; k++)
 		full += test_pick(s, keys[k]).backend == x;
 	tap_is_int(full, owned, "slow start over: every key back");
@@ -422,7 +423,7 @@ static void test_slow_start(void)
 	test_reset(s);
 	for (int i = 1; i < NB; i++)
 		test_set_down(s, i, 1);
-	atomic_store(&s->be[x].state->up_since_ms, balance_now_ms() - 1);
+	atomic_store(&s->be[x].state->up_since_ms, registry_now_ms() - 1);
 	tap_is_int(test_pick(s, keys[0]).backend, x,
 		   "the only up backend takes every key even at the start of its ramp");
 	test_reset(s);
@@ -453,19 +454,19 @@ static void test_passive(void)
 	health_request_failed(b, s->conf, cb, "connect: Connection refused");
 	tap_is_int(atomic_load(&b->down), 1, "the 3rd consecutive failure: down");
 	tap_is_int(atomic_load(&b->transitions) - t0, 1, "one transition");
-	tap_ok(atomic_load(&b->retry_at_ms) > balance_now_ms() + 500, "a trial is due after the back-off");
+	tap_ok(atomic_load(&b->retry_at_ms) > registry_now_ms() + 500, "a trial is due after the back-off");
 	tap_ok(!health_trial(b, cb, s->conf), "no trial before the back-off");
 	health_request_ok(b, cb);
 	tap_is_int(atomic_load(&b->down), 0 + 1,
 		   "a late response to a request sent before the fall does not bring it up");
 	tap_is_int(test_pick(s, ring_hash("x", 1)).backend == 0, 0, "the down backend takes no request");
-	atomic_store(&b->retry_at_ms, balance_now_ms() - 1);
+	atomic_store(&b->retry_at_ms, registry_now_ms() - 1);
 	tap_ok(health_trial(b, cb, s->conf), "after the back-off: one trial");
 	tap_ok(!health_trial(b, cb, s->conf), "and only one per back-off");
 	health_request_failed(b, s->conf, cb, "connect: Connection refused");
 	tap_is_int(atomic_load(&b->down), 1, "a failed trial: still down");
-	tap_ok(atomic_load(&b->retry_at_ms) > balance_now_ms() + 500, "a failed trial waits a whole back-off");
-	atomic_store(&b->retry_at_ms, balance_now_ms() - 1);
+	tap_ok(atomic_load(&b->retry_at_ms) > registry_now_ms() + 500, "a failed trial waits a whole back-off");
+	atomic_store(&b->retry_at_ms, registry_now_ms() - 1);
 	tap_ok(health_trial(b, cb, s->conf), "the next trial");
 	health_request_ok(b, cb);
 	tap_is_int(atomic_load(&b->down), 0, "a successful trial: up");
@@ -519,7 +520,7 @@ static void test_trial_all_down(void)
 		test_set_down(s, i, 1);
 	p = test_pick(s, pos);
 	tap_is_int(p.backend, -1, "every backend down, back-off running: none");
-	atomic_store(&s->be[order[0]].state->retry_at_ms, balance_now_ms() - 1);
+	atomic_store(&s->be[order[0]].state->retry_at_ms, registry_now_ms() - 1);
 	p = test_pick(s, pos);
 	tap_is_int(p.backend, order[0], "every backend down, the owner's back-off over: it gets the trial");
 	p = test_pick(s, pos);
@@ -540,6 +541,6 @@ int main(void)
 	test_trial_all_down();
 	test_slow_start();
 	test_passive();
-	snapshot_registry_free();
+	registry_free();
 	return tap_done();
 }

@@ -1,0 +1,45 @@
+/*
+ * registry-t.h -- a backend's state that outlives a reload, shared by
+ * registry.c (which owns the entries), health.c (up or down), balance.c
+ * (in flight), the request path (counters) and stats.c (which reads it).
+ * Every field is atomic: any thread may read or update it at any time.
+ */
+#ifndef RINGPROXY_REGISTRY_T_H
+#define RINGPROXY_REGISTRY_T_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* One backend by name, for the life of the process: every snapshot that
+ * names the backend points to the same entry. */
+struct backend {
+	char *name;
+	uint32_t id;                    /* stable index in the registry */
+	_Atomic long inflight;          /* requests in flight, all workers */
+	/* requests and responses are counted per worker (struct pool in
+	 * worker-t.h): every request would write these otherwise */
+	_Atomic uint64_t connects;      /* new connections opened */
+	_Atomic uint64_t connect_errors;
+	_Atomic uint64_t timeouts;
+	_Atomic uint64_t bad_responses;
+	_Atomic uint64_t retries_away;  /* requests retried elsewhere after
+					   a failure on this backend */
+	_Atomic int64_t last_warn;      /* time(NULL) of the last warning */
+	_Atomic uint64_t spilled_away;  /* owner, but over its load cap */
+	_Atomic uint64_t spilled_in;    /* taken for a key it does not own */
+	_Atomic uint64_t failovers;     /* owner, but down */
+
+	/* health (health.c): workers report requests, the main thread runs
+	 * active checks; transitions are decided by compare-and-swap */
+	_Atomic int down;               /* 0 up, 1 down */
+	_Atomic unsigned fails;         /* consecutive failed requests */
+	_Atomic int64_t retry_at_ms;    /* passive back-off: try again after
+					   (registry_now_ms) */
+	_Atomic int trial;              /* a passive trial request is out */
+	_Atomic int64_t up_since_ms;    /* slow start began; 0 = not ramping */
+	_Atomic uint64_t transitions;
+	_Atomic unsigned check_ok;      /* consecutive passed active checks */
+	_Atomic unsigned check_fail;    /* consecutive failed active checks */
+};
+
+#endif
