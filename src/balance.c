@@ -23,21 +23,55 @@ long balance_cap(double c, long total, double w, double W)
 	return (long)ceil(c * (double)(total + 1) * w / W);
 }
 
+bool balance_cache_get(const struct balance_cache *c, uint64_t gen, double *w)
+{
+	uint64_t seq = atomic_load_explicit(&c->seq, memory_order_acquire);
+	uint64_t g;
+	double v;
+
+	if (seq & 1)
+		return false;
+	g = atomic_load_explicit(&c->gen, memory_order_relaxed);
+	v = atomic_load_explicit(&c->up_weight, memory_order_relaxed);
+	/* the two loads above happen before seq is read again */
+	atomic_thread_fence(memory_order_acquire);
+	if (atomic_load_explicit(&c->seq, memory_order_relaxed) != seq || g != gen)
+		return false;
+	*w = v;
+	return true;
+}
+
+void balance_cache_put(struct balance_cache *c, uint64_t gen, double w)
+{
+	uint64_t seq = atomic_load_explicit(&c->seq, memory_order_relaxed);
+
+	/* One writer at a time, or a pair could mix two writers' halves: the
+	 * others leave it (they have their weight; the next caller computes
+	 * again at worst). */
+	if ((seq & 1) || !atomic_compare_exchange_strong_explicit(&c->seq, &seq, seq + 1,
+								   memory_order_relaxed,
+								   memory_order_relaxed))
+		return;
+	/* readers that see the new halves see the odd seq */
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&c->gen, gen, memory_order_relaxed);
+	atomic_store_explicit(&c->up_weight, w, memory_order_relaxed);
+	atomic_store_explicit(&c->seq, seq + 2, memory_order_release);
+}
+
 /* Weight of the backends with points that are up; recomputed only when a
  * health transition happened since. */
-static double balance_up_weight(const struct snapshot *cs)
+static double balance_up_weight(const struct snapshot *s)
 {
-	struct snapshot *s = (struct snapshot *)cs;  /* cache fields only */
 	uint64_t gen = atomic_load_explicit(&registry_health_gen, memory_order_acquire);
 	double W = 0;
 
-	if (atomic_load_explicit(&s->up_weight_gen, memory_order_acquire) == gen)
-		return atomic_load_explicit(&s->up_weight, memory_order_relaxed);
+	if (balance_cache_get(s->cache, gen, &W))
+		return W;
 	for (size_t i = 0; i < s->nbe; i++)
 		if (s->ring->npoints_of[i] && !atomic_load(&s->be[i].state->down))
 			W += s->ring->weights[i];
-	atomic_store_explicit(&s->up_weight, W, memory_order_relaxed);
-	atomic_store_explicit(&s->up_weight_gen, gen, memory_order_release);
+	balance_cache_put(s->cache, gen, W);
 	return W;
 }
 
@@ -56,7 +90,11 @@ static int balance_ramping(const struct snapshot *s, int i, uint64_t pos)
 		return 0;
 	now = registry_now_ms();
 	if (span == 0 || now - since >= (int64_t)span) {
-		atomic_store_explicit(&b->up_since_ms, 0, memory_order_relaxed);
+		/* the ramp that began at since is over; one that began since
+		 * (the backend fell and came back meanwhile) is kept */
+		atomic_compare_exchange_strong_explicit(&b->up_since_ms, &since, 0,
+							memory_order_relaxed,
+							memory_order_relaxed);
 		return 0;
 	}
 	/* the low bits of the position, mixed: independent of which arc */

@@ -26,6 +26,13 @@
  */
 long balance_cap(double c, long total, double w, double W);
 
+/* The up weight cached in c for health generation gen into *w, or false
+ * when c holds another generation (or a writer is filling it). Any
+ * thread; exposed for the unit test. */
+bool balance_cache_get(const struct balance_cache *c, uint64_t gen, double *w);
+/* Cache w for gen in c, unless another thread is writing it just then. */
+void balance_cache_put(struct balance_cache *c, uint64_t gen, double w);
+
 /* Verdict for one more request to backend i of s for a key at pos. A down
  * backend due a trial after its back-off is let through once (health.c). */
 enum balance_verdict balance_check(const struct snapshot *s, int i, uint64_t pos);

@@ -58,7 +58,8 @@ struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 		goto nomem;
 	m = calloc(conf->nbackends ? conf->nbackends : 1, sizeof(*m));
 	s->be = calloc(conf->nbackends ? conf->nbackends : 1, sizeof(*s->be));
-	if (!m || !s->be)
+	s->cache = calloc(1, sizeof(*s->cache));
+	if (!m || !s->be || !s->cache)
 		goto nomem;
 	for (size_t i = 0; i < conf->nbackends; i++) {
 		m[i].name = conf->backends[i].name;
@@ -93,6 +94,7 @@ fail:
 	free(m);
 	if (s) {
 		free(s->be);
+		free(s->cache);
 		free(s);
 	}
 	return NULL;
@@ -112,5 +114,6 @@ void snapshot_unref(struct snapshot *s)
 	ring_free(s->ring);
 	conf_free(s->conf);
 	free(s->be);
+	free(s->cache);
 	free(s);
 }

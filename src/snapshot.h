@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "balance-t.h"
 #include "conf.h"
 #include "registry-t.h"
 #include "ring.h"
@@ -37,10 +38,8 @@ struct snapshot {
 	struct snap_backend *be;        /* ring->nbackends entries */
 	size_t nbe;
 	size_t backend_header_len;      /* of conf->backend_header */
-	/* weight of the backends with points that are up, cached for the
-	 * health generation it was computed at */
-	_Atomic uint64_t up_weight_gen;
-	_Atomic double up_weight;
+	struct balance_cache *cache;    /* owned; mutable: the snapshot is
+					   not, so its users write nothing here */
 };
 
 /* Build a snapshot from a loaded config (taking ownership of conf on

@@ -430,6 +430,138 @@ static void test_slow_start(void)
 	snapshot_unref(s);
 }
 
+/* The cached up weight is one (generation, weight) pair: two threads
+ * storing pairs of their own while a third reads never make the reader
+ * see one thread's weight under the other's generation. Stored as two
+ * separate atomics this mixes within a few thousand rounds. */
+struct test_pair {
+	struct balance_cache c;
+	_Atomic uint64_t latest;
+	atomic_int next;
+	atomic_int stop;
+};
+
+static void *test_pair_writer(void *arg)
+{
+	struct test_pair *p = arg;
+	uint64_t first = (uint64_t)atomic_fetch_add(&p->next, 1) + 2;
+
+	for (uint64_t g = first; g < 100000000 && !atomic_load(&p->stop); g += 2) {
+		balance_cache_put(&p->c, g, (double)g + 0.25);
+		atomic_store(&p->latest, g);
+		/* a breath between writes, or no read would ever see the
+		 * pair settled */
+		for (int k = 0; k < 64 && !atomic_load(&p->stop); k++)
+			;
+	}
+	return NULL;
+}
+
+static void test_cache_pair(void)
+{
+	static struct test_pair p;
+	pthread_t t[2];
+	long hits = 0, mixed = 0;
+	int64_t t0 = registry_now_ms();
+	uint64_t last;
+	double w;
+
+	for (int k = 0; k < 2; k++)
+		pthread_create(&t[k], NULL, test_pair_writer, &p);
+	while (atomic_load(&p.latest) == 0)
+		;
+	/* until 20000 reads found a pair, for at most 5 s: a writer that
+	 * lost its CPU half-way leaves every read missing meanwhile */
+	for (long k = 0; hits < 20000 && (k % 1024 || registry_now_ms() < t0 + 5000); k++) {
+		uint64_t g = atomic_load(&p.latest);
+
+		for (uint64_t d = g - 1; d <= g + 1; d++) {
+			if (!balance_cache_get(&p.c, d, &w))
+				continue;
+			hits++;
+			mixed += w != (double)d + 0.25;
+		}
+	}
+	atomic_store(&p.stop, 1);
+	for (int k = 0; k < 2; k++)
+		pthread_join(t[k], NULL);
+	tap_ok(hits > 1000, "the up-weight cache was read %ld times while two threads wrote it", hits);
+	tap_is_int(mixed, 0, "no read saw one writer's weight under the other's generation");
+	last = atomic_load(&p.latest);
+	balance_cache_put(&p.c, last + 2, 7.5);
+	tap_ok(balance_cache_get(&p.c, last + 2, &w) && w == 7.5, "a pair written alone reads back");
+	tap_ok(!balance_cache_get(&p.c, last + 4, &w), "another generation is a miss");
+	/* a writer half-way (seq odd): readers miss, a second writer waits
+	 * for nobody and leaves the pair alone */
+	atomic_fetch_add(&p.c.seq, 1);
+	tap_ok(!balance_cache_get(&p.c, last + 2, &w), "a pair being written is not read");
+	balance_cache_put(&p.c, last + 4, 9.5);
+	atomic_fetch_add(&p.c.seq, 1);
+	tap_ok(balance_cache_get(&p.c, last + 2, &w) && w == 7.5 && !balance_cache_get(&p.c, last + 4, &w),
+	       "a second writer leaves a pair being written alone");
+}
+
+/* Ending a slow start must not erase a newer one: while one thread keeps
+ * asking for a ramping backend whose ramp is over (which ends it), another
+ * marks a fresh recovery; the fresh time must survive. With a plain store
+ * of 0 the asking thread erases it whenever the recovery lands between its
+ * read and its store. */
+struct test_ramp {
+	struct snapshot *s;
+	int x;
+	uint64_t pos;
+	atomic_int stop;
+	atomic_long calls;
+};
+
+static void *test_ramp_asker(void *arg)
+{
+	struct test_ramp *r = arg;
+
+	while (!atomic_load(&r->stop)) {
+		balance_check(r->s, r->x, r->pos);
+		atomic_fetch_add(&r->calls, 1);
+	}
+	return NULL;
+}
+
+static void test_ramp_race(void)
+{
+	static struct test_ramp r;
+	struct backend *b;
+	pthread_t t;
+	long erased = 0, rounds = 20000;
+
+	r.s = test_snap("balance_factor = 0", "slow_start = 10s", "");
+	if (!tap_ok(r.s != NULL, "snapshot with slow_start = 10s for the race"))
+		return;
+	test_reset(r.s);
+	r.x = 0;
+	r.pos = ring_hash("/ramp.jpg", 9);
+	b = r.s->be[r.x].state;
+	atomic_store(&r.stop, 0);
+	pthread_create(&t, NULL, test_ramp_asker, &r);
+	for (long k = 0; k < rounds; k++) {
+		int64_t now = registry_now_ms();
+		long c0;
+
+		atomic_store(&b->up_since_ms, now - 20000);     /* a ramp that is over */
+		c0 = atomic_load(&r.calls);
+		while (atomic_load(&r.calls) == c0)             /* let it be read */
+			;
+		atomic_store(&b->up_since_ms, now);             /* a recovery now */
+		c0 = atomic_load(&r.calls);
+		while (atomic_load(&r.calls) < c0 + 2)          /* any call in flight ends */
+			;
+		erased += atomic_load(&b->up_since_ms) != now;
+	}
+	atomic_store(&r.stop, 1);
+	pthread_join(t, NULL);
+	tap_is_int(erased, 0, "%ld fresh recoveries raced with the end of an old ramp: none erased", rounds);
+	test_reset(r.s);
+	snapshot_unref(r.s);
+}
+
 static void test_passive(void)
 {
 	struct snapshot *s = test_snap("", "", "fall = 3\nbackoff = 1s");
@@ -540,6 +672,8 @@ int main(void)
 	test_acquire();
 	test_trial_all_down();
 	test_slow_start();
+	test_cache_pair();
+	test_ramp_race();
 	test_passive();
 	registry_free();
 	return tap_done();
