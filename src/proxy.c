@@ -79,7 +79,7 @@ static void proxy_record(struct proxy_main *m, bool ok, const char *text)
 	if (ok)
 		m->p.generation = m->snap->generation;
 	else
-		m->p.failed_reloads++;
+		atomic_fetch_add(&m->p.reloads_failed, 1);
 }
 
 static void proxy_reload(struct proxy_main *m)

@@ -10,24 +10,19 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "stats-t.h"
+
 /* One backend by name, for the life of the process: every snapshot that
  * names the backend points to the same entry. */
 struct backend {
 	char *name;
 	uint32_t id;                    /* stable index in the registry */
 	_Atomic long inflight;          /* requests in flight, all workers */
-	/* requests and responses are counted per worker (struct pool in
-	 * worker-t.h): every request would write these otherwise */
-	_Atomic uint64_t connects;      /* new connections opened */
-	_Atomic uint64_t connect_errors;
-	_Atomic uint64_t timeouts;
-	_Atomic uint64_t bad_responses;
-	_Atomic uint64_t retries_away;  /* requests retried elsewhere after
-					   a failure on this backend */
 	_Atomic int64_t last_warn;      /* time(NULL) of the last warning */
-	_Atomic uint64_t spilled_away;  /* owner, but over its load cap */
-	_Atomic uint64_t spilled_in;    /* taken for a key it does not own */
-	_Atomic uint64_t failovers;     /* owner, but down */
+	/* the SHARED counters of stats-t.h (connects, timeouts, ...); the
+	 * WORKER ones are per worker (struct pool in worker-t.h): every
+	 * request would write them otherwise */
+	STATS_BACKEND(STATS_SHARED_FIELD)
 
 	/* health (health.c): workers report requests, the main thread runs
 	 * active checks; transitions are decided by compare-and-swap */
@@ -37,7 +32,6 @@ struct backend {
 					   (registry_now_ms) */
 	_Atomic int trial;              /* a passive trial request is out */
 	_Atomic int64_t up_since_ms;    /* slow start began; 0 = not ramping */
-	_Atomic uint64_t transitions;
 	_Atomic unsigned check_ok;      /* consecutive passed active checks */
 	_Atomic unsigned check_fail;    /* consecutive failed active checks */
 };

@@ -19,6 +19,7 @@
 #include "conn-t.h"
 #include "http1.h"
 #include "ring.h"
+#include "stats-t.h"
 
 struct snapshot;
 struct backend;
@@ -72,10 +73,10 @@ struct upstream {
 struct pool {
 	struct upstream *head;
 	unsigned n;
-	/* this worker's counts for the backend: one writer (the worker),
-	 * so plain stores; a reader sums over workers */
-	_Atomic uint64_t requests;
-	_Atomic uint64_t responses;
+	/* this worker's counts for the backend (the WORKER counters of
+	 * stats-t.h): one writer, so plain stores (worker_count); a reader
+	 * sums over workers */
+	STATS_BACKEND(STATS_WORKER_FIELD)
 };
 
 #define WORKER_POOL_CHUNK  64u     /* pools per chunk */
