@@ -17,6 +17,7 @@
 
 #include "balance-t.h"
 #include "conn-t.h"
+#include "freelist.h"
 #include "http1.h"
 #include "ring.h"
 #include "stats-t.h"
@@ -55,7 +56,8 @@ struct upstream {
 	bool eof;                       /* the backend closed (or misbehaved):
 					   never pooled again */
 	struct client *cl;              /* the client it serves, NULL if idle */
-	struct upstream *next, *prev;   /* pool list / free list */
+	struct upstream *next, *prev;   /* pool list */
+	struct freelist_link reuse;     /* the worker's free list */
 
 	struct http1_msg resp;
 	struct http1_header *hdrs;
@@ -112,8 +114,8 @@ struct client {
 	bool resp_started;              /* any response byte sent to the client */
 	uint64_t delivered;             /* bytes the client had acknowledged
 					   when its timer last fired */
-	struct client *next, *prev;     /* the worker's active list, or
-					   the free list (next only) */
+	struct client *next, *prev;     /* the worker's active list */
+	struct freelist_link reuse;     /* the worker's free list */
 
 	struct http1_msg req;
 	struct http1_header *hdrs;
@@ -180,9 +182,8 @@ struct worker {
 	struct pool *_Atomic pool_chunks[WORKER_POOL_CHUNKS];
 	struct client *clients;         /* active, for shutdown */
 	unsigned nclients;
-	struct client *free_clients;
-	struct upstream *free_ups;
-	unsigned nfree_clients, nfree_ups;
+	struct freelist free_clients;   /* structs kept for reuse */
+	struct freelist free_ups;
 	bool stopping;
 };
 
