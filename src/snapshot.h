@@ -38,8 +38,10 @@ struct snapshot {
 	struct snap_backend *be;        /* ring->nbackends entries */
 	size_t nbe;
 	size_t backend_header_len;      /* of conf->backend_header */
-	struct balance_cache *cache;    /* owned; mutable: the snapshot is
-					   not, so its users write nothing here */
+	struct balance_cache *cache;    /* owned: what balance.c caches for
+					   this snapshot, kept outside it so
+					   that nothing writes into a
+					   published snapshot */
 };
 
 /* Build a snapshot from a loaded config (taking ownership of conf on
