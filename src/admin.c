@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "addr.h"
 #include "conn.h"
 #include "log.h"
 #include "proxy.h"
@@ -134,7 +135,7 @@ struct admin *admin_new(struct event_base *base, const char *listen, const struc
 		return NULL;
 	}
 	a->p = p;
-	if (conn_parse_addr(listen, &addr, &addrlen, err, errlen) < 0)
+	if (addr_parse(listen, &addr, &addrlen, err, errlen) < 0)
 		goto fail;
 	fd = conn_listen((struct sockaddr *)&addr, addrlen, err, errlen);
 	if (fd < 0)

@@ -5,6 +5,9 @@
 #ifndef RINGPROXY_BALANCE_T_H
 #define RINGPROXY_BALANCE_T_H
 
+#include <stdatomic.h>
+#include <stdint.h>
+
 enum balance_verdict {
 	BALANCE_OK = 0,
 	BALANCE_DRAINED,        /* weight 0: no points */
@@ -20,6 +23,18 @@ struct balance_pick {
 	int owner;              /* the ring owner, -1 until the walk starts */
 	enum balance_verdict owner_verdict;
 	int any_full;           /* some candidate was at its hard cap */
+};
+
+/* What balance.c remembers of a snapshot: the weight of its backends that
+ * have points and are up, for the health generation it was computed at
+ * (registry_health_gen). Mutable, unlike the snapshot that points to it;
+ * written by balance.c only. The pair is read and written as one: seq is
+ * odd while a writer fills it, and a reader that saw it change retries
+ * nothing but computes the weight itself. */
+struct balance_cache {
+	_Atomic uint64_t seq;
+	_Atomic uint64_t gen;
+	_Atomic double up_weight;
 };
 
 #endif

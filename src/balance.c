@@ -12,17 +12,9 @@
 
 #include <limits.h>
 #include <math.h>
-#include <time.h>
 
 #include "health.h"
-
-int64_t balance_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "registry.h"
 
 long balance_cap(double c, long total, double w, double W)
 {
@@ -31,21 +23,55 @@ long balance_cap(double c, long total, double w, double W)
 	return (long)ceil(c * (double)(total + 1) * w / W);
 }
 
+bool balance_cache_get(const struct balance_cache *c, uint64_t gen, double *w)
+{
+	uint64_t seq = atomic_load_explicit(&c->seq, memory_order_acquire);
+	uint64_t g;
+	double v;
+
+	if (seq & 1)
+		return false;
+	g = atomic_load_explicit(&c->gen, memory_order_relaxed);
+	v = atomic_load_explicit(&c->up_weight, memory_order_relaxed);
+	/* the two loads above happen before seq is read again */
+	atomic_thread_fence(memory_order_acquire);
+	if (atomic_load_explicit(&c->seq, memory_order_relaxed) != seq || g != gen)
+		return false;
+	*w = v;
+	return true;
+}
+
+void balance_cache_put(struct balance_cache *c, uint64_t gen, double w)
+{
+	uint64_t seq = atomic_load_explicit(&c->seq, memory_order_relaxed);
+
+	/* One writer at a time, or a pair could mix two writers' halves: the
+	 * others leave it (they have their weight; the next caller computes
+	 * again at worst). */
+	if ((seq & 1) || !atomic_compare_exchange_strong_explicit(&c->seq, &seq, seq + 1,
+								   memory_order_relaxed,
+								   memory_order_relaxed))
+		return;
+	/* readers that see the new halves see the odd seq */
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&c->gen, gen, memory_order_relaxed);
+	atomic_store_explicit(&c->up_weight, w, memory_order_relaxed);
+	atomic_store_explicit(&c->seq, seq + 2, memory_order_release);
+}
+
 /* Weight of the backends with points that are up; recomputed only when a
  * health transition happened since. */
-static double balance_up_weight(const struct snapshot *cs)
+static double balance_up_weight(const struct snapshot *s)
 {
-	struct snapshot *s = (struct snapshot *)cs;  /* cache fields only */
-	uint64_t gen = atomic_load_explicit(&snapshot_health_gen, memory_order_acquire);
+	uint64_t gen = atomic_load_explicit(&registry_health_gen, memory_order_acquire);
 	double W = 0;
 
-	if (atomic_load_explicit(&s->up_weight_gen, memory_order_acquire) == gen)
-		return atomic_load_explicit(&s->up_weight, memory_order_relaxed);
+	if (balance_cache_get(s->cache, gen, &W))
+		return W;
 	for (size_t i = 0; i < s->nbe; i++)
 		if (s->ring->npoints_of[i] && !atomic_load(&s->be[i].state->down))
 			W += s->ring->weights[i];
-	atomic_store_explicit(&s->up_weight, W, memory_order_relaxed);
-	atomic_store_explicit(&s->up_weight_gen, gen, memory_order_release);
+	balance_cache_put(s->cache, gen, W);
 	return W;
 }
 
@@ -62,9 +88,13 @@ static int balance_ramping(const struct snapshot *s, int i, uint64_t pos)
 
 	if (since == 0)
 		return 0;
-	now = balance_now_ms();
+	now = registry_now_ms();
 	if (span == 0 || now - since >= (int64_t)span) {
-		atomic_store_explicit(&b->up_since_ms, 0, memory_order_relaxed);
+		/* the ramp that began at since is over; one that began since
+		 * (the backend fell and came back meanwhile) is kept */
+		atomic_compare_exchange_strong_explicit(&b->up_since_ms, &since, 0,
+							memory_order_relaxed,
+							memory_order_relaxed);
 		return 0;
 	}
 	/* the low bits of the position, mixed: independent of which arc */
@@ -101,7 +131,7 @@ static enum balance_verdict balance_verdict(const struct snapshot *s, int i, uin
 	/* a trial is one request, and a down backend is not in the up
 	 * weight: its cap would be 0 when every backend is down */
 	if (conf->balance_factor > 0 && !trial) {
-		long total = atomic_load_explicit(&snapshot_total_inflight, memory_order_relaxed);
+		long total = atomic_load_explicit(&registry_total_inflight, memory_order_relaxed);
 		long cap = balance_cap(conf->balance_factor, total, s->ring->weights[i],
 				       balance_up_weight(s));
 
@@ -137,7 +167,7 @@ static bool balance_take(struct backend *b, long limit)
 								memory_order_relaxed,
 								memory_order_relaxed));
 	}
-	atomic_fetch_add_explicit(&snapshot_total_inflight, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&registry_total_inflight, 1, memory_order_relaxed);
 	return true;
 }
 
@@ -149,13 +179,13 @@ bool balance_acquire(struct backend *b, const struct conf_backend *cb)
 void balance_hold(struct backend *b)
 {
 	atomic_fetch_add_explicit(&b->inflight, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&snapshot_total_inflight, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&registry_total_inflight, 1, memory_order_relaxed);
 }
 
 void balance_release(struct backend *b)
 {
 	atomic_fetch_sub_explicit(&b->inflight, 1, memory_order_relaxed);
-	atomic_fetch_sub_explicit(&snapshot_total_inflight, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&registry_total_inflight, 1, memory_order_relaxed);
 }
 
 void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "balance-t.h"
+#include "registry-t.h"
 #include "ring.h"
 #include "snapshot.h"
 
@@ -24,6 +25,13 @@
  * and W the weight of the eligible backends. Pure.
  */
 long balance_cap(double c, long total, double w, double W);
+
+/* The up weight cached in c for health generation gen into *w, or false
+ * when c holds another generation (or a writer is filling it). Any
+ * thread; exposed for the unit test. */
+bool balance_cache_get(const struct balance_cache *c, uint64_t gen, double *w);
+/* Cache w for gen in c, unless another thread is writing it just then. */
+void balance_cache_put(struct balance_cache *c, uint64_t gen, double w);
 
 /* Verdict for one more request to backend i of s for a key at pos. A down
  * backend due a trial after its back-off is let through once (health.c). */
@@ -47,8 +55,5 @@ bool balance_acquire(struct backend *b, const struct conf_backend *cb);
  * keeps the slot it had). */
 void balance_hold(struct backend *b);
 void balance_release(struct backend *b);
-
-/* Monotonic milliseconds (coarse clock, cheap). */
-int64_t balance_now_ms(void);
 
 #endif

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "conn.h"
+#include "addr.h"
 #include "log.h"
 #include "ring.h"
 
@@ -487,172 +487,246 @@ static void conf_fmt_ms(uint64_t ms, char *out, size_t len)
 		snprintf(out, len, "%llums", (unsigned long long)ms);
 }
 
-/* Store value v of key k into base (struct conf or struct conf_backend).
- * Returns 0, or -1 with the reason in why. */
-static int conf_set(const struct conf_keydef *k, void *base, const char *v,
-		    struct conf_backend *be, char *why, size_t whylen)
+/* The setters, one per type: parse v as k's type, check it against k's
+ * range and store it at field (in struct conf or struct conf_backend; be
+ * is the backend being read, for the URL's parts). 0, or -1 with the
+ * reason in why. */
+typedef int conf_setter(const struct conf_keydef *k, char *field, const char *v,
+			struct conf_backend *be, char *why, size_t whylen);
+
+/* The string-valued types keep v as written once it checked out. */
+static int conf_store_string(char *field, const char *v, char *why, size_t whylen)
 {
-	char *field = (char *)base + k->offset;
+	char *dup = strdup(v);
+
+	if (!dup) {
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	free(*(char **)field);
+	*(char **)field = dup;
+	return 0;
+}
+
+static int conf_set_uint(const struct conf_keydef *k, char *field, const char *v,
+			 struct conf_backend *be, char *why, size_t whylen)
+{
 	char tt[96];
 	uint64_t u;
+
+	conf_type_text(k, tt, sizeof(tt));
+	if (conf_parse_uint(v, &u) < 0) {
+		snprintf(why, whylen, "'%s' is not a whole number; expected %s", v, tt);
+		return -1;
+	}
+	if ((double)u < k->min || (double)u > k->max) {
+		snprintf(why, whylen, "%s is out of range; expected %s", v, tt);
+		return -1;
+	}
+	*(unsigned *)field = (unsigned)u;
+	return 0;
+}
+
+static int conf_set_double(const struct conf_keydef *k, char *field, const char *v,
+			   struct conf_backend *be, char *why, size_t whylen)
+{
+	char tt[96];
 	double d;
 
 	conf_type_text(k, tt, sizeof(tt));
-	switch (k->type) {
-	case CONF_T_UINT:
-		if (conf_parse_uint(v, &u) < 0) {
-			snprintf(why, whylen, "'%s' is not a whole number; expected %s", v, tt);
-			return -1;
-		}
-		if ((double)u < k->min || (double)u > k->max) {
-			snprintf(why, whylen, "%s is out of range; expected %s", v, tt);
-			return -1;
-		}
-		*(unsigned *)field = (unsigned)u;
-		return 0;
-	case CONF_T_DOUBLE:
-		if (conf_parse_double(v, &d) < 0) {
-			snprintf(why, whylen, "'%s' is not a number; expected %s", v, tt);
-			return -1;
-		}
-		if (d < k->min || d > k->max) {
-			snprintf(why, whylen, "%s is out of range; expected %s", v, tt);
-			return -1;
-		}
-		*(double *)field = d;
-		return 0;
-	case CONF_T_DURATION:
-	case CONF_T_SIZE:
-		if ((k->type == CONF_T_DURATION ? conf_parse_duration(v, &u)
-						: conf_parse_size(v, &u)) < 0) {
-			snprintf(why, whylen, "'%s' is not %s", v, tt);
-			return -1;
-		}
-		if ((double)u < k->min || (double)u > k->max) {
-			char lo[32], hi[32];
-
-			if (k->type == CONF_T_DURATION) {
-				conf_fmt_ms((uint64_t)k->min, lo, sizeof(lo));
-				conf_fmt_ms((uint64_t)k->max, hi, sizeof(hi));
-			} else {
-				snprintf(lo, sizeof(lo), "%.0f", k->min);
-				snprintf(hi, sizeof(hi), "%.0f", k->max);
-			}
-			snprintf(why, whylen, "%s is out of range; expected %s to %s", v, lo, hi);
-			return -1;
-		}
-		*(uint64_t *)field = u;
-		return 0;
-	case CONF_T_ENUM: {
-		int i = conf_enum_index(k->choices, v);
-
-		if (i < 0) {
-			snprintf(why, whylen, "'%s' is not %s", v, tt);
-			return -1;
-		}
-		*(int *)field = i;
-		return 0;
+	if (conf_parse_double(v, &d) < 0) {
+		snprintf(why, whylen, "'%s' is not a number; expected %s", v, tt);
+		return -1;
 	}
-	case CONF_T_BOOL: {
-		static const char *const yes[] = { "on", "yes", "true", "1" };
-		static const char *const no[] = { "off", "no", "false", "0" };
+	if (d < k->min || d > k->max) {
+		snprintf(why, whylen, "%s is out of range; expected %s", v, tt);
+		return -1;
+	}
+	*(double *)field = d;
+	return 0;
+}
 
-		for (size_t i = 0; i < 4; i++) {
-			if (strcasecmp(v, yes[i]) == 0 || strcasecmp(v, no[i]) == 0) {
-				*(bool *)field = strcasecmp(v, yes[i]) == 0;
-				return 0;
-			}
-		}
+/* Durations and sizes: a number with a unit; the range is said in the
+ * key's own unit. */
+static int conf_set_amount(const struct conf_keydef *k, char *field, const char *v,
+			   struct conf_backend *be, char *why, size_t whylen)
+{
+	char tt[96], lo[32], hi[32];
+	bool duration = k->type == CONF_T_DURATION;
+	uint64_t u;
+
+	conf_type_text(k, tt, sizeof(tt));
+	if ((duration ? conf_parse_duration(v, &u) : conf_parse_size(v, &u)) < 0) {
 		snprintf(why, whylen, "'%s' is not %s", v, tt);
 		return -1;
 	}
-	case CONF_T_RANGE: {
-		uint64_t lo, hi;
-		char buf[32], *dash;
-
-		snprintf(buf, sizeof(buf), "%s", v);
-		dash = strchr(buf, '-');
-		if (dash)
-			*dash = '\0';
-		if (strlen(v) >= sizeof(buf) || conf_parse_uint(buf, &lo) < 0 ||
-		    (dash && conf_parse_uint(dash + 1, &hi) < 0)) {
-			snprintf(why, whylen, "'%s' is not %s", v, tt);
-			return -1;
+	if ((double)u < k->min || (double)u > k->max) {
+		if (duration) {
+			conf_fmt_ms((uint64_t)k->min, lo, sizeof(lo));
+			conf_fmt_ms((uint64_t)k->max, hi, sizeof(hi));
+		} else {
+			snprintf(lo, sizeof(lo), "%.0f", k->min);
+			snprintf(hi, sizeof(hi), "%.0f", k->max);
 		}
-		if (!dash)
-			hi = lo;
-		if ((double)lo < k->min || (double)hi > k->max || lo > hi) {
-			snprintf(why, whylen, "%s is out of range; expected %s", v, tt);
-			return -1;
-		}
-		((int *)field)[0] = (int)lo;
-		((int *)field)[1] = (int)hi;
-		return 0;
+		snprintf(why, whylen, "%s is out of range; expected %s to %s", v, lo, hi);
+		return -1;
 	}
-	case CONF_T_PATH:
-		if (*v && *v != '/') {
-			snprintf(why, whylen, "'%s' is not %s", v, tt);
-			return -1;
-		}
-		for (const char *q = v; *q; q++) {
-			if ((unsigned char)*q <= ' ' || *q == 0x7f) {
-				snprintf(why, whylen, "spaces and control characters are not allowed in a path");
-				return -1;
-			}
-		}
-		break;
-	case CONF_T_ADDR:
-		/* an address key whose default is empty may be left empty */
-		if (*v || !k->def || *k->def) {
-			struct sockaddr_storage ss;
-			socklen_t sslen;
-
-			if (conn_parse_addr(v, &ss, &sslen, why, whylen) < 0)
-				return -1;
-		}
-		break;
-	case CONF_T_URL: {
-		char *host, *prefix;
-		uint16_t port;
-
-		if (conf_parse_url(v, &host, &port, &prefix, why, whylen) < 0)
-			return -1;
-		free(be->host);
-		free(be->prefix);
-		be->host = host;
-		be->prefix = prefix;
-		be->port = port;
-		break;
-	}
-	case CONF_T_STRING:
-		for (const char *q = v; *q; q++) {
-			if ((unsigned char)*q < ' ' || *q == 0x7f) {
-				snprintf(why, whylen, "control characters are not allowed");
-				return -1;
-			}
-		}
-		if (k->offset == P(backend_header) && k->where == CONF_IN_PROXY) {
-			for (const char *q = v; *q; q++) {
-				if (!isalnum((unsigned char)*q) && !strchr("!#$%&'*+-.^_`|~", *q)) {
-					snprintf(why, whylen, "'%s' is not a valid header name", v);
-					return -1;
-				}
-			}
-		}
-		break;
-	}
-	/* string-valued types */
-	{
-		char *dup = strdup(v);
-
-		if (!dup) {
-			snprintf(why, whylen, "out of memory");
-			return -1;
-		}
-		free(*(char **)field);
-		*(char **)field = dup;
-	}
+	*(uint64_t *)field = u;
 	return 0;
+}
+
+static int conf_set_enum(const struct conf_keydef *k, char *field, const char *v,
+			 struct conf_backend *be, char *why, size_t whylen)
+{
+	char tt[96];
+	int i = conf_enum_index(k->choices, v);
+
+	if (i < 0) {
+		conf_type_text(k, tt, sizeof(tt));
+		snprintf(why, whylen, "'%s' is not %s", v, tt);
+		return -1;
+	}
+	*(int *)field = i;
+	return 0;
+}
+
+static int conf_set_bool(const struct conf_keydef *k, char *field, const char *v,
+			 struct conf_backend *be, char *why, size_t whylen)
+{
+	static const char *const yes[] = { "on", "yes", "true", "1" };
+	static const char *const no[] = { "off", "no", "false", "0" };
+	char tt[96];
+
+	for (size_t i = 0; i < 4; i++) {
+		if (strcasecmp(v, yes[i]) == 0 || strcasecmp(v, no[i]) == 0) {
+			*(bool *)field = strcasecmp(v, yes[i]) == 0;
+			return 0;
+		}
+	}
+	conf_type_text(k, tt, sizeof(tt));
+	snprintf(why, whylen, "'%s' is not %s", v, tt);
+	return -1;
+}
+
+/* A status range "200-399" or one status "200": two ints at field. */
+static int conf_set_range(const struct conf_keydef *k, char *field, const char *v,
+			  struct conf_backend *be, char *why, size_t whylen)
+{
+	char tt[96], buf[32], *dash;
+	uint64_t lo, hi;
+
+	conf_type_text(k, tt, sizeof(tt));
+	snprintf(buf, sizeof(buf), "%s", v);
+	dash = strchr(buf, '-');
+	if (dash)
+		*dash = '\0';
+	if (strlen(v) >= sizeof(buf) || conf_parse_uint(buf, &lo) < 0 ||
+	    (dash && conf_parse_uint(dash + 1, &hi) < 0)) {
+		snprintf(why, whylen, "'%s' is not %s", v, tt);
+		return -1;
+	}
+	if (!dash)
+		hi = lo;
+	if ((double)lo < k->min || (double)hi > k->max || lo > hi) {
+		snprintf(why, whylen, "%s is out of range; expected %s", v, tt);
+		return -1;
+	}
+	((int *)field)[0] = (int)lo;
+	((int *)field)[1] = (int)hi;
+	return 0;
+}
+
+static int conf_set_path(const struct conf_keydef *k, char *field, const char *v,
+			 struct conf_backend *be, char *why, size_t whylen)
+{
+	char tt[96];
+
+	if (*v && *v != '/') {
+		conf_type_text(k, tt, sizeof(tt));
+		snprintf(why, whylen, "'%s' is not %s", v, tt);
+		return -1;
+	}
+	for (const char *q = v; *q; q++) {
+		if ((unsigned char)*q <= ' ' || *q == 0x7f) {
+			snprintf(why, whylen, "spaces and control characters are not allowed in a path");
+			return -1;
+		}
+	}
+	return conf_store_string(field, v, why, whylen);
+}
+
+static int conf_set_addr(const struct conf_keydef *k, char *field, const char *v,
+			 struct conf_backend *be, char *why, size_t whylen)
+{
+	/* an address key whose default is empty may be left empty */
+	if (*v || !k->def || *k->def) {
+		struct sockaddr_storage ss;
+		socklen_t sslen;
+
+		if (addr_parse(v, &ss, &sslen, why, whylen) < 0)
+			return -1;
+	}
+	return conf_store_string(field, v, why, whylen);
+}
+
+/* A backend's URL: kept as written, and split into be's host, port and
+ * path prefix. */
+static int conf_set_url(const struct conf_keydef *k, char *field, const char *v,
+			struct conf_backend *be, char *why, size_t whylen)
+{
+	char *host, *prefix;
+	uint16_t port;
+
+	if (conf_parse_url(v, &host, &port, &prefix, why, whylen) < 0)
+		return -1;
+	free(be->host);
+	free(be->prefix);
+	be->host = host;
+	be->prefix = prefix;
+	be->port = port;
+	return conf_store_string(field, v, why, whylen);
+}
+
+static int conf_set_string(const struct conf_keydef *k, char *field, const char *v,
+			   struct conf_backend *be, char *why, size_t whylen)
+{
+	for (const char *q = v; *q; q++) {
+		if ((unsigned char)*q < ' ' || *q == 0x7f) {
+			snprintf(why, whylen, "control characters are not allowed");
+			return -1;
+		}
+	}
+	if (k->offset == P(backend_header) && k->where == CONF_IN_PROXY) {
+		for (const char *q = v; *q; q++) {
+			if (!isalnum((unsigned char)*q) && !strchr("!#$%&'*+-.^_`|~", *q)) {
+				snprintf(why, whylen, "'%s' is not a valid header name", v);
+				return -1;
+			}
+		}
+	}
+	return conf_store_string(field, v, why, whylen);
+}
+
+static conf_setter *const conf_setters[] = {
+	[CONF_T_UINT] = conf_set_uint,
+	[CONF_T_DOUBLE] = conf_set_double,
+	[CONF_T_DURATION] = conf_set_amount,
+	[CONF_T_SIZE] = conf_set_amount,
+	[CONF_T_STRING] = conf_set_string,
+	[CONF_T_ENUM] = conf_set_enum,
+	[CONF_T_ADDR] = conf_set_addr,
+	[CONF_T_URL] = conf_set_url,
+	[CONF_T_BOOL] = conf_set_bool,
+	[CONF_T_RANGE] = conf_set_range,
+	[CONF_T_PATH] = conf_set_path,
+};
+
+/* Store value v of key k into base (struct conf or struct conf_backend)
+ * with the setter of k's type. Returns 0, or -1 with the reason in why. */
+static int conf_set(const struct conf_keydef *k, void *base, const char *v,
+		    struct conf_backend *be, char *why, size_t whylen)
+{
+	return conf_setters[k->type](k, (char *)base + k->offset, v, be, why, whylen);
 }
 
 static void conf_defaults(struct conf_parse *ps, enum conf_where where,

@@ -12,13 +12,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#include "worker-t.h"
-
-/* Parse "IP:port", "[IPv6]:port" or "*:port" into addr; port 0..65535.
- * Pure: conf.c validates listen addresses with it. 0, or -1 with err
- * saying what is wrong. */
-int conn_parse_addr(const char *text, struct sockaddr_storage *addr,
-		    socklen_t *addrlen, char *err, size_t errlen);
+#include "conn-t.h"
 
 /* A non-blocking listening socket with SO_REUSEPORT bound to addr. Returns
  * the fd or -1 with err. */
@@ -43,6 +37,7 @@ long conn_unacked(int fd);
  * (errno set). */
 int conn_flush(int fd, struct outq *q);
 
+/* Output queue helpers, inline: they run several times a request. */
 static inline bool outq_empty(const struct outq *q)
 {
 	return q->idx >= q->cnt;

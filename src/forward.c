@@ -34,6 +34,7 @@
 #include "front.h"
 #include "health.h"
 #include "log.h"
+#include "registry.h"
 #include "snapshot.h"
 #include "worker.h"
 
@@ -47,7 +48,7 @@ static int fwd_begin(struct client *c, int i, bool fresh, char *why, size_t whyl
 
 static struct backend *fwd_backend(const struct upstream *u)
 {
-	return snapshot_registry_get(u->backend_id);
+	return registry_get(u->backend_id);
 }
 
 /* At most one warning a second per backend: a dead cache under load must

@@ -14,18 +14,21 @@
  *
  * Transitions are compare-and-swaps on the registry's `down` flag, so
  * exactly one thread logs each one; every transition bumps
- * snapshot_health_gen, which tells balance.c to recompute the up weight.
+ * registry_health_gen, which tells balance.c to recompute the up weight.
+ * health.c knows nothing of balance.c: balance.c asks health_trial.
  */
 #include "health.h"
 
 #include <curl/curl.h>
+#include <event2/event.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "balance.h"
 #include "curlev.h"
 #include "log.h"
+#include "registry.h"
+#include "snapshot.h"
 
 __attribute__((format(printf, 4, 5)))
 static void health_set(struct backend *b, int down, const struct conf_backend *cb,
@@ -37,14 +40,14 @@ static void health_set(struct backend *b, int down, const struct conf_backend *c
 
 	if (!atomic_compare_exchange_strong(&b->down, &expect, down))
 		return;
-	atomic_fetch_add(&snapshot_health_gen, 1);
+	atomic_fetch_add(&registry_health_gen, 1);
 	atomic_fetch_add(&b->transitions, 1);
 	atomic_store(&b->fails, 0);
 	atomic_store(&b->check_ok, 0);
 	atomic_store(&b->check_fail, 0);
 	atomic_store(&b->trial, 0);
 	if (!down && cb && cb->slow_start_ms)
-		atomic_store(&b->up_since_ms, balance_now_ms());
+		atomic_store(&b->up_since_ms, registry_now_ms());
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
@@ -80,11 +83,11 @@ void health_request_failed(struct backend *b, const struct conf *conf,
 	if (atomic_load(&b->down)) {
 		/* a trial failed: wait a whole back-off again */
 		atomic_store(&b->trial, 0);
-		atomic_store(&b->retry_at_ms, balance_now_ms() + (int64_t)conf->backoff_ms);
+		atomic_store(&b->retry_at_ms, registry_now_ms() + (int64_t)conf->backoff_ms);
 		return;
 	}
 	if (n >= cb->health.fall) {
-		atomic_store(&b->retry_at_ms, balance_now_ms() + (int64_t)conf->backoff_ms);
+		atomic_store(&b->retry_at_ms, registry_now_ms() + (int64_t)conf->backoff_ms);
 		health_set(b, 1, cb, "%s x%u", why, n);
 	}
 }
@@ -96,7 +99,7 @@ bool health_trial(struct backend *b, const struct conf_backend *cb, const struct
 	if (cb->health.path[0])
 		return false;           /* active checks decide */
 	at = atomic_load(&b->retry_at_ms);
-	now = balance_now_ms();
+	now = registry_now_ms();
 	if (now < at)
 		return false;
 	if (!atomic_compare_exchange_strong(&b->retry_at_ms, &at, now + (int64_t)conf->backoff_ms))

@@ -8,12 +8,14 @@
 #ifndef RINGPROXY_HEALTH_H
 #define RINGPROXY_HEALTH_H
 
-#include <event2/event.h>
 #include <stdbool.h>
 #include <stdio.h>
 
 #include "conf.h"
-#include "snapshot.h"
+#include "registry-t.h"
+
+struct event_base;
+struct snapshot;
 
 /* Worker threads: a request to b succeeded (a response head arrived). */
 void health_request_ok(struct backend *b, const struct conf_backend *cb);

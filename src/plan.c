@@ -20,6 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "md5.h"
+
 struct ring *plan_ring(const struct conf *c, char *err, size_t errlen)
 {
 	struct ring_member *m = calloc(c->nbackends ? c->nbackends : 1, sizeof(*m));
@@ -53,6 +55,9 @@ int plan_keys_read(struct plan_keys *k, const char *path, int progress,
 		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
 		return -1;
 	}
+	/* ring_hash cannot say why it failed: make its state here */
+	if (md5_thread_init(err, errlen) < 0)
+		goto fail;
 	while ((n = getline(&line, &cap, f)) >= 0) {
 		if (n > 0 && line[n - 1] == '\n')
 			n--;
@@ -535,7 +540,33 @@ static void plan_usage(FILE *f)
 		"  --json               machine-readable output (schema in the README)\n");
 }
 
-int plan_main(int argc, char **argv, FILE *out)
+/* What `plan` was asked, and what it computed for the renderers. */
+struct plan_run {
+	const char *files[2];
+	int nfiles;
+	const char *keyfile;            /* NULL: no key list */
+	double bf;                      /* --balance-factor; 0 = off */
+	int json;
+	struct plan_keys keys;
+	struct plan_side a, b;          /* b only with two files */
+	struct ring_diff d;             /* a -> b */
+	struct plan_kflow *kf;          /* with keys: flows of keys */
+	long nkf;
+	uint64_t moved_keys;
+};
+
+static void plan_run_free(struct plan_run *r)
+{
+	free(r->kf);
+	ring_diff_free(&r->d);
+	plan_side_free(&r->a);
+	plan_side_free(&r->b);
+	plan_keys_free(&r->keys);
+}
+
+/* Read the command line into r. -1 to go on, else the exit status (0
+ * after --help, 2 on a usage error, which is printed). */
+static int plan_args(struct plan_run *r, int argc, char **argv, FILE *out)
 {
 	static const struct option opts[] = {
 		{ "keys", required_argument, NULL, 'k' },
@@ -544,39 +575,28 @@ int plan_main(int argc, char **argv, FILE *out)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct plan_side a, b;
-	struct plan_keys keys = { 0 };
-	struct ring_diff d = { 0 };
-	struct plan_kflow *kf = NULL;
-	const char *keyfile = NULL, *files[2];
-	char err[512];
-	double bf = 0;
-	int json = 0, nfiles = 0, rc = 1, opt, two;
-	uint64_t moved_keys = 0;
-	long nkf = 0;
+	int opt;
 
-	memset(&a, 0, sizeof(a));
-	memset(&b, 0, sizeof(b));
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "k:b:jh", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'k':
-			keyfile = optarg;
+			r->keyfile = optarg;
 			break;
 		case 'b': {
 			char *end;
 
 			errno = 0;
-			bf = strtod(optarg, &end);
-			if (errno || *end || !isfinite(bf) || bf < 0 || bf > 100 ||
-			    (bf > 0 && bf < 1)) {
+			r->bf = strtod(optarg, &end);
+			if (errno || *end || !isfinite(r->bf) || r->bf < 0 || r->bf > 100 ||
+			    (r->bf > 0 && r->bf < 1)) {
 				fprintf(stderr, "ringproxy plan: --balance-factor '%s': expected 0 (off) or a number from 1 to 100\n", optarg);
 				return 2;
 			}
 			break;
 		}
 		case 'j':
-			json = 1;
+			r->json = 1;
 			break;
 		case 'h':
 			plan_usage(out);
@@ -587,133 +607,178 @@ int plan_main(int argc, char **argv, FILE *out)
 		}
 	}
 	for (int i = optind; i < argc; i++) {
-		if (nfiles == 2) {
+		if (r->nfiles == 2) {
 			fprintf(stderr, "ringproxy plan: at most two config files\n");
 			plan_usage(stderr);
 			return 2;
 		}
-		files[nfiles++] = argv[i];
+		r->files[r->nfiles++] = argv[i];
 	}
-	if (nfiles == 0) {
+	if (r->nfiles == 0) {
 		plan_usage(stderr);
 		return 2;
 	}
-	if (bf > 0 && !keyfile) {
+	if (r->bf > 0 && !r->keyfile) {
 		fprintf(stderr, "ringproxy plan: --balance-factor simulates over a key list; add --keys FILE\n");
 		return 2;
 	}
-	two = nfiles == 2;
-	if (keyfile && plan_keys_read(&keys, keyfile, isatty(STDERR_FILENO), err, sizeof(err)) < 0)
-		goto fail;
-	if (plan_side_load(&a, files[0], keyfile ? &keys : NULL, bf, err, sizeof(err)) < 0)
-		goto fail;
-	if (two) {
-		if (plan_side_load(&b, files[1], keyfile ? &keys : NULL, bf, err, sizeof(err)) < 0)
-			goto fail;
-		if (ring_diff(a.ring, b.ring, &d) < 0) {
-			snprintf(err, sizeof(err), "out of memory");
-			goto fail;
-		}
-		if (keyfile && (nkf = plan_key_flows(&a, &b, &d, &keys, &kf, &moved_keys)) < 0) {
-			snprintf(err, sizeof(err), "out of memory");
-			goto fail;
-		}
-	}
+	return -1;
+}
 
-	if (json) {
-		fputs("{\"backends\": ", out);
-		plan_json_backends(out, &a, keyfile != NULL);
-		if (keyfile)
-			fprintf(out, ", \"keys\": %zu", keys.n);
-		if (two) {
-			fputs(", \"compare\": {\"backends\": ", out);
-			plan_json_backends(out, &b, keyfile != NULL);
-			fputs(", \"added\": ", out);
-			plan_list_json(out, &a, &b, PLAN_ADDED);
-			fputs(", \"removed\": ", out);
-			plan_list_json(out, &a, &b, PLAN_REMOVED);
-			fputs(", \"changed\": ", out);
-			plan_list_json(out, &a, &b, PLAN_REWEIGHTED);
-			fprintf(out, ", \"moved_share\": %.17g", d.moved_share);
-			if (keyfile)
-				fprintf(out, ", \"moved_keys\": %llu", (unsigned long long)moved_keys);
-			fputs(", \"flows\": [", out);
-			for (size_t i = 0; i < d.nflows; i++) {
-				fprintf(out, "%s{\"from\": ", i ? ", " : "");
-				plan_json_str(out, d.flows[i].from);
-				fputs(", \"to\": ", out);
-				plan_json_str(out, d.flows[i].to);
-				fprintf(out, ", \"share\": %.17g", d.flows[i].share);
-				if (keyfile)
-					fprintf(out, ", \"keys\": %llu", (unsigned long long)
-						plan_flow_keys(kf, nkf, d.flows[i].from, d.flows[i].to));
-				fputc('}', out);
-			}
-			/* keys the bounded-load simulation moved between
-			 * backends whose arcs did not change: share 0 */
-			for (long i = 0; i < nkf; i++) {
-				if (kf[i].in_ring)
-					continue;
-				fprintf(out, "%s{\"from\": ", d.nflows || i ? ", " : "");
-				plan_json_str(out, kf[i].from_name);
-				fputs(", \"to\": ", out);
-				plan_json_str(out, kf[i].to_name);
-				fprintf(out, ", \"share\": 0, \"keys\": %llu}", (unsigned long long)kf[i].keys);
-			}
-			fputs("]}", out);
-		}
-		fputs("}\n", out);
-	} else {
-		plan_text_backends(out, &a, keyfile ? &keys : NULL);
-		if (keyfile && bf > 0)
-			fprintf(out, "\n  keys assigned with bounded loads, balance factor %g\n", bf);
-		if (two) {
-			fputc('\n', out);
-			plan_text_backends(out, &b, keyfile ? &keys : NULL);
-			fprintf(out, "\n%s -> %s\n", a.path, b.path);
-			plan_list_text(out, &a, &b, PLAN_ADDED, "added:");
-			plan_list_text(out, &a, &b, PLAN_REMOVED, "removed:");
-			plan_list_text(out, &a, &b, PLAN_REWEIGHTED, "changed:");
-			fprintf(out, "  %-9s%.3f%% of the keyspace", "moved:", 100.0 * d.moved_share);
-			if (keyfile)
-				fprintf(out, ", %llu of %zu keys (%.3f%%)", (unsigned long long)moved_keys,
-					keys.n, keys.n ? 100.0 * (double)moved_keys / (double)keys.n : 0.0);
-			fputc('\n', out);
-			if (d.nflows) {
-				fprintf(out, "\n  %-16s %-16s %9s", "from", "to", "share");
-				if (keyfile)
-					fprintf(out, "  %10s", "keys");
-				fputc('\n', out);
-			}
-			for (size_t i = 0; i < d.nflows; i++) {
-				fprintf(out, "  %-16s %-16s %8.3f%%", *d.flows[i].from ? d.flows[i].from : "(none)",
-					*d.flows[i].to ? d.flows[i].to : "(none)", 100.0 * d.flows[i].share);
-				if (keyfile)
-					fprintf(out, "  %10llu", (unsigned long long)
-						plan_flow_keys(kf, nkf, d.flows[i].from, d.flows[i].to));
-				fputc('\n', out);
-			}
-			for (long i = 0; i < nkf; i++) {
-				if (kf[i].in_ring)
-					continue;
-				fprintf(out, "  %-16s %-16s %9s  %10llu  (moved by the load caps)\n",
-					*kf[i].from_name ? kf[i].from_name : "(none)",
-					*kf[i].to_name ? kf[i].to_name : "(none)", "-",
-					(unsigned long long)kf[i].keys);
-			}
-		}
+/* Load the files and keys, build the rings and compute shares, key
+ * assignments, the diff and the key flows. 0, or -1 with err. */
+static int plan_compute(struct plan_run *r, char *err, size_t errlen)
+{
+	const struct plan_keys *keys = r->keyfile ? &r->keys : NULL;
+
+	if (r->keyfile && plan_keys_read(&r->keys, r->keyfile, isatty(STDERR_FILENO), err, errlen) < 0)
+		return -1;
+	if (plan_side_load(&r->a, r->files[0], keys, r->bf, err, errlen) < 0)
+		return -1;
+	if (r->nfiles < 2)
+		return 0;
+	if (plan_side_load(&r->b, r->files[1], keys, r->bf, err, errlen) < 0)
+		return -1;
+	if (ring_diff(r->a.ring, r->b.ring, &r->d) < 0) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
 	}
+	if (keys && (r->nkf = plan_key_flows(&r->a, &r->b, &r->d, keys, &r->kf, &r->moved_keys)) < 0) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* The flows of the comparison as a JSON array. */
+static void plan_json_flows(const struct plan_run *r, FILE *out)
+{
+	const struct ring_diff *d = &r->d;
+
+	fputc('[', out);
+	for (size_t i = 0; i < d->nflows; i++) {
+		fprintf(out, "%s{\"from\": ", i ? ", " : "");
+		plan_json_str(out, d->flows[i].from);
+		fputs(", \"to\": ", out);
+		plan_json_str(out, d->flows[i].to);
+		fprintf(out, ", \"share\": %.17g", d->flows[i].share);
+		if (r->keyfile)
+			fprintf(out, ", \"keys\": %llu", (unsigned long long)
+				plan_flow_keys(r->kf, r->nkf, d->flows[i].from, d->flows[i].to));
+		fputc('}', out);
+	}
+	/* keys the bounded-load simulation moved between backends whose
+	 * arcs did not change: share 0 */
+	for (long i = 0; i < r->nkf; i++) {
+		if (r->kf[i].in_ring)
+			continue;
+		fprintf(out, "%s{\"from\": ", d->nflows || i ? ", " : "");
+		plan_json_str(out, r->kf[i].from_name);
+		fputs(", \"to\": ", out);
+		plan_json_str(out, r->kf[i].to_name);
+		fprintf(out, ", \"share\": 0, \"keys\": %llu}", (unsigned long long)r->kf[i].keys);
+	}
+	fputc(']', out);
+}
+
+static void plan_render_json(const struct plan_run *r, FILE *out)
+{
+	fputs("{\"backends\": ", out);
+	plan_json_backends(out, &r->a, r->keyfile != NULL);
+	if (r->keyfile)
+		fprintf(out, ", \"keys\": %zu", r->keys.n);
+	if (r->nfiles == 2) {
+		fputs(", \"compare\": {\"backends\": ", out);
+		plan_json_backends(out, &r->b, r->keyfile != NULL);
+		fputs(", \"added\": ", out);
+		plan_list_json(out, &r->a, &r->b, PLAN_ADDED);
+		fputs(", \"removed\": ", out);
+		plan_list_json(out, &r->a, &r->b, PLAN_REMOVED);
+		fputs(", \"changed\": ", out);
+		plan_list_json(out, &r->a, &r->b, PLAN_REWEIGHTED);
+		fprintf(out, ", \"moved_share\": %.17g", r->d.moved_share);
+		if (r->keyfile)
+			fprintf(out, ", \"moved_keys\": %llu", (unsigned long long)r->moved_keys);
+		fputs(", \"flows\": ", out);
+		plan_json_flows(r, out);
+		fputc('}', out);
+	}
+	fputs("}\n", out);
+}
+
+/* The comparison of two files as text: what changed, what moved. */
+static void plan_text_compare(const struct plan_run *r, FILE *out)
+{
+	const struct ring_diff *d = &r->d;
+	const struct plan_keys *keys = r->keyfile ? &r->keys : NULL;
+
+	fputc('\n', out);
+	plan_text_backends(out, &r->b, keys);
+	fprintf(out, "\n%s -> %s\n", r->a.path, r->b.path);
+	plan_list_text(out, &r->a, &r->b, PLAN_ADDED, "added:");
+	plan_list_text(out, &r->a, &r->b, PLAN_REMOVED, "removed:");
+	plan_list_text(out, &r->a, &r->b, PLAN_REWEIGHTED, "changed:");
+	fprintf(out, "  %-9s%.3f%% of the keyspace", "moved:", 100.0 * d->moved_share);
+	if (keys)
+		fprintf(out, ", %llu of %zu keys (%.3f%%)", (unsigned long long)r->moved_keys,
+			keys->n, keys->n ? 100.0 * (double)r->moved_keys / (double)keys->n : 0.0);
+	fputc('\n', out);
+	if (d->nflows) {
+		fprintf(out, "\n  %-16s %-16s %9s", "from", "to", "share");
+		if (keys)
+			fprintf(out, "  %10s", "keys");
+		fputc('\n', out);
+	}
+	for (size_t i = 0; i < d->nflows; i++) {
+		fprintf(out, "  %-16s %-16s %8.3f%%", *d->flows[i].from ? d->flows[i].from : "(none)",
+			*d->flows[i].to ? d->flows[i].to : "(none)", 100.0 * d->flows[i].share);
+		if (keys)
+			fprintf(out, "  %10llu", (unsigned long long)
+				plan_flow_keys(r->kf, r->nkf, d->flows[i].from, d->flows[i].to));
+		fputc('\n', out);
+	}
+	for (long i = 0; i < r->nkf; i++) {
+		if (r->kf[i].in_ring)
+			continue;
+		fprintf(out, "  %-16s %-16s %9s  %10llu  (moved by the load caps)\n",
+			*r->kf[i].from_name ? r->kf[i].from_name : "(none)",
+			*r->kf[i].to_name ? r->kf[i].to_name : "(none)", "-",
+			(unsigned long long)r->kf[i].keys);
+	}
+}
+
+static void plan_render_text(const struct plan_run *r, FILE *out)
+{
+	plan_text_backends(out, &r->a, r->keyfile ? &r->keys : NULL);
+	if (r->keyfile && r->bf > 0)
+		fprintf(out, "\n  keys assigned with bounded loads, balance factor %g\n", r->bf);
+	if (r->nfiles == 2)
+		plan_text_compare(r, out);
+}
+
+int plan_main(int argc, char **argv, FILE *out)
+{
+	struct plan_run r;
+	char err[512];
+	int rc;
+
+	memset(&r, 0, sizeof(r));
+	rc = plan_args(&r, argc, argv, out);
+	if (rc >= 0)
+		return rc;
+	rc = 1;
+	if (plan_compute(&r, err, sizeof(err)) < 0) {
+		fprintf(stderr, "ringproxy plan: %s\n", err);
+		goto out;
+	}
+	if (r.json)
+		plan_render_json(&r, out);
+	else
+		plan_render_text(&r, out);
 	rc = 0;
-	if (two && plan_check_flows(&a, &b, &d))
+	if (r.nfiles == 2 && plan_check_flows(&r.a, &r.b, &r.d))
 		rc = 3;
-	goto done;
-fail:
-	fprintf(stderr, "ringproxy plan: %s\n", err);
-done:
-	free(kf);
-	ring_diff_free(&d);
-	plan_side_free(&a);
-	plan_side_free(&b);
-	plan_keys_free(&keys);
+out:
+	plan_run_free(&r);
 	return rc;
 }

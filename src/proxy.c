@@ -32,12 +32,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "addr.h"
 #include "admin.h"
 #include "conn.h"
 #include "health.h"
 #include "log.h"
 #include "notify.h"
 #include "plan.h"
+#include "registry.h"
 #include "snapshot.h"
 #include "worker.h"
 
@@ -77,7 +79,7 @@ static void proxy_record(struct proxy_main *m, bool ok, const char *text)
 	if (ok)
 		m->p.generation = m->snap->generation;
 	else
-		m->p.failed_reloads++;
+		atomic_fetch_add(&m->p.reloads_failed, 1);
 }
 
 static void proxy_reload(struct proxy_main *m)
@@ -338,7 +340,7 @@ int proxy_run(const char *path, struct conf *conf)
 		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 		nworkers = ncpu > 0 ? (unsigned)ncpu : 1;
 	}
-	if (conn_parse_addr(conf->listen, &addr, &addrlen, err, sizeof(err)) < 0) {
+	if (addr_parse(conf->listen, &addr, &addrlen, err, sizeof(err)) < 0) {
 		log_error("%s: listen: %s", path, err);
 		conf_free(conf);
 		return 1;
@@ -416,7 +418,7 @@ out:
 		event_free(m.ev_deadline);
 	free(m.p.workers);
 	snapshot_unref(m.snap);
-	snapshot_registry_free();
+	registry_free();
 	if (m.base)
 		event_base_free(m.base);
 	if (rc == 0)

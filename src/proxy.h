@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "conf.h"
+#include "stats-t.h"
 
 struct worker;
 struct snapshot;
@@ -25,8 +26,7 @@ struct proxy_reload {
 struct proxy {
 	_Atomic unsigned nconns;        /* client connections open */
 	_Atomic unsigned max_conns;     /* from the current config */
-	_Atomic uint64_t accepted;
-	_Atomic uint64_t refused;       /* over max_connections */
+	STATS_PROXY(STATS_SHARED_FIELD) /* accepted, refused, ... */
 	struct worker **workers;
 	unsigned nworkers;
 
@@ -34,7 +34,6 @@ struct proxy {
 	struct snapshot *current;       /* the snapshot new requests get */
 	time_t started;
 	uint64_t generation;            /* successful loads, 1 = the first */
-	uint64_t failed_reloads;
 	struct proxy_reload last_reload;
 	double last_moved_share;
 };

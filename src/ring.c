@@ -4,199 +4,51 @@
  * points, build, lookup, the distinct clockwise walk, exact arc shares and the
  * exact diff between two rings.
  *
- * Pure: no I/O and no shared mutable state. The only per-thread state is the
- * MD5 digest and context that ring_hash() reuses so that hashing a request
- * key allocates nothing; they are freed when the thread exits. A built ring
- * is immutable, so any thread may read it. ring_build() and ring_diff() run
+ * Pure: no I/O and no shared mutable state; the digest comes from md5.c,
+ * which keeps one context per thread so that hashing a request key
+ * allocates nothing. A built ring is immutable, so any thread may read it. ring_build() and ring_diff() run
  * on the main thread (config load, `ringproxy plan`); lookups and walks run
  * on the workers.
  */
 #include "ring.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
-#include <openssl/core_dispatch.h>
-#include <openssl/evp.h>
-#include <openssl/provider.h>
+#include "md5.h"
 
 /* Arc lengths reach 2^64 (one point owns the whole circle), so sums are
  * kept in 128 bits and only the final ratio is rounded to a double. */
 __extension__ typedef unsigned __int128 ring_u128;
 
-/* ------------------------------------------------------------------ */
-/* MD5 per thread                                                      */
-
-/* Why not EVP_DigestInit_ex2() on a reused EVP_MD_CTX: in OpenSSL 3.0
- * (Debian 12 ships 3.0.x) every init frees the provider's digest context
- * and allocates a new one (md5_prov.c), a malloc/free pair per request
- * key. So ring.c asks the provider that EVP_MD_fetch() chose for its MD5
- * implementation (OSSL_PROVIDER_query_operation, public API) and keeps
- * one provider-side context per thread, calling the implementation's
- * init/update/final directly: what EVP does inside, minus the
- * reallocation. The fetched EVP_MD is held so the provider stays loaded. */
-struct ring_md5 {
-	EVP_MD *md;
-	void *algctx;
-	OSSL_FUNC_digest_init_fn *init;
-	OSSL_FUNC_digest_update_fn *update;
-	OSSL_FUNC_digest_final_fn *final;
-	OSSL_FUNC_digest_freectx_fn *freectx;
-};
-
-static _Thread_local struct ring_md5 *ring_md5_cur;
-static pthread_key_t ring_md5_key;
-static pthread_once_t ring_md5_once = PTHREAD_ONCE_INIT;
-static int ring_md5_key_ok;
-
-/* Runs at thread exit (pthread key destructor) so a worker's context does
- * not outlive it; the main thread's stays reachable through its TLS. */
-static void ring_md5_free(void *p)
-{
-	struct ring_md5 *m = p;
-
-	if (m != NULL) {
-		if (m->algctx != NULL && m->freectx != NULL)
-			m->freectx(m->algctx);
-		EVP_MD_free(m->md);
-		free(m);
-	}
-}
-
-static void ring_md5_key_init(void)
-{
-	ring_md5_key_ok = pthread_key_create(&ring_md5_key, ring_md5_free) == 0;
-}
-
-/* Whether the colon-separated provider name list names has the name. */
-static int ring_md5_named(const char *names, const char *name)
-{
-	size_t len = strlen(name);
-	const char *p = names;
-	int found = 0;
-
-	while (p != NULL && !found) {
-		found = strncasecmp(p, name, len) == 0 &&
-			(p[len] == ':' || p[len] == '\0');
-		p = strchr(p, ':');
-		if (p != NULL)
-			p++;
-	}
-	return found;
-}
-
-/* Take the functions ring.c calls from the implementation's dispatch
- * table and make this thread's context. Returns 0 / -1. */
-static int ring_md5_bind(struct ring_md5 *m)
-{
-	const OSSL_PROVIDER *prov = EVP_MD_get0_provider(m->md);
-	const OSSL_ALGORITHM *algs, *a;
-	OSSL_FUNC_digest_newctx_fn *newctx = NULL;
-	int nocache = 0, rc = -1;
-
-	if (prov == NULL)
-		goto out;
-	algs = OSSL_PROVIDER_query_operation(prov, OSSL_OP_DIGEST, &nocache);
-	for (a = algs; a != NULL && a->algorithm_names != NULL; a++)
-		if (ring_md5_named(a->algorithm_names, EVP_MD_get0_name(m->md)))
-			break;
-	if (a == NULL || a->algorithm_names == NULL)
-		goto unquery;
-	for (const OSSL_DISPATCH *f = a->implementation; f->function_id; f++) {
-		switch (f->function_id) {
-		case OSSL_FUNC_DIGEST_NEWCTX:
-			newctx = OSSL_FUNC_digest_newctx(f);
-			break;
-		case OSSL_FUNC_DIGEST_INIT:
-			m->init = OSSL_FUNC_digest_init(f);
-			break;
-		case OSSL_FUNC_DIGEST_UPDATE:
-			m->update = OSSL_FUNC_digest_update(f);
-			break;
-		case OSSL_FUNC_DIGEST_FINAL:
-			m->final = OSSL_FUNC_digest_final(f);
-			break;
-		case OSSL_FUNC_DIGEST_FREECTX:
-			m->freectx = OSSL_FUNC_digest_freectx(f);
-			break;
-		default:
-			break;
-		}
-	}
-	if (newctx == NULL || m->init == NULL || m->update == NULL ||
-	    m->final == NULL || m->freectx == NULL)
-		goto unquery;
-	m->algctx = newctx(OSSL_PROVIDER_get0_provider_ctx(prov));
-	if (m->algctx != NULL)
-		rc = 0;
-unquery:
-	OSSL_PROVIDER_unquery_operation(prov, OSSL_OP_DIGEST, algs);
-out:
-	return rc;
-}
-
-/* This thread's digest state, created on first use; NULL when OpenSSL
- * has no MD5 (a FIPS-only provider configuration) or memory ran out. */
-static struct ring_md5 *ring_md5_get(void)
-{
-	struct ring_md5 *m = ring_md5_cur;
-
-	if (m != NULL)
-		goto out;
-	pthread_once(&ring_md5_once, ring_md5_key_init);
-	m = calloc(1, sizeof(*m));
-	if (m == NULL)
-		goto out;
-	m->md = EVP_MD_fetch(NULL, "MD5", NULL);
-	if (m->md == NULL || ring_md5_bind(m) != 0 ||
-	    (ring_md5_key_ok && pthread_setspecific(ring_md5_key, m) != 0)) {
-		ring_md5_free(m);
-		m = NULL;
-		goto out;
-	}
-	ring_md5_cur = m;
-out:
-	return m;
-}
-
-/* MD5 of a followed by b, first 8 bytes big-endian. Two parts so that the
- * point string "NAME#i" needs no buffer of its own. Returns 0 / -1. */
+/* The fixed scheme's position of the string a followed by b: the first 8
+ * bytes of its MD5 read big-endian. 0, or -1 with err. */
 static int ring_digest(const void *a, size_t alen, const void *b, size_t blen,
-		       uint64_t *pos)
+		       uint64_t *pos, char *err, size_t errlen)
 {
-	struct ring_md5 *m = ring_md5_get();
-	unsigned char d[EVP_MAX_MD_SIZE];
-	size_t dlen = 0;
+	unsigned char d[MD5_LEN];
 	uint64_t v = 0;
-	int rc = -1;
 
-	if (m == NULL)
-		goto out;
-	if (!m->init(m->algctx, NULL) ||
-	    !m->update(m->algctx, a, alen) ||
-	    (blen > 0 && !m->update(m->algctx, b, blen)) ||
-	    !m->final(m->algctx, d, &dlen, sizeof(d)) || dlen < 8)
-		goto out;
+	if (md5_digest(a, alen, b, blen, d, err, errlen) != 0)
+		return -1;
 	for (int i = 0; i < 8; i++)
 		v = v << 8 | d[i];
 	*pos = v;
-	rc = 0;
-out:
-	return rc;
+	return 0;
 }
 
 uint64_t ring_hash(const void *key, size_t len)
 {
 	uint64_t pos = 0;
 
-	/* ring_build() has already hashed on some thread, so failing here
-	 * means the library broke under us: a broken invariant, not bad
-	 * input, and routing keys to a made-up position would be worse. */
-	if (ring_digest(key, len, NULL, 0, &pos) != 0)
+	/* The threads that hash keys have their digest state before the
+	 * first key (workers are given one, plan makes its own), and
+	 * ring_build() has hashed already, so failing here means the library
+	 * broke under us: a broken invariant, not bad input, and routing keys
+	 * to a made-up position would be worse. */
+	if (ring_digest(key, len, NULL, 0, &pos, NULL, 0) != 0)
 		abort();
 	return pos;
 }
@@ -366,12 +218,8 @@ static int ring_build_points(struct ring *r, char *err, size_t errlen)
 			int slen = snprintf(suffix, sizeof(suffix), "#%u", i);
 
 			if (ring_digest(r->names[b], nlen, suffix, (size_t)slen,
-					&sp[k].pos) != 0) {
-				snprintf(err, errlen, "MD5 is not available "
-					 "from OpenSSL; enable the default "
-					 "provider (not FIPS-only)");
+					&sp[k].pos, err, errlen) != 0)
 				goto out;
-			}
 			sp[k].rank = rank[b];
 			sp[k].backend = (uint32_t)b;
 			k++;

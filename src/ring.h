@@ -5,8 +5,8 @@
  * owner being the first point at or after the key, wrapping.
  *
  * Pure: no I/O, no locks; the only state outside a ring is each thread's
- * MD5 context (freed at thread exit). A built ring is immutable and may be
- * read by any number of threads at once.
+ * MD5 context (md5.c). A built ring is immutable and may be read by any
+ * number of threads at once.
  */
 #ifndef RINGPROXY_RING_H
 #define RINGPROXY_RING_H
@@ -52,7 +52,9 @@ struct ring {
 };
 
 /* The position of a key: first 8 bytes of MD5(key) read big-endian.
- * Thread-safe; allocation-free after the first call on each thread. */
+ * Thread-safe; allocation-free on a thread that has its digest state
+ * (md5.h: workers are given theirs; another thread makes its own on the
+ * first call, or beforehand with md5_thread_init to see an error). */
 uint64_t ring_hash(const void *key, size_t len);
 
 /* The number of points a backend of weight w gets: round(vnodes * w). */

@@ -1,82 +1,18 @@
 /*
- * snapshot.c -- building and retiring routing snapshots, and the backend
- * registry. The main thread builds a snapshot off the request path
- * (resolution, ring build) and hands references to workers; workers only
- * take and drop references. The registry is appended to by the main thread
- * and read by workers: entries are allocated once and their pointers
- * published in a fixed-size array, so readers need no lock.
+ * snapshot.c -- building and retiring routing snapshots. The main thread
+ * builds a snapshot off the request path (resolution, ring build, registry
+ * entries) and hands references to workers; workers only take and drop
+ * references.
  */
 #include "snapshot.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-_Atomic long snapshot_total_inflight;
-_Atomic uint64_t snapshot_health_gen = 1;
-
-static struct backend *_Atomic snapshot_registry[RING_MAX_BACKENDS * 4];
-static _Atomic uint32_t snapshot_nregistry;
-static pthread_mutex_t snapshot_registry_lock = PTHREAD_MUTEX_INITIALIZER;
-
-uint32_t snapshot_registry_size(void)
-{
-	return atomic_load(&snapshot_nregistry);
-}
-
-struct backend *snapshot_registry_get(uint32_t id)
-{
-	return id < atomic_load(&snapshot_nregistry) ? atomic_load(&snapshot_registry[id]) : NULL;
-}
-
-/* Find or create the entry for name. NULL when out of memory or when the
- * registry is full (names ever seen > its size). */
-static struct backend *snapshot_registry_find(const char *name)
-{
-	struct backend *b = NULL;
-	uint32_t n;
-
-	pthread_mutex_lock(&snapshot_registry_lock);
-	n = atomic_load(&snapshot_nregistry);
-	for (uint32_t i = 0; i < n; i++) {
-		if (strcmp(snapshot_registry[i]->name, name) == 0) {
-			b = snapshot_registry[i];
-			goto out;
-		}
-	}
-	if (n == sizeof(snapshot_registry) / sizeof(snapshot_registry[0]))
-		goto out;
-	b = calloc(1, sizeof(*b));
-	if (!b)
-		goto out;
-	b->name = strdup(name);
-	if (!b->name) {
-		free(b);
-		b = NULL;
-		goto out;
-	}
-	b->id = n;
-	atomic_store(&snapshot_registry[n], b);
-	atomic_store(&snapshot_nregistry, n + 1);
-out:
-	pthread_mutex_unlock(&snapshot_registry_lock);
-	return b;
-}
-
-void snapshot_registry_free(void)
-{
-	uint32_t n = atomic_load(&snapshot_nregistry);
-
-	for (uint32_t i = 0; i < n; i++) {
-		free(snapshot_registry[i]->name);
-		free(snapshot_registry[i]);
-		snapshot_registry[i] = NULL;
-	}
-	atomic_store(&snapshot_nregistry, 0);
-}
+#include "registry.h"
 
 static int snapshot_resolve(const struct conf *conf, struct snap_backend *sb,
 			    char *err, size_t errlen)
@@ -122,7 +58,8 @@ struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 		goto nomem;
 	m = calloc(conf->nbackends ? conf->nbackends : 1, sizeof(*m));
 	s->be = calloc(conf->nbackends ? conf->nbackends : 1, sizeof(*s->be));
-	if (!m || !s->be)
+	s->cache = calloc(1, sizeof(*s->cache));
+	if (!m || !s->be || !s->cache)
 		goto nomem;
 	for (size_t i = 0; i < conf->nbackends; i++) {
 		m[i].name = conf->backends[i].name;
@@ -132,10 +69,10 @@ struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 		s->be[i].prefix_len = strlen(conf->backends[i].prefix);
 		if (snapshot_resolve(conf, &s->be[i], err, errlen) < 0)
 			goto fail;
-		s->be[i].state = snapshot_registry_find(conf->backends[i].name);
+		s->be[i].state = registry_find(conf->backends[i].name, why, sizeof(why));
 		if (!s->be[i].state) {
-			snprintf(err, errlen, "%s:%d: backend %s: too many distinct backend names over this process's life; restart ringproxy",
-				 conf->path, conf->backends[i].line, conf->backends[i].name);
+			snprintf(err, errlen, "%s:%d: backend %s: %s", conf->path,
+				 conf->backends[i].line, conf->backends[i].name, why);
 			goto fail;
 		}
 	}
@@ -157,6 +94,7 @@ fail:
 	free(m);
 	if (s) {
 		free(s->be);
+		free(s->cache);
 		free(s);
 	}
 	return NULL;
@@ -176,5 +114,6 @@ void snapshot_unref(struct snapshot *s)
 	ring_free(s->ring);
 	conf_free(s->conf);
 	free(s->be);
+	free(s->cache);
 	free(s);
 }

@@ -1,5 +1,5 @@
 /*
- * stats.c -- collecting and rendering the counters listed in stats.h.
+ * stats.c -- collecting and rendering the counters listed in stats-t.h.
  * Main thread only (the admin listener). Reads shared state without
  * stopping anyone: registry counters are atomics, per-worker counters have
  * a single writer and are read with relaxed loads, so a reading is a
@@ -7,13 +7,81 @@
  */
 #include "stats.h"
 
+#include <event2/buffer.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "proxy.h"
+#include "registry.h"
 #include "snapshot.h"
 #include "worker.h"
+
+/* The DERIVED values of stats-t.h: one function each, named after the
+ * scope and the counter. */
+static uint64_t stats_proxy_uptime_seconds(const struct proxy *p)
+{
+	return (uint64_t)(time(NULL) - p->started);
+}
+
+static uint64_t stats_proxy_generation(const struct proxy *p)
+{
+	return p->generation;
+}
+
+static uint64_t stats_proxy_connections(const struct proxy *p)
+{
+	return atomic_load(&p->nconns);
+}
+
+static uint64_t stats_proxy_inflight(const struct proxy *p)
+{
+	long n = atomic_load(&registry_total_inflight);
+
+	(void)p;
+	return n > 0 ? (uint64_t)n : 0;
+}
+
+static uint64_t stats_backend_up(const struct backend *b)
+{
+	return !atomic_load(&b->down);
+}
+
+static uint64_t stats_backend_inflight(const struct backend *b)
+{
+	long n = atomic_load(&b->inflight);
+
+	return n > 0 ? (uint64_t)n : 0;
+}
+
+/* Reading one value by where it is kept (stats-t.h). */
+#define STATS_PROXY_GET(n, type, where, help) STATS_PROXY_GET_##where(n)
+#define STATS_PROXY_GET_SHARED(n) st->n = atomic_load(&p->n);
+#define STATS_PROXY_GET_DERIVED(n) st->n = stats_proxy_##n(p);
+
+#define STATS_BACKEND_GET(n, type, where, help) STATS_BACKEND_GET_##where(n)
+#define STATS_BACKEND_GET_SHARED(n) o->n = atomic_load_explicit(&b->n, memory_order_relaxed);
+#define STATS_BACKEND_GET_WORKER(n)
+#define STATS_BACKEND_GET_DERIVED(n) o->n = stats_backend_##n(b);
+
+#define STATS_BACKEND_SUM(n, type, where, help) STATS_BACKEND_SUM_##where(n)
+#define STATS_BACKEND_SUM_SHARED(n)
+#define STATS_BACKEND_SUM_WORKER(n) o->n += atomic_load_explicit(&pool->n, memory_order_relaxed);
+#define STATS_BACKEND_SUM_DERIVED(n)
+
+/* One backend's counters: the registry's, then each worker's summed. */
+static void stats_collect_backend(struct stats_backend *o, const struct backend *b,
+				  const struct proxy *p)
+{
+	STATS_BACKEND(STATS_BACKEND_GET)
+	for (unsigned w = 0; w < p->nworkers; w++) {
+		const struct pool *pool = worker_pool_peek(p->workers[w], b->id);
+
+		if (!pool)
+			continue;
+		STATS_BACKEND(STATS_BACKEND_SUM)
+	}
+}
 
 int stats_collect(struct stats *st, const struct proxy *p)
 {
@@ -21,17 +89,7 @@ int stats_collect(struct stats *st, const struct proxy *p)
 	double *share;
 
 	memset(st, 0, sizeof(*st));
-	st->uptime_seconds = (uint64_t)(time(NULL) - p->started);
-	st->generation = p->generation;
-	st->reloads_failed = p->failed_reloads;
-	st->connections = atomic_load(&p->nconns);
-	st->accepted = atomic_load(&p->accepted);
-	st->refused = atomic_load(&p->refused);
-	{
-		long n = atomic_load(&snapshot_total_inflight);
-
-		st->inflight = n > 0 ? (uint64_t)n : 0;
-	}
+	STATS_PROXY(STATS_PROXY_GET)
 	st->reload_time = (long long)p->last_reload.when;
 	st->reload_ok = p->last_reload.ok;
 	st->reload_text = p->last_reload.text;
@@ -49,33 +107,13 @@ int stats_collect(struct stats *st, const struct proxy *p)
 	ring_shares(s->ring, share);
 	for (size_t i = 0; i < s->nbe; i++) {
 		struct stats_backend *o = &st->be[i];
-		struct backend *b = s->be[i].state;
-		long inflight = atomic_load(&b->inflight);
 
 		o->name = s->be[i].conf->name;
 		o->url = s->be[i].conf->url;
 		o->weight = s->be[i].conf->weight;
 		o->points = s->ring->npoints_of[i];
 		o->share = share[i];
-		o->up = !atomic_load(&b->down);
-		o->inflight = inflight > 0 ? (uint64_t)inflight : 0;
-		o->connects = atomic_load(&b->connects);
-		o->connect_errors = atomic_load(&b->connect_errors);
-		o->timeouts = atomic_load(&b->timeouts);
-		o->bad_responses = atomic_load(&b->bad_responses);
-		o->retries_away = atomic_load(&b->retries_away);
-		o->spilled_away = atomic_load(&b->spilled_away);
-		o->spilled_in = atomic_load(&b->spilled_in);
-		o->failovers = atomic_load(&b->failovers);
-		o->transitions = atomic_load(&b->transitions);
-		for (unsigned w = 0; w < p->nworkers; w++) {
-			const struct pool *pool = worker_pool_peek(p->workers[w], b->id);
-
-			if (!pool)
-				continue;
-			o->requests += atomic_load_explicit(&pool->requests, memory_order_relaxed);
-			o->responses += atomic_load_explicit(&pool->responses, memory_order_relaxed);
-		}
+		stats_collect_backend(o, s->be[i].state, p);
 	}
 	free(share);
 	return 0;
@@ -122,7 +160,7 @@ static void stats_html_str(struct evbuffer *out, const char *s)
 void stats_json(const struct stats *st, struct evbuffer *out)
 {
 	evbuffer_add(out, "{", 1);
-#define STATS_J(n, type, help) evbuffer_add_printf(out, "\"" #n "\": %llu, ", (unsigned long long)st->n);
+#define STATS_J(n, type, where, help) evbuffer_add_printf(out, "\"" #n "\": %llu, ", (unsigned long long)st->n);
 	STATS_PROXY(STATS_J)
 #undef STATS_J
 	evbuffer_add_printf(out, "\"vnodes\": %u, \"points\": %zu, \"last_reload\": ", st->vnodes, st->npoints);
@@ -144,7 +182,7 @@ void stats_json(const struct stats *st, struct evbuffer *out)
 		stats_json_str(out, b->url);
 		evbuffer_add_printf(out, ", \"weight\": %.17g, \"points\": %u, \"share\": %.17g",
 				    b->weight, b->points, b->share);
-#define STATS_J(n, type, help) evbuffer_add_printf(out, ", \"" #n "\": %llu", (unsigned long long)b->n);
+#define STATS_J(n, type, where, help) evbuffer_add_printf(out, ", \"" #n "\": %llu", (unsigned long long)b->n);
 		STATS_BACKEND(STATS_J)
 #undef STATS_J
 		evbuffer_add(out, "}", 1);
@@ -174,7 +212,7 @@ static const char *stats_suffix(const char *type)
 
 void stats_prometheus(const struct stats *st, struct evbuffer *out)
 {
-#define STATS_P(n, type, help) \
+#define STATS_P(n, type, where, help) \
 	evbuffer_add_printf(out, "# HELP ringproxy_%s%s %s\n# TYPE ringproxy_%s%s %s\nringproxy_%s%s %llu\n", \
 			    #n, stats_suffix(#type), help, #n, stats_suffix(#type), #type, \
 			    #n, stats_suffix(#type), (unsigned long long)st->n);
@@ -191,7 +229,7 @@ void stats_prometheus(const struct stats *st, struct evbuffer *out)
 		evbuffer_add_printf(out, "ringproxy_backend_weight{backend=\"%s\"} %.17g\n", st->be[i].name,
 				    st->be[i].weight);
 	/* backend names are [A-Za-z0-9._-] (conf.c): no label escaping */
-#define STATS_P(n, type, help) \
+#define STATS_P(n, type, where, help) \
 	evbuffer_add_printf(out, "# HELP ringproxy_backend_%s%s %s\n# TYPE ringproxy_backend_%s%s %s\n", \
 			    #n, stats_suffix(#type), help, #n, stats_suffix(#type), #type); \
 	for (size_t i = 0; i < st->nbe; i++) \
@@ -218,7 +256,7 @@ void stats_html(const struct stats *st, struct evbuffer *out)
 		"table{border-collapse:collapse}td,th{padding:.25em .6em;border-bottom:1px solid #ddd;text-align:right}"
 		"th{background:#f4f4f4;max-width:6em;vertical-align:bottom}td.l,th.l{text-align:left}.down{color:#b00;font-weight:bold}"
 		".up{color:#070}</style></head><body>\n<h1>ringproxy</h1>\n<p>");
-#define STATS_H(n, type, help) evbuffer_add_printf(out, "<span title=\"%s\">" #n " <b>%llu</b></span> &middot; ", help, \
+#define STATS_H(n, type, where, help) evbuffer_add_printf(out, "<span title=\"%s\">" #n " <b>%llu</b></span> &middot; ", help, \
 						     (unsigned long long)st->n);
 	STATS_PROXY(STATS_H)
 #undef STATS_H
@@ -230,7 +268,7 @@ void stats_html(const struct stats *st, struct evbuffer *out)
 	}
 	evbuffer_add_printf(out, "<table><tr><th class=\"l\">backend</th><th class=\"l\">url</th><th>weight</th>"
 			    "<th>points</th><th>share</th>");
-#define STATS_H(n, type, help) stats_html_th(out, #n, help);
+#define STATS_H(n, type, where, help) stats_html_th(out, #n, help);
 	STATS_BACKEND(STATS_H)
 #undef STATS_H
 	evbuffer_add(out, "</tr>\n", 6);
@@ -243,7 +281,7 @@ void stats_html(const struct stats *st, struct evbuffer *out)
 		stats_html_str(out, b->url);
 		evbuffer_add_printf(out, "</td><td>%g</td><td>%u</td><td>%.3f%%</td>", b->weight, b->points,
 				    100.0 * b->share);
-#define STATS_H(n, type, help) \
+#define STATS_H(n, type, where, help) \
 		if (strcmp(#n, "up") == 0) \
 			evbuffer_add_printf(out, "<td class=\"%s\">%s</td>", b->up ? "up" : "down", b->up ? "up" : "DOWN"); \
 		else \

@@ -16,33 +16,20 @@
 #include <sys/uio.h>
 
 #include "balance-t.h"
+#include "conn-t.h"
+#include "freelist.h"
 #include "http1.h"
 #include "ring.h"
+#include "stats-t.h"
 
 struct snapshot;
 struct backend;
 struct proxy;
+struct md5;
 
 /* Generated head bytes beyond a copy of the parsed head: the proxy's own
  * lines (Via, X-Forwarded-*, framing, backend name). */
 #define WORKER_SCRATCH_EXTRA 1024
-
-/* A fixed read buffer: bytes [pos, len) are unconsumed. */
-struct rbuf {
-	char *data;
-	size_t cap;
-	size_t pos;
-	size_t len;
-};
-
-/* Pending output: a gather list written as the peer accepts it. The slices
- * point into buffers that the owner keeps unchanged until it is empty. */
-#define OUT_IOV_MAX 300
-struct outq {
-	struct iovec iov[OUT_IOV_MAX];
-	int idx, cnt;
-	uint64_t sent;                  /* bytes written over the queue's life */
-};
 
 enum up_state {
 	UP_CONNECTING,          /* non-blocking connect in progress */
@@ -69,7 +56,8 @@ struct upstream {
 	bool eof;                       /* the backend closed (or misbehaved):
 					   never pooled again */
 	struct client *cl;              /* the client it serves, NULL if idle */
-	struct upstream *next, *prev;   /* pool list / free list */
+	struct upstream *next, *prev;   /* pool list */
+	struct freelist_link reuse;     /* the worker's free list */
 
 	struct http1_msg resp;
 	struct http1_header *hdrs;
@@ -87,10 +75,10 @@ struct upstream {
 struct pool {
 	struct upstream *head;
 	unsigned n;
-	/* this worker's counts for the backend: one writer (the worker),
-	 * so plain stores; a reader sums over workers */
-	_Atomic uint64_t requests;
-	_Atomic uint64_t responses;
+	/* this worker's counts for the backend (the WORKER counters of
+	 * stats-t.h): one writer, so plain stores (worker_count); a reader
+	 * sums over workers */
+	STATS_BACKEND(STATS_WORKER_FIELD)
 };
 
 #define WORKER_POOL_CHUNK  64u     /* pools per chunk */
@@ -126,8 +114,8 @@ struct client {
 	bool resp_started;              /* any response byte sent to the client */
 	uint64_t delivered;             /* bytes the client had acknowledged
 					   when its timer last fired */
-	struct client *next, *prev;     /* the worker's active list, or
-					   the free list (next only) */
+	struct client *next, *prev;     /* the worker's active list */
+	struct freelist_link reuse;     /* the worker's free list */
 
 	struct http1_msg req;
 	struct http1_header *hdrs;
@@ -161,6 +149,7 @@ struct worker {
 	pthread_t thread;
 	bool started;                   /* thread running (to be joined) */
 	struct event_base *base;
+	struct md5 *md5;                /* the thread's digest state for keys */
 	int listen_fd;
 	struct event ev_accept;
 	bool accept_paused;
@@ -193,9 +182,8 @@ struct worker {
 	struct pool *_Atomic pool_chunks[WORKER_POOL_CHUNKS];
 	struct client *clients;         /* active, for shutdown */
 	unsigned nclients;
-	struct client *free_clients;
-	struct upstream *free_ups;
-	unsigned nfree_clients, nfree_ups;
+	struct freelist free_clients;   /* structs kept for reuse */
+	struct freelist free_ups;
 	bool stopping;
 };
 

@@ -26,6 +26,7 @@
 #include "forward.h"
 #include "front.h"
 #include "log.h"
+#include "md5.h"
 #include "proxy.h"
 #include "snapshot.h"
 
@@ -332,6 +333,7 @@ struct worker *worker_new(struct proxy *p, int id, int listen_fd,
 {
 	struct event_config *cfg = NULL;
 	struct worker *w = calloc(1, sizeof(*w));
+	char why[256];
 
 	if (!w) {
 		snprintf(err, errlen, "out of memory");
@@ -341,7 +343,16 @@ struct worker *worker_new(struct proxy *p, int id, int listen_fd,
 	w->proxy = p;
 	w->listen_fd = listen_fd;
 	w->mbox_fd = -1;
+	freelist_init(&w->free_clients, WORKER_FREE_MAX);
+	freelist_init(&w->free_ups, WORKER_FREE_MAX);
 	pthread_mutex_init(&w->mbox_lock, NULL);
+	/* made here, where a failure stops the start, so that hashing a
+	 * request key on the worker never allocates */
+	w->md5 = md5_new(why, sizeof(why));
+	if (!w->md5) {
+		snprintf(err, errlen, "worker %d: %s", id, why);
+		goto fail_md5;
+	}
 	cfg = event_config_new();
 	if (!cfg)
 		goto fail;
@@ -366,10 +377,12 @@ struct worker *worker_new(struct proxy *p, int id, int listen_fd,
 	return w;
 fail:
 	snprintf(err, errlen, "worker %d: cannot set up its event loop: %s", id, strerror(errno));
+fail_md5:
 	if (w->mbox_fd >= 0)
 		close(w->mbox_fd);
 	if (w->base)
 		event_base_free(w->base);
+	md5_free(w->md5);
 	pthread_mutex_destroy(&w->mbox_lock);
 	free(w);
 	return NULL;
@@ -379,6 +392,7 @@ static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 
+	md5_use(w->md5);
 	event_base_dispatch(w->base);
 	atomic_store(&w->done, true);
 	return NULL;
@@ -399,6 +413,8 @@ int worker_start(struct worker *w, char *err, size_t errlen)
 /* After the thread has stopped: close every connection, free everything. */
 void worker_free(struct worker *w)
 {
+	struct freelist_link *l;
+
 	if (!w)
 		return;
 	if (w->started)
@@ -409,19 +425,17 @@ void worker_free(struct worker *w)
 	worker_close_idle(w);
 	for (uint32_t i = 0; i < WORKER_POOL_CHUNKS; i++)
 		free(atomic_load(&w->pool_chunks[i]));
-	while (w->free_clients) {
-		struct client *c = w->free_clients;
+	while ((l = freelist_pop(&w->free_clients))) {
+		struct client *c = FREELIST_ENTRY(l, struct client, reuse);
 		struct worker_bufs b = WORKER_BUFS_OF(c);
 
-		w->free_clients = c->next;
 		worker_bufs_free(&b);
 		free(c);
 	}
-	while (w->free_ups) {
-		struct upstream *u = w->free_ups;
+	while ((l = freelist_pop(&w->free_ups))) {
+		struct upstream *u = FREELIST_ENTRY(l, struct upstream, reuse);
 		struct worker_bufs b = WORKER_BUFS_OF(u);
 
-		w->free_ups = u->next;
 		worker_bufs_free(&b);
 		free(u);
 	}
@@ -437,32 +451,50 @@ void worker_free(struct worker *w)
 		snapshot_unref(w->retired[i].snap);
 	free(w->retired);
 	event_base_free(w->base);
+	md5_free(w->md5);
 	pthread_mutex_destroy(&w->mbox_lock);
 	free(w);
 }
 
-struct client *worker_client_get(struct worker *w)
+/* A connection struct of size bytes: obj, taken off a free list with the
+ * buffers it kept (in *b), or a new one when obj is NULL. Zeroed, its
+ * buffers sized for the current config (the caller puts *b back in it);
+ * NULL when memory ran out, everything freed. */
+static void *worker_conn_new(struct worker *w, void *obj, size_t size, struct worker_bufs *b)
 {
-	struct client *c = w->free_clients;
-	struct worker_bufs b = { 0 };
-
-	if (c) {
-		struct worker_bufs kept = WORKER_BUFS_OF(c);
-
-		w->free_clients = c->next;
-		w->nfree_clients--;
-		b = kept;
-	} else {
-		c = malloc(sizeof(*c));
-		if (!c)
-			return NULL;
-	}
-	memset(c, 0, sizeof(*c));
-	if (worker_bufs_size(&b, w->snap->conf) < 0) {
-		worker_bufs_free(&b);
-		free(c);
+	if (!obj)
+		obj = malloc(size);
+	if (!obj || worker_bufs_size(b, w->snap->conf) < 0) {
+		worker_bufs_free(b);
+		free(obj);
 		return NULL;
 	}
+	memset(obj, 0, size);
+	return obj;
+}
+
+/* Keep obj (with its buffers b) on fl for reuse, or free it when the list
+ * is full or the worker is stopping. */
+static void worker_conn_drop(struct worker *w, struct freelist *fl, struct freelist_link *l,
+			     void *obj, struct worker_bufs *b)
+{
+	if (w->stopping || !freelist_push(fl, l)) {
+		worker_bufs_free(b);
+		free(obj);
+	}
+}
+
+struct client *worker_client_get(struct worker *w)
+{
+	struct freelist_link *l = freelist_pop(&w->free_clients);
+	struct client *c = l ? FREELIST_ENTRY(l, struct client, reuse) : NULL;
+	struct worker_bufs b = { 0 };
+
+	if (c)
+		b = (struct worker_bufs)WORKER_BUFS_OF(c);
+	c = worker_conn_new(w, c, sizeof(*c), &b);
+	if (!c)
+		return NULL;
 	WORKER_BUFS_TO(c, b);
 	c->w = w;
 	c->fd = -1;
@@ -476,6 +508,8 @@ struct client *worker_client_get(struct worker *w)
 
 void worker_client_put(struct worker *w, struct client *c)
 {
+	struct worker_bufs b = WORKER_BUFS_OF(c);
+
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -485,41 +519,20 @@ void worker_client_put(struct worker *w, struct client *c)
 	w->nclients--;
 	if (w->stopping && w->nclients == 0)
 		event_base_loopbreak(w->base);
-	if (w->nfree_clients >= WORKER_FREE_MAX || w->stopping) {
-		struct worker_bufs b = WORKER_BUFS_OF(c);
-
-		worker_bufs_free(&b);
-		free(c);
-		return;
-	}
-	c->prev = NULL;
-	c->next = w->free_clients;
-	w->free_clients = c;
-	w->nfree_clients++;
+	worker_conn_drop(w, &w->free_clients, &c->reuse, c, &b);
 }
 
 struct upstream *worker_up_get(struct worker *w)
 {
-	struct upstream *u = w->free_ups;
+	struct freelist_link *l = freelist_pop(&w->free_ups);
+	struct upstream *u = l ? FREELIST_ENTRY(l, struct upstream, reuse) : NULL;
 	struct worker_bufs b = { 0 };
 
-	if (u) {
-		struct worker_bufs kept = WORKER_BUFS_OF(u);
-
-		w->free_ups = u->next;
-		w->nfree_ups--;
-		b = kept;
-	} else {
-		u = malloc(sizeof(*u));
-		if (!u)
-			return NULL;
-	}
-	memset(u, 0, sizeof(*u));
-	if (worker_bufs_size(&b, w->snap->conf) < 0) {
-		worker_bufs_free(&b);
-		free(u);
+	if (u)
+		b = (struct worker_bufs)WORKER_BUFS_OF(u);
+	u = worker_conn_new(w, u, sizeof(*u), &b);
+	if (!u)
 		return NULL;
-	}
 	WORKER_BUFS_TO(u, b);
 	u->w = w;
 	u->fd = -1;
@@ -528,16 +541,9 @@ struct upstream *worker_up_get(struct worker *w)
 
 void worker_up_put(struct worker *w, struct upstream *u)
 {
-	if (w->nfree_ups >= WORKER_FREE_MAX || w->stopping) {
-		struct worker_bufs b = WORKER_BUFS_OF(u);
+	struct worker_bufs b = WORKER_BUFS_OF(u);
 
-		worker_bufs_free(&b);
-		free(u);
-		return;
-	}
-	u->next = w->free_ups;
-	w->free_ups = u;
-	w->nfree_ups++;
+	worker_conn_drop(w, &w->free_ups, &u->reuse, u, &b);
 }
 
 int worker_scratch_fit(struct worker *w, char **scratch, size_t *cap)

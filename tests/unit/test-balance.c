@@ -11,6 +11,7 @@
 #include "conf.h"
 #include "health.h"
 #include "log.h"
+#include "registry.h"
 #include "ring.h"
 #include "snapshot.h"
 #include "tap.h"
@@ -66,23 +67,23 @@ static void test_reset(struct snapshot *s)
 		atomic_store(&b->check_ok, 0);
 		atomic_store(&b->check_fail, 0);
 	}
-	atomic_store(&snapshot_total_inflight, 0);
-	atomic_fetch_add(&snapshot_health_gen, 1);
+	atomic_store(&registry_total_inflight, 0);
+	atomic_fetch_add(&registry_health_gen, 1);
 }
 
 static void test_set_down(struct snapshot *s, int i, int down)
 {
 	atomic_store(&s->be[i].state->down, down);
 	/* no passive trial during the case */
-	atomic_store(&s->be[i].state->retry_at_ms, balance_now_ms() + 3600000);
-	atomic_fetch_add(&snapshot_health_gen, 1);
+	atomic_store(&s->be[i].state->retry_at_ms, registry_now_ms() + 3600000);
+	atomic_fetch_add(&registry_health_gen, 1);
 }
 
 static void test_set_inflight(struct snapshot *s, int i, long n)
 {
 	long old = atomic_exchange(&s->be[i].state->inflight, n);
 
-	atomic_fetch_add(&snapshot_total_inflight, n - old);
+	atomic_fetch_add(&registry_total_inflight, n - old);
 }
 
 /* The walk order of key pos, from ring.c's own walk. */
@@ -334,7 +335,7 @@ static void test_acquire(void)
 	tap_ok(balance_acquire(b, cb) && balance_acquire(b, cb) && balance_acquire(b, cb),
 	       "three slots of max_inflight 3");
 	tap_ok(!balance_acquire(b, cb), "no fourth");
-	tap_is_int(atomic_load(&snapshot_total_inflight), 3, "the total counts the three");
+	tap_is_int(atomic_load(&registry_total_inflight), 3, "the total counts the three");
 	balance_release(b);
 	tap_ok(balance_acquire(b, cb), "a slot given back can be taken");
 	balance_hold(b);
@@ -350,7 +351,7 @@ static void test_acquire(void)
 	       "4 threads x 200000 tries: peak held %ld <= 3 (%ld taken)",
 	       atomic_load(&r.peak), atomic_load(&r.taken));
 	tap_is_int(atomic_load(&b->inflight), 0, "every slot given back");
-	tap_is_int(atomic_load(&snapshot_total_inflight), 0, "the total is back to 0");
+	tap_is_int(atomic_load(&registry_total_inflight), 0, "the total is back to 0");
 
 	/* the walk takes the chosen backend's slot */
 	{
@@ -389,14 +390,14 @@ static void test_slow_start(void)
 			keys[owned++] = kp;
 	}
 	tap_ok(owned > 3000, "backend 0 owns %d of 20000 keys", owned);
-	atomic_store(&s->be[x].state->up_since_ms, balance_now_ms() - 2500);
+	atomic_store(&s->be[x].state->up_since_ms, registry_now_ms() - 2500);
 	for (int k = 0; k < owned; k++) {
 		back25[k] = test_pick(s, keys[k]).backend == x;
 		at25 += back25[k];
 	}
 	tap_ok(at25 > owned * 0.20 && at25 < owned * 0.30,
 	       "slow start at 25%%: %d of %d keys back (20-30%%)", at25, owned);
-	atomic_store(&s->be[x].state->up_since_ms, balance_now_ms() - 7500);
+	atomic_store(&s->be[x].state->up_since_ms, registry_now_ms() - 7500);
 	for (int k = 0; k < owned; k++) {
 		int back = test_pick(s, keys[k]).backend == x;
 
@@ -412,7 +413,7 @@ static void test_slow_start(void)
 		tap_ok(p.backend == x || p.owner_verdict == BALANCE_RAMPING,
 		       "a key not yet back is RAMPING, not DOWN or BOUNDED");
 	}
-	atomic_store(&s->be[x].state->up_since_ms, balance_now_ms() - 10001);
+	atomic_store(&s->be[x].state->up_since_ms, registry_now_ms() - 10001);
 	for (int k = 0; k < owned; k++)
 		full += test_pick(s, keys[k]).backend == x;
 	tap_is_int(full, owned, "slow start over: every key back");
@@ -422,11 +423,143 @@ static void test_slow_start(void)
 	test_reset(s);
 	for (int i = 1; i < NB; i++)
 		test_set_down(s, i, 1);
-	atomic_store(&s->be[x].state->up_since_ms, balance_now_ms() - 1);
+	atomic_store(&s->be[x].state->up_since_ms, registry_now_ms() - 1);
 	tap_is_int(test_pick(s, keys[0]).backend, x,
 		   "the only up backend takes every key even at the start of its ramp");
 	test_reset(s);
 	snapshot_unref(s);
+}
+
+/* The cached up weight is one (generation, weight) pair: two threads
+ * storing pairs of their own while a third reads never make the reader
+ * see one thread's weight under the other's generation. Stored as two
+ * separate atomics this mixes within a few thousand rounds. */
+struct test_pair {
+	struct balance_cache c;
+	_Atomic uint64_t latest;
+	atomic_int next;
+	atomic_int stop;
+};
+
+static void *test_pair_writer(void *arg)
+{
+	struct test_pair *p = arg;
+	uint64_t first = (uint64_t)atomic_fetch_add(&p->next, 1) + 2;
+
+	for (uint64_t g = first; g < 100000000 && !atomic_load(&p->stop); g += 2) {
+		balance_cache_put(&p->c, g, (double)g + 0.25);
+		atomic_store(&p->latest, g);
+		/* a breath between writes, or no read would ever see the
+		 * pair settled */
+		for (int k = 0; k < 64 && !atomic_load(&p->stop); k++)
+			;
+	}
+	return NULL;
+}
+
+static void test_cache_pair(void)
+{
+	static struct test_pair p;
+	pthread_t t[2];
+	long hits = 0, mixed = 0;
+	int64_t t0 = registry_now_ms();
+	uint64_t last;
+	double w;
+
+	for (int k = 0; k < 2; k++)
+		pthread_create(&t[k], NULL, test_pair_writer, &p);
+	while (atomic_load(&p.latest) == 0)
+		;
+	/* until 20000 reads found a pair, for at most 5 s: a writer that
+	 * lost its CPU half-way leaves every read missing meanwhile */
+	for (long k = 0; hits < 20000 && (k % 1024 || registry_now_ms() < t0 + 5000); k++) {
+		uint64_t g = atomic_load(&p.latest);
+
+		for (uint64_t d = g - 1; d <= g + 1; d++) {
+			if (!balance_cache_get(&p.c, d, &w))
+				continue;
+			hits++;
+			mixed += w != (double)d + 0.25;
+		}
+	}
+	atomic_store(&p.stop, 1);
+	for (int k = 0; k < 2; k++)
+		pthread_join(t[k], NULL);
+	tap_ok(hits > 1000, "the up-weight cache was read %ld times while two threads wrote it", hits);
+	tap_is_int(mixed, 0, "no read saw one writer's weight under the other's generation");
+	last = atomic_load(&p.latest);
+	balance_cache_put(&p.c, last + 2, 7.5);
+	tap_ok(balance_cache_get(&p.c, last + 2, &w) && w == 7.5, "a pair written alone reads back");
+	tap_ok(!balance_cache_get(&p.c, last + 4, &w), "another generation is a miss");
+	/* a writer half-way (seq odd): readers miss, a second writer waits
+	 * for nobody and leaves the pair alone */
+	atomic_fetch_add(&p.c.seq, 1);
+	tap_ok(!balance_cache_get(&p.c, last + 2, &w), "a pair being written is not read");
+	balance_cache_put(&p.c, last + 4, 9.5);
+	atomic_fetch_add(&p.c.seq, 1);
+	tap_ok(balance_cache_get(&p.c, last + 2, &w) && w == 7.5 && !balance_cache_get(&p.c, last + 4, &w),
+	       "a second writer leaves a pair being written alone");
+}
+
+/* Ending a slow start must not erase a newer one: while one thread keeps
+ * asking for a ramping backend whose ramp is over (which ends it), another
+ * marks a fresh recovery; the fresh time must survive. With a plain store
+ * of 0 the asking thread erases it whenever the recovery lands between its
+ * read and its store. */
+struct test_ramp {
+	struct snapshot *s;
+	int x;
+	uint64_t pos;
+	atomic_int stop;
+	atomic_long calls;
+};
+
+static void *test_ramp_asker(void *arg)
+{
+	struct test_ramp *r = arg;
+
+	while (!atomic_load(&r->stop)) {
+		balance_check(r->s, r->x, r->pos);
+		atomic_fetch_add(&r->calls, 1);
+	}
+	return NULL;
+}
+
+static void test_ramp_race(void)
+{
+	static struct test_ramp r;
+	struct backend *b;
+	pthread_t t;
+	long erased = 0, rounds = 20000;
+
+	r.s = test_snap("balance_factor = 0", "slow_start = 10s", "");
+	if (!tap_ok(r.s != NULL, "snapshot with slow_start = 10s for the race"))
+		return;
+	test_reset(r.s);
+	r.x = 0;
+	r.pos = ring_hash("/ramp.jpg", 9);
+	b = r.s->be[r.x].state;
+	atomic_store(&r.stop, 0);
+	pthread_create(&t, NULL, test_ramp_asker, &r);
+	for (long k = 0; k < rounds; k++) {
+		int64_t now = registry_now_ms();
+		long c0;
+
+		atomic_store(&b->up_since_ms, now - 20000);     /* a ramp that is over */
+		c0 = atomic_load(&r.calls);
+		while (atomic_load(&r.calls) == c0)             /* let it be read */
+			;
+		atomic_store(&b->up_since_ms, now);             /* a recovery now */
+		c0 = atomic_load(&r.calls);
+		while (atomic_load(&r.calls) < c0 + 2)          /* any call in flight ends */
+			;
+		erased += atomic_load(&b->up_since_ms) != now;
+	}
+	atomic_store(&r.stop, 1);
+	pthread_join(t, NULL);
+	tap_is_int(erased, 0, "%ld fresh recoveries raced with the end of an old ramp: none erased", rounds);
+	test_reset(r.s);
+	snapshot_unref(r.s);
 }
 
 static void test_passive(void)
@@ -453,19 +586,19 @@ static void test_passive(void)
 	health_request_failed(b, s->conf, cb, "connect: Connection refused");
 	tap_is_int(atomic_load(&b->down), 1, "the 3rd consecutive failure: down");
 	tap_is_int(atomic_load(&b->transitions) - t0, 1, "one transition");
-	tap_ok(atomic_load(&b->retry_at_ms) > balance_now_ms() + 500, "a trial is due after the back-off");
+	tap_ok(atomic_load(&b->retry_at_ms) > registry_now_ms() + 500, "a trial is due after the back-off");
 	tap_ok(!health_trial(b, cb, s->conf), "no trial before the back-off");
 	health_request_ok(b, cb);
 	tap_is_int(atomic_load(&b->down), 0 + 1,
 		   "a late response to a request sent before the fall does not bring it up");
 	tap_is_int(test_pick(s, ring_hash("x", 1)).backend == 0, 0, "the down backend takes no request");
-	atomic_store(&b->retry_at_ms, balance_now_ms() - 1);
+	atomic_store(&b->retry_at_ms, registry_now_ms() - 1);
 	tap_ok(health_trial(b, cb, s->conf), "after the back-off: one trial");
 	tap_ok(!health_trial(b, cb, s->conf), "and only one per back-off");
 	health_request_failed(b, s->conf, cb, "connect: Connection refused");
 	tap_is_int(atomic_load(&b->down), 1, "a failed trial: still down");
-	tap_ok(atomic_load(&b->retry_at_ms) > balance_now_ms() + 500, "a failed trial waits a whole back-off");
-	atomic_store(&b->retry_at_ms, balance_now_ms() - 1);
+	tap_ok(atomic_load(&b->retry_at_ms) > registry_now_ms() + 500, "a failed trial waits a whole back-off");
+	atomic_store(&b->retry_at_ms, registry_now_ms() - 1);
 	tap_ok(health_trial(b, cb, s->conf), "the next trial");
 	health_request_ok(b, cb);
 	tap_is_int(atomic_load(&b->down), 0, "a successful trial: up");
@@ -519,7 +652,7 @@ static void test_trial_all_down(void)
 		test_set_down(s, i, 1);
 	p = test_pick(s, pos);
 	tap_is_int(p.backend, -1, "every backend down, back-off running: none");
-	atomic_store(&s->be[order[0]].state->retry_at_ms, balance_now_ms() - 1);
+	atomic_store(&s->be[order[0]].state->retry_at_ms, registry_now_ms() - 1);
 	p = test_pick(s, pos);
 	tap_is_int(p.backend, order[0], "every backend down, the owner's back-off over: it gets the trial");
 	p = test_pick(s, pos);
@@ -539,7 +672,9 @@ int main(void)
 	test_acquire();
 	test_trial_all_down();
 	test_slow_start();
+	test_cache_pair();
+	test_ramp_race();
 	test_passive();
-	snapshot_registry_free();
+	registry_free();
 	return tap_done();
 }

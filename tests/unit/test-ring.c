@@ -58,20 +58,67 @@ static struct ring *test_build(const struct ring_member *m, size_t n,
 	return r;
 }
 
+/* Allocation failure on demand. This program is linked with --wrap for
+ * the allocators (tests/unit/meson.build), so each malloc, calloc, realloc
+ * and strdup of ring.c, md5.c and this file comes here first: with
+ * test_fail_in = n the n-th one from now returns NULL. OpenSSL's own
+ * allocations are not wrapped (a shared library, whose hook below calls
+ * the real allocators). */
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+char *__real_strdup(const char *s);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t n);
+char *__wrap_strdup(const char *s);
+
+static atomic_long test_fail_in = -1;
+
+static int test_fail_now(void)
+{
+	long n = atomic_load(&test_fail_in);
+
+	while (n > 0 && !atomic_compare_exchange_weak(&test_fail_in, &n, n - 1))
+		;
+	return n == 1;
+}
+
+void *__wrap_malloc(size_t n)
+{
+	return test_fail_now() ? NULL : __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+	return test_fail_now() ? NULL : __real_calloc(n, size);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+	return test_fail_now() ? NULL : __real_realloc(p, n);
+}
+
+char *__wrap_strdup(const char *s)
+{
+	return test_fail_now() ? NULL : __real_strdup(s);
+}
+
 /* OpenSSL's allocations, counted through its own hook, to check that
- * ring_hash() reuses its per-thread context instead of allocating. */
+ * ring_hash() reuses its per-thread context instead of allocating. They
+ * go to the real allocators: failures are for our code. */
 static atomic_long test_allocs;
 
 static void *test_malloc(size_t n, const char *file, int line)
 {
 	atomic_fetch_add(&test_allocs, 1);
-	return malloc(n);
+	return __real_malloc(n);
 }
 
 static void *test_realloc(void *p, size_t n, const char *file, int line)
 {
 	atomic_fetch_add(&test_allocs, 1);
-	return realloc(p, n);
+	return __real_realloc(p, n);
 }
 
 static void test_free(void *p, const char *file, int line)
@@ -291,6 +338,60 @@ static void test_errors(void)
 	test_refused(many, RING_MAX_BACKENDS + 1, 1, "4097 backends, more than "
 		     "the limit of 4096; split the tier", "too many backends");
 	free(many);
+}
+
+struct test_oom {
+	long fail_at;
+	struct ring *r;
+	char err[256];
+};
+
+/* One build on a thread of its own, so that the thread's MD5 state is
+ * made (and may fail) inside the build, as on a reload's first build. */
+static void *test_oom_build(void *arg)
+{
+	static const struct ring_member m[] = { { "cache-a", 1 }, { "cache-b", 2 }, { "cache-c", 0.5 } };
+	struct test_oom *o = arg;
+
+	atomic_store(&test_fail_in, o->fail_at);
+	o->r = ring_build(m, 3, 40, o->err, sizeof(o->err));
+	atomic_store(&test_fail_in, -1);
+	return NULL;
+}
+
+/* Each allocation of a build made to fail in turn: every one is an error
+ * the caller gets back ("out of memory"), never an abort; the sanitizer
+ * build's leak check sees that a failed build frees what it had. */
+static void test_out_of_memory(void)
+{
+	struct test_oom o;
+	long n = 0, nomem = 0;
+	pthread_t t;
+
+	for (long k = 1; k < 100; k++) {
+		memset(&o, 0, sizeof(o));
+		o.fail_at = k;
+		if (pthread_create(&t, NULL, test_oom_build, &o) != 0)
+			break;
+		pthread_join(t, NULL);
+		if (o.r != NULL) {
+			ring_free(o.r);
+			break;
+		}
+		n++;
+		if (strcmp(o.err, "out of memory") == 0)
+			nomem++;
+		else
+			tap_diag("allocation %ld failed: \"%s\"", k, o.err);
+	}
+	tap_is_int(n, 13, "a build of 3 backends on a new thread makes 13 allocations (MD5 state included)");
+	tap_is_int(nomem, n, "each of them failing: ring_build returns NULL with \"out of memory\"");
+	memset(&o, 0, sizeof(o));
+	o.fail_at = -1;
+	pthread_create(&t, NULL, test_oom_build, &o);
+	pthread_join(t, NULL);
+	tap_ok(o.r != NULL && o.r->npoints == 140, "without a failure the same build succeeds (140 points)");
+	ring_free(o.r);
 }
 
 static void test_empty(void)
@@ -697,6 +798,7 @@ int main(void)
 	test_small_ring();
 	test_golden();
 	test_errors();
+	test_out_of_memory();
 	test_empty();
 	test_threads();
 	test_add_remove();

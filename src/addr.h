@@ -1,0 +1,19 @@
+/*
+ * addr.h -- listen addresses as the config writes them. Pure: no socket,
+ * no libevent, so config validation (conf.c) and binding (proxy.c,
+ * admin.c) read an address the same way.
+ */
+#ifndef RINGPROXY_ADDR_H
+#define RINGPROXY_ADDR_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+
+/* Parse "IP:port", "[IPv6]:port" or "*:port" (any IPv4 address) into addr
+ * and *addrlen; port 0..65535. Host names are refused: a listener binds to
+ * an address, and resolving at validation time would accept a file that
+ * cannot be bound later. 0, or -1 with err saying what is wrong. */
+int addr_parse(const char *text, struct sockaddr_storage *addr,
+	       socklen_t *addrlen, char *err, size_t errlen);
+
+#endif

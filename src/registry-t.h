@@ -1,0 +1,39 @@
+/*
+ * registry-t.h -- a backend's state that outlives a reload, shared by
+ * registry.c (which owns the entries), health.c (up or down), balance.c
+ * (in flight), the request path (counters) and stats.c (which reads it).
+ * Every field is atomic: any thread may read or update it at any time.
+ */
+#ifndef RINGPROXY_REGISTRY_T_H
+#define RINGPROXY_REGISTRY_T_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "stats-t.h"
+
+/* One backend by name, for the life of the process: every snapshot that
+ * names the backend points to the same entry. */
+struct backend {
+	char *name;
+	uint32_t id;                    /* stable index in the registry */
+	_Atomic long inflight;          /* requests in flight, all workers */
+	_Atomic int64_t last_warn;      /* time(NULL) of the last warning */
+	/* the SHARED counters of stats-t.h (connects, timeouts, ...); the
+	 * WORKER ones are per worker (struct pool in worker-t.h): every
+	 * request would write them otherwise */
+	STATS_BACKEND(STATS_SHARED_FIELD)
+
+	/* health (health.c): workers report requests, the main thread runs
+	 * active checks; transitions are decided by compare-and-swap */
+	_Atomic int down;               /* 0 up, 1 down */
+	_Atomic unsigned fails;         /* consecutive failed requests */
+	_Atomic int64_t retry_at_ms;    /* passive back-off: try again after
+					   (registry_now_ms) */
+	_Atomic int trial;              /* a passive trial request is out */
+	_Atomic int64_t up_since_ms;    /* slow start began; 0 = not ramping */
+	_Atomic unsigned check_ok;      /* consecutive passed active checks */
+	_Atomic unsigned check_fail;    /* consecutive failed active checks */
+};
+
+#endif

@@ -1,0 +1,89 @@
+/*
+ * registry.c -- the backend registry: one entry per backend name ever
+ * configured, appended to by the main thread when a snapshot is built and
+ * read by every thread. Entries are allocated once and their pointers
+ * published in a fixed-size array, so readers need no lock; the lock only
+ * keeps two appends apart.
+ */
+#include "registry.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ring.h"
+
+_Atomic long registry_total_inflight;
+_Atomic uint64_t registry_health_gen = 1;
+
+/* A name keeps its entry, so the array bounds the names of a process's
+ * life, not of one config: four configs' worth of distinct names. */
+static struct backend *_Atomic registry_entries[RING_MAX_BACKENDS * 4];
+static _Atomic uint32_t registry_n;
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+uint32_t registry_size(void)
+{
+	return atomic_load(&registry_n);
+}
+
+struct backend *registry_get(uint32_t id)
+{
+	return id < atomic_load(&registry_n) ? atomic_load(&registry_entries[id]) : NULL;
+}
+
+struct backend *registry_find(const char *name, char *err, size_t errlen)
+{
+	struct backend *b = NULL;
+	uint32_t n;
+
+	pthread_mutex_lock(&registry_lock);
+	n = atomic_load(&registry_n);
+	for (uint32_t i = 0; i < n; i++) {
+		if (strcmp(registry_entries[i]->name, name) == 0) {
+			b = registry_entries[i];
+			goto out;
+		}
+	}
+	if (n == sizeof(registry_entries) / sizeof(registry_entries[0])) {
+		snprintf(err, errlen, "too many distinct backend names over this process's life; restart ringproxy");
+		goto out;
+	}
+	b = calloc(1, sizeof(*b));
+	if (b)
+		b->name = strdup(name);
+	if (!b || !b->name) {
+		free(b);
+		b = NULL;
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	b->id = n;
+	atomic_store(&registry_entries[n], b);
+	atomic_store(&registry_n, n + 1);
+out:
+	pthread_mutex_unlock(&registry_lock);
+	return b;
+}
+
+void registry_free(void)
+{
+	uint32_t n = atomic_load(&registry_n);
+
+	for (uint32_t i = 0; i < n; i++) {
+		free(registry_entries[i]->name);
+		free(registry_entries[i]);
+		registry_entries[i] = NULL;
+	}
+	atomic_store(&registry_n, 0);
+}
+
+int64_t registry_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}

@@ -1,0 +1,71 @@
+/*
+ * test-addr.c -- addr.c, the listen-address parser config validation and
+ * binding share. Built from addr.c alone, without the core library or its
+ * dependencies: config code can read an address without libevent.
+ */
+#include "addr.h"
+#include "tap.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+static void test_ok(const char *text, int family, const char *ip, int port)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = 0;
+	char err[256] = "", got[INET6_ADDRSTRLEN] = "";
+	int gport = -1;
+
+	if (!tap_ok(addr_parse(text, &ss, &len, err, sizeof(err)) == 0, "%s parses", text)) {
+		tap_diag("  %s", err);
+		return;
+	}
+	if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *sin = (const struct sockaddr_in *)&ss;
+
+		inet_ntop(AF_INET, &sin->sin_addr, got, sizeof(got));
+		gport = ntohs(sin->sin_port);
+		tap_is_int(len, sizeof(*sin), "%s: the length of an IPv4 address", text);
+	} else if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)&ss;
+
+		inet_ntop(AF_INET6, &sin6->sin6_addr, got, sizeof(got));
+		gport = ntohs(sin6->sin6_port);
+		tap_is_int(len, sizeof(*sin6), "%s: the length of an IPv6 address", text);
+	}
+	tap_is_int(ss.ss_family, family, "%s: family", text);
+	tap_is_str(got, ip, "%s: address", text);
+	tap_is_int(gport, port, "%s: port", text);
+}
+
+static void test_bad(const char *text, const char *want)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = 0;
+	char err[256] = "";
+
+	tap_ok(addr_parse(text, &ss, &len, err, sizeof(err)) == -1, "'%s' is refused", text);
+	tap_is_str(err, want, "'%s': the reason", text);
+}
+
+int main(void)
+{
+	test_ok("127.0.0.1:8080", AF_INET, "127.0.0.1", 8080);
+	test_ok("0.0.0.0:0", AF_INET, "0.0.0.0", 0);
+	test_ok("*:65535", AF_INET, "0.0.0.0", 65535);
+	test_ok("[::1]:9000", AF_INET6, "::1", 9000);
+	test_ok("[::]:80", AF_INET6, "::", 80);
+	/* without brackets the last colon separates the port */
+	test_ok("::1:8080", AF_INET6, "::1", 8080);
+	test_bad("127.0.0.1", "expected host:port, e.g. 0.0.0.0:8080");
+	test_bad(":80", "expected host:port, e.g. 0.0.0.0:8080");
+	test_bad("127.0.0.1:65536", "the port must be a number from 0 to 65535");
+	test_bad("127.0.0.1:", "the port must be a number from 0 to 65535");
+	test_bad("127.0.0.1:8o", "the port must be a number from 0 to 65535");
+	test_bad("127.0.0.1:99999999999999999999", "the port must be a number from 0 to 65535");
+	test_bad("[::1]8080", "an IPv6 address is written [addr]:port");
+	test_bad("[::1:8080", "an IPv6 address is written [addr]:port");
+	test_bad("localhost:8080",
+		 "the host must be an IP address (a listener binds to one), e.g. 0.0.0.0:8080");
+	return tap_done();
+}

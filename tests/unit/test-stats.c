@@ -1,0 +1,189 @@
+/*
+ * test-stats.c -- stats.c: every counter of the lists in stats-t.h is
+ * collected from where the list says it is kept (the proxy's and the
+ * registry's atomics, the sum over workers' pools, or derived) and appears
+ * in every rendering: JSON, Prometheus (with # HELP and # TYPE) and the
+ * HTML page. Values are distinct per counter, so a counter read from the
+ * wrong place or rendered under the wrong name is caught; the checks are
+ * generated from the same lists, so a counter added there is checked too.
+ */
+#include "conf.h"
+#include "log.h"
+#include "proxy.h"
+#include "registry.h"
+#include "snapshot.h"
+#include "stats.h"
+#include "tap.h"
+#include "worker.h"
+
+#include <event2/buffer.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The text of a rendering, NUL-terminated (caller frees). */
+static char *test_text(struct evbuffer *b)
+{
+	size_t n = evbuffer_get_length(b);
+	char *s = malloc(n + 1);
+
+	evbuffer_remove(b, s, n);
+	s[n] = '\0';
+	return s;
+}
+
+static int test_has(const char *text, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static int test_has(const char *text, const char *fmt, ...)
+{
+	char want[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(want, sizeof(want), fmt, ap);
+	va_end(ap);
+	return strstr(text, want) != NULL;
+}
+
+int main(void)
+{
+	struct conf_errors errs = { 0 };
+	struct conf *c = conf_load_string("s.ini", "[backend b0]\nurl = http://127.0.0.1:9100\n"
+					  "[backend b1]\nurl = http://127.0.0.1:9101\n", &errs);
+	struct proxy p;
+	struct worker *w[2];
+	struct snapshot *s;
+	struct stats st;
+	struct evbuffer *out = evbuffer_new();
+	char err[256], *text;
+	uint64_t v;
+
+	log_set_level(LOG_ERROR);
+	conf_errors_free(&errs);
+	s = c ? snapshot_new(c, 1, err, sizeof(err)) : NULL;
+	if (!tap_ok(s != NULL && out != NULL, "a snapshot of two backends"))
+		return tap_done();
+	memset(&p, 0, sizeof(p));
+	p.current = s;
+	p.started = time(NULL) - 42;
+	p.generation = 7;
+	atomic_store(&p.nconns, 3);
+	/* two workers, for the sums over their pools (only pools are used) */
+	for (int k = 0; k < 2; k++)
+		w[k] = calloc(1, sizeof(*w[k]));
+	p.workers = w;
+	p.nworkers = 2;
+
+	/* a distinct value per counter: 100, 101, ... for the proxy; backend
+	 * i's SHARED counters 1000 * (i + 1) + k; its WORKER ones k + 10 on
+	 * worker 0 and k + 20 on worker 1 */
+	v = 100;
+#define SET(n, type, where, help) SET_##where(n)
+#define SET_SHARED(n) atomic_store(&p.n, v); v++;
+#define SET_DERIVED(n) v++;
+	STATS_PROXY(SET)
+#undef SET_SHARED
+#undef SET_DERIVED
+#undef SET
+	for (size_t i = 0; i < s->nbe; i++) {
+		struct backend *b = s->be[i].state;
+		struct pool *pl0 = worker_pool(w[0], b->id), *pl1 = worker_pool(w[1], b->id);
+
+		v = 1000 * (i + 1);
+#define SET(n, type, where, help) SET_##where(n) v++;
+#define SET_SHARED(n) atomic_store(&b->n, v);
+#define SET_WORKER(n) atomic_store(&pl0->n, v + 10); atomic_store(&pl1->n, v + 20);
+#define SET_DERIVED(n)
+		STATS_BACKEND(SET)
+#undef SET_SHARED
+#undef SET_WORKER
+#undef SET_DERIVED
+#undef SET
+	}
+	atomic_store(&s->be[1].state->down, 1);
+	atomic_store(&s->be[0].state->inflight, 5);
+	atomic_store(&registry_total_inflight, 5);
+
+	if (!tap_ok(stats_collect(&st, &p) == 0, "stats_collect"))
+		return tap_done();
+	tap_ok(st.uptime_seconds >= 42 && st.uptime_seconds < 60, "uptime_seconds derived from the start time");
+	tap_is_int(st.generation, 7, "generation derived from the proxy");
+	tap_is_int(st.connections, 3, "connections derived from the open count");
+	tap_is_int(st.inflight, 5, "inflight derived from the registry total");
+	v = 100;
+#define CHECK(n, type, where, help) CHECK_##where(n) v++;
+#define CHECK_SHARED(n) tap_is_int(st.n, v, "proxy " #n " collected from the proxy's atomic");
+#define CHECK_DERIVED(n)
+	STATS_PROXY(CHECK)
+#undef CHECK_SHARED
+#undef CHECK_DERIVED
+#undef CHECK
+	for (size_t i = 0; i < s->nbe; i++) {
+		const struct stats_backend *o = &st.be[i];
+
+		v = 1000 * (i + 1);
+#define CHECK(n, type, where, help) CHECK_##where(n) v++;
+#define CHECK_SHARED(n) tap_is_int(o->n, v, "%s " #n " collected from the registry", o->name);
+#define CHECK_WORKER(n) tap_is_int(o->n, 2 * v + 30, "%s " #n " summed over the workers", o->name);
+#define CHECK_DERIVED(n)
+		STATS_BACKEND(CHECK)
+#undef CHECK_SHARED
+#undef CHECK_WORKER
+#undef CHECK_DERIVED
+#undef CHECK
+	}
+	tap_ok(st.be[0].up == 1 && st.be[1].up == 0, "up derived from the health state");
+	tap_ok(st.be[0].inflight == 5 && st.be[1].inflight == 0, "inflight derived from the registry");
+
+	/* every counter in every rendering, under its name, with its value */
+	stats_json(&st, out);
+	text = test_text(out);
+#define J(n, type, where, help) \
+	tap_ok(test_has(text, "\"" #n "\": %llu", (unsigned long long)st.n), "JSON has " #n);
+	STATS_PROXY(J)
+#undef J
+#define J(n, type, where, help) \
+	tap_ok(test_has(text, "\"" #n "\": %llu", (unsigned long long)st.be[1].n), "JSON has backend " #n);
+	STATS_BACKEND(J)
+#undef J
+	free(text);
+	stats_prometheus(&st, out);
+	text = test_text(out);
+#define P(n, type, where, help) \
+	tap_ok(test_has(text, "# HELP ringproxy_" #n "%s " help "\n# TYPE ringproxy_" #n "%s " #type "\n" \
+			"ringproxy_" #n "%s %llu\n", #type[0] == 'c' ? "_total" : "", \
+			#type[0] == 'c' ? "_total" : "", #type[0] == 'c' ? "_total" : "", \
+			(unsigned long long)st.n), "Prometheus has " #n " with HELP and TYPE");
+	STATS_PROXY(P)
+#undef P
+#define P(n, type, where, help) \
+	tap_ok(test_has(text, "# HELP ringproxy_backend_" #n "%s " help "\n# TYPE ringproxy_backend_" #n "%s " #type "\n", \
+			#type[0] == 'c' ? "_total" : "", #type[0] == 'c' ? "_total" : "") && \
+	       test_has(text, "ringproxy_backend_" #n "%s{backend=\"b1\"} %llu\n", #type[0] == 'c' ? "_total" : "", \
+			(unsigned long long)st.be[1].n), "Prometheus has backend " #n " with HELP and TYPE");
+	STATS_BACKEND(P)
+#undef P
+	free(text);
+	stats_html(&st, out);
+	text = test_text(out);
+#define H(n, type, where, help) \
+	tap_ok(test_has(text, "<span title=\"" help "\">" #n " <b>%llu</b></span>", (unsigned long long)st.n), \
+	       "the page has " #n);
+	STATS_PROXY(H)
+#undef H
+#define H(n, type, where, help) tap_ok(test_has(text, "<th title=\"" help "\">"), "the page has a column for " #n);
+	STATS_BACKEND(H)
+#undef H
+	free(text);
+
+	stats_free(&st);
+	evbuffer_free(out);
+	for (int k = 0; k < 2; k++) {
+		for (uint32_t ci = 0; ci < WORKER_POOL_CHUNKS; ci++)
+			free(atomic_load(&w[k]->pool_chunks[ci]));
+		free(w[k]);
+	}
+	snapshot_unref(s);
+	registry_free();
+	return tap_done();
+}
