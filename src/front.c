@@ -32,8 +32,6 @@
 #include "snapshot.h"
 #include "worker.h"
 
-#define FRONT_MAX_PARAMS 128    /* query parameters sorted for the key */
-
 /* ---- routing key (pure) ---------------------------------------------- */
 
 static int front_param_cmp(const struct http1_str *a, const struct http1_str *b)
@@ -46,26 +44,26 @@ static int front_param_cmp(const struct http1_str *a, const struct http1_str *b)
 	return a->len < b->len ? -1 : a->len > b->len;
 }
 
-int front_key(int mode, const struct http1_msg *req, char *scratch, size_t len,
-	      const char **key, size_t *keylen)
+static void front_part(struct iovec *v, size_t *n, const char *p, size_t len)
+{
+	v[*n].iov_base = (void *)(uintptr_t)p;
+	v[*n].iov_len = len;
+	(*n)++;
+}
+
+/* The key is never copied: its pieces point into the request buffer (or
+ * at the parser's literal "/" for "http://h?q", and the separators here),
+ * so no key is too long to route and none is cut short. */
+size_t front_key(int mode, const struct http1_msg *req, struct iovec *v)
 {
 	struct http1_str params[FRONT_MAX_PARAMS];
-	size_t np = 0, out = 0;
+	size_t np = 0, n = 0;
 	const char *p, *e;
 
-	if (mode == CONF_KEY_PATH || !req->has_query) {
-		*key = req->path.p;
-		*keylen = req->path.len;
-		return 0;
-	}
-	if (mode == CONF_KEY_PATH_QUERY) {
-		/* path and query are adjacent in the target: one slice */
-		if (req->query.p == req->path.p + req->path.len + 1) {
-			*key = req->path.p;
-			*keylen = req->path.len + 1 + req->query.len;
-			return 0;
-		}
-	} else {
+	front_part(v, &n, req->path.p, req->path.len);
+	if (mode == CONF_KEY_PATH || !req->has_query)
+		return n;
+	if (mode == CONF_KEY_PATH_SORTED_QUERY) {
 		p = req->query.p;
 		e = p + req->query.len;
 		while (p < e) {
@@ -74,7 +72,7 @@ int front_key(int mode, const struct http1_msg *req, char *scratch, size_t len,
 
 			if (end > p) {          /* empty parameters carry nothing */
 				if (np == FRONT_MAX_PARAMS)
-					return -1;
+					break;  /* too many: the query as sent */
 				params[np].p = p;
 				params[np].len = (size_t)(end - p);
 				/* insertion sort: parameter lists are short */
@@ -88,36 +86,37 @@ int front_key(int mode, const struct http1_msg *req, char *scratch, size_t len,
 			}
 			p = end + 1;
 		}
-		if (np == 0) {
-			*key = req->path.p;
-			*keylen = req->path.len;
-			return 0;
+		if (p < e) {
+			np = 0;
+		} else if (np == 0) {
+			return n;
+		} else {
+			front_part(v, &n, "?", 1);
+			for (size_t i = 0; i < np; i++) {
+				if (i)
+					front_part(v, &n, "&", 1);
+				front_part(v, &n, params[i].p, params[i].len);
+			}
+			return n;
 		}
 	}
-	/* build path '?' query in scratch */
-	if (req->path.len + 1 > len)
-		return -1;
-	memcpy(scratch, req->path.p, req->path.len);
-	out = req->path.len;
-	scratch[out++] = '?';
-	if (mode == CONF_KEY_PATH_QUERY) {
-		if (out + req->query.len > len)
-			return -1;
-		memcpy(scratch + out, req->query.p, req->query.len);
-		out += req->query.len;
-	} else {
-		for (size_t i = 0; i < np; i++) {
-			if (out + params[i].len + 1 > len)
-				return -1;
-			if (i)
-				scratch[out++] = '&';
-			memcpy(scratch + out, params[i].p, params[i].len);
-			out += params[i].len;
-		}
+	/* path '?' query: one piece when they are adjacent in the target,
+	 * as they are except after the parser's literal "/" */
+	if (req->query.p == req->path.p + req->path.len + 1) {
+		v[0].iov_len = req->path.len + 1 + req->query.len;
+		return n;
 	}
-	*key = scratch;
-	*keylen = out;
-	return 0;
+	front_part(v, &n, "?", 1);
+	front_part(v, &n, req->query.p, req->query.len);
+	return n;
+}
+
+uint64_t front_key_pos(int mode, const struct http1_msg *req)
+{
+	struct iovec v[FRONT_KEY_PARTS];
+	size_t n = front_key(mode, req, v);
+
+	return ring_hash_parts(v, n);
 }
 
 /* ---- connection plumbing --------------------------------------------- */
@@ -368,8 +367,6 @@ void front_backend_failed(struct client *c, int status, const char *why, bool re
 static void front_start(struct client *c, size_t head_len)
 {
 	struct worker *w = c->w;
-	const char *key;
-	size_t keylen;
 
 	c->state = CL_FORWARD;
 	c->snap = worker_snap_take(w);
@@ -393,9 +390,7 @@ static void front_start(struct client *c, size_t head_len)
 		event_del(&c->tev);
 	else
 		event_add(&c->tev, w->tv_client);
-	if (front_key(c->snap->conf->key, &c->req, c->key, sizeof(c->key), &key, &keylen) < 0)
-		front_key(CONF_KEY_PATH_QUERY, &c->req, c->key, sizeof(c->key), &key, &keylen);
-	c->keypos = ring_hash(key, keylen);
+	c->keypos = front_key_pos(c->snap->conf->key, &c->req);
 	ring_walk_init(&c->walk, c->snap->ring, c->keypos);
 	c->pick.owner = -1;
 	c->pick.any_full = 0;

@@ -1,25 +1,37 @@
 /*
  * front.h -- the client side of the request path: accept, read and parse
  * requests, pick the backend (key -> ring walk -> eligibility), retries,
- * and the proxy's own replies. Worker thread only, except front_key which
- * is pure.
+ * and the proxy's own replies. Worker thread only, except front_key and
+ * front_key_pos which are pure.
  */
 #ifndef RINGPROXY_FRONT_H
 #define RINGPROXY_FRONT_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "http1.h"
 #include "worker-t.h"
 
-/* The routing key of a request per [ring] key (enum conf_key): a slice of
- * the request buffer, or for path+sorted-query a copy with the query's
- * '&'-separated parameters sorted bytewise, written to scratch. Returns 0,
- * or -1 if scratch is too small (the caller then uses path+query). Pure. */
-int front_key(int mode, const struct http1_msg *req, char *scratch, size_t len,
-	      const char **key, size_t *keylen);
+/* Query parameters sorted for a path+sorted-query key; a query with more
+ * is keyed as sent (path+query). */
+#define FRONT_MAX_PARAMS 128
+/* Pieces of a key at most: path, '?', and parameters with '&' between. */
+#define FRONT_KEY_PARTS (2 * FRONT_MAX_PARAMS + 2)
+
+/* The routing key of a request per [ring] key (enum conf_key), as the
+ * pieces v[0..n) whose concatenation is the key, n returned: slices of the
+ * request buffer, and "?" and "&" between them where the key is not one
+ * slice of the target (sorted parameters, or the parser's literal "/" of
+ * "http://h?q"). v has room for FRONT_KEY_PARTS. Never fails: a key of any
+ * length is hashed whole, as `ringproxy plan --keys` hashes it. Pure. */
+size_t front_key(int mode, const struct http1_msg *req, struct iovec *v);
+/* The key's position on the ring: MD5 of the whole key (ring_hash_parts
+ * of front_key's pieces). Pure. */
+uint64_t front_key_pos(int mode, const struct http1_msg *req);
 
 /* A new client connection on fd; 0, or -1 (the caller closes fd). */
 int front_accept(struct worker *w, int fd, const struct sockaddr_storage *peer);

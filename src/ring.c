@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/uio.h>
 
 #include <openssl/core_dispatch.h>
 #include <openssl/evp.h>
@@ -163,42 +164,49 @@ out:
 	return m;
 }
 
-/* MD5 of a followed by b, first 8 bytes big-endian. Two parts so that the
- * point string "NAME#i" needs no buffer of its own. Returns 0 / -1. */
-static int ring_digest(const void *a, size_t alen, const void *b, size_t blen,
-		       uint64_t *pos)
+/* MD5 of the n pieces v[] one after the other, first 8 bytes read
+ * big-endian. Pieces so that the point string "NAME#i" and a request key
+ * made of slices of a request need no buffer of their own. 0 / -1. */
+static int ring_digest(const struct iovec *v, size_t n, uint64_t *pos)
 {
 	struct ring_md5 *m = ring_md5_get();
 	unsigned char d[EVP_MAX_MD_SIZE];
 	size_t dlen = 0;
-	uint64_t v = 0;
+	uint64_t x = 0;
 	int rc = -1;
 
-	if (m == NULL)
+	if (m == NULL || !m->init(m->algctx, NULL))
 		goto out;
-	if (!m->init(m->algctx, NULL) ||
-	    !m->update(m->algctx, a, alen) ||
-	    (blen > 0 && !m->update(m->algctx, b, blen)) ||
-	    !m->final(m->algctx, d, &dlen, sizeof(d)) || dlen < 8)
+	for (size_t i = 0; i < n; i++)
+		if (v[i].iov_len > 0 && !m->update(m->algctx, v[i].iov_base, v[i].iov_len))
+			goto out;
+	if (!m->final(m->algctx, d, &dlen, sizeof(d)) || dlen < 8)
 		goto out;
 	for (int i = 0; i < 8; i++)
-		v = v << 8 | d[i];
-	*pos = v;
+		x = x << 8 | d[i];
+	*pos = x;
 	rc = 0;
 out:
 	return rc;
 }
 
-uint64_t ring_hash(const void *key, size_t len)
+uint64_t ring_hash_parts(const struct iovec *v, size_t n)
 {
 	uint64_t pos = 0;
 
 	/* ring_build() has already hashed on some thread, so failing here
 	 * means the library broke under us: a broken invariant, not bad
 	 * input, and routing keys to a made-up position would be worse. */
-	if (ring_digest(key, len, NULL, 0, &pos) != 0)
+	if (ring_digest(v, n, &pos) != 0)
 		abort();
 	return pos;
+}
+
+uint64_t ring_hash(const void *key, size_t len)
+{
+	struct iovec v = { (void *)(uintptr_t)key, len };
+
+	return ring_hash_parts(&v, 1);
 }
 
 /* ------------------------------------------------------------------ */
@@ -364,9 +372,9 @@ static int ring_build_points(struct ring *r, char *err, size_t errlen)
 		for (uint32_t i = 0; i < r->npoints_of[b]; i++) {
 			char suffix[16];
 			int slen = snprintf(suffix, sizeof(suffix), "#%u", i);
+			struct iovec v[2] = { { r->names[b], nlen }, { suffix, (size_t)slen } };
 
-			if (ring_digest(r->names[b], nlen, suffix, (size_t)slen,
-					&sp[k].pos) != 0) {
+			if (ring_digest(v, 2, &sp[k].pos) != 0) {
 				snprintf(err, errlen, "MD5 is not available "
 					 "from OpenSSL; enable the default "
 					 "provider (not FIPS-only)");
