@@ -54,10 +54,22 @@ bool front_retryable(const struct client *c);
 int front_take_body(struct client *c, const char **p, size_t *n);
 /* Read more of the request (body) once the backend took what we had. */
 void front_resume(struct client *c);
-/* The backend failed before any response byte reached the client: if
- * retry (the failure says nothing about the request) and the request may
- * be resent, try the next distinct backend; else reply status with why. */
-void front_backend_failed(struct client *c, int status, const char *why, bool retry);
+/* How a backend failed a request, for the retry and health decisions. */
+enum front_fail {
+	FRONT_FAIL_CONNECT,     /* no connection: the request never reached
+				   the backend (counted by forward.c) */
+	FRONT_FAIL_LOST,        /* the connection closed or reset after the
+				   request went out, before any response
+				   byte (counted here: see front.c) */
+	FRONT_FAIL_TIMEOUT,     /* no response within response_timeout */
+	FRONT_FAIL_BAD,         /* an invalid response */
+	FRONT_FAIL_CLIENT,      /* the client's fault (a bad request body) */
+};
+/* The backend failed before any response byte reached the client: a
+ * connect failure or a lost connection is retried on the next distinct
+ * backend if the request may be resent; else the client gets status.
+ * what says what happened (for the log, with the backend's name). */
+void front_backend_failed(struct client *c, int status, enum front_fail kind, const char *what);
 /* The response is complete and flushed; the backend is detached. */
 void front_response_done(struct client *c);
 
