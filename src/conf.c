@@ -87,6 +87,8 @@ static const struct conf_keydef conf_keys[] = {
 	  "per-connection read buffer; bounds memory per request" },
 	{ CONF_IN_PROXY, "backend_header", CONF_T_STRING, P(backend_header), "X-Ringproxy-Backend", 0, 0, NULL,
 	  "response header naming the backend that served; empty turns it off" },
+	{ CONF_IN_PROXY, "underscores_in_headers", CONF_T_BOOL, P(underscores_in_headers), "off", 0, 0, NULL,
+	  "forward request headers whose names contain '_' (off: they are dropped)" },
 	{ CONF_IN_PROXY, "log_level", CONF_T_ENUM, P(log_level), "info", 0, 0, "error|warn|info|debug",
 	  "least severe level logged to stderr" },
 	{ CONF_IN_PROXY, "log_file", CONF_T_PATH, P(log_file), "", 0, 0, NULL,

@@ -310,6 +310,7 @@ static int fwd_begin(struct client *c, int i, bool fresh, char *why, size_t whyl
 	f.via.len = 13;
 	f.default_host.p = sb->host_hdr;
 	f.default_host.len = sb->host_hdr_len;
+	f.keep_underscores = c->snap->conf->underscores_in_headers;
 	n = worker_scratch_fit(w, &u->scratch, &u->scratch_cap) < 0 ? -1 :
 	    http1_write_request(&c->req, &f, u->out.iov, OUT_IOV_MAX - 1, u->scratch, u->scratch_cap);
 	if (n < 0) {
