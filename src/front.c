@@ -490,6 +490,10 @@ void front_backend_failed(struct client *c, int status, enum front_fail kind, co
 		front_close(c);
 		return;
 	}
+	if (kind == FRONT_FAIL_CLIENT) {
+		front_reply(c, status, what, false);
+		return;
+	}
 	front_failed_on(c, i, what);
 	if (kind == FRONT_FAIL_LOST && c->lost >= 0) {
 		char why[sizeof(c->why) + 160];
