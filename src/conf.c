@@ -80,7 +80,7 @@ static const struct conf_keydef conf_keys[] = {
 	{ CONF_IN_PROXY, "max_headers", CONF_T_UINT, P(max_headers), "100", 8, 256, NULL,
 	  "most header lines in one head; more gets 431" },
 	{ CONF_IN_PROXY, "retries", CONF_T_UINT, P(retries), "2", 0, 10, NULL,
-	  "GET/HEAD retried on the next distinct backend when a connect fails" },
+	  "GET/HEAD retried on the next distinct backend when a connect fails or the connection is lost" },
 	{ CONF_IN_PROXY, "pool_size", CONF_T_UINT, P(pool_size), "64", 0, 100000, NULL,
 	  "idle keep-alive connections kept per worker and backend" },
 	{ CONF_IN_PROXY, "buffer_size", CONF_T_SIZE, P(buffer_size), "64k", 4096, 16777216, NULL,
