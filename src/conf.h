@@ -62,6 +62,7 @@ struct conf {
 	unsigned pool_size;
 	uint64_t buffer_size;
 	char *backend_header;
+	bool underscores_in_headers;    /* forward header names with '_' */
 	int log_level;                  /* enum log_level */
 	char *log_file;                 /* "" = stderr as given */
 

@@ -10,7 +10,7 @@
 #include <linux/sockios.h>
 #include <limits.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
+#include <linux/tcp.h>  /* struct tcp_info with tcpi_bytes_acked */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +86,19 @@ long conn_unacked(int fd)
 	if (ioctl(fd, SIOCOUTQ, &n) < 0)
 		return -1;
 	return n;
+}
+
+int conn_acked(int fd, uint64_t *acked)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
+	    len < offsetof(struct tcp_info, tcpi_bytes_acked) + sizeof(ti.tcpi_bytes_acked))
+		return -1;
+	*acked = ti.tcpi_bytes_acked;
+	return 0;
 }
 
 int conn_flush(int fd, struct outq *q)

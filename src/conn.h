@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -31,6 +32,11 @@ void conn_peer_ip(const struct sockaddr_storage *ss, char *out, size_t outlen);
 /* Bytes written to a TCP socket that the peer has not acknowledged yet
  * (SIOCOUTQ), or -1. */
 long conn_unacked(int fd);
+
+/* Bytes of a TCP socket's output that the peer acknowledged over the
+ * connection's life, the SYN counted as one (TCP_INFO tcpi_bytes_acked,
+ * Linux 4.1+). 0, or -1 when the kernel does not say. */
+int conn_acked(int fd, uint64_t *acked);
 
 /* Write as much of q as the socket takes. Returns 1 when q is empty, 0 when
  * the socket would block (q advanced past what was written), -1 on error

@@ -14,8 +14,9 @@
  * An idle pooled connection keeps its read event armed: a backend that
  * closes it is noticed at once and the connection is dropped, never handed
  * to a request. A request sent on a pooled connection that turns out dead
- * before any response byte is resent once on a fresh connection to the
- * same backend (GET/HEAD without a body only).
+ * before the backend acknowledged any byte of it is resent once on a fresh
+ * connection to the same backend (GET/HEAD without a body only; never
+ * after a response timeout).
  */
 #include "forward.h"
 
@@ -120,38 +121,57 @@ void fwd_close(struct upstream *u)
 	worker_up_put(w, u);
 }
 
+/* Did the backend acknowledge any byte of the current request? The kernel
+ * counts the bytes the peer acknowledged over the connection's life (the
+ * SYN counts one); u->sent_before is what went out before this request.
+ * Not knowing counts as yes: then nothing is resent. Failure path only
+ * (one getsockopt). */
+static bool fwd_acked(const struct upstream *u)
+{
+	uint64_t acked;
+
+	if (conn_acked(u->fd, &acked) < 0)
+		return true;
+	return acked > u->sent_before + 1;
+}
+
 /* The request failed on this connection before any response byte went to
- * the client. why is a printf format naming what happened. */
+ * the client. fmt is a printf format naming what happened. */
 __attribute__((format(printf, 4, 5)))
-static void fwd_fail(struct upstream *u, int status, bool retry, const char *fmt, ...)
+static void fwd_fail(struct upstream *u, int status, enum front_fail kind, const char *fmt, ...)
 {
 	struct client *c = u->cl;
 	int i = u->ring_index;
-	bool resend = u->reused && !u->got_bytes && front_retryable(c);
 	const struct snap_backend *sb = &c->snap->be[i];
-	char what[256], why[384];
+	/* Resent on a fresh connection to the same backend: only a request
+	 * that a reused keep-alive connection lost (closed or reset) before
+	 * the backend acknowledged any byte of it: the backend had closed the
+	 * connection as we used it, and never saw the request. One it took
+	 * may have been acted on, or may be what broke the connection; a
+	 * response timeout means it is still at work: neither is resent. */
+	bool resend = kind == FRONT_FAIL_LOST && u->reused && !u->got_bytes &&
+		      front_retryable(c) && !fwd_acked(u);
+	char what[256];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
-	snprintf(why, sizeof(why), "backend %s (%s): %s", sb->conf->name, sb->addr_text, what);
-	if (!resend)
+	/* a lost connection is counted by front.c, which can tell whether
+	 * the request or the backend is to blame */
+	if (!resend && kind != FRONT_FAIL_LOST)
 		health_request_failed(sb->state, c->snap->conf, sb->conf, what);
+	if (!resend)
+		fwd_warn(sb->state, "backend %s (%s): %s", sb->conf->name, sb->addr_text, what);
 	fwd_close(u);
 	if (resend) {
-		/* a keep-alive connection the backend closed as we used it:
-		 * not the backend's fault, try once on a fresh one */
-		char why2[256];
-
 		balance_hold(sb->state);        /* the slot fwd_close gave back */
-		if (fwd_begin(c, i, true, why2, sizeof(why2)) == 0)
+		if (fwd_begin(c, i, true, what, sizeof(what)) == 0)
 			return;
-		snprintf(why, sizeof(why), "%s", why2);
-	} else {
-		fwd_warn(sb->state, "%s", why);
+		/* no fresh connection either (counted by fwd_connect) */
+		kind = FRONT_FAIL_CONNECT;
 	}
-	front_backend_failed(c, status, why, retry);
+	front_backend_failed(c, status, kind, what);
 }
 
 /* Queue more request body and write what is queued. */
@@ -166,7 +186,7 @@ static void fwd_pump(struct upstream *u)
 			size_t n;
 
 			if (front_take_body(c, &p, &n) < 0) {
-				front_backend_failed(c, 400, "invalid chunked request body", false);
+				front_backend_failed(c, 400, FRONT_FAIL_CLIENT, "invalid chunked request body");
 				return;
 			}
 			if (n && outq_add(&u->out, p, n) < 0) {
@@ -177,7 +197,7 @@ static void fwd_pump(struct upstream *u)
 		}
 		rc = conn_flush(u->fd, &u->out);
 		if (rc < 0) {
-			fwd_fail(u, 502, true, "sending the request: %s", strerror(errno));
+			fwd_fail(u, 502, FRONT_FAIL_LOST, "sending the request: %s", strerror(errno));
 			return;
 		}
 		if (rc == 0) {
@@ -209,9 +229,8 @@ static struct upstream *fwd_connect(struct worker *w, const struct snap_backend 
 
 	if (fd < 0) {
 		atomic_fetch_add(&sb->state->connect_errors, 1);
-		snprintf(why, whylen, "backend %s (%s): connect: %s", sb->conf->name,
-			 sb->addr_text, strerror(errno));
-		fwd_warn(sb->state, "%s", why);
+		snprintf(why, whylen, "connect: %s", strerror(errno));
+		fwd_warn(sb->state, "backend %s (%s): %s", sb->conf->name, sb->addr_text, why);
 		health_request_failed(sb->state, w->snap->conf, sb->conf, strerror(errno));
 		return NULL;
 	}
@@ -271,6 +290,7 @@ static int fwd_begin(struct client *c, int i, bool fresh, char *why, size_t whyl
 	u->ring_index = i;
 	u->backend_id = sb->state->id;
 	u->got_bytes = false;
+	u->sent_before = u->out.sent;
 	u->resp_done = false;
 	u->eof = false;
 	u->dechunk = false;
@@ -291,6 +311,7 @@ static int fwd_begin(struct client *c, int i, bool fresh, char *why, size_t whyl
 	f.via.len = 13;
 	f.default_host.p = sb->host_hdr;
 	f.default_host.len = sb->host_hdr_len;
+	f.keep_underscores = c->snap->conf->underscores_in_headers;
 	n = worker_scratch_fit(w, &u->scratch, &u->scratch_cap) < 0 ? -1 :
 	    http1_write_request(&c->req, &f, u->out.iov, OUT_IOV_MAX - 1, u->scratch, u->scratch_cap);
 	if (n < 0) {
@@ -415,7 +436,7 @@ static int fwd_head(struct upstream *u, size_t head_len)
 				 OUT_IOV_MAX - c->out.cnt - 1, c->scratch, c->scratch_cap);
 	if (n < 0) {
 		atomic_fetch_add(&fwd_backend(u)->bad_responses, 1);
-		fwd_fail(u, 502, false, "response head too large to rewrite");
+		fwd_fail(u, 502, FRONT_FAIL_BAD, "response head too large to rewrite");
 		return -1;
 	}
 	c->out.cnt += n;
@@ -503,13 +524,13 @@ static void fwd_process(struct upstream *u)
 				return;
 			if (r < 0) {
 				atomic_fetch_add(&fwd_backend(u)->bad_responses, 1);
-				fwd_fail(u, 502, false, "invalid response: %s",
+				fwd_fail(u, 502, FRONT_FAIL_BAD, "invalid response: %s",
 					 u->resp.error ? u->resp.error : "unparsable");
 				return;
 			}
 			if (u->resp.status == 101) {
 				atomic_fetch_add(&fwd_backend(u)->bad_responses, 1);
-				fwd_fail(u, 502, false, "101 Switching Protocols without an upgrade request");
+				fwd_fail(u, 502, FRONT_FAIL_BAD, "101 Switching Protocols without an upgrade request");
 				return;
 			}
 			if (u->resp.status < 200) {
@@ -608,10 +629,10 @@ static void fwd_on_read(evutil_socket_t fd, short what, void *arg)
 	u->eof = true;
 	if (u->state == UP_HEAD) {
 		if (!u->got_bytes)
-			fwd_fail(u, 502, true, "%s before responding",
+			fwd_fail(u, 502, FRONT_FAIL_LOST, "%s before responding",
 				 n == 0 ? "connection closed" : strerror(errno));
 		else
-			fwd_fail(u, 502, false, "response head cut short");
+			fwd_fail(u, 502, FRONT_FAIL_BAD, "response head cut short");
 		return;
 	}
 	/* UP_BODY */
@@ -641,7 +662,7 @@ static void fwd_on_write(evutil_socket_t fd, short what, void *arg)
 			err = errno;
 		if (err) {
 			atomic_fetch_add(&fwd_backend(u)->connect_errors, 1);
-			fwd_fail(u, 502, true, "connect: %s", strerror(err));
+			fwd_fail(u, 502, FRONT_FAIL_CONNECT, "connect: %s", strerror(err));
 			return;
 		}
 		u->state = UP_HEAD;
@@ -664,13 +685,13 @@ static void fwd_on_timeout(evutil_socket_t fd, short what, void *arg)
 	case UP_CONNECTING:
 		conf = u->cl->snap->conf;
 		atomic_fetch_add(&fwd_backend(u)->timeouts, 1);
-		fwd_fail(u, 504, true, "no connection within %llums",
+		fwd_fail(u, 504, FRONT_FAIL_CONNECT, "no connection within %llums",
 			 (unsigned long long)conf->connect_timeout_ms);
 		return;
 	case UP_HEAD:
 		conf = u->cl->snap->conf;
 		atomic_fetch_add(&fwd_backend(u)->timeouts, 1);
-		fwd_fail(u, 504, false, "no response within %llums",
+		fwd_fail(u, 504, FRONT_FAIL_TIMEOUT, "no response within %llums",
 			 (unsigned long long)conf->response_timeout_ms);
 		return;
 	case UP_BODY:

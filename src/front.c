@@ -5,7 +5,8 @@
  * heads in place (http1.c). For each request it takes the worker's current
  * snapshot, hashes the key, walks the ring through balance.c, and hands the
  * request to forward.c. Requests on a connection are served one at a time,
- * in order; pipelined requests simply wait in the buffer. The read event
+ * in order, by one loop (front_serve); pipelined requests simply wait in
+ * the buffer. The read event
  * stays armed for the connection's life (it also reports a client that goes
  * away mid-response); it is removed only while the buffer is full.
  *
@@ -17,22 +18,23 @@
 #include "front.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "balance.h"
 #include "conf.h"
 #include "conn.h"
 #include "forward.h"
+#include "health.h"
 #include "log.h"
 #include "proxy.h"
 #include "snapshot.h"
 #include "worker.h"
-
-#define FRONT_MAX_PARAMS 128    /* query parameters sorted for the key */
 
 /* ---- routing key (pure) ---------------------------------------------- */
 
@@ -46,26 +48,26 @@ static int front_param_cmp(const struct http1_str *a, const struct http1_str *b)
 	return a->len < b->len ? -1 : a->len > b->len;
 }
 
-int front_key(int mode, const struct http1_msg *req, char *scratch, size_t len,
-	      const char **key, size_t *keylen)
+static void front_part(struct iovec *v, size_t *n, const char *p, size_t len)
+{
+	v[*n].iov_base = (void *)(uintptr_t)p;
+	v[*n].iov_len = len;
+	(*n)++;
+}
+
+/* The key is never copied: its pieces point into the request buffer (or
+ * at the parser's literal "/" for "http://h?q", and the separators here),
+ * so no key is too long to route and none is cut short. */
+size_t front_key(int mode, const struct http1_msg *req, struct iovec *v)
 {
 	struct http1_str params[FRONT_MAX_PARAMS];
-	size_t np = 0, out = 0;
+	size_t np = 0, n = 0;
 	const char *p, *e;
 
-	if (mode == CONF_KEY_PATH || !req->has_query) {
-		*key = req->path.p;
-		*keylen = req->path.len;
-		return 0;
-	}
-	if (mode == CONF_KEY_PATH_QUERY) {
-		/* path and query are adjacent in the target: one slice */
-		if (req->query.p == req->path.p + req->path.len + 1) {
-			*key = req->path.p;
-			*keylen = req->path.len + 1 + req->query.len;
-			return 0;
-		}
-	} else {
+	front_part(v, &n, req->path.p, req->path.len);
+	if (mode == CONF_KEY_PATH || !req->has_query)
+		return n;
+	if (mode == CONF_KEY_PATH_SORTED_QUERY) {
 		p = req->query.p;
 		e = p + req->query.len;
 		while (p < e) {
@@ -74,7 +76,7 @@ int front_key(int mode, const struct http1_msg *req, char *scratch, size_t len,
 
 			if (end > p) {          /* empty parameters carry nothing */
 				if (np == FRONT_MAX_PARAMS)
-					return -1;
+					break;  /* too many: the query as sent */
 				params[np].p = p;
 				params[np].len = (size_t)(end - p);
 				/* insertion sort: parameter lists are short */
@@ -88,36 +90,37 @@ int front_key(int mode, const struct http1_msg *req, char *scratch, size_t len,
 			}
 			p = end + 1;
 		}
-		if (np == 0) {
-			*key = req->path.p;
-			*keylen = req->path.len;
-			return 0;
+		if (p < e) {
+			np = 0;
+		} else if (np == 0) {
+			return n;
+		} else {
+			front_part(v, &n, "?", 1);
+			for (size_t i = 0; i < np; i++) {
+				if (i)
+					front_part(v, &n, "&", 1);
+				front_part(v, &n, params[i].p, params[i].len);
+			}
+			return n;
 		}
 	}
-	/* build path '?' query in scratch */
-	if (req->path.len + 1 > len)
-		return -1;
-	memcpy(scratch, req->path.p, req->path.len);
-	out = req->path.len;
-	scratch[out++] = '?';
-	if (mode == CONF_KEY_PATH_QUERY) {
-		if (out + req->query.len > len)
-			return -1;
-		memcpy(scratch + out, req->query.p, req->query.len);
-		out += req->query.len;
-	} else {
-		for (size_t i = 0; i < np; i++) {
-			if (out + params[i].len + 1 > len)
-				return -1;
-			if (i)
-				scratch[out++] = '&';
-			memcpy(scratch + out, params[i].p, params[i].len);
-			out += params[i].len;
-		}
+	/* path '?' query: one piece when they are adjacent in the target,
+	 * as they are except after the parser's literal "/" */
+	if (req->query.p == req->path.p + req->path.len + 1) {
+		v[0].iov_len = req->path.len + 1 + req->query.len;
+		return n;
 	}
-	*key = scratch;
-	*keylen = out;
-	return 0;
+	front_part(v, &n, "?", 1);
+	front_part(v, &n, req->query.p, req->query.len);
+	return n;
+}
+
+uint64_t front_key_pos(int mode, const struct http1_msg *req)
+{
+	struct iovec v[FRONT_KEY_PARTS];
+	size_t n = front_key(mode, req, v);
+
+	return ring_hash_parts(v, n);
 }
 
 /* ---- connection plumbing --------------------------------------------- */
@@ -125,14 +128,32 @@ int front_key(int mode, const struct http1_msg *req, char *scratch, size_t len,
 static void front_on_read(evutil_socket_t fd, short what, void *arg);
 static void front_on_write(evutil_socket_t fd, short what, void *arg);
 static void front_on_timeout(evutil_socket_t fd, short what, void *arg);
-static void front_process(struct client *c);
+static void front_serve(struct client *c);
 
-/* Let go of the current request: its backend connection (abandoned) and
- * its snapshot. */
+/* What a connection lost after the request went out is called when it is
+ * counted against a backend's health. */
+#define FRONT_LOST_WHAT "connection lost before a response"
+
+/* A failure held back by front_backend_failed (a connection lost after the
+ * request went out, then retried elsewhere) is its backend's after all,
+ * since no second backend lost the request the same way: count it now. */
+static void front_settle(struct client *c)
+{
+	if (c->lost >= 0 && c->snap) {
+		const struct snap_backend *sb = &c->snap->be[c->lost];
+
+		health_request_failed(sb->state, c->snap->conf, sb->conf, FRONT_LOST_WHAT);
+	}
+	c->lost = -1;
+}
+
+/* Let go of the current request: its backend connection (abandoned), a
+ * failure held back, and its snapshot. */
 static void front_detach(struct client *c)
 {
 	if (c->up)
 		fwd_close(c->up);
+	front_settle(c);
 	worker_snap_drop(c->w, c->snap);
 	c->snap = NULL;
 }
@@ -141,13 +162,20 @@ void front_close(struct client *c)
 {
 	struct worker *w = c->w;
 
+	if (c->closed)
+		return;
 	front_detach(c);
 	event_del(&c->rev);
 	event_del(&c->wev);
 	event_del(&c->tev);
 	close(c->fd);
+	c->fd = -1;
+	c->closed = true;
 	atomic_fetch_sub(&w->proxy->nconns, 1);
-	worker_client_put(w, c);
+	/* inside front_serve the struct is still in use up the stack: the
+	 * loop gives it back when it unwinds */
+	if (!c->in_loop)
+		worker_client_put(w, c);
 }
 
 /* How long a connection closed on a client that may still be sending is
@@ -187,6 +215,7 @@ int front_accept(struct worker *w, int fd, const struct sockaddr_storage *peer)
 	if (!c)
 		return -1;
 	c->fd = fd;
+	c->lost = -1;
 	conn_peer_ip(peer, c->ip, sizeof(c->ip));
 	c->iplen = strlen(c->ip);
 	event_assign(&c->rev, w->base, fd, EV_READ | EV_PERSIST, front_on_read, c);
@@ -242,12 +271,93 @@ void front_resume(struct client *c)
 	}
 }
 
+/* ---- request ids and the proxy's own replies -------------------------- */
+
+/* A request id: the process's start time (Unix seconds), the worker and
+ * the worker's count of requests, in hex: 8 + 2 + 10 digits, e.g.
+ * 66a1f3c0 01 000000002a without the spaces. Unique within a process
+ * run (and across runs started in different seconds); it costs a counter
+ * per request, and is formatted only for a reply or a log line. */
+static void front_rid(const struct client *c, char *out, size_t len)
+{
+	snprintf(out, len, "%08" PRIx32 "%02x%010" PRIx64, c->w->started_at,
+		 (unsigned)c->w->id & 0xffu, c->rid & 0xffffffffffu);
+}
+
+/* Log lines of the proxy's own replies, per worker and second: a flood of
+ * bad requests or a dead tier must not flood the log. */
+#define FRONT_LOG_PER_SEC 100
+
+/* How much of a target a log line shows. */
+#define FRONT_LOG_TARGET 512
+
+/* Bytes of s that are safe in a log line: it stops at the first byte that
+ * is not printable ASCII (a head the parser refused may hold any). */
+static int front_printable(struct http1_str s, size_t max)
+{
+	size_t n = 0;
+
+	while (s.p && n < s.len && n < max && s.p[n] > ' ' && s.p[n] < 0x7f)
+		n++;
+	return (int)n;
+}
+
+/* The log line of a reply of the proxy's own: the request id the client
+ * saw, the status, the request and the detail the client is not shown
+ * (for a backend failure: its name, address and what happened). */
+static void front_log_reply(struct client *c, int status, const char *rid, const char *detail)
+{
+	struct worker *w = c->w;
+	enum log_level level = status == 502 || status == 504 ? LOG_WARN : LOG_INFO;
+	int64_t now;
+	int ml, tl;
+
+	if ((int)level > (int)log_get_level())
+		return;
+	now = (int64_t)time(NULL);
+	if (now != w->log_sec) {
+		if (w->log_skipped)
+			log_info("worker %d: %u more replies of the proxy's own not logged in a second",
+				 w->id, w->log_skipped);
+		w->log_sec = now;
+		w->log_n = w->log_skipped = 0;
+	}
+	if (w->log_n >= FRONT_LOG_PER_SEC) {
+		w->log_skipped++;
+		return;
+	}
+	w->log_n++;
+	ml = front_printable(c->req.method, 32);
+	tl = front_printable(c->req.target, FRONT_LOG_TARGET);
+	log_msg(level, "request %s: %d for %.*s %.*s%s from %s: %s", rid, status,
+		ml ? ml : 1, ml ? c->req.method.p : "-", tl ? tl : 1, tl ? c->req.target.p : "-",
+		(size_t)tl < c->req.target.len ? "..." : "", c->ip, detail);
+}
+
+/* What the client is told: a backend failure in general words only (the
+ * backend's name and address stay in the log); otherwise the proxy's own
+ * words about the request (the codec's reason, why no backend took it). */
+static const char *front_public(int status, const char *why)
+{
+	switch (status) {
+	case 502:
+		return "bad gateway: the backend failed to answer";
+	case 504:
+		return "gateway timeout: the backend did not answer in time";
+	case 500:
+		return "internal error";
+	default:
+		return why;
+	}
+}
+
 /* Reply with the proxy's own response. Closes after it unless the request
- * was read completely and the client wants to keep the connection. */
+ * was read completely and the client wants to keep the connection. why is
+ * the detail for the log line (see front_public for what the client gets). */
 static void front_reply(struct client *c, int status, const char *why, bool force_close)
 {
 	const char *extra = status == 503 ? "Retry-After: 1\r\n" : "";
-	char body[384];
+	char body[256], rid[24];
 	ssize_t n;
 	int blen;
 
@@ -257,7 +367,9 @@ static void front_reply(struct client *c, int status, const char *why, bool forc
 	}
 	if (c->up)
 		fwd_close(c->up);
-	blen = snprintf(body, sizeof(body), "ringproxy: %s\n", why);
+	front_rid(c, rid, sizeof(rid));
+	front_log_reply(c, status, rid, why);
+	blen = snprintf(body, sizeof(body), "ringproxy: %s (request %s)\n", front_public(status, why), rid);
 	if (blen < 0 || (size_t)blen >= sizeof(body))
 		blen = (int)sizeof(body) - 1;
 	/* our replies carry no Connection: keep-alive, without which an
@@ -292,29 +404,41 @@ static void front_reply(struct client *c, int status, const char *why, bool forc
 	}
 }
 
+/* ---- backend choice, retries ------------------------------------------ */
+
 bool front_retryable(const struct client *c)
 {
 	return (c->req.method_id == HTTP1_M_GET || c->req.method_id == HTTP1_M_HEAD) &&
 	       c->req.framing == HTTP1_BODY_NONE && !c->resp_started;
 }
 
-/* Try backends along the walk until one takes the request. */
-static void front_dispatch(struct client *c, const char *last_why, int last_status)
+/* c->why: what went wrong on backend i, with its name and address (for
+ * the log, never for the client). */
+static void front_failed_on(struct client *c, int i, const char *what)
+{
+	const struct snap_backend *sb = &c->snap->be[i];
+
+	snprintf(c->why, sizeof(c->why), "backend %s (%s): %s", sb->conf->name, sb->addr_text, what);
+}
+
+/* Try backends along the walk until one takes the request. last_status
+ * (with c->why) is the answer if none does after a failure. */
+static void front_dispatch(struct client *c, int last_status)
 {
 	const struct snapshot *s = c->snap;
-	char why[256];
+	char what[256];
 	int i;
 
 	for (;;) {
 		if (c->tries > s->conf->retries) {
-			front_reply(c, last_status, last_why, false);
+			front_reply(c, last_status, c->why, false);
 			return;
 		}
 		balance_next(s, &c->walk, c->keypos, &c->pick);
 		i = c->pick.backend;
 		if (i < 0) {
 			if (c->tries)
-				front_reply(c, last_status, last_why, false);
+				front_reply(c, last_status, c->why, false);
 			else if (c->pick.any_full)
 				front_reply(c, 503, "every backend is at its max_inflight; retry shortly", false);
 			else
@@ -332,44 +456,81 @@ static void front_dispatch(struct client *c, const char *last_why, int last_stat
 		}
 		c->tries++;
 		c->cur = i;
-		if (fwd_start(c, i, why, sizeof(why)) == 0)
+		if (fwd_start(c, i, what, sizeof(what)) == 0)
 			return;
-		snprintf(c->why, sizeof(c->why), "%s", why);
-		last_why = c->why;
+		/* failed at once (a connect error, counted by forward.c) */
+		front_failed_on(c, i, what);
 		last_status = 502;
 		if (!front_retryable(c)) {
-			front_reply(c, last_status, last_why, false);
+			front_reply(c, last_status, c->why, false);
 			return;
 		}
 		atomic_fetch_add(&s->be[i].state->retries_away, 1);
 	}
 }
 
-void front_backend_failed(struct client *c, int status, const char *why, bool retry)
+/*
+ * A connection lost after the request went out says nothing on its own:
+ * the backend may have crashed, or the request may be one that makes
+ * caches crash (a poison URL: an image that kills the resizer), and then
+ * retrying it along the walk takes every cache it reaches down with it.
+ * So the first such loss is retried on the next backend but counted
+ * against the first one's health only once the request ends otherwise
+ * (front_settle); when a second backend loses it the same way, the fault
+ * is the request's: it is not retried further, counts against no
+ * backend's health, and its log line names the URL and the request id.
+ */
+void front_backend_failed(struct client *c, int status, enum front_fail kind, const char *what)
 {
 	const struct snapshot *s = c->snap;
+	int i = c->cur;
+	bool retry;
 
 	if (c->resp_started) {
 		front_close(c);
 		return;
 	}
-	/* forward.c passes retry = false for a timeout waiting for the
-	 * response: the backend may still be working on it, and a retry
-	 * doubles the load exactly when the tier is slow */
-	if (retry && front_retryable(c) && c->tries <= s->conf->retries) {
-		atomic_fetch_add(&s->be[c->cur].state->retries_away, 1);
-		front_dispatch(c, why, status);
+	if (kind == FRONT_FAIL_CLIENT) {
+		front_reply(c, status, what, false);
 		return;
 	}
-	front_reply(c, status, why, false);
+	front_failed_on(c, i, what);
+	if (kind == FRONT_FAIL_LOST && c->lost >= 0) {
+		char why[sizeof(c->why) + 160];
+
+		snprintf(why, sizeof(why), "%s, as backend %s lost it before: a request that fails the "
+			 "same way on two backends is not retried further nor counted against their health",
+			 c->why, s->be[c->lost].conf->name);
+		c->lost = -1;
+		front_reply(c, status, why, false);
+		return;
+	}
+	/* a timeout waiting for the response is never retried: the backend
+	 * may still be working on it, and a retry doubles the load exactly
+	 * when the tier is slow; nor is an invalid response (the request
+	 * reached a backend that answered) */
+	retry = (kind == FRONT_FAIL_CONNECT || kind == FRONT_FAIL_LOST) && front_retryable(c) &&
+		c->tries <= s->conf->retries;
+	if (kind == FRONT_FAIL_LOST) {
+		if (retry)
+			c->lost = i;
+		else
+			health_request_failed(s->be[i].state, s->conf, s->be[i].conf, FRONT_LOST_WHAT);
+	}
+	if (retry) {
+		atomic_fetch_add(&s->be[i].state->retries_away, 1);
+		front_dispatch(c, status);
+		return;
+	}
+	front_reply(c, status, c->why, false);
 }
+
+/* ---- one request ------------------------------------------------------ */
 
 /* A request head is complete: route it. */
 static void front_start(struct client *c, size_t head_len)
 {
 	struct worker *w = c->w;
-	const char *key;
-	size_t keylen;
 
 	c->state = CL_FORWARD;
 	c->snap = worker_snap_take(w);
@@ -377,6 +538,8 @@ static void front_start(struct client *c, size_t head_len)
 	c->head_sent = false;
 	c->resp_started = false;
 	c->tries = 0;
+	c->lost = -1;
+	c->why[0] = '\0';
 	c->body_left = 0;
 	c->req_done = true;
 	if (c->req.framing == HTTP1_BODY_LENGTH && c->req.content_length > 0) {
@@ -393,13 +556,11 @@ static void front_start(struct client *c, size_t head_len)
 		event_del(&c->tev);
 	else
 		event_add(&c->tev, w->tv_client);
-	if (front_key(c->snap->conf->key, &c->req, c->key, sizeof(c->key), &key, &keylen) < 0)
-		front_key(CONF_KEY_PATH_QUERY, &c->req, c->key, sizeof(c->key), &key, &keylen);
-	c->keypos = ring_hash(key, keylen);
+	c->keypos = front_key_pos(c->snap->conf->key, &c->req);
 	ring_walk_init(&c->walk, c->snap->ring, c->keypos);
 	c->pick.owner = -1;
 	c->pick.any_full = 0;
-	front_dispatch(c, "no backend available", 503);
+	front_dispatch(c, 503);
 }
 
 int front_take_body(struct client *c, const char **p, size_t *n)
@@ -428,19 +589,21 @@ int front_take_body(struct client *c, const char **p, size_t *n)
 	return 0;
 }
 
-void front_response_done(struct client *c)
+/* The current request is answered and its response is out: let go of it.
+ * Returns true when the connection waits for its next request, false when
+ * it is closing or closed (c may then be gone). */
+static bool front_request_end(struct client *c)
 {
 	struct worker *w = c->w;
 
-	worker_snap_drop(c->w, c->snap);
-	c->snap = NULL;
+	front_detach(c);
 	/* the backend answered before the whole body arrived: the rest of
 	 * it cannot be told from a next request, so the connection ends.
 	 * A client that half-closed still gets the answers to the requests
-	 * it pipelined before (front_process closes when none is left). */
+	 * it pipelined before (front_serve closes when none is left). */
 	if (c->close_after || !c->req_done || w->stopping) {
 		front_end(c);
-		return;
+		return false;
 	}
 	c->state = CL_HEAD;
 	c->in.pos = c->req_end;
@@ -451,40 +614,90 @@ void front_response_done(struct client *c)
 	outq_reset(&c->out);
 	event_add(&c->tev, w->tv_client);
 	front_resume(c);
-	if (c->in.len > c->in.pos)
-		front_process(c);
-	else if (c->read_eof)
-		front_close(c);
+	return true;
 }
 
-static void front_process(struct client *c)
+void front_response_done(struct client *c)
 {
-	const struct conf *conf = c->w->snap->conf;
-	struct http1_limits lim;
-	ssize_t r;
-
-	if (c->state != CL_HEAD)
-		return;
-	/* a head must fit the read buffer too: a connection made before a
-	 * reload that raised max_head_size has a buffer sized for the old
-	 * one, and a full buffer without the end of the head would wait for
-	 * room that never comes */
-	lim.max_head = conf->max_head_size < c->in.cap - 1 ? conf->max_head_size : c->in.cap - 1;
-	lim.max_headers = conf->max_headers < c->hdrs_cap ? conf->max_headers : c->hdrs_cap;
-	r = http1_parse_request(&c->req, c->hdrs, c->in.data + c->in.pos,
-				c->in.len - c->in.pos, &lim);
-	if (r == 0) {
-		if (c->read_eof)        /* the rest of a head never comes */
-			front_close(c);
-		return;
-	}
-	if (r < 0) {
-		c->req_done = false;    /* forces the close */
-		front_reply(c, (int)-r, c->req.error ? c->req.error : "bad request", true);
-		return;
-	}
-	front_start(c, (size_t)r);
+	/* inside front_serve the loop goes on to the next request itself */
+	if (front_request_end(c) && !c->in_loop)
+		front_serve(c);
 }
+
+/* Requests answered at once (the proxy's own replies) served in one go
+ * before the loop lets the worker's other connections have their turn. */
+#define FRONT_BURST 64
+
+/*
+ * The connection's loop: take the next request from the buffer, serve it,
+ * and when it is answered take the next. Whatever answers a request (a
+ * backend, or the proxy itself) ends it with front_response_done: an
+ * answer made at once lets this loop go on, one that comes later (a
+ * backend's response, a reply the client must drain first) comes back
+ * here from that event. So a connection's requests are served by this one
+ * loop, not by a call chain that grows with each pipelined request.
+ * After FRONT_BURST requests it yields to the event loop and comes back
+ * through the client's timer; the rest waits in the buffer, so the order
+ * holds.
+ */
+static void front_serve(struct client *c)
+{
+	unsigned n = 0;
+
+	if (c->yielded) {
+		/* back from a yield (or more bytes came first): the client's
+		 * timer is its timeout again */
+		c->yielded = false;
+		event_add(&c->tev, c->w->tv_client);
+	}
+	c->in_loop = true;
+	while (c->state == CL_HEAD && !c->closed) {
+		const struct conf *conf = c->w->snap->conf;
+		struct http1_limits lim;
+		ssize_t r;
+
+		if (c->in.pos == c->in.len) {
+			if (c->read_eof)        /* nothing more will come */
+				front_close(c);
+			break;
+		}
+		if (n++ == FRONT_BURST) {
+			/* a timer due now runs after the next poll, so the
+			 * events of other connections come first (an event
+			 * made active would run before any poll) */
+			static const struct timeval now = { 0, 0 };
+
+			c->yielded = true;
+			event_add(&c->tev, &now);
+			break;
+		}
+		/* a head must fit the read buffer too: a connection made
+		 * before a reload that raised max_head_size has a buffer
+		 * sized for the old one, and a full buffer without the end of
+		 * the head would wait for room that never comes */
+		lim.max_head = conf->max_head_size < c->in.cap - 1 ? conf->max_head_size : c->in.cap - 1;
+		lim.max_headers = conf->max_headers < c->hdrs_cap ? conf->max_headers : c->hdrs_cap;
+		r = http1_parse_request(&c->req, c->hdrs, c->in.data + c->in.pos,
+					c->in.len - c->in.pos, &lim);
+		if (r == 0) {
+			if (c->read_eof)        /* the rest of a head never comes */
+				front_close(c);
+			break;
+		}
+		c->rid = ++c->w->rid_seq;
+		if (r < 0) {
+			c->req_done = false;    /* forces the close */
+			front_reply(c, (int)-r, c->req.error ? c->req.error : "bad request", true);
+			break;
+		}
+		front_start(c, (size_t)r);
+	}
+	c->in_loop = false;
+	if (c->closed)
+		worker_client_put(c->w, c);
+}
+
+/* ---- events ------------------------------------------------------------ */
 
 /* Room to read into, compacting when the buffer allows it. */
 static size_t front_room(struct client *c)
@@ -534,7 +747,7 @@ static void front_on_read(evutil_socket_t fd, short what, void *arg)
 	if (n > 0) {
 		c->in.len += (size_t)n;
 		if (c->state == CL_HEAD) {
-			front_process(c);
+			front_serve(c);
 		} else if (c->state == CL_FORWARD) {
 			if (!c->req_done) {
 				event_add(&c->tev, c->w->tv_client);
@@ -587,6 +800,10 @@ static void front_on_timeout(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	if (c->yielded) {               /* front_serve yielded: go on */
+		front_serve(c);
+		return;
+	}
 	{
 		/* Output still on its way: the kernel's send buffer
 		 * (megabytes when autotuned) can hide a slow but steady
@@ -605,6 +822,7 @@ static void front_on_timeout(evutil_socket_t fd, short what, void *arg)
 		}
 	}
 	if (c->state == CL_HEAD && c->in.len > c->in.pos) {
+		c->rid = ++c->w->rid_seq;
 		c->req_done = false;
 		front_reply(c, 408, "request head not received in time", true);
 		return;

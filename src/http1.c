@@ -33,6 +33,7 @@
 #include "http1.h"
 
 #include <string.h>
+#include <strings.h>
 
 /* Character classes, one table lookup per byte on the hot loops. */
 #define C_TOKEN  0x01u  /* tchar (RFC 9110 5.6.2) */
@@ -548,7 +549,7 @@ static ssize_t http1_parse(struct http1_msg *m, struct http1_header *hdrs,
 		h = &hdrs[m->nheaders++];
 		h->name.p = s;
 		h->name.len = (size_t)(p - s);
-		h->flags = 0;
+		h->flags = memchr(s, '_', h->name.len) ? HTTP1_HDR_UNDERSCORE : 0;
 		p++;
 		while (HTTP1_OWS(*p))
 			p++;
@@ -971,9 +972,10 @@ static const char *http1_line_end(const struct http1_header *h)
 	return p + 2;
 }
 
-/* Headers without any flag in drop, as runs of contiguous lines. */
+/* Headers without any flag in drop and not named named (len 0: no such
+ * name), as runs of contiguous lines. */
 static void http1_copy_headers(struct http1_out *o, const struct http1_msg *m,
-			       unsigned drop)
+			       unsigned drop, struct http1_str named)
 {
 	const char *run = NULL, *run_end = NULL;
 	unsigned i;
@@ -981,7 +983,8 @@ static void http1_copy_headers(struct http1_out *o, const struct http1_msg *m,
 	for (i = 0; i < m->nheaders; i++) {
 		const struct http1_header *h = &m->headers[i];
 
-		if (h->flags & drop)
+		if ((h->flags & drop) || (named.len != 0 && h->name.len == named.len &&
+					  strncasecmp(h->name.p, named.p, named.len) == 0))
 			continue;
 		if (run != NULL && h->name.p == run_end) {
 			run_end = http1_line_end(h);
@@ -1081,7 +1084,8 @@ int http1_write_request(const struct http1_msg *m, const struct http1_fwd_req *f
 	}
 	http1_flush(&o);
 	http1_copy_headers(&o, m, HTTP1_HDR_HOP | HTTP1_HDR_FRAMING | HTTP1_HDR_XFF
-			   | HTTP1_HDR_GENERATED | (m->authority.len ? HTTP1_HDR_HOST : 0u));
+			   | HTTP1_HDR_GENERATED | (m->authority.len ? HTTP1_HDR_HOST : 0u)
+			   | (f->keep_underscores ? 0u : HTTP1_HDR_UNDERSCORE), (struct http1_str){ NULL, 0 });
 	http1_framing_line(&o, m);
 	http1_merge(&o, m, HTTP1_HDR_XFF, 0, xff, sizeof(xff) - 1, f->client_ip);
 	if (f->proto.len != 0) {
@@ -1114,8 +1118,10 @@ int http1_write_response(const struct http1_msg *m, const struct http1_fwd_resp 
 	HTTP1_PUTS(&o, "\r\n");
 	http1_flush(&o);
 	/* a response's X-Forwarded-For is relayed; its Via is merged with
-	 * ours and X-Forwarded-Proto, meaningless there, is dropped */
-	http1_copy_headers(&o, m, HTTP1_HDR_HOP | HTTP1_HDR_FRAMING | HTTP1_HDR_GENERATED);
+	 * ours and X-Forwarded-Proto, meaningless there, is dropped; so is
+	 * the backend's own header of our backend header's name: the client
+	 * must read ours, not one a backend made up */
+	http1_copy_headers(&o, m, HTTP1_HDR_HOP | HTTP1_HDR_FRAMING | HTTP1_HDR_GENERATED, f->backend_hdr);
 	if (!f->dechunk)
 		http1_framing_line(&o, m);
 	if (f->backend_hdr.len != 0) {

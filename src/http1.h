@@ -52,6 +52,11 @@ enum http1_framing {
 #define HTTP1_HDR_GENERATED 0x08u /* X-Forwarded-Proto, Via: replaced by
 				     the writer's own (Via is appended to) */
 #define HTTP1_HDR_HOST     0x10u  /* Host (requests) */
+#define HTTP1_HDR_UNDERSCORE 0x20u /* a '_' in the name: dropped from
+				     forwarded requests unless asked to keep
+				     (servers that map headers to variables
+				     treat '_' and '-' alike: X_User can pose
+				     as X-User behind the proxy) */
 
 struct http1_header {
 	struct http1_str name;
@@ -180,11 +185,14 @@ struct http1_fwd_req {
 	struct http1_str via;       /* Via entry, e.g. "1.1 ringproxy" */
 	struct http1_str default_host; /* Host sent when the client sent none
 					  (HTTP/1.0); may be empty */
+	bool keep_underscores;      /* forward header names with '_' too */
 };
 
 /* What the proxy adds to a response head it relays. */
 struct http1_fwd_resp {
-	struct http1_str backend_hdr;  /* e.g. "X-Ringproxy-Backend"; len 0: none */
+	struct http1_str backend_hdr;  /* e.g. "X-Ringproxy-Backend"; len 0: none;
+					  the response's own header of that
+					  name is dropped */
 	struct http1_str backend_name;
 	struct http1_str via;
 	bool close;                 /* announce Connection: close */

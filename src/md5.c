@@ -184,8 +184,8 @@ out:
 	return rc;
 }
 
-int md5_digest(const void *a, size_t alen, const void *b, size_t blen,
-	       unsigned char out[MD5_LEN], char *err, size_t errlen)
+int md5_digest(const struct iovec *v, size_t n, unsigned char out[MD5_LEN],
+	       char *err, size_t errlen)
 {
 	struct md5 *m = md5_cur;
 	size_t dlen = 0;
@@ -196,10 +196,13 @@ int md5_digest(const void *a, size_t alen, const void *b, size_t blen,
 			goto out;
 		m = md5_cur;
 	}
-	if (!m->init(m->algctx, NULL) ||
-	    !m->update(m->algctx, a, alen) ||
-	    (blen > 0 && !m->update(m->algctx, b, blen)) ||
-	    !m->final(m->algctx, out, &dlen, MD5_LEN) || dlen != MD5_LEN) {
+	if (!m->init(m->algctx, NULL))
+		goto failed;
+	for (size_t i = 0; i < n; i++)
+		if (v[i].iov_len > 0 && !m->update(m->algctx, v[i].iov_base, v[i].iov_len))
+			goto failed;
+	if (!m->final(m->algctx, out, &dlen, MD5_LEN) || dlen != MD5_LEN) {
+failed:
 		snprintf(err, errlen, "the MD5 digest failed inside OpenSSL");
 		goto out;
 	}

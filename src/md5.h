@@ -7,6 +7,7 @@
 #define RINGPROXY_MD5_H
 
 #include <stddef.h>
+#include <sys/uio.h>
 
 #define MD5_LEN 16
 
@@ -28,11 +29,11 @@ void md5_use(struct md5 *m);
  * (freed when the thread exits). 0, or -1 with err as md5_new. */
 int md5_thread_init(char *err, size_t errlen);
 
-/* MD5 of a followed by b (blen may be 0) into out, with the calling
- * thread's state (made on first use). Two parts so that a caller hashing
- * "NAME#i" needs no buffer of its own. 0, or -1 with err (err may be NULL
- * when errlen is 0). */
-int md5_digest(const void *a, size_t alen, const void *b, size_t blen,
-	       unsigned char out[MD5_LEN], char *err, size_t errlen);
+/* MD5 of the n pieces v[] one after the other into out, with the calling
+ * thread's state (made on first use). Pieces so that "NAME#i" and a request
+ * key made of slices of a request need no buffer of their own. 0, or -1
+ * with err (err may be NULL when errlen is 0). */
+int md5_digest(const struct iovec *v, size_t n, unsigned char out[MD5_LEN],
+	       char *err, size_t errlen);
 
 #endif

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "md5.h"
 
@@ -23,23 +24,22 @@
  * kept in 128 bits and only the final ratio is rounded to a double. */
 __extension__ typedef unsigned __int128 ring_u128;
 
-/* The fixed scheme's position of the string a followed by b: the first 8
- * bytes of its MD5 read big-endian. 0, or -1 with err. */
-static int ring_digest(const void *a, size_t alen, const void *b, size_t blen,
-		       uint64_t *pos, char *err, size_t errlen)
+/* The fixed scheme's position of the n pieces v[] one after the other:
+ * the first 8 bytes of their MD5 read big-endian. 0, or -1 with err. */
+static int ring_digest(const struct iovec *v, size_t n, uint64_t *pos, char *err, size_t errlen)
 {
 	unsigned char d[MD5_LEN];
-	uint64_t v = 0;
+	uint64_t x = 0;
 
-	if (md5_digest(a, alen, b, blen, d, err, errlen) != 0)
+	if (md5_digest(v, n, d, err, errlen) != 0)
 		return -1;
 	for (int i = 0; i < 8; i++)
-		v = v << 8 | d[i];
-	*pos = v;
+		x = x << 8 | d[i];
+	*pos = x;
 	return 0;
 }
 
-uint64_t ring_hash(const void *key, size_t len)
+uint64_t ring_hash_parts(const struct iovec *v, size_t n)
 {
 	uint64_t pos = 0;
 
@@ -48,9 +48,16 @@ uint64_t ring_hash(const void *key, size_t len)
 	 * ring_build() has hashed already, so failing here means the library
 	 * broke under us: a broken invariant, not bad input, and routing keys
 	 * to a made-up position would be worse. */
-	if (ring_digest(key, len, NULL, 0, &pos, NULL, 0) != 0)
+	if (ring_digest(v, n, &pos, NULL, 0) != 0)
 		abort();
 	return pos;
+}
+
+uint64_t ring_hash(const void *key, size_t len)
+{
+	struct iovec v = { (void *)(uintptr_t)key, len };
+
+	return ring_hash_parts(&v, 1);
 }
 
 /* ------------------------------------------------------------------ */
@@ -216,9 +223,9 @@ static int ring_build_points(struct ring *r, char *err, size_t errlen)
 		for (uint32_t i = 0; i < r->npoints_of[b]; i++) {
 			char suffix[16];
 			int slen = snprintf(suffix, sizeof(suffix), "#%u", i);
+			struct iovec v[2] = { { r->names[b], nlen }, { suffix, (size_t)slen } };
 
-			if (ring_digest(r->names[b], nlen, suffix, (size_t)slen,
-					&sp[k].pos, err, errlen) != 0)
+			if (ring_digest(v, 2, &sp[k].pos, err, errlen) != 0)
 				goto out;
 			sp[k].rank = rank[b];
 			sp[k].backend = (uint32_t)b;

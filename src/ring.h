@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 /* Upper bounds. A config that would exceed them is refused at build time
  * with a clear message instead of eating memory: 2^21 points is 32 MiB. */
@@ -56,6 +57,10 @@ struct ring {
  * (md5.h: workers are given theirs; another thread makes its own on the
  * first call, or beforehand with md5_thread_init to see an error). */
 uint64_t ring_hash(const void *key, size_t len);
+/* The same for a key given as n pieces v[] one after the other: the
+ * position of their concatenation, whatever its length, without copying
+ * it anywhere. */
+uint64_t ring_hash_parts(const struct iovec *v, size_t n);
 
 /* The number of points a backend of weight w gets: round(vnodes * w). */
 uint32_t ring_points_for(unsigned vnodes, double weight);

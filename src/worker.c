@@ -341,6 +341,7 @@ struct worker *worker_new(struct proxy *p, int id, int listen_fd,
 	}
 	w->id = id;
 	w->proxy = p;
+	w->started_at = (uint32_t)p->started;
 	w->listen_fd = listen_fd;
 	w->mbox_fd = -1;
 	freelist_init(&w->free_clients, WORKER_FREE_MAX);

@@ -259,11 +259,12 @@ class Proxy:
     LISTEN_RE = r"info: listening on 127\.0\.0\.1:(\d+) with"
 
     def __init__(self, exe, conf=None, tag="proxy", *, path=None, nofile=None, env=None,
-                 log_file=None):
+                 log_file=None, stack=None):
         """conf: the config's text, written to a new file named after tag;
         or path: a config file the test keeps (and changes for reloads).
         nofile: an
-        RLIMIT_NOFILE for the proxy; env: more environment variables;
+        RLIMIT_NOFILE for the proxy; stack: an RLIMIT_STACK in bytes (glibc
+        also sizes thread stacks by it); env: more environment variables;
         log_file: the config's [proxy] log_file, then where the log is read."""
         self.conf = path or write(f"{tag}.{time.monotonic_ns()}.ini", conf)
         self.stderr_path = tmp_path(f"{tag}.{time.monotonic_ns()}.log")
@@ -274,6 +275,8 @@ class Proxy:
         def limit():
             if nofile:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+            if stack:
+                resource.setrlimit(resource.RLIMIT_STACK, (stack, stack))
 
         with open(self.stderr_path, "wb") as err:
             self.proc = subprocess.Popen([exe, "-c", self.conf], stdin=subprocess.DEVNULL,
@@ -451,6 +454,13 @@ def get(port, path, method="GET", headers=None, body=None, timeout=30):
         return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
     finally:
         c.close()
+
+
+def request_id(body):
+    """The request id in a reply of the proxy's own ("... (request ID)"),
+    or None."""
+    m = re.search(rb"\(request ([0-9a-f]{20})\)\n$", body or b"")
+    return m.group(1).decode() if m else None
 
 
 def get_on(conn, path):

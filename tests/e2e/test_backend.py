@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """test_backend.py -- backends that misbehave in ways testcache cannot,
 played by a scripted socket server (harness.Fake): a pooled keep-alive
-connection the backend closes as a request arrives (resent once on a fresh
-connection), invalid response framing (502, never relayed), bytes after a
+connection the backend resets as a request arrives (resent once on a fresh
+connection; not when the backend took the request), invalid response
+framing (502, never relayed), bytes after a
 response (never read as the next response), close-delimited bodies,
 interim 1xx responses, a head dribbled byte by byte, a broken chunked body.
 usage: test_backend.py RINGPROXY TESTCACHE"""
 
 import os
+import select
+import socket
+import struct
 import sys
 import time
 
@@ -41,12 +45,24 @@ def handler(fake, s, n):
     served = 0
     rest = b""
     while True:
+        if served and not rest:
+            # an idle keep-alive connection: wait for the next request
+            # without reading it, then act as fake.idle says
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 0)
+            if not select.select([s], [], [], 30)[0]:
+                return
+            if fake.idle == "reset":
+                # gone before taking the request: reset, and no byte of
+                # it acknowledged (delayed ACKs, and nothing read)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                fake.idle = None
+                return
         head, rest = fake.read_head(s, rest)
         if not head:
             return
         path = head.split(b" ")[1]
         if path == b"/stale" and served:
-            return      # a keep-alive connection the backend let go as the request came
+            return      # took the request, then closed without a response
         if path in (b"/connclose", b"/http10"):
             s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"
                       if path == b"/connclose" else b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello")
@@ -69,18 +85,25 @@ def handler(fake, s, n):
 
 
 fake = harness.Fake(handler)
+fake.idle = None
 try:
     proxy = harness.Proxy(RP, harness.conf_text([("fake", fake.port)], proxy={"workers": 1, "retries": 0}),
                           "backend")
     P = proxy.port
 
-    # a stale pooled connection: resent once on a fresh one
+    # a stale pooled connection: resent once on a fresh one, but only if
+    # the backend acknowledged none of the request
     st, h, body = proxy.get("/ok")
     conns = fake.conns
-    st, h, body = proxy.get("/stale")
-    t.check(st == 200 and body == b"hello", "a pooled connection the backend closes as the request "
-            "arrives: the GET is resent on a fresh connection", [st, body])
+    fake.idle = "reset"
+    st, h, body = proxy.get("/ok2")
+    t.check(st == 200 and body == b"hello", "a pooled connection the backend resets as the request "
+            "arrives, none of it acknowledged: the GET is resent on a fresh connection", [st, body])
     t.check(fake.conns == conns + 1, "... exactly one fresh connection")
+    conns = fake.conns
+    st, h, body = proxy.get("/stale")
+    t.check(st == 502 and fake.conns == conns, "a pooled connection the backend closes after taking the "
+            "request: not resent (it may have acted on it), 502 (retries = 0)", [st, body, fake.conns - conns])
 
     for path, what in ((b"/clte", "Content-Length and Transfer-Encoding"),
                        (b"/dupcl", "two different Content-Lengths"),
@@ -89,8 +112,11 @@ try:
                        (b"/garbage", "an unparsable status line"),
                        (b"/bighead", "a head over max_head_size")):
         (r,), rd = raw(P, b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path)
-        t.check(r.status == 502 and r.body.startswith(b"ringproxy: backend fake"),
-                f"a response with {what}: 502 naming the backend", [r.status, r.body[:120]])
+        rid = harness.request_id(r.body)
+        t.check(r.status == 502 and rid and b"fake" not in r.body and proxy.wait_log(
+                rf"request {rid}: 502 for GET {path.decode()} from [^\n]*: backend fake \(127\.0\.0\.1:{fake.port}\): ", 5),
+                f"a response with {what}: 502, the backend named in the log line of its request id",
+                [r.status, r.body[:120]])
         rd.s.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
         r = rd.response()
         t.check(r.status == 200 and r.body == b"hello", "... and the client connection goes on")

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """test_limits.py -- [proxy] settings an operator turns: the name of the
-backend header (or none), and max_connections (connections over it are
-closed at once; the ones under it keep working).
+backend header (or none; a backend's own header of that name never reaches
+the client), header names with '_' (dropped unless underscores_in_headers
+= on), and max_connections (connections over it are closed at once; the
+ones under it keep working).
 usage: test_limits.py RINGPROXY TESTCACHE"""
 
 import os
+import re
 import socket
+import subprocess
 import sys
 import time
 
@@ -30,6 +34,52 @@ try:
     t.check(st == 200 and "x-ringproxy-backend" not in hd and "x-cache-node" not in hd,
             "backend_header empty: no backend header at all", hd)
     t.check(p.stop() == 0, "exit 0")
+
+    # ---- a backend's own backend header; header names with '_' ---------
+    heads = []
+
+    def handler(fake, sock, n):
+        rest = b""
+        while True:
+            head, rest = fake.read_head(sock, rest)
+            if not head:
+                return
+            heads.append(head)
+            sock.sendall(b"HTTP/1.1 200 OK\r\nX-Ringproxy-Backend: internal-7\r\nX-Cache-Node: node-9\r\n"
+                         b"Content-Length: 2\r\n\r\nok")
+
+    fake = harness.Fake(handler)
+    try:
+        req = (b"GET /u/1 HTTP/1.1\r\nHost: x\r\nX_Forwarded_User: admin\r\nX-Forwarded-User: bob\r\n"
+               b"X_y: 1\r\n\r\n")
+        p = harness.Proxy(RP, harness.conf_text([("fk", fake.port)]), "limits-fake")
+        (r,), rd = harness.raw(p.port, req)
+        rd.s.close()
+        mine = [v for k, v in r.headers if k.lower() == "x-ringproxy-backend"]
+        t.check(r.status == 200 and mine == ["fk"], "a backend's own X-Ringproxy-Backend is dropped: the "
+                "client reads one, the proxy's", r.headers)
+        sent = heads[-1].lower()
+        t.check(b"x-forwarded-user: bob" in sent and b"x_forwarded_user" not in sent and b"x_y" not in sent,
+                "request header names with '_' are not forwarded by default (X_Forwarded_User could pose "
+                "as X-Forwarded-User)", heads[-1])
+        t.check(p.stop() == 0, "exit 0")
+        p = harness.Proxy(RP, harness.conf_text([("fk", fake.port)], proxy={
+            "backend_header": "X-Cache-Node", "underscores_in_headers": "on"}), "limits-fake2")
+        (r,), rd = harness.raw(p.port, req)
+        rd.s.close()
+        nodes = [v for k, v in r.headers if k.lower() == "x-cache-node"]
+        t.check(r.status == 200 and nodes == ["fk"] and r.h("X-Ringproxy-Backend") == "internal-7",
+                "backend_header = X-Cache-Node: the backend's X-Cache-Node is dropped (its "
+                "X-Ringproxy-Backend is just a header now)", r.headers)
+        sent = heads[-1]
+        t.check(b"X_Forwarded_User: admin" in sent and b"X-Forwarded-User: bob" in sent and b"X_y: 1" in sent,
+                "underscores_in_headers = on: they are forwarded", sent)
+        t.check(p.stop() == 0, "exit 0")
+    finally:
+        fake.stop()
+    out = subprocess.run([RP, "--help-config"], capture_output=True, text=True, timeout=30).stdout
+    t.check(re.search(r"underscores_in_headers.*default: off", out, re.S) is not None,
+            "--help-config lists underscores_in_headers, default off", out[-400:])
 
     # ---- max_connections ------------------------------------------------
     p = harness.Proxy(RP, harness.conf_text(caches, proxy={"max_connections": 3, "workers": 1}), "limits-max")

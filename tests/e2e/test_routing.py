@@ -4,7 +4,9 @@ the real proxy to three test caches, each answer's X-Ringproxy-Backend and
 X-Backend checked against ringref.py, the per-backend totals against
 `ringproxy plan --keys` and the caches' own /__stats; a second proxy with
 the same file routes every URL the same way; a URL asked again goes to the
-same cache.
+same cache; keys of any length (the 2,047-byte query of a past crash,
+keys up to 60 KB in every key mode) reach the owner of the whole key, as
+`plan --keys` says.
 usage: test_routing.py RINGPROXY TESTCACHE"""
 
 import json
@@ -116,6 +118,70 @@ try:
 
     t.check(proxy2.stop() == 0, "SIGTERM: the second proxy exits 0")
     t.check(proxy.stop() == 0, "SIGTERM: the proxy exits 0")
+    proxy2 = None
+
+    # ---- keys longer than any buffer, in every key mode -------------------
+    # The request that once made the proxy hash an uninitialised key (an
+    # absolute-form target with an empty path and a 2,047-byte query): with
+    # the default config it is routed by MD5 of its whole key "/?aaa...",
+    # like every long key in every mode, and `plan --keys` agrees.
+    issue = b"GET http://x?" + b"a" * 2047 + b" HTTP/1.1\r\nHost: x\r\n\r\n"
+    pd = harness.Proxy(RP, harness.conf_text(caches), "routing-default")
+    try:
+        (r,), rd = harness.raw(pd.port, issue)
+        rd.s.close()
+        got = (r.status, r.h("X-Ringproxy-Backend"), r.body)
+    except (OSError, EOFError) as e:
+        got = (0, repr(e), b"")
+    key = b"/?" + b"a" * 2047
+    t.check(got == (200, ring.lookup(key), harness.body_for(key.decode())),
+            "the issue's request (absolute-form, empty path, 2,047-byte query), default config: 200 from "
+            "the owner of its whole key", [got[:2], ring.lookup(key)])
+    t.check(pd.alive() and pd.get("/after")[0] == 200, "... and the proxy lives on")
+    t.check(pd.stop() == 0, "SIGTERM: exit 0")
+    reports = harness.sanitizer_reports()
+    t.check(not reports, "no sanitizer report from any proxy", reports[:10])
+
+    def key_of(mode, target):
+        """The key ringproxy hashes for target (ringref's side: no C)."""
+        path, q, query = target.partition("?")
+        if path.startswith("http://"):
+            path = "/" + path[7:].partition("/")[2]
+        if mode == "path" or not q:
+            return path
+        if mode == "path+sorted-query":
+            params = sorted((p for p in query.split("&") if p), key=str.encode)
+            return path + "?" + "&".join(params) if params else path
+        return path + "?" + query
+
+    targets = []
+    for n in (2047, 2048, 2049, 9000, 60000):
+        targets += [f"http://x?{'a' * n}", f"http://img.example/t/{'p' * n}?z=1&y=2",
+                    f"/t/{n}.jpg?z=1&{'b' * n}=1&a=2", f"/{'q' * n}"]
+    for mode in ("path+query", "path", "path+sorted-query"):
+        pm = harness.Proxy(RP, harness.conf_text(caches, proxy={"max_head_size": "64k"},
+                                                 ring={"key": mode, "balance_factor": 0}), "routing-long")
+        wrong, counts = [], {c.name: 0 for c in caches}
+        for tg in targets:
+            want = ring.lookup(key_of(mode, tg).encode())
+            try:
+                (r,), rd = harness.raw(pm.port, f"GET {tg} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+                rd.s.close()
+                st, be = r.status, r.h("X-Ringproxy-Backend")
+            except (OSError, EOFError) as e:
+                st, be = 0, repr(e)
+            counts[be] = counts.get(be, 0) + 1
+            if st != 200 or be != want:
+                wrong.append((len(tg), tg[:24], st, be, want))
+        t.check(not wrong, f"[ring] key = {mode}: {len(targets)} keys of 2 to 60 KB each reach the owner of "
+                "the whole key", wrong[:5])
+        kf = harness.write(f"long-{mode}.txt", "".join(key_of(mode, tg) + "\n" for tg in targets))
+        p = subprocess.run([RP, "plan", pm.conf, "--keys", kf, "--json"], capture_output=True, text=True,
+                           timeout=120)
+        plan = {b["name"]: b["keys"] for b in json.loads(p.stdout)["backends"]}
+        t.check(plan == counts, f"... and `plan --keys` with those keys counts the same per backend ({plan})",
+                counts)
+        t.check(pm.stop() == 0, "SIGTERM: exit 0")
 finally:
     if proxy2:
         proxy2.stop()

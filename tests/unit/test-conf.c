@@ -50,6 +50,7 @@ static void check_defaults(void)
 	tap_ok(c->balance_factor == 1.25, "default balance_factor 1.25");
 	tap_is_int(c->retries, 2, "default retries 2");
 	tap_is_str(c->backend_header, "X-Ringproxy-Backend", "default backend header");
+	tap_ok(!c->underscores_in_headers, "default underscores_in_headers off");
 	tap_is_int(c->nbackends, 1, "one backend");
 	tap_ok(c->backends[0].weight == 1.0, "default weight 1");
 	tap_is_int(c->backends[0].port, 9000, "port from the URL");
@@ -87,6 +88,7 @@ static void check_full(const char *dir)
 	tap_is_int(c->buffer_size, 131072, "128k");
 	tap_is_int(c->max_headers, 64, "max_headers");
 	tap_is_str(c->backend_header, "X-Cache-Node", "backend_header");
+	tap_ok(c->underscores_in_headers, "underscores_in_headers on");
 	tap_is_int(c->log_level, LOG_DEBUG, "log_level");
 	tap_is_int(c->vnodes, 100, "vnodes");
 	tap_is_int(c->key, CONF_KEY_PATH_SORTED_QUERY, "key with an inline comment");

@@ -1,57 +1,184 @@
 /*
- * test-front.c -- the routing key (front_key) for each [ring] key mode,
- * computed from requests parsed by the real codec.
+ * test-front.c -- the routing key (front_key, front_key_pos) for each
+ * [ring] key mode, computed from requests parsed by the real codec: the
+ * pieces must join to the expected key, and the position must be MD5 of
+ * that whole key, as `ringproxy plan --keys` computes it, however long the
+ * key (the proxy once copied keys into a 2,048-byte buffer and hashed
+ * garbage when one did not fit).
  */
 #include "conf.h"
 #include "front.h"
 #include "http1.h"
+#include "ring.h"
 #include "tap.h"
 
+#include <stdlib.h>
+
+/* Heads up to 1 MiB, as the largest max_head_size allows. */
+#define TEST_MAX_HEAD (1u << 20)
+
+static const char *mode_name(int mode)
+{
+	return mode == CONF_KEY_PATH ? "path" : mode == CONF_KEY_PATH_QUERY ? "path+query" :
+	       "path+sorted-query";
+}
+
+/* The key of "GET target" under mode joined from its pieces; malloc'd. */
+static char *joined(int mode, const struct http1_msg *m, size_t *len)
+{
+	struct iovec v[FRONT_KEY_PARTS];
+	size_t n = front_key(mode, m, v), total = 0;
+	char *out;
+
+	for (size_t i = 0; i < n; i++)
+		total += v[i].iov_len;
+	out = malloc(total + 1);
+	*len = 0;
+	for (size_t i = 0; i < n; i++) {
+		memcpy(out + *len, v[i].iov_base, v[i].iov_len);
+		*len += v[i].iov_len;
+	}
+	out[*len] = '\0';
+	return out;
+}
+
+/* Parse "GET target HTTP/1.1" and check its key under mode is want (any
+ * length) and its position MD5(want). */
 static void check(int mode, const char *target, const char *want, const char *what)
 {
-	char req[512], scratch[256], got[256];
+	size_t tlen = strlen(target), rlen = tlen + 64, klen;
+	char *req = malloc(rlen), *key;
 	struct http1_header hdrs[16];
-	struct http1_limits lim = { 8192, 16 };
+	struct http1_limits lim = { TEST_MAX_HEAD, 16 };
 	struct http1_msg m;
-	const char *key;
-	size_t keylen;
-	int rc;
+	int n = snprintf(req, rlen, "GET %s HTTP/1.1\r\nHost: a\r\n\r\n", target);
 
-	snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: a\r\n\r\n", target);
 	http1_msg_init(&m);
-	if (!tap_ok(http1_parse_request(&m, hdrs, req, strlen(req), &lim) > 0, "%s: parses", what))
+	if (!tap_ok(http1_parse_request(&m, hdrs, req, (size_t)n, &lim) > 0, "%s: parses", what)) {
+		free(req);
 		return;
-	rc = front_key(mode, &m, scratch, sizeof(scratch), &key, &keylen);
-	snprintf(got, sizeof(got), "%.*s", (int)keylen, key);
-	tap_ok(rc == 0, "%s: key made", what);
-	tap_is_str(got, want, "%s", what);
+	}
+	key = joined(mode, &m, &klen);
+	if (strlen(want) < 200)
+		tap_is_str(key, want, "%s (%s)", what, mode_name(mode));
+	else
+		tap_ok(klen == strlen(want) && memcmp(key, want, klen) == 0,
+		       "%s (%s): the whole %zu-byte key", what, mode_name(mode), strlen(want));
+	tap_ok(front_key_pos(mode, &m) == ring_hash(want, strlen(want)),
+	       "%s (%s): position is MD5 of the whole key", what, mode_name(mode));
+	free(key);
+	free(req);
+}
+
+static char *repeat(const char *prefix, char c, size_t n, const char *suffix)
+{
+	size_t pl = strlen(prefix), sl = strlen(suffix);
+	char *s = malloc(pl + n + sl + 1);
+
+	memcpy(s, prefix, pl);
+	memset(s + pl, c, n);
+	memcpy(s + pl + n, suffix, sl + 1);
+	return s;
+}
+
+/* Keys longer than any scratch buffer, in every mode and request form. */
+static void test_long(void)
+{
+	static const size_t lens[] = { 2046, 2047, 2048, 2049, 5000, 65536, 900000 };
+
+	for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+		size_t n = lens[k];
+		char *q = repeat("", 'a', n, ""), *t, *w, *p;
+		char what[96];
+
+		/* the request: absolute-form, empty path, long query */
+		t = repeat("http://x?", 'a', n, "");
+		w = repeat("/?", 'a', n, "");
+		snprintf(what, sizeof(what), "http://x? + %zu x a", n);
+		check(CONF_KEY_PATH_QUERY, t, w, what);
+		check(CONF_KEY_PATH_SORTED_QUERY, t, w, what);
+		check(CONF_KEY_PATH, t, "/", what);
+		free(t);
+		free(w);
+
+		/* origin-form, long query */
+		t = repeat("/t/1.jpg?", 'a', n, "");
+		snprintf(what, sizeof(what), "/t/1.jpg? + %zu x a", n);
+		check(CONF_KEY_PATH_QUERY, t, t, what);
+		check(CONF_KEY_PATH_SORTED_QUERY, t, t, what);
+		check(CONF_KEY_PATH, t, "/t/1.jpg", what);
+		free(t);
+
+		/* long path, absolute-form with a path */
+		p = repeat("/", 'p', n, "");
+		t = repeat("http://img.example/", 'p', n, "?z=1&y=2");
+		w = repeat("/", 'p', n, "?z=1&y=2");
+		snprintf(what, sizeof(what), "absolute-form, %zu-byte path", n + 1);
+		check(CONF_KEY_PATH_QUERY, t, w, what);
+		free(w);
+		w = repeat("/", 'p', n, "?y=2&z=1");
+		check(CONF_KEY_PATH_SORTED_QUERY, t, w, what);
+		check(CONF_KEY_PATH, t, p, what);
+		free(w);
+		free(t);
+		free(p);
+
+		/* sorted parameters, one of them long */
+		t = repeat("/s?z=1&b=", 'b', n, "&&a=2");
+		w = repeat("/s?a=2&b=", 'b', n, "&z=1");
+		snprintf(what, sizeof(what), "sorted query with a %zu-byte parameter", n + 2);
+		check(CONF_KEY_PATH_SORTED_QUERY, t, w, what);
+		check(CONF_KEY_PATH_QUERY, t, t, what);
+		free(w);
+		free(t);
+		free(q);
+	}
+}
+
+/* Many parameters: up to FRONT_MAX_PARAMS sorted, more keyed as sent. */
+static void test_many_params(void)
+{
+	for (int np = FRONT_MAX_PARAMS; np <= FRONT_MAX_PARAMS + 1; np++) {
+		size_t cap = (size_t)np * 40 + 16, tl, wl;
+		char *t = malloc(cap), *w = malloc(cap);
+		char what[64];
+
+		tl = (size_t)snprintf(t, cap, "/m?");
+		wl = (size_t)snprintf(w, cap, "/m?");
+		for (int i = np - 1; i >= 0; i--)
+			tl += (size_t)snprintf(t + tl, cap - tl, "%sp%04d=%s", i == np - 1 ? "" : "&", i,
+					       "vvvvvvvvvvvvvvvvvvvvvvvvvvvvvv");
+		for (int i = 0; i < np; i++)
+			wl += (size_t)snprintf(w + wl, cap - wl, "%sp%04d=%s", i ? "&" : "", i,
+					       "vvvvvvvvvvvvvvvvvvvvvvvvvvvvvv");
+		snprintf(what, sizeof(what), "%d parameters in reverse order", np);
+		check(CONF_KEY_PATH_SORTED_QUERY, t, np <= FRONT_MAX_PARAMS ? w : t, what);
+		free(t);
+		free(w);
+	}
 }
 
 int main(void)
 {
-	char scratch[8];
-	struct http1_header hdrs[16];
-	struct http1_limits lim = { 8192, 16 };
-	struct http1_msg m;
-	const char *key;
-	size_t keylen;
-	const char *req = "GET /a?z=1&y=2 HTTP/1.1\r\nHost: a\r\n\r\n";
-
 	check(CONF_KEY_PATH_QUERY, "/t/1.jpg", "/t/1.jpg", "path+query, no query");
 	check(CONF_KEY_PATH_QUERY, "/t/1.jpg?w=200&h=100", "/t/1.jpg?w=200&h=100", "path+query keeps the query as sent");
 	check(CONF_KEY_PATH_QUERY, "/t/1.jpg?", "/t/1.jpg?", "path+query keeps an empty query");
 	check(CONF_KEY_PATH_QUERY, "http://img.example/t/1.jpg?v=2", "/t/1.jpg?v=2", "absolute-form: host ignored");
+	check(CONF_KEY_PATH_QUERY, "http://img.example?v=2", "/?v=2", "absolute-form, empty path: / and the query");
+	check(CONF_KEY_PATH_QUERY, "http://img.example", "/", "absolute-form, empty path, no query");
+	check(CONF_KEY_PATH_QUERY, "http://img.example?", "/?", "absolute-form, empty path, empty query");
 	check(CONF_KEY_PATH, "/t/1.jpg?w=200", "/t/1.jpg", "path drops the query");
+	check(CONF_KEY_PATH, "http://img.example?v=2", "/", "path: absolute-form, empty path");
 	check(CONF_KEY_PATH_SORTED_QUERY, "/t/1.jpg?w=200&h=100", "/t/1.jpg?h=100&w=200", "sorted-query sorts parameters");
 	check(CONF_KEY_PATH_SORTED_QUERY, "/t/1.jpg?h=100&w=200", "/t/1.jpg?h=100&w=200", "sorted-query: already sorted");
 	check(CONF_KEY_PATH_SORTED_QUERY, "/t?b=2&&a=1&", "/t?a=1&b=2", "sorted-query drops empty parameters");
 	check(CONF_KEY_PATH_SORTED_QUERY, "/t?", "/t", "sorted-query: empty query is no query");
+	check(CONF_KEY_PATH_SORTED_QUERY, "/t?&&", "/t", "sorted-query: only empty parameters is no query");
 	check(CONF_KEY_PATH_SORTED_QUERY, "/t?a=2&a=1&a", "/t?a&a=1&a=2", "sorted-query: bytewise, duplicates kept");
 	check(CONF_KEY_PATH_SORTED_QUERY, "/t?ab=1&a=1", "/t?a=1&ab=1", "sorted-query: a prefix sorts first");
-
-	http1_msg_init(&m);
-	http1_parse_request(&m, hdrs, req, strlen(req), &lim);
-	tap_ok(front_key(CONF_KEY_PATH_SORTED_QUERY, &m, scratch, sizeof(scratch), &key, &keylen) < 0,
-	       "a key that does not fit the scratch buffer is refused (caller falls back)");
+	check(CONF_KEY_PATH_SORTED_QUERY, "http://img.example?b=1&a=2", "/?a=2&b=1",
+	      "sorted-query: absolute-form, empty path");
+	test_long();
+	test_many_params();
 	return tap_done();
 }

@@ -421,7 +421,7 @@ static int round_trip_request(const struct http1_msg *m)
 {
 	static const struct http1_fwd_req f = {
 		{ "", 0 }, { "10.0.0.1", 8 }, { "http", 4 }, { "1.1 ringproxy", 13 },
-		{ "backend", 7 },
+		{ "backend", 7 }, false,
 	};
 	struct iovec iov[64];
 	char scratch[4096], out[16384];
@@ -770,7 +770,7 @@ static void test_write_request(void)
 		"X-Forwarded-For: 10.0.0.9\r\nVia: 1.1 ringproxy\r\n\r\n";
 	struct http1_fwd_req f = {
 		{ "/pre", 4 }, { "10.0.0.9", 8 }, { "http", 4 }, { "1.1 ringproxy", 13 },
-		{ "be", 2 },
+		{ "be", 2 }, false,
 	};
 	struct http1_header h[32];
 	struct http1_msg m;
@@ -879,6 +879,63 @@ static void test_write_response(void)
 	tap_is_str(out, want304, "writer: 304 keeps Content-Length, keep-alive for 1.0");
 }
 
+/* Headers the writers drop besides hop-by-hop: request header names with
+ * '_' (unless kept), and a response's own copy of our backend header. */
+static void test_write_dropped(void)
+{
+	static const char in[] =
+		"GET /u HTTP/1.1\r\nHost: x\r\nX_User: admin\r\nX-User: bob\r\n_: 1\r\nA: 2\r\n\r\n";
+	static const char want_drop[] =
+		"GET /u HTTP/1.1\r\nHost: x\r\nX-User: bob\r\nA: 2\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\nVia: 1.1 ringproxy\r\n\r\n";
+	static const char want_keep[] =
+		"GET /u HTTP/1.1\r\nHost: x\r\nX_User: admin\r\nX-User: bob\r\n_: 1\r\nA: 2\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\nVia: 1.1 ringproxy\r\n\r\n";
+	static const char resp[] =
+		"HTTP/1.1 200 OK\r\nx-ringproxy-backend: evil\r\nX-Cache-Node: n1\r\n"
+		"X-Ringproxy-Backend2: ok\r\nContent-Length: 0\r\n\r\n";
+	static const char want_resp[] =
+		"HTTP/1.1 200 OK\r\nX-Cache-Node: n1\r\nX-Ringproxy-Backend2: ok\r\n"
+		"Content-Length: 0\r\nX-Ringproxy-Backend: cache1\r\n\r\n";
+	static const char want_resp2[] =
+		"HTTP/1.1 200 OK\r\nx-ringproxy-backend: evil\r\nX-Ringproxy-Backend2: ok\r\n"
+		"Content-Length: 0\r\nX-Cache-Node: cache1\r\n\r\n";
+	struct http1_fwd_req f = {
+		{ "", 0 }, { "10.0.0.9", 8 }, { "", 0 }, { "1.1 ringproxy", 13 }, { "be", 2 }, false,
+	};
+	struct http1_fwd_resp fr = {
+		{ "X-Ringproxy-Backend", 19 }, { "cache1", 6 }, { "", 0 }, false, false, false,
+	};
+	struct http1_header h[32];
+	struct http1_msg m;
+	struct iovec iov[16];
+	char scratch[512], out[1024];
+	int n;
+
+	http1_msg_init(&m);
+	tap_ok(http1_parse_request(&m, h, in, sizeof(in) - 1, &lim_default) > 0, "underscores: request parses");
+	tap_ok(h[1].flags == HTTP1_HDR_UNDERSCORE && h[2].flags == 0 && h[3].flags == HTTP1_HDR_UNDERSCORE,
+	       "underscores: names with '_' are flagged");
+	n = http1_write_request(&m, &f, iov, 16, scratch, sizeof(scratch));
+	gather(iov, n, out);
+	tap_is_str(out, want_drop, "underscores: dropped from the forwarded request by default");
+	f.keep_underscores = true;
+	n = http1_write_request(&m, &f, iov, 16, scratch, sizeof(scratch));
+	gather(iov, n, out);
+	tap_is_str(out, want_keep, "underscores: kept when asked (underscores_in_headers = on)");
+
+	http1_msg_init(&m);
+	tap_ok(http1_parse_response(&m, h, resp, sizeof(resp) - 1, &lim_default, HTTP1_M_GET) > 0,
+	       "backend header: response parses");
+	n = http1_write_response(&m, &fr, iov, 16, scratch, sizeof(scratch));
+	gather(iov, n, out);
+	tap_is_str(out, want_resp, "backend header: the backend's own (any case) is dropped, ours sent once");
+	fr.backend_hdr = (struct http1_str){ "X-Cache-Node", 12 };
+	n = http1_write_response(&m, &fr, iov, 16, scratch, sizeof(scratch));
+	gather(iov, n, out);
+	tap_is_str(out, want_resp2, "backend header renamed: the backend's header of the new name is dropped");
+}
+
 static void test_simple(void)
 {
 	char out[256];
@@ -942,6 +999,7 @@ int main(void)
 	test_chunked_limits();
 	test_write_request();
 	test_write_response();
+	test_write_dropped();
 	test_simple();
 	test_details();
 	return tap_done();
