@@ -26,7 +26,11 @@
  *  - OWS around field values is not part of the value, so "chunked " and
  *    "\tchunked" are chunked; whitespace between name and colon is 400.
  *  - Content-Length: a comma list of identical values is one value; any
- *    difference, empty element, sign, non-digit or overflow is 400/502.
+ *    difference, empty element, sign, non-digit or a value above 2^63-1 is
+ *    400/502. Lengths and chunk sizes are bounded by 2^63-1 (the largest
+ *    off_t; RFC 9110 8.6 asks a recipient to guard against overflow), so
+ *    no peer that keeps them in a signed 64-bit integer reads a negative
+ *    length where we read a large one.
  *  - Connection may not make Host or the headers the writer generates
  *    (framing, X-Forwarded-For, X-Forwarded-Proto, Via) hop-by-hop.
  */
@@ -358,7 +362,8 @@ static bool http1_list_next(const char **pp, const char *e, struct http1_str *ou
 	return true;
 }
 
-/* Content-Length: a list of identical decimal values. 0 or -1. */
+/* Content-Length: a list of identical decimal values, each at most
+ * HTTP1_MAX_LENGTH. 0 or -1. */
 static int http1_content_length(struct http1_str v, uint64_t *cl, bool *have)
 {
 	const char *p = v.p, *e = v.p + v.len;
@@ -373,7 +378,7 @@ static int http1_content_length(struct http1_str v, uint64_t *cl, bool *have)
 		for (i = 0; i < el.len; i++) {
 			unsigned d = (unsigned char)el.p[i] - '0';
 
-			if (d > 9 || n > (UINT64_MAX - d) / 10)
+			if (d > 9 || n > (HTTP1_MAX_LENGTH - d) / 10)
 				return -1;
 			n = n * 10 + d;
 		}
@@ -779,7 +784,7 @@ static ssize_t http1_ck_run(struct http1_chunked *c, const char *buf, size_t len
 		case CK_SIZE:
 			d = http1_hex(ch);
 			if (d >= 0) {
-				if (c->ndigits >= 16)
+				if (c->ndigits >= 16 || c->left > (HTTP1_MAX_LENGTH >> 4))
 					return http1_ck_fail(c, "chunk size too large");
 				c->left = (c->left << 4) | (uint64_t)d;
 				c->ndigits++;

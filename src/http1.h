@@ -153,6 +153,10 @@ struct http1_chunked {
 	const char *error;
 };
 
+/* The largest Content-Length and chunk size accepted: 2^63-1. Larger
+ * values are refused (400 in a request, 502 in a response), not relayed. */
+#define HTTP1_MAX_LENGTH ((uint64_t)INT64_MAX)
+
 #define HTTP1_MAX_TRAILER   8192u  /* default trailer section bound */
 #define HTTP1_MAX_CHUNK_EXT 1024u  /* chunk extensions of one chunk */
 
