@@ -20,9 +20,14 @@
  *    headers). A last coding other than chunked, chunked twice, an empty list
  *    element, or TE in an HTTP/1.0 request is 400; chunked after other
  *    codings ("gzip, chunked") is 501. TE with Content-Length is 400.
- *  - Transfer-Encoding in a response: exactly "chunked" frames the body; not
- *    ending in chunked (or in an HTTP/1.0 response) means read until close;
- *    other codings before chunked are 502, as we could not relay them.
+ *  - Transfer-Encoding in a response: exactly "chunked" frames the body.
+ *    Any other coding ("gzip", "chunked, gzip", "gzip, chunked") or chunked
+ *    in an HTTP/1.0 response is 502: RFC 9112 6.3 would read such a body
+ *    until close, but Transfer-Encoding is hop-by-hop, so the client would
+ *    get coded bytes as plain content. A response without a body (HEAD,
+ *    1xx, 204, 304) is not refused for its codings.
+ *  - Content-Length on a 1xx or 204 response (RFC 9110 8.6 forbids it) is
+ *    dropped; on a 304 or a response to HEAD it is relayed.
  *  - OWS around field values is not part of the value, so "chunked " and
  *    "\tchunked" are chunked; whitespace between name and colon is 400.
  *  - Content-Length: a comma list of identical values is one value; any
@@ -666,15 +671,22 @@ static ssize_t http1_parse(struct http1_msg *m, struct http1_header *hdrs,
 		if (no_body) {
 			m->framing = HTTP1_BODY_NONE;
 			/* HEAD and 304 describe a body they do not carry: the
-			 * client needs that Content-Length, so it is not ours */
+			 * client needs that Content-Length, so it is not ours.
+			 * 1xx and 204 may not have one (RFC 9110 8.6): it
+			 * stays flagged, so the writer drops it */
 			for (i = 0; i < m->nheaders; i++) {
-				if (m->headers[i].flags == HTTP1_HDR_FRAMING)
+				if (m->headers[i].flags == HTTP1_HDR_FRAMING
+				    && m->status >= 200 && m->status != 204)
 					m->headers[i].flags = 0;
 			}
-		} else if (has_te && te.last_chunked && m->minor == 1) {
-			m->framing = HTTP1_BODY_CHUNKED;
+		} else if (has_te && (!te.last_chunked || m->minor == 0)) {
+			/* a coding we do not decode ("gzip"), or chunked in
+			 * HTTP/1.0 (RFC 9112 6.1): the body would reach the
+			 * client still coded and without the header that
+			 * says so, since Transfer-Encoding is hop-by-hop */
+			return http1_fail(m, 400, "a transfer coding the proxy does not decode");
 		} else if (has_te) {
-			m->framing = HTTP1_BODY_CLOSE;
+			m->framing = HTTP1_BODY_CHUNKED;
 		} else if (have_cl) {
 			m->framing = HTTP1_BODY_LENGTH;
 		} else {

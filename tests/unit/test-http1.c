@@ -272,17 +272,23 @@ static const struct rs_case rs_cases[] = {
 	RS("101 Switching Protocols", "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n", G, OK, NONE, 0, 1, 101),
 	RS("HTTP/1.0 Content-Length closes", "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nhi", G, OK, LEN, 2, 0, 200),
 	RS("HTTP/1.0 keep-alive", "HTTP/1.0 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nhi", G, OK, LEN, 2, 1, 200),
-	RS("HTTP/1.0 chunked: until close", "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", G, OK, CLOSE, 0, 0, 200),
 	RS("Connection: close", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", G, OK, LEN, 0, 0, 200),
 	RS("empty reason", "HTTP/1.1 404 \r\nContent-Length: 0\r\n\r\n", G, OK, LEN, 0, 1, 404),
 	RS("no reason, no SP", "HTTP/1.1 404\r\nContent-Length: 0\r\n\r\n", G, OK, LEN, 0, 1, 404),
 	RS("reason with SP, HTAB, obs-text", "HTTP/1.1 599 Very\tOdd \xe2\x9c\x93\r\nContent-Length: 0\r\n\r\n", G, OK, LEN, 0, 1, 599),
-	RS("TE gzip: until close", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", G, OK, CLOSE, 0, 0, 200),
-	RS("TE chunked, gzip: until close", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", G, OK, CLOSE, 0, 0, 200),
+	RS("204 with Content-Length (dropped by the writer)", "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n", G, OK, NONE, 5, 1, 204),
+	RS("103 with Content-Length (dropped by the writer)", "HTTP/1.1 103 Early Hints\r\nContent-Length: 5\r\n\r\n", G, OK, NONE, 5, 1, 103),
+	RS("HEAD response TE gzip: no body, not refused", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", HTTP1_M_HEAD, OK, NONE, 0, 1, 200),
+	RS("304 TE gzip: no body, not refused", "HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: gzip\r\n\r\n", G, OK, NONE, 0, 1, 304),
 	RS("CL 2^63-1", "HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775807\r\n\r\n", G, OK, LEN, INT64_MAX, 1, 200),
 	RS("CL list of equal values", "HTTP/1.1 200 OK\r\nContent-Length: 7, 7\r\n\r\n", G, OK, LEN, 7, 1, 200),
 	RS("500 with body", "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 1\r\n\r\nx", G, OK, LEN, 1, 1, 500),
 	RS("need more", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n", G, MORE, NONE, 0, 0, 0),
+	RSE("TE gzip (issue 9)", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n"),
+	RSE("TE chunked, gzip", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"),
+	RSE("TE identity", "HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\n\r\n"),
+	RSE("TE gzip on an error status", "HTTP/1.1 500 Oops\r\nTransfer-Encoding: gzip\r\n\r\n"),
+	RSE("HTTP/1.0 chunked", "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"),
 	RSE("TE gzip, chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"),
 	RSE("TE chunked twice", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n"),
 	RSE("TE and CL", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n"),
@@ -855,6 +861,15 @@ static void test_write_response(void)
 	static const char want304[] =
 		"HTTP/1.1 304 Not Modified\r\nContent-Length: 1234\r\nETag: \"x\"\r\n"
 		"Connection: keep-alive\r\n\r\n";
+	/* issue 9: a 204 or 1xx with a Content-Length (or Transfer-Encoding)
+	 * reaches the client without it (RFC 9110 8.6, 9112 6.1) */
+	static const char in204[] = "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n";
+	static const char want204[] = "HTTP/1.1 204 No Content\r\n\r\n";
+	static const char in204te[] =
+		"HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\nX: 1\r\n\r\n";
+	static const char want204te[] = "HTTP/1.1 204 No Content\r\nX: 1\r\n\r\n";
+	static const char in100[] = "HTTP/1.1 100 Continue\r\nContent-Length: 5\r\n\r\n";
+	static const char want100[] = "HTTP/1.1 100 Continue\r\n\r\n";
 	struct http1_fwd_resp f = {
 		{ "X-Ringproxy-Backend", 19 }, { "cache1", 6 }, { "1.1 ringproxy", 13 },
 		false, false, false,
@@ -886,6 +901,26 @@ static void test_write_response(void)
 	n = http1_write_response(&m, &f, iov, 16, scratch, sizeof(scratch));
 	gather(iov, n, out);
 	tap_is_str(out, want304, "writer: 304 keeps Content-Length, keep-alive for 1.0");
+
+	memset(&f, 0, sizeof(f));
+	http1_msg_init(&m);
+	tap_ok(http1_parse_response(&m, h, in204, sizeof(in204) - 1, &lim_default, HTTP1_M_GET) > 0,
+	       "writer: 204 with Content-Length parses");
+	n = http1_write_response(&m, &f, iov, 16, scratch, sizeof(scratch));
+	gather(iov, n, out);
+	tap_is_str(out, want204, "writer: 204 without the backend's Content-Length");
+	http1_msg_init(&m);
+	tap_ok(http1_parse_response(&m, h, in204te, sizeof(in204te) - 1, &lim_default, HTTP1_M_GET) > 0,
+	       "writer: 204 with Transfer-Encoding parses");
+	n = http1_write_response(&m, &f, iov, 16, scratch, sizeof(scratch));
+	gather(iov, n, out);
+	tap_is_str(out, want204te, "writer: 204 without the backend's Transfer-Encoding");
+	http1_msg_init(&m);
+	tap_ok(http1_parse_response(&m, h, in100, sizeof(in100) - 1, &lim_default, HTTP1_M_GET) > 0,
+	       "writer: 100 with Content-Length parses");
+	n = http1_write_response(&m, &f, iov, 16, scratch, sizeof(scratch));
+	gather(iov, n, out);
+	tap_is_str(out, want100, "writer: 1xx without the backend's Content-Length");
 }
 
 static void test_simple(void)
