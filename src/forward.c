@@ -2,8 +2,10 @@
  * forward.c -- the backend side of a request, on the client's worker
  * thread: a keep-alive connection from the worker's pool (or a new one),
  * the request head rewritten by http1.c and written with one writev
- * together with whatever body is already buffered, then the response
- * relayed to the client from this connection's read buffer without a copy.
+ * together with whatever body is already buffered (a chunked body
+ * re-framed: the client's data under chunk-size lines of ours), then the
+ * response relayed to the client from this connection's read buffer
+ * without a copy.
  *
  * Backpressure: response bytes stay in this buffer until the client has
  * taken them; meanwhile this connection's read event is removed, so a slow
