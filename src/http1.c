@@ -288,12 +288,39 @@ static size_t http1_path_delim(const char *p, size_t n, bool *slash)
 	return 0;
 }
 
+/* Whether p starts a segment of path: at its start or after a delimiter. */
+static bool http1_seg_start(const char *path, const char *p)
+{
+	bool slash;
+
+	if (p == path || p[-1] == '/' || p[-1] == '\\')
+		return true;
+	return p - path >= 3 && http1_path_delim(p - 3, 3, &slash) == 3;
+}
+
+/* Whether path may hold a dot-segment: a '.' or "%2e" starting a segment.
+ * Two memchr scans, so the usual path ("/t/a.jpg") costs a few ns. */
+static bool http1_maybe_dots(const char *path, size_t len)
+{
+	const char *e = path + len, *p;
+
+	for (p = memchr(path, '.', len); p; p = memchr(p + 1, '.', (size_t)(e - p - 1)))
+		if (http1_seg_start(path, p))
+			return true;
+	for (p = memchr(path, '%', len); p; p = memchr(p + 1, '%', (size_t)(e - p - 1)))
+		if (e - p >= 3 && p[1] == '2' && (p[2] == 'e' || p[2] == 'E') && http1_seg_start(path, p))
+			return true;
+	return false;
+}
+
 int http1_path_dots(const char *path, size_t len)
 {
 	size_t i = 0, s = 0, d;
 	bool left = true, right;        /* delimiters are '/', not encoded */
 	int found = 0, k;
 
+	if (!http1_maybe_dots(path, len))
+		return 0;
 	for (;;) {
 		if (i == len) {
 			d = 0;
