@@ -3,12 +3,25 @@
  * on the main thread's event base: what stats.c collects, as JSON
  * (/stats), Prometheus text (/metrics), an HTML page (/), the ring (/ring),
  * and a health answer for the proxy itself (/health: 200 while some backend
- * is up, 503 when none is). Read-only: GET and HEAD.
+ * is up, 503 when none is). Read-only: GET and HEAD, else 405.
+ *
+ * evhttp buffers whatever a client sends unless told otherwise, so the
+ * listener is bounded: a request head to ADMIN_MAX_HEAD (else 400), a body
+ * to ADMIN_MAX_BODY (else 413, decided from the Content-Length before the
+ * body is read; no path takes one), and ADMIN_MAX_CONNS connections at
+ * once. At that count the listener stops accepting and the kernel's
+ * backlog holds further connections until one closes. evhttp 2.1 has no
+ * connection limit and no hook for a new connection, only one that makes
+ * its bufferevent: see admin_new_bev for how connections are counted.
  */
 #include "admin.h"
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
 #include <event2/http.h>
+#include <event2/listener.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,23 +33,45 @@
 #include "proxy.h"
 #include "stats.h"
 
+#define ADMIN_MAX_HEAD  (16 * 1024)    /* request line + headers */
+#define ADMIN_MAX_BODY  1024            /* a small body still gets its 405 */
+#define ADMIN_MAX_CONNS 64              /* scrapers and a few browsers */
+
 struct admin {
 	struct evhttp *http;
+	struct evconnlistener *listener;    /* owned by http */
 	const struct proxy *p;
 	int port;
+	unsigned conns;                 /* connections open (pending included) */
+	bool paused;                    /* listener disabled at ADMIN_MAX_CONNS */
+	bool closing;                   /* in admin_free */
+	struct event *ev_resolve;       /* active-only: admin_resolve */
+	/* bufferevents made for new connections, not yet looked at (each
+	 * holds a reference of ours); at most one per open connection */
+	struct bufferevent *pending[ADMIN_MAX_CONNS];
+	unsigned npending;
 };
 
 typedef void (*admin_render_fn)(const struct stats *st, struct evbuffer *out);
 
-/* Read-only: GET and HEAD; anything else is 405 with the Allow header. */
+/* Read-only: GET and HEAD; anything else is 405 with the Allow header
+ * (RFC 9110 15.5.6). Not evhttp_send_error: it drops the headers set. */
 static int admin_method_ok(struct evhttp_request *req)
 {
 	enum evhttp_cmd_type m = evhttp_request_get_command(req);
+	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+	struct evbuffer *body;
 
 	if (m == EVHTTP_REQ_GET || m == EVHTTP_REQ_HEAD)
 		return 1;
-	evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
-	evhttp_send_error(req, 405, "the admin listener is read-only");
+	evhttp_add_header(h, "Allow", "GET, HEAD");
+	evhttp_add_header(h, "Content-Type", "text/plain");
+	body = evbuffer_new();
+	if (body)
+		evbuffer_add_printf(body, "the admin listener is read-only: GET or HEAD\n");
+	evhttp_send_reply(req, 405, "Method Not Allowed", body);
+	if (body)
+		evbuffer_free(body);
 	return 0;
 }
 
@@ -122,12 +157,82 @@ static void admin_on_other(struct evhttp_request *req, void *arg)
 	evhttp_send_error(req, HTTP_NOTFOUND, "try / /stats /metrics /ring /health");
 }
 
+/* A connection ended (or was never set up). */
+static void admin_conn_gone(struct admin *a)
+{
+	a->conns--;
+	if (a->paused && !a->closing && a->conns < ADMIN_MAX_CONNS) {
+		evconnlistener_enable(a->listener);
+		a->paused = false;
+	}
+}
+
+/* evhttp frees a connection: called from evhttp_connection_free, also
+ * from evhttp_free in admin_free. */
+static void admin_on_close(struct evhttp_connection *evcon, void *arg)
+{
+	(void)evcon;
+	admin_conn_gone(arg);
+}
+
+/*
+ * evhttp's bufferevent for a connection it has just accepted: a plain
+ * socket one, as evhttp would make itself (options 0: evhttp closes the
+ * socket), counted here. evhttp then creates the connection around it
+ * and sets it as the bufferevent's callback argument (http.c of 2.1,
+ * evhttp_connection_base_bufferevent_new), so admin_resolve, run from the
+ * loop once this accept is done, finds the connection there and asks for
+ * its close callback. Our reference keeps the bufferevent readable until
+ * then: one that evhttp freed meanwhile has its callbacks cleared by
+ * bufferevent_free, and is counted out instead. NULL (evhttp then makes
+ * an uncounted one) only without memory.
+ */
+static struct bufferevent *admin_new_bev(struct event_base *base, void *arg)
+{
+	struct admin *a = arg;
+	struct bufferevent *bev = bufferevent_socket_new(base, -1, 0);
+
+	if (!bev)
+		return NULL;
+	bufferevent_incref(bev);
+	a->pending[a->npending++] = bev;        /* npending <= conns < max */
+	event_active(a->ev_resolve, 0, 0);
+	if (++a->conns >= ADMIN_MAX_CONNS && !a->paused) {
+		evconnlistener_disable(a->listener);
+		a->paused = true;
+	}
+	return bev;
+}
+
+static void admin_resolve(evutil_socket_t fd, short what, void *arg)
+{
+	struct admin *a = arg;
+
+	(void)fd;
+	(void)what;
+	for (unsigned i = 0; i < a->npending; i++) {
+		struct bufferevent *bev = a->pending[i];
+		bufferevent_data_cb rd, wr;
+		bufferevent_event_cb ev;
+		void *cbarg;
+
+		bufferevent_getcb(bev, &rd, &wr, &ev, &cbarg);
+		if (rd && cbarg && evhttp_connection_get_bufferevent(cbarg) == bev)
+			evhttp_connection_set_closecb(cbarg, admin_on_close, a);
+		else
+			admin_conn_gone(a);     /* freed before we looked */
+		bufferevent_decref(bev);
+	}
+	a->npending = 0;
+}
+
 struct admin *admin_new(struct event_base *base, const char *listen, const struct proxy *p,
 			char *err, size_t errlen)
 {
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
 	struct admin *a = calloc(1, sizeof(*a));
+	struct evhttp_bound_socket *bound;
 	int fd = -1;
 
 	if (!a) {
@@ -141,17 +246,23 @@ struct admin *admin_new(struct event_base *base, const char *listen, const struc
 	if (fd < 0)
 		goto fail;
 	a->port = conn_local_port(fd);
-	a->http = evhttp_new(base);
-	if (!a->http || !evhttp_accept_socket_with_handle(a->http, fd)) {
+	a->ev_resolve = event_new(base, -1, 0, admin_resolve, a);
+	a->http = a->ev_resolve ? evhttp_new(base) : NULL;
+	bound = a->http ? evhttp_accept_socket_with_handle(a->http, fd) : NULL;
+	if (!bound) {
 		snprintf(err, errlen, "cannot serve HTTP on it");
 		goto fail;
 	}
 	fd = -1;        /* evhttp owns it now */
-	/* every method reaches the callbacks, which answer 405 (evhttp's
-	 * own filter would say 501) */
+	a->listener = evhttp_bound_socket_get_listener(bound);
+	evhttp_set_bevcb(a->http, admin_new_bev, a);
+	evhttp_set_max_headers_size(a->http, ADMIN_MAX_HEAD);
+	evhttp_set_max_body_size(a->http, ADMIN_MAX_BODY);
+	/* every method evhttp knows reaches the callbacks, which answer 405
+	 * (evhttp's own filter would say 501) */
 	evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
 				   EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
-				   EVHTTP_REQ_PATCH);
+				   EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
 	evhttp_set_timeout(a->http, 10);
 	evhttp_set_cb(a->http, "/", admin_on_page, a);
 	evhttp_set_cb(a->http, "/stats", admin_on_stats, a);
@@ -176,7 +287,13 @@ void admin_free(struct admin *a)
 {
 	if (!a)
 		return;
+	a->closing = true;      /* evhttp_free takes the listener first */
+	for (unsigned i = 0; i < a->npending; i++)
+		bufferevent_decref(a->pending[i]);
+	a->npending = 0;
 	if (a->http)
-		evhttp_free(a->http);
+		evhttp_free(a->http);   /* calls admin_on_close: a still lives */
+	if (a->ev_resolve)
+		event_free(a->ev_resolve);
 	free(a);
 }

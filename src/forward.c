@@ -2,8 +2,10 @@
  * forward.c -- the backend side of a request, on the client's worker
  * thread: a keep-alive connection from the worker's pool (or a new one),
  * the request head rewritten by http1.c and written with one writev
- * together with whatever body is already buffered, then the response
- * relayed to the client from this connection's read buffer without a copy.
+ * together with whatever body is already buffered (a chunked body
+ * re-framed: the client's data under chunk-size lines of ours), then the
+ * response relayed to the client from this connection's read buffer
+ * without a copy.
  *
  * Backpressure: response bytes stay in this buffer until the client has
  * taken them; meanwhile this connection's read event is removed, so a slow
@@ -174,6 +176,43 @@ static void fwd_fail(struct upstream *u, int status, enum front_fail kind, const
 	front_backend_failed(c, status, kind, what);
 }
 
+/*
+ * Queue the data of the client's chunks that its buffer holds, each piece
+ * behind a chunk-size line of ours, then the last chunk without trailers:
+ * the client's sizes, extensions and trailers stay behind, so a backend
+ * never depends on reading them as we do. Stops when the lines or the
+ * queue run out; the rest is taken after the next flush. 0, or -1 on a
+ * malformed body.
+ */
+static int fwd_take_chunks(struct upstream *u)
+{
+	static const char last[] = "\r\n0\r\n\r\n";
+	struct client *c = u->cl;
+
+	while (!c->req_done && u->ck_used < UP_CHUNK_LINES && u->out.cnt <= OUT_IOV_MAX - 3) {
+		size_t before = c->req_end, n;
+		const char *p;
+
+		if (front_take_body(c, &p, &n) < 0)
+			return -1;
+		if (n) {
+			char *line = u->ck_lines[u->ck_used++];
+
+			outq_add(&u->out, line, http1_chunk_line(line, n, u->ck_open));
+			outq_add(&u->out, p, n);
+			u->ck_open = true;
+		}
+		if (c->req_done) {
+			size_t skip = u->ck_open ? 0 : 2;       /* no data: no CRLF */
+
+			outq_add(&u->out, last + skip, sizeof(last) - 1 - skip);
+		}
+		if (c->req_end == before)
+			break;          /* the rest of the body is still to come */
+	}
+	return 0;
+}
+
 /* Queue more request body and write what is queued. */
 static void fwd_pump(struct upstream *u)
 {
@@ -181,7 +220,12 @@ static void fwd_pump(struct upstream *u)
 	int rc;
 
 	for (;;) {
-		if (!c->req_done) {
+		if (!c->req_done && c->req.framing == HTTP1_BODY_CHUNKED) {
+			if (fwd_take_chunks(u) < 0) {
+				front_backend_failed(c, 400, "invalid chunked request body", false);
+				return;
+			}
+		} else if (!c->req_done) {
 			const char *p;
 			size_t n;
 
@@ -207,6 +251,7 @@ static void fwd_pump(struct upstream *u)
 		}
 		if (event_pending(&u->wev, EV_WRITE, NULL))
 			event_del(&u->wev);
+		u->ck_used = 0;                 /* the queue no longer holds them */
 		c->head_sent = true;
 		if (!c->req_done) {
 			if (c->in.len > c->req_end)
@@ -294,6 +339,8 @@ static int fwd_begin(struct client *c, int i, bool fresh, char *why, size_t whyl
 	u->resp_done = false;
 	u->eof = false;
 	u->dechunk = false;
+	u->ck_used = 0;
+	u->ck_open = false;
 	u->in.pos = u->in.len = 0;
 	http1_msg_init(&u->resp);
 	outq_reset(&u->out);

@@ -565,7 +565,7 @@ static void front_start(struct client *c, size_t head_len)
 
 int front_take_body(struct client *c, const char **p, size_t *n)
 {
-	size_t avail = c->in.len - c->req_end;
+	size_t avail = c->in.len - c->req_end, used;
 
 	*p = c->in.data + c->req_end;
 	*n = 0;
@@ -573,17 +573,20 @@ int front_take_body(struct client *c, const char **p, size_t *n)
 		return 0;
 	if (c->req.framing == HTTP1_BODY_LENGTH) {
 		*n = avail < c->body_left ? avail : (size_t)c->body_left;
+		used = *n;
 		c->body_left -= *n;
 		c->req_done = c->body_left == 0;
 	} else {
-		ssize_t r = http1_chunked_scan(&c->chunk, *p, avail);
+		size_t off;
+		ssize_t r = http1_chunked_decode(&c->chunk, *p, avail, &off, n);
 
 		if (r < 0)
 			return -1;
-		*n = (size_t)r;
+		*p += off;
+		used = (size_t)r;
 		c->req_done = c->chunk.done;
 	}
-	c->req_end += *n;
+	c->req_end += used;
 	if (c->req_done && c->state == CL_FORWARD)
 		event_del(&c->tev);
 	return 0;

@@ -50,7 +50,11 @@ bool front_retryable(const struct client *c);
 
 /* From forward.c. */
 /* The next slice of request body in the client buffer, per the request's
- * framing; *n = 0 if none yet. Returns -1 on a malformed chunked body. */
+ * framing: bytes to send as they are for Content-Length; for a chunked
+ * body the data of one chunk (or part of one), its framing consumed and
+ * not included, so the caller frames it anew. *n = 0 if no data yet (call
+ * again while bytes were consumed). Returns -1 on a malformed chunked
+ * body. */
 int front_take_body(struct client *c, const char **p, size_t *n);
 /* Read more of the request (body) once the backend took what we had. */
 void front_resume(struct client *c);

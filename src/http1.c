@@ -20,13 +20,26 @@
  *    headers). A last coding other than chunked, chunked twice, an empty list
  *    element, or TE in an HTTP/1.0 request is 400; chunked after other
  *    codings ("gzip, chunked") is 501. TE with Content-Length is 400.
- *  - Transfer-Encoding in a response: exactly "chunked" frames the body; not
- *    ending in chunked (or in an HTTP/1.0 response) means read until close;
- *    other codings before chunked are 502, as we could not relay them.
+ *  - Transfer-Encoding in a response: exactly "chunked" frames the body.
+ *    Any other coding ("gzip", "chunked, gzip", "gzip, chunked") or chunked
+ *    in an HTTP/1.0 response is 502: RFC 9112 6.3 would read such a body
+ *    until close, but Transfer-Encoding is hop-by-hop, so the client would
+ *    get coded bytes as plain content. A response without a body (HEAD,
+ *    1xx, 204, 304) is not refused for its codings.
+ *  - Content-Length on a 1xx or 204 response (RFC 9110 8.6 forbids it) is
+ *    dropped; on a 304 or a response to HEAD it is relayed.
  *  - OWS around field values is not part of the value, so "chunked " and
  *    "\tchunked" are chunked; whitespace between name and colon is 400.
  *  - Content-Length: a comma list of identical values is one value; any
- *    difference, empty element, sign, non-digit or overflow is 400/502.
+ *    difference, empty element, sign, non-digit or a value above 2^63-1 is
+ *    400/502. Lengths and chunk sizes are bounded by 2^63-1 (the largest
+ *    off_t; RFC 9110 8.6 asks a recipient to guard against overflow), so
+ *    no peer that keeps them in a signed 64-bit integer reads a negative
+ *    length where we read a large one.
+ *  - Request paths: dot-segments ("." and "..", also as %2e) between '/'
+ *    are removed before forwarding (RFC 3986 5.2.4), so a backend URL's
+ *    prefix confines every path; one delimited by %2f, a backslash, %5c or
+ *    followed by ";" is 400 (see http1_path_dots). %2f itself is relayed.
  *  - Connection may not make Host or the headers the writer generates
  *    (framing, X-Forwarded-For, X-Forwarded-Proto, Via) hop-by-hop.
  */
@@ -239,6 +252,131 @@ static int http1_version(const char *p, const char **after)
 	return p[7] - '0';
 }
 
+/* ---- request paths ----------------------------------------------------- */
+
+/* What the path segment [s, e) is: 1 ".", 2 "..", -1 either followed by
+ * ";" parameters (read as a dot-segment by servers that drop path
+ * parameters first), 0 a name. */
+static int http1_dot_segment(const char *s, const char *e)
+{
+	int dots = 0;
+
+	while (s < e && *s != ';') {
+		if (*s == '.')
+			s++;
+		else if (e - s >= 3 && s[0] == '%' && s[1] == '2' && (s[2] == 'e' || s[2] == 'E'))
+			s += 3;
+		else
+			return 0;
+		if (++dots > 2)
+			return 0;
+	}
+	if (dots == 0)
+		return 0;
+	return s < e ? -1 : dots;
+}
+
+/* Bytes of the segment delimiter at p[0..n): 1 for '/' (*slash set) or a
+ * backslash, 3 for %2f or %5c in either case, 0 for none. */
+static size_t http1_path_delim(const char *p, size_t n, bool *slash)
+{
+	*slash = p[0] == '/';
+	if (p[0] == '/' || p[0] == '\\')
+		return 1;
+	if (p[0] == '%' && n >= 3 && ((p[1] == '2' && (p[2] == 'f' || p[2] == 'F'))
+				      || (p[1] == '5' && (p[2] == 'c' || p[2] == 'C'))))
+		return 3;
+	return 0;
+}
+
+/* Whether p starts a segment of path: at its start or after a delimiter. */
+static bool http1_seg_start(const char *path, const char *p)
+{
+	bool slash;
+
+	if (p == path || p[-1] == '/' || p[-1] == '\\')
+		return true;
+	return p - path >= 3 && http1_path_delim(p - 3, 3, &slash) == 3;
+}
+
+/* Whether path may hold a dot-segment: a '.' or "%2e" starting a segment.
+ * Two memchr scans, so the usual path ("/t/a.jpg") costs a few ns. */
+static bool http1_maybe_dots(const char *path, size_t len)
+{
+	const char *e = path + len, *p;
+
+	for (p = memchr(path, '.', len); p; p = memchr(p + 1, '.', (size_t)(e - p - 1)))
+		if (http1_seg_start(path, p))
+			return true;
+	for (p = memchr(path, '%', len); p; p = memchr(p + 1, '%', (size_t)(e - p - 1)))
+		if (e - p >= 3 && p[1] == '2' && (p[2] == 'e' || p[2] == 'E') && http1_seg_start(path, p))
+			return true;
+	return false;
+}
+
+int http1_path_dots(const char *path, size_t len)
+{
+	size_t i = 0, s = 0, d;
+	bool left = true, right;        /* delimiters are '/', not encoded */
+	int found = 0, k;
+
+	if (!http1_maybe_dots(path, len))
+		return 0;
+	for (;;) {
+		if (i == len) {
+			d = 0;
+			right = true;
+		} else {
+			char ch = path[i];
+
+			if (ch != '/' && ch != '\\' && ch != '%') {
+				i++;
+				continue;
+			}
+			d = http1_path_delim(path + i, len - i, &right);
+			if (d == 0) {
+				i++;
+				continue;
+			}
+		}
+		k = i > s ? http1_dot_segment(path + s, path + i) : 0;
+		if (k < 0 || (k > 0 && !(left && right)))
+			return -1;
+		if (k > 0)
+			found = 1;
+		if (i == len)
+			return found;
+		left = right;
+		i += d;
+		s = i;
+	}
+}
+
+size_t http1_path_clean(const char *path, size_t len, char *out)
+{
+	size_t i = 0, o = 0, e;
+	int k;
+
+	while (i < len) {               /* path[i] is '/' */
+		for (e = i + 1; e < len && path[e] != '/'; e++)
+			;
+		k = http1_dot_segment(path + i + 1, path + e);
+		if (k == 2) {           /* drop the last output segment */
+			while (o > 0 && out[--o] != '/')
+				;
+		}
+		if (k > 0) {
+			if (e == len)   /* "/a/.." ends as "/a/" would: "/" */
+				out[o++] = '/';
+		} else {
+			memcpy(out + o, path + i, e - i);
+			o += e - i;
+		}
+		i = e;
+	}
+	return o;
+}
+
 /* Splits the request target into path and query; -status on a bad form. */
 static ssize_t http1_target(struct http1_msg *m)
 {
@@ -295,6 +433,13 @@ static ssize_t http1_target(struct http1_msg *m)
 	if (m->path.len == 0) {
 		m->path.p = "/";                /* "http://h" or "http://h?x" */
 		m->path.len = 1;
+	}
+	switch (http1_path_dots(m->path.p, m->path.len)) {
+	case -1:
+		return http1_fail(m, 400, "a dot-segment next to an encoded slash, a backslash or a ';'");
+	case 1:
+		m->path_dots = m->path.p[0] == '/';
+		break;
 	}
 	return 0;
 }
@@ -359,7 +504,8 @@ static bool http1_list_next(const char **pp, const char *e, struct http1_str *ou
 	return true;
 }
 
-/* Content-Length: a list of identical decimal values. 0 or -1. */
+/* Content-Length: a list of identical decimal values, each at most
+ * HTTP1_MAX_LENGTH. 0 or -1. */
 static int http1_content_length(struct http1_str v, uint64_t *cl, bool *have)
 {
 	const char *p = v.p, *e = v.p + v.len;
@@ -374,7 +520,7 @@ static int http1_content_length(struct http1_str v, uint64_t *cl, bool *have)
 		for (i = 0; i < el.len; i++) {
 			unsigned d = (unsigned char)el.p[i] - '0';
 
-			if (d > 9 || n > (UINT64_MAX - d) / 10)
+			if (d > 9 || n > (HTTP1_MAX_LENGTH - d) / 10)
 				return -1;
 			n = n * 10 + d;
 		}
@@ -662,15 +808,24 @@ static ssize_t http1_parse(struct http1_msg *m, struct http1_header *hdrs,
 		if (no_body) {
 			m->framing = HTTP1_BODY_NONE;
 			/* HEAD and 304 describe a body they do not carry: the
-			 * client needs that Content-Length, so it is not ours */
+			 * client needs that Content-Length, so it is not ours.
+			 * 1xx and 204 may not have one (RFC 9110 8.6): it
+			 * stays flagged, so the writer drops it */
 			for (i = 0; i < m->nheaders; i++) {
-				if (m->headers[i].flags == HTTP1_HDR_FRAMING)
+				if (m->headers[i].flags == HTTP1_HDR_FRAMING
+				    && m->status >= 200 && m->status != 204)
 					m->headers[i].flags = 0;
 			}
-		} else if (has_te && te.last_chunked && m->minor == 1) {
-			m->framing = HTTP1_BODY_CHUNKED;
+			if (m->status < 200 || m->status == 204)
+				m->content_length = 0;
+		} else if (has_te && (!te.last_chunked || m->minor == 0)) {
+			/* a coding we do not decode ("gzip"), or chunked in
+			 * HTTP/1.0 (RFC 9112 6.1): the body would reach the
+			 * client still coded and without the header that
+			 * says so, since Transfer-Encoding is hop-by-hop */
+			return http1_fail(m, 400, "a transfer coding the proxy does not decode");
 		} else if (has_te) {
-			m->framing = HTTP1_BODY_CLOSE;
+			m->framing = HTTP1_BODY_CHUNKED;
 		} else if (have_cl) {
 			m->framing = HTTP1_BODY_LENGTH;
 		} else {
@@ -780,7 +935,7 @@ static ssize_t http1_ck_run(struct http1_chunked *c, const char *buf, size_t len
 		case CK_SIZE:
 			d = http1_hex(ch);
 			if (d >= 0) {
-				if (c->ndigits >= 16)
+				if (c->ndigits >= 16 || c->left > (HTTP1_MAX_LENGTH >> 4))
 					return http1_ck_fail(c, "chunk size too large");
 				c->left = (c->left << 4) | (uint64_t)d;
 				c->ndigits++;
@@ -898,6 +1053,27 @@ ssize_t http1_chunked_decode(struct http1_chunked *c, const char *buf,
 	*data_off = 0;
 	*data_len = 0;
 	return http1_ck_run(c, buf, len, true, data_off, data_len);
+}
+
+size_t http1_chunk_line(char *out, uint64_t size, bool close_prev)
+{
+	static const char hex[] = "0123456789abcdef";
+	char digits[16];
+	size_t i = sizeof(digits), o = 0;
+
+	do {
+		digits[--i] = hex[size & 15];
+		size >>= 4;
+	} while (size != 0);
+	if (close_prev) {
+		out[o++] = '\r';
+		out[o++] = '\n';
+	}
+	memcpy(out + o, digits + i, sizeof(digits) - i);
+	o += sizeof(digits) - i;
+	out[o++] = '\r';
+	out[o++] = '\n';
+	return o;
 }
 
 /* ---- writers ------------------------------------------------------------ */
@@ -1067,7 +1243,12 @@ int http1_write_request(const struct http1_msg *m, const struct http1_fwd_req *f
 	HTTP1_PUTS(&o, " ");
 	if (!(m->path.len == 1 && m->path.p[0] == '*'))
 		http1_put_str(&o, f->prefix);
-	http1_put_str(&o, m->path);
+	if (!m->path_dots)
+		http1_put_str(&o, m->path);
+	else if ((size_t)(o.end - o.p) < m->path.len)
+		o.bad = true;
+	else                    /* a prefix confines only a clean path */
+		o.p += http1_path_clean(m->path.p, m->path.len, o.p);
 	if (m->has_query) {
 		HTTP1_PUTS(&o, "?");
 		http1_put_str(&o, m->query);

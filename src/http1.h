@@ -86,6 +86,8 @@ struct http1_msg {
 				       ignored); "*" for asterisk-form */
 	struct http1_str query;     /* after '?', '?' excluded */
 	bool has_query;             /* a '?' was present (query may be "") */
+	bool path_dots;             /* path has dot-segments: the writer
+				       sends it through http1_path_clean */
 
 	/* status line (responses) */
 	int status;
@@ -158,6 +160,10 @@ struct http1_chunked {
 	const char *error;
 };
 
+/* The largest Content-Length and chunk size accepted: 2^63-1. Larger
+ * values are refused (400 in a request, 502 in a response), not relayed. */
+#define HTTP1_MAX_LENGTH ((uint64_t)INT64_MAX)
+
 #define HTTP1_MAX_TRAILER   8192u  /* default trailer section bound */
 #define HTTP1_MAX_CHUNK_EXT 1024u  /* chunk extensions of one chunk */
 
@@ -175,6 +181,19 @@ ssize_t http1_chunked_scan(struct http1_chunked *c, const char *buf, size_t len)
  * bytes consumed (0 = need more), or -1 on a framing error. */
 ssize_t http1_chunked_decode(struct http1_chunked *c, const char *buf,
 			     size_t len, size_t *data_off, size_t *data_len);
+
+/* The longest line http1_chunk_line writes: CRLF, 16 hex digits, CRLF. */
+#define HTTP1_CHUNK_LINE_MAX 20
+
+/*
+ * Re-framing a chunked body: the line that goes before size bytes of chunk
+ * data, "HEX\r\n" in lowercase without leading zeros, preceded by the
+ * "\r\n" that ends the previous chunk's data when close_prev. size 0 is
+ * the last-chunk line ("0\r\n"; the caller adds the final CRLF, sending
+ * no trailers). Writes at most HTTP1_CHUNK_LINE_MAX bytes to out, returns
+ * how many. Pure.
+ */
+size_t http1_chunk_line(char *out, uint64_t size, bool close_prev);
 
 /* What the proxy adds to a request head it forwards. */
 struct http1_fwd_req {
@@ -231,5 +250,27 @@ const char *http1_reason(int status);
 /* Case-insensitive compare of a slice with a NUL-terminated lowercase
  * literal. */
 bool http1_str_ieq(struct http1_str s, const char *lower);
+
+/*
+ * Dot-segments of a request path (RFC 3986 3.3): "." and "..", also
+ * written %2e / %2E. Between '/' they are removed by http1_path_clean
+ * before the path is forwarded, so a backend URL's prefix confines every
+ * path. One that an encoded slash (%2f), a backslash (raw or %5c) or a
+ * path parameter (";") delimits is ambiguous -- some backends decode or
+ * split there and then climb, others do not -- and the request is refused.
+ * Returns 0 when path[0..len) has no dot-segment, 1 when it has only
+ * removable ones, -1 when it is to be refused. Pure.
+ */
+int http1_path_dots(const char *path, size_t len);
+
+/*
+ * remove_dot_segments (RFC 3986 5.2.4) of a path that starts with '/' and
+ * for which http1_path_dots did not return -1, with %2e read as '.':
+ * writes the result to out (room for len bytes: it is never longer) and
+ * returns its length. The result starts with '/' and never climbs above
+ * the root: "/a/./../../b" -> "/b", "/%2e%2e/x" -> "/x", "/a/.." -> "/".
+ * Other bytes, %2e in names included, are copied as they are. Pure.
+ */
+size_t http1_path_clean(const char *path, size_t len, char *out);
 
 #endif

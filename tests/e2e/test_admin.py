@@ -10,7 +10,9 @@ import json
 import os
 import re
 import signal
+import socket
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -35,6 +37,109 @@ def fetch(port, path, method="GET"):
         return r.status, r.getheader("Content-Type") or "", r.read().decode()
     finally:
         c.close()
+
+
+def status_of(sock, timeout):
+    """The status code of the first response line on sock, or None when
+    none comes within timeout s (or the connection ends without one)."""
+    sock.settimeout(timeout)
+    buf = b""
+    try:
+        while b"\r\n" not in buf:
+            d = sock.recv(4096)
+            if not d:
+                break
+            buf += d
+    except OSError:
+        pass
+    m = re.match(rb"HTTP/1\.[01] (\d{3}) ", buf)
+    return int(m.group(1)) if m else None
+
+
+def push(sock, chunk, count, seconds):
+    """Send chunk count times, for at most seconds; the bytes the kernel
+    took before the peer stopped reading or closed."""
+    sent = 0
+    deadline = time.monotonic() + seconds
+    sock.settimeout(1)
+    try:
+        for _ in range(count):
+            if time.monotonic() > deadline:
+                break
+            sock.sendall(chunk)
+            sent += len(chunk)
+    except OSError:
+        pass
+    return sent
+
+
+def limits(proxy, port):
+    """Issue 9, finding 3: what a client can make the admin listener hold."""
+    for path in ("/", "/stats", "/metrics", "/ring", "/health"):
+        for method in ("POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE"):
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            c.request(method, path)
+            r = c.getresponse()
+            r.read()
+            c.close()
+            if r.status != 405 or r.getheader("Allow") != "GET, HEAD":
+                break
+        t.check(r.status == 405 and r.getheader("Allow") == "GET, HEAD",
+                f"{path}: every method but GET and HEAD is 405 with Allow: GET, HEAD",
+                [method, r.status, r.getheader("Allow")])
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("HEAD", "/stats")
+    r = c.getresponse()
+    t.check(r.status == 200 and r.read() == b"", "HEAD /stats: 200 without a body")
+    c.close()
+
+    # POST /stats announcing 1 GiB, then 96 MiB sent: refused from the
+    # Content-Length, nothing of the body kept
+    rss0 = proxy.rss_kb()
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"POST /stats HTTP/1.1\r\nHost: x\r\nContent-Length: 1073741824\r\n\r\n")
+    st = status_of(s, 5)
+    sent = push(s, b"x" * (1 << 20), 96, 20)
+    s.close()
+    grew = proxy.rss_kb() - rss0
+    t.check(st == 413, "POST with Content-Length: 1073741824: 413 before the body is read", st)
+    t.check(grew < 16 * 1024, f"... and 96 MiB sent after it ({sent >> 20} MiB taken by the kernel) "
+            f"grew the RSS by {grew} kB, under 16 MiB", grew)
+
+    # 6,000 header lines of 8 KB: refused at the head limit
+    rss0 = proxy.rss_kb()
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"GET /stats HTTP/1.1\r\nHost: x\r\n")
+    sent = push(s, b"X-Flood: " + b"a" * 8000 + b"\r\n", 6000, 20)
+    push(s, b"\r\n", 1, 1)
+    st = status_of(s, 5)
+    s.close()
+    grew = proxy.rss_kb() - rss0
+    t.check(st in (400, 431, None) and sent < 6000 * 8011,
+            f"6,000 header lines of 8 KB: refused after {sent >> 10} kB", [st, sent])
+    t.check(grew < 16 * 1024, f"... and the RSS grew by {grew} kB, under 16 MiB", grew)
+
+    # at most 64 connections: the next waits in the kernel's backlog
+    # until one of them closes
+    time.sleep(0.5)     # the connections above are closed and counted out
+    held = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(64)]
+    try:
+        held[0].sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        first = status_of(held[0], 5)
+        extra = socket.create_connection(("127.0.0.1", port), timeout=10)
+        extra.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        waiting = status_of(extra, 1.5)
+        held[1].close()
+        later = status_of(extra, 5)
+        extra.close()
+        t.check(first == 200 and waiting is None and later == 200,
+                "64 admin connections open: a 65th is served only once one of them closes",
+                [first, waiting, later])
+    finally:
+        for h in held:
+            h.close()
+    st = harness.wait_until(lambda: fetch(port, "/health")[0] == 200, 5)
+    t.check(st, "with them closed, the admin listener serves again")
 
 
 names = ("a1", "a2", "a3")
@@ -100,6 +205,7 @@ try:
     t.check(st == 404, "an unknown path is 404")
     st, _, _ = fetch(A, "/stats", "POST")
     t.check(st == 405, "the admin listener is read-only: POST is 405")
+    limits(proxy, A)
 
     # reloads: a failed one and a good one are both reported
     with open(proxy.conf, "a") as f:

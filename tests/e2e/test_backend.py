@@ -5,9 +5,12 @@ connection the backend resets as a request arrives (resent once on a fresh
 connection; not when the backend took the request), invalid response
 framing (502, never relayed), bytes after a
 response (never read as the next response), close-delimited bodies,
-interim 1xx responses, a head dribbled byte by byte, a broken chunked body.
+interim 1xx responses, a head dribbled byte by byte, a broken chunked body,
+framing that issue 9 found relayed (a Content-Length above 2^63-1, one on a
+204 or 1xx, a transfer coding the proxy does not decode).
 usage: test_backend.py RINGPROXY TESTCACHE"""
 
+import json
 import os
 import select
 import socket
@@ -38,7 +41,23 @@ SCRIPTS = {
     b"/interim": b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n" + OK,
     b"/badchunk": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n",
     b"/headbody": b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",   # body sent to a HEAD
+    # issue 9: each of these was relayed
+    b"/hugecl": b"HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551615\r\n\r\nhello",
+    b"/cl2p63": b"HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775808\r\n\r\nhello",
+    b"/204cl": b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n",
+    b"/100cl": b"HTTP/1.1 100 Continue\r\nContent-Length: 5\r\n\r\n" + OK,
+    b"/gzip": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n\x1f\x8b\x08\x00coded",
+    b"/gzipchunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n5\r\n\x1f\x8b\x08\x00c\r\n0\r\n\r\n",
+    b"/chunkedgzip": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n\x1f\x8b\x08\x00coded",
+    b"/http10chunked": b"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
 }
+CLOSING = (b"/badchunk", b"/101", b"/gzip", b"/chunkedgzip", b"/http10chunked")
+
+
+def bad_responses(port):
+    """The fake backend's bad_responses counter from /stats."""
+    st, h, body = harness.get(port, "/stats")
+    return {b["name"]: b for b in json.loads(body)["backends"]}["fake"]["bad_responses"]
 
 
 def handler(fake, s, n):
@@ -76,7 +95,7 @@ def handler(fake, s, n):
                 time.sleep(0.002)
         elif path in SCRIPTS:
             s.sendall(SCRIPTS[path])
-            if path in (b"/badchunk", b"/101"):
+            if path in CLOSING:
                 time.sleep(0.5)
                 return
         else:
@@ -87,9 +106,10 @@ def handler(fake, s, n):
 fake = harness.Fake(handler)
 fake.idle = None
 try:
-    proxy = harness.Proxy(RP, harness.conf_text([("fake", fake.port)], proxy={"workers": 1, "retries": 0}),
-                          "backend")
+    proxy = harness.Proxy(RP, harness.conf_text([("fake", fake.port)], proxy={
+        "workers": 1, "retries": 0, "admin_listen": "127.0.0.1:0"}), "backend")
     P = proxy.port
+    A = int(proxy.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/").group(1))
 
     # a stale pooled connection: resent once on a fresh one, but only if
     # the backend acknowledged none of the request
@@ -121,6 +141,53 @@ try:
         r = rd.response()
         t.check(r.status == 200 and r.body == b"hello", "... and the client connection goes on")
         rd.s.close()
+
+    # issue 9: a length above 2^63-1, or a transfer coding the proxy does
+    # not decode, is a 502 counted against the backend like any invalid
+    # response, and never relayed
+    for path, what in ((b"/hugecl", "Content-Length: 18446744073709551615"),
+                       (b"/cl2p63", "Content-Length: 2^63"),
+                       (b"/gzip", "Transfer-Encoding: gzip"),
+                       (b"/gzipchunked", "Transfer-Encoding: gzip, chunked"),
+                       (b"/chunkedgzip", "Transfer-Encoding: chunked, gzip"),
+                       (b"/http10chunked", "chunked in an HTTP/1.0 response")):
+        bad = bad_responses(A)
+        s = proxy.sock(timeout=5)
+        s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path)
+        rd = harness.Reader(s)
+        try:
+            r = rd.response()
+            got = [r.status, r.headers, r.body[:120]]
+        except (OSError, EOFError, ValueError) as e:
+            r, got = None, repr(e)
+        t.check(r is not None and r.status == 502 and b"coded" not in r.body and b"hello" not in r.body,
+                f"a response with {what}: 502, nothing of it relayed", got)
+        t.check(bad_responses(A) == bad + 1, "... counted as a bad response of the backend")
+        try:
+            s.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+            r = rd.response()
+        except (OSError, EOFError, ValueError):
+            r = None
+        t.check(r is not None and r.status == 200 and r.body == b"hello",
+                "... and the client connection goes on")
+        s.close()
+
+    # issue 9: a 204 or 1xx reaches the client without the backend's
+    # Content-Length (RFC 9110 8.6)
+    rs, rd = raw(P, b"GET /204cl HTTP/1.1\r\nHost: x\r\n\r\nGET /ok HTTP/1.1\r\nHost: x\r\n\r\n", n=2)
+    t.check(rs[0].status == 204 and rs[0].h("Content-Length") is None and rs[0].h("Transfer-Encoding") is None,
+            "HTTP/1.1 204 No Content with Content-Length: 5 reaches the client without it", rs[0].headers)
+    t.check(rs[1].status == 200 and rs[1].body == b"hello", "... and the next response follows intact")
+    rd.s.close()
+    s = proxy.sock()
+    s.sendall(b"GET /100cl HTTP/1.1\r\nHost: x\r\n\r\n")
+    rd = harness.Reader(s)
+    r1 = rd.response()
+    r2 = rd.response()
+    t.check(r1.status == 100 and r1.h("Content-Length") is None and r2.status == 200 and r2.body == b"hello",
+            "a 100 Continue with Content-Length: 5 is relayed without it, then the response",
+            [r1.status, r1.headers, r2.status])
+    s.close()
 
     # hop-by-hop response headers stay between backend and proxy
     (r,), rd = raw(P, b"GET /hop HTTP/1.1\r\nHost: x\r\n\r\n")

@@ -50,6 +50,13 @@ CASES = [
     ("a chunk size with a sign",
      b"POST /s/neg HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\nx\r\n0\r\n\r\n" + SMUGGLED,
      400),
+    ("Content-Length: 18446744073709551615 (above 2^63-1, issue 9)",
+     b"POST /s/huge HTTP/1.1\r\nHost: x\r\nContent-Length: 18446744073709551615\r\n\r\n" + SMUGGLED, 400),
+    ("Content-Length: 9223372036854775808 (2^63)",
+     b"POST /s/2p63 HTTP/1.1\r\nHost: x\r\nContent-Length: 9223372036854775808\r\n\r\n" + SMUGGLED, 400),
+    ("a chunk size of 2^63",
+     b"POST /s/ck63 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n8000000000000000\r\nx\r\n0\r\n\r\n"
+     + SMUGGLED, 400),
     ("gzip, chunked: a coding the proxy does not decode",
      b"POST /s/gz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n" + SMUGGLED, 501),
 ]

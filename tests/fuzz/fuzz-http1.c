@@ -4,8 +4,10 @@
  * position; the rest is the message, copied to an exactly sized malloc so
  * ASan catches any read past it. Besides "no crash", it checks the codec's
  * promises: a split parse ends as the whole one does, an accepted request or
- * response written back out parses to the same fields, and the two chunked
- * walkers agree with each other in any pieces.
+ * response written back out parses to the same fields (a path with
+ * dot-segments cleaned), the two chunked walkers agree with each other in
+ * any pieces, and a body re-framed with our chunk-size lines decodes to
+ * the same data.
  */
 #include "http1.h"
 
@@ -61,17 +63,28 @@ static void fuzz_request_round_trip(const struct http1_msg *m)
 	static const struct http1_limits big = { 1u << 20, 4 * FUZZ_MAXH };
 	struct http1_header h2[4 * FUZZ_MAXH];
 	struct iovec iov[4 * FUZZ_MAXH];
-	char scratch[16384], *out;
+	char scratch[16384], clean[4096], *out;
+	struct http1_str want_path = m->path;
 	struct http1_msg m2;
 	size_t len;
 	unsigned i, j;
 	int n;
 
+	/* a path with dot-segments goes out cleaned: never longer, rooted,
+	 * and free of dot-segments */
+	FUZZ_CHECK(m->path_dots == (m->path.p[0] == '/' && http1_path_dots(m->path.p, m->path.len) == 1));
+	if (m->path_dots) {
+		FUZZ_CHECK(m->path.len <= sizeof(clean));
+		want_path.len = http1_path_clean(m->path.p, m->path.len, clean);
+		want_path.p = clean;
+		FUZZ_CHECK(want_path.len >= 1 && want_path.len <= m->path.len && clean[0] == '/'
+			   && http1_path_dots(clean, want_path.len) == 0);
+	}
 	n = http1_write_request(m, &f, iov, 4 * FUZZ_MAXH, scratch, sizeof(scratch));
 	FUZZ_CHECK(n > 0);
 	out = fuzz_gather(iov, n, &len);
 	FUZZ_CHECK(fuzz_parse(&m2, h2, out, len, &big, 0, HTTP1_M_OTHER) == (ssize_t)len);
-	FUZZ_CHECK(fuzz_slice_eq(m2.method, m->method) && fuzz_slice_eq(m2.path, m->path)
+	FUZZ_CHECK(fuzz_slice_eq(m2.method, m->method) && fuzz_slice_eq(m2.path, want_path)
 		   && m2.has_query == m->has_query && fuzz_slice_eq(m2.query, m->query)
 		   && m2.framing == m->framing && m2.content_length == m->content_length);
 	for (i = 0, j = 0; i < m->nheaders; i++) {
@@ -138,10 +151,40 @@ static void fuzz_head(const char *buf, size_t len, size_t split, int resp,
 		fuzz_request_round_trip(&m);
 }
 
+/* A complete body re-framed as forward.c does it (our size line before
+ * each piece of data, no extensions, no trailers) must scan to its end
+ * and decode to the same data. */
+static void fuzz_reframed(const char *out, size_t olen, const char *data, size_t dlen)
+{
+	struct http1_chunked c;
+	char *copy = malloc(olen), *got = malloc(dlen ? dlen : 1);
+	size_t off = 0, glen = 0, doff, n;
+	ssize_t r;
+
+	memcpy(copy, out, olen);        /* exactly sized */
+	http1_chunked_init(&c);
+	FUZZ_CHECK(http1_chunked_scan(&c, copy, olen) == (ssize_t)olen && c.done);
+	http1_chunked_init(&c);
+	while (off < olen && !c.done) {
+		r = http1_chunked_decode(&c, copy + off, olen - off, &doff, &n);
+		FUZZ_CHECK(r > 0 && glen + n <= dlen);
+		memcpy(got + glen, copy + off + doff, n);
+		glen += n;
+		off += (size_t)r;
+	}
+	FUZZ_CHECK(c.done && off == olen && glen == dlen && memcmp(got, data, dlen) == 0);
+	free(copy);
+	free(got);
+}
+
 static void fuzz_chunked(const char *buf, size_t len, size_t step)
 {
 	struct http1_chunked a, b;
-	size_t off = 0, doff, dlen, n;
+	size_t off = 0, doff, dlen, n, olen = 0, datalen = 0;
+	/* each piece of data costs at most one line and comes from at least
+	 * one input byte */
+	char *out = malloc(len * (HTTP1_CHUNK_LINE_MAX + 1) + 8), *data = malloc(len ? len : 1);
+	bool open = false;
 	ssize_t whole, r;
 
 	http1_chunked_init(&a);
@@ -158,6 +201,14 @@ static void fuzz_chunked(const char *buf, size_t len, size_t step)
 		FUZZ_CHECK((size_t)r <= n && doff + dlen <= (size_t)r);
 		if (r == 0)
 			break;
+		if (dlen) {
+			olen += http1_chunk_line(out + olen, dlen, open);
+			memcpy(out + olen, buf + off + doff, dlen);
+			olen += dlen;
+			memcpy(data + datalen, buf + off + doff, dlen);
+			datalen += dlen;
+			open = true;
+		}
 		off += (size_t)r;
 	}
 	if (whole < 0) {
@@ -165,6 +216,12 @@ static void fuzz_chunked(const char *buf, size_t len, size_t step)
 	} else {
 		FUZZ_CHECK(b.error == NULL && (size_t)whole == off && a.done == b.done);
 	}
+	if (b.done) {
+		memcpy(out + olen, open ? "\r\n0\r\n\r\n" : "0\r\n\r\n", open ? 7 : 5);
+		fuzz_reframed(out, olen + (open ? 7 : 5), data, datalen);
+	}
+	free(out);
+	free(data);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

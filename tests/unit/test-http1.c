@@ -67,7 +67,7 @@ static const struct rq_case rq_cases[] = {
 	RQ("Content-Length no space", "POST /u HTTP/1.1\r\n" H "Content-Length:5\r\n\r\nhello", OK, LEN, 5, 1),
 	RQ("Content-Length list of equal values", "POST /u HTTP/1.1\r\n" H "Content-Length: 5, 5\r\n\r\nhello", OK, LEN, 5, 1),
 	RQ("Content-Length repeated equal", "POST /u HTTP/1.1\r\n" H "Content-Length: 5\r\ncontent-length: 5\r\n\r\nhello", OK, LEN, 5, 1),
-	RQ("Content-Length max uint64", "POST /u HTTP/1.1\r\n" H "Content-Length: 18446744073709551615\r\n\r\n", OK, LEN, UINT64_MAX, 1),
+	RQ("Content-Length 2^63-1", "POST /u HTTP/1.1\r\n" H "Content-Length: 9223372036854775807\r\n\r\n", OK, LEN, INT64_MAX, 1),
 	RQ("chunked", "POST /u HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", OK, CHK, 0, 1),
 	RQ("Chunked uppercase", "POST /u HTTP/1.1\r\n" H "Transfer-Encoding: CHUNKED\r\n\r\n", OK, CHK, 0, 1),
 	RQ("chunked with trailing SP (OWS)", "POST /u HTTP/1.1\r\n" H "Transfer-Encoding: chunked \r\n\r\n", OK, CHK, 0, 1),
@@ -184,6 +184,21 @@ static const struct rq_case rq_cases[] = {
 	RQE("absolute-form without authority", "GET http:///x HTTP/1.1\r\n" H "\r\n", -400),
 	RQE("absolute-form scheme only", "GET http:// HTTP/1.1\r\n" H "\r\n", -400),
 
+	/* dot-segments (issue 9): removable ones parse, the path slice as
+	 * sent (the writer cleans it); ambiguous ones are refused */
+	RQP("dot-segment ..", "GET /../secret HTTP/1.1\r\n" H "\r\n", "/../secret", NULL),
+	RQP("dot-segment %2e%2e", "GET /%2e%2e/secret HTTP/1.1\r\n" H "\r\n", "/%2e%2e/secret", NULL),
+	RQP("dot-segments . and ..", "GET /a/./../../b?q HTTP/1.1\r\n" H "\r\n", "/a/./../../b", "q"),
+	RQP("absolute-form with ..", "GET http://x/../secret HTTP/1.1\r\n" H "\r\n", "/../secret", NULL),
+	RQP("encoded slash without dots", "GET /a%2Fb/c HTTP/1.1\r\n" H "\r\n", "/a%2Fb/c", NULL),
+	RQE("dot-segment before %2f", "GET /..%2fsecret HTTP/1.1\r\n" H "\r\n", -400),
+	RQE("dot-segment before %2F", "GET /a/..%2Fsecret HTTP/1.1\r\n" H "\r\n", -400),
+	RQE("dot-segment between %2f", "GET /a%2f%2e%2e%2fb HTTP/1.1\r\n" H "\r\n", -400),
+	RQE("dot-segment before a backslash", "GET /..\\secret HTTP/1.1\r\n" H "\r\n", -400),
+	RQE("dot-segment before %5c", "GET /..%5Csecret HTTP/1.1\r\n" H "\r\n", -400),
+	RQE("dot-segment with ;", "GET /..;/secret HTTP/1.1\r\n" H "\r\n", -400),
+	RQE("absolute-form dot-segment before %2f", "GET http://x/..%2fsecret HTTP/1.1\r\n" H "\r\n", -400),
+
 	/* limits */
 	RQL("one header too many", "GET / HTTP/1.1\r\n" H "A: 1\r\nB: 2\r\n\r\n", -431, 2, 0),
 	RQL("head one byte over max_head", "GET / HTTP/1.1\r\n" H "\r\n", -431, 0, 26),
@@ -231,6 +246,9 @@ static const struct rq_case rq_cases[] = {
 	RQE("CL 5 5", "POST / HTTP/1.1\r\n" H "Content-Length: 5 5\r\n\r\n", -400),
 	RQE("CL 5.0", "POST / HTTP/1.1\r\n" H "Content-Length: 5.0\r\n\r\n", -400),
 	RQE("CL 1e3", "POST / HTTP/1.1\r\n" H "Content-Length: 1e3\r\n\r\n", -400),
+	RQE("CL 2^63", "POST / HTTP/1.1\r\n" H "Content-Length: 9223372036854775808\r\n\r\n", -400),
+	RQE("CL 2^64-1 (issue 9)", "POST /u HTTP/1.1\r\n" H "Content-Length: 18446744073709551615\r\n\r\n", -400),
+	RQE("CL 2^63 after leading zeros", "POST / HTTP/1.1\r\n" H "Content-Length: 009223372036854775808\r\n\r\n", -400),
 	RQE("CL overflow 2^64", "POST / HTTP/1.1\r\n" H "Content-Length: 18446744073709551616\r\n\r\n", -400),
 	RQE("CL huge", "POST / HTTP/1.1\r\n" H "Content-Length: 99999999999999999999999999\r\n\r\n", -400),
 	RQE("CL with NUL", "POST / HTTP/1.1\r\n" H "Content-Length: 5\0\r\n\r\n", -400),
@@ -269,16 +287,23 @@ static const struct rs_case rs_cases[] = {
 	RS("101 Switching Protocols", "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n", G, OK, NONE, 0, 1, 101),
 	RS("HTTP/1.0 Content-Length closes", "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nhi", G, OK, LEN, 2, 0, 200),
 	RS("HTTP/1.0 keep-alive", "HTTP/1.0 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nhi", G, OK, LEN, 2, 1, 200),
-	RS("HTTP/1.0 chunked: until close", "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", G, OK, CLOSE, 0, 0, 200),
 	RS("Connection: close", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", G, OK, LEN, 0, 0, 200),
 	RS("empty reason", "HTTP/1.1 404 \r\nContent-Length: 0\r\n\r\n", G, OK, LEN, 0, 1, 404),
 	RS("no reason, no SP", "HTTP/1.1 404\r\nContent-Length: 0\r\n\r\n", G, OK, LEN, 0, 1, 404),
 	RS("reason with SP, HTAB, obs-text", "HTTP/1.1 599 Very\tOdd \xe2\x9c\x93\r\nContent-Length: 0\r\n\r\n", G, OK, LEN, 0, 1, 599),
-	RS("TE gzip: until close", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", G, OK, CLOSE, 0, 0, 200),
-	RS("TE chunked, gzip: until close", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", G, OK, CLOSE, 0, 0, 200),
+	RS("204 with Content-Length (dropped by the writer)", "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n", G, OK, NONE, 0, 1, 204),
+	RS("103 with Content-Length (dropped by the writer)", "HTTP/1.1 103 Early Hints\r\nContent-Length: 5\r\n\r\n", G, OK, NONE, 0, 1, 103),
+	RS("HEAD response TE gzip: no body, not refused", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", HTTP1_M_HEAD, OK, NONE, 0, 1, 200),
+	RS("304 TE gzip: no body, not refused", "HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: gzip\r\n\r\n", G, OK, NONE, 0, 1, 304),
+	RS("CL 2^63-1", "HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775807\r\n\r\n", G, OK, LEN, INT64_MAX, 1, 200),
 	RS("CL list of equal values", "HTTP/1.1 200 OK\r\nContent-Length: 7, 7\r\n\r\n", G, OK, LEN, 7, 1, 200),
 	RS("500 with body", "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 1\r\n\r\nx", G, OK, LEN, 1, 1, 500),
 	RS("need more", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n", G, MORE, NONE, 0, 0, 0),
+	RSE("TE gzip (issue 9)", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n"),
+	RSE("TE chunked, gzip", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"),
+	RSE("TE identity", "HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\n\r\n"),
+	RSE("TE gzip on an error status", "HTTP/1.1 500 Oops\r\nTransfer-Encoding: gzip\r\n\r\n"),
+	RSE("HTTP/1.0 chunked", "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"),
 	RSE("TE gzip, chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"),
 	RSE("TE chunked twice", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n"),
 	RSE("TE and CL", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n"),
@@ -286,6 +311,8 @@ static const struct rs_case rs_cases[] = {
 	RSE("CL 5, 6", "HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\n"),
 	RSE("CL -1", "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n"),
 	RSE("CL +1", "HTTP/1.1 200 OK\r\nContent-Length: +1\r\n\r\n"),
+	RSE("CL 2^63", "HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775808\r\n\r\n"),
+	RSE("CL 2^64-1", "HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551615\r\n\r\n"),
 	RSE("CL overflow", "HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551616\r\n\r\n"),
 	RSE("status 099", "HTTP/1.1 099 X\r\n\r\n"),
 	RSE("status 600", "HTTP/1.1 600 X\r\n\r\n"),
@@ -428,6 +455,8 @@ static int round_trip_request(const struct http1_msg *m)
 	struct http1_header h2[80];
 	struct http1_msg m2;
 	struct http1_limits lim = { sizeof(out), 80 };
+	char clean[8192];
+	struct http1_str want_path = m->path;
 	size_t len = 0;
 	unsigned i, j;
 	int n, k;
@@ -442,7 +471,11 @@ static int round_trip_request(const struct http1_msg *m)
 	http1_msg_init(&m2);
 	if (http1_parse_request(&m2, h2, out, len, &lim) != (ssize_t)len)
 		return 0;
-	if (!slice_eq(m2.method, m->method) || !slice_eq(m2.path, m->path)
+	if (m->path_dots) {
+		want_path.len = http1_path_clean(m->path.p, m->path.len, clean);
+		want_path.p = clean;
+	}
+	if (!slice_eq(m2.method, m->method) || !slice_eq(m2.path, want_path)
 	    || m2.has_query != m->has_query || !slice_eq(m2.query, m->query)
 	    || m2.framing != m->framing
 	    || m2.content_length != m->content_length || m2.minor != 1)
@@ -565,13 +598,16 @@ static const struct ck_case ck_cases[] = {
 	CK("incomplete size line", "5", 1, 0, ""),
 	CK("incomplete trailers", "0\r\nX: 1\r\n", 9, 0, ""),
 	CK("incomplete final CRLF", "0\r\n\r", 4, 0, ""),
-	CK("max size prefix", "ffffffffffffffff\r\nab", 20, 0, "ab"),
+	CK("max size prefix", "7fffffffffffffff\r\nab", 20, 0, "ab"),
+	CK("max size with leading zeros", "00007fffffffffff\r\nab", 20, 0, "ab"),
 	CKE("empty size", "\r\n"),
 	CKE("invalid size", "g\r\n"),
 	CKE("negative size", "-5\r\nhello\r\n"),
 	CKE("plus size", "+5\r\nhello\r\n"),
 	CKE("0x prefix", "0x5\r\nhello\r\n"),
 	CKE("17 hex digits", "10000000000000000\r\n"),
+	CKE("size 2^63", "8000000000000000\r\n"),
+	CKE("size 2^64-1", "ffffffffffffffff\r\nab"),
 	CKE("17 digits of zeros", "00000000000000000\r\n"),
 	CKE("space after size", "5 \r\nhello\r\n0\r\n\r\n"),
 	CKE("space before size", " 5\r\nhello\r\n"),
@@ -714,6 +750,138 @@ static void test_chunked_limits(void)
 	tap_ok(http1_chunked_scan(&c, S("0\r\n\r\n")) == -1, "chunked: an error is sticky");
 }
 
+/* Re-framing (issue 9): our chunk-size lines, and a client's body with
+ * padded sizes, extensions and trailers re-framed the way forward.c does
+ * it (decode, then a line of ours before each piece of data). */
+static void test_chunk_lines(void)
+{
+	static const struct {
+		uint64_t size;
+		bool close_prev;
+		const char *want;
+	} cases[] = {
+		{ 0, false, "0\r\n" },
+		{ 1, false, "1\r\n" },
+		{ 10, true, "\r\na\r\n" },
+		{ 255, false, "ff\r\n" },
+		{ 4096, false, "1000\r\n" },
+		{ 0xABCDEF, true, "\r\nabcdef\r\n" },
+		{ INT64_MAX, true, "\r\n7fffffffffffffff\r\n" },
+		{ UINT64_MAX, true, "\r\nffffffffffffffff\r\n" },
+	};
+	static const char body[] =
+		"0005;ext=1\r\nhello\r\n00A;x=\"y\"\r\n0123456789\r\n0\r\n"
+		"Content-Length: 5\r\nTransfer-Encoding: chunked\r\nX-T: 1\r\n\r\nGET /next";
+	static const char want[] = "5\r\nhello\r\na\r\n0123456789\r\n0\r\n\r\n";
+	char line[HTTP1_CHUNK_LINE_MAX + 1], out[256];
+	struct http1_chunked c;
+	size_t i, n, o = 0, off = 0, doff, dlen;
+	bool open = false;
+	ssize_t r;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		n = http1_chunk_line(line, cases[i].size, cases[i].close_prev);
+		line[n] = '\0';
+		tap_ok(n <= HTTP1_CHUNK_LINE_MAX && strcmp(line, cases[i].want) == 0,
+		       "chunk line %llx%s", (unsigned long long)cases[i].size,
+		       cases[i].close_prev ? " after data" : "");
+	}
+	http1_chunked_init(&c);
+	while (!c.done && (r = http1_chunked_decode(&c, body + off, sizeof(body) - 1 - off,
+						    &doff, &dlen)) > 0) {
+		if (dlen) {
+			o += http1_chunk_line(out + o, dlen, open);
+			memcpy(out + o, body + off + doff, dlen);
+			o += dlen;
+			open = true;
+		}
+		off += (size_t)r;
+	}
+	memcpy(out + o, open ? "\r\n0\r\n\r\n" : "0\r\n\r\n", open ? 7 : 5);
+	o += open ? 7 : 5;
+	out[o] = '\0';
+	tap_ok(c.done && strcmp(body + off, "GET /next") == 0,
+	       "re-framing: the client's body ends where its framing says");
+	tap_is_str(out, want, "re-framing: our sizes, no extensions, no trailers");
+}
+
+/* ---- request paths (issue 9) ------------------------------------------- */
+
+struct path_case {
+	const char *in;
+	int dots;               /* http1_path_dots */
+	const char *clean;      /* http1_path_clean when dots == 1 */
+};
+
+static const struct path_case path_cases[] = {
+	{ "/", 0, NULL },
+	{ "/a/b.jpg", 0, NULL },
+	{ "/a/.../b", 0, NULL },
+	{ "/a/..b/c.", 0, NULL },
+	{ "/a/%2e%2e%2e/b", 0, NULL },
+	{ "/a/..%2", 0, NULL },
+	{ "/a%2Fb/c", 0, NULL },
+	{ "/a%2fb%5c", 0, NULL },
+	{ "/a;x=1/b", 0, NULL },
+	{ "/a\\b", 0, NULL },
+	{ "/../secret", 1, "/secret" },
+	{ "/%2e%2e/secret", 1, "/secret" },
+	{ "/%2E%2e/secret", 1, "/secret" },
+	{ "/.%2e/secret", 1, "/secret" },
+	{ "/%2e./secret", 1, "/secret" },
+	{ "/a/./../../b", 1, "/b" },
+	{ "/a/b/../c", 1, "/a/c" },
+	{ "/a/b/./c/.", 1, "/a/b/c/" },
+	{ "/a/.", 1, "/a/" },
+	{ "/a/..", 1, "/" },
+	{ "/a/%2e%2E", 1, "/" },
+	{ "/.", 1, "/" },
+	{ "/..", 1, "/" },
+	{ "/%2e", 1, "/" },
+	{ "/../../../..", 1, "/" },
+	{ "/a//../b", 1, "/a/b" },
+	{ "//..//x", 1, "//x" },
+	{ "/a;x/../b", 1, "/b" },
+	{ "/a/%2e%2E/b%2e", 1, "/b%2e" },
+	{ "/..%2fsecret", -1, NULL },
+	{ "/..%2Fsecret", -1, NULL },
+	{ "/a%2f..", -1, NULL },
+	{ "/a%2F.%2Fb", -1, NULL },
+	{ "/..\\secret", -1, NULL },
+	{ "/a\\..", -1, NULL },
+	{ "/..%5csecret", -1, NULL },
+	{ "/..%5Csecret", -1, NULL },
+	{ "/..;/secret", -1, NULL },
+	{ "/.;x/a", -1, NULL },
+	{ "/a/%2e%2e;x", -1, NULL },
+};
+
+static void test_paths(void)
+{
+	unsigned i;
+
+	for (i = 0; i < sizeof(path_cases) / sizeof(path_cases[0]); i++) {
+		const struct path_case *c = &path_cases[i];
+		size_t len = strlen(c->in), n;
+		char *in = malloc(len), out[64];
+		int dots;
+
+		memcpy(in, c->in, len);         /* exactly sized: ASan sees overreads */
+		dots = http1_path_dots(in, len);
+		tap_ok(dots == c->dots, "path %s: dots %d", c->in, c->dots);
+		if (c->dots == 1 && c->clean != NULL) {
+			const char *want = c->clean;
+
+			memset(out, 'X', sizeof(out));
+			n = http1_path_clean(in, len, out);
+			out[n <= len ? n : 0] = '\0';
+			if (!tap_ok(n <= len && strcmp(out, want) == 0, "path %s: clean %s", c->in, want))
+				tap_diag("  got %s", out);
+		}
+		free(in);
+	}
+}
+
 /* ---- writers ------------------------------------------------------------ */
 
 static size_t gather(const struct iovec *iov, int n, char *out)
@@ -761,6 +929,14 @@ static void test_write_request(void)
 		"X-Forwarded-For: 10.0.0.9\r\nVia: 1.1 ringproxy\r\n\r\n";
 	static const char in10o[] = "GET /y HTTP/1.0\r\n\r\n";
 	static const char inuser[] = "GET http://u@h/ HTTP/1.1\r\nHost: h\r\n\r\n";
+	static const char indots[] = "GET /a/./../../b/%2e%2e/secret?x=/../y HTTP/1.1\r\nHost: h\r\n\r\n";
+	static const char wantdots[] =
+		"GET /pre/secret?x=/../y HTTP/1.1\r\nHost: h\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\nVia: 1.1 ringproxy\r\n\r\n";
+	static const char inabsdots[] = "GET http://x/../secret HTTP/1.1\r\nHost: h\r\n\r\n";
+	static const char wantabsdots[] =
+		"GET /pre/secret HTTP/1.1\r\nHost: x\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\nVia: 1.1 ringproxy\r\n\r\n";
 	static const char want10o[] =
 		"GET /y HTTP/1.1\r\nHost: be\r\n"
 		"X-Forwarded-For: 10.0.0.9\r\nVia: 1.1 ringproxy\r\n\r\n";
@@ -814,6 +990,20 @@ static void test_write_request(void)
 	http1_msg_init(&m);
 	tap_is_int(http1_parse_request(&m, h, inuser, sizeof(inuser) - 1, &lim_default),
 		   -400, "absolute-form with userinfo is refused");
+
+	f.prefix = (struct http1_str){ "/pre", 4 };
+	http1_msg_init(&m);
+	tap_ok(http1_parse_request(&m, h, indots, sizeof(indots) - 1, &lim_default) > 0,
+	       "writer: a path with dot-segments parses");
+	n = http1_write_request(&m, &f, iov, 16, scratch, sizeof(scratch));
+	gather(iov, n, out);
+	tap_is_str(out, wantdots, "writer: dot-segments removed before the prefix, query untouched");
+	http1_msg_init(&m);
+	tap_ok(http1_parse_request(&m, h, inabsdots, sizeof(inabsdots) - 1, &lim_default) > 0,
+	       "writer: absolute-form with dot-segments parses");
+	n = http1_write_request(&m, &f, iov, 16, scratch, sizeof(scratch));
+	gather(iov, n, out);
+	tap_is_str(out, wantabsdots, "writer: absolute-form dot-segments removed before the prefix");
 }
 
 static void test_write_response(void)
@@ -846,6 +1036,15 @@ static void test_write_response(void)
 	static const char want304[] =
 		"HTTP/1.1 304 Not Modified\r\nContent-Length: 1234\r\nETag: \"x\"\r\n"
 		"Connection: keep-alive\r\n\r\n";
+	/* issue 9: a 204 or 1xx with a Content-Length (or Transfer-Encoding)
+	 * reaches the client without it (RFC 9110 8.6, 9112 6.1) */
+	static const char in204[] = "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n";
+	static const char want204[] = "HTTP/1.1 204 No Content\r\n\r\n";
+	static const char in204te[] =
+		"HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\nX: 1\r\n\r\n";
+	static const char want204te[] = "HTTP/1.1 204 No Content\r\nX: 1\r\n\r\n";
+	static const char in100[] = "HTTP/1.1 100 Continue\r\nContent-Length: 5\r\n\r\n";
+	static const char want100[] = "HTTP/1.1 100 Continue\r\n\r\n";
 	struct http1_fwd_resp f = {
 		{ "X-Ringproxy-Backend", 19 }, { "cache1", 6 }, { "1.1 ringproxy", 13 },
 		false, false, false,
@@ -877,6 +1076,26 @@ static void test_write_response(void)
 	n = http1_write_response(&m, &f, iov, 16, scratch, sizeof(scratch));
 	gather(iov, n, out);
 	tap_is_str(out, want304, "writer: 304 keeps Content-Length, keep-alive for 1.0");
+
+	memset(&f, 0, sizeof(f));
+	http1_msg_init(&m);
+	tap_ok(http1_parse_response(&m, h, in204, sizeof(in204) - 1, &lim_default, HTTP1_M_GET) > 0,
+	       "writer: 204 with Content-Length parses");
+	n = http1_write_response(&m, &f, iov, 16, scratch, sizeof(scratch));
+	gather(iov, n, out);
+	tap_is_str(out, want204, "writer: 204 without the backend's Content-Length");
+	http1_msg_init(&m);
+	tap_ok(http1_parse_response(&m, h, in204te, sizeof(in204te) - 1, &lim_default, HTTP1_M_GET) > 0,
+	       "writer: 204 with Transfer-Encoding parses");
+	n = http1_write_response(&m, &f, iov, 16, scratch, sizeof(scratch));
+	gather(iov, n, out);
+	tap_is_str(out, want204te, "writer: 204 without the backend's Transfer-Encoding");
+	http1_msg_init(&m);
+	tap_ok(http1_parse_response(&m, h, in100, sizeof(in100) - 1, &lim_default, HTTP1_M_GET) > 0,
+	       "writer: 100 with Content-Length parses");
+	n = http1_write_response(&m, &f, iov, 16, scratch, sizeof(scratch));
+	gather(iov, n, out);
+	tap_is_str(out, want100, "writer: 1xx without the backend's Content-Length");
 }
 
 /* Headers the writers drop besides hop-by-hop: request header names with
@@ -997,6 +1216,8 @@ int main(void)
 	tap_diag("table: %zu request, %zu response, %zu chunked cases", NRQ, NRS, NCK);
 	test_chunked();
 	test_chunked_limits();
+	test_paths();
+	test_chunk_lines();
 	test_write_request();
 	test_write_response();
 	test_write_dropped();
