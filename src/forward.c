@@ -222,7 +222,7 @@ static void fwd_pump(struct upstream *u)
 	for (;;) {
 		if (!c->req_done && c->req.framing == HTTP1_BODY_CHUNKED) {
 			if (fwd_take_chunks(u) < 0) {
-				front_backend_failed(c, 400, "invalid chunked request body", false);
+				front_backend_failed(c, 400, FRONT_FAIL_CLIENT, "invalid chunked request body");
 				return;
 			}
 		} else if (!c->req_done) {
