@@ -125,8 +125,10 @@ void http1_msg_init(struct http1_msg *m);
  * request: -400, -405 (CONNECT / authority-form), -431 (head too large,
  * too many headers), -501 (codings before chunked, as "gzip, chunked": we
  * decode none; a last coding other than chunked is -400), -505 (version
- * other than 1.0/1.1). m->error then says why. Bare LF line ends are -400;
- * empty lines before the request line are skipped (see http1.c).
+ * other than 1.0/1.1). m->error then says why. Bare LF line ends are -400,
+ * so are a Content-Length above HTTP1_MAX_LENGTH and a path whose
+ * dot-segments are ambiguous (http1_path_dots); empty lines before the
+ * request line are skipped (see http1.c).
  * Slices point into buf, except path "/" for "http://host" (a literal).
  * Bytes after the head (body, pipelined requests) are not looked at.
  */
@@ -136,9 +138,12 @@ ssize_t http1_parse_request(struct http1_msg *m, struct http1_header *hdrs,
 
 /*
  * Parse a response head. method_id is the request's method: a response to
- * HEAD, and any 1xx, 204 or 304, has no body whatever its headers say.
- * Returns > 0 (head length), 0 (need more) or -502 for an invalid response
- * (m->error says why).
+ * HEAD, and any 1xx, 204 or 304, has no body whatever its headers say
+ * (the Content-Length of a 1xx or 204 stays flagged, so the writer drops
+ * it). Returns > 0 (head length), 0 (need more) or -502 for an invalid
+ * response (m->error says why), among them a body in a transfer coding
+ * other than chunked, chunked in HTTP/1.0, or a Content-Length above
+ * HTTP1_MAX_LENGTH.
  */
 ssize_t http1_parse_response(struct http1_msg *m, struct http1_header *hdrs,
 			     const char *buf, size_t len,
