@@ -164,31 +164,23 @@ static bool sketch_door_has(const struct sketch *s, uint64_t g)
 		& (UINT64_C(1) << (b2 & 63)));
 }
 
-/* Conservative update: raise only the counters equal to the minimum (the
- * others already over-count this key because of collisions). */
+/* Raise the key's four counters, each unless saturated. (Conservative
+ * update, raising only the counters at the minimum, over-counts less but
+ * loses increments when threads race: one sees the other's raise and
+ * skips its own.) */
 static void sketch_raise(struct sketch *s, uint64_t g)
 {
-	_Atomic uint64_t *w[SKETCH_ROWS];
-	unsigned sh[SKETCH_ROWS], r;
-	uint64_t v[SKETCH_ROWS], min = s->max;
+	unsigned r, sh;
 
 	for (r = 0; r < SKETCH_ROWS; r++) {
-		w[r] = sketch_cell(s, g, r, &sh[r]);
-		v[r] = (atomic_load_explicit(w[r], memory_order_relaxed) >> sh[r]) & s->max;
-		if (v[r] < min)
-			min = v[r];
-	}
-	if (min == s->max)
-		return;         /* saturated: no write, the line stays shared */
-	for (r = 0; r < SKETCH_ROWS; r++) {
-		uint64_t old;
+		_Atomic uint64_t *w = sketch_cell(s, g, r, &sh);
+		uint64_t old = atomic_load_explicit(w, memory_order_relaxed);
 
-		if (v[r] != min)
-			continue;
-		old = atomic_load_explicit(w[r], memory_order_relaxed);
-		while (((old >> sh[r]) & s->max) == min
-		       && !atomic_compare_exchange_weak_explicit(w[r], &old,
-				old + (UINT64_C(1) << sh[r]),
+		/* a saturated counter is not written: the hottest keys'
+		 * lines stay shared between cores */
+		while (((old >> sh) & s->max) != s->max
+		       && !atomic_compare_exchange_weak_explicit(w, &old,
+				old + (UINT64_C(1) << sh),
 				memory_order_relaxed, memory_order_relaxed))
 			;
 	}

@@ -41,8 +41,7 @@ struct sketch *sketch_new(size_t expected, unsigned bits, uint64_t window,
 void sketch_free(struct sketch *s);
 
 /* Count one occurrence of the key whose 64-bit hash is `hash` (any good
- * hash: the sketch mixes it again). Conservative update: only the counters
- * at the key's minimum are raised. */
+ * hash: the sketch mixes it again). */
 void sketch_increment(struct sketch *s, uint64_t hash);
 
 /* The key's estimated recent frequency: 0 .. sketch_max() (+1 with a

@@ -161,7 +161,7 @@ static void *conc_run(void *arg)
 
 /* Four threads raise the same counters at once: with 8-bit counters and
  * no halving, every key must reach exactly 4 x 60 (a lost update shows as
- * less; conservative update keeps collisions from adding more here).
+ * less; with 32 keys in a sketch for 4096 none collide on all four).
  * Repeated over fresh sketches, since a race needs the threads to meet. */
 static void test_threads(void)
 {
