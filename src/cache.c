@@ -1,8 +1,8 @@
 /*
  * cache.c -- the shared hot-object cache (see cache.h for the contract).
  *
- * Layout: CACHE shards, each a chained hash table of nodes (stored objects
- * and fills in flight share the chains, so a miss costs one chain walk),
+ * Layout: shards, each an open-addressing hash table of nodes (stored
+ * objects and fills in flight share it, so a miss costs one probe run),
  * its own eviction lists, byte budget, TinyLFU sketch and counters, all
  * behind one mutex. Nothing is ever held across two shards' locks.
  *
@@ -12,7 +12,10 @@
  * takes its own under the shard lock. Whoever drops the last reference
  * frees the object, outside any lock.
  *
- * Policies (per shard, in bytes):
+ * Policies (per shard, in bytes; the default is S3-FIFO, measured by
+ * tests/bench/cachesim.c: the two are within a point of each other on
+ * every trace, S3-FIFO ahead on most, and its hit only bumps a 2-bit
+ * count in the object instead of moving list nodes):
  *  - W-TinyLFU (Einziger, Friedman, Manes, ACM ToS 2017): new objects
  *    enter a 1% LRU window; the window's victim is admitted to the main
  *    segmented LRU (probation 20%, protected 80%) only if the sketch says
@@ -58,13 +61,21 @@ enum { CACHE_Q_NONE = 0, CACHE_Q_A, CACHE_Q_B, CACHE_Q_C, CACHE_NQ };
 #define CACHE_O_MARKER 0x80u    /* flags: an uncacheable-key marker */
 
 struct cache_node {
-	struct cache_node *hnext;
 	uint64_t hash;
 	uint8_t kind;
 };
 
+/* A slot of a shard's table (open addressing, linear probing, at most
+ * half full). The hash sits beside the pointer, so a probe compares
+ * hashes in the table's own cache lines and touches a node only when the
+ * hashes match: a miss reads no object at all. */
+struct cache_slot {
+	uint64_t hash;
+	struct cache_node *node;        /* NULL: empty */
+};
+
 struct cache_obj {
-	struct cache_node node;         /* first: chains hold nodes */
+	struct cache_node node;         /* first: tables hold nodes */
 	struct cache_obj *prev, *next;  /* eviction list, prev toward head */
 	_Atomic unsigned refs;
 	uint8_t q;                      /* CACHE_Q_*: NONE when not linked */
@@ -83,7 +94,7 @@ struct cache_fill {
 	struct cache_node node;
 	struct cache *c;
 	unsigned shard;
-	bool registered;                /* in its chain: waiters may attach */
+	bool registered;                /* in its table: waiters may attach */
 	bool doomed;                    /* invalidated in flight: not stored */
 	bool had_waiters;
 	uint8_t ae;
@@ -106,8 +117,8 @@ struct cache_list {
 
 struct cache_shard {
 	alignas(64) pthread_mutex_t lock;
-	struct cache_node **buckets;
-	size_t nbuckets, nnodes;
+	struct cache_slot *slots;
+	size_t nslots, nnodes;          /* nslots: a power of two */
 	struct cache_list q[CACHE_NQ];
 	size_t budget;                  /* bytes this shard may hold */
 	struct sketch *sk;
@@ -143,7 +154,7 @@ static uint64_t cache_fmix(uint64_t z)
 }
 
 /* A seeded multiply-rotate hash over 8-byte words, finished with the
- * splitmix64 mixer. Not cryptographic: the random seed only keeps chains
+ * splitmix64 mixer. Not cryptographic: the random seed only keeps runs
  * from being lined up by chosen URLs from outside. */
 static uint64_t cache_hash(uint64_t seed, const void *key, size_t n)
 {
@@ -319,7 +330,7 @@ static size_t cache_shard_bytes(const struct cache_shard *s)
 	return s->q[CACHE_Q_A].bytes + s->q[CACHE_Q_B].bytes + s->q[CACHE_Q_C].bytes;
 }
 
-/* ---- hash chains -------------------------------------------------------- */
+/* ---- hash tables -------------------------------------------------------- */
 
 static bool cache_node_is(const struct cache_node *n, uint64_t hash,
 			  const char *key, size_t len)
@@ -335,49 +346,84 @@ static bool cache_node_is(const struct cache_node *n, uint64_t hash,
 	       && memcmp(((const struct cache_fill *)n)->key, key, len) == 0;
 }
 
-/* Double the bucket array when nodes outnumber buckets. On allocation
- * failure the chains just get longer. */
-static void cache_chain_grow(struct cache_shard *s)
+/* The next node of key (hash, key, len) from slot *pos on (start at
+ * hash & (nslots - 1)); NULL at the end of the probe run. */
+static struct cache_node *cache_tab_next(const struct cache_shard *s,
+					 uint64_t hash, const char *key,
+					 size_t len, size_t *pos)
 {
-	size_t nb = s->nbuckets * 2, i;
-	struct cache_node **b = calloc(nb, sizeof(*b));
+	size_t mask = s->nslots - 1, i = *pos;
 
-	if (b == NULL)
-		return;
-	for (i = 0; i < s->nbuckets; i++) {
-		struct cache_node *n = s->buckets[i], *next;
-
-		for (; n != NULL; n = next) {
-			next = n->hnext;
-			n->hnext = b[n->hash & (nb - 1)];
-			b[n->hash & (nb - 1)] = n;
+	for (; s->slots[i].node != NULL; i = (i + 1) & mask) {
+		if (s->slots[i].hash == hash
+		    && cache_node_is(s->slots[i].node, hash, key, len)) {
+			*pos = (i + 1) & mask;
+			return s->slots[i].node;
 		}
 	}
-	free(s->buckets);
-	s->buckets = b;
-	s->nbuckets = nb;
+	*pos = i;
+	return NULL;
 }
 
-static void cache_chain_add(struct cache_shard *s, struct cache_node *n)
+static void cache_tab_put(struct cache_slot *slots, size_t nslots,
+			  struct cache_node *n)
 {
-	struct cache_node **b;
+	size_t i = n->hash & (nslots - 1);
 
-	if (s->nnodes >= s->nbuckets)
-		cache_chain_grow(s);
-	b = &s->buckets[n->hash & (s->nbuckets - 1)];
-	n->hnext = *b;
-	*b = n;
+	while (slots[i].node != NULL)
+		i = (i + 1) & (nslots - 1);
+	slots[i].hash = n->hash;
+	slots[i].node = n;
+}
+
+/* Add n, doubling the table past half full. -1 when the table is three
+ * quarters full and cannot grow (the caller then stores nothing). */
+static int cache_tab_add(struct cache_shard *s, struct cache_node *n)
+{
+	struct cache_slot *t;
+	size_t i, nn = s->nslots * 2;
+
+	if ((s->nnodes + 1) * 2 > s->nslots) {
+		t = calloc(nn, sizeof(*t));
+		if (t != NULL) {
+			for (i = 0; i < s->nslots; i++)
+				if (s->slots[i].node != NULL)
+					cache_tab_put(t, nn, s->slots[i].node);
+			free(s->slots);
+			s->slots = t;
+			s->nslots = nn;
+		} else if ((s->nnodes + 1) * 4 > s->nslots * 3) {
+			return -1;
+		}
+	}
+	cache_tab_put(s->slots, s->nslots, n);
 	s->nnodes++;
+	return 0;
 }
 
-static void cache_chain_del(struct cache_shard *s, struct cache_node *n)
+/* Whether slot i lies on the probe path from home slot k to slot j. */
+static bool cache_tab_between(size_t k, size_t i, size_t j)
 {
-	struct cache_node **pp = &s->buckets[n->hash & (s->nbuckets - 1)];
+	return k <= j ? (k <= i && i < j) : (k <= i || i < j);
+}
 
-	while (*pp != n)
-		pp = &(*pp)->hnext;
-	*pp = n->hnext;
-	n->hnext = NULL;
+/* Remove n; the later entries of its run move back over the hole when
+ * their probe path crosses it (Knuth's deletion for linear probing), so
+ * no tombstones are left. Positions in the run change: a caller that was
+ * walking it starts again from the home slot. */
+static void cache_tab_del(struct cache_shard *s, struct cache_node *n)
+{
+	size_t mask = s->nslots - 1, i = n->hash & mask, j;
+
+	while (s->slots[i].node != n)
+		i = (i + 1) & mask;
+	for (j = (i + 1) & mask; s->slots[j].node != NULL; j = (j + 1) & mask) {
+		if (cache_tab_between(s->slots[j].hash & mask, i, j)) {
+			s->slots[i] = s->slots[j];
+			i = j;
+		}
+	}
+	s->slots[i].node = NULL;
 	s->nnodes--;
 }
 
@@ -410,7 +456,7 @@ static void cache_dead_free(struct cache_dead *d)
 static void cache_unlink(struct cache_shard *s, struct cache_obj *o,
 			 struct cache_dead *d)
 {
-	cache_chain_del(s, &o->node);
+	cache_tab_del(s, &o->node);
 	if (o->q != CACHE_Q_NONE)
 		cache_list_remove(s, o);
 	CACHE_SUB(s, objects, 1);
@@ -613,9 +659,9 @@ static int cache_shard_init(struct cache *c, struct cache_shard *s, size_t budge
 	s->budget = budget;
 	s->sk_expected = cache_expected(budget);
 	s->sk = sketch_new(s->sk_expected, 4, 0, c->doorkeeper ? SKETCH_DOORKEEPER : 0);
-	s->nbuckets = cache_pow2(s->sk_expected);
-	s->buckets = calloc(s->nbuckets, sizeof(*s->buckets));
-	if (s->sk == NULL || s->buckets == NULL)
+	s->nslots = cache_pow2(2 * s->sk_expected);
+	s->slots = calloc(s->nslots, sizeof(*s->slots));
+	if (s->sk == NULL || s->slots == NULL)
 		return -1;
 	return pthread_mutex_init(&s->lock, NULL) == 0 ? 0 : -1;
 }
@@ -647,7 +693,7 @@ struct cache *cache_new(const struct cache_params *p, char *err, size_t len)
 	c->shard_shift = 64;
 	for (i = n; i > 1; i >>= 1)
 		c->shard_shift--;
-	c->policy = p->policy == CACHE_POLICY_DEFAULT ? CACHE_POLICY_WTINYLFU : p->policy;
+	c->policy = p->policy == CACHE_POLICY_DEFAULT ? CACHE_POLICY_S3FIFO : p->policy;
 	c->doorkeeper = p->doorkeeper;
 	c->seed = p->seed;
 	if (c->seed == 0 && getrandom(&c->seed, sizeof(c->seed), 0) != sizeof(c->seed))
@@ -682,11 +728,12 @@ void cache_free(struct cache *c)
 	for (i = 0; c->shards != NULL && i < c->nshards; i++) {
 		struct cache_shard *s = &c->shards[i];
 
-		for (b = 0; s->buckets != NULL && b < s->nbuckets; b++)
-			while (s->buckets[b] != NULL)
-				cache_unlink(s, (struct cache_obj *)s->buckets[b], &d);
+		/* no fill is in flight: every node is an object */
+		for (b = 0; s->slots != NULL && b < s->nslots; b++)
+			if (s->slots[b].node != NULL)
+				cache_drop(&d, (struct cache_obj *)s->slots[b].node);
 		cache_dead_free(&d);
-		free(s->buckets);
+		free(s->slots);
 		sketch_free(s->sk);
 		pthread_mutex_destroy(&s->lock);
 	}
@@ -741,7 +788,7 @@ void cache_stats(const struct cache *c, struct cache_stats *out)
 
 /* ---- lookup ------------------------------------------------------------- */
 
-/* What a lookup found in its chain. */
+/* What a lookup found in its probe run. */
 struct cache_found {
 	struct cache_obj *obj;          /* the request's variant, or NULL */
 	struct cache_fill *fill;        /* a fetch to wait for, or NULL */
@@ -756,13 +803,12 @@ static bool cache_variant_ok(const struct cache_obj *o, unsigned ae)
 static void cache_find(struct cache_shard *s, const struct cache_req *r,
 		       struct cache_found *fd)
 {
-	struct cache_node *n = s->buckets[r->key.hash & (s->nbuckets - 1)];
+	size_t pos = r->key.hash & (s->nslots - 1);
 	struct cache_fill *any = NULL, *same = NULL;
+	struct cache_node *n;
 
 	memset(fd, 0, sizeof(*fd));
-	for (; n != NULL; n = n->hnext) {
-		if (!cache_node_is(n, r->key.hash, r->key.p, r->key.len))
-			continue;
+	while ((n = cache_tab_next(s, r->key.hash, r->key.p, r->key.len, &pos)) != NULL) {
 		if (n->kind == CACHE_K_FILL) {
 			struct cache_fill *f = (struct cache_fill *)n;
 
@@ -814,8 +860,11 @@ static struct cache_fill *cache_fill_new(struct cache *c, struct cache_shard *s,
 	f->keylen = r->key.len;
 	memcpy(f->key, r->key.p, r->key.len);
 	if (registered) {
+		if (cache_tab_add(s, &f->node) < 0) {
+			free(f);
+			return NULL;
+		}
 		f->registered = true;
-		cache_chain_add(s, &f->node);
 	}
 	return f;
 }
@@ -835,10 +884,10 @@ static void cache_attach(struct cache_fill *f, struct cache_waiter *w,
 }
 
 /*
- * The decision, under the shard lock, once the chain has been searched.
+ * The decision, under the shard lock, once the table has been searched.
  * A fresh object is a hit; otherwise a fetch in flight is waited for, and
  * failing that the caller leads one. A fill is "private" (not in the
- * chain, so nobody waits on it) for requests with Authorization, for a
+ * table, so nobody waits on it) for requests with Authorization, for a
  * refresh while another fetch runs, and for a key known uncacheable.
  */
 static enum cache_result cache_decide(struct cache *c, struct cache_shard *s,
@@ -939,22 +988,23 @@ size_t cache_invalidate(struct cache *c, const struct cache_key *k)
 {
 	struct cache_shard *s = cache_shard_of(c, k->hash, NULL);
 	struct cache_dead d = { NULL };
-	struct cache_node *n, *next;
-	size_t removed = 0;
+	struct cache_node *n;
+	size_t removed = 0, pos;
 
 	pthread_mutex_lock(&s->lock);
-	for (n = s->buckets[k->hash & (s->nbuckets - 1)]; n != NULL; n = next) {
-		next = n->hnext;
-		if (!cache_node_is(n, k->hash, k->p, k->len))
-			continue;
-		if (n->kind == CACHE_K_FILL) {
-			((struct cache_fill *)n)->doomed = true;
-			continue;
+	do {
+		pos = k->hash & (s->nslots - 1);
+		while ((n = cache_tab_next(s, k->hash, k->p, k->len, &pos)) != NULL) {
+			if (n->kind == CACHE_K_FILL) {
+				((struct cache_fill *)n)->doomed = true;
+				continue;
+			}
+			cache_unlink(s, (struct cache_obj *)n, &d);
+			CACHE_ADD(s, invalidations, 1);
+			removed++;
+			break;          /* the run moved: walk it again */
 		}
-		cache_unlink(s, (struct cache_obj *)n, &d);
-		CACHE_ADD(s, invalidations, 1);
-		removed++;
-	}
+	} while (n != NULL);
 	pthread_mutex_unlock(&s->lock);
 	cache_dead_free(&d);
 	return removed;
@@ -962,7 +1012,7 @@ size_t cache_invalidate(struct cache *c, const struct cache_key *k)
 
 /* ---- fills -------------------------------------------------------------- */
 
-/* Under the shard lock: take f out of its chain and claim its waiters
+/* Under the shard lock: take f out of its table and claim its waiters
  * (from here on they are woken, never cancelled). */
 static struct cache_waiter *cache_fill_detach(struct cache_shard *s,
 					      struct cache_fill *f)
@@ -970,7 +1020,7 @@ static struct cache_waiter *cache_fill_detach(struct cache_shard *s,
 	struct cache_waiter *list = f->waiters, *w;
 
 	if (f->registered) {
-		cache_chain_del(s, &f->node);
+		cache_tab_del(s, &f->node);
 		f->registered = false;
 	}
 	for (w = list; w != NULL; w = w->next_)
@@ -1018,20 +1068,27 @@ void cache_fill_abort(struct cache_fill *f)
 static void cache_publish(const struct cache *c, struct cache_shard *s,
 			  struct cache_obj *o, struct cache_dead *d)
 {
-	struct cache_node *n, *next;
+	struct cache_node *n;
+	size_t pos;
 
-	for (n = s->buckets[o->node.hash & (s->nbuckets - 1)]; n != NULL; n = next) {
-		struct cache_obj *old = (struct cache_obj *)n;
+	do {
+		pos = o->node.hash & (s->nslots - 1);
+		while ((n = cache_tab_next(s, o->node.hash, cache_obj_key(o), o->keylen,
+					   &pos)) != NULL) {
+			struct cache_obj *old = (struct cache_obj *)n;
 
-		next = n->hnext;
-		if (n->kind != CACHE_K_OBJ
-		    || !cache_node_is(n, o->node.hash, cache_obj_key(o), o->keylen))
-			continue;
-		if (!(o->flags & CACHECTL_M_VARY_AE) || !(old->flags & CACHECTL_M_VARY_AE)
-		    || old->ae == o->ae)
+			if (n->kind != CACHE_K_OBJ
+			    || ((o->flags & CACHECTL_M_VARY_AE)
+				&& (old->flags & CACHECTL_M_VARY_AE) && old->ae != o->ae))
+				continue;
 			cache_unlink(s, old, d);
+			break;          /* the run moved: walk it again */
+		}
+	} while (n != NULL);
+	if (cache_tab_add(s, &o->node) < 0) {
+		cache_drop(d, o);
+		return;
 	}
-	cache_chain_add(s, &o->node);
 	CACHE_ADD(s, objects, 1);
 	CACHE_ADD(s, bytes, o->charge);
 	if (!(o->flags & CACHE_O_MARKER))

@@ -7,10 +7,10 @@
  * any lock: the caller points its iovecs at cache_obj_head() and
  * cache_obj_body() and calls cache_obj_release() when the bytes are gone.
  *
- * Admission and eviction: TinyLFU (sketch.c) in front of W-TinyLFU's
- * segmented LRU (window 1%, probation 20%, protected 80% of the main
- * space), chosen over S3-FIFO by tests/bench/cachesim.c (README "Cache
- * policy"). Each shard runs its own policy against size / shards bytes.
+ * Admission and eviction: TinyLFU (sketch.c) in front of S3-FIFO's small
+ * and main FIFO queues, chosen over W-TinyLFU's segmented LRU by
+ * tests/bench/cachesim.c (README "Cache policy"). Each shard runs its own
+ * policy against size / shards bytes.
  * Bytes are accounted exactly: the object struct, key, backend name,
  * ETag, stored head and body of every linked object count against size.
  *
@@ -41,7 +41,7 @@ struct cache_fill;
 #define CACHE_MAX_SHARDS 64u
 
 enum cache_policy {
-	CACHE_POLICY_DEFAULT = 0,   /* the measured choice: W-TinyLFU */
+	CACHE_POLICY_DEFAULT = 0,   /* the measured choice: S3-FIFO */
 	CACHE_POLICY_WTINYLFU,      /* TinyLFU + window LRU + segmented LRU */
 	CACHE_POLICY_S3FIFO,        /* TinyLFU + S3-FIFO's small and main FIFOs */
 	CACHE_POLICY_LRU,           /* plain LRU, no admission (a baseline) */

@@ -316,6 +316,38 @@ static void test_refcount(void)
 	cache_free(c);
 }
 
+/* The table grows past its first size and keeps every key through
+ * removals from the middle of probe runs. */
+static void test_table(void)
+{
+	struct cache *c = mk(4 << 20, 1 << 20, 1, CACHE_POLICY_LRU);
+	unsigned i, lost = 0, kept = 0;
+	char key[32];
+
+	for (i = 0; i < 6000; i++) {
+		snprintf(key, sizeof(key), "t/%u", i);
+		put(c, key, 1, 't', NULL, 0, NOW);
+	}
+	tap_is_int(stats(c).objects, 6000, "6000 small objects stored");
+	for (i = 0; i < 6000; i += 3) {
+		struct cache_key k;
+
+		snprintf(key, sizeof(key), "t/%u", i);
+		cache_key_init(c, &k, key, strlen(key));
+		cache_invalidate(c, &k);
+	}
+	for (i = 0; i < 6000; i++) {
+		snprintf(key, sizeof(key), "t/%u", i);
+		if (i % 3 == 0)
+			kept += hits(c, key, NOW);
+		else
+			lost += !hits(c, key, NOW);
+	}
+	tap_is_int(lost, 0, "after removing every third: all others found");
+	tap_is_int(kept, 0, "and none of the removed");
+	cache_free(c);
+}
+
 /* A frequency-aware policy keeps 20 hot objects through a flood of 500
  * one-time objects; a plain LRU loses them all. */
 static unsigned scan_survivors(enum cache_policy p)
@@ -878,6 +910,7 @@ int main(void)
 	test_eviction();
 	test_resize();
 	test_refcount();
+	test_table();
 	test_admission();
 	test_freshness();
 	test_flags();
