@@ -924,6 +924,8 @@ static enum cache_result cache_decide(struct cache *c, struct cache_shard *s,
 		if (w == NULL)
 			return CACHE_PASS;
 		cache_attach(fd->fill, w, idx, r);
+		if (o != NULL && (r->flags & CACHE_L_KEEP_STALE))
+			*obj = cache_obj_ref(o);
 		return CACHE_WAIT;
 	}
 	if (r->flags & (CACHE_L_HEAD | CACHE_L_NO_STORE))

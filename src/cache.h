@@ -117,9 +117,9 @@ void cache_key_init(const struct cache *c, struct cache_key *k,
 #define CACHE_L_STALE      0x10u  /* accept an object within its
 				     stale-while-revalidate window
 				     (CACHE_STALE) */
-#define CACHE_L_KEEP_STALE 0x20u  /* on CACHE_MISS over an expired object,
-				     hand it out too (revalidation,
-				     stale-if-error) */
+#define CACHE_L_KEEP_STALE 0x20u  /* on CACHE_MISS or CACHE_WAIT over an
+				     expired object, hand it out too
+				     (revalidation, stale-if-error) */
 
 struct cache_req {
 	struct cache_key key;
@@ -178,15 +178,19 @@ enum cache_result {
 			   fill (done or abort); *obj: with
 			   CACHE_L_KEEP_STALE the expired object (reference),
 			   else NULL */
-	CACHE_WAIT,     /* w is attached to another request's fetch */
+	CACHE_WAIT,     /* w is attached to another request's fetch; *obj:
+			   with CACHE_L_KEEP_STALE the expired object
+			   (reference) to fall back on if the fetch fails,
+			   else NULL */
 	CACHE_PASS,     /* forward and store nothing: a HEAD or no-store
 			   miss, or a fetch in flight and no waiter given */
 };
 
 /*
  * Look r up. w may be NULL (the caller will not wait: CACHE_PASS instead
- * of CACHE_WAIT). On CACHE_HIT/STALE/MISS, *obj and *fill are set as the
- * result says (NULL otherwise). Counts the key in the shard's sketch.
+ * of CACHE_WAIT). *obj and *fill are set as the result says, NULL
+ * otherwise; every object handed out carries a reference for the caller.
+ * Counts the key in the shard's sketch.
  */
 enum cache_result cache_lookup(struct cache *c, const struct cache_req *r,
 			       struct cache_waiter *w, struct cache_obj **obj,

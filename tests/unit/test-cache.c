@@ -385,11 +385,26 @@ static void test_admission(void)
 	tap_is_int(lru, 0, "LRU: none survive (the test tells them apart)");
 }
 
+struct wake_rec {
+	struct cache_waiter w;
+	struct cache_obj *obj;
+	_Atomic int woken;
+};
+
+static void rec_wake(struct cache_waiter *w, struct cache_obj *obj)
+{
+	struct wake_rec *r = (struct wake_rec *)w;
+
+	r->obj = obj;
+	atomic_fetch_add(&r->woken, 1);
+}
+
 /* ---- freshness ---------------------------------------------------------- */
 
 static void test_freshness(void)
 {
 	struct cache *c = mk(1 << 20, 1 << 20, 1, CACHE_POLICY_DEFAULT);
+	struct wake_rec w = { { rec_wake, NULL, NULL, NULL, NULL, 0, 0 }, NULL, 0 };
 	struct cache_req r;
 	struct cache_obj *o, *o2;
 	struct cache_fill *f, *f2;
@@ -404,6 +419,16 @@ static void test_freshness(void)
 	tap_ok(o != NULL && !cache_obj_stale_if_error(o, NOW + 60),
 	       "no stale-if-error window: not usable on error");
 	cache_obj_release(o);
+	rq(c, &r, "fr/a", 0, 0, NOW + 60);
+	cache_lookup(c, &r, NULL, &o, &f);
+	rq(c, &r, "fr/a", CACHE_L_KEEP_STALE, 0, NOW + 60);
+	tap_is_int(cache_lookup(c, &r, &w.w, &o, &f2), CACHE_WAIT,
+		   "KEEP_STALE behind a fetch in flight: waits");
+	tap_ok(o != NULL && iov_is(cache_obj_body(o), "aaaaaaaaaa"),
+	       "holding the expired object in case the fetch fails");
+	cache_obj_release(o);
+	cache_fill_abort(f);
+	tap_ok(w.woken == 1 && w.obj == NULL, "the fetch failed: woken with NULL");
 
 	put(c, "fr/age", 10, 'a', "Cache-Control: max-age=60\r\nAge: 50\r\n", 0, NOW);
 	tap_ok(hits(c, "fr/age", NOW + 9) && !hits(c, "fr/age", NOW + 10),
@@ -501,20 +526,6 @@ static void test_flags(void)
 #define BR CACHECTL_AE_BR
 #define VARY_GZ "Cache-Control: max-age=60\r\nVary: Accept-Encoding\r\nContent-Encoding: gzip\r\n"
 #define VARY_BR "Cache-Control: max-age=60\r\nVary: Accept-Encoding\r\nContent-Encoding: br\r\n"
-
-struct wake_rec {
-	struct cache_waiter w;
-	struct cache_obj *obj;
-	_Atomic int woken;
-};
-
-static void rec_wake(struct cache_waiter *w, struct cache_obj *obj)
-{
-	struct wake_rec *r = (struct wake_rec *)w;
-
-	r->obj = obj;
-	atomic_fetch_add(&r->woken, 1);
-}
 
 static void test_variants(void)
 {
