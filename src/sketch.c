@@ -43,6 +43,8 @@ struct sketch {
 	uint64_t door_mask;             /* doorkeeper bits - 1 */
 	size_t door_words;
 	size_t nwords;
+	bool locked;                    /* SKETCH_LOCKED */
+	uint64_t next_halve;            /* SKETCH_LOCKED: total that halves */
 	_Atomic uint64_t total;         /* published increments */
 	struct sketch_slot slots[SKETCH_SLOTS];
 };
@@ -87,11 +89,13 @@ struct sketch *sketch_new(size_t expected, unsigned bits, uint64_t window,
 	nblocks = s->nwords / SKETCH_WORDS;
 	s->block_mask = nblocks - 1;
 	s->bits = bits;
+	s->locked = (flags & SKETCH_LOCKED) != 0;
 	s->index_mask = 64 / bits - 1;
 	s->max = (UINT64_C(1) << bits) - 1;
 	s->half_mask = bits == 4 ? UINT64_C(0x7777777777777777)
 				 : UINT64_C(0x7f7f7f7f7f7f7f7f);
 	s->window = window != 0 ? window : 10 * (uint64_t)(expected < 16 ? 16 : expected);
+	s->next_halve = s->window;
 	s->batch = 1;
 	while (s->batch < SKETCH_BATCH && s->batch * 256 <= s->window)
 		s->batch <<= 1;
@@ -178,6 +182,12 @@ static void sketch_raise(struct sketch *s, uint64_t g)
 
 		/* a saturated counter is not written: the hottest keys'
 		 * lines stay shared between cores */
+		if (s->locked) {
+			if (((old >> sh) & s->max) != s->max)
+				atomic_store_explicit(w, old + (UINT64_C(1) << sh),
+						      memory_order_relaxed);
+			continue;
+		}
 		while (((old >> sh) & s->max) != s->max
 		       && !atomic_compare_exchange_weak_explicit(w, &old,
 				old + (UINT64_C(1) << sh),
@@ -193,6 +203,11 @@ void sketch_halve(struct sketch *s)
 	for (i = 0; i < s->nwords; i++) {
 		uint64_t old = atomic_load_explicit(&s->words[i], memory_order_relaxed);
 
+		if (s->locked) {
+			atomic_store_explicit(&s->words[i], (old >> 1) & s->half_mask,
+					      memory_order_relaxed);
+			continue;
+		}
 		while (!atomic_compare_exchange_weak_explicit(&s->words[i], &old,
 				(old >> 1) & s->half_mask,
 				memory_order_relaxed, memory_order_relaxed))
@@ -209,6 +224,16 @@ static void sketch_count(struct sketch *s)
 	unsigned slot = sketch_my_slot;
 	uint64_t n, before;
 
+	if (s->locked) {
+		/* one writer: no batching needed, and no locked instruction */
+		n = atomic_load_explicit(&s->total, memory_order_relaxed) + 1;
+		atomic_store_explicit(&s->total, n, memory_order_relaxed);
+		if (n == s->next_halve) {
+			s->next_halve += s->window;
+			sketch_halve(s);
+		}
+		return;
+	}
 	if (slot == 0) {
 		slot = atomic_fetch_add_explicit(&sketch_next_slot, 1,
 						 memory_order_relaxed) % SKETCH_SLOTS + 1;

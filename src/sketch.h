@@ -27,14 +27,20 @@
 #include <stdint.h>
 
 #define SKETCH_DOORKEEPER 0x1u  /* flag: absorb first occurrences */
+#define SKETCH_LOCKED     0x2u  /* flag: the caller never runs two
+				   increments of this sketch at once (it
+				   holds its own lock): plain stores instead
+				   of compare-and-swap. Estimates may still
+				   run concurrently. */
 
 struct sketch;
 
 /*
  * A sketch for about `expected` distinct keys (at least 16 are assumed)
  * with `bits`-bit counters (4 or 8), halved every `window` increments
- * (0: 10 x expected, the TinyLFU paper's sample size). flags: 0 or
- * SKETCH_DOORKEEPER. Returns NULL on a bad argument or out of memory.
+ * (0: 10 x expected, the TinyLFU paper's sample size). flags: 0,
+ * SKETCH_DOORKEEPER, SKETCH_LOCKED. Returns NULL on a bad argument or out
+ * of memory.
  */
 struct sketch *sketch_new(size_t expected, unsigned bits, uint64_t window,
 			  unsigned flags);

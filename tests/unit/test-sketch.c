@@ -80,6 +80,29 @@ static void test_window(void)
 	sketch_free(s);
 }
 
+/* The same counts and halving when the caller serialises increments. */
+static void test_locked(void)
+{
+	struct sketch *s = sketch_new(4096, 4, 1000, SKETCH_LOCKED);
+	unsigned i;
+
+	for (i = 0; i < 12; i++)
+		sketch_increment(s, key(1));
+	for (i = 0; i < 987; i++)
+		sketch_increment(s, key(1000 + i % 500));
+	tap_is_int(sketch_estimate(s, key(1)), 12, "locked: 12 before the window's end");
+	sketch_increment(s, key(1000));
+	tap_is_int(sketch_estimate(s, key(1)), 6, "locked: the 1000th increment halves");
+	for (i = 0; i < 1000; i++)
+		sketch_increment(s, key(2000 + i % 500));
+	tap_is_int(sketch_estimate(s, key(1)), 3, "locked: and the 2000th again");
+	tap_is_int(sketch_samples(s), 2000, "locked: 2000 samples");
+	for (i = 0; i < 40; i++)
+		sketch_increment(s, key(3));
+	tap_is_int(sketch_estimate(s, key(3)), 15, "locked: saturates at 15");
+	sketch_free(s);
+}
+
 static void test_default_window(void)
 {
 	struct sketch *s = sketch_new(5000, 4, 0, 0);
@@ -200,6 +223,7 @@ int main(void)
 {
 	test_counts();
 	test_window();
+	test_locked();
 	test_default_window();
 	test_doorkeeper();
 	test_accuracy();
