@@ -13,7 +13,7 @@
  * frees the object, outside any lock.
  *
  * Policies (per shard, in bytes; the default is S3-FIFO, measured by
- * tests/bench/cachesim.c: the two are within a point of each other on
+ * tests/bench/cachesim.c: the two are within 1.1 points of each other on
  * every trace, S3-FIFO ahead on most, and its hit only bumps a 2-bit
  * count in the object instead of moving list nodes):
  *  - W-TinyLFU (Einziger, Friedman, Manes, ACM ToS 2017): new objects
