@@ -4,7 +4,10 @@
  * the main thread; the proxy itself lives in proxy.c.
  */
 #include <curl/curl.h>
+#include <event2/event.h>
 #include <getopt.h>
+#include <openssl/crypto.h>
+#include <openssl/opensslv.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,12 +27,37 @@ static void main_usage(FILE *f)
 		"       ringproxy -t [--probe] [-c FILE] check FILE and print the ring\n"
 		"       ringproxy plan OLD.ini [NEW.ini] [--keys FILE] [--balance-factor C] [--json]\n"
 		"       ringproxy --help-config          every config key with default and range\n"
-		"       ringproxy --version\n"
+		"       ringproxy -V | --version         versions of ringproxy and its libraries\n"
 		"\n"
 		"  -c, --config FILE   config file (default " MAIN_DEFAULT_CONF ")\n"
 		"  -t, --test          check the config, print backends, points and shares; exit\n"
 		"      --probe         with -t: also GET each backend's health path\n"
 		"  -h, --help          this text\n");
+}
+
+/* One library's line of --version: the version it runs with, and the one
+ * it was built against when they differ (a library upgraded under the
+ * binary shows here). prefix goes before the version ("" when the
+ * library's own text names it). */
+static void main_version_line(FILE *f, const char *prefix, const char *runtime, const char *built)
+{
+	fprintf(f, "%s%s", prefix, runtime);
+	if (strcmp(runtime, built) != 0)
+		fprintf(f, " (built with %s)", built);
+	fputc('\n', f);
+}
+
+/* ringproxy -V: its version and its libraries'. inih has no runtime
+ * version call: its line is the version pkg-config gave the build. */
+static void main_version(FILE *f)
+{
+	const curl_version_info_data *cv = curl_version_info(CURLVERSION_NOW);
+
+	fprintf(f, "ringproxy %s\n", RINGPROXY_VERSION);
+	main_version_line(f, "libevent ", event_get_version(), LIBEVENT_VERSION);
+	main_version_line(f, "", OpenSSL_version(OPENSSL_VERSION), OPENSSL_VERSION_TEXT);
+	main_version_line(f, "libcurl ", cv->version, LIBCURL_VERSION);
+	fprintf(f, "inih %s (as built: inih has no runtime version call)\n", RINGPROXY_INIH_VERSION);
 }
 
 /* Print every error of a failed load, then a summary line. */
@@ -60,7 +88,7 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "plan") == 0)
 		return plan_main(argc - 1, argv + 1, stdout);
 
-	while ((opt = getopt_long(argc, argv, "c:th", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:thV", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			path = optarg;
@@ -78,7 +106,7 @@ int main(int argc, char **argv)
 			conf_help(stdout);
 			return 0;
 		case 'V':
-			printf("ringproxy %s\n", RINGPROXY_VERSION);
+			main_version(stdout);
 			return 0;
 		default:
 			main_usage(stderr);

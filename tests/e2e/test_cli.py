@@ -166,6 +166,30 @@ rc, out, err = run("plan", a, bad)
 check(rc == 1 and f"{bad}:2:" in err, "plan on a bad file prints its errors, exits 1")
 rc, out, err = run("--version")
 check(rc == 0 and out.startswith("ringproxy "), "--version")
+rc2, out2, err2 = run("-V")
+check(rc2 == 0 and out2 == out, "-V prints what --version prints")
+lines = {l.split()[0].lower(): l for l in out.splitlines() if l.strip()}
+check(all(k in lines for k in ("libevent", "openssl", "libcurl", "inih")),
+      "--version names libevent, OpenSSL, libcurl and inih")
+
+
+def pkgver(name):
+    """The version pkg-config reports for name, None without pkg-config."""
+    try:
+        p = subprocess.run(["pkg-config", "--modversion", name], capture_output=True, text=True)
+    except OSError:
+        return None
+    return p.stdout.strip() if p.returncode == 0 else None
+
+
+# the libraries on this machine are the ones the binary runs with
+for lib, pc, fmt in (("libevent", "libevent", "libevent {}"), ("openssl", "libcrypto", "OpenSSL {} "),
+                     ("libcurl", "libcurl", "libcurl {}"), ("inih", "inih", "inih {} ")):
+    v = pkgver(pc)
+    if v is None:
+        check(True, f"# SKIP no pkg-config version of {pc}")
+    else:
+        check(lines.get(lib, "").startswith(fmt.format(v)), f"--version: {lines.get(lib)!r} is {pc} {v}")
 rc, out, err = run("--help-config")
 check(rc == 0 and "balance_factor" in out and "default: 1.25" in out, "--help-config lists keys with defaults")
 
