@@ -41,6 +41,8 @@ struct conf_backend {
 	uint64_t slow_start_ms; /* ramp after recovery; 0 = off */
 	struct conf_health health; /* [health] with this backend's overrides */
 	int line;               /* of the [backend NAME] header */
+	int *lines;             /* where each of its keys was set, 0 = not
+				   set: read with conf_backend_line() */
 };
 
 struct conf {
@@ -79,6 +81,10 @@ struct conf {
 
 	struct conf_backend *backends;
 	size_t nbackends;
+
+	int *lines;                     /* where each [proxy], [ring] and
+					   [health] key was set, 0 = its
+					   default: read with conf_line() */
 };
 
 /* Every error of one load, in file order. */
@@ -102,6 +108,12 @@ void conf_errors_free(struct conf_errors *errs);
 /* "host:port" of a backend as a Host header or URL authority writes it
  * ("[v6]:port" for IPv6). */
 void conf_hostport(const struct conf_backend *b, char *out, size_t len);
+
+/* The line of the file where [proxy], [ring] or [health] key was set, or
+ * 0 when it has its default (messages then name the file alone). */
+int conf_line(const struct conf *c, const char *key);
+/* The same for a key of one backend (url, weight, health_path...). */
+int conf_backend_line(const struct conf_backend *be, const char *key);
 
 /* Find a backend by name; NULL if none. */
 const struct conf_backend *conf_backend_find(const struct conf *c,

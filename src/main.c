@@ -16,6 +16,7 @@
 #include "health.h"
 #include "log.h"
 #include "plan.h"
+#include "preflight.h"
 #include "proxy.h"
 
 #define MAIN_DEFAULT_CONF "/etc/ringproxy/ringproxy.ini"
@@ -23,7 +24,7 @@
 static void main_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: ringproxy [-c FILE]              run the proxy in the foreground\n"
+		"usage: ringproxy [-c FILE] [--share-listen]  run the proxy in the foreground\n"
 		"       ringproxy -t [--probe] [-c FILE] check FILE and print the ring\n"
 		"       ringproxy plan OLD.ini [NEW.ini] [--keys FILE] [--balance-factor C] [--json]\n"
 		"       ringproxy --help-config          every config key with default and range\n"
@@ -32,6 +33,9 @@ static void main_usage(FILE *f)
 		"  -c, --config FILE   config file (default " MAIN_DEFAULT_CONF ")\n"
 		"  -t, --test          check the config, print backends, points and shares; exit\n"
 		"      --probe         with -t: also GET each backend's health path\n"
+		"      --share-listen  start even though another process listens on our\n"
+		"                      addresses (a binary upgrade: start the new one beside\n"
+		"                      the old, then SIGTERM the old); refused otherwise\n"
 		"  -h, --help          this text\n");
 }
 
@@ -69,6 +73,40 @@ static void main_print_errors(const char *path, const struct conf_errors *errs)
 		errs->n == 1 ? "" : "s");
 }
 
+/* ringproxy -t [--probe]: the file, then this host (preflight.c), then
+ * the ring; with --probe every backend's health path. Warnings are
+ * printed and change nothing. Exit status 0 or 1. */
+static int main_test(const char *path, const struct conf *c, bool probe)
+{
+	struct preflight pf;
+	int rc = 0;
+
+	if (preflight_run(c, 0, &pf) > 0) {
+		for (size_t i = 0; i < pf.warnings.n; i++)
+			fprintf(stderr, "warning: %s\n", pf.warnings.msg[i]);
+		main_print_errors(path, &pf.errors);
+		preflight_free(&pf);
+		return 1;
+	}
+	if (plan_print_conf(c, stdout) < 0)
+		rc = 1;
+	if (rc == 0 && probe) {
+		curl_global_init(CURL_GLOBAL_DEFAULT);
+		rc = health_probe(c, stdout);
+		curl_global_cleanup();
+	}
+	fflush(stdout);
+	for (size_t i = 0; i < pf.warnings.n; i++)
+		fprintf(stderr, "warning: %s\n", pf.warnings.msg[i]);
+	if (rc == 0)
+		printf("\n%s: configuration ok%s\n", path,
+		       pf.warnings.n == 0 ? "" : pf.warnings.n == 1 ? " (1 warning)" : " (warnings above)");
+	else if (probe)
+		printf("\n%s: configuration ok, but a backend failed its probe\n", path);
+	preflight_free(&pf);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -78,12 +116,13 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ "help-config", no_argument, NULL, 'H' },
 		{ "version", no_argument, NULL, 'V' },
+		{ "share-listen", no_argument, NULL, 's' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *path = MAIN_DEFAULT_CONF;
 	struct conf_errors errs;
 	struct conf *c;
-	int test = 0, probe = 0, opt, rc;
+	int test = 0, probe = 0, share = 0, opt, rc;
 
 	if (argc > 1 && strcmp(argv[1], "plan") == 0)
 		return plan_main(argc - 1, argv + 1, stdout);
@@ -98,6 +137,9 @@ int main(int argc, char **argv)
 			break;
 		case 'p':
 			probe = 1;
+			break;
+		case 's':
+			share = 1;
 			break;
 		case 'h':
 			main_usage(stdout);
@@ -132,22 +174,13 @@ int main(int argc, char **argv)
 	conf_errors_free(&errs);
 
 	if (test) {
-		rc = plan_print_conf(c, stdout) < 0 ? 1 : 0;
-		if (rc == 0 && probe) {
-			curl_global_init(CURL_GLOBAL_DEFAULT);
-			rc = health_probe(c, stdout);
-			curl_global_cleanup();
-		}
-		if (rc == 0)
-			printf("\n%s: configuration ok\n", path);
-		else if (probe)
-			printf("\n%s: configuration ok, but a backend failed its probe\n", path);
+		rc = main_test(path, c, probe);
 		conf_free(c);
 		return rc;
 	}
 	log_set_level((enum log_level)c->log_level);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
-	rc = proxy_run(path, c);
+	rc = proxy_run(path, c, share ? PREFLIGHT_SHARE_LISTEN : 0);
 	curl_global_cleanup();
 	return rc;
 }

@@ -39,6 +39,7 @@
 #include "log.h"
 #include "notify.h"
 #include "plan.h"
+#include "preflight.h"
 #include "registry.h"
 #include "snapshot.h"
 #include "worker.h"
@@ -310,7 +311,24 @@ static int proxy_listen(struct proxy_main *m, struct sockaddr_storage *addr, soc
 	return 0;
 }
 
-int proxy_run(const char *path, struct conf *conf)
+/* The host checks of preflight.c, as errors: 0, or -1 when the start
+ * must not go on (each reason logged). */
+static int proxy_preflight(const char *path, const struct conf *conf, unsigned flags)
+{
+	struct preflight pf;
+	size_t n = preflight_run(conf, PREFLIGHT_START | flags, &pf);
+
+	for (size_t i = 0; i < pf.warnings.n; i++)
+		log_warn("%s", pf.warnings.msg[i]);
+	for (size_t i = 0; i < pf.errors.n; i++)
+		log_error("%s", pf.errors.msg[i]);
+	if (n)
+		log_error("%s: %zu error%s; nothing started", path, n, n == 1 ? "" : "s");
+	preflight_free(&pf);
+	return n ? -1 : 0;
+}
+
+int proxy_run(const char *path, struct conf *conf, unsigned flags)
 {
 	struct proxy_main m;
 	struct event *sigev[PROXY_NSIGNALS] = { 0 };
@@ -325,6 +343,10 @@ int proxy_run(const char *path, struct conf *conf)
 	m.path = path;
 	signal(SIGPIPE, SIG_IGN);
 	srandom((unsigned)time(NULL) ^ (unsigned)getpid());
+	if (proxy_preflight(path, conf, flags) < 0) {
+		conf_free(conf);
+		return 1;
+	}
 	if (log_open(conf->log_file, err, sizeof(err)) < 0) {
 		log_error("%s: %s", path, err);
 		conf_free(conf);
