@@ -24,6 +24,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <event2/event.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +82,60 @@ static void proxy_record(struct proxy_main *m, bool ok, const char *text)
 		m->p.generation = m->snap->generation;
 	else
 		atomic_fetch_add(&m->p.reloads_failed, 1);
+}
+
+/* The backends of s whose name did not resolve: said once, as the file
+ * would say it, and down until the name resolves (health.c looks it up
+ * again every interval). */
+static void proxy_unresolved(const struct snapshot *s)
+{
+	for (size_t i = 0; i < s->nbe; i++) {
+		const struct snap_backend *sb = &s->be[i];
+		const char *why;
+
+		if (sb->addrlen)
+			continue;
+		why = gai_strerror(sb->resolve_rc);
+		log_warn("%s:%d: backend %s: cannot resolve '%s': %s; it is down, and its name is resolved again every %gs (its health interval)",
+			 s->conf->path, conf_backend_line(sb->conf, "url"), sb->conf->name, sb->conf->host, why,
+			 (double)sb->conf->health.interval_ms / 1000);
+		health_unresolved(sb->state, sb->conf->host, why);
+	}
+}
+
+/* Hand s to every worker and to the health checks; it becomes current. */
+static void proxy_publish(struct proxy_main *m, struct snapshot *s)
+{
+	for (unsigned i = 0; i < m->p.nworkers; i++) {
+		snapshot_ref(s);
+		worker_post_snapshot(m->p.workers[i], s);
+	}
+	health_apply(m->health, s);
+	snapshot_unref(m->snap);
+	m->snap = s;
+	m->p.current = s;
+}
+
+/* health.c: a backend name that did not resolve does now. The snapshot
+ * that has its address replaces the current one; the backend stays down
+ * until its checks pass (or a passive trial succeeds). */
+static void proxy_on_resolved(void *arg, const char *name, const struct sockaddr *addr, socklen_t len)
+{
+	struct proxy_main *m = arg;
+	struct snapshot *s = snapshot_readdress(m->snap, name, addr, len);
+	size_t i;
+
+	if (!s) {
+		log_error("backend %s: its name resolves now, but no snapshot could be made (out of memory); "
+			  "tried again at the next interval", name);
+		return;
+	}
+	for (i = 0; i < s->nbe && strcmp(s->be[i].conf->name, name) != 0; i++)
+		;
+	log_info("backend %s: '%s' resolves now, to %s; it comes back when it passes its %s", name,
+		 s->be[i].conf->host, s->be[i].addr_text,
+		 s->be[i].conf->health.path[0] ? "health checks" : "trial request");
+	proxy_publish(m, s);
 }
 
 static void proxy_reload(struct proxy_main *m)
@@ -142,14 +197,8 @@ static void proxy_reload(struct proxy_main *m)
 		log_error("reload: %s; logging continues where it was", err);
 	log_set_level((enum log_level)c->log_level);
 	atomic_store(&m->p.max_conns, c->max_connections);
-	for (unsigned i = 0; i < m->p.nworkers; i++) {
-		snapshot_ref(s);
-		worker_post_snapshot(m->p.workers[i], s);
-	}
-	health_apply(m->health, s);
-	snapshot_unref(m->snap);
-	m->snap = s;
-	m->p.current = s;
+	proxy_unresolved(s);
+	proxy_publish(m, s);
 	m->p.last_moved_share = moved;
 	snprintf(text, sizeof(text), "reload %llu: %s", (unsigned long long)gen, report);
 	log_info("%s", text);
@@ -391,7 +440,7 @@ int proxy_run(const char *path, struct conf *conf, unsigned flags)
 		}
 	}
 	m.ev_reload = event_new(m.base, -1, 0, proxy_on_reload, &m);
-	m.health = health_new(m.base);
+	m.health = health_new(m.base, proxy_on_resolved, &m);
 	if (!m.ev_reload || !m.health) {
 		log_error("out of memory");
 		goto out;
@@ -410,6 +459,7 @@ int proxy_run(const char *path, struct conf *conf, unsigned flags)
 			goto out;
 		}
 	}
+	proxy_unresolved(m.snap);
 	health_apply(m.health, m.snap);
 	conn_peer_ip(&addr, host, sizeof(host));
 	snprintf(m.listen_text, sizeof(m.listen_text), "%s%s%s:%d",
