@@ -1264,6 +1264,103 @@ const struct conf_backend *conf_backend_find(const struct conf *c, const char *n
 	return NULL;
 }
 
+/* A value of key k at field, written so that its setter reads it back
+ * to the same value (the inverse of conf_set). */
+static void conf_format(const struct conf_keydef *k, const char *field, char *out, size_t len)
+{
+	switch (k->type) {
+	case CONF_T_UINT:
+		snprintf(out, len, "%u", *(const unsigned *)field);
+		break;
+	case CONF_T_DOUBLE: {
+		double d = *(const double *)field;
+
+		/* the shortest text that reads back exactly */
+		snprintf(out, len, "%.15g", d);
+		if (strtod(out, NULL) != d)
+			snprintf(out, len, "%.17g", d);
+		break;
+	}
+	case CONF_T_DURATION:
+		conf_fmt_ms(*(const uint64_t *)field, out, len);
+		break;
+	case CONF_T_SIZE: {
+		uint64_t v = *(const uint64_t *)field;
+		static const char units[] = "kmg";
+		int u = -1;
+
+		while (u < 2 && v && v % 1024 == 0) {
+			v /= 1024;
+			u++;
+		}
+		snprintf(out, len, u < 0 ? "%llu" : "%llu%c", (unsigned long long)v, u < 0 ? 0 : units[u]);
+		break;
+	}
+	case CONF_T_ENUM: {
+		const char *p = k->choices;
+
+		for (int i = *(const int *)field; i > 0 && strchr(p, '|'); i--)
+			p = strchr(p, '|') + 1;
+		snprintf(out, len, "%.*s", (int)strcspn(p, "|"), p);
+		break;
+	}
+	case CONF_T_BOOL:
+		snprintf(out, len, "%s", *(const bool *)field ? "on" : "off");
+		break;
+	case CONF_T_RANGE: {
+		const int *r = (const int *)field;
+
+		if (r[0] == r[1])
+			snprintf(out, len, "%d", r[0]);
+		else
+			snprintf(out, len, "%d-%d", r[0], r[1]);
+		break;
+	}
+	default:                /* the string-valued types */
+		snprintf(out, len, "%s", *(char *const *)field ? *(char *const *)field : "");
+		break;
+	}
+}
+
+int conf_write(const struct conf *c, FILE *out)
+{
+	char v[1024];
+	int last = -1;
+
+	fprintf(out, "; the effective configuration of %s: every key, defaults filled in\n", c->path);
+	for (size_t i = 0; i < CONF_NKEYS; i++) {
+		const struct conf_keydef *k = &conf_keys[i];
+
+		if (k->where == CONF_IN_BACKEND)
+			continue;
+		if ((int)k->where != last) {
+			fprintf(out, "\n[%s]\n", conf_section_names[k->where]);
+			last = (int)k->where;
+		}
+		conf_format(k, (const char *)c + k->offset, v, sizeof(v));
+		fprintf(out, "%s = %s%s\n", k->key, v, c->lines[i] ? "" : "   ; default");
+	}
+	for (size_t b = 0; b < c->nbackends; b++) {
+		const struct conf_backend *be = &c->backends[b];
+
+		fprintf(out, "\n[backend %s]\n", be->name);
+		for (size_t i = 0; i < CONF_NKEYS; i++) {
+			const struct conf_keydef *k = &conf_keys[i];
+
+			if (k->where != CONF_IN_BACKEND)
+				continue;
+			conf_format(k, (const char *)be + k->offset, v, sizeof(v));
+			/* an override not set follows [health]: written as a
+			 * comment, so that the file still follows [health] */
+			if (!k->def && !be->lines[i] && strcmp(k->key, "url") != 0)
+				fprintf(out, "; %s = %s   (as in [health])\n", k->key, v);
+			else
+				fprintf(out, "%s = %s%s\n", k->key, v, be->lines[i] || !k->def ? "" : "   ; default");
+		}
+	}
+	return ferror(out) ? -1 : 0;
+}
+
 void conf_help(FILE *out)
 {
 	int last = -1;

@@ -125,6 +125,12 @@ int conf_parse_duration(const char *s, uint64_t *ms);
 /* Parse "65536", "64k", "16m", "1g" (powers of 1024). 0 or -1. */
 int conf_parse_size(const char *s, uint64_t *bytes);
 
+/* `ringproxy -T`: c as an INI file that loads back to the same config,
+ * every key written (those left at their default say so in a comment;
+ * a backend's health overrides that it does not set are comments, so
+ * that they keep following [health]). 0, or -1 on a write error. */
+int conf_write(const struct conf *c, FILE *out);
+
 /* Print every key with its type, default, range and help (--help-config). */
 void conf_help(FILE *out);
 

@@ -26,6 +26,7 @@ static void main_usage(FILE *f)
 	fprintf(f,
 		"usage: ringproxy [-c FILE] [--share-listen]  run the proxy in the foreground\n"
 		"       ringproxy -t [--probe] [-c FILE] check FILE and print the ring\n"
+		"       ringproxy -T [-c FILE]           print FILE's effective config, defaults filled in\n"
 		"       ringproxy plan OLD.ini [NEW.ini] [--keys FILE] [--balance-factor C] [--json]\n"
 		"       ringproxy --help-config          every config key with default and range\n"
 		"       ringproxy -V | --version         versions of ringproxy and its libraries\n"
@@ -33,6 +34,8 @@ static void main_usage(FILE *f)
 		"  -c, --config FILE   config file (default " MAIN_DEFAULT_CONF ")\n"
 		"  -t, --test          check the config, print backends, points and shares; exit\n"
 		"      --probe         with -t: also GET each backend's health path\n"
+		"  -T, --dump          check the file and print the effective config (every\n"
+		"                      key, defaults filled in) as an INI file -t accepts\n"
 		"      --share-listen  start even though another process listens on our\n"
 		"                      addresses (a binary upgrade: start the new one beside\n"
 		"                      the old, then SIGTERM the old); refused otherwise\n"
@@ -112,6 +115,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "test", no_argument, NULL, 't' },
+		{ "dump", no_argument, NULL, 'T' },
 		{ "probe", no_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "help-config", no_argument, NULL, 'H' },
@@ -122,18 +126,21 @@ int main(int argc, char **argv)
 	const char *path = MAIN_DEFAULT_CONF;
 	struct conf_errors errs;
 	struct conf *c;
-	int test = 0, probe = 0, share = 0, opt, rc;
+	int test = 0, dump = 0, probe = 0, share = 0, opt, rc;
 
 	if (argc > 1 && strcmp(argv[1], "plan") == 0)
 		return plan_main(argc - 1, argv + 1, stdout);
 
-	while ((opt = getopt_long(argc, argv, "c:thV", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:tThV", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			path = optarg;
 			break;
 		case 't':
 			test = 1;
+			break;
+		case 'T':
+			dump = 1;
 			break;
 		case 'p':
 			probe = 1;
@@ -160,6 +167,10 @@ int main(int argc, char **argv)
 		main_usage(stderr);
 		return 2;
 	}
+	if (dump && (test || probe || share)) {
+		fprintf(stderr, "ringproxy: -T goes alone (with -c)\n");
+		return 2;
+	}
 	if (probe && !test) {
 		fprintf(stderr, "ringproxy: --probe goes with -t\n");
 		return 2;
@@ -173,6 +184,11 @@ int main(int argc, char **argv)
 	}
 	conf_errors_free(&errs);
 
+	if (dump) {
+		rc = conf_write(c, stdout) < 0 || fflush(stdout) != 0 ? 1 : 0;
+		conf_free(c);
+		return rc;
+	}
 	if (test) {
 		rc = main_test(path, c, probe);
 		conf_free(c);
