@@ -131,17 +131,17 @@ static const struct conf_keydef conf_keys[] = {
 	  "after recovering, take keys back gradually over this time; 0 = at once" },
 	/* per-backend health overrides: unset means [health]'s value */
 	{ CONF_IN_BACKEND, "health_path", CONF_T_PATH, B(health.path), NULL, 0, 0, NULL,
-	  "[health] path for this backend" },
+	  "this backend's own [health] path" },
 	{ CONF_IN_BACKEND, "health_interval", CONF_T_DURATION, B(health.interval_ms), NULL, 100, 3600000, NULL,
-	  "[health] interval for this backend" },
+	  "this backend's own [health] interval" },
 	{ CONF_IN_BACKEND, "health_timeout", CONF_T_DURATION, B(health.timeout_ms), NULL, 10, 600000, NULL,
-	  "[health] timeout for this backend" },
+	  "this backend's own [health] timeout" },
 	{ CONF_IN_BACKEND, "health_rise", CONF_T_UINT, B(health.rise), NULL, 1, 100, NULL,
-	  "[health] rise for this backend" },
+	  "this backend's own [health] rise" },
 	{ CONF_IN_BACKEND, "health_fall", CONF_T_UINT, B(health.fall), NULL, 1, 100, NULL,
-	  "[health] fall for this backend" },
+	  "this backend's own [health] fall" },
 	{ CONF_IN_BACKEND, "health_expect", CONF_T_RANGE, B(health.expect_lo), NULL, 100, 599, NULL,
-	  "[health] expect for this backend" },
+	  "this backend's own [health] expect" },
 };
 
 #define CONF_NKEYS (sizeof(conf_keys) / sizeof(conf_keys[0]))
@@ -1359,6 +1359,82 @@ int conf_write(const struct conf *c, FILE *out)
 		}
 	}
 	return ferror(out) ? -1 : 0;
+}
+
+/* scdoc text: '*' and '_' are its markup, written escaped. */
+static void conf_scdoc_text(FILE *out, const char *text)
+{
+	for (const char *p = text; *p; p++) {
+		if (*p == '*' || *p == '_' || *p == '\\')
+			fputc('\\', out);
+		fputc(*p, out);
+	}
+}
+
+/* What a key takes, with its range in its own units (the man page). */
+static void conf_range_text(const struct conf_keydef *k, char *out, size_t len)
+{
+	char lo[32], hi[32];
+
+	switch (k->type) {
+	case CONF_T_DURATION:
+		conf_fmt_ms((uint64_t)k->min, lo, sizeof(lo));
+		conf_fmt_ms((uint64_t)k->max, hi, sizeof(hi));
+		snprintf(out, len, "a duration from %s to %s (ms, s, m, h; a bare number is seconds)", lo, hi);
+		break;
+	case CONF_T_SIZE: {
+		uint64_t l = (uint64_t)k->min, h = (uint64_t)k->max;
+
+		conf_format(k, (const char *)&l, lo, sizeof(lo));
+		conf_format(k, (const char *)&h, hi, sizeof(hi));
+		snprintf(out, len, "a size from %s to %s (k, m, g: powers of 1024)", lo, hi);
+		break;
+	}
+	case CONF_T_ENUM:
+		snprintf(out, len, "one of %s", k->choices);
+		for (char *p = out; *p; p++)
+			if (*p == '|')
+				*p = ',';
+		break;
+	case CONF_T_ADDR:
+		snprintf(out, len, "IP:port or [IPv6]:port%s", k->def && !*k->def ? ", or empty" : "");
+		break;
+	case CONF_T_URL:
+		snprintf(out, len, "http://host[:port][/prefix]; an IPv6 address in brackets");
+		break;
+	case CONF_T_STRING:
+		snprintf(out, len, "a header name, or empty");
+		break;
+	default:
+		conf_type_text(k, out, len);
+		break;
+	}
+}
+
+void conf_help_scdoc(FILE *out)
+{
+	int last = -1;
+
+	for (size_t i = 0; i < CONF_NKEYS; i++) {
+		const struct conf_keydef *k = &conf_keys[i];
+		char range[160];
+
+		if ((int)k->where != last) {
+			fprintf(out, "## [%s]\n\n", conf_section_names[k->where]);
+			last = (int)k->where;
+		}
+		conf_range_text(k, range, sizeof(range));
+		fputc('*', out);
+		conf_scdoc_text(out, k->key);
+		fputs("* (default: ", out);
+		conf_scdoc_text(out, k->def ? (*k->def ? k->def : "empty") :
+				strncmp(k->key, "health_", 7) == 0 ? "as in [health]" : "none: required");
+		fputs(")\n\t", out);
+		conf_scdoc_text(out, k->help);
+		fputs(".\n\tValue: ", out);
+		conf_scdoc_text(out, range);
+		fputs(".\n\n", out);
+	}
 }
 
 void conf_help(FILE *out)

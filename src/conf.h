@@ -133,5 +133,9 @@ int conf_write(const struct conf *c, FILE *out);
 
 /* Print every key with its type, default, range and help (--help-config). */
 void conf_help(FILE *out);
+/* The same as scdoc text (## [section], then each key with its default,
+ * help and range): the key list of ringproxy.ini(5), which the build
+ * makes with `ringproxy --help-config=scdoc`. */
+void conf_help_scdoc(FILE *out);
 
 #endif

@@ -118,7 +118,7 @@ int main(int argc, char **argv)
 		{ "dump", no_argument, NULL, 'T' },
 		{ "probe", no_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
-		{ "help-config", no_argument, NULL, 'H' },
+		{ "help-config", optional_argument, NULL, 'H' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "share-listen", no_argument, NULL, 's' },
 		{ NULL, 0, NULL, 0 },
@@ -152,7 +152,15 @@ int main(int argc, char **argv)
 			main_usage(stdout);
 			return 0;
 		case 'H':
-			conf_help(stdout);
+			/* =scdoc: the key list of the man page */
+			if (optarg && strcmp(optarg, "scdoc") == 0) {
+				conf_help_scdoc(stdout);
+			} else if (optarg) {
+				fprintf(stderr, "ringproxy: --help-config takes no value or =scdoc\n");
+				return 2;
+			} else {
+				conf_help(stdout);
+			}
 			return 0;
 		case 'V':
 			main_version(stdout);
