@@ -259,16 +259,17 @@ class Proxy:
     LISTEN_RE = r"info: listening on 127\.0\.0\.1:(\d+) with"
 
     def __init__(self, exe, conf=None, tag="proxy", *, path=None, nofile=None, env=None,
-                 log_file=None, extra_args=(), wrap=()):
+                 log_file=None, extra_args=(), wrap=(), stderr_path=None):
         """conf: the config's text, written to a new file named after tag;
         or path: a config file the test keeps (and changes for reloads).
         nofile: an
         RLIMIT_NOFILE for the proxy; env: more environment variables;
         log_file: the config's [proxy] log_file, then where the log is read;
         extra_args: more command-line arguments (--share-listen); wrap: a
-        command that execs the rest (so the PID stays the proxy's)."""
+        command that execs the rest (so the PID stays the proxy's);
+        stderr_path: the file its stderr goes to (default: a new one)."""
         self.conf = path or write(f"{tag}.{time.monotonic_ns()}.ini", conf)
-        self.stderr_path = tmp_path(f"{tag}.{time.monotonic_ns()}.log")
+        self.stderr_path = stderr_path or tmp_path(f"{tag}.{time.monotonic_ns()}.log")
         self.log_path = log_file or self.stderr_path
         LOGS.append(self.stderr_path)
         e = dict(os.environ, **(env or {}))
@@ -277,7 +278,7 @@ class Proxy:
             if nofile:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
-        with open(self.stderr_path, "wb") as err:
+        with open(self.stderr_path, "ab") as err:
             self.proc = subprocess.Popen([*wrap, exe, "-c", self.conf, *extra_args], stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=err, env=e,
                                          preexec_fn=limit)
