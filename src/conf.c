@@ -92,6 +92,8 @@ static const struct conf_keydef conf_keys[] = {
 	  "least severe level logged to stderr" },
 	{ CONF_IN_PROXY, "log_file", CONF_T_PATH, P(log_file), "", 0, 0, NULL,
 	  "append log lines to this file instead of stderr; SIGUSR1 reopens it" },
+	{ CONF_IN_PROXY, "watch_config", CONF_T_BOOL, P(watch_config), "off", 0, 0, NULL,
+	  "reload when the config file changes (inotify; ConfigMap symlink swaps and editors' renames too)" },
 
 	{ CONF_IN_RING, "hash", CONF_T_ENUM, P(hash), "md5", 0, 0, "md5",
 	  "hash of points and keys (fixed scheme: MD5, first 8 bytes big-endian)" },

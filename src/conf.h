@@ -66,6 +66,7 @@ struct conf {
 	char *backend_header;
 	int log_level;                  /* enum log_level */
 	char *log_file;                 /* "" = stderr as given */
+	bool watch_config;              /* reload when the file changes */
 
 	/* [ring] */
 	int hash;                       /* enum conf_hash */

@@ -43,6 +43,7 @@
 #include "preflight.h"
 #include "registry.h"
 #include "snapshot.h"
+#include "watch.h"
 #include "worker.h"
 
 struct proxy_main {
@@ -63,6 +64,7 @@ struct proxy_main {
 	unsigned workers_conf;          /* values must equal to take effect */
 	char admin_conf[320];           /* admin_listen likewise */
 	struct admin *admin;
+	struct watch *watch;            /* with [proxy] watch_config */
 };
 
 static void proxy_status(struct proxy_main *m)
@@ -138,6 +140,34 @@ static void proxy_on_resolved(void *arg, const char *name, const struct sockaddr
 	proxy_publish(m, s);
 }
 
+/* watch.c: the file changed. The reload is SIGHUP's, coalesced with it. */
+static void proxy_on_file_changed(void *arg)
+{
+	struct proxy_main *m = arg;
+
+	if (!m->stopping)
+		event_active(m->ev_reload, EV_READ, 0);
+}
+
+/* [proxy] watch_config as the config in force says: start or stop
+ * following the file (a reload may turn it on or off). */
+static void proxy_watch(struct proxy_main *m, const struct conf *c)
+{
+	char err[256];
+
+	if (c->watch_config && !m->watch) {
+		m->watch = watch_new(m->base, m->path, proxy_on_file_changed, m, err, sizeof(err));
+		if (m->watch)
+			log_info("watch_config: following %s; a change reloads it", m->path);
+		else
+			log_error("watch_config: %s: %s; reload with SIGHUP", m->path, err);
+	} else if (!c->watch_config && m->watch) {
+		watch_free(m->watch);
+		m->watch = NULL;
+		log_info("watch_config: no longer following %s", m->path);
+	}
+}
+
 static void proxy_reload(struct proxy_main *m)
 {
 	const struct conf *old = m->snap->conf;
@@ -199,6 +229,7 @@ static void proxy_reload(struct proxy_main *m)
 	atomic_store(&m->p.max_conns, c->max_connections);
 	proxy_unresolved(s);
 	proxy_publish(m, s);
+	proxy_watch(m, s->conf);
 	m->p.last_moved_share = moved;
 	snprintf(text, sizeof(text), "reload %llu: %s", (unsigned long long)gen, report);
 	log_info("%s", text);
@@ -461,6 +492,7 @@ int proxy_run(const char *path, struct conf *conf, unsigned flags)
 	}
 	proxy_unresolved(m.snap);
 	health_apply(m.health, m.snap);
+	proxy_watch(&m, m.snap->conf);
 	conn_peer_ip(&addr, host, sizeof(host));
 	snprintf(m.listen_text, sizeof(m.listen_text), "%s%s%s:%d",
 		 addr.ss_family == AF_INET6 ? "[" : "", host, addr.ss_family == AF_INET6 ? "]" : "", port);
@@ -477,6 +509,7 @@ out:
 		worker_post_stop(m.p.workers[i]);
 	for (unsigned i = 0; i < m.p.nworkers; i++)
 		worker_free(m.p.workers[i]);
+	watch_free(m.watch);
 	health_free(m.health);
 	admin_free(m.admin);
 	for (size_t i = 0; i < PROXY_NSIGNALS; i++)
