@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_docker.py -- docker/compose.yaml, docker/Dockerfile and the demo's
 files hold together, checked without Docker or a network: the compose
-file (read by a small parser of the block YAML it is written in) names
+file (read by miniyaml.py, a small reader of the block YAML it is written in) names
 the services, build targets, ports, mounts and addresses the other files
 rely on; the config it mounts passes `ringproxy -t` and lists exactly its
 caches; the caches' VCL admits PURGE from ringproxy's fixed address; the
@@ -23,91 +23,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
+import miniyaml  # noqa: E402
 
 RP, ROOT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 DOCKER = os.path.join(ROOT, "docker")
 t = H.Tap()
-
-
-def yaml_scalar(v):
-    """A plain or quoted scalar."""
-    v = v.strip()
-    if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
-        return v[1:-1]
-    return v
-
-
-def yaml_lines(text):
-    """(indent, content) of each line that is not blank or a comment,
-    trailing comments cut (outside quotes)."""
-    out = []
-    for raw in text.splitlines():
-        quote, cut = None, len(raw)
-        for i, ch in enumerate(raw):
-            if quote:
-                quote = None if ch == quote else quote
-            elif ch in "'\"":
-                quote = ch
-            elif ch == "#" and (i == 0 or raw[i - 1] in " \t"):
-                cut = i
-                break
-        line = raw[:cut].rstrip()
-        if line.strip():
-            if "\t" in line[:len(line) - len(line.lstrip())]:
-                raise ValueError(f"a tab in the indentation: {raw!r}")
-            out.append((len(line) - len(line.lstrip()), line.strip()))
-    return out
-
-
-def yaml_block(lines, i, indent):
-    """Parse the block starting at lines[i] (indentation indent): a
-    mapping or a sequence. Returns (value, next index). Block style only:
-    what docker/compose.yaml uses."""
-    if lines[i][1].startswith("- "):
-        seq = []
-        while i < len(lines) and lines[i][0] == indent and lines[i][1].startswith("- "):
-            item = lines[i][1][2:]
-            if re.match(r"^[\w.-]+:( |$)", item):
-                # a mapping as an item: its first key on the dash's line
-                sub = [(indent + 2, item)]
-                j = i + 1
-                while j < len(lines) and lines[j][0] > indent:
-                    sub.append(lines[j])
-                    j += 1
-                value, _ = yaml_block(sub, 0, indent + 2)
-                seq.append(value)
-                i = j
-            else:
-                seq.append(yaml_scalar(item))
-                i += 1
-        return seq, i
-    mapping = {}
-    while i < len(lines) and lines[i][0] == indent:
-        m = re.match(r"^([\w.-]+):(?: (.*))?$", lines[i][1])
-        if not m:
-            raise ValueError(f"not a key: {lines[i][1]!r}")
-        key, rest = m.group(1), m.group(2)
-        if key in mapping:
-            raise ValueError(f"duplicate key {key}")
-        if rest:
-            mapping[key] = yaml_scalar(rest)
-            i += 1
-        elif i + 1 < len(lines) and lines[i + 1][0] > indent:
-            mapping[key], i = yaml_block(lines, i + 1, lines[i + 1][0])
-        else:
-            mapping[key] = None
-            i += 1
-    if i < len(lines) and lines[i][0] > indent:
-        raise ValueError(f"bad indentation at {lines[i][1]!r}")
-    return mapping, i
-
-
-def yaml_load(text):
-    lines = yaml_lines(text)
-    value, i = yaml_block(lines, 0, lines[0][0])
-    if i != len(lines):
-        raise ValueError(f"left over at {lines[i][1]!r}")
-    return value
 
 
 def ini(path):
@@ -129,7 +49,7 @@ def ini(path):
 def check_compose():
     text = open(os.path.join(DOCKER, "compose.yaml")).read()
     try:
-        doc = yaml_load(text)
+        doc = miniyaml.load(text)
     except ValueError as e:
         t.check(False, f"docker/compose.yaml parses: {e}")
         return
