@@ -78,15 +78,20 @@ def plain_file(caches):
 
     # a burst: 25 writes 10 ms apart, in place and by rename, all different
     since = px.log_size()
+    stamps = []
     for i in range(25):
         text = conf(caches, {"c1", "c3"}, extra=f"; edit {i}\n")
         (write_in_place if i % 2 else rename_over)(path, text)
+        stamps.append(time.monotonic())
         time.sleep(0.01)
     r = next_outcome(px, since)
     time.sleep(1.0)
     got = outcomes(px, since)
-    t.check(r and len(got) == 1 and got[0].startswith("reload 4:"),
-            f"a burst of 25 writes: one reload ({len(got)}: {got})")
+    # a pause of the writer longer than the quiet period (a loaded
+    # machine) rightly ends a burst: allow one more reload per such pause
+    pauses = sum(1 for a, b in zip(stamps, stamps[1:]) if b - a > 0.15)
+    t.check(r and 1 <= len(got) <= 1 + pauses and got[0].startswith("reload 4:"),
+            f"a burst of 25 writes: one reload ({len(got)}, writer pauses {pauses}: {got})")
 
     # the same bytes again (touch, a rewrite with the same text): no reload
     since = px.log_size()
@@ -112,7 +117,7 @@ def plain_file(caches):
     since = px.log_size()
     write_in_place(path, conf(caches, {"c1", "c2", "c3"}))
     r = next_outcome(px, since)
-    t.check(r and r.startswith("reload 5: +c2"), f"the file fixed: reloaded ({r})")
+    t.check(r and re.match(r"reload \d+: \+c2", r), f"the file fixed: reloaded ({r})")
 
     # watch_config turned off by a reload: later changes wait for SIGHUP
     since = px.log_size()
@@ -124,7 +129,7 @@ def plain_file(caches):
     time.sleep(0.8)
     t.check(outcomes(px, since) == [], "... then a change does not reload")
     r = px.reload()
-    t.check(r and r.startswith("reload 7:"), f"... SIGHUP still does ({r})")
+    t.check(r and re.match(r"reload \d+: -c2 -c3", r), f"... SIGHUP still does ({r})")
     px.stop()
 
 
