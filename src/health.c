@@ -317,9 +317,10 @@ static void health_on_resolved(void *arg, int rc, const struct sockaddr *addr, s
 		return;
 	}
 	/* the callback makes a new snapshot and applies it here, which
-	 * frees hn: nothing of it is used after */
+	 * frees hn: nothing of it is used after, unless it failed */
 	memcpy(name, hn->name, sizeof(name));
-	h->resolved(h->resolved_arg, name, addr, len);
+	if (h->resolved(h->resolved_arg, name, addr, len) < 0)
+		health_name_schedule(hn);
 }
 
 static void health_on_name_timer(evutil_socket_t fd, short what, void *arg)

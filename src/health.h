@@ -39,9 +39,10 @@ void health_reset(struct backend *b, const char *url);
 void health_unresolved(struct backend *b, const char *host, const char *why);
 
 /* Main thread: a backend name of the current snapshot that did not
- * resolve does now, to addr. */
-typedef void health_resolved_fn(void *arg, const char *name, const struct sockaddr *addr,
-				socklen_t len);
+ * resolve does now, to addr. Returns 0 when the address was taken (a new
+ * snapshot applied), -1 to look the name up again next interval. */
+typedef int health_resolved_fn(void *arg, const char *name, const struct sockaddr *addr,
+			       socklen_t len);
 
 /* Main thread: active checks of the backends of a snapshot, and lookups
  * of the names that did not resolve, every health interval, off the

@@ -86,9 +86,9 @@ static void proxy_record(struct proxy_main *m, bool ok, const char *text)
 		atomic_fetch_add(&m->p.reloads_failed, 1);
 }
 
-/* The backends of s whose name did not resolve: said once, as the file
- * would say it, and down until the name resolves (health.c looks it up
- * again every interval). */
+/* The backends of s whose name did not resolve: said at each load, as
+ * the file would say it, and down until the name resolves (health.c
+ * looks it up again every interval). */
 static void proxy_unresolved(const struct snapshot *s)
 {
 	for (size_t i = 0; i < s->nbe; i++) {
@@ -121,7 +121,7 @@ static void proxy_publish(struct proxy_main *m, struct snapshot *s)
 /* health.c: a backend name that did not resolve does now. The snapshot
  * that has its address replaces the current one; the backend stays down
  * until its checks pass (or a passive trial succeeds). */
-static void proxy_on_resolved(void *arg, const char *name, const struct sockaddr *addr, socklen_t len)
+static int proxy_on_resolved(void *arg, const char *name, const struct sockaddr *addr, socklen_t len)
 {
 	struct proxy_main *m = arg;
 	struct snapshot *s = snapshot_readdress(m->snap, name, addr, len);
@@ -130,7 +130,7 @@ static void proxy_on_resolved(void *arg, const char *name, const struct sockaddr
 	if (!s) {
 		log_error("backend %s: its name resolves now, but no snapshot could be made (out of memory); "
 			  "tried again at the next interval", name);
-		return;
+		return -1;
 	}
 	for (i = 0; i < s->nbe && strcmp(s->be[i].conf->name, name) != 0; i++)
 		;
@@ -138,6 +138,7 @@ static void proxy_on_resolved(void *arg, const char *name, const struct sockaddr
 		 s->be[i].conf->host, s->be[i].addr_text,
 		 s->be[i].conf->health.path[0] ? "health checks" : "trial request");
 	proxy_publish(m, s);
+	return 0;
 }
 
 /* watch.c: the file changed. The reload is SIGHUP's, coalesced with it. */
