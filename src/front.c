@@ -138,8 +138,13 @@ void front_close(struct client *c)
 	struct worker *w = c->w;
 	bool release;
 
-	if (c->closed)
+	if (c->closed) {
+		/* kept for a posted wake-up (req_end returned false) after the
+		 * worker's loop ended: none will run now */
+		if (!c->in_loop && worker_done(w))
+			worker_client_put(w, c);
 		return;
+	}
 	release = req_end(&c->rq);
 	event_del(&c->rev);
 	event_del(&c->wev);
