@@ -67,4 +67,18 @@ static inline int outq_add(struct outq *q, const void *p, size_t n)
 	return 0;
 }
 
+/* Where a writer that fills iovecs in place (http1_write_response) puts
+ * them: the free tail of q, *room slots; outq_grow then counts the n it
+ * filled. */
+static inline struct iovec *outq_tail(struct outq *q, int *room)
+{
+	*room = OUT_IOV_MAX - q->cnt;
+	return q->iov + q->cnt;
+}
+
+static inline void outq_grow(struct outq *q, int n)
+{
+	q->cnt += n;
+}
+
 #endif

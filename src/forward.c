@@ -1,5 +1,5 @@
 /*
- * forward.c -- the backend side of a request, on the client's worker
+ * forward.c -- the backend side of a request, on the request's worker
  * thread: a keep-alive connection from the worker's pool (or a new one),
  * the request head rewritten by http1.c and written with one writev
  * together with whatever body is already buffered (a chunked body
@@ -34,7 +34,7 @@
 #include "balance.h"
 #include "conf.h"
 #include "conn.h"
-#include "front.h"
+#include "request.h"
 #include "health.h"
 #include "log.h"
 #include "registry.h"
@@ -47,7 +47,7 @@ static void fwd_on_timeout(evutil_socket_t fd, short what, void *arg);
 static void fwd_process(struct upstream *u);
 /* The caller holds a slot on backend i (balance_next took it); it is
  * given back by fwd_unbind, or here when no connection could be had. */
-static int fwd_begin(struct client *c, int i, bool fresh, char *why, size_t whylen);
+static int fwd_begin(struct request *rq, int i, bool fresh, char *why, size_t whylen);
 
 static struct backend *fwd_backend(const struct upstream *u)
 {
@@ -99,13 +99,13 @@ static void fwd_pool_remove(struct pool *p, struct upstream *u)
 
 static void fwd_unbind(struct upstream *u)
 {
-	struct client *c = u->cl;
+	struct request *rq = u->rq;
 
-	if (!c)
+	if (!rq)
 		return;
 	balance_release(fwd_backend(u));
-	c->up = NULL;
-	u->cl = NULL;
+	req_unbind(rq);
+	u->rq = NULL;
 }
 
 void fwd_close(struct upstream *u)
@@ -140,40 +140,40 @@ static bool fwd_acked(const struct upstream *u)
 /* The request failed on this connection before any response byte went to
  * the client. fmt is a printf format naming what happened. */
 __attribute__((format(printf, 4, 5)))
-static void fwd_fail(struct upstream *u, int status, enum front_fail kind, const char *fmt, ...)
+static void fwd_fail(struct upstream *u, int status, enum req_fail kind, const char *fmt, ...)
 {
-	struct client *c = u->cl;
+	struct request *rq = u->rq;
 	int i = u->ring_index;
-	const struct snap_backend *sb = &c->snap->be[i];
+	const struct snap_backend *sb = &rq->snap->be[i];
 	/* Resent on a fresh connection to the same backend: only a request
 	 * that a reused keep-alive connection lost (closed or reset) before
 	 * the backend acknowledged any byte of it: the backend had closed the
 	 * connection as we used it, and never saw the request. One it took
 	 * may have been acted on, or may be what broke the connection; a
 	 * response timeout means it is still at work: neither is resent. */
-	bool resend = kind == FRONT_FAIL_LOST && u->reused && !u->got_bytes &&
-		      front_retryable(c) && !fwd_acked(u);
+	bool resend = kind == REQ_FAIL_LOST && u->reused && !u->got_bytes &&
+		      req_retryable(rq) && !fwd_acked(u);
 	char what[256];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
-	/* a lost connection is counted by front.c, which can tell whether
+	/* a lost connection is counted by request.c, which can tell whether
 	 * the request or the backend is to blame */
-	if (!resend && kind != FRONT_FAIL_LOST)
-		health_request_failed(sb->state, c->snap->conf, sb->conf, what);
+	if (!resend && kind != REQ_FAIL_LOST)
+		health_request_failed(sb->state, rq->snap->conf, sb->conf, what);
 	if (!resend)
 		fwd_warn(sb->state, "backend %s (%s): %s", sb->conf->name, sb->addr_text, what);
 	fwd_close(u);
 	if (resend) {
 		balance_hold(sb->state);        /* the slot fwd_close gave back */
-		if (fwd_begin(c, i, true, what, sizeof(what)) == 0)
+		if (fwd_begin(rq, i, true, what, sizeof(what)) == 0)
 			return;
 		/* no fresh connection either (counted by fwd_connect) */
-		kind = FRONT_FAIL_CONNECT;
+		kind = REQ_FAIL_CONNECT;
 	}
-	front_backend_failed(c, status, kind, what);
+	req_failed(rq, status, kind, what);
 }
 
 /*
@@ -187,13 +187,13 @@ static void fwd_fail(struct upstream *u, int status, enum front_fail kind, const
 static int fwd_take_chunks(struct upstream *u)
 {
 	static const char last[] = "\r\n0\r\n\r\n";
-	struct client *c = u->cl;
+	struct request *rq = u->rq;
 
-	while (!c->req_done && u->ck_used < UP_CHUNK_LINES && u->out.cnt <= OUT_IOV_MAX - 3) {
-		size_t before = c->req_end, n;
+	while (!rq->body_done && u->ck_used < UP_CHUNK_LINES && u->out.cnt <= OUT_IOV_MAX - 3) {
+		size_t before = rq->body_end, n;
 		const char *p;
 
-		if (front_take_body(c, &p, &n) < 0)
+		if (req_take_body(rq, &p, &n) < 0)
 			return -1;
 		if (n) {
 			char *line = u->ck_lines[u->ck_used++];
@@ -202,12 +202,12 @@ static int fwd_take_chunks(struct upstream *u)
 			outq_add(&u->out, p, n);
 			u->ck_open = true;
 		}
-		if (c->req_done) {
+		if (rq->body_done) {
 			size_t skip = u->ck_open ? 0 : 2;       /* no data: no CRLF */
 
 			outq_add(&u->out, last + skip, sizeof(last) - 1 - skip);
 		}
-		if (c->req_end == before)
+		if (rq->body_end == before)
 			break;          /* the rest of the body is still to come */
 	}
 	return 0;
@@ -216,32 +216,32 @@ static int fwd_take_chunks(struct upstream *u)
 /* Queue more request body and write what is queued. */
 static void fwd_pump(struct upstream *u)
 {
-	struct client *c = u->cl;
+	struct request *rq = u->rq;
 	int rc;
 
 	for (;;) {
-		if (!c->req_done && c->req.framing == HTTP1_BODY_CHUNKED) {
+		if (!rq->body_done && rq->msg.framing == HTTP1_BODY_CHUNKED) {
 			if (fwd_take_chunks(u) < 0) {
-				front_backend_failed(c, 400, FRONT_FAIL_CLIENT, "invalid chunked request body");
+				req_failed(rq, 400, REQ_FAIL_CLIENT, "invalid chunked request body");
 				return;
 			}
-		} else if (!c->req_done) {
+		} else if (!rq->body_done) {
 			const char *p;
 			size_t n;
 
-			if (front_take_body(c, &p, &n) < 0) {
-				front_backend_failed(c, 400, FRONT_FAIL_CLIENT, "invalid chunked request body");
+			if (req_take_body(rq, &p, &n) < 0) {
+				req_failed(rq, 400, REQ_FAIL_CLIENT, "invalid chunked request body");
 				return;
 			}
 			if (n && outq_add(&u->out, p, n) < 0) {
 				/* cannot happen: one body slice per flush */
-				front_close(c);
+				req_abort(rq);
 				return;
 			}
 		}
 		rc = conn_flush(u->fd, &u->out);
 		if (rc < 0) {
-			fwd_fail(u, 502, FRONT_FAIL_LOST, "sending the request: %s", strerror(errno));
+			fwd_fail(u, 502, REQ_FAIL_LOST, "sending the request: %s", strerror(errno));
 			return;
 		}
 		if (rc == 0) {
@@ -252,11 +252,11 @@ static void fwd_pump(struct upstream *u)
 		if (event_pending(&u->wev, EV_WRITE, NULL))
 			event_del(&u->wev);
 		u->ck_used = 0;                 /* the queue no longer holds them */
-		c->head_sent = true;
-		if (!c->req_done) {
-			if (c->in.len > c->req_end)
+		req_head_sent(rq);
+		if (!rq->body_done) {
+			if (rq->in->len > rq->body_end)
 				continue;
-			front_resume(c);
+			req_want_body(rq);
 			return;
 		}
 		if (u->state == UP_HEAD && !u->got_bytes)
@@ -265,9 +265,9 @@ static void fwd_pump(struct upstream *u)
 	}
 }
 
-/* A connection to backend i of the client's snapshot. */
-static struct upstream *fwd_connect(struct worker *w, const struct snap_backend *sb,
-				    char *why, size_t whylen)
+/* A connection to backend sb of snapshot s (the request's). */
+static struct upstream *fwd_connect(struct worker *w, const struct snapshot *s,
+				    const struct snap_backend *sb, char *why, size_t whylen)
 {
 	struct upstream *u;
 	int fd = conn_connect((const struct sockaddr *)&sb->addr, sb->addrlen);
@@ -276,7 +276,7 @@ static struct upstream *fwd_connect(struct worker *w, const struct snap_backend 
 		atomic_fetch_add(&sb->state->connect_errors, 1);
 		snprintf(why, whylen, "connect: %s", strerror(errno));
 		fwd_warn(sb->state, "backend %s (%s): %s", sb->conf->name, sb->addr_text, why);
-		health_request_failed(sb->state, w->snap->conf, sb->conf, strerror(errno));
+		health_request_failed(sb->state, s->conf, sb->conf, strerror(errno));
 		return NULL;
 	}
 	u = worker_up_get(w);
@@ -285,6 +285,7 @@ static struct upstream *fwd_connect(struct worker *w, const struct snap_backend 
 		snprintf(why, whylen, "out of memory");
 		return NULL;
 	}
+	u->w = w;
 	u->fd = fd;
 	memcpy(&u->addr, &sb->addr, sb->addrlen);
 	u->addrlen = sb->addrlen;
@@ -299,10 +300,10 @@ static struct upstream *fwd_connect(struct worker *w, const struct snap_backend 
 	return u;
 }
 
-static int fwd_begin(struct client *c, int i, bool fresh, char *why, size_t whylen)
+static int fwd_begin(struct request *rq, int i, bool fresh, char *why, size_t whylen)
 {
-	struct worker *w = c->w;
-	const struct snap_backend *sb = &c->snap->be[i];
+	struct worker *w = rq->w;
+	const struct snap_backend *sb = &rq->snap->be[i];
 	struct pool *pool = worker_pool(w, sb->state->id);
 	struct upstream *u = NULL;
 	struct http1_fwd_req f;
@@ -323,15 +324,15 @@ static int fwd_begin(struct client *c, int i, bool fresh, char *why, size_t whyl
 		u->state = UP_HEAD;
 		event_del(&u->tev);
 	} else {
-		u = fwd_connect(w, sb, why, whylen);
+		u = fwd_connect(w, rq->snap, sb, why, whylen);
 		if (!u) {
 			balance_release(sb->state);
 			return -1;
 		}
 		u->reused = false;
 	}
-	u->cl = c;
-	c->up = u;
+	u->rq = rq;
+	req_bind(rq, u);
 	u->ring_index = i;
 	u->backend_id = sb->state->id;
 	u->got_bytes = false;
@@ -349,18 +350,18 @@ static int fwd_begin(struct client *c, int i, bool fresh, char *why, size_t whyl
 
 	f.prefix.p = sb->conf->prefix;
 	f.prefix.len = sb->prefix_len;
-	f.client_ip.p = c->ip;
-	f.client_ip.len = c->iplen;
+	f.client_ip.p = rq->ip;
+	f.client_ip.len = rq->iplen;
 	f.proto.p = "http";
 	f.proto.len = 4;
 	/* Via names the protocol received (RFC 9110 7.6.3), not ours */
-	f.via.p = c->req.minor == 0 ? "1.0 ringproxy" : "1.1 ringproxy";
+	f.via.p = rq->msg.minor == 0 ? "1.0 ringproxy" : "1.1 ringproxy";
 	f.via.len = 13;
 	f.default_host.p = sb->host_hdr;
 	f.default_host.len = sb->host_hdr_len;
-	f.keep_underscores = c->snap->conf->underscores_in_headers;
+	f.keep_underscores = rq->snap->conf->underscores_in_headers;
 	n = worker_scratch_fit(w, &u->scratch, &u->scratch_cap) < 0 ? -1 :
-	    http1_write_request(&c->req, &f, u->out.iov, OUT_IOV_MAX - 1, u->scratch, u->scratch_cap);
+	    http1_write_request(&rq->msg, &f, u->out.iov, OUT_IOV_MAX - 1, u->scratch, u->scratch_cap);
 	if (n < 0) {
 		snprintf(why, whylen, "request head too large to rewrite");
 		fwd_close(u);
@@ -372,9 +373,14 @@ static int fwd_begin(struct client *c, int i, bool fresh, char *why, size_t whyl
 	return 0;
 }
 
-int fwd_start(struct client *c, int i, char *why, size_t whylen)
+int fwd_start(struct request *rq, int i, char *why, size_t whylen)
 {
-	return fwd_begin(c, i, false, why, whylen);
+	return fwd_begin(rq, i, false, why, whylen);
+}
+
+bool fwd_sending(const struct upstream *u)
+{
+	return !outq_empty(&u->out);
 }
 
 void fwd_request_body(struct upstream *u)
@@ -387,8 +393,9 @@ void fwd_request_body(struct upstream *u)
 /* The response is complete and the client has all of it. */
 static void fwd_finish(struct upstream *u)
 {
-	struct client *c = u->cl;
+	struct request *rq = u->rq;
 	struct worker *w = u->w;
+	/* the pool outlives the request: its size is the current config's */
 	const struct conf *conf = w->snap->conf;
 	struct pool *pool = worker_pool(w, u->backend_id);
 	bool reuse;
@@ -396,7 +403,7 @@ static void fwd_finish(struct upstream *u)
 	if (pool)
 		worker_count(&pool->responses);
 	reuse = u->resp.keep_alive && u->resp.framing != HTTP1_BODY_CLOSE && !u->eof &&
-		u->in.pos == u->in.len && c->req_done && outq_empty(&u->out) &&
+		u->in.pos == u->in.len && rq->body_done && outq_empty(&u->out) &&
 		!w->stopping && pool && pool->n < conf->pool_size;
 	fwd_unbind(u);
 	if (reuse) {
@@ -411,7 +418,7 @@ static void fwd_finish(struct upstream *u)
 	} else {
 		fwd_close(u);
 	}
-	front_response_done(c);
+	req_done(rq);
 }
 
 /* Stop reading the response until the client has taken what we hold.
@@ -449,11 +456,10 @@ void fwd_client_drained(struct upstream *u)
  * or -1 after failing the request. */
 static int fwd_head(struct upstream *u, size_t head_len)
 {
-	struct client *c = u->cl;
-	const struct conf *conf = c->snap->conf;
-	const struct snap_backend *sb = &c->snap->be[u->ring_index];
+	struct request *rq = u->rq;
+	const struct conf *conf = rq->snap->conf;
+	const struct snap_backend *sb = &rq->snap->be[u->ring_index];
 	struct http1_fwd_resp fr;
-	int n;
 
 	if (u->resp.status >= 500 && conf->passive_5xx)
 		health_request_failed(sb->state, conf, sb->conf, "5xx responses");
@@ -462,32 +468,25 @@ static int fwd_head(struct upstream *u, size_t head_len)
 	/* a response before the whole request body arrived: the rest of the
 	 * body cannot be told from a next request, so the connection ends
 	 * after this response, and the client is told so */
-	if (u->resp.framing == HTTP1_BODY_CLOSE || !c->req_done)
-		c->close_after = true;
+	if (u->resp.framing == HTTP1_BODY_CLOSE || !rq->body_done)
+		req_close_after(rq);
 	/* an HTTP/1.0 client cannot read chunked: decode, end with close */
-	u->dechunk = c->req.minor == 0 && u->resp.framing == HTTP1_BODY_CHUNKED;
+	u->dechunk = rq->msg.minor == 0 && u->resp.framing == HTTP1_BODY_CHUNKED;
 	if (u->dechunk)
-		c->close_after = true;
+		req_close_after(rq);
 	memset(&fr, 0, sizeof(fr));
 	fr.backend_hdr.p = conf->backend_header;
-	fr.backend_hdr.len = c->snap->backend_header_len;
+	fr.backend_hdr.len = rq->snap->backend_header_len;
 	fr.backend_name.p = sb->conf->name;
 	fr.backend_name.len = sb->name_len;
 	fr.via.p = u->resp.minor == 0 ? "1.0 ringproxy" : "1.1 ringproxy";
 	fr.via.len = 13;
-	fr.close = c->close_after;
-	fr.keep_alive_10 = c->req.minor == 0 && !c->close_after;
 	fr.dechunk = u->dechunk;
-	n = worker_scratch_fit(c->w, &c->scratch, &c->scratch_cap) < 0 ? -1 :
-	    http1_write_response(&u->resp, &fr, c->out.iov + c->out.cnt,
-				 OUT_IOV_MAX - c->out.cnt - 1, c->scratch, c->scratch_cap);
-	if (n < 0) {
+	if (req_response_head(rq, &u->resp, &fr) < 0) {
 		atomic_fetch_add(&fwd_backend(u)->bad_responses, 1);
-		fwd_fail(u, 502, FRONT_FAIL_BAD, "response head too large to rewrite");
+		fwd_fail(u, 502, REQ_FAIL_BAD, "response head too large to rewrite");
 		return -1;
 	}
-	c->out.cnt += n;
-	c->resp_started = true;
 	u->in.pos += head_len;
 	u->state = UP_BODY;
 	u->body_left = u->resp.content_length;
@@ -501,7 +500,7 @@ static int fwd_head(struct upstream *u, size_t head_len)
  * malformed (the client connection is then closed). */
 static int fwd_body(struct upstream *u)
 {
-	struct client *c = u->cl;
+	struct request *rq = u->rq;
 	const char *p = u->in.data + u->in.pos;
 	size_t avail = u->in.len - u->in.pos, n = 0;
 	ssize_t r;
@@ -514,7 +513,7 @@ static int fwd_body(struct upstream *u)
 		break;
 	case HTTP1_BODY_CHUNKED:
 		if (u->dechunk) {
-			while (avail && !u->chunk.done && c->out.cnt < OUT_IOV_MAX - 2) {
+			while (avail && !u->chunk.done && req_body_room(rq, 2)) {
 				size_t off, dlen;
 
 				r = http1_chunked_decode(&u->chunk, p, avail, &off, &dlen);
@@ -523,7 +522,7 @@ static int fwd_body(struct upstream *u)
 				if (r == 0)
 					break;
 				if (dlen)
-					outq_add(&c->out, p + off, dlen);
+					req_body(rq, p + off, dlen);
 				p += r;
 				avail -= (size_t)r;
 				u->in.pos += (size_t)r;
@@ -544,77 +543,79 @@ static int fwd_body(struct upstream *u)
 		u->resp_done = true;
 		break;
 	}
-	outq_add(&c->out, p, n);
+	req_body(rq, p, n);
 	u->in.pos += n;
 	return 0;
 }
 
+/* The response head (after any interim ones) from the buffer. Returns 1
+ * when the body may follow, 0 when more bytes are needed or the request
+ * was failed (then u is gone: *gone says which). */
+static int fwd_parse_head(struct upstream *u, bool *gone)
+{
+	struct request *rq = u->rq;
+	const struct conf *conf = rq->snap->conf;
+	/* the head must fit the read buffer (see front_serve) */
+	struct http1_limits lim = {
+		conf->max_head_size < u->in.cap - 1 ? conf->max_head_size : u->in.cap - 1,
+		conf->max_headers < u->hdrs_cap ? conf->max_headers : u->hdrs_cap };
+	ssize_t r = http1_parse_response(&u->resp, u->hdrs, u->in.data + u->in.pos,
+					 u->in.len - u->in.pos, &lim, rq->msg.method_id);
+
+	*gone = false;
+	if (r == 0)
+		return 0;
+	*gone = true;
+	if (r < 0) {
+		atomic_fetch_add(&fwd_backend(u)->bad_responses, 1);
+		fwd_fail(u, 502, REQ_FAIL_BAD, "invalid response: %s",
+			 u->resp.error ? u->resp.error : "unparsable");
+		return 0;
+	}
+	if (u->resp.status == 101) {
+		atomic_fetch_add(&fwd_backend(u)->bad_responses, 1);
+		fwd_fail(u, 502, REQ_FAIL_BAD, "101 Switching Protocols without an upgrade request");
+		return 0;
+	}
+	*gone = false;
+	if (u->resp.status < 200) {
+		/* interim (100 Continue, 103): relayed to HTTP/1.1 clients,
+		 * dropped for 1.0 */
+		req_response_interim(rq, &u->resp);
+		u->in.pos += (size_t)r;
+		http1_msg_init(&u->resp);
+		return 1;
+	}
+	if (fwd_head(u, (size_t)r) < 0) {
+		*gone = true;
+		return 0;
+	}
+	/* body inactivity from here */
+	event_add(&u->tev, u->w->tv_response);
+	return 1;
+}
+
 static void fwd_process(struct upstream *u)
 {
-	struct client *c = u->cl;
-	struct worker *w = u->w;
+	struct request *rq = u->rq;
 	int rc;
 
 	for (;;) {
 		size_t before = u->in.pos;
+		bool gone;
 
-		if (u->state == UP_HEAD) {
-			const struct conf *conf = c->snap->conf;
-			/* the head must fit the read buffer (see front_process) */
-			struct http1_limits lim = {
-				conf->max_head_size < u->in.cap - 1 ? conf->max_head_size : u->in.cap - 1,
-				conf->max_headers < u->hdrs_cap ? conf->max_headers : u->hdrs_cap };
-			ssize_t r = http1_parse_response(&u->resp, u->hdrs, u->in.data + u->in.pos,
-							 u->in.len - u->in.pos, &lim, c->req.method_id);
-
-			if (r == 0)
-				return;
-			if (r < 0) {
-				atomic_fetch_add(&fwd_backend(u)->bad_responses, 1);
-				fwd_fail(u, 502, FRONT_FAIL_BAD, "invalid response: %s",
-					 u->resp.error ? u->resp.error : "unparsable");
-				return;
-			}
-			if (u->resp.status == 101) {
-				atomic_fetch_add(&fwd_backend(u)->bad_responses, 1);
-				fwd_fail(u, 502, FRONT_FAIL_BAD, "101 Switching Protocols without an upgrade request");
-				return;
-			}
-			if (u->resp.status < 200) {
-				/* interim (100 Continue, 103): relayed to
-				 * HTTP/1.1 clients, dropped for 1.0 */
-				if (c->req.minor == 1) {
-					struct http1_fwd_resp fr;
-					int n;
-
-					memset(&fr, 0, sizeof(fr));
-					n = http1_write_response(&u->resp, &fr, c->out.iov + c->out.cnt,
-								 OUT_IOV_MAX - c->out.cnt - 1,
-								 c->scratch, c->scratch_cap);
-					if (n > 0)
-						c->out.cnt += n;
-				}
-				u->in.pos += (size_t)r;
-				http1_msg_init(&u->resp);
-			} else {
-				if (fwd_head(u, (size_t)r) < 0)
-					return;
-				/* body inactivity from here */
-				event_add(&u->tev, w->tv_response);
-			}
-		}
+		if (u->state == UP_HEAD && fwd_parse_head(u, &gone) == 0)
+			return;
 		if (u->state == UP_BODY && fwd_body(u) < 0) {
 			atomic_fetch_add(&fwd_backend(u)->bad_responses, 1);
 			fwd_warn(fwd_backend(u), "backend %s: invalid chunked response body; client connection closed",
 				 fwd_backend(u)->name);
-			front_close(c);
+			req_abort(rq);
 			return;
 		}
-		rc = front_flush(c);
-		if (rc < 0) {
-			front_close(c);
-			return;
-		}
+		rc = req_send(rq);
+		if (rc < 0)
+			return;         /* the client is gone, and u with it */
 		if (rc == 0) {
 			fwd_pause(u);
 			return;
@@ -638,7 +639,7 @@ static void fwd_process(struct upstream *u)
 static void fwd_on_read(evutil_socket_t fd, short what, void *arg)
 {
 	struct upstream *u = arg;
-	struct client *c = u->cl;
+	struct request *rq = u->rq;
 	struct rbuf *b = &u->in;
 	ssize_t n;
 
@@ -652,7 +653,7 @@ static void fwd_on_read(evutil_socket_t fd, short what, void *arg)
 	if (u->state == UP_CONNECTING)
 		return;         /* the write event reports the connect */
 	if (b->len == b->cap) {
-		if (b->pos > 0 && outq_empty(&c->out)) {
+		if (b->pos > 0 && req_sent_all(rq)) {
 			memmove(b->data, b->data + b->pos, b->len - b->pos);
 			b->len -= b->pos;
 			b->pos = 0;
@@ -676,24 +677,24 @@ static void fwd_on_read(evutil_socket_t fd, short what, void *arg)
 	u->eof = true;
 	if (u->state == UP_HEAD) {
 		if (!u->got_bytes)
-			fwd_fail(u, 502, FRONT_FAIL_LOST, "%s before responding",
+			fwd_fail(u, 502, REQ_FAIL_LOST, "%s before responding",
 				 n == 0 ? "connection closed" : strerror(errno));
 		else
-			fwd_fail(u, 502, FRONT_FAIL_BAD, "response head cut short");
+			fwd_fail(u, 502, REQ_FAIL_BAD, "response head cut short");
 		return;
 	}
 	/* UP_BODY */
 	if (u->resp.framing == HTTP1_BODY_CLOSE && n == 0) {
 		event_del(&u->rev);
 		u->resp_done = true;
-		c->close_after = true;
-		if (outq_empty(&c->out))
+		req_close_after(rq);
+		if (req_sent_all(rq))
 			fwd_finish(u);
 		return;
 	}
 	fwd_warn(fwd_backend(u), "backend %s: connection lost in the middle of a response body; client connection closed",
 		 fwd_backend(u)->name);
-	front_close(c);
+	req_abort(rq);
 }
 
 static void fwd_on_write(evutil_socket_t fd, short what, void *arg)
@@ -709,7 +710,7 @@ static void fwd_on_write(evutil_socket_t fd, short what, void *arg)
 			err = errno;
 		if (err) {
 			atomic_fetch_add(&fwd_backend(u)->connect_errors, 1);
-			fwd_fail(u, 502, FRONT_FAIL_CONNECT, "connect: %s", strerror(err));
+			fwd_fail(u, 502, REQ_FAIL_CONNECT, "connect: %s", strerror(err));
 			return;
 		}
 		u->state = UP_HEAD;
@@ -730,22 +731,22 @@ static void fwd_on_timeout(evutil_socket_t fd, short what, void *arg)
 		fwd_close(u);
 		return;
 	case UP_CONNECTING:
-		conf = u->cl->snap->conf;
+		conf = u->rq->snap->conf;
 		atomic_fetch_add(&fwd_backend(u)->timeouts, 1);
-		fwd_fail(u, 504, FRONT_FAIL_CONNECT, "no connection within %llums",
+		fwd_fail(u, 504, REQ_FAIL_CONNECT, "no connection within %llums",
 			 (unsigned long long)conf->connect_timeout_ms);
 		return;
 	case UP_HEAD:
-		conf = u->cl->snap->conf;
+		conf = u->rq->snap->conf;
 		atomic_fetch_add(&fwd_backend(u)->timeouts, 1);
-		fwd_fail(u, 504, FRONT_FAIL_TIMEOUT, "no response within %llums",
+		fwd_fail(u, 504, REQ_FAIL_TIMEOUT, "no response within %llums",
 			 (unsigned long long)conf->response_timeout_ms);
 		return;
 	case UP_BODY:
 		atomic_fetch_add(&fwd_backend(u)->timeouts, 1);
 		fwd_warn(fwd_backend(u), "backend %s: response body stalled; client connection closed",
 			 fwd_backend(u)->name);
-		front_close(u->cl);
+		req_abort(u->rq);
 		return;
 	}
 }

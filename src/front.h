@@ -1,8 +1,9 @@
 /*
  * front.h -- the client side of the request path: accept, read and parse
- * requests, pick the backend (key -> ring walk -> eligibility), retries,
- * and the proxy's own replies. Worker thread only, except front_key and
- * front_key_pos which are pure.
+ * requests into the connection's request object (request.h), the routing
+ * key, and the loop that serves a connection's requests one after the
+ * other. Worker thread only, except front_key and front_key_pos which are
+ * pure.
  */
 #ifndef RINGPROXY_FRONT_H
 #define RINGPROXY_FRONT_H
@@ -36,45 +37,27 @@ uint64_t front_key_pos(int mode, const struct http1_msg *req);
 /* A new client connection on fd; 0, or -1 (the caller closes fd). */
 int front_accept(struct worker *w, int fd, const struct sockaddr_storage *peer);
 
+/* The worker is draining: close the connection if it is idle, else after
+ * the response in progress. */
+void front_drain(struct client *c);
+
 /* Close the connection now, dropping whatever it was doing. */
 void front_close(struct client *c);
 
+/* The connection's side of its request, for request.c (the request acts
+ * on its connection only through these). */
+struct worker *front_worker(const struct client *c);
 /* Write the pending response bytes. Returns 1 when all are out, 0 when the
  * rest waits for the socket (EV_WRITE armed), -1 when the client is gone
  * (then the caller must call front_close). */
-int front_flush(struct client *c);
-
-/* May the current request be sent again elsewhere (GET or HEAD, no body,
- * nothing of a response sent yet)? */
-bool front_retryable(const struct client *c);
-
-/* From forward.c. */
-/* The next slice of request body in the client buffer, per the request's
- * framing: bytes to send as they are for Content-Length; for a chunked
- * body the data of one chunk (or part of one), its framing consumed and
- * not included, so the caller frames it anew. *n = 0 if no data yet (call
- * again while bytes were consumed). Returns -1 on a malformed chunked
- * body. */
-int front_take_body(struct client *c, const char **p, size_t *n);
-/* Read more of the request (body) once the backend took what we had. */
+int front_send(struct client *c);
+/* Read more of the request (body) once its taker has what we had. */
 void front_resume(struct client *c);
-/* How a backend failed a request, for the retry and health decisions. */
-enum front_fail {
-	FRONT_FAIL_CONNECT,     /* no connection: the request never reached
-				   the backend (counted by forward.c) */
-	FRONT_FAIL_LOST,        /* the connection closed or reset after the
-				   request went out, before any response
-				   byte (counted here: see front.c) */
-	FRONT_FAIL_TIMEOUT,     /* no response within response_timeout */
-	FRONT_FAIL_BAD,         /* an invalid response */
-	FRONT_FAIL_CLIENT,      /* the client's fault (a bad request body) */
-};
-/* The backend failed before any response byte reached the client: a
- * connect failure or a lost connection is retried on the next distinct
- * backend if the request may be resent; else the client gets status.
- * what says what happened (for the log, with the backend's name). */
-void front_backend_failed(struct client *c, int status, enum front_fail kind, const char *what);
-/* The response is complete and flushed; the backend is detached. */
-void front_response_done(struct client *c);
+/* The request body was taken to its end: the client timer stops watching
+ * the upload. */
+void front_body_taken(struct client *c);
+/* The request is REQ_DONE (or, after the connection closed, its last
+ * posted wake-up came): the connection's loop goes on. */
+void front_request_done(struct client *c);
 
 #endif

@@ -589,92 +589,100 @@ static void http1_connection(struct http1_msg *m, struct http1_str v,
 	}
 }
 
-/*
- * The common head parser. request selects the grammar; every error status is
- * the request's (400, 431, ...); the response caller maps them to 502.
- */
-static ssize_t http1_parse(struct http1_msg *m, struct http1_header *hdrs,
-			   const char *buf, size_t len,
-			   const struct http1_limits *lim, bool request,
-			   enum http1_method req_method)
+/* What the header fields said about framing and the connection, for
+ * the framing functions. */
+struct http1_seen {
+	struct http1_te te;
+	bool have_cl, has_upgrade, has_te;
+	unsigned nhost, nconn;
+};
+
+/* The request line from *pp (at the method) to its CR: method, target,
+ * version. 0, or a negative status (http1_fail). */
+static ssize_t http1_request_line(struct http1_msg *m, const char **pp, const char *e)
 {
-	const char *p, *s, *e;
-	ssize_t end, r;
-	struct http1_te te = { 0, 0, false, false };
-	bool have_cl = false, conn_close = false, conn_ka = false, conn_upg = false;
-	bool has_upgrade = false, has_te = false, no_body = false;
-	unsigned nhost = 0, nconn = 0, i;
+	const char *p = *pp, *s;
+	ssize_t r;
 	int v;
 
-	end = http1_find_end(m, buf, len, lim->max_head, request);
-	if (end <= 0)
-		return end;
-	e = buf + end;
-	p = buf + m->start_;
-	m->headers = hdrs;
-	m->nheaders = 0;
+	s = p;
+	while (HTTP1_IS(*p, C_TOKEN))
+		p++;
+	if (p == s || *p != ' ')
+		return http1_fail(m, 400, "invalid method");
+	m->method.p = s;
+	m->method.len = (size_t)(p - s);
+	m->method_id = http1_method_id(s, m->method.len);
+	s = ++p;
+	p = http1_span(p, C_TARGET);
+	if (p == s)
+		return http1_fail(m, 400, "invalid request target");
+	m->target.p = s;
+	m->target.len = (size_t)(p - s);
+	if (*p == '\r' && p[1] == '\n')
+		return http1_fail(m, 505, "HTTP/0.9 request line");
+	if (*p != ' ')
+		return http1_fail(m, 400, "invalid character in request target");
+	p++;
+	if (e - p < 10)
+		return http1_fail(m, 400, "malformed HTTP version");
+	v = http1_version(p, &p);
+	if (v == -400 || *p != '\r')
+		return http1_fail(m, 400, "malformed HTTP version");
+	if (v < 0)
+		return http1_fail(m, 505, "HTTP version not supported");
+	m->minor = v;
+	r = http1_target(m);
+	if (r < 0)
+		return r;
+	*pp = p;
+	return 0;
+}
 
-	if (request) {
-		s = p;
-		while (HTTP1_IS(*p, C_TOKEN))
-			p++;
-		if (p == s || *p != ' ')
-			return http1_fail(m, 400, "invalid method");
-		m->method.p = s;
-		m->method.len = (size_t)(p - s);
-		m->method_id = http1_method_id(s, m->method.len);
+/* The status line from *pp to its CR: version, status, reason. 0, or a
+ * negative status. */
+static ssize_t http1_status_line(struct http1_msg *m, const char **pp, const char *e)
+{
+	const char *p = *pp, *s;
+	int v;
+
+	if (e - p < 14)
+		return http1_fail(m, 400, "malformed status line");
+	v = http1_version(p, &p);
+	if (v == -400 || *p != ' ')
+		return http1_fail(m, 400, "malformed HTTP version");
+	if (v < 0)
+		return http1_fail(m, 505, "HTTP version not supported");
+	m->minor = v;
+	p++;
+	if (p[0] < '1' || p[0] > '5' || p[1] < '0' || p[1] > '9' || p[2] < '0' || p[2] > '9')
+		return http1_fail(m, 400, "invalid status code");
+	m->status = (p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0');
+	p += 3;
+	if (*p == ' ') {
 		s = ++p;
-		p = http1_span(p, C_TARGET);
-		if (p == s)
-			return http1_fail(m, 400, "invalid request target");
-		m->target.p = s;
-		m->target.len = (size_t)(p - s);
-		if (*p == '\r' && p[1] == '\n')
-			return http1_fail(m, 505, "HTTP/0.9 request line");
-		if (*p != ' ')
-			return http1_fail(m, 400, "invalid character in request target");
-		p++;
-		if (e - p < 10)
-			return http1_fail(m, 400, "malformed HTTP version");
-		v = http1_version(p, &p);
-		if (v == -400 || *p != '\r')
-			return http1_fail(m, 400, "malformed HTTP version");
-		if (v < 0)
-			return http1_fail(m, 505, "HTTP version not supported");
-		m->minor = v;
-		r = http1_target(m);
-		if (r < 0)
-			return r;
+		while (HTTP1_IS(*p, C_VALUE))
+			p++;
+		m->reason.p = s;
+		m->reason.len = (size_t)(p - s);
 	} else {
-		if (e - p < 14)
-			return http1_fail(m, 400, "malformed status line");
-		v = http1_version(p, &p);
-		if (v == -400 || *p != ' ')
-			return http1_fail(m, 400, "malformed HTTP version");
-		if (v < 0)
-			return http1_fail(m, 505, "HTTP version not supported");
-		m->minor = v;
-		p++;
-		if (p[0] < '1' || p[0] > '5' || p[1] < '0' || p[1] > '9' || p[2] < '0' || p[2] > '9')
-			return http1_fail(m, 400, "invalid status code");
-		m->status = (p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0');
-		p += 3;
-		if (*p == ' ') {
-			s = ++p;
-			while (HTTP1_IS(*p, C_VALUE))
-				p++;
-			m->reason.p = s;
-			m->reason.len = (size_t)(p - s);
-		} else {
-			m->reason.p = p;        /* tolerated: no SP, no reason */
-			m->reason.len = 0;
-		}
-		if (*p != '\r')
-			return http1_fail(m, 400, "invalid character in status line");
+		m->reason.p = p;        /* tolerated: no SP, no reason */
+		m->reason.len = 0;
 	}
-	if (p[1] != '\n')
-		return http1_fail(m, 400, "bare CR");
-	p += 2;
+	if (*p != '\r')
+		return http1_fail(m, 400, "invalid character in status line");
+	*pp = p;
+	return 0;
+}
+
+/* The header fields from *pp (after the start line's CRLF) to the empty
+ * line: each is classified as it is read, what framing needs goes to
+ * seen. 0, or a negative status. */
+static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, const char **pp,
+			    const char *e, const struct http1_limits *lim, bool request,
+			    struct http1_seen *seen)
+{
+	const char *p = *pp, *s;
 
 	while (*p != '\r') {
 		struct http1_header *h;
@@ -718,23 +726,23 @@ static ssize_t http1_parse(struct http1_msg *m, struct http1_header *hdrs,
 			break;
 		case K_CONNECTION:
 			h->flags = HTTP1_HDR_HOP;
-			nconn++;
+			seen->nconn++;
 			break;
 		case K_HOP:
 			h->flags = HTTP1_HDR_HOP;
 			break;
 		case K_UPGRADE:
 			h->flags = HTTP1_HDR_HOP;
-			has_upgrade = true;
+			seen->has_upgrade = true;
 			break;
 		case K_TE:
 			h->flags = HTTP1_HDR_HOP | HTTP1_HDR_FRAMING;
-			has_te = true;
-			http1_te_add(&te, h->value);
+			seen->has_te = true;
+			http1_te_add(&seen->te, h->value);
 			break;
 		case K_CL:
 			h->flags = HTTP1_HDR_FRAMING;
-			if (http1_content_length(h->value, &m->content_length, &have_cl) < 0)
+			if (http1_content_length(h->value, &m->content_length, &seen->have_cl) < 0)
 				return http1_fail(m, 400, "invalid Content-Length");
 			break;
 		case K_XFF:
@@ -745,7 +753,7 @@ static ssize_t http1_parse(struct http1_msg *m, struct http1_header *hdrs,
 			break;
 		case K_HOST:
 			if (request) {
-				nhost++;
+				seen->nhost++;
 				m->host = h->value;
 				h->flags = HTTP1_HDR_HOST;
 			}
@@ -756,10 +764,125 @@ static ssize_t http1_parse(struct http1_msg *m, struct http1_header *hdrs,
 			break;
 		}
 	}
+	*pp = p;
+	return 0;
+}
+
+/* A request's body framing from what its fields said (RFC 9112 6.3),
+ * refusing every ambiguous combination. 0, or a negative status. */
+static ssize_t http1_framing_request(struct http1_msg *m, const struct http1_seen *seen)
+{
+	unsigned i;
+
+	if (seen->nhost > 1)
+		return http1_fail(m, 400, "more than one Host");
+	if (seen->nhost == 0 && m->minor == 1)
+		return http1_fail(m, 400, "HTTP/1.1 request without Host");
+	for (i = 0; i < m->host.len; i++) {
+		if (!HTTP1_IS(m->host.p[i], C_HOST))
+			return http1_fail(m, 400, "invalid Host");
+	}
+	if (seen->has_te) {
+		if (m->minor == 0)
+			return http1_fail(m, 400, "Transfer-Encoding in HTTP/1.0");
+		if (seen->te.bad)
+			return http1_fail(m, 400, "empty Transfer-Encoding element");
+		if (seen->te.nchunked > 1)
+			return http1_fail(m, 400, "chunked applied twice");
+		if (!seen->te.last_chunked)
+			return http1_fail(m, 400, "Transfer-Encoding not ending in chunked");
+		if (seen->te.ncodings > 1)
+			return http1_fail(m, 501, "codings before chunked (e.g. gzip, chunked): only chunked alone is relayed");
+		m->framing = HTTP1_BODY_CHUNKED;
+	} else if (seen->have_cl) {
+		m->framing = HTTP1_BODY_LENGTH;
+	} else {
+		m->framing = HTTP1_BODY_NONE;
+	}
+	return 0;
+}
+
+/* A response's body framing: req_method is the request's (a HEAD's
+ * response has no body). 0, or a negative status. */
+static ssize_t http1_framing_response(struct http1_msg *m, const struct http1_seen *seen,
+				      enum http1_method req_method)
+{
+	bool no_body;
+	unsigned i;
+
+	no_body = req_method == HTTP1_M_HEAD || m->status < 200
+		  || m->status == 204 || m->status == 304;
+	if (seen->has_te && (seen->te.bad || seen->te.nchunked > 1))
+		return http1_fail(m, 400, "invalid Transfer-Encoding");
+	if (seen->has_te && seen->te.last_chunked && seen->te.ncodings > 1)
+		return http1_fail(m, 400, "codings before chunked in a response: only chunked alone is relayed");
+	if (no_body) {
+		m->framing = HTTP1_BODY_NONE;
+		/* HEAD and 304 describe a body they do not carry: the
+		 * client needs that Content-Length, so it is not ours.
+		 * 1xx and 204 may not have one (RFC 9110 8.6): it
+		 * stays flagged, so the writer drops it */
+		for (i = 0; i < m->nheaders; i++) {
+			if (m->headers[i].flags == HTTP1_HDR_FRAMING
+			    && m->status >= 200 && m->status != 204)
+				m->headers[i].flags = 0;
+		}
+		if (m->status < 200 || m->status == 204)
+			m->content_length = 0;
+	} else if (seen->has_te && (!seen->te.last_chunked || m->minor == 0)) {
+		/* a coding we do not decode ("gzip"), or chunked in
+		 * HTTP/1.0 (RFC 9112 6.1): the body would reach the
+		 * client still coded and without the header that
+		 * says so, since Transfer-Encoding is hop-by-hop */
+		return http1_fail(m, 400, "a transfer coding the proxy does not decode");
+	} else if (seen->has_te) {
+		m->framing = HTTP1_BODY_CHUNKED;
+	} else if (seen->have_cl) {
+		m->framing = HTTP1_BODY_LENGTH;
+	} else {
+		m->framing = HTTP1_BODY_CLOSE;
+	}
+	if (m->framing == HTTP1_BODY_CLOSE)
+		m->keep_alive = false;
+	return 0;
+}
+
+/*
+ * The common head parser. request selects the grammar; every error status is
+ * the request's (400, 431, ...); the response caller maps them to 502.
+ */
+static ssize_t http1_parse(struct http1_msg *m, struct http1_header *hdrs,
+			   const char *buf, size_t len,
+			   const struct http1_limits *lim, bool request,
+			   enum http1_method req_method)
+{
+	struct http1_seen seen = { { 0, 0, false, false }, false, false, false, 0, 0 };
+	bool conn_close = false, conn_ka = false, conn_upg = false;
+	const char *p, *e;
+	ssize_t end, r;
+	unsigned i;
+
+	end = http1_find_end(m, buf, len, lim->max_head, request);
+	if (end <= 0)
+		return end;
+	e = buf + end;
+	p = buf + m->start_;
+	m->headers = hdrs;
+	m->nheaders = 0;
+
+	r = request ? http1_request_line(m, &p, e) : http1_status_line(m, &p, e);
+	if (r < 0)
+		return r;
+	if (p[1] != '\n')
+		return http1_fail(m, 400, "bare CR");
+	p += 2;
+	r = http1_fields(m, hdrs, &p, e, lim, request, &seen);
+	if (r < 0)
+		return r;
 	if (p + 2 != e)
 		return http1_fail(m, 400, "malformed head");    /* invariant */
 
-	if (nconn > 0) {
+	if (seen.nconn > 0) {
 		for (i = 0; i < m->nheaders; i++) {
 			if (m->headers[i].flags == HTTP1_HDR_HOP
 			    && HTTP1_IEQ(m->headers[i].name, "connection"))
@@ -767,73 +890,14 @@ static ssize_t http1_parse(struct http1_msg *m, struct http1_header *hdrs,
 						 &conn_ka, &conn_upg);
 		}
 	}
-	m->upgrade = conn_upg && has_upgrade;
+	m->upgrade = conn_upg && seen.has_upgrade;
 	m->keep_alive = !conn_close && (m->minor == 1 || conn_ka);
 
-	if (has_te && have_cl)
+	if (seen.has_te && seen.have_cl)
 		return http1_fail(m, 400, "both Transfer-Encoding and Content-Length");
-	if (request) {
-		if (nhost > 1)
-			return http1_fail(m, 400, "more than one Host");
-		if (nhost == 0 && m->minor == 1)
-			return http1_fail(m, 400, "HTTP/1.1 request without Host");
-		for (i = 0; i < m->host.len; i++) {
-			if (!HTTP1_IS(m->host.p[i], C_HOST))
-				return http1_fail(m, 400, "invalid Host");
-		}
-		if (has_te) {
-			if (m->minor == 0)
-				return http1_fail(m, 400, "Transfer-Encoding in HTTP/1.0");
-			if (te.bad)
-				return http1_fail(m, 400, "empty Transfer-Encoding element");
-			if (te.nchunked > 1)
-				return http1_fail(m, 400, "chunked applied twice");
-			if (!te.last_chunked)
-				return http1_fail(m, 400, "Transfer-Encoding not ending in chunked");
-			if (te.ncodings > 1)
-				return http1_fail(m, 501, "codings before chunked (e.g. gzip, chunked): only chunked alone is relayed");
-			m->framing = HTTP1_BODY_CHUNKED;
-		} else if (have_cl) {
-			m->framing = HTTP1_BODY_LENGTH;
-		} else {
-			m->framing = HTTP1_BODY_NONE;
-		}
-	} else {
-		no_body = req_method == HTTP1_M_HEAD || m->status < 200
-			  || m->status == 204 || m->status == 304;
-		if (has_te && (te.bad || te.nchunked > 1))
-			return http1_fail(m, 400, "invalid Transfer-Encoding");
-		if (has_te && te.last_chunked && te.ncodings > 1)
-			return http1_fail(m, 400, "codings before chunked in a response: only chunked alone is relayed");
-		if (no_body) {
-			m->framing = HTTP1_BODY_NONE;
-			/* HEAD and 304 describe a body they do not carry: the
-			 * client needs that Content-Length, so it is not ours.
-			 * 1xx and 204 may not have one (RFC 9110 8.6): it
-			 * stays flagged, so the writer drops it */
-			for (i = 0; i < m->nheaders; i++) {
-				if (m->headers[i].flags == HTTP1_HDR_FRAMING
-				    && m->status >= 200 && m->status != 204)
-					m->headers[i].flags = 0;
-			}
-			if (m->status < 200 || m->status == 204)
-				m->content_length = 0;
-		} else if (has_te && (!te.last_chunked || m->minor == 0)) {
-			/* a coding we do not decode ("gzip"), or chunked in
-			 * HTTP/1.0 (RFC 9112 6.1): the body would reach the
-			 * client still coded and without the header that
-			 * says so, since Transfer-Encoding is hop-by-hop */
-			return http1_fail(m, 400, "a transfer coding the proxy does not decode");
-		} else if (has_te) {
-			m->framing = HTTP1_BODY_CHUNKED;
-		} else if (have_cl) {
-			m->framing = HTTP1_BODY_LENGTH;
-		} else {
-			m->framing = HTTP1_BODY_CLOSE;
-		}
-		if (m->framing == HTTP1_BODY_CLOSE)
-			m->keep_alive = false;
-	}
+	r = request ? http1_framing_request(m, &seen) : http1_framing_response(m, &seen, req_method);
+	if (r < 0)
+		return r;
 	m->head_len = (size_t)end;
 	return end;
 }
@@ -898,6 +962,135 @@ static ssize_t http1_ck_fail(struct http1_chunked *c, const char *why)
 	return -1;
 }
 
+/* One byte of a chunk-size line: the size in hex, whitespace, extensions
+ * (read and dropped, bounded), its CRLF. 0, or -1 with c->error. */
+static int http1_ck_size_line(struct http1_chunked *c, unsigned char ch)
+{
+	int d;
+
+	switch (c->state) {
+	case CK_SIZE0:
+	case CK_SIZE:
+		d = http1_hex(ch);
+		if (d >= 0) {
+			if (c->ndigits >= 16 || c->left > (HTTP1_MAX_LENGTH >> 4))
+				return (int)http1_ck_fail(c, "chunk size too large");
+			c->left = (c->left << 4) | (uint64_t)d;
+			c->ndigits++;
+			c->state = CK_SIZE;
+		} else if (c->state == CK_SIZE0) {
+			return (int)http1_ck_fail(c, "invalid chunk size");
+		} else if (ch == '\r') {
+			c->state = CK_SIZE_LF;
+		} else if (ch == ';') {
+			c->state = CK_EXT;
+		} else if (HTTP1_OWS(ch)) {
+			c->state = CK_BWS;
+		} else {
+			return (int)http1_ck_fail(c, "invalid chunk size");
+		}
+		break;
+	case CK_BWS:
+		if (ch == ';')
+			c->state = CK_EXT;
+		else if (!HTTP1_OWS(ch))
+			return (int)http1_ck_fail(c, "invalid chunk size");
+		break;
+	case CK_EXT:
+	case CK_EXT_Q:
+	case CK_EXT_QP:
+		if (++c->ext_bytes > HTTP1_MAX_CHUNK_EXT)
+			return (int)http1_ck_fail(c, "chunk extension too long");
+		if (c->state == CK_EXT_QP) {
+			if (!HTTP1_IS(ch, C_VALUE))
+				return (int)http1_ck_fail(c, "invalid chunk extension");
+			c->state = CK_EXT_Q;
+		} else if (c->state == CK_EXT_Q) {
+			if (ch == '"')
+				c->state = CK_EXT;
+			else if (ch == '\\')
+				c->state = CK_EXT_QP;
+			else if (!HTTP1_IS(ch, C_VALUE))
+				return (int)http1_ck_fail(c, "invalid chunk extension");
+		} else if (ch == '\r') {
+			c->state = CK_SIZE_LF;
+		} else if (ch == '"') {
+			c->state = CK_EXT_Q;
+		} else if (!HTTP1_IS(ch, C_TOKEN) && ch != '=' && ch != ';' && !HTTP1_OWS(ch)) {
+			return (int)http1_ck_fail(c, "invalid chunk extension");
+		}
+		break;
+	case CK_SIZE_LF:
+		if (ch != '\n')
+			return (int)http1_ck_fail(c, "missing LF after chunk size");
+		c->ext_bytes = 0;
+		c->ndigits = 0;
+		c->state = c->left == 0 ? CK_TR_START : CK_DATA;
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+/* One byte after a chunk's data: its CRLF, the trailer fields (bounded),
+ * the final CRLF. 0, or -1 with c->error. */
+static int http1_ck_framing(struct http1_chunked *c, unsigned char ch)
+{
+	switch (c->state) {
+	case CK_DATA_CR:
+		if (ch != '\r')
+			return (int)http1_ck_fail(c, "missing CRLF after chunk data");
+		c->state = CK_DATA_LF;
+		break;
+	case CK_DATA_LF:
+		if (ch != '\n')
+			return (int)http1_ck_fail(c, "missing CRLF after chunk data");
+		c->state = CK_SIZE0;
+		break;
+	case CK_TR_START:
+		if (ch == '\r') {
+			c->state = CK_END_LF;
+			break;
+		}
+		if (!HTTP1_IS(ch, C_TOKEN))
+			return (int)http1_ck_fail(c, "invalid trailer field");
+		if (++c->trailer_bytes > c->max_trailer)
+			return (int)http1_ck_fail(c, "trailers too large");
+		c->state = CK_TR_NAME;
+		break;
+	case CK_TR_NAME:
+	case CK_TR_VALUE:
+		if (++c->trailer_bytes > c->max_trailer)
+			return (int)http1_ck_fail(c, "trailers too large");
+		if (c->state == CK_TR_NAME) {
+			if (ch == ':')
+				c->state = CK_TR_VALUE;
+			else if (!HTTP1_IS(ch, C_TOKEN))
+				return (int)http1_ck_fail(c, "invalid trailer field");
+		} else if (ch == '\r') {
+			c->state = CK_TR_LF;
+		} else if (!HTTP1_IS(ch, C_VALUE)) {
+			return (int)http1_ck_fail(c, "invalid trailer field");
+		}
+		break;
+	case CK_TR_LF:
+		if (ch != '\n')
+			return (int)http1_ck_fail(c, "bare CR in trailer");
+		c->state = CK_TR_START;
+		break;
+	case CK_END_LF:
+		if (ch != '\n')
+			return (int)http1_ck_fail(c, "missing final CRLF");
+		c->state = CK_DONE;
+		c->done = true;
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
 /*
  * The walker both modes share. Consumes buf[0..len) until the body ends or,
  * when stop_at_data, just after one run of chunk data (reported in
@@ -907,15 +1100,14 @@ static ssize_t http1_ck_run(struct http1_chunked *c, const char *buf, size_t len
 			    bool stop_at_data, size_t *doff, size_t *dlen)
 {
 	size_t i = 0;
-	int d;
 
 	if (c->error != NULL)
 		return -1;
 	while (i < len && c->state != CK_DONE) {
 		unsigned char ch = (unsigned char)buf[i];
+		int rc;
 
-		switch (c->state) {
-		case CK_DATA: {
+		if (c->state == CK_DATA) {
 			size_t n = len - i;
 
 			if ((uint64_t)n > c->left)
@@ -931,112 +1123,10 @@ static ssize_t http1_ck_run(struct http1_chunked *c, const char *buf, size_t len
 			i += n;
 			continue;
 		}
-		case CK_SIZE0:
-		case CK_SIZE:
-			d = http1_hex(ch);
-			if (d >= 0) {
-				if (c->ndigits >= 16 || c->left > (HTTP1_MAX_LENGTH >> 4))
-					return http1_ck_fail(c, "chunk size too large");
-				c->left = (c->left << 4) | (uint64_t)d;
-				c->ndigits++;
-				c->state = CK_SIZE;
-			} else if (c->state == CK_SIZE0) {
-				return http1_ck_fail(c, "invalid chunk size");
-			} else if (ch == '\r') {
-				c->state = CK_SIZE_LF;
-			} else if (ch == ';') {
-				c->state = CK_EXT;
-			} else if (HTTP1_OWS(ch)) {
-				c->state = CK_BWS;
-			} else {
-				return http1_ck_fail(c, "invalid chunk size");
-			}
-			break;
-		case CK_BWS:
-			if (ch == ';')
-				c->state = CK_EXT;
-			else if (!HTTP1_OWS(ch))
-				return http1_ck_fail(c, "invalid chunk size");
-			break;
-		case CK_EXT:
-		case CK_EXT_Q:
-		case CK_EXT_QP:
-			if (++c->ext_bytes > HTTP1_MAX_CHUNK_EXT)
-				return http1_ck_fail(c, "chunk extension too long");
-			if (c->state == CK_EXT_QP) {
-				if (!HTTP1_IS(ch, C_VALUE))
-					return http1_ck_fail(c, "invalid chunk extension");
-				c->state = CK_EXT_Q;
-			} else if (c->state == CK_EXT_Q) {
-				if (ch == '"')
-					c->state = CK_EXT;
-				else if (ch == '\\')
-					c->state = CK_EXT_QP;
-				else if (!HTTP1_IS(ch, C_VALUE))
-					return http1_ck_fail(c, "invalid chunk extension");
-			} else if (ch == '\r') {
-				c->state = CK_SIZE_LF;
-			} else if (ch == '"') {
-				c->state = CK_EXT_Q;
-			} else if (!HTTP1_IS(ch, C_TOKEN) && ch != '=' && ch != ';' && !HTTP1_OWS(ch)) {
-				return http1_ck_fail(c, "invalid chunk extension");
-			}
-			break;
-		case CK_SIZE_LF:
-			if (ch != '\n')
-				return http1_ck_fail(c, "missing LF after chunk size");
-			c->ext_bytes = 0;
-			c->ndigits = 0;
-			c->state = c->left == 0 ? CK_TR_START : CK_DATA;
-			break;
-		case CK_DATA_CR:
-			if (ch != '\r')
-				return http1_ck_fail(c, "missing CRLF after chunk data");
-			c->state = CK_DATA_LF;
-			break;
-		case CK_DATA_LF:
-			if (ch != '\n')
-				return http1_ck_fail(c, "missing CRLF after chunk data");
-			c->state = CK_SIZE0;
-			break;
-		case CK_TR_START:
-			if (ch == '\r') {
-				c->state = CK_END_LF;
-				break;
-			}
-			if (!HTTP1_IS(ch, C_TOKEN))
-				return http1_ck_fail(c, "invalid trailer field");
-			if (++c->trailer_bytes > c->max_trailer)
-				return http1_ck_fail(c, "trailers too large");
-			c->state = CK_TR_NAME;
-			break;
-		case CK_TR_NAME:
-		case CK_TR_VALUE:
-			if (++c->trailer_bytes > c->max_trailer)
-				return http1_ck_fail(c, "trailers too large");
-			if (c->state == CK_TR_NAME) {
-				if (ch == ':')
-					c->state = CK_TR_VALUE;
-				else if (!HTTP1_IS(ch, C_TOKEN))
-					return http1_ck_fail(c, "invalid trailer field");
-			} else if (ch == '\r') {
-				c->state = CK_TR_LF;
-			} else if (!HTTP1_IS(ch, C_VALUE)) {
-				return http1_ck_fail(c, "invalid trailer field");
-			}
-			break;
-		case CK_TR_LF:
-			if (ch != '\n')
-				return http1_ck_fail(c, "bare CR in trailer");
-			c->state = CK_TR_START;
-			break;
-		case CK_END_LF:
-			if (ch != '\n')
-				return http1_ck_fail(c, "missing final CRLF");
-			c->state = CK_DONE;
-			c->done = true;
-			break;
-		}
+		/* the states up to CK_SIZE_LF are the size line's */
+		rc = c->state <= CK_SIZE_LF ? http1_ck_size_line(c, ch) : http1_ck_framing(c, ch);
+		if (rc < 0)
+			return -1;
 		i++;
 	}
 	return (ssize_t)i;

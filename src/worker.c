@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,6 +25,7 @@
 #include "forward.h"
 #include "front.h"
 #include "log.h"
+#include "mbox.h"
 #include "md5.h"
 #include "proxy.h"
 #include "snapshot.h"
@@ -258,10 +258,7 @@ static void worker_drain(struct worker *w)
 	w->listen_fd = -1;
 	for (c = w->clients; c; c = next) {
 		next = c->next;
-		if (c->state == CL_HEAD && c->in.len == c->in.pos)
-			front_close(c);
-		else
-			c->close_after = true;
+		front_drain(c);
 	}
 	worker_close_idle(w);
 	if (w->nclients == 0)
@@ -272,17 +269,25 @@ static void worker_on_mbox(evutil_socket_t fd, short what, void *arg)
 {
 	struct worker *w = arg;
 	struct snapshot *s;
-	uint64_t v;
+	struct mbox_msg *msgs;
 
 	(void)what;
-	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		log_warn("worker %d: mailbox read: %s", w->id, strerror(errno));
-	pthread_mutex_lock(&w->mbox_lock);
+	msgs = mbox_take(&w->mbox);
+	pthread_mutex_lock(&w->mbox.lock);
 	s = w->mbox_snap;
 	w->mbox_snap = NULL;
-	pthread_mutex_unlock(&w->mbox_lock);
+	pthread_mutex_unlock(&w->mbox.lock);
 	if (s)
 		worker_adopt(w, s);
+	/* posted wake-ups, oldest first; fn may post again (to this or
+	 * another worker): the list taken is ours alone */
+	while (msgs) {
+		struct mbox_msg *m = msgs;
+
+		msgs = m->next;
+		m->next = NULL;
+		m->fn(m);
+	}
 	if (atomic_load(&w->mbox_stop)) {
 		w->stopping = true;
 		event_base_loopbreak(w->base);
@@ -293,20 +298,22 @@ static void worker_on_mbox(evutil_socket_t fd, short what, void *arg)
 
 static void worker_poke(struct worker *w)
 {
-	uint64_t one = 1;
+	mbox_poke(&w->mbox);
+}
 
-	if (write(w->mbox_fd, &one, sizeof(one)) < 0)
-		log_warn("worker %d: mailbox write: %s", w->id, strerror(errno));
+void worker_post(struct worker *w, struct mbox_msg *m)
+{
+	mbox_post(&w->mbox, m);
 }
 
 void worker_post_snapshot(struct worker *w, struct snapshot *s)
 {
 	struct snapshot *dropped;
 
-	pthread_mutex_lock(&w->mbox_lock);
+	pthread_mutex_lock(&w->mbox.lock);
 	dropped = w->mbox_snap;         /* never adopted: superseded */
 	w->mbox_snap = s;
-	pthread_mutex_unlock(&w->mbox_lock);
+	pthread_mutex_unlock(&w->mbox.lock);
 	snapshot_unref(dropped);
 	worker_poke(w);
 }
@@ -343,10 +350,13 @@ struct worker *worker_new(struct proxy *p, int id, int listen_fd,
 	w->proxy = p;
 	w->started_at = (uint32_t)p->started;
 	w->listen_fd = listen_fd;
-	w->mbox_fd = -1;
 	freelist_init(&w->free_clients, WORKER_FREE_MAX);
 	freelist_init(&w->free_ups, WORKER_FREE_MAX);
-	pthread_mutex_init(&w->mbox_lock, NULL);
+	if (mbox_init(&w->mbox) < 0) {
+		snprintf(err, errlen, "worker %d: mailbox: %s", id, strerror(errno));
+		free(w);
+		return NULL;
+	}
 	/* made here, where a failure stops the start, so that hashing a
 	 * request key on the worker never allocates */
 	w->md5 = md5_new(why, sizeof(why));
@@ -363,10 +373,7 @@ struct worker *worker_new(struct proxy *p, int id, int listen_fd,
 	event_config_free(cfg);
 	if (!w->base)
 		goto fail;
-	w->mbox_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (w->mbox_fd < 0)
-		goto fail;
-	if (event_assign(&w->ev_mbox, w->base, w->mbox_fd, EV_READ | EV_PERSIST, worker_on_mbox, w) < 0 ||
+	if (event_assign(&w->ev_mbox, w->base, w->mbox.fd, EV_READ | EV_PERSIST, worker_on_mbox, w) < 0 ||
 	    event_add(&w->ev_mbox, NULL) < 0)
 		goto fail;
 	if (event_assign(&w->ev_accept, w->base, listen_fd, EV_READ | EV_PERSIST, worker_on_accept, w) < 0 ||
@@ -379,12 +386,10 @@ struct worker *worker_new(struct proxy *p, int id, int listen_fd,
 fail:
 	snprintf(err, errlen, "worker %d: cannot set up its event loop: %s", id, strerror(errno));
 fail_md5:
-	if (w->mbox_fd >= 0)
-		close(w->mbox_fd);
 	if (w->base)
 		event_base_free(w->base);
 	md5_free(w->md5);
-	pthread_mutex_destroy(&w->mbox_lock);
+	mbox_destroy(&w->mbox);
 	free(w);
 	return NULL;
 }
@@ -445,7 +450,6 @@ void worker_free(struct worker *w)
 	event_del(&w->ev_mbox);
 	if (w->listen_fd >= 0)
 		close(w->listen_fd);
-	close(w->mbox_fd);
 	snapshot_unref(w->mbox_snap);
 	snapshot_unref(w->snap);
 	for (unsigned i = 0; i < w->nretired; i++)
@@ -453,7 +457,7 @@ void worker_free(struct worker *w)
 	free(w->retired);
 	event_base_free(w->base);
 	md5_free(w->md5);
-	pthread_mutex_destroy(&w->mbox_lock);
+	mbox_destroy(&w->mbox);
 	free(w);
 }
 
@@ -497,8 +501,6 @@ struct client *worker_client_get(struct worker *w)
 	if (!c)
 		return NULL;
 	WORKER_BUFS_TO(c, b);
-	c->w = w;
-	c->fd = -1;
 	c->next = w->clients;
 	if (w->clients)
 		w->clients->prev = c;
@@ -535,8 +537,6 @@ struct upstream *worker_up_get(struct worker *w)
 	if (!u)
 		return NULL;
 	WORKER_BUFS_TO(u, b);
-	u->w = w;
-	u->fd = -1;
 	return u;
 }
 
@@ -545,6 +545,30 @@ void worker_up_put(struct worker *w, struct upstream *u)
 	struct worker_bufs b = WORKER_BUFS_OF(u);
 
 	worker_conn_drop(w, &w->free_ups, &u->reuse, u, &b);
+}
+
+void worker_conn_closed(struct worker *w)
+{
+	atomic_fetch_sub(&w->proxy->nconns, 1);
+}
+
+bool worker_log_allow(struct worker *w, unsigned per_sec)
+{
+	int64_t now = (int64_t)time(NULL);
+
+	if (now != w->log_sec) {
+		if (w->log_skipped)
+			log_info("worker %d: %u more replies of the proxy's own not logged in a second",
+				 w->id, w->log_skipped);
+		w->log_sec = now;
+		w->log_n = w->log_skipped = 0;
+	}
+	if (w->log_n >= per_sec) {
+		w->log_skipped++;
+		return false;
+	}
+	w->log_n++;
+	return true;
 }
 
 int worker_scratch_fit(struct worker *w, char **scratch, size_t *cap)

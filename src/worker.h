@@ -23,6 +23,10 @@ void worker_post_snapshot(struct worker *w, struct snapshot *s);
 void worker_post_drain(struct worker *w);
 /* Ask the worker to end its loop now; worker_free joins and frees. */
 void worker_post_stop(struct worker *w);
+/* Any thread: run m->fn on the worker's thread soon (see mbox.h for who
+ * owns m). Used to wake a request that waits for another request's fetch
+ * (request.h, req_wait). */
+void worker_post(struct worker *w, struct mbox_msg *m);
 /* Has the worker's loop ended (drained or stopped)? Any thread. */
 bool worker_done(struct worker *w);
 void worker_free(struct worker *w);
@@ -41,6 +45,18 @@ void worker_snap_drop(struct worker *w, struct snapshot *s);
  * may have raised it since the connection's buffers were sized (rare, so
  * the allocation is not on the steady path). 0 or -1. */
 int worker_scratch_fit(struct worker *w, char **scratch, size_t *cap);
+/* A client connection accepted here closed (the count max_connections
+ * is checked against). */
+void worker_conn_closed(struct worker *w);
+/* The next request id of this worker (request.c formats it). */
+static inline uint64_t worker_next_rid(struct worker *w)
+{
+	return ++w->rid_seq;
+}
+/* May a log line of the proxy's own replies be written now? At most
+ * per_sec a second per worker; the rest are counted and summed up in one
+ * line: a flood of bad requests or a dead tier must not flood the log. */
+bool worker_log_allow(struct worker *w, unsigned per_sec);
 /* Count one on a counter only this worker writes: a plain add, no locked
  * instruction; readers on other threads load it atomically. */
 static inline void worker_count(_Atomic uint64_t *counter)

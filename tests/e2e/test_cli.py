@@ -28,8 +28,13 @@ def check(cond, what):
         failures += 1
 
 
+SANITIZER = []  # sanitizer lines from any run's stderr, checked at the end
+
+
 def run(*args, stdin=None):
     p = subprocess.run([RP, *args], capture_output=True, text=True, input=stdin, timeout=60)
+    SANITIZER.extend(line for line in p.stderr.splitlines()
+                     if "runtime error:" in line or "Sanitizer" in line)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -221,6 +226,10 @@ for lib, pc, fmt in (("libevent", "libevent", "libevent {}"), ("openssl", "libcr
         check(lines.get(lib, "").startswith(fmt.format(v)), f"--version: {lines.get(lib)!r} is {pc} {v}")
 rc, out, err = run("--help-config")
 check(rc == 0 and "balance_factor" in out and "default: 1.25" in out, "--help-config lists keys with defaults")
+
+for line in SANITIZER[:20]:
+    print("#", line)
+check(not SANITIZER, "no sanitizer report in any ringproxy run's stderr")
 
 print(f"1..{n}")
 sys.exit(1 if failures else 0)

@@ -1,0 +1,583 @@
+/*
+ * request.c -- one request's state, from its parsed head to its end, on
+ * its worker's thread (HAProxy's stream). The client side (front.c)
+ * creates and ends it; between the two it is routed here (key ->
+ * [cache] -> ring walk and eligibility -> a backend through forward.c)
+ * and answered through the few functions request.h names: a response
+ * head, body bytes, done, failed. The proxy's own replies, the request
+ * id, retries along the walk and the passive-health accounting of a lost
+ * request live here too, since they are about the request, not about a
+ * socket.
+ *
+ * This file owns every field of struct request; the others read them.
+ */
+#include "request.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "balance.h"
+#include "conf.h"
+#include "conn.h"
+#include "forward.h"
+#include "front.h"
+#include "health.h"
+#include "log.h"
+#include "snapshot.h"
+#include "worker.h"
+
+/* What a connection lost after the request went out is called when it is
+ * counted against a backend's health. */
+#define REQ_LOST_WHAT "connection lost before a response"
+
+static void req_dispatch(struct request *rq, int last_status);
+static void req_reply(struct request *rq, int status, const char *why, bool force_close);
+static void req_on_wait_timeout(evutil_socket_t fd, short what, void *arg);
+static void req_on_wake(struct mbox_msg *m);
+
+void req_init(struct request *rq, struct client *c, const struct rbuf *in,
+	      struct outq *out, char **scratch, size_t *scratch_cap,
+	      const char *ip, size_t iplen)
+{
+	struct worker *w = front_worker(c);
+
+	memset(rq, 0, sizeof(*rq));
+	rq->cl = c;
+	rq->w = w;
+	rq->in = in;
+	rq->out = out;
+	rq->scratch = scratch;
+	rq->scratch_cap = scratch_cap;
+	rq->ip = ip;
+	rq->iplen = iplen;
+	rq->lost = -1;
+	rq->wake.fn = req_on_wake;
+	evtimer_assign(&rq->wait_ev, w->base, req_on_wait_timeout, rq);
+	http1_msg_init(&rq->msg);
+}
+
+void req_begin(struct request *rq, size_t head_len, uint64_t rid)
+{
+	struct worker *w = rq->w;
+
+	rq->state = REQ_ROUTE;
+	rq->end_kind = REQ_END_NONE;
+	rq->rid = rid;
+	rq->snap = worker_snap_take(w);
+	rq->body_end = rq->in->pos + head_len;
+	rq->head_sent = false;
+	rq->resp_started = false;
+	rq->tries = 0;
+	rq->lost = -1;
+	rq->why[0] = '\0';
+	rq->body_left = 0;
+	rq->body_done = true;
+	if (rq->msg.framing == HTTP1_BODY_LENGTH && rq->msg.content_length > 0) {
+		rq->body_left = rq->msg.content_length;
+		rq->body_done = false;
+	} else if (rq->msg.framing == HTTP1_BODY_CHUNKED) {
+		http1_chunked_init(&rq->chunk);
+		rq->body_done = false;
+	}
+	rq->close_after = !rq->msg.keep_alive || w->stopping;
+}
+
+void req_serve(struct request *rq)
+{
+	rq->keypos = front_key_pos(rq->snap->conf->key, &rq->msg);
+	ring_walk_init(&rq->walk, rq->snap->ring, rq->keypos);
+	rq->pick.owner = -1;
+	rq->pick.any_full = 0;
+	/* [cache]: the lookup goes here, between the key and the walk: a
+	 * hit answers with req_response_head + req_body + req_done, a fetch
+	 * in flight elsewhere parks the request with req_wait (the walk is
+	 * ready for when the wait ends without an answer) */
+	req_dispatch(rq, 503);
+}
+
+void req_refuse(struct request *rq, uint64_t rid, int status, const char *why)
+{
+	rq->rid = rid;
+	rq->state = REQ_ROUTE;
+	rq->body_done = false;          /* forces the close */
+	rq->resp_started = false;
+	req_reply(rq, status, why, true);
+}
+
+void req_close_after(struct request *rq)
+{
+	rq->close_after = true;
+}
+
+/* A failure held back by req_failed (a connection lost after the request
+ * went out, then retried elsewhere) is its backend's after all, since no
+ * second backend lost the request the same way: count it now. */
+static void req_settle(struct request *rq)
+{
+	if (rq->lost >= 0 && rq->snap) {
+		const struct snap_backend *sb = &rq->snap->be[rq->lost];
+
+		health_request_failed(sb->state, rq->snap->conf, sb->conf, REQ_LOST_WHAT);
+	}
+	rq->lost = -1;
+}
+
+bool req_end(struct request *rq)
+{
+	if (rq->up)
+		fwd_close(rq->up);      /* unbinds */
+	if (rq->state == REQ_WAIT)
+		event_del(&rq->wait_ev);
+	req_settle(rq);
+	worker_snap_drop(rq->w, rq->snap);
+	rq->snap = NULL;
+	if (rq->state != REQ_DONE && rq->end_kind == REQ_END_NONE)
+		rq->end_kind = REQ_END_ABORT;
+	rq->state = REQ_IDLE;
+	rq->resp_started = false;
+	http1_msg_init(&rq->msg);
+	return !rq->wake_due;
+}
+
+/* ---- the client's buffer ------------------------------------------------ */
+
+size_t req_keep_from(const struct request *rq)
+{
+	if (rq->state == REQ_IDLE || !rq->head_sent || rq->msg.framing == HTTP1_BODY_NONE ||
+	    (rq->up && fwd_sending(rq->up)))
+		return 0;
+	return rq->body_end;
+}
+
+void req_rebase(struct request *rq, size_t shift)
+{
+	rq->body_end -= shift;
+}
+
+int req_take_body(struct request *rq, const char **p, size_t *n)
+{
+	size_t avail = rq->in->len - rq->body_end, used;
+
+	*p = rq->in->data + rq->body_end;
+	*n = 0;
+	if (rq->body_done || avail == 0)
+		return 0;
+	if (rq->msg.framing == HTTP1_BODY_LENGTH) {
+		*n = avail < rq->body_left ? avail : (size_t)rq->body_left;
+		used = *n;
+		rq->body_left -= *n;
+		rq->body_done = rq->body_left == 0;
+	} else {
+		size_t off;
+		ssize_t r = http1_chunked_decode(&rq->chunk, *p, avail, &off, n);
+
+		if (r < 0)
+			return -1;
+		*p += off;
+		used = (size_t)r;
+		rq->body_done = rq->chunk.done;
+	}
+	rq->body_end += used;
+	if (rq->body_done)
+		front_body_taken(rq->cl);
+	return 0;
+}
+
+void req_head_sent(struct request *rq)
+{
+	rq->head_sent = true;
+}
+
+void req_want_body(struct request *rq)
+{
+	front_resume(rq->cl);
+}
+
+void req_client_data(struct request *rq)
+{
+	if (rq->up)
+		fwd_request_body(rq->up);
+}
+
+void req_client_drained(struct request *rq)
+{
+	if (rq->up) {
+		fwd_client_drained(rq->up);
+	} else if (rq->state == REQ_REPLY) {
+		rq->state = REQ_DONE;
+		front_request_done(rq->cl);
+	}
+}
+
+/* ---- the answering side --------------------------------------------------- */
+
+void req_bind(struct request *rq, struct upstream *u)
+{
+	rq->up = u;
+	rq->state = REQ_BACKEND;
+}
+
+void req_unbind(struct request *rq)
+{
+	rq->up = NULL;
+}
+
+bool req_retryable(const struct request *rq)
+{
+	return (rq->msg.method_id == HTTP1_M_GET || rq->msg.method_id == HTTP1_M_HEAD) &&
+	       rq->msg.framing == HTTP1_BODY_NONE && !rq->resp_started;
+}
+
+void req_response_interim(struct request *rq, const struct http1_msg *resp)
+{
+	struct http1_fwd_resp fr;
+	struct iovec *v;
+	int room, n;
+
+	if (rq->msg.minor != 1)
+		return;
+	memset(&fr, 0, sizeof(fr));
+	v = outq_tail(rq->out, &room);
+	n = http1_write_response(resp, &fr, v, room - 1, *rq->scratch, *rq->scratch_cap);
+	if (n > 0)
+		outq_grow(rq->out, n);
+}
+
+int req_response_head(struct request *rq, const struct http1_msg *resp, struct http1_fwd_resp *fr)
+{
+	struct iovec *v;
+	int room, n;
+
+	fr->close = rq->close_after;
+	fr->keep_alive_10 = rq->msg.minor == 0 && !rq->close_after;
+	v = outq_tail(rq->out, &room);
+	n = worker_scratch_fit(rq->w, rq->scratch, rq->scratch_cap) < 0 ? -1 :
+	    http1_write_response(resp, fr, v, room - 1, *rq->scratch, *rq->scratch_cap);
+	if (n < 0)
+		return -1;
+	outq_grow(rq->out, n);
+	rq->resp_started = true;
+	return 0;
+}
+
+int req_body(struct request *rq, const void *p, size_t n)
+{
+	return outq_add(rq->out, p, n);
+}
+
+bool req_sent_all(const struct request *rq)
+{
+	return outq_empty(rq->out);
+}
+
+bool req_body_room(const struct request *rq, int slices)
+{
+	return rq->out->cnt <= OUT_IOV_MAX - slices;
+}
+
+int req_send(struct request *rq)
+{
+	int rc = front_send(rq->cl);
+
+	if (rc < 0)
+		front_close(rq->cl);
+	return rc;
+}
+
+void req_done(struct request *rq)
+{
+	rq->state = REQ_DONE;
+	rq->end_kind = REQ_END_BACKEND;
+	front_request_done(rq->cl);
+}
+
+void req_abort(struct request *rq)
+{
+	front_close(rq->cl);
+}
+
+/* ---- the proxy's own replies ------------------------------------------------ */
+
+/* A request id: the process's start time (Unix seconds), the worker and
+ * the worker's count of requests, in hex: 8 + 2 + 10 digits, e.g.
+ * 66a1f3c0 01 000000002a without the spaces. Unique within a process
+ * run (and across runs started in different seconds); it costs a counter
+ * per request, and is formatted only for a reply or a log line. */
+static void req_rid(const struct request *rq, char *out, size_t len)
+{
+	snprintf(out, len, "%08" PRIx32 "%02x%010" PRIx64, rq->w->started_at,
+		 (unsigned)rq->w->id & 0xffu, rq->rid & 0xffffffffffu);
+}
+
+/* Log lines of the proxy's own replies, per worker and second: a flood of
+ * bad requests or a dead tier must not flood the log. */
+#define REQ_LOG_PER_SEC 100
+
+/* How much of a target a log line shows. */
+#define REQ_LOG_TARGET 512
+
+/* Bytes of s that are safe in a log line: it stops at the first byte that
+ * is not printable ASCII (a head the parser refused may hold any). */
+static int req_printable(struct http1_str s, size_t max)
+{
+	size_t n = 0;
+
+	while (s.p && n < s.len && n < max && s.p[n] > ' ' && s.p[n] < 0x7f)
+		n++;
+	return (int)n;
+}
+
+/* The log line of a reply of the proxy's own: the request id the client
+ * saw, the status, the request and the detail the client is not shown
+ * (for a backend failure: its name, address and what happened). */
+static void req_log_reply(struct request *rq, int status, const char *rid, const char *detail)
+{
+	struct worker *w = rq->w;
+	enum log_level level = status == 502 || status == 504 ? LOG_WARN : LOG_INFO;
+	const struct http1_msg *m = &rq->msg;
+	int ml, tl;
+
+	if ((int)level > (int)log_get_level())
+		return;
+	if (!worker_log_allow(w, REQ_LOG_PER_SEC))
+		return;
+	ml = req_printable(m->method, 32);
+	tl = req_printable(m->target, REQ_LOG_TARGET);
+	log_msg(level, "request %s: %d for %.*s %.*s%s from %s: %s", rid, status,
+		ml ? ml : 1, ml ? m->method.p : "-", tl ? tl : 1, tl ? m->target.p : "-",
+		(size_t)tl < m->target.len ? "..." : "", rq->ip, detail);
+}
+
+/* What the client is told: a backend failure in general words only (the
+ * backend's name and address stay in the log); otherwise the proxy's own
+ * words about the request (the codec's reason, why no backend took it). */
+static const char *req_public(int status, const char *why)
+{
+	switch (status) {
+	case 502:
+		return "bad gateway: the backend failed to answer";
+	case 504:
+		return "gateway timeout: the backend did not answer in time";
+	case 500:
+		return "internal error";
+	default:
+		return why;
+	}
+}
+
+/* Reply with the proxy's own response. Closes after it unless the request
+ * was read completely and the client wants to keep the connection. why is
+ * the detail for the log line (see req_public for what the client gets).
+ * When the reply is written at once the request is REQ_DONE on return. */
+static void req_reply(struct request *rq, int status, const char *why, bool force_close)
+{
+	const char *extra = status == 503 ? "Retry-After: 1\r\n" : "";
+	char body[256], rid[24];
+	ssize_t n;
+	int blen;
+
+	if (rq->resp_started) {         /* too late for a clean reply */
+		front_close(rq->cl);
+		return;
+	}
+	if (rq->up)
+		fwd_close(rq->up);
+	req_rid(rq, rid, sizeof(rid));
+	req_log_reply(rq, status, rid, why);
+	blen = snprintf(body, sizeof(body), "ringproxy: %s (request %s)\n", req_public(status, why), rid);
+	if (blen < 0 || (size_t)blen >= sizeof(body))
+		blen = (int)sizeof(body) - 1;
+	/* our replies carry no Connection: keep-alive, without which an
+	 * HTTP/1.0 client takes the connection as closing: so close it */
+	rq->close_after = force_close || !rq->body_done || !rq->msg.keep_alive || rq->msg.minor == 0;
+	n = http1_write_simple(rq->reply, sizeof(rq->reply), status, rq->close_after, extra, body,
+			       (size_t)blen);
+	if (n < 0) {
+		front_close(rq->cl);
+		return;
+	}
+	/* the answer to a HEAD has the headers of the GET's and no body:
+	 * body bytes would be read as the next response */
+	if (rq->msg.method_id == HTTP1_M_HEAD)
+		n -= blen;
+	outq_reset(rq->out);
+	outq_add(rq->out, rq->reply, (size_t)n);
+	rq->resp_started = true;
+	rq->end_kind = REQ_END_REPLY;
+	rq->state = REQ_REPLY;
+	switch (front_send(rq->cl)) {
+	case 1:
+		rq->state = REQ_DONE;
+		front_request_done(rq->cl);
+		break;
+	case 0:
+		break;          /* req_client_drained ends it */
+	default:
+		front_close(rq->cl);
+		break;
+	}
+}
+
+/* ---- backend choice, retries ------------------------------------------- */
+
+/* rq->why: what went wrong on backend i, with its name and address (for
+ * the log, never for the client). */
+static void req_failed_on(struct request *rq, int i, const char *what)
+{
+	const struct snap_backend *sb = &rq->snap->be[i];
+
+	snprintf(rq->why, sizeof(rq->why), "backend %s (%s): %s", sb->conf->name, sb->addr_text, what);
+}
+
+/* Try backends along the walk until one takes the request. last_status
+ * (with rq->why) is the answer if none does after a failure. */
+static void req_dispatch(struct request *rq, int last_status)
+{
+	const struct snapshot *s = rq->snap;
+	char what[256];
+	int i;
+
+	rq->state = REQ_ROUTE;
+	for (;;) {
+		if (rq->tries > s->conf->retries) {
+			req_reply(rq, last_status, rq->why, false);
+			return;
+		}
+		balance_next(s, &rq->walk, rq->keypos, &rq->pick);
+		i = rq->pick.backend;
+		if (i < 0) {
+			if (rq->tries)
+				req_reply(rq, last_status, rq->why, false);
+			else if (rq->pick.any_full)
+				req_reply(rq, 503, "every backend is at its max_inflight; retry shortly", false);
+			else
+				req_reply(rq, 503, "no backend available: every backend is down", false);
+			return;
+		}
+		if (rq->tries == 0 && i != rq->pick.owner && rq->pick.owner >= 0) {
+			struct backend *owner = s->be[rq->pick.owner].state;
+
+			if (rq->pick.owner_verdict == BALANCE_DOWN)
+				atomic_fetch_add_explicit(&owner->failovers, 1, memory_order_relaxed);
+			else
+				atomic_fetch_add_explicit(&owner->spilled_away, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&s->be[i].state->spilled_in, 1, memory_order_relaxed);
+		}
+		rq->tries++;
+		rq->cur = i;
+		if (fwd_start(rq, i, what, sizeof(what)) == 0)
+			return;
+		/* failed at once (a connect error, counted by forward.c) */
+		req_failed_on(rq, i, what);
+		last_status = 502;
+		if (!req_retryable(rq)) {
+			req_reply(rq, last_status, rq->why, false);
+			return;
+		}
+		atomic_fetch_add(&s->be[i].state->retries_away, 1);
+	}
+}
+
+/*
+ * A connection lost after the request went out says nothing on its own:
+ * the backend may have crashed, or the request may be one that makes
+ * caches crash (a poison URL: an image that kills the resizer), and then
+ * retrying it along the walk takes every cache it reaches down with it.
+ * So the first such loss is retried on the next backend but counted
+ * against the first one's health only once the request ends otherwise
+ * (req_settle); when a second backend loses it the same way, the fault
+ * is the request's: it is not retried further, counts against no
+ * backend's health, and its log line names the URL and the request id.
+ */
+void req_failed(struct request *rq, int status, enum req_fail kind, const char *what)
+{
+	const struct snapshot *s = rq->snap;
+	int i = rq->cur;
+	bool retry;
+
+	if (rq->resp_started) {
+		front_close(rq->cl);
+		return;
+	}
+	if (kind == REQ_FAIL_CLIENT) {
+		req_reply(rq, status, what, false);
+		return;
+	}
+	req_failed_on(rq, i, what);
+	if (kind == REQ_FAIL_LOST && rq->lost >= 0) {
+		char why[sizeof(rq->why) + 160];
+
+		snprintf(why, sizeof(why), "%s, as backend %s lost it before: a request that fails the "
+			 "same way on two backends is not retried further nor counted against their health",
+			 rq->why, s->be[rq->lost].conf->name);
+		rq->lost = -1;
+		req_reply(rq, status, why, false);
+		return;
+	}
+	/* a timeout waiting for the response is never retried: the backend
+	 * may still be working on it, and a retry doubles the load exactly
+	 * when the tier is slow; nor is an invalid response (the request
+	 * reached a backend that answered) */
+	retry = (kind == REQ_FAIL_CONNECT || kind == REQ_FAIL_LOST) && req_retryable(rq) &&
+		rq->tries <= s->conf->retries;
+	if (kind == REQ_FAIL_LOST) {
+		if (retry)
+			rq->lost = i;
+		else
+			health_request_failed(s->be[i].state, s->conf, s->be[i].conf, REQ_LOST_WHAT);
+	}
+	if (retry) {
+		atomic_fetch_add(&s->be[i].state->retries_away, 1);
+		req_dispatch(rq, status);
+		return;
+	}
+	req_reply(rq, status, rq->why, false);
+}
+
+/* ---- waiting for another request's fetch ------------------------------- */
+
+void req_wait(struct request *rq, const struct timeval *tv)
+{
+	rq->state = REQ_WAIT;
+	rq->wake_due = true;
+	event_add(&rq->wait_ev, tv);
+}
+
+void req_wake(struct request *rq)
+{
+	worker_post(rq->w, &rq->wake);
+}
+
+/* The wait is over without an answer from the waker: go to a backend of
+ * its own along the walk. */
+static void req_wait_over(struct request *rq)
+{
+	event_del(&rq->wait_ev);
+	req_dispatch(rq, 503);
+}
+
+static void req_on_wait_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct request *rq = arg;
+
+	(void)fd;
+	(void)what;
+	if (rq->state == REQ_WAIT)
+		req_wait_over(rq);
+}
+
+/* A posted wake-up, on the request's worker: the one the waiter was due.
+ * If the request ended meanwhile (its client went away) the connection
+ * kept the struct for this moment and may let it go now. */
+static void req_on_wake(struct mbox_msg *m)
+{
+	struct request *rq = (struct request *)((char *)m - offsetof(struct request, wake));
+
+	rq->wake_due = false;
+	if (rq->state == REQ_WAIT)
+		req_wait_over(rq);
+	else if (rq->state == REQ_IDLE)
+		front_request_done(rq->cl);
+}
