@@ -102,30 +102,12 @@ bench_init compare
 die() { echo "compare.sh: $*" >&2; exit 1; }
 log() { echo "# $*" >&2; }
 
-# Free ports from the kernel (bind to port 0), printed space-separated.
-free_ports() {
-	python3 -c 'import socket,sys
-ss=[socket.socket() for _ in range(int(sys.argv[1]))]
-for s in ss: s.bind(("127.0.0.1",0))
-print(*[s.getsockname()[1] for s in ss])' "$1"
-}
-
-# Wait until http://127.0.0.1:$1$2 answers (any status), at most 10 s.
-wait_http() {
-	local i
-	for i in $(seq 100); do
-		curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$1$2" && return 0
-		sleep 0.1
-	done
-	die "nothing answers on 127.0.0.1:$1 (logs in $TMP)"
-}
-
 # --- backends ----------------------------------------------------------------
 bench_caches 1 "$NCACHES" --size "$SIZE" --threads "$TC_THREADS"
-for i in $(seq $NCACHES); do wait_http "${PORTS[i]}" /__stats; done
+for i in $(seq $NCACHES); do bench_wait_http "${PORTS[i]}" /__stats; done
 
 # --- proxies -------------------------------------------------------------
-read -r RP_PORT HA_PORT NG_PORT BASE_PORT <<<"$(free_ports 4)"
+read -r RP_PORT HA_PORT NG_PORT BASE_PORT <<<"$(bench_free_ports 4)"
 if [ -n "${BASE:-}" ]; then
 	ninja -C "$BASE" >/dev/null
 	[ -x "$BASE/src/ringproxy" ] || die "BASE=$BASE has no src/ringproxy"
@@ -223,7 +205,7 @@ start_proxy() {
 	esac
 	ppid[$1]=$!
 	PIDS+=($!)
-	wait_http "${pport[$1]}" /
+	bench_wait_http "${pport[$1]}" / "${ppid[$1]}"
 }
 for p in $PROXIES; do start_proxy "$p"; done
 
@@ -232,57 +214,8 @@ proxy_pids() {
 	local p=${ppid[$1]}
 	echo "$p" $(cat /proc/"$p"/task/*/children 2>/dev/null)
 }
-# "utime stime" in clock ticks, summed over the processes given.
-cpu_ticks() {
-	local u=0 s=0 p line f
-	for p in "$@"; do
-		line=$(cat /proc/"$p"/stat 2>/dev/null) || continue
-		read -r -a f <<<"${line##*) }"   # f[0] is field 3 (state)
-		u=$((u + f[11])); s=$((s + f[12]))
-	done
-	echo "$u $s"
-}
-# Nanoseconds on CPU (all threads), summed over the processes given: exact,
-# where utime/stime come in clock ticks.
-cpu_ns() {
-	cat $(for p in "$@"; do echo /proc/"$p"/task/*/schedstat; done) 2>/dev/null |
-	    awk '{ t += $1 } END { printf "%.0f\n", t }'
-}
-rss_kib() {
-	local t=0 p v
-	for p in "$@"; do
-		v=$(awk '/^VmRSS:/ {print $2}' /proc/"$p"/status 2>/dev/null) || continue
-		t=$((t + ${v:-0}))
-	done
-	echo "$t"
-}
 HZ=$(getconf CLK_TCK)
 cache_pids=("${PIDS[@]:0:$NCACHES}")
-# "busy total" clock ticks of the whole machine from /proc/stat (busy = user
-# + nice + system; total includes idle, iowait, irq, softirq, steal).
-sys_ticks() {
-	awk '/^cpu / { print $2 + $3 + $4, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat
-}
-# CPU ticks of this shell's reaped children (wrk among them).
-child_ticks() {
-	local f line
-	line=$(cat /proc/$$/stat)
-	read -r -a f <<<"${line##*) }"
-	echo $((f[13] + f[14]))
-}
-# Wait (at most QUIET_WAIT s) until the machine is busy less than QUIET_PCT %
-# over one second while our processes are idle: other people's builds on a
-# shared box are the biggest source of noise.
-quiet() {
-	local i b0 t0 b1 t1
-	[ "$QUIET_WAIT" -gt 0 ] || return 0
-	for i in $(seq "$QUIET_WAIT"); do
-		read -r b0 t0 <<<"$(sys_ticks)"; sleep 1; read -r b1 t1 <<<"$(sys_ticks)"
-		[ $(((b1 - b0) * 100)) -lt $((QUIET_PCT * (t1 - t0))) ] && return 0
-	done
-	log "machine still busy after ${QUIET_WAIT}s; measuring anyway"
-}
-
 # --- load ----------------------------------------------------------------
 cat >"$TMP/thumbs.lua" <<'EOF'
 -- Random thumbnail URLs out of N distinct ones; requests are formatted once
@@ -319,8 +252,6 @@ run_wrk() {
 	    -s "$TMP/thumbs.lua" "http://127.0.0.1:$1/" -- "$URLS" |
 	    grep '^RESULT' || die "wrk failed on port $1"
 }
-kv() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<" $2"; }
-
 runs=$TMP/runs.tsv
 : >"$runs"
 log "caches: ${PORTS[*]}; ringproxy :$RP_PORT haproxy :$HA_PORT nginx :$NG_PORT"
@@ -331,26 +262,26 @@ for r in $(seq "$ROUNDS"); do
 		p=${order[$(((k + r - 1) % ${#order[@]}))]}
 		port=${pport[$p]}
 		for attempt in $(seq 0 "$RETRIES"); do
-			quiet
+			bench_quiet
 			[ "$WARM" -gt 0 ] && run_wrk "$port" "$WARM" >/dev/null
 			read -r -a pp <<<"$(proxy_pids "$p")"
-			read -r u0 s0 <<<"$(cpu_ticks "${pp[@]}")"
-			ns0=$(cpu_ns "${pp[@]}")
-			read -r c0 c0s <<<"$(cpu_ticks "${cache_pids[@]}")"
-			w0=$(child_ticks); read -r b0 t0 <<<"$(sys_ticks)"
+			read -r u0 s0 <<<"$(bench_cpu_ticks "${pp[@]}")"
+			ns0=$(bench_cpu_ns "${pp[@]}")
+			read -r c0 c0s <<<"$(bench_cpu_ticks "${cache_pids[@]}")"
+			w0=$(bench_child_ticks); read -r b0 t0 <<<"$(bench_sys_ticks)"
 			res=$(run_wrk "$port" "$SECS")
-			read -r b1 t1 <<<"$(sys_ticks)"; w1=$(child_ticks)
-			read -r c1 c1s <<<"$(cpu_ticks "${cache_pids[@]}")"
-			read -r u1 s1 <<<"$(cpu_ticks "${pp[@]}")"
-			ns1=$(cpu_ns "${pp[@]}")
+			read -r b1 t1 <<<"$(bench_sys_ticks)"; w1=$(bench_child_ticks)
+			read -r c1 c1s <<<"$(bench_cpu_ticks "${cache_pids[@]}")"
+			read -r u1 s1 <<<"$(bench_cpu_ticks "${pp[@]}")"
+			ns1=$(bench_cpu_ns "${pp[@]}")
 			ours=$((u1 - u0 + s1 - s0 + c1 + c1s - c0 - c0s + w1 - w0))
 			other=$(((b1 - b0 - ours) * 100 / (t1 - t0 > 0 ? t1 - t0 : 1)))
 			[ "$other" -lt 0 ] && other=0
-			rss=$(rss_kib "${pp[@]}")
-			n=$(kv requests "$res"); d=$(kv duration_us "$res")
+			rss=$(bench_rss_kib "${pp[@]}")
+			n=$(bench_kv requests "$res"); d=$(bench_kv duration_us "$res")
 			awk -v p="$p" -v r="$r" -v n="$n" -v d="$d" \
-			    -v p50="$(kv p50_us "$res")" -v p99="$(kv p99_us "$res")" \
-			    -v e="$(kv errors "$res")" -v u="$((u1 - u0))" -v s="$((s1 - s0))" \
+			    -v p50="$(bench_kv p50_us "$res")" -v p99="$(bench_kv p99_us "$res")" \
+			    -v e="$(bench_kv errors "$res")" -v u="$((u1 - u0))" -v s="$((s1 - s0))" \
 			    -v hz="$HZ" -v rss="$rss" -v o="$other" -v ns="$((ns1 - ns0))" 'BEGIN {
 				cpu = ns / 1000 / (n > 0 ? n : 1)
 				us = (u + s > 0 ? cpu / (u + s) : 0)
@@ -368,13 +299,6 @@ for r in $(seq "$ROUNDS"); do
 done
 
 # --- report --------------------------------------------------------------
-# median PROXY COLUMN (1-based in runs.tsv)
-median() {
-	awk -F'\t' -v p="$1" -v c="$2" '$1 == p { print $c }' "$runs" | sort -g |
-	    awk '{ v[NR] = $1 } END { if (NR == 0) print "nan";
-		else if (NR % 2) print v[(NR + 1) / 2];
-		else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
 echo
 echo "### ringproxy vs HAProxy vs NGINX"
 echo
@@ -386,7 +310,7 @@ echo "| proxy | req/s | p50 ms | p99 ms | CPU µs/req | user µs/req | sys µs/r
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 declare -A med
 for p in $PROXIES; do
-	for c in 3 4 5 6 7 8 9 10; do med[$p.$c]=$(median "$p" $c); done
+	for c in 3 4 5 6 7 8 9 10; do med[$p.$c]=$(bench_median "$runs" "$p" $c); done
 	omax=$(awk -F'\t' -v p="$p" '$1 == p && $11 > m { m = $11 } END { print m + 0 }' "$runs")
 	awk -v p="$p" -v a="${med[$p.3]}" -v b="${med[$p.4]}" -v c="${med[$p.5]}" \
 	    -v d="${med[$p.6]}" -v e="${med[$p.7]}" -v f="${med[$p.8]}" \
@@ -434,7 +358,7 @@ profile_strace() {
 	command -v strace >/dev/null || { log "no strace"; return 0; }
 	read -r -a pp <<<"$(proxy_pids "$p")"
 	local args=()
-	quiet
+	bench_quiet
 	for x in "${pp[@]}"; do args+=(-p "$x"); done
 	timeout -s INT $((PROF_SECS + 3)) strace -c -f -o "$TMP/strace-$p.txt" "${args[@]}" 2>/dev/null &
 	local st=$!
@@ -442,7 +366,7 @@ profile_strace() {
 	sleep 1
 	res=$(run_wrk "${pport[$p]}" "$PROF_SECS")
 	wait "$st" 2>/dev/null || true
-	n=$(kv requests "$res")
+	n=$(bench_kv requests "$res")
 	echo
 	echo "#### $p: syscalls per request under strace ($n requests in ${PROF_SECS} s)"
 	echo
@@ -457,7 +381,7 @@ for p in ringproxy haproxy; do
 	[[ " $PROXIES " == *" $p "* ]] && profile_strace "$p"
 done
 if [[ " $PROXIES " == *" ringproxy "* ]] && command -v perf >/dev/null; then
-	quiet
+	bench_quiet
 	timeout -s INT $((PROF_SECS + 3)) perf record -q -e cpu-clock -F 1999 -g \
 	    -o "$TMP/perf.data" -p "${ppid[ringproxy]}" >/dev/null 2>&1 &
 	st=$!

@@ -51,3 +51,101 @@ bench_caches() {
 		PORTS[i]=$(cat "$TMP/cache-$i.port")
 	done
 }
+
+# --- measuring: shared by compare.sh and cache.sh ----------------------------
+
+# bench_free_ports N: N free ports from the kernel (bind to port 0),
+# printed space-separated.
+bench_free_ports() {
+	python3 -c 'import socket,sys
+ss=[socket.socket() for _ in range(int(sys.argv[1]))]
+for s in ss: s.bind(("127.0.0.1",0))
+print(*[s.getsockname()[1] for s in ss])' "$1"
+}
+
+# bench_wait_http PORT PATH [PID]: wait until http://127.0.0.1:PORT/PATH
+# answers (any status), at most 10 s; exits the script if it does not, or
+# as soon as PID (the server's) has died.
+bench_wait_http() {
+	local i
+	for i in $(seq 100); do
+		curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$1$2" && return 0
+		if [ -n "${3:-}" ] && ! kill -0 "$3" 2>/dev/null; then
+			echo "pid $3 exited before answering on 127.0.0.1:$1 (logs in $TMP)" >&2
+			exit 1
+		fi
+		sleep 0.1
+	done
+	echo "nothing answers on 127.0.0.1:$1 (logs in $TMP)" >&2
+	exit 1
+}
+
+# bench_cpu_ticks PID...: "utime stime" in clock ticks, summed.
+bench_cpu_ticks() {
+	local u=0 s=0 p line f
+	for p in "$@"; do
+		line=$(cat /proc/"$p"/stat 2>/dev/null) || continue
+		read -r -a f <<<"${line##*) }"   # f[0] is field 3 (state)
+		u=$((u + f[11])); s=$((s + f[12]))
+	done
+	echo "$u $s"
+}
+
+# bench_cpu_ns PID...: nanoseconds on CPU of all their threads, summed:
+# exact, where utime/stime come in clock ticks.
+bench_cpu_ns() {
+	cat $(for p in "$@"; do echo /proc/"$p"/task/*/schedstat; done) 2>/dev/null |
+	    awk '{ t += $1 } END { printf "%.0f\n", t }'
+}
+
+# bench_rss_kib PID...: VmRSS in KiB, summed.
+bench_rss_kib() {
+	local t=0 p v
+	for p in "$@"; do
+		v=$(awk '/^VmRSS:/ {print $2}' /proc/"$p"/status 2>/dev/null) || continue
+		t=$((t + ${v:-0}))
+	done
+	echo "$t"
+}
+
+# bench_sys_ticks: "busy total" clock ticks of the whole machine from
+# /proc/stat (busy = user + nice + system; total includes idle, iowait, irq,
+# softirq, steal).
+bench_sys_ticks() {
+	awk '/^cpu / { print $2 + $3 + $4, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat
+}
+
+# bench_child_ticks: CPU ticks of this shell's reaped children (wrk among
+# them).
+bench_child_ticks() {
+	local f line
+	line=$(cat /proc/$$/stat)
+	read -r -a f <<<"${line##*) }"
+	echo $((f[13] + f[14]))
+}
+
+# bench_quiet: wait (at most QUIET_WAIT s, default 30; 0: don't) until the
+# machine is busy less than QUIET_PCT % (default 10) over one second while
+# our processes are idle: other people's builds on a shared box are the
+# biggest source of noise.
+bench_quiet() {
+	local i b0 t0 b1 t1 wait=${QUIET_WAIT:-30} pct=${QUIET_PCT:-10}
+	[ "$wait" -gt 0 ] || return 0
+	for i in $(seq "$wait"); do
+		read -r b0 t0 <<<"$(bench_sys_ticks)"; sleep 1; read -r b1 t1 <<<"$(bench_sys_ticks)"
+		[ $(((b1 - b0) * 100)) -lt $((pct * (t1 - t0))) ] && return 0
+	done
+	echo "# machine still busy after ${wait}s; measuring anyway" >&2
+}
+
+# bench_kv KEY LINE: the number after " KEY=" in LINE (a RESULT line).
+bench_kv() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<" $2"; }
+
+# bench_median FILE NAME COLUMN: the median of COLUMN (1-based) over the
+# rows of the tab-separated FILE whose first column is NAME; nan if none.
+bench_median() {
+	awk -F'\t' -v p="$2" -v c="$3" '$1 == p { print $c }' "$1" | sort -g |
+	    awk '{ v[NR] = $1 } END { if (NR == 0) print "nan";
+		else if (NR % 2) print v[(NR + 1) / 2];
+		else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
