@@ -61,6 +61,8 @@ static const struct conf_keydef conf_keys[] = {
 	  "address:port the proxy accepts clients on (port 0: any free port)" },
 	{ CONF_IN_PROXY, "admin_listen", CONF_T_ADDR, P(admin_listen), "", 0, 0, NULL,
 	  "address:port of the stats listener (/stats /metrics / /ring /health); empty = none" },
+	{ CONF_IN_PROXY, "admin_token", CONF_T_STRING, P(admin_token), "", 0, 0, NULL,
+	  "when set, every admin request needs Authorization: Bearer TOKEN (else 401); required when admin_listen is not a loopback address" },
 	{ CONF_IN_PROXY, "workers", CONF_T_UINT, P(workers), "0", 0, 256, NULL,
 	  "worker threads, each with its own listener; 0 = one per online CPU" },
 	{ CONF_IN_PROXY, "connect_timeout", CONF_T_DURATION, P(connect_timeout_ms), "1s", 1, 600000, NULL,
@@ -698,6 +700,15 @@ static int conf_set_string(const struct conf_keydef *k, char *field, const char 
 			return -1;
 		}
 	}
+	/* RFC 6750's b64token: what an Authorization: Bearer line carries */
+	if (k->offset == P(admin_token) && k->where == CONF_IN_PROXY) {
+		size_t n = strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/");
+
+		if (v[n + strspn(v + n, "=")] != '\0' || (*v && n == 0)) {
+			snprintf(why, whylen, "a token is letters, digits and -._~+/ (then '=' padding), as Authorization: Bearer carries it; e.g. the output of openssl rand -hex 32");
+			return -1;
+		}
+	}
 	if (k->offset == P(backend_header) && k->where == CONF_IN_PROXY) {
 		for (const char *q = v; *q; q++) {
 			if (!isalnum((unsigned char)*q) && !strchr("!#$%&'*+-.^_`|~", *q)) {
@@ -1007,6 +1018,25 @@ static void conf_inherit(struct conf_parse *ps)
 	}
 }
 
+/* An admin listener any other host can reach serves the ring, the
+ * backends' addresses and the traffic: only with a token. */
+static void conf_validate_admin(struct conf_parse *ps)
+{
+	const struct conf *c = ps->c;
+	struct sockaddr_storage ss;
+	socklen_t sslen;
+	char why[256];
+
+	if (!c->admin_listen || !*c->admin_listen || *c->admin_token ||
+	    addr_parse(c->admin_listen, &ss, &sslen, why, sizeof(why)) < 0 || addr_is_loopback(&ss))
+		return;
+	conf_error(ps, conf_key_line(ps, "admin_listen"),
+		   "admin_listen %s is not a loopback address and no admin_token is set: any host that reaches it "
+		   "could read the stats, the ring and the backends' addresses; set [proxy] admin_token "
+		   "(admin requests then need Authorization: Bearer TOKEN) or listen on 127.0.0.1",
+		   c->admin_listen);
+}
+
 /* Checks that need the whole file. */
 static void conf_validate(struct conf_parse *ps)
 {
@@ -1026,6 +1056,7 @@ static void conf_validate(struct conf_parse *ps)
 			live++;
 		points += ring_points_for(c->vnodes, be->weight);
 	}
+	conf_validate_admin(ps);
 	if (c->buffer_size < c->max_head_size)
 		conf_error(ps, conf_key_line(ps, "buffer_size"),
 			   "buffer_size (%llu) is smaller than max_head_size (%llu); a head must fit in the buffer",

@@ -49,6 +49,8 @@ struct conf {
 	/* [proxy] */
 	char *listen;
 	char *admin_listen;             /* "" = no admin listener */
+	char *admin_token;              /* "" = none: admin requests need no
+					   Authorization */
 	unsigned workers;               /* 0 = one per online CPU */
 	uint64_t connect_timeout_ms;
 	uint64_t response_timeout_ms;

@@ -108,6 +108,11 @@ bool health_trial(struct backend *b, const struct conf_backend *cb, const struct
 	return true;
 }
 
+bool health_trial_due(const struct backend *b, const struct conf_backend *cb)
+{
+	return !cb->health.path[0] && registry_now_ms() >= atomic_load(&b->retry_at_ms);
+}
+
 void health_reset(struct backend *b, const char *url)
 {
 	if (atomic_load(&b->down))

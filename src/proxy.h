@@ -12,6 +12,7 @@
 #include "conf.h"
 #include "stats-t.h"
 
+struct cache;
 struct worker;
 struct snapshot;
 
@@ -32,6 +33,10 @@ struct proxy {
 
 	/* main thread only */
 	struct snapshot *current;       /* the snapshot new requests get */
+	struct cache *cache;            /* the hot-object cache, for the admin
+					   listener (/ring?url= says whether it
+					   holds a URL); NULL while none is
+					   wired in */
 	time_t started;
 	uint64_t generation;            /* successful loads, 1 = the first */
 	struct proxy_reload last_reload;

@@ -128,20 +128,59 @@ void stats_free(struct stats *st)
 
 /* ---- rendering ---------------------------------------------------------- */
 
-static void stats_json_str(struct evbuffer *out, const char *s)
+/* The length of the valid UTF-8 sequence at s[0..n), 0 if there is none:
+ * an invalid byte becomes U+FFFD, so that the output is valid JSON
+ * whatever the key's bytes (a percent-decoded query can hold any). */
+static size_t stats_utf8_len(const unsigned char *s, size_t n)
 {
-	evbuffer_add(out, "\"", 1);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
+	size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : 2;
+	uint32_t cp;
 
-		if (c == '"' || c == '\\')
+	if (s[0] < 0xc2 || s[0] > 0xf4 || n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	cp = len == 2 ? (s[0] & 0x1fu) << 6 | (s[1] & 0x3fu) :
+	     len == 3 ? (s[0] & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu) :
+	     (s[0] & 0x07u) << 18 | (s[1] & 0x3fu) << 12 | (s[2] & 0x3fu) << 6 | (s[3] & 0x3fu);
+	if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) ||
+	    (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return len;
+}
+
+void stats_json_strn(struct evbuffer *out, const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s, *e = p + n;
+
+	evbuffer_add(out, "\"", 1);
+	while (p < e) {
+		unsigned char c = *p;
+		size_t l;
+
+		if (c == '"' || c == '\\') {
 			evbuffer_add_printf(out, "\\%c", c);
-		else if (c < 0x20)
+			p++;
+		} else if (c < 0x20 || c == 0x7f) {
 			evbuffer_add_printf(out, "\\u%04x", c);
-		else
-			evbuffer_add(out, s, 1);
+			p++;
+		} else if (c < 0x80) {
+			evbuffer_add(out, p++, 1);
+		} else if ((l = stats_utf8_len(p, (size_t)(e - p))) > 0) {
+			evbuffer_add(out, p, l);
+			p += l;
+		} else {
+			evbuffer_add(out, "\\ufffd", 6);
+			p++;
+		}
 	}
 	evbuffer_add(out, "\"", 1);
+}
+
+void stats_json_str(struct evbuffer *out, const char *s)
+{
+	stats_json_strn(out, s, strlen(s));
 }
 
 static void stats_html_str(struct evbuffer *out, const char *s)

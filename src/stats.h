@@ -50,6 +50,11 @@ void stats_free(struct stats *st);
 void stats_json(const struct stats *st, struct evbuffer *out);
 void stats_prometheus(const struct stats *st, struct evbuffer *out);
 void stats_html(const struct stats *st, struct evbuffer *out);
+/* s[0..n) as a JSON string, quotes included; bytes that are not valid
+ * UTF-8 become U+FFFD. */
+void stats_json_strn(struct evbuffer *out, const char *s, size_t n);
+void stats_json_str(struct evbuffer *out, const char *s);
+
 /* The ring alone: vnodes, points, and each backend's weight, points and
  * exact share (the schema of `ringproxy plan --json`'s backends). */
 void stats_ring_json(const struct stats *st, struct evbuffer *out);
