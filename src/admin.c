@@ -37,6 +37,7 @@
 #include "conn.h"
 #include "explain.h"
 #include "log.h"
+#include "page.h"
 #include "proxy.h"
 #include "snapshot.h"
 #include "stats.h"
@@ -181,7 +182,7 @@ static void admin_on_page(struct evhttp_request *req, void *arg)
 	struct admin *a = arg;
 
 	if (admin_gate(a, req))
-		admin_send(req, a->p, stats_html, "text/html; charset=utf-8");
+		admin_send(req, a->p, page_html, "text/html; charset=utf-8");
 }
 
 /* A query parameter, decoded; NULL when absent. */

@@ -45,6 +45,7 @@ struct conf_backend {
 
 struct conf {
 	char *path;             /* the file it came from ("-" for a string) */
+	char sha256[65];        /* SHA-256 of its bytes, hex; "" if unknown */
 
 	/* [proxy] */
 	char *listen;
@@ -115,6 +116,14 @@ const struct conf_backend *conf_backend_find(const struct conf *c,
 int conf_parse_duration(const char *s, uint64_t *ms);
 /* Parse "65536", "64k", "16m", "1g" (powers of 1024). 0 or -1. */
 int conf_parse_size(const char *s, uint64_t *bytes);
+
+/* The settings that differ from a to b, driven by the key table, as
+ * "balance_factor 1.25 -> 2, log_file (empty) -> /var/log/rp.log,
+ * cache-1 max_inflight 0 -> 10" into out (cut to len): [proxy], [ring]
+ * and [health] keys, then the keys of backends in both, but not a
+ * backend's url and weight (the ring's changes, which `plan` says) and not
+ * the value of admin_token. Returns the number of differences. */
+int conf_diff(const struct conf *a, const struct conf *b, char *out, size_t len);
 
 /* Print every key with its type, default, range and help (--help-config). */
 void conf_help(FILE *out);
