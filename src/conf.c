@@ -1267,6 +1267,24 @@ static int conf_diff_key(const struct conf_keydef *k, const void *x, const void 
 	return 1;
 }
 
+const char *conf_key_mode_name(int mode)
+{
+	static char names[3][32];
+
+	for (size_t i = 0; i < CONF_NKEYS; i++) {
+		struct conf c = { .key = mode };
+
+		if (conf_keys[i].where != CONF_IN_RING || strcmp(conf_keys[i].key, "key") != 0)
+			continue;
+		if (mode < 0 || mode > 2)
+			return "?";
+		if (!names[mode][0])
+			conf_value_text(&conf_keys[i], &c, names[mode], sizeof(names[mode]));
+		return names[mode];
+	}
+	return "?";
+}
+
 int conf_diff(const struct conf *a, const struct conf *b, char *out, size_t len)
 {
 	int n = 0;

@@ -125,6 +125,9 @@ int conf_parse_size(const char *s, uint64_t *bytes);
  * the value of admin_token. Returns the number of differences. */
 int conf_diff(const struct conf *a, const struct conf *b, char *out, size_t len);
 
+/* The name of a [ring] key mode as the file writes it ("path+query"). */
+const char *conf_key_mode_name(int mode);
+
 /* Print every key with its type, default, range and help (--help-config). */
 void conf_help(FILE *out);
 

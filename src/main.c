@@ -22,7 +22,8 @@ static void main_usage(FILE *f)
 	fprintf(f,
 		"usage: ringproxy [-c FILE]              run the proxy in the foreground\n"
 		"       ringproxy -t [--probe] [-c FILE] check FILE and print the ring\n"
-		"       ringproxy plan OLD.ini [NEW.ini] [--keys FILE] [--balance-factor C] [--json]\n"
+		"       ringproxy plan OLD.ini [NEW.ini] [--keys FILE [--raw-keys] [--per-key]]\n"
+		"                      [--balance-factor C] [--json]\n"
 		"       ringproxy --help-config          every config key with default and range\n"
 		"       ringproxy --version\n"
 		"\n"
