@@ -64,6 +64,53 @@ static const char *test_ptype(const char *type)
 	return strcmp(type, "flag") == 0 ? "gauge" : type;
 }
 
+/* Count occurrences of needle in text. */
+static int test_count(const char *text, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = text; (p = strstr(p, needle)) != NULL; p++)
+		n++;
+	return n;
+}
+
+/* The page's ring for a ring of one backend, and for one with more runs
+ * than PAGE_MAX_ARCS (drawn in half-degree steps). */
+static void test_page_ring(const char *ini, int want_binned, const char *what)
+{
+	struct conf_errors errs = { 0 };
+	struct conf *c = conf_load_string("r.ini", ini, &errs);
+	struct snapshot *s;
+	struct proxy p;
+	struct stats st;
+	struct evbuffer *out = evbuffer_new();
+	char err[256], *text;
+	size_t runs;
+
+	conf_errors_free(&errs);
+	s = c ? snapshot_new(c, 1, err, sizeof(err)) : NULL;
+	if (!tap_ok(s != NULL, "%s: snapshot", what))
+		return;
+	memset(&p, 0, sizeof(p));
+	p.current = s;
+	runs = page_runs(s->ring);
+	if (stats_collect(&st, &p) == 0) {
+		page_html(&st, out);
+		text = test_text(out);
+		if (want_binned)
+			tap_ok(runs > PAGE_MAX_ARCS && test_count(text, "class=\"arc binned\"") > 0 &&
+			       test_count(text, "class=\"arc binned\"") <= 720 && !test_count(text, "class=\"arc\""),
+			       "%s: %zu runs drawn in at most 720 half-degree steps", what, runs);
+		else
+			tap_ok(runs == 1 && test_count(text, "class=\"arc\"") == 1 && test_count(text, " A 112.0 112.0 0 1 1 ") == 2,
+			       "%s: one run, drawn as a whole circle", what);
+		free(text);
+		stats_free(&st);
+	}
+	evbuffer_free(out);
+	snapshot_unref(s);
+}
+
 int main(void)
 {
 	struct conf_errors errs = { 0 };
@@ -221,6 +268,10 @@ int main(void)
 
 	stats_free(&st);
 	evbuffer_free(out);
+	test_page_ring("[backend only]\nurl = http://127.0.0.1:9100\n", 0, "one backend");
+	test_page_ring("[ring]\nvnodes = 2000\n[backend b0]\nurl = http://127.0.0.1:9100\n"
+		       "[backend b1]\nurl = http://127.0.0.1:9101\n[backend b2]\nurl = http://127.0.0.1:9102\n",
+		       1, "6000 points");
 	for (int k = 0; k < 2; k++) {
 		for (uint32_t ci = 0; ci < WORKER_POOL_CHUNKS; ci++)
 			free(atomic_load(&w[k]->pool_chunks[ci]));
