@@ -32,8 +32,9 @@ int explain_target_parse(struct explain_target *t, int mode, const char *target,
 	ssize_t r;
 	char *p;
 
-	if (memchr(target, '\r', len) || memchr(target, '\n', len)) {
-		snprintf(err, errlen, "a request target has no line breaks");
+	if (memchr(target, '\r', len) || memchr(target, '\n', len) ||
+	    (host && strpbrk(host, "\r\n"))) {
+		snprintf(err, errlen, "a request target or Host has no line breaks");
 		return -1;
 	}
 	if (need > t->cap) {
