@@ -68,3 +68,15 @@ not_ip:
 	snprintf(err, errlen, "the host must be an IP address (a listener binds to one), e.g. 0.0.0.0:8080");
 	return -1;
 }
+
+int addr_is_loopback(const struct sockaddr_storage *addr)
+{
+	if (addr->ss_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)addr)->sin_addr.s_addr) >> 24) == 127;
+	if (addr->ss_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)addr)->sin6_addr;
+
+		return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+	}
+	return 0;
+}

@@ -16,4 +16,8 @@
 int addr_parse(const char *text, struct sockaddr_storage *addr,
 	       socklen_t *addrlen, char *err, size_t errlen);
 
+/* Is addr (from addr_parse) a loopback address: 127.0.0.0/8, ::1, or
+ * ::ffff:127.0.0.0/104? Only this host can reach a listener bound to one. */
+int addr_is_loopback(const struct sockaddr_storage *addr);
+
 #endif

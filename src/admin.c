@@ -20,17 +20,26 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
+#include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
+#include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "addr.h"
 #include "conn.h"
+#include "explain.h"
 #include "log.h"
+#include "page.h"
 #include "proxy.h"
+#include "snapshot.h"
 #include "stats.h"
 
 #define ADMIN_MAX_HEAD  (16 * 1024)    /* request line + headers */
@@ -54,25 +63,81 @@ struct admin {
 
 typedef void (*admin_render_fn)(const struct stats *st, struct evbuffer *out);
 
+static void admin_reply_text(struct evhttp_request *req, int code, const char *reason,
+			     const char *text)
+{
+	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+	struct evbuffer *body = evbuffer_new();
+
+	evhttp_add_header(h, "Content-Type", "text/plain; charset=utf-8");
+	evhttp_add_header(h, "Cache-Control", "no-store");
+	if (body)
+		evbuffer_add(body, text, strlen(text));
+	evhttp_send_reply(req, code, reason, body);
+	if (body)
+		evbuffer_free(body);
+}
+
 /* Read-only: GET and HEAD; anything else is 405 with the Allow header
  * (RFC 9110 15.5.6). Not evhttp_send_error: it drops the headers set. */
 static int admin_method_ok(struct evhttp_request *req)
 {
 	enum evhttp_cmd_type m = evhttp_request_get_command(req);
-	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-	struct evbuffer *body;
 
 	if (m == EVHTTP_REQ_GET || m == EVHTTP_REQ_HEAD)
 		return 1;
-	evhttp_add_header(h, "Allow", "GET, HEAD");
-	evhttp_add_header(h, "Content-Type", "text/plain");
-	body = evbuffer_new();
-	if (body)
-		evbuffer_add_printf(body, "the admin listener is read-only: GET or HEAD\n");
-	evhttp_send_reply(req, 405, "Method Not Allowed", body);
-	if (body)
-		evbuffer_free(body);
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
+	admin_reply_text(req, 405, "Method Not Allowed", "the admin listener is read-only: GET or HEAD\n");
 	return 0;
+}
+
+/* SHA-256 of s[0..n): the token comparison compares digests, so that
+ * its time depends on neither the length nor the bytes of the token. */
+static void admin_digest(const char *s, size_t n, unsigned char out[32])
+{
+	unsigned int len = 32;
+
+	if (!EVP_Digest(s, n, out, &len, EVP_sha256(), NULL))
+		memset(out, 0, 32);
+}
+
+/*
+ * [proxy] admin_token: when set, a request must carry "Authorization:
+ * Bearer TOKEN" (RFC 6750 2.1); else 401 with a WWW-Authenticate
+ * challenge (RFC 9110 11.6.1). The token is read from the current
+ * snapshot, so a reload changes it. Compared in constant time.
+ */
+static int admin_authorized(struct admin *a, struct evhttp_request *req)
+{
+	const char *token = a->p->current->conf->admin_token;
+	const char *got = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+	unsigned char want[32], have[32];
+	bool ok = false;
+
+	if (!*token)
+		return 1;
+	if (got && strncasecmp(got, "Bearer ", 7) == 0) {
+		got += 7;
+		while (*got == ' ')
+			got++;
+		admin_digest(token, strlen(token), want);
+		admin_digest(got, strlen(got), have);
+		ok = CRYPTO_memcmp(want, have, sizeof(want)) == 0 && *got;
+	}
+	if (ok)
+		return 1;
+	evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
+			  got ? "Bearer realm=\"ringproxy\", error=\"invalid_token\"" : "Bearer realm=\"ringproxy\"");
+	admin_reply_text(req, 401, "Unauthorized",
+			 got ? "wrong token: send Authorization: Bearer TOKEN with [proxy] admin_token\n"
+			     : "this admin listener needs Authorization: Bearer TOKEN ([proxy] admin_token)\n");
+	return 0;
+}
+
+/* Every request passes here first: the token, then the method. */
+static int admin_gate(struct admin *a, struct evhttp_request *req)
+{
+	return admin_authorized(a, req) && admin_method_ok(req);
 }
 
 static void admin_send(struct evhttp_request *req, const struct proxy *p, admin_render_fn render,
@@ -81,8 +146,6 @@ static void admin_send(struct evhttp_request *req, const struct proxy *p, admin_
 	struct evbuffer *out;
 	struct stats st;
 
-	if (!admin_method_ok(req))
-		return;
 	out = evbuffer_new();
 	if (!out || stats_collect(&st, p) < 0) {
 		evhttp_send_error(req, HTTP_INTERNAL, "out of memory");
@@ -102,28 +165,115 @@ static void admin_on_stats(struct evhttp_request *req, void *arg)
 {
 	struct admin *a = arg;
 
-	admin_send(req, a->p, stats_json, "application/json");
+	if (admin_gate(a, req))
+		admin_send(req, a->p, stats_json, "application/json");
 }
 
 static void admin_on_metrics(struct evhttp_request *req, void *arg)
 {
 	struct admin *a = arg;
 
-	admin_send(req, a->p, stats_prometheus, "text/plain; version=0.0.4");
+	if (admin_gate(a, req))
+		admin_send(req, a->p, stats_prometheus, "text/plain; version=0.0.4");
 }
 
 static void admin_on_page(struct evhttp_request *req, void *arg)
 {
 	struct admin *a = arg;
 
-	admin_send(req, a->p, stats_html, "text/html; charset=utf-8");
+	if (admin_gate(a, req))
+		admin_send(req, a->p, page_html, "text/html; charset=utf-8");
 }
 
+/* A query parameter, decoded; NULL when absent. */
+static const char *admin_param(struct evkeyvalq *q, const char *name)
+{
+	return evhttp_find_header(q, name);
+}
+
+/*
+ * /ring: the ring (vnodes, points, each backend's share), or with
+ * ?key=KEY (the string hashed, as written) or ?url=TARGET (a request
+ * target keyed by [ring] key, as the request path keys it; &host= the Host
+ * an origin-form target comes with, for the cache key) where a request
+ * with that key goes now and why (explain.h). &format=text for people,
+ * &walk=N distinct backends listed (default 4).
+ */
 static void admin_on_ring(struct evhttp_request *req, void *arg)
 {
 	struct admin *a = arg;
+	const struct snapshot *s = a->p->current;
+	const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+	struct explain_target t = { 0 };
+	struct evkeyvalq q;
+	const char *key, *url, *host, *format, *walk;
+	struct cache_key ck;
+	char err[256], ckbuf[8192];
+	struct explain *e = NULL;
+	struct evbuffer *out;
+	bool text;
+	int nwalk = 4;
 
-	admin_send(req, a->p, stats_ring_json, "application/json");
+	if (!admin_gate(a, req))
+		return;
+	TAILQ_INIT(&q);
+	if (!query || evhttp_parse_query_str(query, &q) < 0 ||
+	    (!admin_param(&q, "key") && !admin_param(&q, "url"))) {
+		evhttp_clear_headers(&q);
+		admin_send(req, a->p, stats_ring_json, "application/json");
+		return;
+	}
+	key = admin_param(&q, "key");
+	url = admin_param(&q, "url");
+	host = admin_param(&q, "host");
+	format = admin_param(&q, "format");
+	walk = admin_param(&q, "walk");
+	text = format && strcmp(format, "text") == 0;
+	if (walk)
+		nwalk = atoi(walk);
+	e = malloc(sizeof(*e));
+	out = evbuffer_new();
+	if (!e || !out) {
+		evhttp_send_error(req, HTTP_INTERNAL, "out of memory");
+		goto done;
+	}
+	if (key && url) {
+		admin_reply_text(req, 400, "Bad Request", "give key= (the string hashed) or url= (a request target), not both\n");
+		goto done;
+	}
+	if (key) {
+		explain_key(e, s, key, strlen(key), nwalk, NULL, NULL, 0);
+	} else {
+		if (explain_target_parse(&t, s->conf->key, url, strlen(url), host, err, sizeof(err)) < 0) {
+			snprintf(ckbuf, sizeof(ckbuf), "url=%.200s: %s\n", url, err);
+			admin_reply_text(req, 400, "Bad Request", ckbuf);
+			goto done;
+		}
+		if (a->p->cache && (t.msg.authority.len || host)) {
+			ssize_t n = cachectl_key(&t.msg, ckbuf, sizeof(ckbuf));
+
+			if (n >= 0)
+				cache_key_init(a->p->cache, &ck, ckbuf, (size_t)n);
+			explain_key(e, s, t.key, t.keylen, nwalk, n >= 0 ? a->p->cache : NULL, &ck,
+				    (int64_t)time(NULL));
+		} else {
+			explain_key(e, s, t.key, t.keylen, nwalk, NULL, NULL, 0);
+		}
+	}
+	if (text)
+		explain_text(e, s, out);
+	else
+		explain_json(e, s, out);
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+			  text ? "text/plain; charset=utf-8" : "application/json");
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-store");
+	evhttp_send_reply(req, HTTP_OK, "OK", out);
+done:
+	if (out)
+		evbuffer_free(out);
+	free(e);
+	explain_target_free(&t);
+	evhttp_clear_headers(&q);
 }
 
 static void admin_on_health(struct evhttp_request *req, void *arg)
@@ -133,7 +283,7 @@ static void admin_on_health(struct evhttp_request *req, void *arg)
 	struct stats st;
 	size_t up = 0;
 
-	if (!admin_method_ok(req))
+	if (!admin_gate(a, req))
 		return;
 	out = evbuffer_new();
 	if (!out || stats_collect(&st, a->p) < 0) {
@@ -153,7 +303,8 @@ static void admin_on_health(struct evhttp_request *req, void *arg)
 
 static void admin_on_other(struct evhttp_request *req, void *arg)
 {
-	(void)arg;
+	if (!admin_authorized(arg, req))
+		return;
 	evhttp_send_error(req, HTTP_NOTFOUND, "try / /stats /metrics /ring /health");
 }
 

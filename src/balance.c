@@ -12,6 +12,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <string.h>
 
 #include "health.h"
 #include "registry.h"
@@ -77,8 +78,11 @@ static double balance_up_weight(const struct snapshot *s)
 
 /* Slow start: a fraction of keys, growing with time since recovery, goes
  * back to the backend; a key's own hash decides, so a key that has come
- * back stays back. */
-static int balance_ramping(const struct snapshot *s, int i, uint64_t pos)
+ * back stays back. *back gets that fraction (1: not ramping). A request
+ * (pure false) also ends a ramp that is over; an explanation (pure true)
+ * writes nothing. */
+static int balance_ramping(const struct snapshot *s, int i, uint64_t pos, bool pure,
+			   double *back)
 {
 	struct backend *b = s->be[i].state;
 	int64_t since = atomic_load_explicit(&b->up_since_ms, memory_order_relaxed);
@@ -86,33 +90,40 @@ static int balance_ramping(const struct snapshot *s, int i, uint64_t pos)
 	int64_t now;
 	uint64_t mixed;
 
+	*back = 1;
 	if (since == 0)
 		return 0;
 	now = registry_now_ms();
 	if (span == 0 || now - since >= (int64_t)span) {
 		/* the ramp that began at since is over; one that began since
 		 * (the backend fell and came back meanwhile) is kept */
-		atomic_compare_exchange_strong_explicit(&b->up_since_ms, &since, 0,
-							memory_order_relaxed,
-							memory_order_relaxed);
+		if (!pure)
+			atomic_compare_exchange_strong_explicit(&b->up_since_ms, &since, 0,
+								memory_order_relaxed,
+								memory_order_relaxed);
 		return 0;
 	}
+	*back = (double)(now - since) / (double)span;
 	/* the low bits of the position, mixed: independent of which arc */
 	mixed = (pos ^ (pos >> 29)) * 0xbf58476d1ce4e5b9ull;
-	return (double)(mixed >> 40) / (double)(1ull << 24) >= (double)(now - since) / (double)span;
+	return (double)(mixed >> 40) / (double)(1ull << 24) >= *back;
 }
 
 /* The verdict, and in *limit the in-flight count the backend may reach
  * (its hard cap, or the bounded-load cap, whichever is lower; LONG_MAX for
  * none): workers race between checking and taking a slot, so the slot is
- * taken by compare-and-swap against that limit. */
+ * taken by compare-and-swap against that limit. With ex (an explanation,
+ * not a request) nothing is written: a down backend's trial is looked at,
+ * not claimed, and ex gets the numbers behind the verdict. */
 static enum balance_verdict balance_verdict(const struct snapshot *s, int i, uint64_t pos,
-					    long *limit)
+					    long *limit, struct balance_why *ex)
 {
 	struct backend *b = s->be[i].state;
 	const struct conf *conf = s->conf;
 	long inflight;
 	bool trial = false;
+	double back;
+	enum balance_verdict v = BALANCE_OK;
 
 	*limit = LONG_MAX;
 	if (s->ring->npoints_of[i] == 0)
@@ -122,11 +133,15 @@ static enum balance_verdict balance_verdict(const struct snapshot *s, int i, uin
 	if (s->be[i].addrlen == 0)
 		return BALANCE_DOWN;
 	if (atomic_load_explicit(&b->down, memory_order_relaxed)) {
-		if (!health_trial(b, s->be[i].conf, conf))
+		trial = ex ? health_trial_due(b, s->be[i].conf) : health_trial(b, s->be[i].conf, conf);
+		if (ex)
+			ex->trial = trial;
+		if (!trial)
 			return BALANCE_DOWN;
-		trial = true;
 	}
 	inflight = atomic_load_explicit(&b->inflight, memory_order_relaxed);
+	if (ex)
+		ex->inflight = inflight;
 	if (s->be[i].conf->max_inflight) {
 		*limit = (long)s->be[i].conf->max_inflight;
 		if (inflight >= *limit)
@@ -136,24 +151,75 @@ static enum balance_verdict balance_verdict(const struct snapshot *s, int i, uin
 	 * weight: its cap would be 0 when every backend is down */
 	if (conf->balance_factor > 0 && !trial) {
 		long total = atomic_load_explicit(&registry_total_inflight, memory_order_relaxed);
-		long cap = balance_cap(conf->balance_factor, total, s->ring->weights[i],
-				       balance_up_weight(s));
+		double W = balance_up_weight(s);
+		long cap = balance_cap(conf->balance_factor, total, s->ring->weights[i], W);
 
+		if (ex) {
+			ex->total = total;
+			ex->up_weight = W;
+			ex->cap = cap;
+		}
 		if (inflight >= cap)
-			return BALANCE_BOUNDED;
-		if (cap < *limit)
+			v = BALANCE_BOUNDED;
+		else if (cap < *limit)
 			*limit = cap;
 	}
-	if (balance_ramping(s, i, pos))
-		return BALANCE_RAMPING;
-	return BALANCE_OK;
+	/* an explanation still says how far a bounded backend ramps */
+	if ((v == BALANCE_OK || ex) && balance_ramping(s, i, pos, ex != NULL, &back) && v == BALANCE_OK)
+		v = BALANCE_RAMPING;
+	if (ex)
+		ex->ramp = back;
+	return v;
 }
 
 enum balance_verdict balance_check(const struct snapshot *s, int i, uint64_t pos)
 {
 	long limit;
 
-	return balance_verdict(s, i, pos, &limit);
+	return balance_verdict(s, i, pos, &limit, NULL);
+}
+
+void balance_explain(const struct snapshot *s, int i, uint64_t pos, struct balance_why *why)
+{
+	long limit;
+
+	memset(why, 0, sizeof(*why));
+	why->cap = -1;
+	why->ramp = 1;
+	why->max_inflight = s->be[i].conf->max_inflight;
+	why->inflight = atomic_load_explicit(&s->be[i].state->inflight, memory_order_relaxed);
+	why->verdict = balance_verdict(s, i, pos, &limit, why);
+}
+
+int balance_explain_walk(const struct snapshot *s, uint64_t pos, int *order,
+			 struct balance_why *why, int n, int *nout)
+{
+	struct ring_walk w;
+	int i, k = 0, target = -1, soft = -1;
+
+	ring_walk_init(&w, s->ring, pos);
+	while ((i = ring_walk_next(&w)) >= 0 && (k < n || target < 0)) {
+		struct balance_why one;
+
+		balance_explain(s, i, pos, &one);
+		if (k < n) {
+			order[k] = i;
+			why[k++] = one;
+		}
+		if (target < 0 && one.verdict == BALANCE_OK)
+			target = i;
+		if (soft < 0 && (one.verdict == BALANCE_BOUNDED || one.verdict == BALANCE_RAMPING))
+			soft = i;
+	}
+	/* as balance_next: the first soft candidate, if its hard cap has
+	 * room (balance_acquire) */
+	if (target < 0 && soft >= 0 &&
+	    (!s->be[soft].conf->max_inflight ||
+	     atomic_load_explicit(&s->be[soft].state->inflight, memory_order_relaxed) <
+	     (long)s->be[soft].conf->max_inflight))
+		target = soft;
+	*nout = k;
+	return target;
 }
 
 /* Take a slot if the count is below limit. */
@@ -200,7 +266,7 @@ void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 	pick->backend = -1;
 	while ((i = ring_walk_next(w)) >= 0) {
 		long limit;
-		enum balance_verdict v = balance_verdict(s, i, pos, &limit);
+		enum balance_verdict v = balance_verdict(s, i, pos, &limit, NULL);
 
 		if (w->yielded == 1) {
 			pick->owner = i;

@@ -37,6 +37,34 @@ void balance_cache_put(struct balance_cache *c, uint64_t gen, double w);
  * backend due a trial after its back-off is let through once (health.c). */
 enum balance_verdict balance_check(const struct snapshot *s, int i, uint64_t pos);
 
+/* Why backend i would or would not take a request for a key at pos now,
+ * with the numbers behind the verdict (balance_explain). */
+struct balance_why {
+	enum balance_verdict verdict;
+	long inflight;          /* requests in flight to it, all workers */
+	long max_inflight;      /* its hard cap; 0 = none */
+	long cap;               /* its bounded-load cap now; -1 = not computed
+				   (balance_factor 0, or decided before) */
+	long total;             /* in flight to all backends, for the cap */
+	double up_weight;       /* W of the cap: weight of the up backends */
+	bool trial;             /* down, but due a trial request */
+	double ramp;            /* slow start: the fraction of keys back (1:
+				   not ramping) */
+};
+
+/* The verdict for backend i and a key at pos, as a request would get it
+ * now, without taking a slot or a down backend's trial and without
+ * writing anything: for the admin listener's /ring. Any thread. */
+void balance_explain(const struct snapshot *s, int i, uint64_t pos, struct balance_why *why);
+
+/* The walk of a key at pos explained: the first n distinct backends into
+ * order[] and why[] (*nout of them), and the backend index a request
+ * would go to now as balance_next would choose it (-1: none would take
+ * it: 503). Reads on past n until the target is found. Writes nothing
+ * shared. */
+int balance_explain_walk(const struct snapshot *s, uint64_t pos, int *order,
+			 struct balance_why *why, int n, int *nout);
+
 /* The next eligible backend of the walk w (initialised at pos), recording
  * the owner's verdict on the first call. The chosen backend's slot is
  * taken (balance_acquire): the caller owns it and gives it back with

@@ -988,6 +988,31 @@ enum cache_result cache_lookup(struct cache *c, const struct cache_req *r,
 	return res;
 }
 
+void cache_peek(const struct cache *c, const struct cache_key *k, int64_t now,
+		struct cache_peek *out)
+{
+	struct cache_shard *s = cache_shard_of(c, k->hash, NULL);
+	struct cache_node *n;
+	size_t pos;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&s->lock);
+	pos = k->hash & (s->nslots - 1);
+	while ((n = cache_tab_next(s, k->hash, k->p, k->len, &pos)) != NULL) {
+		int64_t ttl;
+
+		if (n->kind == CACHE_K_FILL) {
+			out->filling = true;
+			continue;
+		}
+		ttl = cache_obj_ttl((const struct cache_obj *)n, now);
+		if (out->objects++ == 0 || ttl > out->ttl)
+			out->ttl = ttl;
+		out->fresh += ttl > 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
 bool cache_wait_cancel(struct cache *c, struct cache_waiter *w)
 {
 	struct cache_shard *s = &c->shards[w->shard_];

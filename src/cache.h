@@ -196,6 +196,21 @@ enum cache_result cache_lookup(struct cache *c, const struct cache_req *r,
 			       struct cache_waiter *w, struct cache_obj **obj,
 			       struct cache_fill **fill);
 
+/* What the cache holds for a key, as cache_peek() saw it. */
+struct cache_peek {
+	unsigned objects;       /* stored variants (Accept-Encoding) */
+	unsigned fresh;         /* of them, fresh at now */
+	int64_t ttl;            /* freshness left of the freshest, seconds
+				   (negative once stale); 0 when none */
+	bool filling;           /* a fetch for it is in flight */
+};
+
+/* Look at what is stored for k without counting or touching anything: no
+ * sketch increment, no hit, no change of eviction order (for the admin
+ * listener's /ring). Any thread. */
+void cache_peek(const struct cache *c, const struct cache_key *k, int64_t now,
+		struct cache_peek *out);
+
 /* Stop waiting: see struct cache_waiter. */
 bool cache_wait_cancel(struct cache *c, struct cache_waiter *w);
 

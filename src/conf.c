@@ -15,6 +15,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <ini.h>
+#include <openssl/evp.h>
 #include <limits.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -62,6 +63,8 @@ static const struct conf_keydef conf_keys[] = {
 	  "address:port the proxy accepts clients on (port 0: any free port)" },
 	{ CONF_IN_PROXY, "admin_listen", CONF_T_ADDR, P(admin_listen), "", 0, 0, NULL,
 	  "address:port of the stats listener (/stats /metrics / /ring /health); empty = none" },
+	{ CONF_IN_PROXY, "admin_token", CONF_T_STRING, P(admin_token), "", 0, 0, NULL,
+	  "when set, every admin request needs Authorization: Bearer TOKEN (else 401); required when admin_listen is not a loopback address" },
 	{ CONF_IN_PROXY, "workers", CONF_T_UINT, P(workers), "0", 0, 256, NULL,
 	  "worker threads, each with its own listener; 0 = one per online CPU" },
 	{ CONF_IN_PROXY, "connect_timeout", CONF_T_DURATION, P(connect_timeout_ms), "1s", 1, 600000, NULL,
@@ -180,6 +183,7 @@ struct conf_parse {
 	int line;
 	char *buf;
 	size_t bufcap;
+	EVP_MD_CTX *sha;        /* SHA-256 of every byte read; NULL: none */
 
 	/* the current section, as the reader saw its header */
 	int where;              /* enum conf_where, or -1 = unknown/none */
@@ -734,6 +738,15 @@ static int conf_set_string(const struct conf_keydef *k, char *field, const char 
 			return -1;
 		}
 	}
+	/* RFC 6750's b64token: what an Authorization: Bearer line carries */
+	if (k->offset == P(admin_token) && k->where == CONF_IN_PROXY) {
+		size_t n = strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/");
+
+		if (v[n + strspn(v + n, "=")] != '\0' || (*v && n == 0)) {
+			snprintf(why, whylen, "a token is letters, digits and -._~+/ (then '=' padding), as Authorization: Bearer carries it; e.g. the output of openssl rand -hex 32");
+			return -1;
+		}
+	}
 	if (k->offset == P(backend_header) && k->where == CONF_IN_PROXY) {
 		for (const char *q = v; *q; q++) {
 			if (!isalnum((unsigned char)*q) && !strchr("!#$%&'*+-.^_`|~", *q)) {
@@ -934,6 +947,10 @@ static char *conf_reader(char *str, int num, void *stream)
 			ps->text += n;
 		}
 		ps->line++;
+		if (ps->sha && !EVP_DigestUpdate(ps->sha, ps->buf, (size_t)n)) {
+			EVP_MD_CTX_free(ps->sha);
+			ps->sha = NULL;
+		}
 		line = ps->buf;
 		if (ps->line == 1 && (unsigned char)line[0] == 0xEF &&
 		    (unsigned char)line[1] == 0xBB && (unsigned char)line[2] == 0xBF)
@@ -1113,6 +1130,25 @@ static bool conf_addrs_clash(const char *a, const char *b)
 	return ia.any || ib.any || (ia.len == ib.len && memcmp(ia.ip, ib.ip, ia.len) == 0);
 }
 
+/* An admin listener any other host can reach serves the ring, the
+ * backends' addresses and the traffic: only with a token. */
+static void conf_validate_admin(struct conf_parse *ps)
+{
+	const struct conf *c = ps->c;
+	struct sockaddr_storage ss;
+	socklen_t sslen;
+	char why[256];
+
+	if (!c->admin_listen || !*c->admin_listen || *c->admin_token ||
+	    addr_parse(c->admin_listen, &ss, &sslen, why, sizeof(why)) < 0 || addr_is_loopback(&ss))
+		return;
+	conf_error(ps, conf_line(c, "admin_listen"),
+		   "admin_listen %s is not a loopback address and no admin_token is set: any host that reaches it "
+		   "could read the stats, the ring and the backends' addresses; set [proxy] admin_token "
+		   "(admin requests then need Authorization: Bearer TOKEN) or listen on 127.0.0.1",
+		   c->admin_listen);
+}
+
 /* Checks that need the whole file. */
 static void conf_validate(struct conf_parse *ps)
 {
@@ -1142,6 +1178,7 @@ static void conf_validate(struct conf_parse *ps)
 			live++;
 		points += ring_points_for(c->vnodes, be->weight);
 	}
+	conf_validate_admin(ps);
 	if (c->buffer_size < c->max_head_size)
 		conf_error(ps, conf_line(c, "buffer_size"),
 			   "buffer_size (%llu) is smaller than max_head_size (%llu); a head must fit in the buffer",
@@ -1155,6 +1192,20 @@ static void conf_validate(struct conf_parse *ps)
 	if (points > RING_MAX_POINTS)
 		conf_error(ps, 0, "the ring would have %llu points, more than the limit of %u; lower [ring] vnodes or the weights",
 			   (unsigned long long)points, RING_MAX_POINTS);
+}
+
+/* The SHA-256 of the bytes read, in hex, into the config; "" when the
+ * digest could not be made. */
+static void conf_sha_hex(struct conf_parse *ps)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+
+	if (ps->sha && EVP_DigestFinal_ex(ps->sha, md, &len) && len == 32)
+		for (unsigned i = 0; i < len; i++)
+			snprintf(ps->c->sha256 + 2 * i, 3, "%02x", md[i]);
+	EVP_MD_CTX_free(ps->sha);
+	ps->sha = NULL;
 }
 
 static struct conf *conf_load_from(const char *name, FILE *fp, const char *text,
@@ -1186,7 +1237,13 @@ static struct conf *conf_load_from(const char *name, FILE *fp, const char *text,
 	conf_defaults(&ps, CONF_IN_PROXY, c, NULL);
 	conf_defaults(&ps, CONF_IN_RING, c, NULL);
 	conf_defaults(&ps, CONF_IN_HEALTH, c, NULL);
+	ps.sha = EVP_MD_CTX_new();
+	if (ps.sha && !EVP_DigestInit_ex(ps.sha, EVP_sha256(), NULL)) {
+		EVP_MD_CTX_free(ps.sha);
+		ps.sha = NULL;
+	}
 	rc = ini_parse_stream(conf_reader, &ps, conf_handler, &ps);
+	conf_sha_hex(&ps);
 	if (rc == -2)
 		conf_error(&ps, 0, "out of memory while reading the file");
 	else if (rc > 0 && errs->n == 0)
@@ -1459,4 +1516,127 @@ void conf_help(FILE *out)
 			k->def ? (*k->def ? k->def : "(empty)") :
 			strncmp(k->key, "health_", 7) == 0 ? "as in [health]" : "(required)", tt);
 	}
+}
+
+/* The [health] key a backend's health_KEY overrides. */
+static const struct conf_keydef *conf_health_key(const struct conf_keydef *k)
+{
+	for (size_t i = 0; i < CONF_NKEYS; i++)
+		if (conf_keys[i].where == CONF_IN_HEALTH && strcmp(conf_keys[i].key, k->key + 7) == 0)
+			return &conf_keys[i];
+	return k;       /* every health_ key has one: see the table */
+}
+
+/* Key k's value at base (struct conf or struct conf_backend) as the
+ * file would write it. */
+static void conf_value_text(const struct conf_keydef *k, const void *base, char *out, size_t len)
+{
+	const char *f = (const char *)base + k->offset;
+
+	switch (k->type) {
+	case CONF_T_UINT: snprintf(out, len, "%u", *(const unsigned *)f); break;
+	case CONF_T_DOUBLE: snprintf(out, len, "%g", *(const double *)f); break;
+	case CONF_T_DURATION: conf_fmt_ms(*(const uint64_t *)f, out, len); break;
+	case CONF_T_SIZE: snprintf(out, len, "%llu", (unsigned long long)*(const uint64_t *)f); break;
+	case CONF_T_BOOL: snprintf(out, len, "%s", *(const bool *)f ? "on" : "off"); break;
+	case CONF_T_RANGE: snprintf(out, len, "%d-%d", ((const int *)f)[0], ((const int *)f)[1]); break;
+	case CONF_T_ENUM: {
+		const char *p = k->choices;
+		int i = *(const int *)f;
+
+		while (i-- > 0 && strchr(p, '|'))
+			p = strchr(p, '|') + 1;
+		snprintf(out, len, "%.*s", (int)strcspn(p, "|"), p);
+		break;
+	}
+	default: {
+		const char *v = *(char *const *)f;
+
+		snprintf(out, len, "%s", v && *v ? v : "(empty)");
+		break;
+	}
+	}
+}
+
+/* Append "key a -> b" for key k of bases x and y when the values differ;
+ * name prefixes a backend's keys. Returns 1 if it did. */
+static int conf_diff_key(const struct conf_keydef *k, const void *x, const void *y,
+			 const char *name, char *out, size_t len, int n)
+{
+	char va[320], vb[320];
+	size_t used = strlen(out);
+
+	conf_value_text(k, x, va, sizeof(va));
+	conf_value_text(k, y, vb, sizeof(vb));
+	if (strcmp(va, vb) == 0)
+		return 0;
+	if (used + 1 < len) {
+		/* a secret is said to change, never shown */
+		if (k->offset == P(admin_token) && k->where == CONF_IN_PROXY)
+			snprintf(out + used, len - used, "%sadmin_token changed", n ? ", " : "");
+		else
+			snprintf(out + used, len - used, "%s%s%s%s %s -> %s", n ? ", " : "", name ? name : "",
+				 name ? " " : "", k->key, va, vb);
+	}
+	return 1;
+}
+
+const char *conf_key_mode_name(int mode)
+{
+	static char names[3][32];
+
+	for (size_t i = 0; i < CONF_NKEYS; i++) {
+		struct conf c = { .key = mode };
+
+		if (conf_keys[i].where != CONF_IN_RING || strcmp(conf_keys[i].key, "key") != 0)
+			continue;
+		if (mode < 0 || mode > 2)
+			return "?";
+		if (!names[mode][0])
+			conf_value_text(&conf_keys[i], &c, names[mode], sizeof(names[mode]));
+		return names[mode];
+	}
+	return "?";
+}
+
+int conf_diff(const struct conf *a, const struct conf *b, char *out, size_t len)
+{
+	int n = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < CONF_NKEYS; i++)
+		if (conf_keys[i].where != CONF_IN_BACKEND)
+			n += conf_diff_key(&conf_keys[i], a, b, NULL, out, len, n);
+	for (size_t j = 0; j < b->nbackends; j++) {
+		const struct conf_backend *y = &b->backends[j];
+		const struct conf_backend *x = conf_backend_find(a, y->name);
+
+		if (!x)
+			continue;
+		for (size_t i = 0; i < CONF_NKEYS; i++) {
+			const struct conf_keydef *k = &conf_keys[i];
+			char v[320], g[320];
+
+			/* url and weight are the ring's: plan_summary says them */
+			if (k->where != CONF_IN_BACKEND || k->offset == B(url) || k->offset == B(weight))
+				continue;
+			/* a health value inherited on both sides changed in
+			 * [health], said once there */
+			if (strncmp(k->key, "health_", 7) == 0) {
+				const struct conf_keydef *gk = conf_health_key(k);
+				bool ina, inb;
+
+				conf_value_text(k, x, v, sizeof(v));
+				conf_value_text(gk, a, g, sizeof(g));
+				ina = strcmp(v, g) == 0;
+				conf_value_text(k, y, v, sizeof(v));
+				conf_value_text(gk, b, g, sizeof(g));
+				inb = strcmp(v, g) == 0;
+				if (ina && inb)
+					continue;
+			}
+			n += conf_diff_key(k, x, y, y->name, out, len, n);
+		}
+	}
+	return n;
 }

@@ -47,10 +47,13 @@ struct conf_backend {
 
 struct conf {
 	char *path;             /* the file it came from ("-" for a string) */
+	char sha256[65];        /* SHA-256 of its bytes, hex; "" if unknown */
 
 	/* [proxy] */
 	char *listen;
 	char *admin_listen;             /* "" = no admin listener */
+	char *admin_token;              /* "" = none: admin requests need no
+					   Authorization */
 	unsigned workers;               /* 0 = one per online CPU */
 	uint64_t connect_timeout_ms;
 	uint64_t response_timeout_ms;
@@ -132,6 +135,16 @@ int conf_parse_size(const char *s, uint64_t *bytes);
  * a backend's health overrides that it does not set are comments, so
  * that they keep following [health]). 0, or -1 on a write error. */
 int conf_write(const struct conf *c, FILE *out);
+/* The settings that differ from a to b, driven by the key table, as
+ * "balance_factor 1.25 -> 2, log_file (empty) -> /var/log/rp.log,
+ * cache-1 max_inflight 0 -> 10" into out (cut to len): [proxy], [ring]
+ * and [health] keys, then the keys of backends in both, but not a
+ * backend's url and weight (the ring's changes, which `plan` says) and not
+ * the value of admin_token. Returns the number of differences. */
+int conf_diff(const struct conf *a, const struct conf *b, char *out, size_t len);
+
+/* The name of a [ring] key mode as the file writes it ("path+query"). */
+const char *conf_key_mode_name(int mode);
 
 /* Print every key with its type, default, range and help (--help-config). */
 void conf_help(FILE *out);

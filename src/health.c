@@ -125,6 +125,11 @@ void health_unresolved(struct backend *b, const char *host, const char *why)
 	atomic_store(&b->retry_at_ms, 0);
 }
 
+bool health_trial_due(const struct backend *b, const struct conf_backend *cb)
+{
+	return !cb->health.path[0] && registry_now_ms() >= atomic_load(&b->retry_at_ms);
+}
+
 void health_reset(struct backend *b, const char *url)
 {
 	if (atomic_load(&b->down))

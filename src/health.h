@@ -27,6 +27,8 @@ void health_request_failed(struct backend *b, const struct conf *conf,
 /* Worker threads: may a down backend take one request as a trial? Only
  * without active checks, once per back-off period. */
 bool health_trial(struct backend *b, const struct conf_backend *cb, const struct conf *conf);
+/* Any thread: would health_trial let one through now? Claims nothing. */
+bool health_trial_due(const struct backend *b, const struct conf_backend *cb);
 
 /* Main thread: b got a new address on reload; forget what was known of
  * the old one (an up backend stays up, a down one comes up to be checked

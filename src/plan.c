@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "explain.h"
 #include "md5.h"
 
 struct ring *plan_ring(const struct conf *c, char *err, size_t errlen)
@@ -40,17 +41,72 @@ struct ring *plan_ring(const struct conf *c, char *err, size_t errlen)
 	return r;
 }
 
-int plan_keys_read(struct plan_keys *k, const char *path, int progress,
-		   char *err, size_t errlen)
+/* The position of line[0..n) under mode, in *pos: 1, 0 to skip it (an
+ * empty line under a key mode), or -1 with err (not a request target). */
+static int plan_key_pos(struct explain_target *t, int mode, const char *line, size_t n,
+			uint64_t *pos, char *err, size_t errlen)
+{
+	if (mode == PLAN_RAW) {
+		*pos = ring_hash(line, n);
+		return 1;
+	}
+	if (n == 0)
+		return 0;
+	if (explain_target_parse(t, mode, line, n, NULL, err, errlen) < 0)
+		return -1;
+	*pos = t->pos;
+	return 1;
+}
+
+/* Room for one more key (and its line, n bytes, when kept). */
+static int plan_keys_grow(struct plan_keys *k, size_t *alloc, size_t *text_alloc, int keep, size_t n)
+{
+	if (k->n == *alloc) {
+		size_t na = *alloc ? *alloc * 2 : 65536;
+		uint64_t *p = realloc(k->pos, na * sizeof(*p));
+
+		if (!p)
+			return -1;
+		k->pos = p;
+		if (k->pos2 || keep) {
+			uint64_t *p2 = k->pos2 ? realloc(k->pos2, na * sizeof(*p2)) : NULL;
+			size_t *o = keep ? realloc(k->off, na * sizeof(*o)) : NULL;
+
+			if ((k->pos2 && !p2) || (keep && !o))
+				return -1;
+			if (k->pos2)
+				k->pos2 = p2;
+			if (keep)
+				k->off = o;
+		}
+		*alloc = na;
+	}
+	if (keep && k->lines_len + n + 1 > *text_alloc) {
+		size_t na = *text_alloc ? *text_alloc : 1 << 20;
+		char *t;
+
+		while (k->lines_len + n + 1 > na)
+			na *= 2;
+		t = realloc(k->lines, na);
+		if (!t)
+			return -1;
+		k->lines = t;
+		*text_alloc = na;
+	}
+	return 0;
+}
+
+int plan_keys_read(struct plan_keys *k, const char *path, int mode1, int mode2, int keep,
+		   int progress, char *err, size_t errlen)
 {
 	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
-	char *line = NULL;
-	size_t cap = 0, alloc = 0;
+	struct explain_target t = { 0 };
+	char *line = NULL, why[256];
+	size_t cap = 0, alloc = 0, text_alloc = 0, lineno = 0;
 	ssize_t n;
 	int rc = -1;
 
-	k->pos = NULL;
-	k->n = 0;
+	memset(k, 0, sizeof(*k));
 	if (!f) {
 		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
 		return -1;
@@ -58,23 +114,43 @@ int plan_keys_read(struct plan_keys *k, const char *path, int progress,
 	/* ring_hash cannot say why it failed: make its state here */
 	if (md5_thread_init(err, errlen) < 0)
 		goto fail;
+	/* a first element, so that pos2 is grown with pos from then on */
+	if (mode2 != mode1 && !(k->pos2 = malloc(sizeof(*k->pos2)))) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
 	while ((n = getline(&line, &cap, f)) >= 0) {
+		uint64_t p1, p2 = 0;
+		int r;
+
+		lineno++;
 		if (n > 0 && line[n - 1] == '\n')
 			n--;
 		if (n > 0 && line[n - 1] == '\r')
 			n--;
-		if (k->n == alloc) {
-			size_t na = alloc ? alloc * 2 : 65536;
-			uint64_t *p = realloc(k->pos, na * sizeof(*p));
-
-			if (!p) {
-				snprintf(err, errlen, "%s: out of memory after %zu keys", path, k->n);
-				goto fail;
-			}
-			k->pos = p;
-			alloc = na;
+		r = plan_key_pos(&t, mode1, line, (size_t)n, &p1, why, sizeof(why));
+		if (r > 0 && k->pos2)
+			r = plan_key_pos(&t, mode2, line, (size_t)n, &p2, why, sizeof(why));
+		if (r < 0) {
+			snprintf(err, errlen, "%s:%zu: '%.*s' is %s; keys are request targets keyed by [ring] key, "
+				 "or give --raw-keys to hash lines as written", path, lineno, n > 80 ? 80 : (int)n, line, why);
+			goto fail;
 		}
-		k->pos[k->n++] = ring_hash(line, (size_t)n);
+		if (r == 0)
+			continue;
+		if (plan_keys_grow(k, &alloc, &text_alloc, keep, (size_t)n) < 0) {
+			snprintf(err, errlen, "%s: out of memory after %zu keys", path, k->n);
+			goto fail;
+		}
+		if (keep) {
+			k->off[k->n] = k->lines_len;
+			memcpy(k->lines + k->lines_len, line, (size_t)n);
+			k->lines[k->lines_len + (size_t)n] = '\0';
+			k->lines_len += (size_t)n + 1;
+		}
+		if (k->pos2)
+			k->pos2[k->n] = p2;
+		k->pos[k->n++] = p1;
 		if (progress && k->n % 1000000 == 0)
 			fprintf(stderr, "\rhashed %zu keys", k->n);
 	}
@@ -87,6 +163,7 @@ int plan_keys_read(struct plan_keys *k, const char *path, int progress,
 	rc = 0;
 fail:
 	free(line);
+	explain_target_free(&t);
 	if (f != stdin)
 		fclose(f);
 	if (rc < 0)
@@ -97,8 +174,10 @@ fail:
 void plan_keys_free(struct plan_keys *k)
 {
 	free(k->pos);
-	k->pos = NULL;
-	k->n = 0;
+	free(k->pos2);
+	free(k->lines);
+	free(k->off);
+	memset(k, 0, sizeof(*k));
 }
 
 void plan_assign(const struct ring *r, const struct plan_keys *k, double c,
@@ -177,8 +256,8 @@ static void plan_side_free(struct plan_side *s)
 	free(s->owner);
 }
 
-static int plan_side_load(struct plan_side *s, const char *path,
-			  const struct plan_keys *keys, double bf, char *err, size_t errlen)
+/* Load the config of a side. 0, or -1 with err (its errors printed). */
+static int plan_side_conf(struct plan_side *s, const char *path, char *err, size_t errlen)
 {
 	struct conf_errors errs;
 
@@ -195,6 +274,13 @@ static int plan_side_load(struct plan_side *s, const char *path,
 		return -1;
 	}
 	conf_errors_free(&errs);
+	return 0;
+}
+
+/* Build a side's ring, its shares and, with keys, each key's backend. */
+static int plan_side_ring(struct plan_side *s, const struct plan_keys *keys, double bf,
+			  char *err, size_t errlen)
+{
 	s->ring = plan_ring(s->conf, err, errlen);
 	if (!s->ring)
 		return -1;
@@ -532,10 +618,15 @@ int plan_summary(const struct conf *a, const struct ring *ra,
 static void plan_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: ringproxy plan OLD.ini [NEW.ini] [--keys FILE] [--balance-factor C] [--json]\n"
+		"usage: ringproxy plan OLD.ini [NEW.ini] [--keys FILE [--raw-keys] [--per-key]]\n"
+		"                      [--balance-factor C] [--json]\n"
 		"  one file:  each backend's points and exact share of the keyspace\n"
 		"  two files: what is added, removed, changed, and the share of keys that move\n"
-		"  --keys FILE          count real keys (one per line, hashed as written; - = stdin)\n"
+		"  --keys FILE          count real keys: one request target per line (/p?q or\n"
+		"                       http://host/p?q), keyed by each file's [ring] key as the\n"
+		"                       proxy keys a request; - = stdin\n"
+		"  --raw-keys           hash each line as written instead\n"
+		"  --per-key            print each key with its owner (two files: old and new)\n"
 		"  --balance-factor C   simulate bounded loads over the key list (needs --keys)\n"
 		"  --json               machine-readable output (schema in the README)\n");
 }
@@ -545,6 +636,8 @@ struct plan_run {
 	const char *files[2];
 	int nfiles;
 	const char *keyfile;            /* NULL: no key list */
+	int raw_keys;                   /* --raw-keys */
+	int per_key;                    /* --per-key */
 	double bf;                      /* --balance-factor; 0 = off */
 	int json;
 	struct plan_keys keys;
@@ -570,6 +663,8 @@ static int plan_args(struct plan_run *r, int argc, char **argv, FILE *out)
 {
 	static const struct option opts[] = {
 		{ "keys", required_argument, NULL, 'k' },
+		{ "raw-keys", no_argument, NULL, 'r' },
+		{ "per-key", no_argument, NULL, 'p' },
 		{ "balance-factor", required_argument, NULL, 'b' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
@@ -598,6 +693,12 @@ static int plan_args(struct plan_run *r, int argc, char **argv, FILE *out)
 		case 'j':
 			r->json = 1;
 			break;
+		case 'r':
+			r->raw_keys = 1;
+			break;
+		case 'p':
+			r->per_key = 1;
+			break;
 		case 'h':
 			plan_usage(out);
 			return 0;
@@ -618,6 +719,10 @@ static int plan_args(struct plan_run *r, int argc, char **argv, FILE *out)
 		plan_usage(stderr);
 		return 2;
 	}
+	if ((r->raw_keys || r->per_key) && !r->keyfile) {
+		fprintf(stderr, "ringproxy plan: --raw-keys and --per-key are about a key list; add --keys FILE\n");
+		return 2;
+	}
 	if (r->bf > 0 && !r->keyfile) {
 		fprintf(stderr, "ringproxy plan: --balance-factor simulates over a key list; add --keys FILE\n");
 		return 2;
@@ -630,14 +735,26 @@ static int plan_args(struct plan_run *r, int argc, char **argv, FILE *out)
 static int plan_compute(struct plan_run *r, char *err, size_t errlen)
 {
 	const struct plan_keys *keys = r->keyfile ? &r->keys : NULL;
+	struct plan_keys kb;
+	int m1, m2;
 
-	if (r->keyfile && plan_keys_read(&r->keys, r->keyfile, isatty(STDERR_FILENO), err, errlen) < 0)
+	if (plan_side_conf(&r->a, r->files[0], err, errlen) < 0 ||
+	    (r->nfiles == 2 && plan_side_conf(&r->b, r->files[1], err, errlen) < 0))
 		return -1;
-	if (plan_side_load(&r->a, r->files[0], keys, r->bf, err, errlen) < 0)
+	/* each file keys requests its own way ([ring] key) */
+	m1 = r->raw_keys ? PLAN_RAW : r->a.conf->key;
+	m2 = r->raw_keys || r->nfiles < 2 ? m1 : r->b.conf->key;
+	if (r->keyfile && plan_keys_read(&r->keys, r->keyfile, m1, m2, r->per_key, isatty(STDERR_FILENO),
+					 err, errlen) < 0)
+		return -1;
+	if (plan_side_ring(&r->a, keys, r->bf, err, errlen) < 0)
 		return -1;
 	if (r->nfiles < 2)
 		return 0;
-	if (plan_side_load(&r->b, r->files[1], keys, r->bf, err, errlen) < 0)
+	kb = r->keys;
+	if (kb.pos2)
+		kb.pos = kb.pos2;
+	if (plan_side_ring(&r->b, keys ? &kb : NULL, r->bf, err, errlen) < 0)
 		return -1;
 	if (ring_diff(r->a.ring, r->b.ring, &r->d) < 0) {
 		snprintf(err, errlen, "out of memory");
@@ -648,6 +765,36 @@ static int plan_compute(struct plan_run *r, char *err, size_t errlen)
 		return -1;
 	}
 	return 0;
+}
+
+/* --per-key: each key with its owner (and with two files, the new one),
+ * tab-separated text or JSON lines. */
+static void plan_render_per_key(const struct plan_run *r, FILE *out)
+{
+	const struct plan_keys *k = &r->keys;
+
+	for (size_t i = 0; i < k->n; i++) {
+		const char *key = k->lines + k->off[i];
+		const char *oa = plan_name(&r->a, r->a.owner[i]);
+		const char *ob = r->nfiles == 2 ? plan_name(&r->b, r->b.owner[i]) : NULL;
+
+		if (r->json) {
+			fputs("{\"key\": ", out);
+			plan_json_str(out, key);
+			fputs(ob ? ", \"old\": " : ", \"owner\": ", out);
+			plan_json_str(out, oa);
+			if (ob) {
+				fputs(", \"new\": ", out);
+				plan_json_str(out, ob);
+				fprintf(out, ", \"moved\": %s", strcmp(oa, ob) ? "true" : "false");
+			}
+			fputs("}\n", out);
+		} else if (ob) {
+			fprintf(out, "%s\t%s\t%s\t%s\n", key, oa, ob, strcmp(oa, ob) ? "moved" : "stays");
+		} else {
+			fprintf(out, "%s\t%s\n", key, oa);
+		}
+	}
 }
 
 /* The flows of the comparison as a JSON array. */
@@ -718,6 +865,11 @@ static void plan_text_compare(const struct plan_run *r, FILE *out)
 	plan_list_text(out, &r->a, &r->b, PLAN_ADDED, "added:");
 	plan_list_text(out, &r->a, &r->b, PLAN_REMOVED, "removed:");
 	plan_list_text(out, &r->a, &r->b, PLAN_REWEIGHTED, "changed:");
+	if (r->a.conf->key != r->b.conf->key)
+		fprintf(out, "  %-9s[ring] key %s -> %s%s\n", "key:", conf_key_mode_name(r->a.conf->key),
+			conf_key_mode_name(r->b.conf->key),
+			r->keyfile ? (r->raw_keys ? " (not applied: --raw-keys)" : ": the key list is keyed both ways")
+				   : ": requests with a query may move; give --keys to count them");
 	fprintf(out, "  %-9s%.3f%% of the keyspace", "moved:", 100.0 * d->moved_share);
 	if (keys)
 		fprintf(out, ", %llu of %zu keys (%.3f%%)", (unsigned long long)r->moved_keys,
@@ -740,16 +892,20 @@ static void plan_text_compare(const struct plan_run *r, FILE *out)
 	for (long i = 0; i < r->nkf; i++) {
 		if (r->kf[i].in_ring)
 			continue;
-		fprintf(out, "  %-16s %-16s %9s  %10llu  (moved by the load caps)\n",
+		fprintf(out, "  %-16s %-16s %9s  %10llu  (%s)\n",
 			*r->kf[i].from_name ? r->kf[i].from_name : "(none)",
 			*r->kf[i].to_name ? r->kf[i].to_name : "(none)", "-",
-			(unsigned long long)r->kf[i].keys);
+			(unsigned long long)r->kf[i].keys,
+			r->keys.pos2 ? "keyed differently, or moved by the load caps" : "moved by the load caps");
 	}
 }
 
 static void plan_render_text(const struct plan_run *r, FILE *out)
 {
 	plan_text_backends(out, &r->a, r->keyfile ? &r->keys : NULL);
+	if (r->keyfile)
+		fprintf(out, "\n  %zu keys, %s%s\n", r->keys.n, r->raw_keys ? "hashed as written (--raw-keys)" :
+			"keyed as [ring] key = ", r->raw_keys ? "" : conf_key_mode_name(r->a.conf->key));
 	if (r->keyfile && r->bf > 0)
 		fprintf(out, "\n  keys assigned with bounded loads, balance factor %g\n", r->bf);
 	if (r->nfiles == 2)
@@ -771,7 +927,9 @@ int plan_main(int argc, char **argv, FILE *out)
 		fprintf(stderr, "ringproxy plan: %s\n", err);
 		goto out;
 	}
-	if (r.json)
+	if (r.per_key)
+		plan_render_per_key(&r, out);
+	else if (r.json)
 		plan_render_json(&r, out);
 	else
 		plan_render_text(&r, out);

@@ -14,17 +14,32 @@
 #include "conf.h"
 #include "ring.h"
 
-/* A list of key positions (MD5 of each key), in file order. */
+/* A list of key positions, in file order. */
 struct plan_keys {
-	uint64_t *pos;
+	uint64_t *pos;          /* under the first key mode */
+	uint64_t *pos2;         /* under the second, when there is one that
+				   keys differently; else NULL */
 	size_t n;
+	char *lines;            /* with lines kept: line i at lines + off[i] */
+	size_t *off;
+	size_t lines_len;
 };
 
-/* Read FILE (one key per line, hashed exactly as written after removing
- * the line end, "\r\n" tolerated; "-" = stdin). progress: print a counter
- * to stderr while reading. Returns 0, or -1 with err filled. */
-int plan_keys_read(struct plan_keys *k, const char *path, int progress,
-		   char *err, size_t errlen);
+/* PLAN_RAW as a key mode: a line is the key, hashed as written. */
+#define PLAN_RAW (-1)
+
+/*
+ * Read FILE (one per line, "\r\n" tolerated; "-" = stdin). Under a key
+ * mode (enum conf_key) a line is a request target, origin form ("/p?q")
+ * or absolute ("http://host/p?q"), keyed as the proxy keys a request for
+ * it (explain_target_parse); empty lines are skipped, and a line that is
+ * not a target is an error naming FILE:LINE. Under PLAN_RAW it is hashed
+ * as written. mode2 (PLAN_RAW or a mode; the same as mode1 when there is
+ * one file) fills pos2 when it keys differently. keep: keep the lines
+ * (for --per-key). progress: a counter on stderr. 0, or -1 with err.
+ */
+int plan_keys_read(struct plan_keys *k, const char *path, int mode1, int mode2, int keep,
+		   int progress, char *err, size_t errlen);
 void plan_keys_free(struct plan_keys *k);
 
 /*

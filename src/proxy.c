@@ -41,8 +41,10 @@
 #include "notify.h"
 #include "plan.h"
 #include "preflight.h"
+#include "rates.h"
 #include "registry.h"
 #include "snapshot.h"
+#include "stats.h"
 #include "watch.h"
 #include "worker.h"
 
@@ -55,6 +57,7 @@ struct proxy_main {
 	struct event *ev_reload;        /* activated by SIGHUP, coalescing */
 	struct event *ev_poll;          /* while stopping: are workers done? */
 	struct event *ev_deadline;      /* while stopping: shutdown_timeout */
+	struct event *ev_sample;        /* every second: stats_sample */
 	bool stopping;
 	int stop_signal;
 	char listen_text[80];           /* the address in use, port resolved:
@@ -73,17 +76,21 @@ static void proxy_status(struct proxy_main *m)
 		    (unsigned long long)m->snap->generation, m->snap->nbe, m->listen_text);
 }
 
-static void proxy_record(struct proxy_main *m, bool ok, const char *text)
+static void proxy_record(struct proxy_main *m, bool ok, const char *text, double moved)
 {
 	struct proxy_reload *r = &m->p.last_reload;
 
 	r->when = time(NULL);
 	r->ok = ok;
+	r->moved = ok ? moved : 0;
 	snprintf(r->text, sizeof(r->text), "%s", text);
-	if (ok)
+	m->p.reloads[m->p.nreloads++ % PROXY_RELOADS] = *r;
+	if (ok) {
 		m->p.generation = m->snap->generation;
-	else
+		m->p.conf_loaded = r->when;
+	} else {
 		atomic_fetch_add(&m->p.reloads_failed, 1);
+	}
 }
 
 /* The backends of s whose name did not resolve: said at each load, as
@@ -175,7 +182,9 @@ static void proxy_reload(struct proxy_main *m)
 	struct conf_errors errs;
 	struct snapshot *s;
 	struct conf *c;
-	char err[512], report[1024], text[sizeof(m->p.last_reload.text)];
+	char err[512], report[1024], settings[768], text[sizeof(m->p.last_reload.text)];
+	struct ring_arc *arcs = NULL;
+	long narcs;
 	uint64_t gen = m->snap->generation + 1;
 	double moved = 0;
 
@@ -190,7 +199,7 @@ static void proxy_reload(struct proxy_main *m)
 			 (unsigned long long)m->snap->generation,
 			 errs.n ? ": " : "", errs.n ? errs.msg[0] : "");
 		log_error("reload failed: %s", text);
-		proxy_record(m, false, text);
+		proxy_record(m, false, text, 0);
 		conf_errors_free(&errs);
 		proxy_status(m);
 		return;
@@ -211,13 +220,20 @@ static void proxy_reload(struct proxy_main *m)
 		snprintf(text, sizeof(text), "%s: 1 error; still serving generation %llu: %s", m->path,
 			 (unsigned long long)m->snap->generation, err);
 		log_error("reload failed: %s", text);
-		proxy_record(m, false, text);
+		proxy_record(m, false, text, 0);
 		conf_free(c);
 		proxy_status(m);
 		return;
 	}
 	if (plan_summary(old, m->snap->ring, s->conf, s->ring, report, sizeof(report), &moved) < 0)
 		snprintf(report, sizeof(report), "(no memory for the movement report)");
+	/* what else changed: without it a reload that only turned on
+	 * log_file reads as if nothing had */
+	if (conf_diff(old, s->conf, settings + 12, sizeof(settings) - 12) > 0)
+		memcpy(settings, "; settings: ", 12);
+	else
+		settings[0] = '\0';
+	narcs = ring_moved_arcs(m->snap->ring, s->ring, PROXY_MOVED_ARCS, &arcs);
 	for (size_t i = 0; i < s->nbe; i++) {
 		const struct conf_backend *was = conf_backend_find(old, s->be[i].conf->name);
 
@@ -232,9 +248,14 @@ static void proxy_reload(struct proxy_main *m)
 	proxy_publish(m, s);
 	proxy_watch(m, s->conf);
 	m->p.last_moved_share = moved;
-	snprintf(text, sizeof(text), "reload %llu: %s", (unsigned long long)gen, report);
+	free(m->p.moved);
+	m->p.moved = narcs > 0 ? arcs : NULL;
+	m->p.nmoved = narcs > 0 ? (size_t)narcs : 0;
+	if (narcs <= 0)
+		free(arcs);
+	snprintf(text, sizeof(text), "reload %llu: %s%s", (unsigned long long)gen, report, settings);
 	log_info("%s", text);
-	proxy_record(m, true, text);
+	proxy_record(m, true, text, moved);
 	proxy_status(m);
 }
 
@@ -243,6 +264,15 @@ static void proxy_on_reload(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	proxy_reload(arg);
+}
+
+static void proxy_on_sample(evutil_socket_t fd, short what, void *arg)
+{
+	struct proxy_main *m = arg;
+
+	(void)fd;
+	(void)what;
+	stats_sample(&m->p);
 }
 
 static void proxy_on_hup(evutil_socket_t sig, short what, void *arg)
@@ -457,6 +487,7 @@ int proxy_run(const char *path, struct conf *conf, unsigned flags)
 	}
 	m.p.generation = 1;
 	m.p.current = m.snap;
+	m.p.conf_loaded = time(NULL);
 	m.base = event_base_new();
 	m.p.workers = calloc(nworkers, sizeof(*m.p.workers));
 	if (!m.base || !m.p.workers) {
@@ -472,8 +503,11 @@ int proxy_run(const char *path, struct conf *conf, unsigned flags)
 		}
 	}
 	m.ev_reload = event_new(m.base, -1, 0, proxy_on_reload, &m);
+	m.ev_sample = event_new(m.base, -1, EV_PERSIST, proxy_on_sample, &m);
 	m.health = health_new(m.base, proxy_on_resolved, &m);
-	if (!m.ev_reload || !m.health) {
+	m.p.rates = rates_new();
+	if (!m.ev_reload || !m.ev_sample || !m.health || !m.p.rates ||
+	    event_add(m.ev_sample, &(struct timeval){ 1, 0 }) < 0) {
 		log_error("out of memory");
 		goto out;
 	}
@@ -522,6 +556,10 @@ out:
 		event_free(m.ev_poll);
 	if (m.ev_deadline)
 		event_free(m.ev_deadline);
+	if (m.ev_sample)
+		event_free(m.ev_sample);
+	rates_free(m.p.rates);
+	free(m.p.moved);
 	free(m.p.workers);
 	snapshot_unref(m.snap);
 	registry_free();

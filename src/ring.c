@@ -553,25 +553,25 @@ static const char *ring_name_or_none(const struct ring *r, uint32_t i)
 	return i == RING_NONE ? "" : r->names[i];
 }
 
+/* A segment (start, end] of the keyspace that changes owner from oa (in
+ * a) to ob (in b); len its length (2^64 for the whole circle). Returns 0,
+ * or -1 to stop the sweep (no memory). */
+typedef int ring_moved_fn(void *arg, uint64_t start, uint64_t end, uint32_t oa, uint32_t ob,
+			  ring_u128 len);
+
 /* Sweep the union of both rings' boundaries: between two consecutive
  * boundaries neither owner changes, so each segment is compared once.
- * Segment (q_prev, q] is owned in each ring by its first point >= q. */
-int ring_diff(const struct ring *a, const struct ring *b, struct ring_diff *d)
+ * Segment (q_prev, q] is owned in each ring by its first point >= q.
+ * Calls moved for each segment whose owner changes, in keyspace order,
+ * the wrapping one last. 0, or -1 if moved stopped it. */
+static int ring_sweep(const struct ring *a, const struct ring *b, const uint32_t *map,
+		      ring_moved_fn *moved, void *arg)
 {
-	struct ring_flowtab t = { NULL, 0, 0 };
-	uint32_t *map = NULL;
-	ring_u128 moved = 0;
-	size_t ia = 0, ib = 0, nseg = 0, k = 0;
+	size_t ia = 0, ib = 0, nseg = 0;
 	uint64_t first = 0, prev = 0;
-	int rc = -1;
 
-	memset(d, 0, sizeof(*d));
-	map = ring_match(a, b);
-	if (map == NULL)
-		goto out;
 	while (ia < a->npoints || ib < b->npoints) {
 		uint64_t q;
-		ring_u128 len;
 		uint32_t oa, ob;
 
 		if (ib == b->npoints ||
@@ -590,13 +590,9 @@ int ring_diff(const struct ring *a, const struct ring *b, struct ring_diff *d)
 			prev = q;
 			continue;
 		}
-		len = (ring_u128)(q - prev);
+		if (!ring_same(map, oa, ob) && moved(arg, prev, q, oa, ob, (ring_u128)(q - prev)) != 0)
+			return -1;
 		prev = q;
-		if (ring_same(map, oa, ob))
-			continue;
-		moved += len;
-		if (ring_flowtab_add(&t, oa, ob, len) != 0)
-			goto out;
 	}
 	if (nseg > 0) {
 		/* The wrap segment (last, first] belongs to point 0 of each
@@ -604,33 +600,125 @@ int ring_diff(const struct ring *a, const struct ring *b, struct ring_diff *d)
 		ring_u128 len = ((ring_u128)1 << 64) - (prev - first);
 		uint32_t oa = ring_owner_at(a, 0), ob = ring_owner_at(b, 0);
 
-		if (!ring_same(map, oa, ob)) {
-			moved += len;
-			if (ring_flowtab_add(&t, oa, ob, len) != 0)
-				goto out;
-		}
+		if (!ring_same(map, oa, ob) && moved(arg, prev, first, oa, ob, len) != 0)
+			return -1;
 	}
-	d->moved_share = (double)moved / RING_CIRCLE;
-	if (t.n > 0) {
-		for (size_t i = 0; i < t.cap; i++)
-			if (t.e[i].used)
-				t.e[k++] = t.e[i];
-		qsort(t.e, t.n, sizeof(*t.e), ring_flowacc_cmp);
-		d->flows = calloc(t.n, sizeof(*d->flows));
+	return 0;
+}
+
+struct ring_diff_acc {
+	struct ring_flowtab t;
+	ring_u128 moved;
+};
+
+static int ring_diff_moved(void *arg, uint64_t start, uint64_t end, uint32_t oa, uint32_t ob,
+			   ring_u128 len)
+{
+	struct ring_diff_acc *acc = arg;
+
+	(void)start;
+	(void)end;
+	acc->moved += len;
+	return ring_flowtab_add(&acc->t, oa, ob, len);
+}
+
+int ring_diff(const struct ring *a, const struct ring *b, struct ring_diff *d)
+{
+	struct ring_diff_acc acc = { { NULL, 0, 0 }, 0 };
+	struct ring_flowtab *t = &acc.t;
+	uint32_t *map = NULL;
+	size_t k = 0;
+	int rc = -1;
+
+	memset(d, 0, sizeof(*d));
+	map = ring_match(a, b);
+	if (map == NULL || ring_sweep(a, b, map, ring_diff_moved, &acc) != 0)
+		goto out;
+	d->moved_share = (double)acc.moved / RING_CIRCLE;
+	if (t->n > 0) {
+		for (size_t i = 0; i < t->cap; i++)
+			if (t->e[i].used)
+				t->e[k++] = t->e[i];
+		qsort(t->e, t->n, sizeof(*t->e), ring_flowacc_cmp);
+		d->flows = calloc(t->n, sizeof(*d->flows));
 		if (d->flows == NULL)
 			goto out;
-		for (size_t i = 0; i < t.n; i++) {
-			d->flows[i].from = ring_name_or_none(a, t.e[i].from);
-			d->flows[i].to = ring_name_or_none(b, t.e[i].to);
-			d->flows[i].share = (double)t.e[i].len / RING_CIRCLE;
+		for (size_t i = 0; i < t->n; i++) {
+			d->flows[i].from = ring_name_or_none(a, t->e[i].from);
+			d->flows[i].to = ring_name_or_none(b, t->e[i].to);
+			d->flows[i].share = (double)t->e[i].len / RING_CIRCLE;
 		}
-		d->nflows = t.n;
+		d->nflows = t->n;
 	}
 	rc = 0;
 out:
 	if (rc != 0)
 		ring_diff_free(d);
-	free(t.e);
+	free(t->e);
+	free(map);
+	return rc;
+}
+
+struct ring_arcs_acc {
+	struct ring_arc *arcs;
+	size_t n, cap, max;
+	int whole;
+};
+
+static int ring_arcs_moved(void *arg, uint64_t start, uint64_t end, uint32_t oa, uint32_t ob,
+			   ring_u128 len)
+{
+	struct ring_arcs_acc *acc = arg;
+
+	(void)oa;
+	(void)ob;
+	if (len == (ring_u128)1 << 64)
+		acc->whole = 1;
+	/* adjacent moved segments are one arc */
+	if (acc->n && acc->arcs[acc->n - 1].end == start) {
+		acc->arcs[acc->n - 1].end = end;
+		return 0;
+	}
+	if (acc->n == acc->max)
+		return 0;
+	if (acc->n == acc->cap) {
+		size_t cap = acc->cap ? 2 * acc->cap : 64;
+		struct ring_arc *g = realloc(acc->arcs, cap * sizeof(*g));
+
+		if (!g)
+			return -1;
+		acc->arcs = g;
+		acc->cap = cap;
+	}
+	acc->arcs[acc->n].start = start;
+	acc->arcs[acc->n].end = end;
+	acc->n++;
+	return 0;
+}
+
+long ring_moved_arcs(const struct ring *a, const struct ring *b, size_t max, struct ring_arc **arcs)
+{
+	struct ring_arcs_acc acc = { NULL, 0, 0, max, 0 };
+	uint32_t *map = ring_match(a, b);
+	long rc = -1;
+
+	*arcs = NULL;
+	if (map == NULL || ring_sweep(a, b, map, ring_arcs_moved, &acc) != 0)
+		goto out;
+	/* the wrapping segment may continue the first arc */
+	if (acc.n > 1 && acc.arcs[acc.n - 1].end == acc.arcs[0].start) {
+		acc.arcs[0].start = acc.arcs[acc.n - 1].start;
+		acc.n--;
+	}
+	if (acc.whole && acc.n) {
+		acc.arcs[0].start = acc.arcs[0].end;    /* (x, x]: all of it */
+		acc.n = 1;
+	}
+	*arcs = acc.arcs;
+	acc.arcs = NULL;
+	rc = (long)acc.n;
+out:
+	free(acc.arcs);
 	free(map);
 	return rc;
 }

@@ -121,4 +121,16 @@ struct ring_diff {
 int ring_diff(const struct ring *a, const struct ring *b, struct ring_diff *d);
 void ring_diff_free(struct ring_diff *d);
 
+/* A run of the keyspace: the keys in (start, end], wrapping past 2^64 - 1
+ * when start >= end (start == end: the whole circle). */
+struct ring_arc {
+	uint64_t start, end;
+};
+
+/* The arcs of keys whose owner changes from a to b, adjacent segments
+ * merged, in keyspace order, at most max of them (the rest are left out:
+ * for a picture, not for counting). Returns their number with the array
+ * in *arcs (the caller frees it; NULL when none), or -1 on no memory. */
+long ring_moved_arcs(const struct ring *a, const struct ring *b, size_t max, struct ring_arc **arcs);
+
 #endif

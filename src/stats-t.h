@@ -13,7 +13,11 @@
 #include <stdint.h>
 
 /*
- * X(name, Prometheus type, where it is kept, help). Where:
+ * X(name, type, where it is kept, help). Type: counter or gauge as
+ * Prometheus has them, or flag (a yes or no; not "bool", which
+ * stdbool.h would expand): one spelling everywhere, true/false in
+ * JSON (/stats, /ring), a 0/1 gauge in Prometheus, words on the page.
+ * Where:
  *   SHARED   an atomic in the scope's shared struct (struct proxy, struct
  *            backend) that any thread adds to;
  *   WORKER   per worker, in the worker's pool for the backend (struct
@@ -32,7 +36,7 @@
 	X(inflight, gauge, DERIVED, "requests in flight to all backends")
 
 #define STATS_BACKEND(X) \
-	X(up, gauge, DERIVED, "1 while the backend is up, 0 while health checks have it down") \
+	X(up, flag, DERIVED, "whether the backend is up (false while health checks have it down)") \
 	X(inflight, gauge, DERIVED, "requests in flight to the backend, all workers") \
 	X(requests, counter, WORKER, "requests sent to the backend") \
 	X(responses, counter, WORKER, "responses relayed completely from the backend") \

@@ -7,11 +7,15 @@
  */
 #include "stats.h"
 
+#include <curl/curl.h>
 #include <event2/buffer.h>
+#include <event2/event.h>
+#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "balance.h"
 #include "proxy.h"
 #include "registry.h"
 #include "snapshot.h"
@@ -83,6 +87,87 @@ static void stats_collect_backend(struct stats_backend *o, const struct backend 
 	}
 }
 
+/* The rate counters of rates.h, read from a backend's collected ones. */
+static uint64_t stats_rate_b_requests(const struct stats_backend *o)
+{
+	return o->requests;
+}
+
+static uint64_t stats_rate_b_responses(const struct stats_backend *o)
+{
+	return o->responses;
+}
+
+static uint64_t stats_rate_b_errors(const struct stats_backend *o)
+{
+	return o->connect_errors + o->timeouts + o->bad_responses;
+}
+
+static uint64_t stats_rate_b_spilled_in(const struct stats_backend *o)
+{
+	return o->spilled_in;
+}
+
+void stats_sample(struct proxy *p)
+{
+	uint32_t n = registry_size();
+	uint64_t pv[RATES_NPROXY] = { 0 };
+	uint64_t *bv = calloc(n ? n : 1, RATES_NBACKEND * sizeof(*bv));
+
+	if (!bv)
+		return;
+	/* every backend ever named: one dropped by a reload keeps its
+	 * history, should it come back */
+	for (uint32_t id = 0; id < n; id++) {
+		struct stats_backend o;
+
+		memset(&o, 0, sizeof(o));
+		stats_collect_backend(&o, registry_get(id), p);
+#define STATS_RATE_B(name, help) bv[id * RATES_NBACKEND + RATES_B_##name] = stats_rate_b_##name(&o);
+		RATES_BACKEND(STATS_RATE_B)
+#undef STATS_RATE_B
+		pv[RATES_P_requests] += o.requests;
+		pv[RATES_P_errors] += stats_rate_b_errors(&o);
+	}
+	pv[RATES_P_accepted] = atomic_load(&p->accepted);
+	rates_add(p->rates, registry_now_ms(), pv, bv, n);
+	free(bv);
+}
+
+static void stats_build(struct stats_build *b)
+{
+	b->version = RINGPROXY_VERSION;
+	b->libevent = event_get_version();
+	b->openssl = OpenSSL_version(OPENSSL_VERSION_STRING);
+	b->libcurl = curl_version_info(CURLVERSION_NOW)->version;
+	b->inih = RINGPROXY_INIH_VERSION;
+}
+
+/* What the page shows of backend i: its state in a word, its caps now
+ * (balance.c's own reading), its rates and their last 5 minutes. */
+static void stats_collect_view(struct stats_backend *o, const struct snapshot *s, size_t i,
+			       const struct proxy *p)
+{
+	struct balance_why why;
+
+	balance_explain(s, (int)i, 0, &why);
+	o->id = s->be[i].state->id;
+	o->max_inflight = why.max_inflight;
+	o->cap = why.cap;
+	o->ramp = why.ramp;
+	o->state = !o->points ? "drained" : !o->up ? "down" : why.ramp < 1 ? "ramping" :
+		   o->max_inflight && (long)o->inflight >= o->max_inflight ? "full" : "up";
+	if (!p->rates)
+		return;
+#define STATS_WIN(sec, label) \
+	for (int k = 0; k < RATES_NBACKEND; k++) \
+		o->rate[STATS_WIN_##sec][k] = rates_backend(p->rates, o->id, k, sec);
+	RATES_WINDOWS(STATS_WIN)
+#undef STATS_WIN
+	rates_series(p->rates, o->id, RATES_B_requests, STATS_SPARK_STEP, o->spark_requests);
+	rates_series(p->rates, o->id, RATES_B_errors, STATS_SPARK_STEP, o->spark_errors);
+}
+
 int stats_collect(struct stats *st, const struct proxy *p)
 {
 	const struct snapshot *s = p->current;
@@ -94,6 +179,27 @@ int stats_collect(struct stats *st, const struct proxy *p)
 	st->reload_ok = p->last_reload.ok;
 	st->reload_text = p->last_reload.text;
 	st->reload_moved = p->last_moved_share;
+	for (unsigned k = p->nreloads > PROXY_RELOADS ? p->nreloads - PROXY_RELOADS : 0; k < p->nreloads; k++)
+		st->reloads[st->nreloads++] = &p->reloads[k % PROXY_RELOADS];
+	stats_build(&st->build);
+	st->conf_path = s->conf->path;
+	st->conf_sha256 = s->conf->sha256;
+	st->conf_loaded = (long long)p->conf_loaded;
+	st->balance_factor = s->conf->balance_factor;
+	if (p->rates) {
+#define STATS_WIN(sec, label) \
+		for (int k = 0; k < RATES_NPROXY; k++) \
+			st->rate[STATS_WIN_##sec][k] = rates_proxy(p->rates, k, sec);
+		RATES_WINDOWS(STATS_WIN)
+#undef STATS_WIN
+	}
+	st->ring = s->ring;
+	st->moved = p->moved;
+	st->nmoved = p->nmoved;
+	if (p->cache) {
+		st->has_cache = true;
+		cache_stats(p->cache, &st->cache);
+	}
 	st->vnodes = s->conf->vnodes;
 	st->npoints = s->ring->npoints;
 	st->nbe = s->nbe;
@@ -114,6 +220,7 @@ int stats_collect(struct stats *st, const struct proxy *p)
 		o->points = s->ring->npoints_of[i];
 		o->share = share[i];
 		stats_collect_backend(o, s->be[i].state, p);
+		stats_collect_view(o, s, i, p);
 	}
 	free(share);
 	return 0;
@@ -128,51 +235,157 @@ void stats_free(struct stats *st)
 
 /* ---- rendering ---------------------------------------------------------- */
 
-static void stats_json_str(struct evbuffer *out, const char *s)
+/* The length of the valid UTF-8 sequence at s[0..n), 0 if there is none:
+ * an invalid byte becomes U+FFFD, so that the output is valid JSON
+ * whatever the key's bytes (a percent-decoded query can hold any). */
+static size_t stats_utf8_len(const unsigned char *s, size_t n)
 {
-	evbuffer_add(out, "\"", 1);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
+	size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : 2;
+	uint32_t cp;
 
-		if (c == '"' || c == '\\')
+	if (s[0] < 0xc2 || s[0] > 0xf4 || n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	cp = len == 2 ? (s[0] & 0x1fu) << 6 | (s[1] & 0x3fu) :
+	     len == 3 ? (s[0] & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu) :
+	     (s[0] & 0x07u) << 18 | (s[1] & 0x3fu) << 12 | (s[2] & 0x3fu) << 6 | (s[3] & 0x3fu);
+	if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) ||
+	    (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return len;
+}
+
+void stats_json_strn(struct evbuffer *out, const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s, *e = p + n;
+
+	evbuffer_add(out, "\"", 1);
+	while (p < e) {
+		unsigned char c = *p;
+		size_t l;
+
+		if (c == '"' || c == '\\') {
 			evbuffer_add_printf(out, "\\%c", c);
-		else if (c < 0x20)
+			p++;
+		} else if (c < 0x20 || c == 0x7f) {
 			evbuffer_add_printf(out, "\\u%04x", c);
-		else
-			evbuffer_add(out, s, 1);
+			p++;
+		} else if (c < 0x80) {
+			evbuffer_add(out, p++, 1);
+		} else if ((l = stats_utf8_len(p, (size_t)(e - p))) > 0) {
+			evbuffer_add(out, p, l);
+			p += l;
+		} else {
+			evbuffer_add(out, "\\ufffd", 6);
+			p++;
+		}
 	}
 	evbuffer_add(out, "\"", 1);
 }
 
-static void stats_html_str(struct evbuffer *out, const char *s)
+void stats_json_str(struct evbuffer *out, const char *s)
 {
-	for (; *s; s++) {
-		switch (*s) {
-		case '<': evbuffer_add(out, "&lt;", 4); break;
-		case '>': evbuffer_add(out, "&gt;", 4); break;
-		case '&': evbuffer_add(out, "&amp;", 5); break;
-		case '"': evbuffer_add(out, "&quot;", 6); break;
-		default: evbuffer_add(out, s, 1); break;
-		}
-	}
+	stats_json_strn(out, s, strlen(s));
+}
+
+/* One value of a list by its type: a flag is true/false in JSON. */
+#define STATS_JVAL(out, type, v) stats_json_val(out, #type, v)
+static void stats_json_val(struct evbuffer *out, const char *type, uint64_t v)
+{
+	if (strcmp(type, "flag") == 0)
+		evbuffer_add_printf(out, "%s", v ? "true" : "false");
+	else
+		evbuffer_add_printf(out, "%llu", (unsigned long long)v);
+}
+
+/* {"10s": {"requests": r, ...}, "5m": {...}} of rate[win][k]. */
+static void stats_json_rates(struct evbuffer *out, const double *rate, int n, const char *const *names)
+{
+	int w = 0;
+
+	evbuffer_add(out, "{", 1);
+#define STATS_WIN(sec, label) \
+	evbuffer_add_printf(out, "%s\"" label "\": {", w ? ", " : ""); \
+	for (int k = 0; k < n; k++) \
+		evbuffer_add_printf(out, "%s\"%s\": %.6g", k ? ", " : "", names[k], rate[w * n + k]); \
+	evbuffer_add(out, "}", 1); \
+	w++;
+	RATES_WINDOWS(STATS_WIN)
+#undef STATS_WIN
+	evbuffer_add(out, "}", 1);
+}
+
+#define STATS_NAME(n, help) #n,
+static const char *const stats_rate_p_names[] = { RATES_PROXY(STATS_NAME) };
+static const char *const stats_rate_b_names[] = { RATES_BACKEND(STATS_NAME) };
+#undef STATS_NAME
+
+static void stats_json_reload(struct evbuffer *out, const struct proxy_reload *r)
+{
+	evbuffer_add_printf(out, "{\"time\": %lld, \"ok\": %s, \"moved_share\": %.17g, \"report\": ",
+			    (long long)r->when, r->ok ? "true" : "false", r->ok ? r->moved : 0.0);
+	stats_json_str(out, r->text);
+	evbuffer_add(out, "}", 1);
+}
+
+static void stats_json_head(const struct stats *st, struct evbuffer *out)
+{
+	const struct stats_build *b = &st->build;
+
+	evbuffer_add(out, "{\"build\": {\"version\": ", 22);
+	stats_json_str(out, b->version);
+	evbuffer_add(out, ", \"libevent\": ", 14);
+	stats_json_str(out, b->libevent);
+	evbuffer_add(out, ", \"openssl\": ", 13);
+	stats_json_str(out, b->openssl);
+	evbuffer_add(out, ", \"libcurl\": ", 13);
+	stats_json_str(out, b->libcurl);
+	evbuffer_add(out, ", \"inih\": ", 10);
+	stats_json_str(out, b->inih);
+	evbuffer_add(out, "}, \"config\": {\"path\": ", 22);
+	stats_json_str(out, st->conf_path);
+	evbuffer_add(out, ", \"sha256\": ", 12);
+	stats_json_str(out, st->conf_sha256);
+	evbuffer_add_printf(out, ", \"loaded\": %lld}, ", st->conf_loaded);
 }
 
 void stats_json(const struct stats *st, struct evbuffer *out)
 {
-	evbuffer_add(out, "{", 1);
-#define STATS_J(n, type, where, help) evbuffer_add_printf(out, "\"" #n "\": %llu, ", (unsigned long long)st->n);
+	stats_json_head(st, out);
+#define STATS_J(n, type, where, help) \
+	evbuffer_add(out, "\"" #n "\": ", sizeof(#n) + 3); \
+	STATS_JVAL(out, type, st->n); \
+	evbuffer_add(out, ", ", 2);
 	STATS_PROXY(STATS_J)
 #undef STATS_J
-	evbuffer_add_printf(out, "\"vnodes\": %u, \"points\": %zu, \"last_reload\": ", st->vnodes, st->npoints);
-	if (st->reload_time) {
-		evbuffer_add_printf(out, "{\"time\": %lld, \"ok\": %s, \"moved_share\": %.17g, \"report\": ",
-				    st->reload_time, st->reload_ok ? "true" : "false", st->reload_ok ? st->reload_moved : 0.0);
-		stats_json_str(out, st->reload_text);
-		evbuffer_add(out, "}", 1);
+	evbuffer_add(out, "\"rates\": ", 9);
+	stats_json_rates(out, &st->rate[0][0], RATES_NPROXY, stats_rate_p_names);
+	evbuffer_add(out, ", \"cache\": ", 11);
+	if (st->has_cache) {
+		uint64_t asked = st->cache.hits + st->cache.misses + st->cache.coalesced;
+
+		evbuffer_add(out, "{", 1);
+#define STATS_J(n, type, help) evbuffer_add_printf(out, "\"" #n "\": %llu, ", (unsigned long long)st->cache.n);
+		CACHE_STATS(STATS_J)
+#undef STATS_J
+		evbuffer_add_printf(out, "\"hit_ratio\": %.6g}", asked ? (double)st->cache.hits / (double)asked : 0.0);
 	} else {
 		evbuffer_add(out, "null", 4);
 	}
-	evbuffer_add(out, ", \"backends\": [", 15);
+	evbuffer_add_printf(out, ", \"vnodes\": %u, \"points\": %zu, \"last_reload\": ", st->vnodes, st->npoints);
+	if (st->reload_time && st->nreloads)
+		stats_json_reload(out, st->reloads[st->nreloads - 1]);
+	else
+		evbuffer_add(out, "null", 4);
+	evbuffer_add(out, ", \"reloads\": [", 14);
+	for (unsigned k = st->nreloads; k-- > 0;) {
+		stats_json_reload(out, st->reloads[k]);
+		if (k)
+			evbuffer_add(out, ", ", 2);
+	}
+	evbuffer_add(out, "], \"backends\": [", 16);
 	for (size_t i = 0; i < st->nbe; i++) {
 		const struct stats_backend *b = &st->be[i];
 
@@ -180,11 +393,20 @@ void stats_json(const struct stats *st, struct evbuffer *out)
 		stats_json_str(out, b->name);
 		evbuffer_add(out, ", \"url\": ", 9);
 		stats_json_str(out, b->url);
-		evbuffer_add_printf(out, ", \"weight\": %.17g, \"points\": %u, \"share\": %.17g",
-				    b->weight, b->points, b->share);
-#define STATS_J(n, type, where, help) evbuffer_add_printf(out, ", \"" #n "\": %llu", (unsigned long long)b->n);
+		evbuffer_add_printf(out, ", \"weight\": %.17g, \"points\": %u, \"share\": %.17g, \"state\": \"%s\", "
+				    "\"max_inflight\": %ld, \"cap\": ", b->weight, b->points, b->share, b->state,
+				    b->max_inflight);
+		if (b->cap >= 0)
+			evbuffer_add_printf(out, "%ld", b->cap);
+		else
+			evbuffer_add(out, "null", 4);
+#define STATS_J(n, type, where, help) \
+		evbuffer_add(out, ", \"" #n "\": ", sizeof(#n) + 5); \
+		STATS_JVAL(out, type, b->n);
 		STATS_BACKEND(STATS_J)
 #undef STATS_J
+		evbuffer_add(out, ", \"rates\": ", 11);
+		stats_json_rates(out, &b->rate[0][0], RATES_NBACKEND, stats_rate_b_names);
 		evbuffer_add(out, "}", 1);
 	}
 	evbuffer_add(out, "]}\n", 3);
@@ -198,26 +420,77 @@ void stats_ring_json(const struct stats *st, struct evbuffer *out)
 
 		evbuffer_add(out, i ? ", {\"name\": " : "{\"name\": ", i ? 11 : 9);
 		stats_json_str(out, b->name);
-		evbuffer_add_printf(out, ", \"weight\": %.17g, \"points\": %u, \"share\": %.17g, \"up\": %s}",
-				    b->weight, b->points, b->share, b->up ? "true" : "false");
+		evbuffer_add_printf(out, ", \"weight\": %.17g, \"points\": %u, \"share\": %.17g, \"up\": ",
+				    b->weight, b->points, b->share);
+		STATS_JVAL(out, flag, b->up);
+		evbuffer_add(out, "}", 1);
 	}
 	evbuffer_add(out, "]}\n", 3);
 }
 
-/* Prometheus counters are named *_total. */
+/* Prometheus counters are named *_total; a flag is a gauge. */
 static const char *stats_suffix(const char *type)
 {
 	return strcmp(type, "counter") == 0 ? "_total" : "";
 }
 
+static const char *stats_ptype(const char *type)
+{
+	return strcmp(type, "flag") == 0 ? "gauge" : type;
+}
+
+/* A label value (the text exposition format: \\, \" and \n escaped). */
+static void stats_prom_label(struct evbuffer *out, const char *name, const char *v, bool last)
+{
+	evbuffer_add_printf(out, "%s=\"", name);
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			evbuffer_add_printf(out, "\\%c", *v);
+		else if (*v == '\n')
+			evbuffer_add(out, "\\n", 2);
+		else
+			evbuffer_add(out, v, 1);
+	}
+	evbuffer_add(out, last ? "\"" : "\",", last ? 1 : 2);
+}
+
+static void stats_prom_info(const struct stats *st, struct evbuffer *out)
+{
+	const struct stats_build *b = &st->build;
+
+	evbuffer_add_printf(out, "# HELP ringproxy_build_info the running build: ringproxy's version and the libraries'\n"
+			    "# TYPE ringproxy_build_info gauge\nringproxy_build_info{");
+	stats_prom_label(out, "version", b->version, false);
+	stats_prom_label(out, "libevent", b->libevent, false);
+	stats_prom_label(out, "openssl", b->openssl, false);
+	stats_prom_label(out, "libcurl", b->libcurl, false);
+	stats_prom_label(out, "inih", b->inih, true);
+	evbuffer_add_printf(out, "} 1\n# HELP ringproxy_config_info the config file in use and the SHA-256 of its bytes\n"
+			    "# TYPE ringproxy_config_info gauge\nringproxy_config_info{");
+	stats_prom_label(out, "path", st->conf_path, false);
+	stats_prom_label(out, "sha256", st->conf_sha256, true);
+	evbuffer_add_printf(out, "} 1\n# HELP ringproxy_config_loaded_timestamp_seconds when the config in use was read\n"
+			    "# TYPE ringproxy_config_loaded_timestamp_seconds gauge\n"
+			    "ringproxy_config_loaded_timestamp_seconds %lld\n", st->conf_loaded);
+}
+
 void stats_prometheus(const struct stats *st, struct evbuffer *out)
 {
+	stats_prom_info(st, out);
 #define STATS_P(n, type, where, help) \
 	evbuffer_add_printf(out, "# HELP ringproxy_%s%s %s\n# TYPE ringproxy_%s%s %s\nringproxy_%s%s %llu\n", \
-			    #n, stats_suffix(#type), help, #n, stats_suffix(#type), #type, \
+			    #n, stats_suffix(#type), help, #n, stats_suffix(#type), stats_ptype(#type), \
 			    #n, stats_suffix(#type), (unsigned long long)st->n);
 	STATS_PROXY(STATS_P)
 #undef STATS_P
+	if (st->has_cache) {
+#define STATS_P(n, type, help) \
+		evbuffer_add_printf(out, "# HELP ringproxy_cache_%s%s %s\n# TYPE ringproxy_cache_%s%s %s\nringproxy_cache_%s%s %llu\n", \
+				    #n, stats_suffix(#type), help, #n, stats_suffix(#type), #type, \
+				    #n, stats_suffix(#type), (unsigned long long)st->cache.n);
+		CACHE_STATS(STATS_P)
+#undef STATS_P
+	}
 	evbuffer_add_printf(out, "# HELP ringproxy_backend_share exact share of the keyspace the backend owns\n"
 			    "# TYPE ringproxy_backend_share gauge\n");
 	for (size_t i = 0; i < st->nbe; i++)
@@ -231,7 +504,7 @@ void stats_prometheus(const struct stats *st, struct evbuffer *out)
 	/* backend names are [A-Za-z0-9._-] (conf.c): no label escaping */
 #define STATS_P(n, type, where, help) \
 	evbuffer_add_printf(out, "# HELP ringproxy_backend_%s%s %s\n# TYPE ringproxy_backend_%s%s %s\n", \
-			    #n, stats_suffix(#type), help, #n, stats_suffix(#type), #type); \
+			    #n, stats_suffix(#type), help, #n, stats_suffix(#type), stats_ptype(#type)); \
 	for (size_t i = 0; i < st->nbe; i++) \
 		evbuffer_add_printf(out, "ringproxy_backend_%s%s{backend=\"%s\"} %llu\n", #n, \
 				    stats_suffix(#type), st->be[i].name, (unsigned long long)st->be[i].n);
@@ -239,58 +512,3 @@ void stats_prometheus(const struct stats *st, struct evbuffer *out)
 #undef STATS_P
 }
 
-/* A column head: words rather than an identifier, so it can wrap. */
-static void stats_html_th(struct evbuffer *out, const char *name, const char *help)
-{
-	evbuffer_add_printf(out, "<th title=\"%s\">", help);
-	for (const char *p = name; *p; p++)
-		evbuffer_add(out, *p == '_' ? " " : p, 1);
-	evbuffer_add(out, "</th>", 5);
-}
-
-void stats_html(const struct stats *st, struct evbuffer *out)
-{
-	evbuffer_add_printf(out,
-		"<!doctype html>\n<html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"2\">"
-		"<title>ringproxy</title><style>body{font:14px system-ui,sans-serif;margin:1.5em}"
-		"table{border-collapse:collapse}td,th{padding:.25em .6em;border-bottom:1px solid #ddd;text-align:right}"
-		"th{background:#f4f4f4;max-width:6em;vertical-align:bottom}td.l,th.l{text-align:left}.down{color:#b00;font-weight:bold}"
-		".up{color:#070}</style></head><body>\n<h1>ringproxy</h1>\n<p>");
-#define STATS_H(n, type, where, help) evbuffer_add_printf(out, "<span title=\"%s\">" #n " <b>%llu</b></span> &middot; ", help, \
-						     (unsigned long long)st->n);
-	STATS_PROXY(STATS_H)
-#undef STATS_H
-	evbuffer_add_printf(out, "ring: %zu points, vnodes %u</p>\n", st->npoints, st->vnodes);
-	if (st->reload_time) {
-		evbuffer_add_printf(out, "<p>last reload: <b>%s</b> ", st->reload_ok ? "ok" : "failed");
-		stats_html_str(out, st->reload_text);
-		evbuffer_add(out, "</p>\n", 5);
-	}
-	evbuffer_add_printf(out, "<table><tr><th class=\"l\">backend</th><th class=\"l\">url</th><th>weight</th>"
-			    "<th>points</th><th>share</th>");
-#define STATS_H(n, type, where, help) stats_html_th(out, #n, help);
-	STATS_BACKEND(STATS_H)
-#undef STATS_H
-	evbuffer_add(out, "</tr>\n", 6);
-	for (size_t i = 0; i < st->nbe; i++) {
-		const struct stats_backend *b = &st->be[i];
-
-		evbuffer_add(out, "<tr><td class=\"l\">", 18);
-		stats_html_str(out, b->name);
-		evbuffer_add(out, "</td><td class=\"l\">", 19);
-		stats_html_str(out, b->url);
-		evbuffer_add_printf(out, "</td><td>%g</td><td>%u</td><td>%.3f%%</td>", b->weight, b->points,
-				    100.0 * b->share);
-#define STATS_H(n, type, where, help) \
-		if (strcmp(#n, "up") == 0) \
-			evbuffer_add_printf(out, "<td class=\"%s\">%s</td>", b->up ? "up" : "down", b->up ? "up" : "DOWN"); \
-		else \
-			evbuffer_add_printf(out, "<td>%llu</td>", (unsigned long long)b->n);
-		STATS_BACKEND(STATS_H)
-#undef STATS_H
-		evbuffer_add(out, "</tr>\n", 6);
-	}
-	evbuffer_add_printf(out, "</table>\n<p><a href=\"/stats\">/stats</a> (JSON) &middot; "
-			    "<a href=\"/metrics\">/metrics</a> (Prometheus) &middot; <a href=\"/ring\">/ring</a> "
-			    "&middot; <a href=\"/health\">/health</a></p>\n</body></html>\n");
-}

@@ -1,6 +1,6 @@
 /*
  * stats.h -- a reading of the counters listed in stats-t.h, and its
- * renderings (JSON, Prometheus text, the HTML page), all generated from
+ * renderings (JSON, Prometheus text; the HTML page is page.c's), all generated from
  * those lists. Collected on the main thread from the proxy's and the
  * registry's atomics and the workers' per-backend counters; the workers
  * are never stopped for it.
@@ -11,10 +11,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdbool.h>
+
+#include "cache.h"
+#include "rates.h"
 #include "stats-t.h"
 
 struct evbuffer;
 struct proxy;
+struct proxy_reload;
+struct ring;
+struct ring_arc;
+
+/* Points of the page's sparklines: 5 min in steps of 5 s. */
+#define STATS_SPARK_STEP 5
+#define STATS_SPARK (RATES_SECONDS / STATS_SPARK_STEP)
+/* The rate windows (rates.h) in the order of the arrays below. */
+#define STATS_WIN_ENUM(sec, label) STATS_WIN_##sec,
+enum { RATES_WINDOWS(STATS_WIN_ENUM) STATS_NWIN };
+#undef STATS_WIN_ENUM
 
 struct stats_backend {
 	const char *name;               /* borrowed from the snapshot */
@@ -24,6 +39,20 @@ struct stats_backend {
 	double share;                   /* exact share of the keyspace */
 #define STATS_FIELD(n, type, where, help) uint64_t n;
 	STATS_BACKEND(STATS_FIELD)
+	uint32_t id;                    /* registry id */
+	const char *state;              /* "up", "down", "ramping", "full",
+					   "drained": what the page shows */
+	long max_inflight;              /* hard cap; 0 = none */
+	long cap;                       /* bounded-load cap now; -1 = off */
+	double ramp;                    /* slow start: share of keys back */
+	double rate[STATS_NWIN][RATES_NBACKEND];
+	double spark_requests[STATS_SPARK];
+	double spark_errors[STATS_SPARK];
+};
+
+/* The build: ringproxy's version and the libraries' (as run). */
+struct stats_build {
+	const char *version, *libevent, *openssl, *libcurl, *inih;
 };
 
 struct stats {
@@ -38,6 +67,22 @@ struct stats {
 	int reload_ok;
 	const char *reload_text;        /* borrowed from the proxy */
 	double reload_moved;
+	/* the last reload attempts, oldest first (borrowed) */
+	const struct proxy_reload *reloads[8];
+	unsigned nreloads;
+	struct stats_build build;
+	const char *conf_path;          /* borrowed from the snapshot */
+	const char *conf_sha256;
+	long long conf_loaded;
+	double balance_factor;
+	double rate[STATS_NWIN][RATES_NPROXY];
+	/* for the page's ring (borrowed) */
+	const struct ring *ring;
+	const struct ring_arc *moved;   /* the last reload's moved arcs */
+	size_t nmoved;
+	/* the hot-object cache, when there is one */
+	bool has_cache;
+	struct cache_stats cache;
 };
 
 /* Main thread: a reading of everything now. The result borrows from p and
@@ -46,10 +91,17 @@ struct stats {
 int stats_collect(struct stats *st, const struct proxy *p);
 void stats_free(struct stats *st);
 
+/* Main thread, once a second: the summed counters into p->rates. */
+void stats_sample(struct proxy *p);
+
 /* Renderings of a reading, appended to out. */
 void stats_json(const struct stats *st, struct evbuffer *out);
 void stats_prometheus(const struct stats *st, struct evbuffer *out);
-void stats_html(const struct stats *st, struct evbuffer *out);
+/* s[0..n) as a JSON string, quotes included; bytes that are not valid
+ * UTF-8 become U+FFFD. */
+void stats_json_strn(struct evbuffer *out, const char *s, size_t n);
+void stats_json_str(struct evbuffer *out, const char *s);
+
 /* The ring alone: vnodes, points, and each backend's weight, points and
  * exact share (the schema of `ringproxy plan --json`'s backends). */
 void stats_ring_json(const struct stats *st, struct evbuffer *out);

@@ -176,7 +176,7 @@ try:
     shares = ring.shares()
     t.check(all(abs(by[n]["share"] - shares[n]) < 1e-12 and by[n]["points"] == 160 for n in names),
             "/stats: exact shares and points, as the ring model computes them")
-    t.check(all(by[n]["up"] == 1 and by[n]["inflight"] == 0 for n in names), "/stats: all up, nothing in flight")
+    t.check(all(by[n]["up"] is True and by[n]["inflight"] == 0 for n in names), "/stats: all up, nothing in flight")
 
     # Prometheus: every sample has HELP and TYPE; values agree with /stats
     st, ctype, body = fetch(A, "/metrics")
@@ -241,7 +241,7 @@ try:
     st, _, body = fetch(A, "/health")
     t.check(st == 503 and body.startswith("unavailable: 0 of 2"), "/health: 503 when every backend is down", body)
     doc = json.loads(fetch(A, "/stats")[2])
-    t.check(all(b["up"] == 0 and b["transitions"] >= 1 and b["connect_errors"] >= 1 for b in doc["backends"]),
+    t.check(all(b["up"] is False and b["transitions"] >= 1 and b["connect_errors"] >= 1 for b in doc["backends"]),
             "/stats: down, with the transition and the connect errors counted")
     t.check(proxy.stop() == 0, "SIGTERM: exit 0")
 finally:

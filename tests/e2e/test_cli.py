@@ -189,6 +189,69 @@ check(rc == 0 and sum(f["keys"] for f in cmp["flows"]) == cmp["moved_keys"] and
       any(f["share"] == 0 and f["keys"] > 0 for f in cmp["flows"]),
       "with the load caps, every moved key is in a flow, those the caps moved with share 0")
 
+# --keys under [ring] key: each line keyed as the proxy keys a request
+def conf_key(mode, backends, vnodes=160):
+    return conf(backends, vnodes).replace("[ring]\n", f"[ring]\nkey = {mode}\n", 1)
+
+
+three = [("c1", 1, 9001), ("c2", 1, 9002), ("c3", 1, 9003)]
+pa = write("path.ini", conf_key("path", three))
+pq = write("pq.ini", conf_key("path+query", three))
+ps = write("ps.ini", conf_key("path+sorted-query", three))
+rk = ringref.ring_of(pa)
+lines = [f"/img/{i}.jpg?w={i % 5}&h={i % 3}" for i in range(3000)] + \
+        [f"http://img.example/abs/{i}.jpg?z=1" for i in range(50)]
+qf = write("qkeys.txt", "\n".join(lines) + "\n\n")
+
+
+def path_of(line):
+    return "/" + line.split("/", 3)[3].split("?")[0] if line.startswith("http") else line.split("?")[0]
+
+
+def sorted_of(line):
+    p = path_of(line)
+    q = line.split("?", 1)[1] if "?" in line else ""
+    ps_ = sorted(x for x in q.split("&") if x)
+    return p + ("?" + "&".join(ps_) if ps_ else "")
+
+
+rc, out, err = run("plan", pa, "--keys", qf, "--json")
+doc = json.loads(out) if rc == 0 else {}
+want = {nm: 0 for nm in rk.names}
+for line in lines:
+    want[rk.lookup(path_of(line).encode())] += 1
+check(rc == 0 and doc["keys"] == len(lines) and {bk["name"]: bk["keys"] for bk in doc["backends"]} == want,
+      "key = path: --keys counts each line by its path, as the proxy routes it (the empty line skipped)")
+rc, out, err = run("plan", pa, "--keys", qf, "--raw-keys", "--json")
+raw = {nm: 0 for nm in rk.names}
+for line in lines + [""]:
+    raw[rk.lookup(line.encode())] += 1
+check(rc == 0 and {bk["name"]: bk["keys"] for bk in json.loads(out)["backends"]} == raw,
+      "--raw-keys: lines hashed as written, as before")
+rc, out, err = run("plan", pa, "--keys", qf, "--per-key")
+rows = [r.split("\t") for r in out.splitlines()]
+check(rc == 0 and len(rows) == len(lines) and all(r == [ln, rk.lookup(path_of(ln).encode())]
+                                                   for r, ln in zip(rows, lines)),
+      "--per-key: each key and its owner, tab-separated, in file order")
+rc, out, err = run("plan", pa, ps, "--keys", qf, "--per-key", "--json")
+rows = [json.loads(r) for r in out.splitlines()]
+ok = len(rows) == len(lines)
+for r, ln in zip(rows, lines):
+    old, new = rk.lookup(path_of(ln).encode()), rk.lookup(sorted_of(ln).encode())
+    ok = ok and r == {"key": ln, "old": old, "new": new, "moved": old != new}
+check(rc == 0 and ok, "--per-key with two files keyed differently (path -> path+sorted-query): "
+      "old and new owner of each key, JSON lines")
+rc, out, err = run("plan", pq, ps, "--keys", qf)
+check(rc == 0 and "moved:" in out, "two files that only key differently: plan says what moves")
+bad_keys = write("badkeys.txt", "/ok.jpg\nimg/no-slash.jpg\n")
+rc, out, err = run("plan", pa, "--keys", bad_keys)
+check(rc == 1 and f"{bad_keys}:2: 'img/no-slash.jpg' is not a request target" in err and "--raw-keys" in err,
+      "a line that is not a request target: FILE:LINE, and --raw-keys named", )
+rc, out, err = run("plan", pa, "--keys", bad_keys, "--raw-keys")
+check(rc == 0, "--raw-keys takes it as written")
+rc, out, err = run("plan", pa, "--per-key")
+check(rc == 2 and "--keys" in err, "--per-key without --keys is a usage error")
+
 # usage errors
 rc, out, err = run("plan")
 check(rc == 2, "plan without a file is a usage error")

@@ -48,6 +48,17 @@ static void test_bad(const char *text, const char *want)
 	tap_is_str(err, want, "'%s': the reason", text);
 }
 
+static void test_loopback(const char *text, int want)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = 0;
+	char err[256] = "";
+
+	if (!tap_ok(addr_parse(text, &ss, &len, err, sizeof(err)) == 0, "%s parses", text))
+		return;
+	tap_is_int(addr_is_loopback(&ss), want, "%s is %sa loopback address", text, want ? "" : "not ");
+}
+
 int main(void)
 {
 	test_ok("127.0.0.1:8080", AF_INET, "127.0.0.1", 8080);
@@ -67,5 +78,15 @@ int main(void)
 	test_bad("[::1:8080", "an IPv6 address is written [addr]:port");
 	test_bad("localhost:8080",
 		 "the host must be an IP address (a listener binds to one), e.g. 0.0.0.0:8080");
+	test_loopback("127.0.0.1:9000", 1);
+	test_loopback("127.1.2.3:9000", 1);
+	test_loopback("[::1]:9000", 1);
+	test_loopback("[::ffff:127.0.0.1]:9000", 1);
+	test_loopback("0.0.0.0:9000", 0);
+	test_loopback("*:9000", 0);
+	test_loopback("[::]:9000", 0);
+	test_loopback("10.0.0.1:9000", 0);
+	test_loopback("128.0.0.1:9000", 0);
+	test_loopback("[::ffff:10.0.0.1]:9000", 0);
 	return tap_done();
 }

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #define NB 4
+#define EXPLAIN_N 4
 
 static struct snapshot *test_snap(const char *extra_ring, const char *extra_be,
 				  const char *extra_health)
@@ -661,9 +662,78 @@ static void test_trial_all_down(void)
 	snapshot_unref(s);
 }
 
+/* The registry fields an explanation must leave as they were. */
+static void test_state(const struct snapshot *s, int64_t *out)
+{
+	for (size_t i = 0; i < s->nbe; i++) {
+		const struct backend *b = s->be[i].state;
+
+		out[5 * i] = atomic_load(&b->inflight);
+		out[5 * i + 1] = atomic_load(&b->retry_at_ms);
+		out[5 * i + 2] = atomic_load(&b->trial);
+		out[5 * i + 3] = atomic_load(&b->up_since_ms);
+		out[5 * i + 4] = atomic_load(&b->down);
+	}
+}
+
+/* balance_explain_walk against balance_next: over random states of
+ * in-flight counts, hard caps, down backends (some due a trial), slow
+ * starts (some over), the explained target is the backend a request
+ * takes, and explaining writes nothing. */
+static void test_explain(void)
+{
+	struct snapshot *s = test_snap("balance_factor = 1.25", "max_inflight = 6\nslow_start = 10s", "");
+	int agree = 0, pure = 0, full = 0, bounded = 0, down = 0, ramping = 0, trial = 0;
+	unsigned seed = 12345;
+
+	if (!tap_ok(s != NULL, "snapshot for the explanations"))
+		return;
+	for (int round = 0; round < 400; round++) {
+		int order[EXPLAIN_N], n, target;
+		struct balance_why why[EXPLAIN_N];
+		int64_t before[5 * NB], after[5 * NB];
+		char key[32];
+		int len = snprintf(key, sizeof(key), "/e/%d", round);
+		uint64_t pos = ring_hash(key, (size_t)len);
+
+		test_reset(s);
+		for (int i = 0; i < NB; i++) {
+			test_set_inflight(s, i, rand_r(&seed) % 8);
+			if (rand_r(&seed) % 5 == 0) {
+				test_set_down(s, i, 1);
+				if (rand_r(&seed) % 2)
+					atomic_store(&s->be[i].state->retry_at_ms, 0);  /* due */
+			}
+			if (rand_r(&seed) % 4 == 0)
+				atomic_store(&s->be[i].state->up_since_ms,
+					     registry_now_ms() - (rand_r(&seed) % 2 ? 5000 : 20000));
+		}
+		test_state(s, before);
+		target = balance_explain_walk(s, pos, order, why, 2, &n);
+		test_state(s, after);
+		pure += memcmp(before, after, sizeof(before)) == 0;
+		for (int k = 0; k < n; k++) {
+			full += why[k].verdict == BALANCE_FULL;
+			bounded += why[k].verdict == BALANCE_BOUNDED;
+			down += why[k].verdict == BALANCE_DOWN;
+			ramping += why[k].verdict == BALANCE_RAMPING;
+			trial += why[k].trial;
+		}
+		agree += test_pick(s, pos).backend == target;
+	}
+	tap_is_int(pure, 400, "explaining writes nothing: no slot, no trial, no ramp end");
+	tap_is_int(agree, 400, "the explained target is the backend balance_next picks, in 400 random states");
+	tap_ok(full && bounded && down && ramping && trial,
+	       "the states met every reason (full %d, bounded %d, down %d, ramping %d, trial %d)",
+	       full, bounded, down, ramping, trial);
+	test_reset(s);
+	snapshot_unref(s);
+}
+
 int main(void)
 {
 	log_set_level(LOG_ERROR);
+	test_explain();
 	test_cap();
 	test_bounded();
 	test_hard_cap();

@@ -914,8 +914,44 @@ static void test_cancel_race(void)
 	cache_free(rc.c);
 }
 
+/* cache_peek: what is stored, fresh or not, a fill in flight; and that
+ * looking counts nothing (the admin listener's /ring?url=). */
+static void test_peek(void)
+{
+	struct cache *c = mk(1 << 20, 1 << 16, 1, CACHE_POLICY_DEFAULT);
+	struct cache_stats before, after;
+	struct cache_peek pk;
+	struct cache_key k;
+	struct cache_req r;
+	struct cache_obj *o;
+	struct cache_fill *f;
+
+	if (!tap_ok(c != NULL, "peek: cache made"))
+		return;
+	cache_key_init(c, &k, "h/p.jpg", 7);
+	cache_peek(c, &k, 1000, &pk);
+	tap_ok(pk.objects == 0 && !pk.filling && pk.fresh == 0, "peek: nothing stored");
+	tap_ok(put(c, "h/p.jpg", 100, 'p', NULL, 0, 1000) == 0, "peek: stored with max-age=60");
+	before = stats(c);
+	cache_peek(c, &k, 1010, &pk);
+	after = stats(c);
+	tap_ok(pk.objects == 1 && pk.fresh == 1 && pk.ttl == 50, "peek: one fresh object, 50 s left (ttl %lld)",
+	       (long long)pk.ttl);
+	tap_ok(memcmp(&before, &after, sizeof(before)) == 0, "peek: no counter moved (no hit, no miss)");
+	cache_peek(c, &k, 1070, &pk);
+	tap_ok(pk.objects == 1 && pk.fresh == 0 && pk.ttl == -10, "peek: stale 10 s after its lifetime");
+	rq(c, &r, "h/q.jpg", 0, 0, 1000);
+	tap_is_int(cache_lookup(c, &r, NULL, &o, &f), CACHE_MISS, "peek: a miss leads a fill");
+	cache_key_init(c, &k, "h/q.jpg", 7);
+	cache_peek(c, &k, 1000, &pk);
+	tap_ok(pk.objects == 0 && pk.filling, "peek: the fill in flight is seen");
+	cache_fill_abort(f);
+	cache_free(c);
+}
+
 int main(void)
 {
+	test_peek();
 	test_store_and_hit();
 	test_accounting();
 	test_eviction();

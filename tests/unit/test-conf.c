@@ -178,6 +178,76 @@ static void check_bad(const char *dir, const char *name)
 	free(want);
 }
 
+static struct conf *test_load(const char *text)
+{
+	struct conf_errors errs;
+	struct conf *c = conf_load_string("d.ini", text, &errs);
+
+	for (size_t i = 0; i < errs.n; i++)
+		tap_diag("%s", errs.msg[i]);
+	conf_errors_free(&errs);
+	return c;
+}
+
+/* conf_diff: what a reload changed besides the ring, by the key table. */
+static void check_diff(void)
+{
+	const char *be = "[backend a]\nurl = http://127.0.0.1:1\n[backend b]\nurl = http://127.0.0.1:2\n";
+	char text[2048], out[1024];
+	struct conf *a, *b;
+
+	snprintf(text, sizeof(text), "[proxy]\nadmin_token = abc\n%s", be);
+	a = test_load(text);
+	snprintf(text, sizeof(text), "[proxy]\nlog_file = /var/log/rp.log\nadmin_token = xyz\n"
+		 "[ring]\nbalance_factor = 2\nkey = path\n[health]\ninterval = 3s\n"
+		 "[backend a]\nurl = http://127.0.0.1:1\nmax_inflight = 10\nhealth_fall = 5\n"
+		 "[backend b]\nurl = http://127.0.0.1:9\nweight = 2\n");
+	b = test_load(text);
+	if (!tap_ok(a && b, "diff: two configs"))
+		goto out;
+	tap_is_int(conf_diff(a, a, out, sizeof(out)), 0, "diff: a config against itself: nothing");
+	tap_is_str(out, "", "diff: and no text");
+	tap_is_int(conf_diff(a, b, out, sizeof(out)), 7, "diff: seven settings changed");
+	tap_is_str(out, "admin_token changed, log_file (empty) -> /var/log/rp.log, key path+query -> path, "
+		   "balance_factor 1.25 -> 2, interval 2s -> 3s, a max_inflight 0 -> 10, a health_fall 3 -> 5",
+		   "diff: each as 'key old -> new', the token's value never shown, url and weight left to the "
+		   "ring's report, an inherited health interval said once");
+	tap_is_int(conf_diff(a, b, out, 40), 7, "diff: a short buffer still counts them all");
+	tap_ok(strlen(out) < 40, "diff: and the text is cut to it");
+	tap_is_str(conf_key_mode_name(2), "path+sorted-query", "the name of a key mode");
+out:
+	conf_free(a);
+	conf_free(b);
+}
+
+/* The SHA-256 of the bytes read, and the admin listener's rules. */
+static void check_admin(void)
+{
+	struct conf_errors errs;
+	struct conf *c = test_load("[backend a]\nurl = http://127.0.0.1:1\n");
+
+	tap_is_str(c ? c->sha256 : "", "30f6f60dc92090358e4f9f35872dbecfac77c0818086bc5dbafce66198a7e4b4", "sha256 of the config's bytes");
+	conf_free(c);
+	c = conf_load_string("open.ini", "[proxy]\nlisten = 127.0.0.1:0\nadmin_listen = 0.0.0.0:9000\n"
+			     "[backend a]\nurl = http://127.0.0.1:1\n", &errs);
+	tap_ok(c == NULL && errs.n == 1 &&
+	       strcmp(errs.msg[0], "open.ini:3: admin_listen 0.0.0.0:9000 is not a loopback address and no "
+		      "admin_token is set: any host that reaches it could read the stats, the ring and the "
+		      "backends' addresses; set [proxy] admin_token (admin requests then need Authorization: "
+		      "Bearer TOKEN) or listen on 127.0.0.1") == 0,
+	       "a non-loopback admin_listen without a token is refused, at its line, saying why");
+	conf_errors_free(&errs);
+	c = conf_load_string("tok.ini", "[proxy]\nadmin_token = a b\n[backend a]\nurl = http://127.0.0.1:1\n",
+			     &errs);
+	tap_ok(c == NULL && errs.n == 1 && strstr(errs.msg[0], "tok.ini:2: admin_token: a token is letters"),
+	       "a token Authorization: Bearer cannot carry is refused");
+	conf_errors_free(&errs);
+	c = test_load("[proxy]\nadmin_listen = [::]:9000\nadmin_token = dG9rZW4=\n"
+		      "[backend a]\nurl = http://127.0.0.1:1\n");
+	tap_ok(c != NULL, "any admin_listen with a token (base64 padding allowed)");
+	conf_free(c);
+}
+
 int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : "tests/unit/conf";
@@ -186,6 +256,8 @@ int main(int argc, char **argv)
 	check_defaults();
 	check_full(dir);
 	check_units();
+	check_diff();
+	check_admin();
 	check_bad(dir, "bad-keys");
 	check_bad(dir, "bad-backends");
 	check_bad(dir, "bad-syntax");

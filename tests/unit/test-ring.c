@@ -786,6 +786,52 @@ static void test_single(void)
 	ring_free(r);
 }
 
+/* ring_moved_arcs: a key moves exactly when its position is inside one
+ * of the arcs, and the arcs add up to the diff's moved share. */
+static void test_moved_arcs(void)
+{
+	struct ring_member m4[] = { { "a", 1 }, { "b", 1 }, { "c", 1 }, { "d", 1 } };
+	struct ring_member m5[] = { { "a", 1 }, { "b", 1 }, { "c", 2 }, { "d", 1 }, { "e", 1 } };
+	struct ring *a = test_build(m4, 4, 40), *b = test_build(m5, 5, 40);
+	struct ring_arc *arcs = NULL;
+	struct ring_diff d;
+	long n;
+	double sum = 0;
+	int agree = 0;
+	uint64_t x = 88172645463325252ull;
+
+	if (!a || !b)
+		goto out;
+	n = ring_moved_arcs(a, b, 100000, &arcs);
+	tap_ok(n > 0, "moved arcs: %ld arcs for +e and c x2", n);
+	tap_is_int(ring_diff(a, b, &d), 0, "moved arcs: the diff");
+	for (long i = 0; i < n; i++)
+		sum += (double)(arcs[i].end - arcs[i].start) / 18446744073709551616.0;
+	tap_ok(sum > 0 && fabs(sum - d.moved_share) < 1e-9, "the arcs add up to the moved share (%.9f vs %.9f)",
+	       sum, d.moved_share);
+	for (int k = 0; k < 20000; k++) {
+		int in = 0;
+		uint64_t pos;
+
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		pos = x;
+		for (long i = 0; i < n && !in; i++)
+			in = arcs[i].start < arcs[i].end ? pos > arcs[i].start && pos <= arcs[i].end
+							 : pos > arcs[i].start || pos <= arcs[i].end;
+		agree += in == (strcmp(a->names[ring_lookup(a, pos)], b->names[ring_lookup(b, pos)]) != 0);
+	}
+	tap_is_int(agree, 20000, "20,000 keys: moved exactly when inside an arc");
+	ring_diff_free(&d);
+	free(arcs);
+	tap_is_int(ring_moved_arcs(a, a, 100, &arcs), 0, "no change: no arc");
+	free(arcs);
+	tap_is_int(ring_moved_arcs(a, b, 3, &arcs), 3, "at most max arcs");
+	free(arcs);
+out:
+	ring_free(a);
+	ring_free(b);
+}
+
 int main(void)
 {
 	/* Must precede any OpenSSL allocation; if it fails the check below
@@ -806,5 +852,6 @@ int main(void)
 	test_shares_walk();
 	test_lookup_brute();
 	test_single();
+	test_moved_arcs();
 	return tap_done();
 }

@@ -12,6 +12,7 @@
 #include "proxy.h"
 #include "registry.h"
 #include "snapshot.h"
+#include "page.h"
 #include "stats.h"
 #include "tap.h"
 #include "worker.h"
@@ -45,6 +46,71 @@ static int test_has(const char *text, const char *fmt, ...)
 	return strstr(text, want) != NULL;
 }
 
+/* A value as the JSON writes its type. */
+static const char *test_val(const char *type, uint64_t v)
+{
+	static char buf[8][32];
+	static int k;
+
+	k = (k + 1) % 8;
+	if (strcmp(type, "flag") == 0)
+		return v ? "true" : "false";
+	snprintf(buf[k], sizeof(buf[k]), "%llu", (unsigned long long)v);
+	return buf[k];
+}
+
+static const char *test_ptype(const char *type)
+{
+	return strcmp(type, "flag") == 0 ? "gauge" : type;
+}
+
+/* Count occurrences of needle in text. */
+static int test_count(const char *text, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = text; (p = strstr(p, needle)) != NULL; p++)
+		n++;
+	return n;
+}
+
+/* The page's ring for a ring of one backend, and for one with more runs
+ * than PAGE_MAX_ARCS (drawn in half-degree steps). */
+static void test_page_ring(const char *ini, int want_binned, const char *what)
+{
+	struct conf_errors errs = { 0 };
+	struct conf *c = conf_load_string("r.ini", ini, &errs);
+	struct snapshot *s;
+	struct proxy p;
+	struct stats st;
+	struct evbuffer *out = evbuffer_new();
+	char err[256], *text;
+	size_t runs;
+
+	conf_errors_free(&errs);
+	s = c ? snapshot_new(c, 1, err, sizeof(err)) : NULL;
+	if (!tap_ok(s != NULL, "%s: snapshot", what))
+		return;
+	memset(&p, 0, sizeof(p));
+	p.current = s;
+	runs = page_runs(s->ring);
+	if (stats_collect(&st, &p) == 0) {
+		page_html(&st, out);
+		text = test_text(out);
+		if (want_binned)
+			tap_ok(runs > PAGE_MAX_ARCS && test_count(text, "class=\"arc binned\"") > 0 &&
+			       test_count(text, "class=\"arc binned\"") <= 720 && !test_count(text, "class=\"arc\""),
+			       "%s: %zu runs drawn in at most 720 half-degree steps", what, runs);
+		else
+			tap_ok(runs == 1 && test_count(text, "class=\"arc\"") == 1 && test_count(text, " A 112.0 112.0 0 1 1 ") == 2,
+			       "%s: one run, drawn as a whole circle", what);
+		free(text);
+		stats_free(&st);
+	}
+	evbuffer_free(out);
+	snapshot_unref(s);
+}
+
 int main(void)
 {
 	struct conf_errors errs = { 0 };
@@ -67,6 +133,7 @@ int main(void)
 	p.current = s;
 	p.started = time(NULL) - 42;
 	p.generation = 7;
+	p.conf_loaded = 1700000000;
 	atomic_store(&p.nconns, 3);
 	/* two workers, for the sums over their pools (only pools are used) */
 	for (int k = 0; k < 2; k++)
@@ -139,45 +206,72 @@ int main(void)
 	stats_json(&st, out);
 	text = test_text(out);
 #define J(n, type, where, help) \
-	tap_ok(test_has(text, "\"" #n "\": %llu", (unsigned long long)st.n), "JSON has " #n);
+	tap_ok(test_has(text, "\"" #n "\": %s", test_val(#type, st.n)), "JSON has " #n);
 	STATS_PROXY(J)
 #undef J
 #define J(n, type, where, help) \
-	tap_ok(test_has(text, "\"" #n "\": %llu", (unsigned long long)st.be[1].n), "JSON has backend " #n);
+	tap_ok(test_has(text, "\"" #n "\": %s", test_val(#type, st.be[1].n)), "JSON has backend " #n);
 	STATS_BACKEND(J)
 #undef J
+	tap_ok(test_has(text, "\"up\": true") && test_has(text, "\"up\": false") && !test_has(text, "\"up\": 1"),
+	       "JSON spells up as true/false");
+	tap_ok(test_has(text, "\"build\": {\"version\": \"" RINGPROXY_VERSION "\", \"libevent\": \"2."),
+	       "JSON has the build: version and libraries");
+	tap_ok(test_has(text, "\"config\": {\"path\": \"s.ini\", \"sha256\": \"%s\", \"loaded\": 1700000000}",
+			s->conf->sha256), "JSON has the config's path, hash and load time");
+	tap_ok(test_has(text, "\"rates\": {\"10s\": {\"accepted\": 0, \"requests\": 0, \"errors\": 0}, \"5m\": {"),
+	       "JSON has the proxy's rates over 10 s and 5 min");
+	tap_ok(test_has(text, "\"state\": \"down\""), "JSON has a backend's state in a word");
+	free(text);
+	stats_ring_json(&st, out);
+	text = test_text(out);
+	tap_ok(test_has(text, "\"up\": true") && test_has(text, "\"up\": false"), "/ring spells up the same way");
 	free(text);
 	stats_prometheus(&st, out);
 	text = test_text(out);
 #define P(n, type, where, help) \
-	tap_ok(test_has(text, "# HELP ringproxy_" #n "%s " help "\n# TYPE ringproxy_" #n "%s " #type "\n" \
+	tap_ok(test_has(text, "# HELP ringproxy_" #n "%s " help "\n# TYPE ringproxy_" #n "%s %s\n" \
 			"ringproxy_" #n "%s %llu\n", #type[0] == 'c' ? "_total" : "", \
-			#type[0] == 'c' ? "_total" : "", #type[0] == 'c' ? "_total" : "", \
+			#type[0] == 'c' ? "_total" : "", test_ptype(#type), #type[0] == 'c' ? "_total" : "", \
 			(unsigned long long)st.n), "Prometheus has " #n " with HELP and TYPE");
 	STATS_PROXY(P)
 #undef P
 #define P(n, type, where, help) \
-	tap_ok(test_has(text, "# HELP ringproxy_backend_" #n "%s " help "\n# TYPE ringproxy_backend_" #n "%s " #type "\n", \
-			#type[0] == 'c' ? "_total" : "", #type[0] == 'c' ? "_total" : "") && \
+	tap_ok(test_has(text, "# HELP ringproxy_backend_" #n "%s " help "\n# TYPE ringproxy_backend_" #n "%s %s\n", \
+			#type[0] == 'c' ? "_total" : "", #type[0] == 'c' ? "_total" : "", test_ptype(#type)) && \
 	       test_has(text, "ringproxy_backend_" #n "%s{backend=\"b1\"} %llu\n", #type[0] == 'c' ? "_total" : "", \
 			(unsigned long long)st.be[1].n), "Prometheus has backend " #n " with HELP and TYPE");
 	STATS_BACKEND(P)
 #undef P
+	tap_ok(test_has(text, "ringproxy_build_info{version=\"" RINGPROXY_VERSION "\",libevent=\"2.") &&
+	       test_has(text, "ringproxy_config_info{path=\"s.ini\",sha256=\"%s\"} 1\n", s->conf->sha256) &&
+	       test_has(text, "ringproxy_config_loaded_timestamp_seconds 1700000000\n"),
+	       "Prometheus has the build and the config");
+	tap_ok(test_has(text, "ringproxy_backend_up{backend=\"b0\"} 1\n") &&
+	       test_has(text, "ringproxy_backend_up{backend=\"b1\"} 0\n"), "Prometheus has up as a 0/1 gauge");
 	free(text);
-	stats_html(&st, out);
+	page_html(&st, out);
 	text = test_text(out);
 #define H(n, type, where, help) \
-	tap_ok(test_has(text, "<span title=\"" help "\">" #n " <b>%llu</b></span>", (unsigned long long)st.n), \
-	       "the page has " #n);
+	tap_ok(test_has(text, "<tr data-counter=\"" #n "\"><td class=\"l\">" help "</td><td>%llu</td></tr>", \
+			(unsigned long long)st.n), "the page has " #n ", labelled in words");
 	STATS_PROXY(H)
 #undef H
-#define H(n, type, where, help) tap_ok(test_has(text, "<th title=\"" help "\">"), "the page has a column for " #n);
+#define H(n, type, where, help) \
+	tap_ok(test_has(text, "<tr data-counter=\"backend_" #n "\"><td class=\"l\">" help "</td>"), \
+	       "the page has a row for backend " #n ", labelled in words");
 	STATS_BACKEND(H)
 #undef H
+	tap_ok(test_has(text, "<tr class=\"backend\" data-backend=\"b1\" data-state=\"down\">"),
+	       "the page has a row per backend with its state");
 	free(text);
 
 	stats_free(&st);
 	evbuffer_free(out);
+	test_page_ring("[backend only]\nurl = http://127.0.0.1:9100\n", 0, "one backend");
+	test_page_ring("[ring]\nvnodes = 2000\n[backend b0]\nurl = http://127.0.0.1:9100\n"
+		       "[backend b1]\nurl = http://127.0.0.1:9101\n[backend b2]\nurl = http://127.0.0.1:9102\n",
+		       1, "6000 points");
 	for (int k = 0; k < 2; k++) {
 		for (uint32_t ci = 0; ci < WORKER_POOL_CHUNKS; ci++)
 			free(atomic_load(&w[k]->pool_chunks[ci]));

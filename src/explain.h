@@ -1,0 +1,80 @@
+/*
+ * explain.h -- "where does this URL go, and why": the key a request
+ * target hashes to under a [ring] key mode (front_key, the request path's
+ * own function, on a target parsed by http1.c), and what the walk of that
+ * key would do now: the owner, each distinct backend with whether it
+ * would take the request and why not, the backend it would go to, and
+ * what the hot-object cache holds. For the admin listener's /ring?key= and
+ * ?url= (main thread) and `ringproxy plan --keys`. Reads shared state,
+ * writes none: nothing is counted, no slot or trial is taken.
+ */
+#ifndef RINGPROXY_EXPLAIN_H
+#define RINGPROXY_EXPLAIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "balance.h"
+#include "cache.h"
+#include "http1.h"
+#include "snapshot.h"
+
+/* Distinct backends listed at most (the walk is read on to the target). */
+#define EXPLAIN_MAX_WALK 64
+
+/* A request target parsed as a client's GET would be, and its key. The
+ * buffer is reused from call to call: zero the struct once, free it with
+ * explain_target_free. */
+struct explain_target {
+	char *buf;                      /* the request head, then the key */
+	size_t cap;
+	struct http1_msg msg;           /* slices of buf */
+	struct http1_header hdrs[4];
+	const char *key;                /* the key hashed: in buf */
+	size_t keylen;
+	uint64_t pos;                   /* its position on the ring */
+};
+
+/*
+ * Key target[0..len) (origin form "/p?q" or absolute form
+ * "http://host/p?q") under mode (enum conf_key) exactly as the request
+ * path keys a request with that target. host (NULL: none) is the Host
+ * header sent with an origin-form target, which the cache key uses.
+ * 0, or -1 with err when the target is not one a client could send.
+ */
+int explain_target_parse(struct explain_target *t, int mode, const char *target, size_t len,
+			 const char *host, char *err, size_t errlen);
+void explain_target_free(struct explain_target *t);
+
+/* What a request with a key would meet now. */
+struct explain {
+	const char *key;                /* borrowed */
+	size_t keylen;
+	uint64_t pos;
+	int owner;                      /* backend index; -1: empty ring */
+	int target;                     /* where it would go; -1: nowhere (503) */
+	int order[EXPLAIN_MAX_WALK];    /* the walk's first n distinct backends */
+	struct balance_why why[EXPLAIN_MAX_WALK];
+	int n;
+	/* the cache: known only with a cache and a cache key */
+	bool cache_known;
+	struct cache_peek peek;
+};
+
+/* Explain key[0..len) (borrowed by e) on snapshot s, listing walk
+ * backends at most (1..EXPLAIN_MAX_WALK). cache and ckey may be NULL: the
+ * cache's answer is then unknown. */
+void explain_key(struct explain *e, const struct snapshot *s, const char *key, size_t len,
+		 int walk, const struct cache *cache, const struct cache_key *ckey, int64_t now);
+
+/* Why a backend would not take it, in words ("" when it would). */
+void explain_why_text(const struct balance_why *w, const struct snapshot *s, int i,
+		      char *out, size_t len);
+
+struct evbuffer;
+/* e as JSON (one object, newline-terminated) or as text for people. */
+void explain_json(const struct explain *e, const struct snapshot *s, struct evbuffer *out);
+void explain_text(const struct explain *e, const struct snapshot *s, struct evbuffer *out);
+
+#endif
