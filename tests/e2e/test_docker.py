@@ -87,12 +87,14 @@ def check_compose():
             not any(p.endswith(f":{admin_port}") and not p.startswith("127.0.0.1:") for p in ports),
             f"the stats page ({admin_port}) is published on the host's loopback only")
     t.check(conf["proxy"]["admin_listen"].startswith("0.0.0.0:") and
-            "admin_token" in open(os.path.join(DOCKER, "ringproxy", "ringproxy.ini")).read(),
-            "the config listens for admin on the container network, and says there is no token yet")
-    t.check(rp.get("environment", {}).get("RINGPROXY_ADMIN") == f"127.0.0.1:{admin_port}" and
-            re.search(r'HEALTHCHECK .*\n?.*curl -fsS -o /dev/null "http://\$RINGPROXY_ADMIN/health"', dockerfile)
+            conf["proxy"].get("admin_token"),
+            "the config listens for admin on the container network, with a token")
+    env = rp.get("environment", {})
+    t.check(env.get("RINGPROXY_ADMIN") == f"127.0.0.1:{admin_port}" and
+            env.get("RINGPROXY_ADMIN_TOKEN") == conf["proxy"].get("admin_token") and
+            re.search(r'HEALTHCHECK .*\n?.*curl -fsS -o /dev/null -H "Authorization: Bearer \$RINGPROXY_ADMIN_TOKEN" \\\n\s*"http://\$RINGPROXY_ADMIN/health"', dockerfile)
             and re.search(r"ENV RINGPROXY_ADMIN=127\.0\.0\.1:" + admin_port, dockerfile),
-            "the image's HEALTHCHECK GETs the admin listener's /health")
+            "the image's HEALTHCHECK GETs the admin listener's /health with the config's token")
 
     # backends: exactly the cache services, on Varnish's port
     backends = {s.split(" ", 1)[1]: v["url"] for s, v in conf.items() if s.startswith("backend ")}

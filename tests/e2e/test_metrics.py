@@ -54,7 +54,7 @@ def main():
         sha = hashlib.sha256(f.read()).hexdigest()
     doc = json.loads(get(port, "/stats"))
     b = doc["build"]
-    version = subprocess.run([RP, "--version"], capture_output=True, text=True).stdout.split()[-1]
+    version = subprocess.run([RP, "--version"], capture_output=True, text=True).stdout.split()[1]
     t.check(b["version"] == version and b["libevent"].startswith("2.1") and b["openssl"].startswith("3.") and
             b["libcurl"][0].isdigit() and b["inih"], "/stats build: version and library versions", str(b))
     c = doc["config"]
