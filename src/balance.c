@@ -117,6 +117,10 @@ static enum balance_verdict balance_verdict(const struct snapshot *s, int i, uin
 	*limit = LONG_MAX;
 	if (s->ring->npoints_of[i] == 0)
 		return BALANCE_DRAINED;
+	/* a name that did not resolve: no address to send to, whatever its
+	 * health says (snapshot.c) */
+	if (s->be[i].addrlen == 0)
+		return BALANCE_DOWN;
 	if (atomic_load_explicit(&b->down, memory_order_relaxed)) {
 		if (!health_trial(b, s->be[i].conf, conf))
 			return BALANCE_DOWN;

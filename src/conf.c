@@ -17,6 +17,7 @@
 #include <ini.h>
 #include <limits.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,8 @@ static const struct conf_keydef conf_keys[] = {
 	  "least severe level logged to stderr" },
 	{ CONF_IN_PROXY, "log_file", CONF_T_PATH, P(log_file), "", 0, 0, NULL,
 	  "append log lines to this file instead of stderr; SIGUSR1 reopens it" },
+	{ CONF_IN_PROXY, "watch_config", CONF_T_BOOL, P(watch_config), "off", 0, 0, NULL,
+	  "reload when the config file changes (inotify; ConfigMap symlink swaps and editors' renames too)" },
 
 	{ CONF_IN_RING, "hash", CONF_T_ENUM, P(hash), "md5", 0, 0, "md5",
 	  "hash of points and keys (fixed scheme: MD5, first 8 bytes big-endian)" },
@@ -132,20 +135,36 @@ static const struct conf_keydef conf_keys[] = {
 	  "after recovering, take keys back gradually over this time; 0 = at once" },
 	/* per-backend health overrides: unset means [health]'s value */
 	{ CONF_IN_BACKEND, "health_path", CONF_T_PATH, B(health.path), NULL, 0, 0, NULL,
-	  "[health] path for this backend" },
+	  "this backend's own [health] path" },
 	{ CONF_IN_BACKEND, "health_interval", CONF_T_DURATION, B(health.interval_ms), NULL, 100, 3600000, NULL,
-	  "[health] interval for this backend" },
+	  "this backend's own [health] interval" },
 	{ CONF_IN_BACKEND, "health_timeout", CONF_T_DURATION, B(health.timeout_ms), NULL, 10, 600000, NULL,
-	  "[health] timeout for this backend" },
+	  "this backend's own [health] timeout" },
 	{ CONF_IN_BACKEND, "health_rise", CONF_T_UINT, B(health.rise), NULL, 1, 100, NULL,
-	  "[health] rise for this backend" },
+	  "this backend's own [health] rise" },
 	{ CONF_IN_BACKEND, "health_fall", CONF_T_UINT, B(health.fall), NULL, 1, 100, NULL,
-	  "[health] fall for this backend" },
+	  "this backend's own [health] fall" },
 	{ CONF_IN_BACKEND, "health_expect", CONF_T_RANGE, B(health.expect_lo), NULL, 100, 599, NULL,
-	  "[health] expect for this backend" },
+	  "this backend's own [health] expect" },
 };
 
 #define CONF_NKEYS (sizeof(conf_keys) / sizeof(conf_keys[0]))
+
+int conf_line(const struct conf *c, const char *key)
+{
+	for (size_t i = 0; c->lines && i < CONF_NKEYS; i++)
+		if (conf_keys[i].where != CONF_IN_BACKEND && strcmp(conf_keys[i].key, key) == 0)
+			return c->lines[i];
+	return 0;
+}
+
+int conf_backend_line(const struct conf_backend *be, const char *key)
+{
+	for (size_t i = 0; be->lines && i < CONF_NKEYS; i++)
+		if (conf_keys[i].where == CONF_IN_BACKEND && strcmp(conf_keys[i].key, key) == 0)
+			return be->lines[i];
+	return 0;
+}
 
 static const char *const conf_section_names[] = { "proxy", "ring", "health", "backend NAME" };
 
@@ -165,12 +184,12 @@ struct conf_parse {
 	/* the current section, as the reader saw its header */
 	int where;              /* enum conf_where, or -1 = unknown/none */
 	struct conf_backend *be;/* when where == CONF_IN_BACKEND */
-	size_t be_index;
 
-	/* line where each key was set, to refuse duplicates:
-	 * [0..CONF_NKEYS) for proxy/ring, per backend in be_lines */
-	int set_line[CONF_NKEYS];
-	int **be_lines;
+	/* the line where each key was set (refusing duplicates) is kept in
+	 * c->lines and in each backend's lines */
+	/* line of the [proxy], [ring] and [health] headers, to refuse a
+	 * second one (inih would merge them silently) */
+	int section_line[CONF_IN_BACKEND];
 	size_t be_cap;
 };
 
@@ -345,6 +364,23 @@ static int conf_parse_url(const char *url, char **host, uint16_t *port,
 		}
 		p = he + 1;
 	} else {
+		size_t alen = strcspn(p, "/"), colons = 0;
+
+		for (size_t i = 0; i < alen; i++)
+			colons += p[i] == ':';
+		if (colons > 1) {
+			/* "::1:80": no way to tell the port from the address */
+			const char *last = memrchr(p, ':', alen);
+			size_t dl = strspn(last + 1, "0123456789");
+
+			if (dl && last + 1 + dl == p + alen && last > p && last[-1] != ':')
+				snprintf(why, whylen, "put an IPv6 address in brackets: http://[%.*s]:%.*s%s",
+					 (int)(last - p), p, (int)dl, last + 1, p + alen);
+			else
+				snprintf(why, whylen, "put an IPv6 address in brackets: http://[%.*s]:PORT%s",
+					 (int)alen, p, p + alen);
+			return -1;
+		}
 		hs = p;
 		while (*p && *p != ':' && *p != '/')
 			p++;
@@ -768,44 +804,76 @@ static struct conf_backend *conf_new_backend(struct conf_parse *ps, const char *
 
 	if (c->nbackends == ps->be_cap) {
 		size_t cap = ps->be_cap ? ps->be_cap * 2 : 8;
-		int **lines = realloc(ps->be_lines, cap * sizeof(int *));
 
-		if (!lines)
-			return NULL;
-		ps->be_lines = lines;
 		grown = realloc(c->backends, cap * sizeof(*grown));
 		if (!grown)
 			return NULL;
 		c->backends = grown;
 		ps->be_cap = cap;
 	}
-	ps->be_lines[c->nbackends] = calloc(CONF_NKEYS, sizeof(int));
-	if (!ps->be_lines[c->nbackends])
-		return NULL;
 	be = &c->backends[c->nbackends++];
 	memset(be, 0, sizeof(*be));
+	be->lines = calloc(CONF_NKEYS, sizeof(int));
 	be->name = strdup(name);
 	be->line = line;
-	if (!be->name)
+	if (!be->lines || !be->name)
 		return NULL;
 	conf_defaults(ps, CONF_IN_BACKEND, be, be);
 	return be;
 }
 
+/* An unknown section header: say which known one it is close to, as for
+ * keys ([Proxy], [proxies], [backends cache-1]). */
+static void conf_unknown_section(struct conf_parse *ps, const char *name)
+{
+	static const char *const known[] = { "proxy", "ring", "health", "backend" };
+	size_t wl = strcspn(name, " \t"), best_d = SIZE_MAX;
+	const char *best = NULL, *rest = name + wl;
+	char word[64];
+
+	snprintf(word, sizeof(word), "%.*s", (int)(wl < sizeof(word) ? wl : sizeof(word) - 1), name);
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+		size_t d = conf_distance(word, known[i]);
+
+		if (d < best_d) {
+			best_d = d;
+			best = known[i];
+		}
+	}
+	while (isspace((unsigned char)*rest))
+		rest++;
+	if (best && best_d <= 2 && strcmp(best, "backend") == 0)
+		conf_error(ps, ps->line, "unknown section [%s]; did you mean [backend %s]?", name,
+			   *rest ? rest : "NAME");
+	else if (best && best_d <= 2 && !*rest)
+		conf_error(ps, ps->line, "unknown section [%s]; did you mean [%s]?", name, best);
+	else
+		conf_error(ps, ps->line, "unknown section [%s]; expected [proxy], [ring], [health] or [backend NAME]", name);
+}
+
 /* A section header line seen by the reader. */
 static void conf_section(struct conf_parse *ps, char *inner)
 {
+	static const char *const single[] = { "proxy", "ring", "health" };
 	char *name = conf_trim(inner);
 
 	ps->where = -1;
 	ps->be = NULL;
-	if (strcmp(name, "proxy") == 0) {
-		ps->where = CONF_IN_PROXY;
-	} else if (strcmp(name, "ring") == 0) {
-		ps->where = CONF_IN_RING;
-	} else if (strcmp(name, "health") == 0) {
-		ps->where = CONF_IN_HEALTH;
-	} else if (strncmp(name, "backend", 7) == 0 &&
+	for (int i = 0; i < CONF_IN_BACKEND; i++) {
+		if (strcmp(name, single[i]) != 0)
+			continue;
+		if (ps->section_line[i]) {
+			/* its keys are skipped: the error says what to do */
+			conf_error(ps, ps->line, "second [%s] section (the first is at line %d); merge them into one",
+				   name, ps->section_line[i]);
+			ps->where = -2;
+		} else {
+			ps->section_line[i] = ps->line;
+			ps->where = i;
+		}
+		return;
+	}
+	if (strncmp(name, "backend", 7) == 0 &&
 		   (name[7] == '\0' || isspace((unsigned char)name[7]))) {
 		char *bname = conf_trim(name + 7);
 		const struct conf_backend *dup = conf_backend_find(ps->c, bname);
@@ -822,7 +890,6 @@ static void conf_section(struct conf_parse *ps, char *inner)
 				conf_error(ps, ps->line, "out of memory");
 				return;
 			}
-			ps->be_index = ps->c->nbackends - 1;
 			ps->where = CONF_IN_BACKEND;
 		}
 		/* a bad backend header: its keys are skipped silently, the
@@ -830,7 +897,7 @@ static void conf_section(struct conf_parse *ps, char *inner)
 		if (ps->where < 0)
 			ps->where = -2;
 	} else {
-		conf_error(ps, ps->line, "unknown section [%s]; expected [proxy], [ring], [health] or [backend NAME]", name);
+		conf_unknown_section(ps, name);
 		ps->where = -2;
 	}
 }
@@ -952,7 +1019,7 @@ static int conf_handler(void *user, const char *section, const char *key, const 
 				   conf_section_names[ps->where]);
 		return 1;
 	}
-	lines = ps->where == CONF_IN_BACKEND ? ps->be_lines[ps->be_index] : ps->set_line;
+	lines = ps->where == CONF_IN_BACKEND ? ps->be->lines : ps->c->lines;
 	if (lines[k - conf_keys]) {
 		conf_error(ps, ps->line, "'%s' is set twice (first at line %d); keep one", key, lines[k - conf_keys]);
 		return 1;
@@ -966,19 +1033,7 @@ static int conf_handler(void *user, const char *section, const char *key, const 
 
 static int conf_backend_key_set(const struct conf_parse *ps, size_t be, const char *key)
 {
-	for (size_t i = 0; i < CONF_NKEYS; i++)
-		if (conf_keys[i].where == CONF_IN_BACKEND && strcmp(conf_keys[i].key, key) == 0)
-			return ps->be_lines[be][i] != 0;
-	return 0;
-}
-
-/* The line where a [proxy]/[ring]/[health] key was set, 0 if it was not. */
-static int conf_key_line(const struct conf_parse *ps, const char *key)
-{
-	for (size_t i = 0; i < CONF_NKEYS; i++)
-		if (conf_keys[i].where != CONF_IN_BACKEND && strcmp(conf_keys[i].key, key) == 0)
-			return ps->set_line[i];
-	return 0;
+	return conf_backend_line(&ps->c->backends[be], key) != 0;
 }
 
 /* Per-backend health settings: [health] unless the backend overrides. */
@@ -1007,6 +1062,57 @@ static void conf_inherit(struct conf_parse *ps)
 	}
 }
 
+/* A listen address's port, its IP bytes and whether it is a wildcard. */
+struct conf_ip {
+	int port;
+	size_t len;
+	const unsigned char *ip;
+	bool any;
+};
+
+static void conf_ip_of(const struct sockaddr_storage *ss, struct conf_ip *out)
+{
+	static const unsigned char zero[16];
+
+	if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+
+		out->port = ntohs(s6->sin6_port);
+		out->ip = s6->sin6_addr.s6_addr;
+		out->len = 16;
+	} else {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+
+		out->port = ntohs(s4->sin_port);
+		out->ip = (const unsigned char *)&s4->sin_addr;
+		out->len = 4;
+	}
+	out->any = memcmp(out->ip, zero, out->len) == 0;
+}
+
+/* Would listeners on a and b take each other's connections? Both bind
+ * with SO_REUSEPORT, so the kernel would accept both and split the
+ * clients between them (or give the more specific address all of them).
+ * Port 0 asks for a free port: never the same. */
+static bool conf_addrs_clash(const char *a, const char *b)
+{
+	struct sockaddr_storage sa, sb;
+	struct conf_ip ia, ib;
+	socklen_t la, lb;
+	char why[128];
+
+	if (!*a || !*b || addr_parse(a, &sa, &la, why, sizeof(why)) < 0 ||
+	    addr_parse(b, &sb, &lb, why, sizeof(why)) < 0)
+		return false;
+	conf_ip_of(&sa, &ia);
+	conf_ip_of(&sb, &ib);
+	if (ia.port == 0 || ia.port != ib.port)
+		return false;
+	/* a wildcard overlaps every address of its port ([::] takes IPv4
+	 * too unless IPV6_V6ONLY) */
+	return ia.any || ib.any || (ia.len == ib.len && memcmp(ia.ip, ib.ip, ia.len) == 0);
+}
+
 /* Checks that need the whole file. */
 static void conf_validate(struct conf_parse *ps)
 {
@@ -1015,6 +1121,16 @@ static void conf_validate(struct conf_parse *ps)
 	int live = 0;
 
 	conf_inherit(ps);
+	if (conf_addrs_clash(c->listen, c->admin_listen)) {
+		char where[32] = " (the default)";
+
+		if (conf_line(c, "listen"))
+			snprintf(where, sizeof(where), " (line %d)", conf_line(c, "listen"));
+		/* both would bind with SO_REUSEPORT and split the clients */
+		conf_error(ps, conf_line(c, "admin_listen"),
+			   "admin_listen %s is the address of listen %s%s; give the admin listener a port of its own",
+			   c->admin_listen, c->listen, where);
+	}
 
 	for (size_t i = 0; i < c->nbackends; i++) {
 		struct conf_backend *be = &c->backends[i];
@@ -1027,7 +1143,7 @@ static void conf_validate(struct conf_parse *ps)
 		points += ring_points_for(c->vnodes, be->weight);
 	}
 	if (c->buffer_size < c->max_head_size)
-		conf_error(ps, conf_key_line(ps, "buffer_size"),
+		conf_error(ps, conf_line(c, "buffer_size"),
 			   "buffer_size (%llu) is smaller than max_head_size (%llu); a head must fit in the buffer",
 			   (unsigned long long)c->buffer_size, (unsigned long long)c->max_head_size);
 	if (c->nbackends == 0)
@@ -1057,10 +1173,16 @@ static struct conf *conf_load_from(const char *name, FILE *fp, const char *text,
 	ps.text = text;
 	ps.where = -1;
 	c = calloc(1, sizeof(*c));
-	if (!c)
+	if (c) {
+		c->path = strdup(name);
+		c->lines = calloc(CONF_NKEYS, sizeof(int));
+	}
+	if (!c || !c->path || !c->lines) {
+		conf_free(c);
+		c = NULL;
 		goto fail;
+	}
 	ps.c = c;
-	c->path = strdup(name);
 	conf_defaults(&ps, CONF_IN_PROXY, c, NULL);
 	conf_defaults(&ps, CONF_IN_RING, c, NULL);
 	conf_defaults(&ps, CONF_IN_HEALTH, c, NULL);
@@ -1073,9 +1195,6 @@ static struct conf *conf_load_from(const char *name, FILE *fp, const char *text,
 fail:
 	if (!c)
 		conf_error(&ps, 0, "out of memory");
-	for (size_t i = 0; i < (c ? c->nbackends : 0); i++)
-		free(ps.be_lines[i]);
-	free(ps.be_lines);
 	free(ps.buf);
 	if (errs->n) {
 		conf_free(c);
@@ -1128,8 +1247,10 @@ void conf_free(struct conf *c)
 		free(be->host);
 		free(be->prefix);
 		free(be->health.path);
+		free(be->lines);
 	}
 	free(c->backends);
+	free(c->lines);
 	free(c->path);
 	free(c);
 }
@@ -1145,6 +1266,179 @@ const struct conf_backend *conf_backend_find(const struct conf *c, const char *n
 		if (strcmp(c->backends[i].name, name) == 0)
 			return &c->backends[i];
 	return NULL;
+}
+
+/* A value of key k at field, written so that its setter reads it back
+ * to the same value (the inverse of conf_set). */
+static void conf_format(const struct conf_keydef *k, const char *field, char *out, size_t len)
+{
+	switch (k->type) {
+	case CONF_T_UINT:
+		snprintf(out, len, "%u", *(const unsigned *)field);
+		break;
+	case CONF_T_DOUBLE: {
+		double d = *(const double *)field;
+
+		/* the shortest text that reads back exactly */
+		snprintf(out, len, "%.15g", d);
+		if (strtod(out, NULL) != d)
+			snprintf(out, len, "%.17g", d);
+		break;
+	}
+	case CONF_T_DURATION:
+		conf_fmt_ms(*(const uint64_t *)field, out, len);
+		break;
+	case CONF_T_SIZE: {
+		uint64_t v = *(const uint64_t *)field;
+		static const char units[] = "kmg";
+		int u = -1;
+
+		while (u < 2 && v && v % 1024 == 0) {
+			v /= 1024;
+			u++;
+		}
+		snprintf(out, len, u < 0 ? "%llu" : "%llu%c", (unsigned long long)v, u < 0 ? 0 : units[u]);
+		break;
+	}
+	case CONF_T_ENUM: {
+		const char *p = k->choices;
+
+		for (int i = *(const int *)field; i > 0 && strchr(p, '|'); i--)
+			p = strchr(p, '|') + 1;
+		snprintf(out, len, "%.*s", (int)strcspn(p, "|"), p);
+		break;
+	}
+	case CONF_T_BOOL:
+		snprintf(out, len, "%s", *(const bool *)field ? "on" : "off");
+		break;
+	case CONF_T_RANGE: {
+		const int *r = (const int *)field;
+
+		if (r[0] == r[1])
+			snprintf(out, len, "%d", r[0]);
+		else
+			snprintf(out, len, "%d-%d", r[0], r[1]);
+		break;
+	}
+	default:                /* the string-valued types */
+		snprintf(out, len, "%s", *(char *const *)field ? *(char *const *)field : "");
+		break;
+	}
+}
+
+int conf_write(const struct conf *c, FILE *out)
+{
+	char v[1024];
+	int last = -1;
+
+	fprintf(out, "; the effective configuration of %s: every key, defaults filled in\n", c->path);
+	for (size_t i = 0; i < CONF_NKEYS; i++) {
+		const struct conf_keydef *k = &conf_keys[i];
+
+		if (k->where == CONF_IN_BACKEND)
+			continue;
+		if ((int)k->where != last) {
+			fprintf(out, "\n[%s]\n", conf_section_names[k->where]);
+			last = (int)k->where;
+		}
+		conf_format(k, (const char *)c + k->offset, v, sizeof(v));
+		fprintf(out, "%s = %s%s\n", k->key, v, c->lines[i] ? "" : "   ; default");
+	}
+	for (size_t b = 0; b < c->nbackends; b++) {
+		const struct conf_backend *be = &c->backends[b];
+
+		fprintf(out, "\n[backend %s]\n", be->name);
+		for (size_t i = 0; i < CONF_NKEYS; i++) {
+			const struct conf_keydef *k = &conf_keys[i];
+
+			if (k->where != CONF_IN_BACKEND)
+				continue;
+			conf_format(k, (const char *)be + k->offset, v, sizeof(v));
+			/* an override not set follows [health]: written as a
+			 * comment, so that the file still follows [health] */
+			if (!k->def && !be->lines[i] && strcmp(k->key, "url") != 0)
+				fprintf(out, "; %s = %s   (as in [health])\n", k->key, v);
+			else
+				fprintf(out, "%s = %s%s\n", k->key, v, be->lines[i] || !k->def ? "" : "   ; default");
+		}
+	}
+	return ferror(out) ? -1 : 0;
+}
+
+/* scdoc text: '*' and '_' are its markup, written escaped. */
+static void conf_scdoc_text(FILE *out, const char *text)
+{
+	for (const char *p = text; *p; p++) {
+		if (*p == '*' || *p == '_' || *p == '\\')
+			fputc('\\', out);
+		fputc(*p, out);
+	}
+}
+
+/* What a key takes, with its range in its own units (the man page). */
+static void conf_range_text(const struct conf_keydef *k, char *out, size_t len)
+{
+	char lo[32], hi[32];
+
+	switch (k->type) {
+	case CONF_T_DURATION:
+		conf_fmt_ms((uint64_t)k->min, lo, sizeof(lo));
+		conf_fmt_ms((uint64_t)k->max, hi, sizeof(hi));
+		snprintf(out, len, "a duration from %s to %s (ms, s, m, h; a bare number is seconds)", lo, hi);
+		break;
+	case CONF_T_SIZE: {
+		uint64_t l = (uint64_t)k->min, h = (uint64_t)k->max;
+
+		conf_format(k, (const char *)&l, lo, sizeof(lo));
+		conf_format(k, (const char *)&h, hi, sizeof(hi));
+		snprintf(out, len, "a size from %s to %s (k, m, g: powers of 1024)", lo, hi);
+		break;
+	}
+	case CONF_T_ENUM:
+		snprintf(out, len, "one of %s", k->choices);
+		for (char *p = out; *p; p++)
+			if (*p == '|')
+				*p = ',';
+		break;
+	case CONF_T_ADDR:
+		snprintf(out, len, "IP:port or [IPv6]:port%s", k->def && !*k->def ? ", or empty" : "");
+		break;
+	case CONF_T_URL:
+		snprintf(out, len, "http://host[:port][/prefix]; an IPv6 address in brackets");
+		break;
+	case CONF_T_STRING:
+		snprintf(out, len, "a header name, or empty");
+		break;
+	default:
+		conf_type_text(k, out, len);
+		break;
+	}
+}
+
+void conf_help_scdoc(FILE *out)
+{
+	int last = -1;
+
+	for (size_t i = 0; i < CONF_NKEYS; i++) {
+		const struct conf_keydef *k = &conf_keys[i];
+		char range[160];
+
+		if ((int)k->where != last) {
+			fprintf(out, "## [%s]\n\n", conf_section_names[k->where]);
+			last = (int)k->where;
+		}
+		conf_range_text(k, range, sizeof(range));
+		fputc('*', out);
+		conf_scdoc_text(out, k->key);
+		fputs("* (default: ", out);
+		conf_scdoc_text(out, k->def ? (*k->def ? k->def : "empty") :
+				strncmp(k->key, "health_", 7) == 0 ? "as in [health]" : "none: required");
+		fputs(")\n\t", out);
+		conf_scdoc_text(out, k->help);
+		fputs(".\n\tValue: ", out);
+		conf_scdoc_text(out, range);
+		fputs(".\n\n", out);
+	}
 }
 
 void conf_help(FILE *out)

@@ -41,6 +41,8 @@ struct conf_backend {
 	uint64_t slow_start_ms; /* ramp after recovery; 0 = off */
 	struct conf_health health; /* [health] with this backend's overrides */
 	int line;               /* of the [backend NAME] header */
+	int *lines;             /* where each of its keys was set, 0 = not
+				   set: read with conf_backend_line() */
 };
 
 struct conf {
@@ -65,6 +67,7 @@ struct conf {
 	bool underscores_in_headers;    /* forward header names with '_' */
 	int log_level;                  /* enum log_level */
 	char *log_file;                 /* "" = stderr as given */
+	bool watch_config;              /* reload when the file changes */
 
 	/* [ring] */
 	int hash;                       /* enum conf_hash */
@@ -80,6 +83,10 @@ struct conf {
 
 	struct conf_backend *backends;
 	size_t nbackends;
+
+	int *lines;                     /* where each [proxy], [ring] and
+					   [health] key was set, 0 = its
+					   default: read with conf_line() */
 };
 
 /* Every error of one load, in file order. */
@@ -104,6 +111,12 @@ void conf_errors_free(struct conf_errors *errs);
  * ("[v6]:port" for IPv6). */
 void conf_hostport(const struct conf_backend *b, char *out, size_t len);
 
+/* The line of the file where [proxy], [ring] or [health] key was set, or
+ * 0 when it has its default (messages then name the file alone). */
+int conf_line(const struct conf *c, const char *key);
+/* The same for a key of one backend (url, weight, health_path...). */
+int conf_backend_line(const struct conf_backend *be, const char *key);
+
 /* Find a backend by name; NULL if none. */
 const struct conf_backend *conf_backend_find(const struct conf *c,
 					     const char *name);
@@ -114,7 +127,17 @@ int conf_parse_duration(const char *s, uint64_t *ms);
 /* Parse "65536", "64k", "16m", "1g" (powers of 1024). 0 or -1. */
 int conf_parse_size(const char *s, uint64_t *bytes);
 
+/* `ringproxy -T`: c as an INI file that loads back to the same config,
+ * every key written (those left at their default say so in a comment;
+ * a backend's health overrides that it does not set are comments, so
+ * that they keep following [health]). 0, or -1 on a write error. */
+int conf_write(const struct conf *c, FILE *out);
+
 /* Print every key with its type, default, range and help (--help-config). */
 void conf_help(FILE *out);
+/* The same as scdoc text (## [section], then each key with its default,
+ * help and range): the key list of ringproxy.ini(5), which the build
+ * makes with `ringproxy --help-config=scdoc`. */
+void conf_help_scdoc(FILE *out);
 
 #endif

@@ -12,6 +12,14 @@
  * each backend starts at a random point of its interval so that checks of
  * many backends do not all fire together.
  *
+ * Names (main thread): a backend whose name did not resolve when its
+ * snapshot was built has no address and is down; its name is looked up
+ * again every health interval on the resolver thread (resolve.c), so a
+ * slow name server never holds the event loop, and once it resolves the
+ * proxy makes a snapshot with the address (snapshot_readdress) and the
+ * backend comes back as any down backend does: rise passed checks, or a
+ * trial request.
+ *
  * Transitions are compare-and-swaps on the registry's `down` flag, so
  * exactly one thread logs each one; every transition bumps
  * registry_health_gen, which tells balance.c to recompute the up weight.
@@ -21,6 +29,7 @@
 
 #include <curl/curl.h>
 #include <event2/event.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +37,7 @@
 #include "curlev.h"
 #include "log.h"
 #include "registry.h"
+#include "resolve.h"
 #include "snapshot.h"
 
 __attribute__((format(printf, 4, 5)))
@@ -108,6 +118,13 @@ bool health_trial(struct backend *b, const struct conf_backend *cb, const struct
 	return true;
 }
 
+void health_unresolved(struct backend *b, const char *host, const char *why)
+{
+	health_set(b, 1, NULL, "cannot resolve '%s': %s", host, why);
+	/* once it has an address, a passive trial may go at once */
+	atomic_store(&b->retry_at_ms, 0);
+}
+
 void health_reset(struct backend *b, const char *url)
 {
 	if (atomic_load(&b->down))
@@ -133,12 +150,28 @@ struct health_check {
 	bool running;
 };
 
+/* A backend name that did not resolve, looked up every interval. */
+struct health_name {
+	struct health *h;
+	char name[65];
+	char *host;
+	uint16_t port;
+	uint64_t interval_ms;
+	struct event *timer;
+	bool pending;                   /* a lookup is out */
+};
+
 struct health {
 	struct event_base *base;
 	struct curlev *ce;
 	struct snapshot *snap;
 	struct health_check **checks;
 	size_t n;
+	struct resolver *res;
+	struct health_name **names;
+	size_t nnames;
+	health_resolved_fn *resolved;
+	void *resolved_arg;
 };
 
 static size_t health_discard(char *p, size_t size, size_t n, void *arg)
@@ -230,19 +263,134 @@ static void health_on_done(CURL *easy, CURLcode rc, void *arg)
 	health_schedule(hc, cfg->interval_ms);
 }
 
-struct health *health_new(struct event_base *base)
+struct health *health_new(struct event_base *base, health_resolved_fn *resolved, void *arg)
 {
 	struct health *h = calloc(1, sizeof(*h));
 
 	if (!h)
 		return NULL;
 	h->base = base;
+	h->resolved = resolved;
+	h->resolved_arg = arg;
 	h->ce = curlev_new(base, health_on_done, h);
-	if (!h->ce) {
+	h->res = resolver_new(base);
+	if (!h->ce || !h->res) {
+		curlev_free(h->ce);
+		resolver_free(h->res);
 		free(h);
 		return NULL;
 	}
 	return h;
+}
+
+/* ---- names that did not resolve (main thread) ------------------------ */
+
+static void health_name_free(struct health *h, struct health_name *hn)
+{
+	if (!hn)
+		return;
+	resolver_cancel(h->res, hn);
+	if (hn->timer)
+		event_free(hn->timer);
+	free(hn->host);
+	free(hn);
+}
+
+static void health_name_schedule(struct health_name *hn)
+{
+	struct timeval tv = { (time_t)(hn->interval_ms / 1000),
+			      (suseconds_t)((hn->interval_ms % 1000) * 1000) };
+
+	evtimer_add(hn->timer, &tv);
+}
+
+static void health_on_resolved(void *arg, int rc, const struct sockaddr *addr, socklen_t len)
+{
+	struct health_name *hn = arg;
+	struct health *h = hn->h;
+	char name[sizeof(hn->name)];
+
+	hn->pending = false;
+	if (rc != 0) {
+		log_debug("backend %s: '%s' still does not resolve: %s", hn->name, hn->host, gai_strerror(rc));
+		health_name_schedule(hn);
+		return;
+	}
+	/* the callback makes a new snapshot and applies it here, which
+	 * frees hn: nothing of it is used after, unless it failed */
+	memcpy(name, hn->name, sizeof(name));
+	if (h->resolved(h->resolved_arg, name, addr, len) < 0)
+		health_name_schedule(hn);
+}
+
+static void health_on_name_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct health_name *hn = arg;
+
+	(void)fd;
+	(void)what;
+	if (hn->pending)
+		return;
+	if (resolver_lookup(hn->h->res, hn->host, hn->port, health_on_resolved, hn) == 0)
+		hn->pending = true;
+	else
+		health_name_schedule(hn);
+}
+
+/* The lookups for the backends of s without an address: those of the
+ * previous snapshot that go on (same name, host and port) keep their
+ * place in their interval, as checks do. */
+static void health_apply_names(struct health *h, struct snapshot *s)
+{
+	struct health_name **names = calloc(s->nbe ? s->nbe : 1, sizeof(*names));
+	size_t n = 0;
+
+	if (!names) {
+		log_error("health: out of memory; names that do not resolve are not looked up again");
+		return;
+	}
+	for (size_t i = 0; i < s->nbe; i++) {
+		const struct conf_backend *cb = s->be[i].conf;
+		struct health_name *hn = NULL;
+
+		if (s->be[i].addrlen)
+			continue;
+		for (size_t j = 0; j < h->nnames; j++) {
+			struct health_name *old = h->names[j];
+
+			if (old && strcmp(old->name, cb->name) == 0 && strcmp(old->host, cb->host) == 0 &&
+			    old->port == cb->port) {
+				hn = old;
+				h->names[j] = NULL;
+				break;
+			}
+		}
+		if (!hn) {
+			hn = calloc(1, sizeof(*hn));
+			if (hn) {
+				hn->h = h;
+				snprintf(hn->name, sizeof(hn->name), "%s", cb->name);
+				hn->host = strdup(cb->host);
+				hn->port = cb->port;
+				hn->timer = evtimer_new(h->base, health_on_name_timer, hn);
+			}
+			if (!hn || !hn->host || !hn->timer) {
+				log_error("health: out of memory; backend %s's name is not looked up again",
+					  cb->name);
+				health_name_free(h, hn);
+				continue;
+			}
+			hn->interval_ms = cb->health.interval_ms;
+			health_name_schedule(hn);
+		}
+		hn->interval_ms = cb->health.interval_ms;
+		names[n++] = hn;
+	}
+	for (size_t j = 0; j < h->nnames; j++)
+		health_name_free(h, h->names[j]);
+	free(h->names);
+	h->names = names;
+	h->nnames = n;
 }
 
 static void health_check_free(struct health *h, struct health_check *hc)
@@ -306,7 +454,7 @@ void health_apply(struct health *h, struct snapshot *s)
 		struct health_check *hc;
 		char url[sizeof(hc->url)];
 
-		if (!cb->health.path[0])
+		if (!cb->health.path[0] || !s->be[i].addrlen)
 			continue;
 		health_url(url, sizeof(url), cb, cb->health.path);
 		hc = health_keep(h, cb, url);
@@ -341,6 +489,7 @@ void health_apply(struct health *h, struct snapshot *s)
 	h->snap = s;
 	h->checks = checks;
 	h->n = n;
+	health_apply_names(h, s);
 }
 
 void health_free(struct health *h)
@@ -348,6 +497,10 @@ void health_free(struct health *h)
 	if (!h)
 		return;
 	health_stop(h);
+	for (size_t j = 0; j < h->nnames; j++)
+		health_name_free(h, h->names[j]);
+	free(h->names);
+	resolver_free(h->res);
 	curlev_free(h->ce);
 	free(h);
 }

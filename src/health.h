@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <sys/socket.h>
 
 #include "conf.h"
 #include "registry-t.h"
@@ -32,11 +33,25 @@ bool health_trial(struct backend *b, const struct conf_backend *cb, const struct
  * afresh). */
 void health_reset(struct backend *b, const char *url);
 
-/* Main thread: active checks of the backends of a snapshot. */
+/* Main thread: b's name did not resolve (why: getaddrinfo's words). It
+ * is down until the name resolves and it passes its checks (or, with
+ * passive checks only, a trial request). */
+void health_unresolved(struct backend *b, const char *host, const char *why);
+
+/* Main thread: a backend name of the current snapshot that did not
+ * resolve does now, to addr. Returns 0 when the address was taken (a new
+ * snapshot applied), -1 to look the name up again next interval. */
+typedef int health_resolved_fn(void *arg, const char *name, const struct sockaddr *addr,
+			       socklen_t len);
+
+/* Main thread: active checks of the backends of a snapshot, and lookups
+ * of the names that did not resolve, every health interval, off the
+ * event loop (resolve.c); resolved(arg, ...) tells of each that does. */
 struct health;
-struct health *health_new(struct event_base *base);
+struct health *health_new(struct event_base *base, health_resolved_fn *resolved, void *arg);
 /* Check the backends of s from now on (a reference to s is taken; the
- * previous snapshot's checks stop). */
+ * previous snapshot's checks stop). A backend without an address is not
+ * checked: its name is looked up instead. */
 void health_apply(struct health *h, struct snapshot *s);
 void health_free(struct health *h);
 

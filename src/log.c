@@ -7,6 +7,14 @@
  * kept aside so that a reload without log_file can put it back. One
  * write(2) per line keeps lines whole across threads. Main thread for
  * open/reopen, any thread for log_msg.
+ *
+ * Under systemd, stderr is a stream to the journal, which says so in
+ * JOURNAL_STREAM (the device and inode of that stream). When fd 2 is that
+ * stream, each line starts with its syslog priority as sd-daemon(3)
+ * writes it ("<3>" error, "<4>" warning, "<6>" info, "<7>" debug), so
+ * that journalctl -p filters and colours them, and without our time
+ * stamp, which the journal keeps itself. A log_file on fd 2 is not the
+ * journal: its lines keep the plain format.
  */
 #include "log.h"
 
@@ -18,12 +26,30 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 static _Atomic int log_level = LOG_INFO;
 
 static const char *const log_names[] = { "error", "warn", "info", "debug" };
+/* sd-daemon's prefixes: LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG */
+static const char *const log_prio[] = { "<3>", "<4>", "<6>", "<7>" };
+
+/* Is fd 2 the journal's stream? -1 until first asked; set again after
+ * every open and reopen, which change what fd 2 is. */
+static _Atomic int log_journal = -1;
+
+static int log_journal_detect(void)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	if (!js || sscanf(js, "%llu:%llu", &dev, &ino) != 2 || fstat(STDERR_FILENO, &st) < 0)
+		return 0;
+	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
 
 void log_set_level(enum log_level level)
 {
@@ -91,6 +117,7 @@ int log_open(const char *path, char *err, size_t errlen)
 	}
 	free(log_path);
 	log_path = NULL;
+	atomic_store(&log_journal, log_journal_detect());
 	return 0;
 }
 
@@ -118,6 +145,7 @@ int log_reopen(char *err, size_t errlen)
 		}
 		close(fd);
 	}
+	atomic_store(&log_journal, log_journal_detect());
 	return 0;
 }
 
@@ -127,17 +155,27 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	struct timespec ts;
 	struct tm tm;
 	va_list ap;
-	int n, m;
+	int n, m, journal;
 
 	if ((int)level > atomic_load(&log_level))
 		return;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	n = snprintf(line, sizeof(line),
-		     "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s: ",
-		     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-		     tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000L,
-		     log_names[level]);
+	journal = atomic_load(&log_journal);
+	if (journal < 0) {
+		/* threads that race here compute the same answer */
+		journal = log_journal_detect();
+		atomic_store(&log_journal, journal);
+	}
+	if (journal) {
+		n = snprintf(line, sizeof(line), "%s%s: ", log_prio[level], log_names[level]);
+	} else {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		gmtime_r(&ts.tv_sec, &tm);
+		n = snprintf(line, sizeof(line),
+			     "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s: ",
+			     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+			     tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000L,
+			     log_names[level]);
+	}
 	va_start(ap, fmt);
 	m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
 	va_end(ap);

@@ -24,6 +24,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <event2/event.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,8 +40,10 @@
 #include "log.h"
 #include "notify.h"
 #include "plan.h"
+#include "preflight.h"
 #include "registry.h"
 #include "snapshot.h"
+#include "watch.h"
 #include "worker.h"
 
 struct proxy_main {
@@ -61,6 +64,7 @@ struct proxy_main {
 	unsigned workers_conf;          /* values must equal to take effect */
 	char admin_conf[320];           /* admin_listen likewise */
 	struct admin *admin;
+	struct watch *watch;            /* with [proxy] watch_config */
 };
 
 static void proxy_status(struct proxy_main *m)
@@ -80,6 +84,89 @@ static void proxy_record(struct proxy_main *m, bool ok, const char *text)
 		m->p.generation = m->snap->generation;
 	else
 		atomic_fetch_add(&m->p.reloads_failed, 1);
+}
+
+/* The backends of s whose name did not resolve: said at each load, as
+ * the file would say it, and down until the name resolves (health.c
+ * looks it up again every interval). */
+static void proxy_unresolved(const struct snapshot *s)
+{
+	for (size_t i = 0; i < s->nbe; i++) {
+		const struct snap_backend *sb = &s->be[i];
+		const char *why;
+
+		if (sb->addrlen)
+			continue;
+		why = gai_strerror(sb->resolve_rc);
+		log_warn("%s:%d: backend %s: cannot resolve '%s': %s; it is down, and its name is resolved again every %gs (its health interval)",
+			 s->conf->path, conf_backend_line(sb->conf, "url"), sb->conf->name, sb->conf->host, why,
+			 (double)sb->conf->health.interval_ms / 1000);
+		health_unresolved(sb->state, sb->conf->host, why);
+	}
+}
+
+/* Hand s to every worker and to the health checks; it becomes current. */
+static void proxy_publish(struct proxy_main *m, struct snapshot *s)
+{
+	for (unsigned i = 0; i < m->p.nworkers; i++) {
+		snapshot_ref(s);
+		worker_post_snapshot(m->p.workers[i], s);
+	}
+	health_apply(m->health, s);
+	snapshot_unref(m->snap);
+	m->snap = s;
+	m->p.current = s;
+}
+
+/* health.c: a backend name that did not resolve does now. The snapshot
+ * that has its address replaces the current one; the backend stays down
+ * until its checks pass (or a passive trial succeeds). */
+static int proxy_on_resolved(void *arg, const char *name, const struct sockaddr *addr, socklen_t len)
+{
+	struct proxy_main *m = arg;
+	struct snapshot *s = snapshot_readdress(m->snap, name, addr, len);
+	size_t i;
+
+	if (!s) {
+		log_error("backend %s: its name resolves now, but no snapshot could be made (out of memory); "
+			  "tried again at the next interval", name);
+		return -1;
+	}
+	for (i = 0; i < s->nbe && strcmp(s->be[i].conf->name, name) != 0; i++)
+		;
+	log_info("backend %s: '%s' resolves now, to %s; it comes back when it passes its %s", name,
+		 s->be[i].conf->host, s->be[i].addr_text,
+		 s->be[i].conf->health.path[0] ? "health checks" : "trial request");
+	proxy_publish(m, s);
+	return 0;
+}
+
+/* watch.c: the file changed. The reload is SIGHUP's, coalesced with it. */
+static void proxy_on_file_changed(void *arg)
+{
+	struct proxy_main *m = arg;
+
+	if (!m->stopping)
+		event_active(m->ev_reload, EV_READ, 0);
+}
+
+/* [proxy] watch_config as the config in force says: start or stop
+ * following the file (a reload may turn it on or off). */
+static void proxy_watch(struct proxy_main *m, const struct conf *c)
+{
+	char err[256];
+
+	if (c->watch_config && !m->watch) {
+		m->watch = watch_new(m->base, m->path, proxy_on_file_changed, m, err, sizeof(err));
+		if (m->watch)
+			log_info("watch_config: following %s; a change reloads it", m->path);
+		else
+			log_error("watch_config: %s: %s; reload with SIGHUP", m->path, err);
+	} else if (!c->watch_config && m->watch) {
+		watch_free(m->watch);
+		m->watch = NULL;
+		log_info("watch_config: no longer following %s", m->path);
+	}
 }
 
 static void proxy_reload(struct proxy_main *m)
@@ -141,14 +228,9 @@ static void proxy_reload(struct proxy_main *m)
 		log_error("reload: %s; logging continues where it was", err);
 	log_set_level((enum log_level)c->log_level);
 	atomic_store(&m->p.max_conns, c->max_connections);
-	for (unsigned i = 0; i < m->p.nworkers; i++) {
-		snapshot_ref(s);
-		worker_post_snapshot(m->p.workers[i], s);
-	}
-	health_apply(m->health, s);
-	snapshot_unref(m->snap);
-	m->snap = s;
-	m->p.current = s;
+	proxy_unresolved(s);
+	proxy_publish(m, s);
+	proxy_watch(m, s->conf);
 	m->p.last_moved_share = moved;
 	snprintf(text, sizeof(text), "reload %llu: %s", (unsigned long long)gen, report);
 	log_info("%s", text);
@@ -310,7 +392,24 @@ static int proxy_listen(struct proxy_main *m, struct sockaddr_storage *addr, soc
 	return 0;
 }
 
-int proxy_run(const char *path, struct conf *conf)
+/* The host checks of preflight.c, as errors: 0, or -1 when the start
+ * must not go on (each reason logged). */
+static int proxy_preflight(const char *path, const struct conf *conf, unsigned flags)
+{
+	struct preflight pf;
+	size_t n = preflight_run(conf, PREFLIGHT_START | flags, &pf);
+
+	for (size_t i = 0; i < pf.warnings.n; i++)
+		log_warn("%s", pf.warnings.msg[i]);
+	for (size_t i = 0; i < pf.errors.n; i++)
+		log_error("%s", pf.errors.msg[i]);
+	if (n)
+		log_error("%s: %zu error%s; nothing started", path, n, n == 1 ? "" : "s");
+	preflight_free(&pf);
+	return n ? -1 : 0;
+}
+
+int proxy_run(const char *path, struct conf *conf, unsigned flags)
 {
 	struct proxy_main m;
 	struct event *sigev[PROXY_NSIGNALS] = { 0 };
@@ -325,6 +424,10 @@ int proxy_run(const char *path, struct conf *conf)
 	m.path = path;
 	signal(SIGPIPE, SIG_IGN);
 	srandom((unsigned)time(NULL) ^ (unsigned)getpid());
+	if (proxy_preflight(path, conf, flags) < 0) {
+		conf_free(conf);
+		return 1;
+	}
 	if (log_open(conf->log_file, err, sizeof(err)) < 0) {
 		log_error("%s: %s", path, err);
 		conf_free(conf);
@@ -369,7 +472,7 @@ int proxy_run(const char *path, struct conf *conf)
 		}
 	}
 	m.ev_reload = event_new(m.base, -1, 0, proxy_on_reload, &m);
-	m.health = health_new(m.base);
+	m.health = health_new(m.base, proxy_on_resolved, &m);
 	if (!m.ev_reload || !m.health) {
 		log_error("out of memory");
 		goto out;
@@ -388,7 +491,9 @@ int proxy_run(const char *path, struct conf *conf)
 			goto out;
 		}
 	}
+	proxy_unresolved(m.snap);
 	health_apply(m.health, m.snap);
+	proxy_watch(&m, m.snap->conf);
 	conn_peer_ip(&addr, host, sizeof(host));
 	snprintf(m.listen_text, sizeof(m.listen_text), "%s%s%s:%d",
 		 addr.ss_family == AF_INET6 ? "[" : "", host, addr.ss_family == AF_INET6 ? "]" : "", port);
@@ -405,6 +510,7 @@ out:
 		worker_post_stop(m.p.workers[i]);
 	for (unsigned i = 0; i < m.p.nworkers; i++)
 		worker_free(m.p.workers[i]);
+	watch_free(m.watch);
 	health_free(m.health);
 	admin_free(m.admin);
 	for (size_t i = 0; i < PROXY_NSIGNALS; i++)

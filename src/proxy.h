@@ -38,7 +38,9 @@ struct proxy {
 	double last_moved_share;
 };
 
-/* Run until SIGTERM/SIGINT; conf is taken over. Returns the exit code. */
-int proxy_run(const char *path, struct conf *conf);
+/* Run until SIGTERM/SIGINT; conf is taken over. flags: enum
+ * preflight_flags (PREFLIGHT_SHARE_LISTEN for --share-listen). Returns
+ * the exit code. */
+int proxy_run(const char *path, struct conf *conf, unsigned flags);
 
 #endif

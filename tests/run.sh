@@ -15,7 +15,10 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 rc=0
 if [ ! -d build-asan ]; then
 	meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
-		-Dfuzz=disabled >/dev/null
+		-Dfuzz=disabled -Dman=enabled >/dev/null
+else
+	# a build dir made before the man pages were an option
+	meson configure build-asan -Dman=enabled >/dev/null
 fi
 ninja -C build-asan
 meson test -C build-asan --print-errorlogs --num-processes 2 || rc=1

@@ -175,15 +175,18 @@ class Proxy:
     LISTEN_RE = r"info: listening on 127\.0\.0\.1:(\d+) with"
 
     def __init__(self, exe, conf=None, tag="proxy", *, path=None, nofile=None, env=None,
-                 log_file=None, stack=None):
+                 log_file=None, stack=None, extra_args=(), wrap=(), stderr_path=None):
         """conf: the config's text, written to a new file named after tag;
         or path: a config file the test keeps (and changes for reloads).
         nofile: an
         RLIMIT_NOFILE for the proxy; stack: an RLIMIT_STACK in bytes (glibc
         also sizes thread stacks by it); env: more environment variables;
-        log_file: the config's [proxy] log_file, then where the log is read."""
+        log_file: the config's [proxy] log_file, then where the log is read;
+        extra_args: more command-line arguments (--share-listen); wrap: a
+        command that execs the rest (so the PID stays the proxy's);
+        stderr_path: the file its stderr goes to (default: a new one)."""
         self.conf = path or write(f"{tag}.{time.monotonic_ns()}.ini", conf)
-        self.stderr_path = tmp_path(f"{tag}.{time.monotonic_ns()}.log")
+        self.stderr_path = stderr_path or tmp_path(f"{tag}.{time.monotonic_ns()}.log")
         self.log_path = log_file or self.stderr_path
         LOGS.append(self.stderr_path)
         e = dict(os.environ, **(env or {}))
@@ -194,8 +197,8 @@ class Proxy:
             if stack:
                 resource.setrlimit(resource.RLIMIT_STACK, (stack, stack))
 
-        with open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen([exe, "-c", self.conf], stdin=subprocess.DEVNULL,
+        with open(self.stderr_path, "ab") as err:
+            self.proc = subprocess.Popen([*wrap, exe, "-c", self.conf, *extra_args], stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=err, env=e,
                                          preexec_fn=limit)
         _procs.append(self.proc)

@@ -73,6 +73,35 @@ check("3 errors; nothing started" in err, "-t sums up the errors")
 rc, out, err = run("-t", "-c", os.path.join(TMP, "missing.ini"))
 check(rc == 1 and "cannot open" in err, "-t on a missing file exits 1 with a reason")
 
+# -T: the effective config, every default filled in, in a file -t accepts
+# again and that dumps to the same text (a round trip)
+rc, out, err = run("--help-config")
+help_keys = [l.split()[0] for l in out.splitlines() if l.startswith("  ") and not l.strip().startswith("default:")]
+mini = write("mini.ini", "[backend only]\nurl = http://127.0.0.1:9000\n")
+for src in (demo, os.path.join(ROOT, "tests", "unit", "conf", "good-full.ini"), mini):
+    name = os.path.basename(src)
+    rc, dumped, err = run("-T", "-c", src)
+    check(rc == 0 and dumped.startswith("; the effective configuration of"), f"-T {name} exits 0")
+    keys_out = {l.lstrip("; ").split(" = ")[0] for l in dumped.splitlines() if " = " in l}
+    check(set(help_keys) <= keys_out, f"-T {name}: every key of --help-config is written "
+          f"(missing: {sorted(set(help_keys) - keys_out)})")
+    again = write("again-" + name, dumped)
+    rc, out, err = run("-t", "-c", again)
+    check(rc == 0 and "configuration ok" in out, f"-t accepts what -T {name} wrote")
+    rc, dumped2, err = run("-T", "-c", again)
+    # the same, but that every key is now set in the file: no "; default"
+    check(dumped2.splitlines()[1:] == dumped.replace("   ; default", "").splitlines()[1:],
+          f"-T of the dump of {name} is the same dump (every key now set)")
+    rc1, j1, _ = run("plan", src, "--json")
+    rc2, j2, _ = run("plan", again, "--json")
+    check(rc1 == rc2 == 0 and json.loads(j1) == json.loads(j2), f"{name} and its dump make the same ring")
+rc, dumped, err = run("-T", "-c", mini)
+check("connect_timeout = 1s   ; default" in dumped and "url = http://127.0.0.1:9000\n" in dumped and
+      "; health_interval = 2s   (as in [health])" in dumped,
+      "-T fills in defaults and says so; unset health overrides follow [health] as comments")
+rc, out, err = run("-T", "-c", bad)
+check(rc == 1 and f"{bad}:2: workers:" in err and out == "", "-T on a bad file prints its errors, exits 1")
+
 # plan, one file, JSON: exact shares and points as the model computes them
 a = write("a.ini", conf([("c1", 1, 9001), ("c2", 1, 9002), ("c3", 2, 9003)], vnodes=100))
 rc, out, err = run("plan", a, "--json")
@@ -171,6 +200,30 @@ rc, out, err = run("plan", a, bad)
 check(rc == 1 and f"{bad}:2:" in err, "plan on a bad file prints its errors, exits 1")
 rc, out, err = run("--version")
 check(rc == 0 and out.startswith("ringproxy "), "--version")
+rc2, out2, err2 = run("-V")
+check(rc2 == 0 and out2 == out, "-V prints what --version prints")
+lines = {l.split()[0].lower(): l for l in out.splitlines() if l.strip()}
+check(all(k in lines for k in ("libevent", "openssl", "libcurl", "inih")),
+      "--version names libevent, OpenSSL, libcurl and inih")
+
+
+def pkgver(name):
+    """The version pkg-config reports for name, None without pkg-config."""
+    try:
+        p = subprocess.run(["pkg-config", "--modversion", name], capture_output=True, text=True)
+    except OSError:
+        return None
+    return p.stdout.strip() if p.returncode == 0 else None
+
+
+# the libraries on this machine are the ones the binary runs with
+for lib, pc, fmt in (("libevent", "libevent", "libevent {}"), ("openssl", "libcrypto", "OpenSSL {} "),
+                     ("libcurl", "libcurl", "libcurl {}"), ("inih", "inih", "inih {} ")):
+    v = pkgver(pc)
+    if v is None:
+        check(True, f"# SKIP no pkg-config version of {pc}")
+    else:
+        check(lines.get(lib, "").startswith(fmt.format(v)), f"--version: {lines.get(lib)!r} is {pc} {v}")
 rc, out, err = run("--help-config")
 check(rc == 0 and "balance_factor" in out and "default: 1.25" in out, "--help-config lists keys with defaults")
 

@@ -1,0 +1,1384 @@
+/*
+ * cache.c -- the shared hot-object cache (see cache.h for the contract).
+ *
+ * Layout: shards, each an open-addressing hash table of nodes (stored
+ * objects and fills in flight share it, so a miss costs one probe run),
+ * its own eviction lists, byte budget, TinyLFU sketch and counters, all
+ * behind one mutex. Nothing is ever held across two shards' locks.
+ *
+ * An object is one allocation: the struct, then key, backend name, ETag,
+ * the stored head (with room for our Content-Length line) and the body.
+ * The table holds one reference while the object is linked; a reader
+ * takes its own under the shard lock. Whoever drops the last reference
+ * frees the object, outside any lock.
+ *
+ * Policies (per shard, in bytes; the default is S3-FIFO, measured by
+ * tests/bench/cachesim.c: the two are within 1.1 points of each other on
+ * every trace, S3-FIFO ahead on most, and its hit only bumps a 2-bit
+ * count in the object instead of moving list nodes):
+ *  - W-TinyLFU (Einziger, Friedman, Manes, ACM ToS 2017): new objects
+ *    enter a 1% LRU window; the window's victim is admitted to the main
+ *    segmented LRU (probation 20%, protected 80%) only if the sketch says
+ *    it is more frequent than the main space's victim.
+ *  - S3-FIFO (Yang et al., SOSP 2023) with TinyLFU in place of its ghost
+ *    queue: a 10% small FIFO, a main FIFO with 2-bit reinsertion counts; a
+ *    small-queue object never hit goes to main only if the sketch ranks it
+ *    above main's victim.
+ *  - LRU, no admission: the simulator's baseline.
+ */
+#include "cache.h"
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "sketch.h"
+
+#define CACHE_SHARD_BYTES   (4u << 20)  /* auto shards: one per 4 MiB */
+#define CACHE_AUTO_SHARDS   16u         /* most auto shards */
+#define CACHE_TYPICAL       4096u       /* object size the sketch and the
+					   table are first sized for */
+#define CACHE_CL_ROOM       40u         /* "Content-Length: " 20 digits CRLF */
+#define CACHE_GROW_FIRST    16384u      /* body room before the length is known */
+#define CACHE_MARKER_TTL    60          /* seconds a key is known uncacheable */
+#define CACHE_WINDOW_PCT    1           /* W-TinyLFU window */
+#define CACHE_PROTECTED_PCT 80          /* of W-TinyLFU's main space */
+#define CACHE_SMALL_PCT     10          /* S3-FIFO small queue */
+#define CACHE_FREQ_MAX      3           /* S3-FIFO reinsertion count */
+
+enum cache_kind { CACHE_K_OBJ = 1, CACHE_K_FILL };
+
+/* Eviction lists. W-TinyLFU: window, probation, protected. S3-FIFO:
+ * small, main. LRU: one. */
+enum { CACHE_Q_NONE = 0, CACHE_Q_A, CACHE_Q_B, CACHE_Q_C, CACHE_NQ };
+
+#define CACHE_O_MARKER 0x80u    /* flags: an uncacheable-key marker */
+
+struct cache_node {
+	uint64_t hash;
+	uint8_t kind;
+};
+
+/* A slot of a shard's table (open addressing, linear probing, at most
+ * half full). The hash sits beside the pointer, so a probe compares
+ * hashes in the table's own cache lines and touches a node only when the
+ * hashes match: a miss reads no object at all. */
+struct cache_slot {
+	uint64_t hash;
+	struct cache_node *node;        /* NULL: empty */
+};
+
+struct cache_obj {
+	struct cache_node node;         /* first: tables hold nodes */
+	struct cache_obj *prev, *next;  /* eviction list, prev toward head */
+	_Atomic unsigned refs;
+	uint8_t q;                      /* CACHE_Q_*: NONE when not linked */
+	uint8_t freq;                   /* S3-FIFO */
+	uint8_t ae;                     /* the variant's codings */
+	uint8_t flags;                  /* CACHECTL_M_* | CACHE_O_MARKER */
+	uint16_t status;
+	uint32_t keylen, backlen, etaglen;
+	size_t headlen;                 /* head with our Content-Length line */
+	size_t head_off, body_off, bodylen, charge;
+	int64_t resp_time, initial_age, lifetime, swr, sie, last_modified;
+	char data[];                    /* key, backend, etag, head, body */
+};
+
+struct cache_fill {
+	struct cache_node node;
+	struct cache *c;
+	unsigned shard;
+	bool registered;                /* in its table: waiters may attach */
+	bool doomed;                    /* invalidated in flight: not stored */
+	bool had_waiters;
+	uint8_t ae;
+	struct cache_waiter *waiters;   /* shard lock */
+	struct cache_obj *obj;          /* being built, after begin */
+	size_t cap;                     /* bytes allocated for obj */
+	enum http1_framing framing;
+	uint64_t expect;                /* HTTP1_BODY_LENGTH */
+	struct http1_chunked ck;
+	size_t keylen;
+	char key[];
+};
+
+struct cache_list {
+	struct cache_obj *head, *tail;
+	size_t bytes;
+};
+
+#define CACHE_COUNTER(name, type, help) _Atomic uint64_t name;
+
+struct cache_shard {
+	alignas(64) pthread_mutex_t lock;
+	struct cache_slot *slots;
+	size_t nslots, nnodes;          /* nslots: a power of two */
+	struct cache_list q[CACHE_NQ];
+	size_t budget;                  /* bytes this shard may hold */
+	struct sketch *sk;
+	size_t sk_expected;             /* what sk was sized for */
+	struct {
+		CACHE_STATS(CACHE_COUNTER)
+	} st;
+};
+
+struct cache {
+	unsigned nshards, shard_shift;
+	enum cache_policy policy;
+	bool doorkeeper;
+	uint64_t seed;
+	_Atomic size_t size, max_object;
+	struct cache_shard *shards;
+};
+
+/* Counters change under the shard lock (one writer), and are read by
+ * cache_stats() from any thread: relaxed atomics, no read-modify-write. */
+#define CACHE_ADD(s, name, n) atomic_store_explicit(&(s)->st.name, \
+	atomic_load_explicit(&(s)->st.name, memory_order_relaxed) + (uint64_t)(n), \
+	memory_order_relaxed)
+#define CACHE_SUB(s, name, n) CACHE_ADD(s, name, -(uint64_t)(n))
+
+/* ---- hashing ---------------------------------------------------------- */
+
+static uint64_t cache_fmix(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+/* A seeded multiply-rotate hash over 8-byte words, finished with the
+ * splitmix64 mixer. Not cryptographic: the random seed only keeps runs
+ * from being lined up by chosen URLs from outside. */
+static uint64_t cache_hash(uint64_t seed, const void *key, size_t n)
+{
+	const unsigned char *p = key;
+	uint64_t h = seed ^ (n * UINT64_C(0x9e3779b97f4a7c15)), w;
+
+	while (n >= 8) {
+		memcpy(&w, p, 8);
+		h ^= w * UINT64_C(0x87c37b91114253d5);
+		h = ((h << 31) | (h >> 33)) * UINT64_C(0x4cf5ad432745937f);
+		p += 8;
+		n -= 8;
+	}
+	w = 0;
+	memcpy(&w, p, n);
+	h ^= w * UINT64_C(0x52dce729da3ed1c5);
+	return cache_fmix(h);
+}
+
+void cache_key_init(const struct cache *c, struct cache_key *k,
+		    const char *p, size_t len)
+{
+	k->p = p;
+	k->len = len;
+	k->hash = cache_hash(c->seed, p, len);
+}
+
+void cache_req_init(struct cache_req *r, const struct cache *c,
+		    const char *key, size_t keylen,
+		    const struct cachectl_req *rq, int64_t now)
+{
+	memset(r, 0, sizeof(*r));
+	cache_key_init(c, &r->key, key, keylen);
+	r->ae = rq->ae;
+	r->now = now;
+	r->max_age = rq->max_age;
+	r->min_fresh = rq->min_fresh;
+	if (rq->kind == CACHECTL_REFRESH)
+		r->flags |= CACHE_L_REFRESH;
+	if (rq->flags & CACHECTL_RQ_HEAD)
+		r->flags |= CACHE_L_HEAD;
+	if (rq->flags & CACHECTL_RQ_AUTH)
+		r->flags |= CACHE_L_AUTH;
+	if (rq->flags & CACHECTL_RQ_NO_STORE)
+		r->flags |= CACHE_L_NO_STORE;
+}
+
+static struct cache_shard *cache_shard_of(const struct cache *c, uint64_t hash,
+					  unsigned *idx)
+{
+	unsigned i = c->shard_shift == 64 ? 0 : (unsigned)(hash >> c->shard_shift);
+
+	if (idx != NULL)
+		*idx = i;
+	return &c->shards[i];
+}
+
+/* ---- objects ---------------------------------------------------------- */
+
+static const char *cache_obj_key(const struct cache_obj *o)
+{
+	return o->data;
+}
+
+struct iovec cache_obj_head(const struct cache_obj *o)
+{
+	struct iovec v = { (void *)(o->data + o->head_off), o->headlen };
+
+	return v;
+}
+
+struct iovec cache_obj_body(const struct cache_obj *o)
+{
+	struct iovec v = { (void *)(o->data + o->body_off), o->bodylen };
+
+	return v;
+}
+
+int cache_obj_status(const struct cache_obj *o)
+{
+	return o->status;
+}
+
+struct http1_str cache_obj_backend(const struct cache_obj *o)
+{
+	struct http1_str s = { o->data + o->keylen, o->backlen };
+
+	return s;
+}
+
+struct http1_str cache_obj_etag(const struct cache_obj *o)
+{
+	struct http1_str s = { o->data + o->keylen + o->backlen, o->etaglen };
+
+	return s;
+}
+
+int64_t cache_obj_last_modified(const struct cache_obj *o)
+{
+	return o->last_modified;
+}
+
+int64_t cache_obj_age(const struct cache_obj *o, int64_t now)
+{
+	return o->initial_age + (now > o->resp_time ? now - o->resp_time : 0);
+}
+
+int64_t cache_obj_ttl(const struct cache_obj *o, int64_t now)
+{
+	return o->lifetime - cache_obj_age(o, now);
+}
+
+bool cache_obj_stale_if_error(const struct cache_obj *o, int64_t now)
+{
+	int64_t ttl = cache_obj_ttl(o, now);
+
+	return ttl > 0 || (!(o->flags & CACHECTL_M_REVALIDATE) && -ttl < o->sie);
+}
+
+size_t cache_obj_charge(const struct cache_obj *o)
+{
+	return o->charge;
+}
+
+struct cache_obj *cache_obj_ref(struct cache_obj *o)
+{
+	atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
+	return o;
+}
+
+void cache_obj_release(struct cache_obj *o)
+{
+	if (o != NULL && atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) == 1)
+		free(o);
+}
+
+/* ---- eviction lists ----------------------------------------------------- */
+
+static void cache_list_push(struct cache_shard *s, int q, struct cache_obj *o)
+{
+	struct cache_list *l = &s->q[q];
+
+	o->q = (uint8_t)q;
+	o->prev = NULL;
+	o->next = l->head;
+	if (l->head != NULL)
+		l->head->prev = o;
+	else
+		l->tail = o;
+	l->head = o;
+	l->bytes += o->charge;
+}
+
+static void cache_list_remove(struct cache_shard *s, struct cache_obj *o)
+{
+	struct cache_list *l = &s->q[o->q];
+
+	if (o->prev != NULL)
+		o->prev->next = o->next;
+	else
+		l->head = o->next;
+	if (o->next != NULL)
+		o->next->prev = o->prev;
+	else
+		l->tail = o->prev;
+	l->bytes -= o->charge;
+	o->q = CACHE_Q_NONE;
+	o->prev = o->next = NULL;
+}
+
+static size_t cache_shard_bytes(const struct cache_shard *s)
+{
+	return s->q[CACHE_Q_A].bytes + s->q[CACHE_Q_B].bytes + s->q[CACHE_Q_C].bytes;
+}
+
+/* ---- hash tables -------------------------------------------------------- */
+
+static bool cache_node_is(const struct cache_node *n, uint64_t hash,
+			  const char *key, size_t len)
+{
+	if (n->hash != hash)
+		return false;
+	if (n->kind == CACHE_K_OBJ) {
+		const struct cache_obj *o = (const struct cache_obj *)n;
+
+		return o->keylen == len && memcmp(cache_obj_key(o), key, len) == 0;
+	}
+	return ((const struct cache_fill *)n)->keylen == len
+	       && memcmp(((const struct cache_fill *)n)->key, key, len) == 0;
+}
+
+/* The next node of key (hash, key, len) from slot *pos on (start at
+ * hash & (nslots - 1)); NULL at the end of the probe run. */
+static struct cache_node *cache_tab_next(const struct cache_shard *s,
+					 uint64_t hash, const char *key,
+					 size_t len, size_t *pos)
+{
+	size_t mask = s->nslots - 1, i = *pos;
+
+	for (; s->slots[i].node != NULL; i = (i + 1) & mask) {
+		if (s->slots[i].hash == hash
+		    && cache_node_is(s->slots[i].node, hash, key, len)) {
+			*pos = (i + 1) & mask;
+			return s->slots[i].node;
+		}
+	}
+	*pos = i;
+	return NULL;
+}
+
+static void cache_tab_put(struct cache_slot *slots, size_t nslots,
+			  struct cache_node *n)
+{
+	size_t i = n->hash & (nslots - 1);
+
+	while (slots[i].node != NULL)
+		i = (i + 1) & (nslots - 1);
+	slots[i].hash = n->hash;
+	slots[i].node = n;
+}
+
+/* Add n, doubling the table past half full. -1 when the table is three
+ * quarters full and cannot grow (the caller then stores nothing). */
+static int cache_tab_add(struct cache_shard *s, struct cache_node *n)
+{
+	struct cache_slot *t;
+	size_t i, nn = s->nslots * 2;
+
+	if ((s->nnodes + 1) * 2 > s->nslots) {
+		t = calloc(nn, sizeof(*t));
+		if (t != NULL) {
+			for (i = 0; i < s->nslots; i++)
+				if (s->slots[i].node != NULL)
+					cache_tab_put(t, nn, s->slots[i].node);
+			free(s->slots);
+			s->slots = t;
+			s->nslots = nn;
+		} else if ((s->nnodes + 1) * 4 > s->nslots * 3) {
+			return -1;
+		}
+	}
+	cache_tab_put(s->slots, s->nslots, n);
+	s->nnodes++;
+	return 0;
+}
+
+/* Whether slot i lies on the probe path from home slot k to slot j. */
+static bool cache_tab_between(size_t k, size_t i, size_t j)
+{
+	return k <= j ? (k <= i && i < j) : (k <= i || i < j);
+}
+
+/* Remove n; the later entries of its run move back over the hole when
+ * their probe path crosses it (Knuth's deletion for linear probing), so
+ * no tombstones are left. Positions in the run change: a caller that was
+ * walking it starts again from the home slot. */
+static void cache_tab_del(struct cache_shard *s, struct cache_node *n)
+{
+	size_t mask = s->nslots - 1, i = n->hash & mask, j;
+
+	while (s->slots[i].node != n)
+		i = (i + 1) & mask;
+	for (j = (i + 1) & mask; s->slots[j].node != NULL; j = (j + 1) & mask) {
+		if (cache_tab_between(s->slots[j].hash & mask, i, j)) {
+			s->slots[i] = s->slots[j];
+			i = j;
+		}
+	}
+	s->slots[i].node = NULL;
+	s->nnodes--;
+}
+
+/* Objects whose last reference was dropped under a shard lock, freed once
+ * it is released. */
+struct cache_dead {
+	struct cache_obj *list;
+};
+
+static void cache_drop(struct cache_dead *d, struct cache_obj *o)
+{
+	if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) == 1) {
+		o->next = d->list;
+		d->list = o;
+	}
+}
+
+static void cache_dead_free(struct cache_dead *d)
+{
+	struct cache_obj *o, *next;
+
+	for (o = d->list; o != NULL; o = next) {
+		next = o->next;
+		free(o);
+	}
+	d->list = NULL;
+}
+
+/* Take o out of the table and its list; the table's reference goes. */
+static void cache_unlink(struct cache_shard *s, struct cache_obj *o,
+			 struct cache_dead *d)
+{
+	cache_tab_del(s, &o->node);
+	if (o->q != CACHE_Q_NONE)
+		cache_list_remove(s, o);
+	CACHE_SUB(s, objects, 1);
+	CACHE_SUB(s, bytes, o->charge);
+	cache_drop(d, o);
+}
+
+static void cache_evict(struct cache_shard *s, struct cache_obj *o,
+			struct cache_dead *d)
+{
+	cache_unlink(s, o, d);
+	CACHE_ADD(s, evictions, 1);
+}
+
+/* ---- policies ----------------------------------------------------------- */
+
+static unsigned cache_freq(const struct cache_shard *s, const struct cache_obj *o)
+{
+	return sketch_estimate(s->sk, o->node.hash);
+}
+
+/* The W-TinyLFU main space's next victim: probation's LRU end, else
+ * protected's. */
+static struct cache_obj *cache_wt_victim(struct cache_shard *s)
+{
+	return s->q[CACHE_Q_B].tail != NULL ? s->q[CACHE_Q_B].tail : s->q[CACHE_Q_C].tail;
+}
+
+/* A window victim asks into the main space (TinyLFU's admission). */
+static void cache_wt_admit(struct cache_shard *s, struct cache_obj *cand,
+			   struct cache_dead *d)
+{
+	size_t main_target = s->budget - s->budget * CACHE_WINDOW_PCT / 100;
+	struct cache_obj *v = cache_wt_victim(s);
+
+	if (v != NULL && s->q[CACHE_Q_B].bytes + s->q[CACHE_Q_C].bytes + cand->charge
+	    > main_target) {
+		if (cache_freq(s, cand) <= cache_freq(s, v)) {
+			cache_unlink(s, cand, d);
+			CACHE_ADD(s, admissions_refused, 1);
+			return;
+		}
+		while ((v = cache_wt_victim(s)) != NULL
+		       && s->q[CACHE_Q_B].bytes + s->q[CACHE_Q_C].bytes + cand->charge
+		       > main_target)
+			cache_evict(s, v, d);
+	}
+	cache_list_push(s, CACHE_Q_B, cand);
+}
+
+static void cache_wt_balance(struct cache_shard *s, struct cache_dead *d)
+{
+	size_t win_target = s->budget * CACHE_WINDOW_PCT / 100;
+	struct cache_obj *o;
+
+	while (s->q[CACHE_Q_A].bytes > win_target) {
+		o = s->q[CACHE_Q_A].tail;
+		cache_list_remove(s, o);
+		cache_wt_admit(s, o, d);
+	}
+	while (cache_shard_bytes(s) > s->budget) {
+		o = cache_wt_victim(s);
+		cache_evict(s, o != NULL ? o : s->q[CACHE_Q_A].tail, d);
+	}
+}
+
+static void cache_wt_hit(struct cache_shard *s, struct cache_obj *o)
+{
+	size_t prot_target = (s->budget - s->budget * CACHE_WINDOW_PCT / 100)
+			     * CACHE_PROTECTED_PCT / 100;
+	struct cache_obj *t;
+	int q = o->q == CACHE_Q_A ? CACHE_Q_A : CACHE_Q_C;
+
+	cache_list_remove(s, o);
+	cache_list_push(s, q, o);
+	while (q == CACHE_Q_C && s->q[CACHE_Q_C].bytes > prot_target
+	       && (t = s->q[CACHE_Q_C].tail) != o) {
+		cache_list_remove(s, t);
+		cache_list_push(s, CACHE_Q_B, t);
+	}
+}
+
+/* S3-FIFO: the small queue's oldest object leaves it. */
+static void cache_s3_small_out(struct cache_shard *s, struct cache_dead *d)
+{
+	size_t main_target = s->budget - s->budget * CACHE_SMALL_PCT / 100;
+	struct cache_obj *o = s->q[CACHE_Q_A].tail, *v = s->q[CACHE_Q_B].tail;
+
+	cache_list_remove(s, o);
+	if (o->freq == 0 && v != NULL
+	    && s->q[CACHE_Q_B].bytes + o->charge > main_target
+	    && cache_freq(s, o) <= cache_freq(s, v)) {
+		cache_unlink(s, o, d);
+		CACHE_ADD(s, admissions_refused, 1);
+		return;
+	}
+	o->freq = 0;
+	cache_list_push(s, CACHE_Q_B, o);
+}
+
+static void cache_s3_balance(struct cache_shard *s, struct cache_dead *d)
+{
+	size_t small_target = s->budget * CACHE_SMALL_PCT / 100;
+	struct cache_obj *o;
+
+	while (cache_shard_bytes(s) > s->budget) {
+		if (s->q[CACHE_Q_A].tail != NULL
+		    && (s->q[CACHE_Q_A].bytes > small_target || s->q[CACHE_Q_B].tail == NULL)) {
+			cache_s3_small_out(s, d);
+			continue;
+		}
+		o = s->q[CACHE_Q_B].tail;
+		if (o == NULL)
+			break;
+		cache_list_remove(s, o);
+		if (o->freq > 0) {
+			o->freq--;
+			cache_list_push(s, CACHE_Q_B, o);
+		} else {
+			CACHE_ADD(s, evictions, 1);
+			cache_unlink(s, o, d);
+		}
+	}
+}
+
+static void cache_policy_insert(const struct cache *c, struct cache_shard *s,
+				struct cache_obj *o, struct cache_dead *d)
+{
+	o->freq = 0;
+	cache_list_push(s, CACHE_Q_A, o);
+	switch (c->policy) {
+	case CACHE_POLICY_S3FIFO:
+		cache_s3_balance(s, d);
+		break;
+	case CACHE_POLICY_LRU:
+		while (cache_shard_bytes(s) > s->budget)
+			cache_evict(s, s->q[CACHE_Q_A].tail, d);
+		break;
+	default:
+		cache_wt_balance(s, d);
+		break;
+	}
+}
+
+static void cache_policy_hit(const struct cache *c, struct cache_shard *s,
+			     struct cache_obj *o)
+{
+	switch (c->policy) {
+	case CACHE_POLICY_S3FIFO:
+		if (o->freq < CACHE_FREQ_MAX)
+			o->freq++;
+		break;
+	case CACHE_POLICY_LRU:
+		cache_list_remove(s, o);
+		cache_list_push(s, CACHE_Q_A, o);
+		break;
+	default:
+		cache_wt_hit(s, o);
+		break;
+	}
+}
+
+/* Evict until the shard is within its budget (after it shrank). */
+static void cache_policy_trim(const struct cache *c, struct cache_shard *s,
+			      struct cache_dead *d)
+{
+	struct cache_obj *o;
+
+	if (c->policy == CACHE_POLICY_S3FIFO) {
+		cache_s3_balance(s, d);
+		return;
+	}
+	while (cache_shard_bytes(s) > s->budget) {
+		o = c->policy == CACHE_POLICY_LRU ? NULL : cache_wt_victim(s);
+		cache_evict(s, o != NULL ? o : s->q[CACHE_Q_A].tail, d);
+	}
+}
+
+/* ---- the cache ---------------------------------------------------------- */
+
+static size_t cache_pow2(size_t n)
+{
+	size_t p = 1;
+
+	while (p < n)
+		p <<= 1;
+	return p;
+}
+
+/* Keys a shard of budget bytes is expected to hold, for the sketch. */
+static size_t cache_expected(size_t budget)
+{
+	size_t n = budget / CACHE_TYPICAL;
+
+	return n < 64 ? 64 : n;
+}
+
+/* An adaptive mutex: a lookup holds it for about 100 ns, so a contending
+ * thread spins briefly before sleeping instead of paying two futex calls
+ * (bench-cache, two threads: about half the CPU a lookup of a plain
+ * mutex; a spinlock is no faster alone and burns CPU when the holder is
+ * preempted on a busy machine). */
+static int cache_lock_init(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+	int rc;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);
+	rc = pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+	return rc == 0 ? 0 : -1;
+}
+
+/* A shard's sketch is only touched under the shard's lock. */
+static unsigned cache_sketch_flags(const struct cache *c)
+{
+	return SKETCH_LOCKED | (c->doorkeeper ? SKETCH_DOORKEEPER : 0u);
+}
+
+static int cache_shard_init(struct cache *c, struct cache_shard *s, size_t budget)
+{
+	s->budget = budget;
+	s->sk_expected = cache_expected(budget);
+	s->sk = sketch_new(s->sk_expected, 4, 0, cache_sketch_flags(c));
+	s->nslots = cache_pow2(2 * s->sk_expected);
+	s->slots = calloc(s->nslots, sizeof(*s->slots));
+	if (s->sk == NULL || s->slots == NULL)
+		return -1;
+	return cache_lock_init(&s->lock);
+}
+
+static unsigned cache_auto_shards(size_t size)
+{
+	size_t basis = size != 0 ? size : (size_t)64 << 20;
+	unsigned n = 1;
+
+	while (n < CACHE_AUTO_SHARDS && (size_t)n * 2 * CACHE_SHARD_BYTES <= basis)
+		n *= 2;
+	return n;
+}
+
+struct cache *cache_new(const struct cache_params *p, char *err, size_t len)
+{
+	struct cache *c = NULL;
+	unsigned n = p->shards != 0 ? p->shards : cache_auto_shards(p->size), i;
+
+	if (n > CACHE_MAX_SHARDS || (n & (n - 1)) != 0) {
+		snprintf(err, len, "cache shards must be a power of two up to %u",
+			 CACHE_MAX_SHARDS);
+		return NULL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		goto oom;
+	c->nshards = n;
+	c->shard_shift = 64;
+	for (i = n; i > 1; i >>= 1)
+		c->shard_shift--;
+	c->policy = p->policy == CACHE_POLICY_DEFAULT ? CACHE_POLICY_S3FIFO : p->policy;
+	c->doorkeeper = p->doorkeeper;
+	c->seed = p->seed;
+	if (c->seed == 0 && getrandom(&c->seed, sizeof(c->seed), 0) != sizeof(c->seed))
+		c->seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)c;
+	atomic_init(&c->size, p->size);
+	atomic_init(&c->max_object, p->max_object);
+	c->shards = aligned_alloc(64, n * sizeof(*c->shards));
+	if (c->shards == NULL)
+		goto oom;
+	memset(c->shards, 0, n * sizeof(*c->shards));
+	for (i = 0; i < n; i++) {
+		if (cache_shard_init(c, &c->shards[i], p->size / n) < 0) {
+			c->nshards = i + 1;
+			goto oom;
+		}
+	}
+	return c;
+oom:
+	snprintf(err, len, "cache: out of memory");
+	cache_free(c);
+	return NULL;
+}
+
+void cache_free(struct cache *c)
+{
+	struct cache_dead d = { NULL };
+	unsigned i;
+	size_t b;
+
+	if (c == NULL)
+		return;
+	for (i = 0; c->shards != NULL && i < c->nshards; i++) {
+		struct cache_shard *s = &c->shards[i];
+
+		/* no fill is in flight: every node is an object */
+		for (b = 0; s->slots != NULL && b < s->nslots; b++)
+			if (s->slots[b].node != NULL)
+				cache_drop(&d, (struct cache_obj *)s->slots[b].node);
+		cache_dead_free(&d);
+		free(s->slots);
+		sketch_free(s->sk);
+		pthread_mutex_destroy(&s->lock);
+	}
+	free(c->shards);
+	free(c);
+}
+
+void cache_configure(struct cache *c, size_t size, size_t max_object)
+{
+	unsigned i;
+
+	atomic_store_explicit(&c->max_object, max_object, memory_order_relaxed);
+	atomic_store_explicit(&c->size, size, memory_order_relaxed);
+	for (i = 0; i < c->nshards; i++) {
+		struct cache_shard *s = &c->shards[i];
+		struct cache_dead d = { NULL };
+		size_t want = cache_expected(size / c->nshards);
+		struct sketch *sk = NULL, *old = NULL;
+
+		/* a sketch far from the new size ranks badly: start afresh
+		 * (allocated outside the lock) */
+		if (size != 0 && (want > 4 * s->sk_expected || want * 4 < s->sk_expected))
+			sk = sketch_new(want, 4, 0, cache_sketch_flags(c));
+		pthread_mutex_lock(&s->lock);
+		s->budget = size / c->nshards;
+		if (sk != NULL) {
+			old = s->sk;
+			s->sk = sk;
+			s->sk_expected = want;
+		}
+		cache_policy_trim(c, s, &d);
+		pthread_mutex_unlock(&s->lock);
+		sketch_free(old);
+		cache_dead_free(&d);
+	}
+}
+
+void cache_stats(const struct cache *c, struct cache_stats *out)
+{
+	unsigned i;
+
+	memset(out, 0, sizeof(*out));
+	for (i = 0; i < c->nshards; i++) {
+		const struct cache_shard *s = &c->shards[i];
+
+#define CACHE_SUM(name, type, help) \
+		out->name += atomic_load_explicit(&s->st.name, memory_order_relaxed);
+		CACHE_STATS(CACHE_SUM)
+#undef CACHE_SUM
+	}
+}
+
+/* ---- lookup ------------------------------------------------------------- */
+
+/* What a lookup found in its probe run. */
+struct cache_found {
+	struct cache_obj *obj;          /* the request's variant, or NULL */
+	struct cache_fill *fill;        /* a fetch to wait for, or NULL */
+	bool varies;                    /* a stored variant of the key varies */
+};
+
+static bool cache_variant_ok(const struct cache_obj *o, unsigned ae)
+{
+	return !(o->flags & CACHECTL_M_VARY_AE) || o->ae == ae;
+}
+
+static void cache_find(struct cache_shard *s, const struct cache_req *r,
+		       struct cache_found *fd)
+{
+	size_t pos = r->key.hash & (s->nslots - 1);
+	struct cache_fill *any = NULL, *same = NULL;
+	struct cache_node *n;
+
+	memset(fd, 0, sizeof(*fd));
+	while ((n = cache_tab_next(s, r->key.hash, r->key.p, r->key.len, &pos)) != NULL) {
+		if (n->kind == CACHE_K_FILL) {
+			struct cache_fill *f = (struct cache_fill *)n;
+
+			if (f->ae == r->ae)
+				same = f;
+			else if (any == NULL)
+				any = f;
+			continue;
+		}
+		if (((struct cache_obj *)n)->flags & CACHECTL_M_VARY_AE)
+			fd->varies = true;
+		if (cache_variant_ok((struct cache_obj *)n, r->ae))
+			fd->obj = (struct cache_obj *)n;
+	}
+	/* a fetch for another Accept-Encoding serves us unless the key is
+	 * known to vary on it */
+	fd->fill = same != NULL ? same : (fd->varies ? NULL : any);
+}
+
+enum cache_state { CACHE_S_FRESH, CACHE_S_SWR, CACHE_S_EXPIRED };
+
+static enum cache_state cache_state(const struct cache_obj *o,
+				    const struct cache_req *r)
+{
+	int64_t age = cache_obj_age(o, r->now), left = o->lifetime - age;
+
+	if (left > 0 && left >= r->min_fresh && (r->max_age < 0 || age <= r->max_age))
+		return CACHE_S_FRESH;
+	if (left <= 0 && -left < o->swr && r->max_age < 0
+	    && !(o->flags & CACHECTL_M_REVALIDATE))
+		return CACHE_S_SWR;
+	return CACHE_S_EXPIRED;
+}
+
+static struct cache_fill *cache_fill_new(struct cache *c, struct cache_shard *s,
+					 unsigned idx, const struct cache_req *r,
+					 bool registered)
+{
+	struct cache_fill *f = malloc(sizeof(*f) + r->key.len);
+
+	if (f == NULL)
+		return NULL;
+	memset(f, 0, sizeof(*f));
+	f->node.hash = r->key.hash;
+	f->node.kind = CACHE_K_FILL;
+	f->c = c;
+	f->shard = idx;
+	f->ae = (uint8_t)r->ae;
+	f->keylen = r->key.len;
+	memcpy(f->key, r->key.p, r->key.len);
+	if (registered) {
+		if (cache_tab_add(s, &f->node) < 0) {
+			free(f);
+			return NULL;
+		}
+		f->registered = true;
+	}
+	return f;
+}
+
+static void cache_attach(struct cache_fill *f, struct cache_waiter *w,
+			 unsigned idx, const struct cache_req *r)
+{
+	w->fill_ = f;
+	w->shard_ = idx;
+	w->ae_ = r->ae;
+	w->prev_ = NULL;
+	w->next_ = f->waiters;
+	if (f->waiters != NULL)
+		f->waiters->prev_ = w;
+	f->waiters = w;
+	f->had_waiters = true;
+}
+
+/*
+ * The decision, under the shard lock, once the table has been searched.
+ * A fresh object is a hit; otherwise a fetch in flight is waited for, and
+ * failing that the caller leads one. A fill is "private" (not in the
+ * table, so nobody waits on it) for requests with Authorization, for a
+ * refresh while another fetch runs, and for a key known uncacheable.
+ */
+static enum cache_result cache_decide(struct cache *c, struct cache_shard *s,
+				      unsigned idx, const struct cache_req *r,
+				      struct cache_waiter *w, struct cache_found *fd,
+				      struct cache_obj **obj, struct cache_fill **fill)
+{
+	struct cache_obj *o = fd->obj;
+	enum cache_state st = o != NULL ? cache_state(o, r) : CACHE_S_EXPIRED;
+	bool private = (r->flags & CACHE_L_AUTH) != 0;
+
+	if (o != NULL && (o->flags & CACHE_O_MARKER)) {
+		private = private || st == CACHE_S_FRESH;
+		o = NULL;
+	}
+	if (o != NULL && (r->flags & CACHE_L_AUTH) && !(o->flags & CACHECTL_M_AUTH_OK))
+		o = NULL;
+	if (o != NULL && !(r->flags & CACHE_L_REFRESH)) {
+		if (st == CACHE_S_FRESH) {
+			cache_policy_hit(c, s, o);
+			*obj = cache_obj_ref(o);
+			return CACHE_HIT;
+		}
+		if (st == CACHE_S_SWR && (r->flags & CACHE_L_STALE)) {
+			cache_policy_hit(c, s, o);
+			*obj = cache_obj_ref(o);
+			if (fd->fill == NULL && !private
+			    && !(r->flags & (CACHE_L_HEAD | CACHE_L_NO_STORE)))
+				*fill = cache_fill_new(c, s, idx, r, true);
+			return CACHE_STALE;
+		}
+	}
+	if (fd->fill != NULL && !private && !(r->flags & CACHE_L_REFRESH)) {
+		if (w == NULL)
+			return CACHE_PASS;
+		cache_attach(fd->fill, w, idx, r);
+		if (o != NULL && (r->flags & CACHE_L_KEEP_STALE))
+			*obj = cache_obj_ref(o);
+		return CACHE_WAIT;
+	}
+	if (r->flags & (CACHE_L_HEAD | CACHE_L_NO_STORE))
+		return CACHE_PASS;
+	*fill = cache_fill_new(c, s, idx, r, !private && fd->fill == NULL);
+	if (*fill == NULL)
+		return CACHE_PASS;
+	if (o != NULL && (r->flags & CACHE_L_KEEP_STALE))
+		*obj = cache_obj_ref(o);
+	return CACHE_MISS;
+}
+
+enum cache_result cache_lookup(struct cache *c, const struct cache_req *r,
+			       struct cache_waiter *w, struct cache_obj **obj,
+			       struct cache_fill **fill)
+{
+	struct cache_found fd;
+	struct cache_shard *s;
+	enum cache_result res;
+	unsigned idx;
+
+	*obj = NULL;
+	*fill = NULL;
+	if (atomic_load_explicit(&c->size, memory_order_relaxed) == 0)
+		return CACHE_OFF;
+	s = cache_shard_of(c, r->key.hash, &idx);
+	pthread_mutex_lock(&s->lock);
+	sketch_increment(s->sk, r->key.hash);
+	cache_find(s, r, &fd);
+	res = cache_decide(c, s, idx, r, w, &fd, obj, fill);
+	if (res == CACHE_HIT || res == CACHE_STALE)
+		CACHE_ADD(s, hits, 1);
+	else if (res == CACHE_WAIT)
+		CACHE_ADD(s, coalesced, 1);
+	else
+		CACHE_ADD(s, misses, 1);
+	pthread_mutex_unlock(&s->lock);
+	return res;
+}
+
+bool cache_wait_cancel(struct cache *c, struct cache_waiter *w)
+{
+	struct cache_shard *s = &c->shards[w->shard_];
+	struct cache_fill *f;
+
+	pthread_mutex_lock(&s->lock);
+	f = w->fill_;
+	if (f != NULL) {
+		if (w->prev_ != NULL)
+			w->prev_->next_ = w->next_;
+		else
+			f->waiters = w->next_;
+		if (w->next_ != NULL)
+			w->next_->prev_ = w->prev_;
+		w->fill_ = NULL;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return f != NULL;
+}
+
+size_t cache_invalidate(struct cache *c, const struct cache_key *k)
+{
+	struct cache_shard *s = cache_shard_of(c, k->hash, NULL);
+	struct cache_dead d = { NULL };
+	struct cache_node *n;
+	size_t removed = 0, pos;
+
+	pthread_mutex_lock(&s->lock);
+	do {
+		pos = k->hash & (s->nslots - 1);
+		while ((n = cache_tab_next(s, k->hash, k->p, k->len, &pos)) != NULL) {
+			if (n->kind == CACHE_K_FILL) {
+				((struct cache_fill *)n)->doomed = true;
+				continue;
+			}
+			cache_unlink(s, (struct cache_obj *)n, &d);
+			CACHE_ADD(s, invalidations, 1);
+			removed++;
+			break;          /* the run moved: walk it again */
+		}
+	} while (n != NULL);
+	pthread_mutex_unlock(&s->lock);
+	cache_dead_free(&d);
+	return removed;
+}
+
+/* ---- fills -------------------------------------------------------------- */
+
+/* Under the shard lock: take f out of its table and claim its waiters
+ * (from here on they are woken, never cancelled). */
+static struct cache_waiter *cache_fill_detach(struct cache_shard *s,
+					      struct cache_fill *f)
+{
+	struct cache_waiter *list = f->waiters, *w;
+
+	if (f->registered) {
+		cache_tab_del(s, &f->node);
+		f->registered = false;
+	}
+	for (w = list; w != NULL; w = w->next_)
+		w->fill_ = NULL;
+	f->waiters = NULL;
+	return list;
+}
+
+/* Outside every lock: wake a claimed list, each waiter with o if its
+ * variant matches (its reference already taken), else NULL. The next
+ * pointer is read before wake, which may free the waiter. */
+static void cache_wake(struct cache_waiter *list, struct cache_obj *o)
+{
+	struct cache_waiter *w;
+
+	while ((w = list) != NULL) {
+		list = w->next_;
+		w->wake(w, o != NULL && cache_variant_ok(o, w->ae_) ? o : NULL);
+	}
+}
+
+static void cache_fill_free(struct cache_fill *f)
+{
+	free(f->obj);
+	free(f);
+}
+
+void cache_fill_abort(struct cache_fill *f)
+{
+	struct cache_shard *s = &f->c->shards[f->shard];
+	struct cache_waiter *list = NULL;
+
+	if (f->registered) {
+		pthread_mutex_lock(&s->lock);
+		list = cache_fill_detach(s, f);
+		pthread_mutex_unlock(&s->lock);
+	}
+	cache_wake(list, NULL);
+	cache_fill_free(f);
+}
+
+/* Link o (its reference becomes the table's), replacing the variants it
+ * supersedes: every object of the key if o does not vary, else the
+ * unvarying ones and o's own variant. */
+static void cache_publish(const struct cache *c, struct cache_shard *s,
+			  struct cache_obj *o, struct cache_dead *d)
+{
+	struct cache_node *n;
+	size_t pos;
+
+	do {
+		pos = o->node.hash & (s->nslots - 1);
+		while ((n = cache_tab_next(s, o->node.hash, cache_obj_key(o), o->keylen,
+					   &pos)) != NULL) {
+			struct cache_obj *old = (struct cache_obj *)n;
+
+			if (n->kind != CACHE_K_OBJ
+			    || ((o->flags & CACHECTL_M_VARY_AE)
+				&& (old->flags & CACHECTL_M_VARY_AE) && old->ae != o->ae))
+				continue;
+			cache_unlink(s, old, d);
+			break;          /* the run moved: walk it again */
+		}
+	} while (n != NULL);
+	if (cache_tab_add(s, &o->node) < 0) {
+		cache_drop(d, o);
+		return;
+	}
+	CACHE_ADD(s, objects, 1);
+	CACHE_ADD(s, bytes, o->charge);
+	if (!(o->flags & CACHE_O_MARKER))
+		CACHE_ADD(s, stores, 1);
+	cache_policy_insert(c, s, o, d);
+}
+
+static struct cache_obj *cache_obj_alloc(const struct cache_fill *f, size_t cap)
+{
+	struct cache_obj *o = malloc(sizeof(*o) + cap);
+
+	if (o == NULL)
+		return NULL;
+	memset(o, 0, sizeof(*o));
+	o->node.hash = f->node.hash;
+	o->node.kind = CACHE_K_OBJ;
+	atomic_init(&o->refs, 1);
+	o->keylen = (uint32_t)f->keylen;
+	memcpy(o->data, f->key, f->keylen);
+	o->last_modified = -1;
+	return o;
+}
+
+/* The response was not storable. If requests queued behind it, remember
+ * the key as uncacheable for a while (a marker object), so the next ones
+ * go to the backend at once instead of queueing for nothing. */
+static void cache_fill_uncacheable(struct cache_fill *f, int64_t now)
+{
+	struct cache_shard *s = &f->c->shards[f->shard];
+	struct cache_dead d = { NULL };
+	struct cache_waiter *list = NULL;
+	struct cache_obj *m = NULL;
+	bool queued = false;
+
+	if (f->registered) {
+		pthread_mutex_lock(&s->lock);
+		queued = f->had_waiters;
+		list = cache_fill_detach(s, f);
+		pthread_mutex_unlock(&s->lock);
+	}
+	cache_wake(list, NULL);
+	if (queued && (m = cache_obj_alloc(f, f->keylen)) != NULL) {
+		m->flags = CACHE_O_MARKER;
+		m->resp_time = now;
+		m->lifetime = CACHE_MARKER_TTL;
+		m->charge = sizeof(*m) + m->keylen;
+		m->head_off = m->body_off = m->keylen;
+		pthread_mutex_lock(&s->lock);
+		if (s->budget >= m->charge)
+			cache_publish(f->c, s, m, &d);
+		else
+			cache_drop(&d, m);
+		pthread_mutex_unlock(&s->lock);
+		cache_dead_free(&d);
+	}
+	cache_fill_free(f);
+}
+
+/* A stored header line: not hop-by-hop, not framing (we write our own
+ * Content-Length), not Age (sent afresh), not X-Forwarded-Proto. Via
+ * stays: the sender's own Via line follows it. */
+static bool cache_head_keep(const struct http1_header *h)
+{
+	if (h->flags & (HTTP1_HDR_HOP | HTTP1_HDR_FRAMING))
+		return false;
+	if ((h->flags & HTTP1_HDR_GENERATED) && h->name.len != 3)
+		return false;
+	return !http1_str_ieq(h->name, "age");
+}
+
+/* Write the stored head into p (NULL: only measure); returns its length. */
+static size_t cache_head_write(char *p, const struct http1_msg *m)
+{
+	size_t n = 0, i;
+
+#define CACHE_PUT(s, l) do { if (p != NULL) memcpy(p + n, (s), (l)); n += (l); } while (0)
+	CACHE_PUT("HTTP/1.1 ", 9);
+	if (p != NULL) {
+		p[n] = (char)('0' + m->status / 100 % 10);
+		p[n + 1] = (char)('0' + m->status / 10 % 10);
+		p[n + 2] = (char)('0' + m->status % 10);
+	}
+	n += 3;
+	CACHE_PUT(" ", 1);
+	CACHE_PUT(m->reason.p, m->reason.len);
+	CACHE_PUT("\r\n", 2);
+	for (i = 0; i < m->nheaders; i++) {
+		const struct http1_header *h = &m->headers[i];
+
+		if (!cache_head_keep(h))
+			continue;
+		CACHE_PUT(h->name.p, h->name.len);
+		CACHE_PUT(": ", 2);
+		CACHE_PUT(h->value.p, h->value.len);
+		CACHE_PUT("\r\n", 2);
+	}
+#undef CACHE_PUT
+	return n;
+}
+
+int cache_fill_begin(struct cache_fill *f, const struct http1_msg *resp,
+		     const struct cachectl_meta *m, const char *backend,
+		     size_t backend_len)
+{
+	size_t maxo = atomic_load_explicit(&f->c->max_object, memory_order_relaxed);
+	size_t headlen, body_cap, cap;
+	struct cache_obj *o;
+
+	if (!m->storable) {
+		cache_fill_uncacheable(f, m->resp_time);
+		return -1;
+	}
+	if (f->obj != NULL || (resp->framing == HTTP1_BODY_LENGTH
+			       && resp->content_length > maxo))
+		goto fail;
+	headlen = cache_head_write(NULL, resp);
+	if (resp->framing == HTTP1_BODY_LENGTH)
+		body_cap = (size_t)resp->content_length;
+	else if (resp->framing == HTTP1_BODY_NONE)
+		body_cap = 0;
+	else
+		body_cap = maxo < CACHE_GROW_FIRST ? maxo : CACHE_GROW_FIRST;
+	cap = f->keylen + backend_len + m->etag.len + headlen + CACHE_CL_ROOM + body_cap;
+	o = cache_obj_alloc(f, cap);
+	if (o == NULL)
+		goto fail;
+	o->backlen = (uint32_t)backend_len;
+	o->etaglen = (uint32_t)m->etag.len;
+	if (backend_len > 0)
+		memcpy(o->data + o->keylen, backend, backend_len);
+	if (m->etag.len > 0)
+		memcpy(o->data + o->keylen + backend_len, m->etag.p, m->etag.len);
+	o->head_off = o->keylen + backend_len + m->etag.len;
+	o->headlen = cache_head_write(o->data + o->head_off, resp);
+	o->body_off = o->head_off + headlen + CACHE_CL_ROOM;
+	o->status = (uint16_t)resp->status;
+	o->flags = (uint8_t)m->flags;
+	o->ae = (m->flags & CACHECTL_M_VARY_AE) ? f->ae : 0;
+	o->resp_time = m->resp_time;
+	o->initial_age = m->initial_age;
+	o->lifetime = m->lifetime;
+	o->swr = m->swr;
+	o->sie = m->sie;
+	o->last_modified = m->last_modified;
+	f->obj = o;
+	f->cap = cap;
+	f->framing = resp->framing;
+	f->expect = resp->content_length;
+	http1_chunked_init(&f->ck);
+	return 0;
+fail:
+	cache_fill_abort(f);
+	return -1;
+}
+
+/* Append n body bytes, growing the object (not yet visible to anyone)
+ * up to max_object. */
+static int cache_fill_append(struct cache_fill *f, const char *p, size_t n)
+{
+	size_t maxo = atomic_load_explicit(&f->c->max_object, memory_order_relaxed);
+	struct cache_obj *o = f->obj;
+	size_t need = o->body_off + o->bodylen + n, cap;
+
+	if (o->bodylen + n > maxo)
+		return -1;
+	if (need > f->cap) {
+		cap = f->cap * 2 < need ? need : f->cap * 2;
+		if (cap > o->body_off + maxo)
+			cap = o->body_off + maxo;
+		o = realloc(o, sizeof(*o) + cap);
+		if (o == NULL)
+			return -1;
+		f->obj = o;
+		f->cap = cap;
+	}
+	memcpy(o->data + o->body_off + o->bodylen, p, n);
+	o->bodylen += n;
+	return 0;
+}
+
+int cache_fill_body(struct cache_fill *f, const void *p, size_t n)
+{
+	const char *b = p;
+	size_t off, len;
+	ssize_t used;
+
+	if (f->obj == NULL)
+		goto fail;
+	if (f->framing != HTTP1_BODY_CHUNKED) {
+		if ((f->framing == HTTP1_BODY_LENGTH && f->obj->bodylen + n > f->expect)
+		    || (f->framing == HTTP1_BODY_NONE && n > 0)
+		    || cache_fill_append(f, b, n) < 0)
+			goto fail;
+		return 0;
+	}
+	while (n > 0 && !f->ck.done) {
+		used = http1_chunked_decode(&f->ck, b, n, &off, &len);
+		if (used <= 0 || (len > 0 && cache_fill_append(f, b + off, len) < 0))
+			goto fail;
+		b += used;
+		n -= (size_t)used;
+	}
+	return 0;
+fail:
+	cache_fill_abort(f);
+	return -1;
+}
+
+/* The body is complete: our Content-Length line, then the allocation
+ * trimmed to what is used, which is what the object counts. */
+static void cache_obj_finish(struct cache_fill *f)
+{
+	struct cache_obj *o = f->obj, *t;
+	size_t used;
+
+	if (o->status != 204) {
+		char *p = o->data + o->head_off + o->headlen;
+		int l = snprintf(p, CACHE_CL_ROOM, "Content-Length: %zu\r\n", o->bodylen);
+
+		o->headlen += (size_t)l;
+	}
+	used = o->body_off + o->bodylen;
+	if (used < f->cap && (t = realloc(o, sizeof(*o) + used)) != NULL) {
+		f->obj = o = t;
+		f->cap = used;
+	}
+	o->charge = sizeof(*o) + f->cap;
+}
+
+int cache_fill_done(struct cache_fill *f)
+{
+	struct cache_shard *s = &f->c->shards[f->shard];
+	struct cache_dead d = { NULL };
+	struct cache_waiter *list = NULL, *w;
+	struct cache_obj *o = f->obj;
+	unsigned refs = 2;      /* the table's (or ours), and one held
+				   while waking: o may be evicted as soon as
+				   the lock drops */
+	bool stored = false;
+
+	if (o == NULL || (f->framing == HTTP1_BODY_LENGTH && o->bodylen != f->expect)
+	    || (f->framing == HTTP1_BODY_CHUNKED && !f->ck.done)) {
+		cache_fill_abort(f);
+		return -1;
+	}
+	cache_obj_finish(f);
+	o = f->obj;
+	f->obj = NULL;
+	pthread_mutex_lock(&s->lock);
+	list = cache_fill_detach(s, f);
+	for (w = list; w != NULL; w = w->next_)
+		refs += cache_variant_ok(o, w->ae_);
+	/* every reference exists before anyone else can see o */
+	atomic_store_explicit(&o->refs, refs, memory_order_relaxed);
+	if (!f->doomed && s->budget >= o->charge) {
+		cache_publish(f->c, s, o, &d);
+		stored = true;
+	} else if (!f->doomed && s->budget > 0) {
+		CACHE_ADD(s, admissions_refused, 1);
+	}
+	pthread_mutex_unlock(&s->lock);
+	cache_wake(list, o);
+	if (!stored)
+		cache_obj_release(o);
+	cache_obj_release(o);
+	cache_dead_free(&d);
+	cache_fill_free(f);
+	return 0;
+}

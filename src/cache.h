@@ -1,0 +1,266 @@
+/*
+ * cache.h -- the hot-object cache: one per process, shared by every worker.
+ *
+ * Objects are stored once and found by any worker: a hash table sharded by
+ * the key's hash, a mutex per shard held only while a lookup, an insert or
+ * an unlink runs. Objects are reference-counted, so a hit is sent without
+ * any lock: the caller points its iovecs at cache_obj_head() and
+ * cache_obj_body() and calls cache_obj_release() when the bytes are gone.
+ *
+ * Admission and eviction: TinyLFU (sketch.c) in front of S3-FIFO's small
+ * and main FIFO queues, chosen over W-TinyLFU's segmented LRU by
+ * tests/bench/cachesim.c (README "Cache policy"). Each shard runs its own
+ * policy against size / shards bytes.
+ * Bytes are accounted exactly: the object struct, key, backend name,
+ * ETag, stored head and body of every linked object count against size.
+ *
+ * Coalescing: the first lookup that misses leads a fill (cache_fill_*);
+ * concurrent lookups of the same key from any thread attach a waiter to
+ * it and are woken once, from the thread that ends the fill, outside
+ * every lock. The protocol is spelled out at struct cache_waiter.
+ *
+ * Thread safety: every function may be called from any thread, except
+ * that one fill is driven by one thread at a time (its leader), and
+ * cache_free() runs after every other call has returned.
+ */
+#ifndef RINGPROXY_CACHE_H
+#define RINGPROXY_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "cachectl.h"
+#include "http1.h"
+
+struct cache;
+struct cache_obj;
+struct cache_fill;
+
+#define CACHE_MAX_SHARDS 64u
+
+enum cache_policy {
+	CACHE_POLICY_DEFAULT = 0,   /* the measured choice: S3-FIFO */
+	CACHE_POLICY_WTINYLFU,      /* TinyLFU + window LRU + segmented LRU */
+	CACHE_POLICY_S3FIFO,        /* TinyLFU + S3-FIFO's small and main FIFOs */
+	CACHE_POLICY_LRU,           /* plain LRU, no admission (a baseline) */
+};
+
+struct cache_params {
+	size_t size;            /* bytes; 0: the cache is off */
+	size_t max_object;      /* largest body stored, bytes */
+	unsigned shards;        /* a power of two <= CACHE_MAX_SHARDS; 0: one
+				   shard per 4 MiB of size (64 MiB if size is
+				   0), at most 16 */
+	enum cache_policy policy;
+	bool doorkeeper;        /* TinyLFU's doorkeeper in front of the sketch */
+	uint64_t seed;          /* key hash seed; 0: random */
+};
+
+/* The cache's counters (name, Prometheus type, help), for stats.h. Hit
+ * ratio = hits / (hits + misses + coalesced). */
+#define CACHE_STATS(X) \
+	X(hits, counter, "requests answered from the cache") \
+	X(misses, counter, "cacheable requests that found no usable object and went to a backend") \
+	X(coalesced, counter, "requests that waited for another request's fetch of the same object") \
+	X(stores, counter, "objects stored") \
+	X(admissions_refused, counter, "objects dropped because the frequency sketch ranked them below the eviction victim") \
+	X(evictions, counter, "objects evicted to make room") \
+	X(invalidations, counter, "objects removed by unsafe methods and purges") \
+	X(objects, gauge, "objects in the cache") \
+	X(bytes, gauge, "bytes accounted against [cache] size")
+
+struct cache_stats {
+#define CACHE_STATS_FIELD(name, type, help) uint64_t name;
+	CACHE_STATS(CACHE_STATS_FIELD)
+#undef CACHE_STATS_FIELD
+};
+
+/* Returns NULL with err set on a bad parameter or out of memory. */
+struct cache *cache_new(const struct cache_params *p, char *err, size_t len);
+
+/* Unlinks everything. Objects still referenced stay valid until their
+ * last cache_obj_release(); no fill may be in progress. */
+void cache_free(struct cache *c);
+
+/* A reload: a smaller size evicts down to it now, 0 empties the cache and
+ * turns it off (lookups return CACHE_OFF), a larger one just allows more.
+ * The shard count stays what cache_new() chose. Fills in flight finish
+ * normally (and store nothing if the cache is off). */
+void cache_configure(struct cache *c, size_t size, size_t max_object);
+
+/* Sums the shards' counters; any thread, no lock taken. */
+void cache_stats(const struct cache *c, struct cache_stats *out);
+
+/* ---- lookup ----------------------------------------------------------- */
+
+/* A cache key (cachectl_key()) and its seeded 64-bit hash. p is borrowed:
+ * valid until the lookup or invalidation using it returns. */
+struct cache_key {
+	const char *p;
+	size_t len;
+	uint64_t hash;
+};
+
+void cache_key_init(const struct cache *c, struct cache_key *k,
+		    const char *p, size_t len);
+
+#define CACHE_L_HEAD       0x01u  /* HEAD: a miss does not lead a fill
+				     (CACHE_PASS) but may wait for a GET's */
+#define CACHE_L_REFRESH    0x02u  /* request no-cache / max-age=0: never a
+				     hit; leads a fill that replaces */
+#define CACHE_L_AUTH       0x04u  /* Authorization: only objects stored
+				     public / s-maxage; never waits */
+#define CACHE_L_NO_STORE   0x08u  /* request no-store: a hit is fine, a miss
+				     is CACHE_PASS */
+#define CACHE_L_STALE      0x10u  /* accept an object within its
+				     stale-while-revalidate window
+				     (CACHE_STALE) */
+#define CACHE_L_KEEP_STALE 0x20u  /* on CACHE_MISS or CACHE_WAIT over an
+				     expired object, hand it out too
+				     (revalidation, stale-if-error) */
+
+struct cache_req {
+	struct cache_key key;
+	unsigned ae;            /* normalised Accept-Encoding (cachectl_ae) */
+	unsigned flags;         /* CACHE_L_* */
+	int64_t now;            /* wall clock, seconds since the epoch */
+	int64_t max_age;        /* request max-age, -1 for none */
+	int64_t min_fresh;      /* request min-fresh, 0 for none */
+};
+
+/* Fill r from a request cachectl_request() classified as LOOKUP or
+ * REFRESH, keyed by key[0..keylen) (borrowed, see struct cache_key). */
+void cache_req_init(struct cache_req *r, const struct cache *c,
+		    const char *key, size_t keylen,
+		    const struct cachectl_req *rq, int64_t now);
+
+/*
+ * A request waiting for another's fetch. The caller owns the memory and
+ * sets wake (and arg, free for its use) before cache_lookup(); the other
+ * fields are cache.c's.
+ *
+ * The protocol, once cache_lookup() has returned CACHE_WAIT for w:
+ * exactly one of these happens, never both, never twice:
+ *   (a) the cache calls w->wake(w, obj), once, from the thread that ends
+ *       the fill, holding no lock. obj carries a reference the callee owns
+ *       (release it), or is NULL: the fetch failed, was not storable, is a
+ *       variant of another Accept-Encoding, or its leader gave up; the
+ *       request then goes to the backend on its own. After calling wake
+ *       the cache never touches w again, so wake may free w.
+ *   (b) cache_wait_cancel(c, w) returns true: w was detached before any
+ *       wake was claimed; the cache forgets it, w is the caller's again.
+ * cache_wait_cancel() returning false means (a) has happened or is about
+ * to (on another thread): keep w valid until wake runs, and release the
+ * object wake hands over. A request that stops waiting (its lock_timeout
+ * timer, its client gone) therefore calls cache_wait_cancel() and, if it
+ * returns false, treats the coming wake as its answer or discards it.
+ */
+struct cache_waiter {
+	void (*wake)(struct cache_waiter *w, struct cache_obj *obj);
+	void *arg;
+	/* private to cache.c */
+	struct cache_waiter *next_, *prev_;
+	struct cache_fill *fill_;       /* set while attached (shard lock) */
+	unsigned shard_;
+	unsigned ae_;
+};
+
+enum cache_result {
+	CACHE_OFF = 0,  /* the cache is off: forward, store nothing */
+	CACHE_HIT,      /* *obj: a fresh object; a reference for the caller */
+	CACHE_STALE,    /* (CACHE_L_STALE only) *obj: a stale object within
+			   its stale-while-revalidate window, reference for
+			   the caller; *fill: a background refresh for the
+			   caller to lead, or NULL when one is running */
+	CACHE_MISS,     /* *fill: the caller leads the fetch and must end the
+			   fill (done or abort); *obj: with
+			   CACHE_L_KEEP_STALE the expired object (reference),
+			   else NULL */
+	CACHE_WAIT,     /* w is attached to another request's fetch; *obj:
+			   with CACHE_L_KEEP_STALE the expired object
+			   (reference) to fall back on if the fetch fails,
+			   else NULL */
+	CACHE_PASS,     /* forward and store nothing: a HEAD or no-store
+			   miss, or a fetch in flight and no waiter given */
+};
+
+/*
+ * Look r up. w may be NULL (the caller will not wait: CACHE_PASS instead
+ * of CACHE_WAIT). *obj and *fill are set as the result says, NULL
+ * otherwise; every object handed out carries a reference for the caller.
+ * Counts the key in the shard's sketch.
+ */
+enum cache_result cache_lookup(struct cache *c, const struct cache_req *r,
+			       struct cache_waiter *w, struct cache_obj **obj,
+			       struct cache_fill **fill);
+
+/* Stop waiting: see struct cache_waiter. */
+bool cache_wait_cancel(struct cache *c, struct cache_waiter *w);
+
+/* Remove every stored variant of key (a successful unsafe method, a
+ * purge); fetches in flight for it will not be stored. Returns the number
+ * of objects removed. */
+size_t cache_invalidate(struct cache *c, const struct cache_key *k);
+
+/* ---- the leader's fill ------------------------------------------------ */
+
+/*
+ * The response head arrived: resp (parsed by http1_parse_response for a
+ * GET), m (cachectl_response() on it), the backend's name. When m says
+ * storable and the body fits max_object, the fill goes on: returns 0.
+ * Otherwise returns -1 and the fill is over (f is freed; its waiters are
+ * woken with NULL; when some were waiting, the key is remembered as
+ * uncacheable for a minute so that later requests go straight to the
+ * backend instead of queueing behind each other).
+ * The stored head is resp's status line and headers without hop-by-hop,
+ * framing, Age and X-Forwarded-Proto lines, plus a Content-Length of our
+ * own; resp's buffer may change once this returns.
+ */
+int cache_fill_begin(struct cache_fill *f, const struct http1_msg *resp,
+		     const struct cachectl_meta *m, const char *backend,
+		     size_t backend_len);
+
+/* Body bytes as they came from the backend (chunked framing included if
+ * the response was chunked: it is stored decoded). Returns 0, or -1 when
+ * the body grew past max_object or its chunked framing is broken: the
+ * fill is then aborted (as cache_fill_abort) and f is freed. */
+int cache_fill_body(struct cache_fill *f, const void *p, size_t n);
+
+/* The whole body arrived: store the object (subject to admission) and
+ * wake the waiters with it, even if it was not kept. Returns 0, or -1 if
+ * the body was incomplete (the fill is aborted). f is freed either way. */
+int cache_fill_done(struct cache_fill *f);
+
+/* The fetch failed or the leader gives up: waiters are woken with NULL,
+ * nothing is stored, f is freed. Also valid before cache_fill_begin(). */
+void cache_fill_abort(struct cache_fill *f);
+
+/* ---- objects ---------------------------------------------------------- */
+
+/* Status line and header lines as they should be replayed, ending with our
+ * Content-Length line (none for 204), without the final CRLF: the sender
+ * adds Age, Cache-Status, the backend header, Via, Connection and "\r\n". */
+struct iovec cache_obj_head(const struct cache_obj *o);
+struct iovec cache_obj_body(const struct cache_obj *o);
+int cache_obj_status(const struct cache_obj *o);
+struct http1_str cache_obj_backend(const struct cache_obj *o);
+struct http1_str cache_obj_etag(const struct cache_obj *o);   /* len 0: none */
+int64_t cache_obj_last_modified(const struct cache_obj *o);  /* -1: none */
+/* Current age (RFC 9111 4.2.3) and freshness left (negative once stale),
+ * in seconds at now. */
+int64_t cache_obj_age(const struct cache_obj *o, int64_t now);
+int64_t cache_obj_ttl(const struct cache_obj *o, int64_t now);
+/* Whether a stale o may still answer when the backend fails (within its
+ * stale-if-error window or grace, and not must-revalidate). */
+bool cache_obj_stale_if_error(const struct cache_obj *o, int64_t now);
+/* Bytes o counts against size. */
+size_t cache_obj_charge(const struct cache_obj *o);
+
+/* Another reference to o (o already referenced by the caller). */
+struct cache_obj *cache_obj_ref(struct cache_obj *o);
+/* Drop a reference; the last one frees o. NULL is a no-op. */
+void cache_obj_release(struct cache_obj *o);
+
+#endif

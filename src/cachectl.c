@@ -1,0 +1,827 @@
+/*
+ * cachectl.c -- RFC 9111's rules for a shared cache over parsed heads (see
+ * cachectl.h). Every decision is a function of the heads and the times
+ * the caller passes; nothing here keeps state, so the unit test can pin
+ * each rule with a table of messages and exact outcomes.
+ *
+ * Where the RFC lets a cache choose, this file takes the conservative
+ * side: a qualified private="..." or no-cache="..." is treated as the
+ * unqualified directive (RFC 9111 5.2.2.4, 5.2.2.7 allow storing the rest;
+ * we store nothing), no heuristic freshness (4.2.2) is ever used, and the
+ * deprecated Pragma header is not read.
+ */
+#include "cachectl.h"
+
+#include <string.h>
+#include <time.h>
+
+static unsigned char cachectl_lower(unsigned char c)
+{
+	return (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
+}
+
+static bool cachectl_is_ows(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+/*
+ * Next element of a comma-separated list in [*pp, e), with OWS trimmed
+ * and a quoted string kept whole even if it holds commas; empty elements
+ * (",,") are skipped. False at the end.
+ */
+static bool cachectl_next(const char **pp, const char *e, struct http1_str *out)
+{
+	const char *p = *pp, *s, *t;
+	bool quoted = false;
+
+	for (;;) {
+		while (p < e && (cachectl_is_ows(*p) || *p == ','))
+			p++;
+		if (p >= e) {
+			*pp = p;
+			return false;
+		}
+		s = p;
+		while (p < e && (quoted || *p != ',')) {
+			if (*p == '"')
+				quoted = !quoted;
+			else if (*p == '\\' && quoted && p + 1 < e)
+				p++;
+			p++;
+		}
+		t = p;
+		while (t > s && cachectl_is_ows(t[-1]))
+			t--;
+		if (t > s)
+			break;
+	}
+	*pp = p;
+	out->p = s;
+	out->len = (size_t)(t - s);
+	return true;
+}
+
+/* Split "name=value" (value maybe quoted) into its parts; value.p is NULL
+ * when there is no '='. Quotes are removed, escapes are not undone (no
+ * directive we read has a backslash in a valid value). */
+static void cachectl_split(struct http1_str el, struct http1_str *name,
+			   struct http1_str *value)
+{
+	const char *p = el.p, *e = el.p + el.len, *q;
+
+	q = memchr(p, '=', el.len);
+	value->p = NULL;
+	value->len = 0;
+	if (q == NULL) {
+		name->p = p;
+		name->len = el.len;
+		return;
+	}
+	name->p = p;
+	name->len = (size_t)(q - p);
+	while (name->len > 0 && cachectl_is_ows(p[name->len - 1]))
+		name->len--;
+	q++;
+	while (q < e && cachectl_is_ows(*q))
+		q++;
+	if (q < e && *q == '"' && e - q >= 2 && e[-1] == '"') {
+		q++;
+		e--;
+	}
+	value->p = q;
+	value->len = (size_t)(e - q);
+}
+
+/* delta-seconds (RFC 9111 1.2.2): digits only; malformed reads as 0, too
+ * large as CACHECTL_DELTA_MAX. */
+static int64_t cachectl_delta(struct http1_str v)
+{
+	int64_t n = 0;
+	size_t i;
+
+	if (v.p == NULL || v.len == 0)
+		return 0;
+	for (i = 0; i < v.len; i++) {
+		if (v.p[i] < '0' || v.p[i] > '9')
+			return 0;
+		n = n * 10 + (v.p[i] - '0');
+		if (n > CACHECTL_DELTA_MAX)
+			n = CACHECTL_DELTA_MAX;
+	}
+	return n;
+}
+
+/* Directives without a value, and those with one, by name. */
+static const struct {
+	const char *name;
+	unsigned flag;
+	size_t off;             /* offset of the value in cachectl_cc, or 0 */
+} cachectl_dirs[] = {
+	{ "no-store", CACHECTL_NO_STORE, 0 },
+	{ "no-cache", CACHECTL_NO_CACHE, 0 },
+	{ "private", CACHECTL_PRIVATE, 0 },
+	{ "public", CACHECTL_PUBLIC, 0 },
+	{ "must-revalidate", CACHECTL_MUST_REVALIDATE, 0 },
+	{ "proxy-revalidate", CACHECTL_PROXY_REVALIDATE, 0 },
+	{ "only-if-cached", CACHECTL_ONLY_IF_CACHED, 0 },
+	{ "no-transform", CACHECTL_NO_TRANSFORM, 0 },
+	{ "max-age", CACHECTL_MAX_AGE, offsetof(struct cachectl_cc, max_age) },
+	{ "s-maxage", CACHECTL_S_MAXAGE, offsetof(struct cachectl_cc, s_maxage) },
+	{ "min-fresh", CACHECTL_MIN_FRESH, offsetof(struct cachectl_cc, min_fresh) },
+	{ "max-stale", CACHECTL_MAX_STALE, offsetof(struct cachectl_cc, max_stale) },
+	{ "stale-while-revalidate", CACHECTL_SWR, offsetof(struct cachectl_cc, swr) },
+	{ "stale-if-error", CACHECTL_SIE, offsetof(struct cachectl_cc, sie) },
+};
+
+static void cachectl_directive(struct cachectl_cc *cc, struct http1_str el)
+{
+	struct http1_str name, value;
+	size_t i;
+
+	cachectl_split(el, &name, &value);
+	for (i = 0; i < sizeof(cachectl_dirs) / sizeof(cachectl_dirs[0]); i++) {
+		if (!http1_str_ieq(name, cachectl_dirs[i].name))
+			continue;
+		if (cc->flags & cachectl_dirs[i].flag)
+			return;         /* the first occurrence counts */
+		cc->flags |= cachectl_dirs[i].flag;
+		if (cachectl_dirs[i].off != 0) {
+			int64_t *v = (int64_t *)((char *)cc + cachectl_dirs[i].off);
+
+			/* max-stale alone accepts any staleness */
+			if (cachectl_dirs[i].flag == CACHECTL_MAX_STALE && value.p == NULL)
+				*v = -1;
+			else
+				*v = cachectl_delta(value);
+		}
+		return;
+	}
+}
+
+void cachectl_parse_cc(const struct http1_msg *m, struct cachectl_cc *cc)
+{
+	unsigned i;
+
+	memset(cc, 0, sizeof(*cc));
+	for (i = 0; i < m->nheaders; i++) {
+		const struct http1_header *h = &m->headers[i];
+		const char *p = h->value.p, *e = p + h->value.len;
+		struct http1_str el;
+
+		if (!http1_str_ieq(h->name, "cache-control"))
+			continue;
+		while (cachectl_next(&p, e, &el))
+			cachectl_directive(cc, el);
+	}
+}
+
+/* The first header called name (lowercase), or NULL. */
+static const struct http1_header *cachectl_header(const struct http1_msg *m,
+						  const char *name)
+{
+	unsigned i;
+
+	for (i = 0; i < m->nheaders; i++)
+		if (http1_str_ieq(m->headers[i].name, name))
+			return &m->headers[i];
+	return NULL;
+}
+
+/* ---- Accept-Encoding -------------------------------------------------- */
+
+static const struct {
+	const char *name;
+	unsigned bit;
+} cachectl_codings[] = {
+	{ "br", CACHECTL_AE_BR },
+	{ "deflate", CACHECTL_AE_DEFLATE },
+	{ "gzip", CACHECTL_AE_GZIP },
+	{ "zstd", CACHECTL_AE_ZSTD },
+	{ "x-gzip", CACHECTL_AE_GZIP },
+};
+
+/* A known coding's bit, CACHECTL_AE_ALL + 1 for "*", 0 for any other. */
+static unsigned cachectl_coding(struct http1_str name)
+{
+	size_t i;
+
+	if (name.len == 1 && name.p[0] == '*')
+		return CACHECTL_AE_ALL + 1;
+	for (i = 0; i < sizeof(cachectl_codings) / sizeof(cachectl_codings[0]); i++)
+		if (http1_str_ieq(name, cachectl_codings[i].name))
+			return cachectl_codings[i].bit;
+	return 0;
+}
+
+/* An Accept-Encoding element "coding[;q=v][;...]": its coding, and
+ * whether its weight is zero (q=0, 0., 0.0, 0.00, 0.000). */
+static struct http1_str cachectl_weight(struct http1_str el, bool *zero)
+{
+	const char *p = el.p, *e = el.p + el.len, *semi;
+	struct http1_str name = el;
+
+	*zero = false;
+	semi = memchr(p, ';', el.len);
+	if (semi == NULL)
+		return name;
+	name.len = (size_t)(semi - p);
+	while (name.len > 0 && cachectl_is_ows(p[name.len - 1]))
+		name.len--;
+	for (p = semi + 1; p < e; p++) {
+		const char *v;
+
+		while (p < e && (cachectl_is_ows(*p) || *p == ';'))
+			p++;
+		if (e - p < 2 || cachectl_lower((unsigned char)p[0]) != 'q' || p[1] != '=')
+			continue;
+		v = p + 2;
+		if (v < e && *v == '0') {
+			v++;
+			if (v < e && *v == '.')
+				for (v++; v < e && *v == '0'; v++)
+					;
+			*zero = (v == e || cachectl_is_ows(*v) || *v == ';');
+		}
+		break;
+	}
+	return name;
+}
+
+unsigned cachectl_ae(const struct http1_msg *req)
+{
+	unsigned yes = 0, no = 0, i;
+	bool star = false, star_zero = false;
+
+	for (i = 0; i < req->nheaders; i++) {
+		const struct http1_header *h = &req->headers[i];
+		const char *p = h->value.p, *e = p + h->value.len;
+		struct http1_str el;
+
+		if (!http1_str_ieq(h->name, "accept-encoding"))
+			continue;
+		while (cachectl_next(&p, e, &el)) {
+			bool zero;
+			unsigned bit = cachectl_coding(cachectl_weight(el, &zero));
+
+			if (bit == CACHECTL_AE_ALL + 1) {
+				star = true;
+				star_zero = zero;
+			} else if (zero) {
+				no |= bit;
+			} else {
+				yes |= bit;
+			}
+		}
+	}
+	/* a coding named with q=0 and also with q>0 is taken as accepted */
+	if (star && !star_zero)
+		yes |= CACHECTL_AE_ALL & ~no;
+	return yes;
+}
+
+int cachectl_ae_string(unsigned set, char *buf, size_t len)
+{
+	size_t n = 0, i, l;
+
+	for (i = 0; i < 4; i++) {
+		if (!(set & cachectl_codings[i].bit))
+			continue;
+		l = strlen(cachectl_codings[i].name);
+		if (n + l + 3 > len)
+			return -1;
+		if (n > 0) {
+			memcpy(buf + n, ", ", 2);
+			n += 2;
+		}
+		memcpy(buf + n, cachectl_codings[i].name, l);
+		n += l;
+	}
+	if (len == 0)
+		return -1;
+	buf[n] = '\0';
+	return (int)n;
+}
+
+/* ---- requests --------------------------------------------------------- */
+
+void cachectl_request(const struct http1_msg *req, struct cachectl_req *out)
+{
+	struct cachectl_cc cc;
+
+	memset(out, 0, sizeof(*out));
+	out->max_age = -1;
+	switch (req->method_id) {
+	case HTTP1_M_GET:
+		break;
+	case HTTP1_M_HEAD:
+		out->flags |= CACHECTL_RQ_HEAD;
+		break;
+	case HTTP1_M_POST:
+	case HTTP1_M_PUT:
+	case HTTP1_M_DELETE:
+	case HTTP1_M_PATCH:
+	case HTTP1_M_OTHER:
+		out->kind = CACHECTL_INVALIDATE;
+		out->why = "unsafe method";
+		return;
+	default:
+		out->why = "method not cached";
+		return;
+	}
+	if (cachectl_header(req, "range") != NULL) {
+		out->why = "Range";
+		return;
+	}
+	if (cachectl_header(req, "authorization") != NULL)
+		out->flags |= CACHECTL_RQ_AUTH;
+	cachectl_parse_cc(req, &cc);
+	if (cc.flags & CACHECTL_NO_STORE)
+		out->flags |= CACHECTL_RQ_NO_STORE;
+	if (cc.flags & CACHECTL_MIN_FRESH)
+		out->min_fresh = cc.min_fresh;
+	out->ae = cachectl_ae(req);
+	out->kind = CACHECTL_LOOKUP;
+	if (cc.flags & CACHECTL_NO_CACHE) {
+		out->kind = CACHECTL_REFRESH;
+		out->why = "request no-cache";
+	} else if (cc.flags & CACHECTL_MAX_AGE) {
+		out->max_age = cc.max_age;
+		if (cc.max_age == 0) {
+			out->kind = CACHECTL_REFRESH;
+			out->why = "request max-age=0";
+		}
+	}
+}
+
+bool cachectl_invalidates(enum http1_method method, int status)
+{
+	switch (method) {
+	case HTTP1_M_POST:
+	case HTTP1_M_PUT:
+	case HTTP1_M_DELETE:
+	case HTTP1_M_PATCH:
+	case HTTP1_M_OTHER:
+		return status >= 200 && status < 400;
+	default:
+		return false;
+	}
+}
+
+ssize_t cachectl_key(const struct http1_msg *req, char *buf, size_t len)
+{
+	struct http1_str host = req->authority.len ? req->authority : req->host;
+	size_t n = host.len + req->path.len + (req->has_query ? 1 + req->query.len : 0);
+	size_t i;
+
+	if (n > len)
+		return -1;
+	for (i = 0; i < host.len; i++)
+		buf[i] = (char)cachectl_lower((unsigned char)host.p[i]);
+	memcpy(buf + host.len, req->path.p, req->path.len);
+	if (req->has_query) {
+		buf[host.len + req->path.len] = '?';
+		memcpy(buf + host.len + req->path.len + 1, req->query.p, req->query.len);
+	}
+	return (ssize_t)n;
+}
+
+/* ---- responses -------------------------------------------------------- */
+
+static bool cachectl_status_ok(int status)
+{
+	switch (status) {
+	case 200: case 203: case 204: case 300: case 301: case 308:
+	case 404: case 410:
+		return true;
+	}
+	return false;
+}
+
+/* Vary: NULL and *vary_ae when storable, else why not. */
+static const char *cachectl_vary(const struct http1_msg *m, bool *vary_ae)
+{
+	unsigned i;
+
+	*vary_ae = false;
+	for (i = 0; i < m->nheaders; i++) {
+		const struct http1_header *h = &m->headers[i];
+		const char *p = h->value.p, *e = p + h->value.len;
+		struct http1_str el;
+
+		if (!http1_str_ieq(h->name, "vary"))
+			continue;
+		while (cachectl_next(&p, e, &el)) {
+			if (el.len == 1 && el.p[0] == '*')
+				return "Vary: *";
+			if (!http1_str_ieq(el, "accept-encoding"))
+				return "Vary on a header other than Accept-Encoding";
+			*vary_ae = true;
+		}
+	}
+	return NULL;
+}
+
+/* A variant may only be stored under the request's set of codings if its
+ * Content-Encoding is in that set (else another client with the same set
+ * would get a coding it did not ask for). */
+static bool cachectl_coding_ok(const struct http1_msg *m, unsigned ae)
+{
+	unsigned i;
+
+	for (i = 0; i < m->nheaders; i++) {
+		const struct http1_header *h = &m->headers[i];
+		const char *p = h->value.p, *e = p + h->value.len;
+		struct http1_str el;
+
+		if (!http1_str_ieq(h->name, "content-encoding"))
+			continue;
+		while (cachectl_next(&p, e, &el)) {
+			unsigned bit = cachectl_coding(el);
+
+			if (http1_str_ieq(el, "identity"))
+				continue;
+			if (bit == 0 || bit > CACHECTL_AE_ALL || !(ae & bit))
+				return false;
+		}
+	}
+	return true;
+}
+
+/* Freshness lifetime (RFC 9111 4.2.1) into out->lifetime; false when the
+ * response gives no explicit freshness. */
+static bool cachectl_lifetime(const struct http1_msg *m,
+			      const struct cachectl_cc *cc, int64_t now,
+			      struct cachectl_meta *out)
+{
+	const struct http1_header *h;
+	int64_t expires;
+
+	if (cc->flags & CACHECTL_S_MAXAGE) {
+		out->lifetime = cc->s_maxage;
+		return true;
+	}
+	if (cc->flags & CACHECTL_MAX_AGE) {
+		out->lifetime = cc->max_age;
+		return true;
+	}
+	h = cachectl_header(m, "expires");
+	if (h == NULL)
+		return false;
+	/* an invalid Expires ("0", "-1") means already expired */
+	if (cachectl_date(h->value, now, &expires) < 0 || expires <= out->date)
+		out->lifetime = 0;
+	else
+		out->lifetime = expires - out->date;
+	return true;
+}
+
+/* Date, Age, the corrected initial age (RFC 9111 4.2.3), validators. */
+static void cachectl_times(const struct http1_msg *m, int64_t req_time,
+			   int64_t resp_time, struct cachectl_meta *out)
+{
+	const struct http1_header *h;
+	int64_t age = 0, apparent, delay, corrected;
+
+	out->resp_time = resp_time;
+	out->date = resp_time;
+	h = cachectl_header(m, "date");
+	if (h != NULL && cachectl_date(h->value, resp_time, &out->date) < 0)
+		out->date = resp_time;
+	h = cachectl_header(m, "age");
+	if (h != NULL)
+		age = cachectl_delta(h->value);
+	apparent = resp_time > out->date ? resp_time - out->date : 0;
+	delay = resp_time > req_time ? resp_time - req_time : 0;
+	corrected = age + delay;
+	out->initial_age = apparent > corrected ? apparent : corrected;
+	h = cachectl_header(m, "etag");
+	if (h != NULL)
+		out->etag = h->value;
+	out->last_modified = -1;
+	h = cachectl_header(m, "last-modified");
+	if (h != NULL && cachectl_date(h->value, resp_time, &out->last_modified) < 0)
+		out->last_modified = -1;
+}
+
+/* Why the response may not be stored, from its method, status and
+ * directives alone; NULL if nothing forbids it. */
+static const char *cachectl_refusal(const struct cachectl_req *rq,
+				    enum http1_method method,
+				    const struct http1_msg *resp,
+				    const struct cachectl_cc *cc, bool *vary_ae)
+{
+	const char *why;
+
+	if (method != HTTP1_M_GET)
+		return "not a GET";
+	if (rq->kind != CACHECTL_LOOKUP && rq->kind != CACHECTL_REFRESH)
+		return "request not cacheable";
+	if (rq->flags & CACHECTL_RQ_NO_STORE)
+		return "request no-store";
+	if (!cachectl_status_ok(resp->status))
+		return "status not cacheable";
+	if (cc->flags & CACHECTL_NO_STORE)
+		return "no-store";
+	if (cc->flags & CACHECTL_NO_CACHE)
+		return "no-cache";
+	if (cc->flags & CACHECTL_PRIVATE)
+		return "private";
+	if (cachectl_header(resp, "set-cookie") != NULL)
+		return "Set-Cookie";
+	why = cachectl_vary(resp, vary_ae);
+	if (why != NULL)
+		return why;
+	if ((rq->flags & CACHECTL_RQ_AUTH)
+	    && !(cc->flags & (CACHECTL_PUBLIC | CACHECTL_S_MAXAGE)))
+		return "Authorization without public or s-maxage";
+	if (*vary_ae && !cachectl_coding_ok(resp, rq->ae))
+		return "Content-Encoding the request did not accept";
+	return NULL;
+}
+
+bool cachectl_response(const struct cachectl_req *rq, enum http1_method method,
+		       const struct http1_msg *resp, int64_t req_time,
+		       int64_t resp_time, int64_t grace, struct cachectl_meta *out)
+{
+	struct cachectl_cc cc;
+	bool vary_ae = false;
+	int64_t left, window;
+
+	memset(out, 0, sizeof(*out));
+	cachectl_parse_cc(resp, &cc);
+	cachectl_times(resp, req_time, resp_time, out);
+	out->why = cachectl_refusal(rq, method, resp, &cc, &vary_ae);
+	if (out->why != NULL)
+		return false;
+	if (!cachectl_lifetime(resp, &cc, resp_time, out)) {
+		out->why = "no explicit freshness";
+		return false;
+	}
+	if (vary_ae)
+		out->flags |= CACHECTL_M_VARY_AE;
+	if (cc.flags & (CACHECTL_PUBLIC | CACHECTL_S_MAXAGE))
+		out->flags |= CACHECTL_M_AUTH_OK;
+	/* s-maxage implies proxy-revalidate for a shared cache (5.2.2.10) */
+	if (cc.flags & (CACHECTL_MUST_REVALIDATE | CACHECTL_PROXY_REVALIDATE
+			| CACHECTL_S_MAXAGE)) {
+		out->flags |= CACHECTL_M_REVALIDATE;
+	} else {
+		out->swr = (cc.flags & CACHECTL_SWR) ? cc.swr : grace;
+		out->sie = (cc.flags & CACHECTL_SIE) ? cc.sie : grace;
+	}
+	left = out->lifetime - out->initial_age;
+	window = out->swr > out->sie ? out->swr : out->sie;
+	if (left <= 0 && window <= -left) {
+		out->why = "stale on arrival";
+		return false;
+	}
+	out->storable = true;
+	return true;
+}
+
+/* ---- conditional requests --------------------------------------------- */
+
+/* Weak comparison of two entity-tags (RFC 9110 8.8.3.2): W/ ignored, the
+ * opaque quoted strings equal. */
+static bool cachectl_etag_weak_eq(struct http1_str a, struct http1_str b)
+{
+	if (a.len >= 2 && a.p[0] == 'W' && a.p[1] == '/') {
+		a.p += 2;
+		a.len -= 2;
+	}
+	if (b.len >= 2 && b.p[0] == 'W' && b.p[1] == '/') {
+		b.p += 2;
+		b.len -= 2;
+	}
+	return a.len >= 2 && a.p[0] == '"' && a.len == b.len
+	       && memcmp(a.p, b.p, a.len) == 0;
+}
+
+bool cachectl_not_modified(const struct http1_msg *req, struct http1_str etag,
+			   int64_t last_modified, int64_t now)
+{
+	const struct http1_header *h;
+	int64_t ims;
+	unsigned i;
+	bool any = false;
+
+	if (req->method_id != HTTP1_M_GET && req->method_id != HTTP1_M_HEAD)
+		return false;
+	for (i = 0; i < req->nheaders; i++) {
+		const struct http1_header *inm = &req->headers[i];
+		const char *p = inm->value.p, *e = p + inm->value.len;
+		struct http1_str el;
+
+		if (!http1_str_ieq(inm->name, "if-none-match"))
+			continue;
+		any = true;
+		while (cachectl_next(&p, e, &el)) {
+			if (el.len == 1 && el.p[0] == '*')
+				return true;
+			if (etag.len != 0 && cachectl_etag_weak_eq(el, etag))
+				return true;
+		}
+	}
+	if (any)
+		return false;   /* If-Modified-Since is ignored (RFC 9110 13.1.3) */
+	h = cachectl_header(req, "if-modified-since");
+	if (h == NULL || last_modified < 0 || cachectl_date(h->value, now, &ims) < 0)
+		return false;
+	return last_modified <= ims;
+}
+
+/* ---- dates (RFC 9110 5.6.7) ------------------------------------------- */
+
+static const char cachectl_months[12][4] = {
+	"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+	"Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+};
+static const char cachectl_wdays[7][10] = {
+	"Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday",
+	"Saturday",
+};
+
+static bool cachectl_leap(int64_t y)
+{
+	return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
+
+/* Days from 1970-01-01 to y-m-d (y >= 1), by counting leap years. */
+static int64_t cachectl_days(int64_t y, int m, int d)
+{
+	static const int before[12] = { 0, 31, 59, 90, 120, 151, 181, 212,
+					243, 273, 304, 334 };
+	int64_t leaps = (y - 1) / 4 - (y - 1) / 100 + (y - 1) / 400
+			- (1969 / 4 - 1969 / 100 + 1969 / 400);
+
+	return (y - 1970) * 365 + leaps + before[m] + (m > 1 && cachectl_leap(y))
+	       + d - 1;
+}
+
+/* n decimal digits at p; -1 if any is not a digit. */
+static int cachectl_num(const char *p, int n)
+{
+	int v = 0;
+
+	for (; n > 0; n--, p++) {
+		if (*p < '0' || *p > '9')
+			return -1;
+		v = v * 10 + (*p - '0');
+	}
+	return v;
+}
+
+static int cachectl_month(const char *p)
+{
+	int i;
+
+	for (i = 0; i < 12; i++)
+		if (memcmp(p, cachectl_months[i], 3) == 0)
+			return i;
+	return -1;
+}
+
+/* The day name at the start of s ending at len: a 3-letter abbreviation,
+ * or the full name (RFC 850). */
+static bool cachectl_wday(const char *p, size_t len, bool full)
+{
+	int i;
+
+	for (i = 0; i < 7; i++) {
+		size_t l = full ? strlen(cachectl_wdays[i]) : 3;
+
+		if (len == l && memcmp(p, cachectl_wdays[i], l) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* "HH:MM:SS" at p into seconds of the day, -1 if malformed. */
+static int64_t cachectl_clock(const char *p)
+{
+	int h = cachectl_num(p, 2), mi = cachectl_num(p + 3, 2),
+	    s = cachectl_num(p + 6, 2);
+
+	if (h < 0 || mi < 0 || s < 0 || p[2] != ':' || p[5] != ':'
+	    || h > 23 || mi > 59 || s > 60)
+		return -1;
+	return (int64_t)h * 3600 + mi * 60 + s;
+}
+
+static int cachectl_ymd(int64_t y, int mon, int d, int64_t secs, int64_t *t)
+{
+	static const int mdays[12] = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31,
+				       30, 31 };
+
+	if (y < 1 || mon < 0 || d < 1 || d > mdays[mon] || secs < 0
+	    || (mon == 1 && d == 29 && !cachectl_leap(y)))
+		return -1;
+	*t = cachectl_days(y, mon, d) * 86400 + secs;
+	return 0;
+}
+
+/* The year of now, for RFC 850's two-digit years. */
+static int64_t cachectl_year_of(int64_t now)
+{
+	time_t tt = (time_t)now;
+	struct tm tm;
+
+	if (gmtime_r(&tt, &tm) == NULL)
+		return 1970;
+	return (int64_t)tm.tm_year + 1900;
+}
+
+int cachectl_date(struct http1_str s, int64_t now, int64_t *t)
+{
+	const char *p = s.p, *comma;
+	int64_t secs, y;
+	int d, mon;
+
+	if (s.len < 24)
+		return -1;
+	comma = memchr(s.p, ',', s.len);
+	if (comma != NULL && comma - p == 3 && s.len == 29) {
+		/* IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT */
+		if (!cachectl_wday(p, 3, false) || p[4] != ' ' || p[7] != ' '
+		    || p[11] != ' ' || p[16] != ' ' || memcmp(p + 25, " GMT", 4) != 0)
+			return -1;
+		d = cachectl_num(p + 5, 2);
+		mon = cachectl_month(p + 8);
+		y = cachectl_num(p + 12, 4);
+		secs = cachectl_clock(p + 17);
+		return cachectl_ymd(y, mon, d, secs, t);
+	}
+	if (comma != NULL) {
+		/* RFC 850: Sunday, 06-Nov-94 08:49:37 GMT */
+		size_t wl = (size_t)(comma - p);
+		const char *q = comma + 1;
+
+		if (!cachectl_wday(p, wl, true) || s.len != wl + 24 || q[0] != ' '
+		    || q[3] != '-' || q[7] != '-' || q[10] != ' '
+		    || memcmp(q + 19, " GMT", 4) != 0)
+			return -1;
+		d = cachectl_num(q + 1, 2);
+		mon = cachectl_month(q + 4);
+		y = cachectl_num(q + 8, 2);
+		secs = cachectl_clock(q + 11);
+		if (y < 0)
+			return -1;
+		/* the most recent year with these two digits that is not
+		 * more than 50 years ahead of now */
+		y += cachectl_year_of(now) / 100 * 100;
+		if (y > cachectl_year_of(now) + 50)
+			y -= 100;
+		return cachectl_ymd(y, mon, d, secs, t);
+	}
+	/* asctime: Sun Nov  6 08:49:37 1994 */
+	if (s.len != 24 || !cachectl_wday(p, 3, false) || p[3] != ' ' || p[7] != ' '
+	    || p[10] != ' ' || p[19] != ' ')
+		return -1;
+	mon = cachectl_month(p + 4);
+	d = p[8] == ' ' ? cachectl_num(p + 9, 1) : cachectl_num(p + 8, 2);
+	secs = cachectl_clock(p + 11);
+	y = cachectl_num(p + 20, 4);
+	return cachectl_ymd(y, mon, d, secs, t);
+}
+
+void cachectl_date_format(int64_t t, char *buf)
+{
+	int64_t days = t >= 0 ? t / 86400 : (t - 86399) / 86400;
+	int64_t secs = t - days * 86400, y = 1970;
+	int mon = 0, wday = (int)(((days % 7) + 11) % 7); /* 1970-01-01: Thu */
+	static const int mdays[12] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31,
+				       30, 31 };
+	char *p = buf;
+
+	while (days < 0 || days >= 365 + cachectl_leap(y)) {
+		if (days < 0)
+			days += 365 + cachectl_leap(--y);
+		else
+			days -= 365 + cachectl_leap(y++);
+	}
+	while (days >= mdays[mon] + (mon == 1 && cachectl_leap(y)))
+		days -= mdays[mon] + (mon == 1 && cachectl_leap(y)), mon++;
+	memcpy(p, cachectl_wdays[wday], 3);
+	p[3] = ',';
+	p[4] = ' ';
+	p[5] = (char)('0' + (days + 1) / 10);
+	p[6] = (char)('0' + (days + 1) % 10);
+	p[7] = ' ';
+	memcpy(p + 8, cachectl_months[mon], 3);
+	p[11] = ' ';
+	p[12] = (char)('0' + y / 1000 % 10);
+	p[13] = (char)('0' + y / 100 % 10);
+	p[14] = (char)('0' + y / 10 % 10);
+	p[15] = (char)('0' + y % 10);
+	p[16] = ' ';
+	p[17] = (char)('0' + secs / 36000);
+	p[18] = (char)('0' + secs / 3600 % 10);
+	p[19] = ':';
+	p[20] = (char)('0' + secs % 3600 / 600);
+	p[21] = (char)('0' + secs % 3600 / 60 % 10);
+	p[22] = ':';
+	p[23] = (char)('0' + secs % 60 / 10);
+	p[24] = (char)('0' + secs % 10);
+	memcpy(p + 25, " GMT", 5);
+}

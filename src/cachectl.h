@@ -1,0 +1,173 @@
+/*
+ * cachectl.h -- the HTTP caching rules of a shared cache (RFC 9111, with
+ * RFC 5861's stale-while-revalidate and stale-if-error) over heads parsed
+ * by http1.c: Cache-Control parsing, what a request may take from the
+ * cache, whether and for how long a response may be stored, which
+ * responses invalidate, Accept-Encoding variants, conditional requests
+ * and HTTP dates (RFC 9110 5.6.7).
+ *
+ * Pure: no I/O, no allocation, no clock (the caller passes the time, in
+ * seconds since the epoch). Any thread may call any function.
+ */
+#ifndef RINGPROXY_CACHECTL_H
+#define RINGPROXY_CACHECTL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http1.h"
+
+/* Delta-seconds larger than this are taken as this (RFC 9111 1.2.2). */
+#define CACHECTL_DELTA_MAX INT64_C(2147483648)
+
+/* ---- Cache-Control ---------------------------------------------------- */
+
+#define CACHECTL_NO_STORE         0x0001u
+#define CACHECTL_NO_CACHE         0x0002u   /* qualified or not */
+#define CACHECTL_PRIVATE          0x0004u   /* qualified or not */
+#define CACHECTL_PUBLIC           0x0008u
+#define CACHECTL_MUST_REVALIDATE  0x0010u
+#define CACHECTL_PROXY_REVALIDATE 0x0020u
+#define CACHECTL_MAX_AGE          0x0040u   /* max_age is set */
+#define CACHECTL_S_MAXAGE         0x0080u   /* s_maxage is set */
+#define CACHECTL_MIN_FRESH        0x0100u
+#define CACHECTL_MAX_STALE        0x0200u   /* max_stale is set (-1: any) */
+#define CACHECTL_SWR              0x0400u   /* stale-while-revalidate */
+#define CACHECTL_SIE              0x0800u   /* stale-if-error */
+#define CACHECTL_ONLY_IF_CACHED   0x1000u
+#define CACHECTL_NO_TRANSFORM     0x2000u
+
+/* The Cache-Control directives of one message, every Cache-Control line
+ * taken together. A directive given twice keeps its first value (RFC 9111
+ * 4.2.1); a malformed delta-seconds reads as 0 (stale), a huge one as
+ * CACHECTL_DELTA_MAX. Unknown directives are ignored. */
+struct cachectl_cc {
+	unsigned flags;
+	int64_t max_age, s_maxage, min_fresh, max_stale, swr, sie;
+};
+
+void cachectl_parse_cc(const struct http1_msg *m, struct cachectl_cc *cc);
+
+/* ---- Accept-Encoding variants ----------------------------------------- */
+
+/* The content codings a variant is kept apart by; others are ignored.
+ * A request's normalised Accept-Encoding is the set of these it accepts
+ * (q > 0, "*" standing for the ones not named; x-gzip = gzip). */
+#define CACHECTL_AE_BR      0x01u
+#define CACHECTL_AE_DEFLATE 0x02u
+#define CACHECTL_AE_GZIP    0x04u
+#define CACHECTL_AE_ZSTD    0x08u
+#define CACHECTL_AE_ALL     0x0fu
+
+unsigned cachectl_ae(const struct http1_msg *req);
+
+/* The canonical Accept-Encoding value of a set, e.g. "br, gzip" ("" for
+ * none), NUL-terminated in buf. Sending this value to the backend instead
+ * of the client's makes the stored variant right for every client with
+ * the same set. Returns its length, or -1 if len is too small (32 is
+ * always enough). */
+int cachectl_ae_string(unsigned set, char *buf, size_t len);
+
+/* ---- requests --------------------------------------------------------- */
+
+enum cachectl_req_kind {
+	CACHECTL_PASS = 0,      /* forward, neither served from nor stored */
+	CACHECTL_LOOKUP,        /* GET/HEAD: may be served from the cache */
+	CACHECTL_REFRESH,       /* GET/HEAD with no-cache or max-age=0: go to
+				   the backend, the response may be stored */
+	CACHECTL_INVALIDATE,    /* unsafe method: a non-error response
+				   invalidates the URL (cachectl_invalidates) */
+};
+
+#define CACHECTL_RQ_HEAD     0x1u   /* HEAD: served from a stored GET */
+#define CACHECTL_RQ_AUTH     0x2u   /* has Authorization */
+#define CACHECTL_RQ_NO_STORE 0x4u   /* no-store: the response is not stored */
+
+struct cachectl_req {
+	enum cachectl_req_kind kind;
+	unsigned flags;             /* CACHECTL_RQ_* */
+	unsigned ae;                /* normalised Accept-Encoding */
+	int64_t max_age;            /* request max-age, -1 if none */
+	int64_t min_fresh;          /* 0 if none */
+	const char *why;            /* static text for PASS / REFRESH */
+};
+
+/* What the cache may do for request req. */
+void cachectl_request(const struct http1_msg *req, struct cachectl_req *out);
+
+/* Whether a response with status to a request of method invalidates the
+ * stored responses for the request's URL: an unsafe method (POST, PUT,
+ * DELETE, PATCH, or one whose safety is unknown) and a non-error status
+ * (2xx, 3xx), RFC 9111 4.4. */
+bool cachectl_invalidates(enum http1_method method, int status);
+
+/* The cache key: lowercased host (the absolute-form authority, else Host)
+ * followed by the request target's path and query as sent, e.g.
+ * "img.example/t/1.jpg?w=200". Returns its length, or -1 if it does not
+ * fit in len. */
+ssize_t cachectl_key(const struct http1_msg *req, char *buf, size_t len);
+
+/* ---- responses -------------------------------------------------------- */
+
+#define CACHECTL_M_AUTH_OK      0x1u  /* public or s-maxage: may answer a
+					 request with Authorization */
+#define CACHECTL_M_REVALIDATE   0x2u  /* must-revalidate, proxy-revalidate
+					 or s-maxage: never served stale */
+#define CACHECTL_M_VARY_AE      0x4u  /* Vary: Accept-Encoding */
+
+/* What the cache keeps about a response, decided once from its head. */
+struct cachectl_meta {
+	bool storable;
+	const char *why;            /* static text when not storable */
+	unsigned flags;             /* CACHECTL_M_* */
+	int64_t resp_time;          /* when the head arrived (now) */
+	int64_t date;               /* Date, or resp_time if none/invalid */
+	int64_t initial_age;        /* corrected initial age (RFC 9111 4.2.3) */
+	int64_t lifetime;           /* freshness lifetime (RFC 9111 4.2.1) */
+	int64_t swr;                /* stale-while-revalidate window, 0 none */
+	int64_t sie;                /* stale-if-error window, 0 none */
+	struct http1_str etag;      /* slice of the response, len 0 if none */
+	int64_t last_modified;      /* -1 if none or invalid */
+};
+
+/*
+ * Decide whether the response resp to request rq (as cachectl_request
+ * found it) may be stored, and with what lifetime. req_time is when the
+ * request was sent to the backend, resp_time when the head arrived. grace
+ * is the stale window ([cache] grace) used for stale-while-revalidate and
+ * stale-if-error when the response names none; must-revalidate,
+ * proxy-revalidate and s-maxage forbid both.
+ *
+ * Stored only: a GET; status 200, 203, 204, 300, 301, 308, 404 or 410;
+ * explicit freshness (s-maxage, then max-age, then Expires - Date); still
+ * fresh after its Age, or with a stale window left; none of no-store,
+ * no-cache, private, Set-Cookie, Vary: * or Vary on anything but
+ * Accept-Encoding; with Authorization only if public or s-maxage; with
+ * Vary: Accept-Encoding only if its Content-Encoding is one the request
+ * accepted. Returns out->storable.
+ */
+bool cachectl_response(const struct cachectl_req *rq, enum http1_method method,
+		       const struct http1_msg *resp, int64_t req_time,
+		       int64_t resp_time, int64_t grace, struct cachectl_meta *out);
+
+/* A client's conditional GET/HEAD against a stored response with etag
+ * (len 0: none) and last_modified (-1: none): true when the answer is
+ * 304. If-None-Match (weak comparison, "*" matching any) decides when
+ * present; otherwise If-Modified-Since. now bounds two-digit years. */
+bool cachectl_not_modified(const struct http1_msg *req, struct http1_str etag,
+			   int64_t last_modified, int64_t now);
+
+/* ---- dates ------------------------------------------------------------ */
+
+/* Parse an HTTP-date: IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") or
+ * the obsolete RFC 850 ("Sunday, 06-Nov-94 08:49:37 GMT") and asctime
+ * ("Sun Nov  6 08:49:37 1994") forms. A two-digit year that would be more
+ * than 50 years after now is taken in the past century (RFC 9110 5.6.7).
+ * Returns 0 and *t (seconds since the epoch), or -1. */
+int cachectl_date(struct http1_str s, int64_t now, int64_t *t);
+
+/* IMF-fixdate of t into buf (at least 30 bytes), NUL-terminated. */
+void cachectl_date_format(int64_t t, char *buf);
+
+#endif

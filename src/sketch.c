@@ -1,0 +1,290 @@
+/*
+ * sketch.c -- TinyLFU's count-min sketch (see sketch.h): a table of 64-byte
+ * blocks of 64-bit words, each word holding 16 four-bit or 8 eight-bit
+ * counters. A key's hash, mixed again, picks one block and, in each of
+ * four rows, one of two words and one counter in it; the estimate is the
+ * smallest of the four (Cormode and Muthukrishnan's count-min).
+ *
+ * Any thread, no lock: counters change by compare-and-swap on their word,
+ * the doorkeeper by fetch-or, and the halving by compare-and-swap word by
+ * word, so a concurrent increment lands before or after the halving of its
+ * word, never lost. Exactly one thread halves at each window boundary: the
+ * one whose published batch crosses it.
+ */
+#include "sketch.h"
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SKETCH_ROWS    4
+#define SKETCH_WORDS   8        /* words a block: one 64-byte cache line */
+#define SKETCH_SLOTS   8        /* thread slots of the increment count */
+#define SKETCH_BATCH   64       /* most increments a slot holds back */
+
+/* A thread's share of the increment count, alone on its cache line. */
+struct sketch_slot {
+	alignas(64) _Atomic uint64_t n;
+};
+
+struct sketch {
+	_Atomic uint64_t *words;        /* nblocks * SKETCH_WORDS */
+	uint64_t block_mask;            /* nblocks - 1 */
+	unsigned bits;                  /* counter width: 4 or 8 */
+	unsigned index_mask;            /* counters a word - 1 */
+	uint64_t max;                   /* a counter's largest value */
+	uint64_t half_mask;             /* keeps each counter's low bits
+					   after a word is shifted right */
+	uint64_t window;
+	uint64_t batch;                 /* power of two, <= SKETCH_BATCH */
+	_Atomic uint64_t *door;         /* doorkeeper bits, NULL if none */
+	uint64_t door_mask;             /* doorkeeper bits - 1 */
+	size_t door_words;
+	size_t nwords;
+	bool locked;                    /* SKETCH_LOCKED */
+	uint64_t next_halve;            /* SKETCH_LOCKED: total that halves */
+	_Atomic uint64_t total;         /* published increments */
+	struct sketch_slot slots[SKETCH_SLOTS];
+};
+
+/* Each thread takes a slot number once, round robin. */
+static _Atomic unsigned sketch_next_slot;
+static _Thread_local unsigned sketch_my_slot;
+
+static uint64_t sketch_pow2(uint64_t n)
+{
+	uint64_t p = 1;
+
+	while (p < n)
+		p <<= 1;
+	return p;
+}
+
+/* The splitmix64 finalizer: a caller's hash may be weak in some bits. */
+static uint64_t sketch_mix(uint64_t z)
+{
+	z ^= UINT64_C(0x9e3779b97f4a7c15);
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+struct sketch *sketch_new(size_t expected, unsigned bits, uint64_t window,
+			  unsigned flags)
+{
+	struct sketch *s = NULL;
+	uint64_t keys, nblocks, dbits;
+
+	if (bits != 4 && bits != 8)
+		goto fail;
+	s = aligned_alloc(64, sizeof(*s));
+	if (s == NULL)
+		goto fail;
+	memset(s, 0, sizeof(*s));
+	keys = sketch_pow2(expected < 16 ? 16 : expected);
+	/* 16 counters a key in each case: ample for a count-min of 4 rows */
+	s->nwords = (size_t)(bits == 4 ? keys : 2 * keys);
+	nblocks = s->nwords / SKETCH_WORDS;
+	s->block_mask = nblocks - 1;
+	s->bits = bits;
+	s->locked = (flags & SKETCH_LOCKED) != 0;
+	s->index_mask = 64 / bits - 1;
+	s->max = (UINT64_C(1) << bits) - 1;
+	s->half_mask = bits == 4 ? UINT64_C(0x7777777777777777)
+				 : UINT64_C(0x7f7f7f7f7f7f7f7f);
+	s->window = window != 0 ? window : 10 * (uint64_t)(expected < 16 ? 16 : expected);
+	s->next_halve = s->window;
+	s->batch = 1;
+	while (s->batch < SKETCH_BATCH && s->batch * 256 <= s->window)
+		s->batch <<= 1;
+	s->words = aligned_alloc(64, s->nwords * sizeof(uint64_t));
+	if (s->words == NULL)
+		goto fail;
+	memset((void *)s->words, 0, s->nwords * sizeof(uint64_t));
+	if (flags & SKETCH_DOORKEEPER) {
+		/* about 4 bits a key seen in a window: with two probes that is
+		 * a false positive rate near 15% at the window's end, less
+		 * before; a false positive only costs one count */
+		dbits = sketch_pow2(s->window * 4 < 512 ? 512 : s->window * 4);
+		s->door_mask = dbits - 1;
+		s->door_words = (size_t)(dbits / 64);
+		s->door = aligned_alloc(64, s->door_words * sizeof(uint64_t));
+		if (s->door == NULL)
+			goto fail;
+		memset((void *)s->door, 0, s->door_words * sizeof(uint64_t));
+	}
+	return s;
+fail:
+	sketch_free(s);
+	return NULL;
+}
+
+void sketch_free(struct sketch *s)
+{
+	if (s == NULL)
+		return;
+	free((void *)s->words);
+	free((void *)s->door);
+	free(s);
+}
+
+/* Where row r of the key mixed to g lives: its word and bit shift. */
+static _Atomic uint64_t *sketch_cell(const struct sketch *s, uint64_t g,
+				     unsigned r, unsigned *shift)
+{
+	_Atomic uint64_t *blk = s->words + ((g >> 32) & s->block_mask) * SKETCH_WORDS;
+
+	*shift = (unsigned)((g >> (4 * r)) & s->index_mask) * s->bits;
+	return blk + 2 * r + ((g >> (16 + r)) & 1);
+}
+
+/* Set the key's doorkeeper bits; true if they were not all set before
+ * (the first occurrence in this window, as far as the filter knows). */
+static bool sketch_door_add(struct sketch *s, uint64_t g)
+{
+	uint64_t h = sketch_mix(g), b1 = h & s->door_mask,
+		 b2 = (h >> 32) & s->door_mask;
+	uint64_t m1 = UINT64_C(1) << (b1 & 63), m2 = UINT64_C(1) << (b2 & 63);
+	uint64_t o1, o2;
+
+	if ((atomic_load_explicit(&s->door[b1 >> 6], memory_order_relaxed) & m1)
+	    && (atomic_load_explicit(&s->door[b2 >> 6], memory_order_relaxed) & m2))
+		return false;
+	o1 = atomic_fetch_or_explicit(&s->door[b1 >> 6], m1, memory_order_relaxed);
+	o2 = atomic_fetch_or_explicit(&s->door[b2 >> 6], m2, memory_order_relaxed);
+	return !((o1 & m1) && (o2 & m2));
+}
+
+static bool sketch_door_has(const struct sketch *s, uint64_t g)
+{
+	uint64_t h = sketch_mix(g), b1 = h & s->door_mask,
+		 b2 = (h >> 32) & s->door_mask;
+
+	return (atomic_load_explicit(&s->door[b1 >> 6], memory_order_relaxed)
+		& (UINT64_C(1) << (b1 & 63)))
+	    && (atomic_load_explicit(&s->door[b2 >> 6], memory_order_relaxed)
+		& (UINT64_C(1) << (b2 & 63)));
+}
+
+/* Raise the key's four counters, each unless saturated. (Conservative
+ * update, raising only the counters at the minimum, over-counts less but
+ * loses increments when threads race: one sees the other's raise and
+ * skips its own.) */
+static void sketch_raise(struct sketch *s, uint64_t g)
+{
+	unsigned r, sh;
+
+	for (r = 0; r < SKETCH_ROWS; r++) {
+		_Atomic uint64_t *w = sketch_cell(s, g, r, &sh);
+		uint64_t old = atomic_load_explicit(w, memory_order_relaxed);
+
+		/* a saturated counter is not written: the hottest keys'
+		 * lines stay shared between cores */
+		if (s->locked) {
+			if (((old >> sh) & s->max) != s->max)
+				atomic_store_explicit(w, old + (UINT64_C(1) << sh),
+						      memory_order_relaxed);
+			continue;
+		}
+		while (((old >> sh) & s->max) != s->max
+		       && !atomic_compare_exchange_weak_explicit(w, &old,
+				old + (UINT64_C(1) << sh),
+				memory_order_relaxed, memory_order_relaxed))
+			;
+	}
+}
+
+void sketch_halve(struct sketch *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->nwords; i++) {
+		uint64_t old = atomic_load_explicit(&s->words[i], memory_order_relaxed);
+
+		if (s->locked) {
+			atomic_store_explicit(&s->words[i], (old >> 1) & s->half_mask,
+					      memory_order_relaxed);
+			continue;
+		}
+		while (!atomic_compare_exchange_weak_explicit(&s->words[i], &old,
+				(old >> 1) & s->half_mask,
+				memory_order_relaxed, memory_order_relaxed))
+			;
+	}
+	for (i = 0; i < s->door_words; i++)
+		atomic_store_explicit(&s->door[i], 0, memory_order_relaxed);
+}
+
+/* Count the increment in this thread's slot; publish a batch to the total,
+ * and halve when that batch crosses a window boundary. */
+static void sketch_count(struct sketch *s)
+{
+	unsigned slot = sketch_my_slot;
+	uint64_t n, before;
+
+	if (s->locked) {
+		/* one writer: no batching needed, and no locked instruction */
+		n = atomic_load_explicit(&s->total, memory_order_relaxed) + 1;
+		atomic_store_explicit(&s->total, n, memory_order_relaxed);
+		if (n == s->next_halve) {
+			s->next_halve += s->window;
+			sketch_halve(s);
+		}
+		return;
+	}
+	if (slot == 0) {
+		slot = atomic_fetch_add_explicit(&sketch_next_slot, 1,
+						 memory_order_relaxed) % SKETCH_SLOTS + 1;
+		sketch_my_slot = slot;
+	}
+	n = atomic_fetch_add_explicit(&s->slots[slot - 1].n, 1,
+				      memory_order_relaxed) + 1;
+	if (n & (s->batch - 1))
+		return;
+	before = atomic_fetch_add_explicit(&s->total, s->batch, memory_order_relaxed);
+	if ((before + s->batch) / s->window != before / s->window)
+		sketch_halve(s);
+}
+
+void sketch_increment(struct sketch *s, uint64_t hash)
+{
+	uint64_t g = sketch_mix(hash);
+
+	if (s->door == NULL || !sketch_door_add(s, g))
+		sketch_raise(s, g);
+	sketch_count(s);
+}
+
+unsigned sketch_estimate(const struct sketch *s, uint64_t hash)
+{
+	uint64_t g = sketch_mix(hash), min = s->max;
+	unsigned r, sh;
+
+	for (r = 0; r < SKETCH_ROWS; r++) {
+		_Atomic uint64_t *w = sketch_cell(s, g, r, &sh);
+		uint64_t v = (atomic_load_explicit(w, memory_order_relaxed) >> sh) & s->max;
+
+		if (v < min)
+			min = v;
+	}
+	if (s->door != NULL && sketch_door_has(s, g))
+		min++;
+	return (unsigned)min;
+}
+
+uint64_t sketch_window(const struct sketch *s)
+{
+	return s->window;
+}
+
+uint64_t sketch_samples(const struct sketch *s)
+{
+	return atomic_load_explicit(&s->total, memory_order_relaxed);
+}
+
+unsigned sketch_max(const struct sketch *s)
+{
+	return (unsigned)s->max;
+}

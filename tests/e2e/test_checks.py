@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""test_checks.py -- what `ringproxy -t` and the start catch, tried as an
+operator would: each mistake gets a clear message, as FILE:LINE where a
+line applies, at -t and at start; what depends on the host or the moment
+(a name that does not resolve, an address in use, a privileged port) is a
+warning at -t and, where the start would misbehave, an error at start.
+usage: test_checks.py RINGPROXY TESTCACHE"""
+
+import os
+import re
+import socket
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as H  # noqa: E402
+
+RP, TC = H.cli_args()
+t = H.Tap()
+
+
+def run(*args, wrap=(), timeout=30):
+    """ringproxy ARGS to its end: (exit status, stdout, stderr)."""
+    p = subprocess.run([*wrap, RP, *args], capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def start_fails(path, *extra, wrap=()):
+    """Start ringproxy on path, expecting it to refuse: (status, stderr);
+    status None when it ran (it is then stopped)."""
+    p = subprocess.Popen([*wrap, RP, "-c", path, *extra], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    H._procs.append(p)
+    try:
+        _, err = p.communicate(timeout=15)
+        return p.returncode, err
+    except subprocess.TimeoutExpired:
+        H.stop_pid(p)
+        return None, p.stderr.read() if p.stderr else ""
+
+
+def free_port():
+    """A port nobody listens on (from the kernel, then released)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def main():
+    cache = H.Cache(TC, "c1")
+
+    # ---- checks of the file: errors at -t and at start ------------------
+    cases = [
+        ("admin_listen equal to listen",
+         "[proxy]\nlisten = 127.0.0.1:{p}\nadmin_listen = 127.0.0.1:{p}\n",
+         r":3: admin_listen 127\.0\.0\.1:\d+ is the address of listen 127\.0\.0\.1:\d+ \(line 2\); "
+         r"give the admin listener a port of its own"),
+        ("admin_listen on the wildcard of listen's port",
+         "[proxy]\nlisten = 127.0.0.1:{p}\nadmin_listen = 0.0.0.0:{p}\n",
+         r":3: admin_listen 0\.0\.0\.0:\d+ is the address of listen"),
+        ("a second [proxy] section",
+         "[proxy]\nlisten = 127.0.0.1:{p}\n[ring]\nvnodes = 10\n[proxy]\nworkers = 1\n",
+         r":5: second \[proxy\] section \(the first is at line 1\); merge them into one"),
+        ("a second [ring] section",
+         "[ring]\nvnodes = 10\n[proxy]\nlisten = 127.0.0.1:{p}\n[ring]\nkey = path\n",
+         r":5: second \[ring\] section \(the first is at line 1\); merge them into one"),
+        ("an unknown section name, with the near one",
+         "[proxy]\nlisten = 127.0.0.1:{p}\n[helth]\npath = /h\n",
+         r":3: unknown section \[helth\]; did you mean \[health\]\?"),
+        ("an unknown backend section, with the near one",
+         "[proxy]\nlisten = 127.0.0.1:{p}\n[backends c9]\nurl = http://127.0.0.1:1\n",
+         r":3: unknown section \[backends c9\]; did you mean \[backend c9\]\?"),
+        ("an IPv6 backend address without brackets",
+         "[proxy]\nlisten = 127.0.0.1:{p}\n[backend v6]\nurl = http://::1:80\n",
+         r":4: url: put an IPv6 address in brackets: http://\[::1\]:80"),
+    ]
+    for what, head, want in cases:
+        path = H.write(f"bad-{len(what)}.ini", head.format(p=free_port()) +
+                       f"[backend c1]\nurl = http://127.0.0.1:{cache.port}\n")
+        rc, out, err = run("-t", "-c", path)
+        t.check(rc == 1 and re.search(re.escape(path) + want, err), f"-t: {what}", err)
+        rc, err = start_fails(path)
+        t.check(rc == 1 and re.search(re.escape(path) + want, err) and "nothing started" in err,
+                f"start: {what}", err)
+
+    # ---- log_file in a directory that does not exist ---------------------
+    missing = H.tmp_path("no-such-dir")
+    path = H.write("logdir.ini", f"[proxy]\nlisten = 127.0.0.1:0\nworkers = 1\nlog_file = {missing}/rp.log\n"
+                   f"[backend c1]\nurl = http://127.0.0.1:{cache.port}\n")
+    want = (re.escape(path) + r":4: log_file: the directory " + re.escape(missing) +
+            r" does not exist; create it \(under systemd, LogsDirectory=ringproxy")
+    rc, out, err = run("-t", "-c", path)
+    t.check(rc == 1 and re.search(want, err), "-t: log_file in a directory that does not exist", err)
+    rc, err = start_fails(path)
+    t.check(rc == 1 and re.search(want, err), "start: log_file in a directory that does not exist", err)
+
+    # ---- a name that does not resolve: a warning at -t, not an error -----
+    path = H.write("unresolved.ini", f"[proxy]\nlisten = 127.0.0.1:0\nworkers = 1\n"
+                   f"[backend c1]\nurl = http://127.0.0.1:{cache.port}\n"
+                   f"[backend gone]\nurl = http://cache-gone.invalid:6081\n")
+    want = (r"warning: " + re.escape(path) + r":7: backend gone: cannot resolve 'cache-gone\.invalid': "
+            r"[^;]+; it starts down and its name is resolved again every 2s")
+    rc, out, err = run("-t", "-c", path)
+    t.check(rc == 0 and re.search(want, err) and "configuration ok (1 warning)" in out,
+            "-t: a backend name that does not resolve is a warning, exit 0", out + err)
+    rc, out, err = run("-t", "--probe", "-c", path)
+    t.check(rc == 1 and re.search(want, err) and "failed its probe" in out,
+            "-t --probe: the same name fails the probe, exit 1", out + err)
+
+    # ---- a second ringproxy on the same address --------------------------
+    first = H.Proxy(RP, H.conf_text([cache], proxy={"workers": 1}), tag="first")
+    path = H.write("second.ini", H.conf_text([cache], proxy={"listen": f"127.0.0.1:{first.port}",
+                                                            "workers": 1}))
+    rc, out, err = run("-t", "-c", path)
+    t.check(rc == 0 and re.search(r"warning: " + re.escape(path) + r":2: listen 127\.0\.0\.1:\d+: another "
+                                  r"process listens there \(the running ringproxy, when this checks a reload\)",
+                                  err),
+            "-t: an address in use is a warning (systemd runs -t before each reload)", out + err)
+    rc, err = start_fails(path)
+    t.check(rc == 1 and re.search(re.escape(path) + r":2: listen 127\.0\.0\.1:\d+: another process listens "
+                                  r"there \(a ringproxy already running\?\); stop it, or start with "
+                                  r"--share-listen", err),
+            "start: a second ringproxy on the same address is refused", err)
+    st, _, body = H.get(first.port, "/still/first.jpg")
+    t.check(st == 200 and first.alive(), "the first keeps serving")
+    second = H.Proxy(RP, tag="second", path=path, extra_args=["--share-listen"])
+    t.check(second.alive() and second.port == first.port,
+            "--share-listen starts a second one on the same address (a binary upgrade)")
+    second.stop()
+
+    # admin_listen in use (by the first proxy's listener): refused too
+    path = H.write("admin-inuse.ini", H.conf_text([cache], proxy={
+        "workers": 1, "admin_listen": f"127.0.0.1:{first.port}"}))
+    rc, err = start_fails(path)
+    t.check(rc == 1 and re.search(re.escape(path) + r":4: admin_listen 127\.0\.0\.1:\d+: another process", err),
+            "start: an admin_listen in use is refused", err)
+    first.stop()
+
+    # ---- a port below 1024 without CAP_NET_BIND_SERVICE -----------------
+    with open("/proc/sys/net/ipv4/ip_unprivileged_port_start") as f:
+        unpriv = int(f.read())
+    low = 81
+    wrap = ()
+    if os.getuid() == 0:
+        wrap = ("setpriv", "--bounding-set", "-net_bind_service")
+    if unpriv <= low:
+        t.skip("a port below 1024 needs the capability", f"ip_unprivileged_port_start is {unpriv}")
+    elif wrap and subprocess.run(["setpriv", "--version"], capture_output=True).returncode != 0:
+        t.skip("a port below 1024 needs the capability", "root, and no setpriv to drop the capability")
+    else:
+        path = H.write("lowport.ini", f"[proxy]\nlisten = 127.0.0.1:{low}\nworkers = 1\n"
+                       f"[backend c1]\nurl = http://127.0.0.1:{cache.port}\n")
+        want = (re.escape(path) + r":2: listen 127\.0\.0\.1:81: a port below \d+ needs CAP_NET_BIND_SERVICE, "
+                r"which this process lacks")
+        rc, out, err = run("-t", "-c", path, wrap=wrap)
+        t.check(rc == 0 and re.search("warning: " + want, err),
+                "-t: a low port without CAP_NET_BIND_SERVICE is a warning (the service may have it)", err)
+        rc, err = start_fails(path, wrap=wrap)
+        t.check(rc == 1 and re.search(want, err), "start: a low port without CAP_NET_BIND_SERVICE says so",
+                err)
+
+
+H.run_main(t, main)

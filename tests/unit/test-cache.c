@@ -1,0 +1,936 @@
+/*
+ * test-cache.c -- cache.c: what is stored and replayed, exact byte
+ * accounting, eviction and resizing, admission against a scan, freshness
+ * and stale windows, request flags, variants, fills that fail or grow too
+ * large, and coalescing with real threads (one leader, every waiter woken
+ * once, cancellation racing completion). Run under ASan/UBSan by the
+ * suite, so a use after free in any of these paths fails the test.
+ */
+#include "cache.h"
+#include "tap.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define NOW INT64_C(1700000000)
+#define BACKEND "cache-1"
+
+static const struct http1_limits lim = { 16384, 64 };
+
+static struct cache *mk(size_t size, size_t max_object, unsigned shards,
+			enum cache_policy policy)
+{
+	struct cache_params p = { size, max_object, shards, policy, false, 42 };
+	char err[128];
+	struct cache *c = cache_new(&p, err, sizeof(err));
+
+	if (c == NULL)
+		tap_diag("cache_new: %s", err);
+	return c;
+}
+
+static void rq(const struct cache *c, struct cache_req *r, const char *key,
+	       unsigned flags, unsigned ae, int64_t now)
+{
+	memset(r, 0, sizeof(*r));
+	cache_key_init(c, &r->key, key, strlen(key));
+	r->flags = flags;
+	r->ae = ae;
+	r->now = now;
+	r->max_age = -1;
+}
+
+/* A parsed response head and what cachectl decides about it. */
+struct resp {
+	char buf[4096];
+	struct http1_msg m;
+	struct http1_header h[64];
+	struct cachectl_meta meta;
+};
+
+static int mkresp(struct resp *r, const char *head, unsigned ae, int64_t now)
+{
+	struct cachectl_req cr = { CACHECTL_LOOKUP, 0, ae, -1, 0, NULL };
+
+	snprintf(r->buf, sizeof(r->buf), "%s", head);
+	http1_msg_init(&r->m);
+	if (http1_parse_response(&r->m, r->h, r->buf, strlen(r->buf), &lim,
+				 HTTP1_M_GET) <= 0)
+		return -1;
+	cachectl_response(&cr, HTTP1_M_GET, &r->m, now, now, 0, &r->meta);
+	return 0;
+}
+
+/* Begin f with head (may be not storable), then body, then done. */
+static int fill_all(struct cache_fill *f, const char *head, const void *body,
+		    size_t len, unsigned ae, int64_t now)
+{
+	struct resp r;
+
+	if (mkresp(&r, head, ae, now) < 0) {
+		cache_fill_abort(f);
+		return -1;
+	}
+	if (cache_fill_begin(f, &r.m, &r.meta, BACKEND, strlen(BACKEND)) < 0)
+		return -1;
+	if (len > 0 && cache_fill_body(f, body, len) < 0)
+		return -1;
+	return cache_fill_done(f);
+}
+
+/* Store key with a body of len bytes (filled with c0) and extra header
+ * lines, through a normal lookup miss. Returns 0 if the fill completed. */
+static int put(struct cache *c, const char *key, size_t len, char c0,
+	       const char *extra, unsigned ae, int64_t now)
+{
+	struct cache_req r;
+	struct cache_obj *o;
+	struct cache_fill *f;
+	char head[1024], *body = malloc(len + 1);
+	int rc = -1;
+
+	memset(body, c0, len);
+	snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\n%sContent-Length: %zu\r\n\r\n",
+		 extra != NULL ? extra : "Cache-Control: max-age=60\r\n", len);
+	rq(c, &r, key, 0, ae, now);
+	if (cache_lookup(c, &r, NULL, &o, &f) == CACHE_MISS)
+		rc = fill_all(f, head, body, len, ae, now);
+	cache_obj_release(o);
+	free(body);
+	return rc;
+}
+
+/* Look key up; on a hit return the object (reference), on a miss abort
+ * the fill. */
+static enum cache_result get(struct cache *c, const char *key, unsigned flags,
+			     unsigned ae, int64_t now, struct cache_obj **out)
+{
+	struct cache_req r;
+	struct cache_obj *o;
+	struct cache_fill *f;
+	enum cache_result res;
+
+	rq(c, &r, key, flags, ae, now);
+	res = cache_lookup(c, &r, NULL, &o, &f);
+	if (f != NULL)
+		cache_fill_abort(f);
+	if (out != NULL)
+		*out = o;
+	else
+		cache_obj_release(o);
+	return res;
+}
+
+static bool hits(struct cache *c, const char *key, int64_t now)
+{
+	return get(c, key, 0, 0, now, NULL) == CACHE_HIT;
+}
+
+static struct cache_stats stats(const struct cache *c)
+{
+	struct cache_stats s;
+
+	cache_stats(c, &s);
+	return s;
+}
+
+static bool iov_is(struct iovec v, const char *want)
+{
+	return v.iov_len == strlen(want) && memcmp(v.iov_base, want, v.iov_len) == 0;
+}
+
+/* ---- what is stored ---------------------------------------------------- */
+
+static void test_store_and_hit(void)
+{
+	struct cache *c = mk(1 << 20, 1 << 16, 1, CACHE_POLICY_DEFAULT);
+	struct cache_obj *o = NULL;
+	struct cache_stats s;
+	struct http1_str b;
+
+	tap_is_int(put(c, "a/x", 11, 'h', "Cache-Control: max-age=60\r\n"
+		       "Content-Type: text/plain\r\nConnection: keep-alive\r\n"
+		       "Keep-Alive: timeout=5\r\nAge: 3\r\nVia: 1.1 cachebox\r\n"
+		       "X-Forwarded-Proto: http\r\nETag: \"v1\"\r\n", 0, NOW), 0,
+		   "a miss leads a fill that completes");
+	tap_is_int(get(c, "a/x", 0, 0, NOW + 5, &o), CACHE_HIT, "then a hit");
+	if (o == NULL)
+		return;
+	tap_ok(iov_is(cache_obj_head(o), "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n"
+		      "Content-Type: text/plain\r\nVia: 1.1 cachebox\r\nETag: \"v1\"\r\n"
+		      "Content-Length: 11\r\n"),
+	       "stored head: hop-by-hop, Age, X-Forwarded-Proto dropped; our Content-Length");
+	tap_ok(iov_is(cache_obj_body(o), "hhhhhhhhhhh"), "stored body");
+	tap_is_int(cache_obj_status(o), 200, "status");
+	b = cache_obj_backend(o);
+	tap_ok(b.len == 7 && memcmp(b.p, BACKEND, 7) == 0, "backend name kept");
+	b = cache_obj_etag(o);
+	tap_ok(b.len == 4 && memcmp(b.p, "\"v1\"", 4) == 0, "ETag kept");
+	tap_is_int(cache_obj_age(o, NOW + 5), 8, "age: Age 3 + 5 s in the cache");
+	tap_is_int(cache_obj_ttl(o, NOW + 5), 52, "ttl: 60 - 8");
+	s = stats(c);
+	tap_ok(s.stores == 1 && s.hits == 1 && s.misses == 1 && s.objects == 1
+	       && s.bytes == cache_obj_charge(o),
+	       "stats: 1 store, 1 hit, 1 miss, 1 object of its charge in bytes");
+	cache_obj_release(o);
+	cache_free(c);
+}
+
+/* Exactness: charge = a constant struct size + every byte stored (key,
+ * backend, ETag, head, the Content-Length room, body); bytes = the sum. */
+static void test_accounting(void)
+{
+	struct cache *c = mk(1 << 22, 1 << 20, 1, CACHE_POLICY_LRU);
+	static const struct {
+		const char *key, *extra;
+		size_t len;
+	} t[] = {
+		{ "k/1", NULL, 100 },
+		{ "k/22222222222222222222", "Cache-Control: max-age=60\r\nETag: \"abcdef\"\r\n", 1100 },
+		{ "k/3", "Cache-Control: max-age=60\r\nX-Long: 0123456789012345678901234567890123456789\r\n", 0 },
+		{ "k/4", NULL, 100000 },
+	};
+	size_t i, sum = 0, base = 0;
+	unsigned same = 0;
+
+	for (i = 0; i < 4; i++) {
+		struct cache_obj *o;
+		struct iovec h;
+		char cl[64];
+		size_t visible;
+
+		put(c, t[i].key, t[i].len, 'x', t[i].extra, 0, NOW);
+		if (get(c, t[i].key, 0, 0, NOW, &o) != CACHE_HIT)
+			continue;
+		h = cache_obj_head(o);
+		snprintf(cl, sizeof(cl), "Content-Length: %zu\r\n", t[i].len);
+		visible = strlen(t[i].key) + strlen(BACKEND) + cache_obj_etag(o).len
+			  + h.iov_len - strlen(cl) + 40 + cache_obj_body(o).iov_len;
+		if (i == 0)
+			base = cache_obj_charge(o) - visible;
+		same += cache_obj_charge(o) - visible == base;
+		sum += cache_obj_charge(o);
+		cache_obj_release(o);
+	}
+	tap_ok(base > 0 && base <= 256, "object struct: %zu bytes", base);
+	tap_is_int(same, 4, "every object charged struct + key + backend + ETag + head + 40 + body");
+	tap_is_int(stats(c).bytes, sum, "bytes = the sum of the charges");
+	for (i = 0; i < 4; i++) {
+		struct cache_key k;
+
+		cache_key_init(c, &k, t[i].key, strlen(t[i].key));
+		cache_invalidate(c, &k);
+	}
+	tap_ok(stats(c).bytes == 0 && stats(c).objects == 0, "all removed: 0 bytes, 0 objects");
+	cache_free(c);
+}
+
+/* ---- eviction, resizing, references ------------------------------------ */
+
+static void test_eviction(void)
+{
+	size_t size = 20 * 4400;
+	struct cache *c = mk(size, 1 << 20, 1, CACHE_POLICY_DEFAULT);
+	struct cache_stats s;
+	unsigned i, over = 0;
+	char key[32];
+
+	for (i = 0; i < 200; i++) {
+		snprintf(key, sizeof(key), "ev/%u", i);
+		put(c, key, 4096, 'e', NULL, 0, NOW);
+		over += stats(c).bytes > size;
+	}
+	s = stats(c);
+	tap_is_int(over, 0, "200 x 4 KiB into %zu bytes: never over", size);
+	tap_ok(s.objects >= 17 && s.objects <= 20, "%llu objects held",
+	       (unsigned long long)s.objects);
+	tap_is_int(s.stores, 200, "200 stored");
+	tap_is_int(s.objects, s.stores - s.evictions - s.admissions_refused,
+		   "objects = stores - evictions - refused");
+	cache_free(c);
+}
+
+static void test_resize(void)
+{
+	size_t size = 100 * 4400;
+	struct cache *c = mk(size, 1 << 20, 4, CACHE_POLICY_DEFAULT);
+	struct cache_obj *o = NULL;
+	unsigned i;
+	char key[32];
+
+	for (i = 0; i < 100; i++) {
+		snprintf(key, sizeof(key), "rs/%u", i);
+		put(c, key, 4000, 'r', NULL, 0, NOW);
+	}
+	tap_ok(stats(c).objects > 60, "filled: %llu objects",
+	       (unsigned long long)stats(c).objects);
+	get(c, "rs/99", 0, 0, NOW, &o);
+	cache_configure(c, size / 2, 1 << 20);
+	tap_ok(stats(c).bytes <= size / 2 && stats(c).objects > 20,
+	       "resized to half: %llu bytes, %llu objects",
+	       (unsigned long long)stats(c).bytes, (unsigned long long)stats(c).objects);
+	cache_configure(c, 0, 1 << 20);
+	tap_ok(stats(c).bytes == 0 && stats(c).objects == 0, "resized to 0: empty");
+	tap_is_int(get(c, "rs/1", 0, 0, NOW, NULL), CACHE_OFF, "size 0: lookups say off");
+	tap_ok(o != NULL && iov_is(cache_obj_body(o), "") == false
+	       && ((char *)cache_obj_body(o).iov_base)[3999] == 'r',
+	       "an object referenced across the emptying stays readable");
+	cache_obj_release(o);
+	cache_configure(c, size, 1 << 20);
+	tap_is_int(put(c, "rs/new", 100, 'n', NULL, 0, NOW), 0, "size back: stores again");
+	tap_ok(hits(c, "rs/new", NOW), "and hits");
+	cache_free(c);
+}
+
+static void test_refcount(void)
+{
+	struct cache *c = mk(5 * 4400, 1 << 20, 1, CACHE_POLICY_LRU);
+	struct cache_obj *o = NULL;
+	struct cache_key k;
+	unsigned i;
+	char key[32];
+
+	put(c, "ref/a", 4000, 'A', NULL, 0, NOW);
+	get(c, "ref/a", 0, 0, NOW, &o);
+	cache_key_init(c, &k, "ref/a", 5);
+	tap_is_int(cache_invalidate(c, &k), 1, "invalidated while referenced");
+	tap_ok(o != NULL && ((char *)cache_obj_body(o).iov_base)[3999] == 'A',
+	       "the reference still reads the body");
+	cache_obj_release(o);
+
+	put(c, "ref/b", 4000, 'B', NULL, 0, NOW);
+	get(c, "ref/b", 0, 0, NOW, &o);
+	for (i = 0; i < 20; i++) {
+		snprintf(key, sizeof(key), "ref/x%u", i);
+		put(c, key, 4000, 'x', NULL, 0, NOW);
+	}
+	tap_ok(!hits(c, "ref/b", NOW), "evicted while referenced");
+	tap_ok(o != NULL && ((char *)cache_obj_body(o).iov_base)[0] == 'B'
+	       && ((char *)cache_obj_body(o).iov_base)[3999] == 'B',
+	       "the reference still reads the body");
+	cache_obj_release(o);
+	cache_free(c);
+}
+
+/* The table grows past its first size and keeps every key through
+ * removals from the middle of probe runs. */
+static void test_table(void)
+{
+	struct cache *c = mk(4 << 20, 1 << 20, 1, CACHE_POLICY_LRU);
+	unsigned i, lost = 0, kept = 0;
+	char key[32];
+
+	for (i = 0; i < 6000; i++) {
+		snprintf(key, sizeof(key), "t/%u", i);
+		put(c, key, 1, 't', NULL, 0, NOW);
+	}
+	tap_is_int(stats(c).objects, 6000, "6000 small objects stored");
+	for (i = 0; i < 6000; i += 3) {
+		struct cache_key k;
+
+		snprintf(key, sizeof(key), "t/%u", i);
+		cache_key_init(c, &k, key, strlen(key));
+		cache_invalidate(c, &k);
+	}
+	for (i = 0; i < 6000; i++) {
+		snprintf(key, sizeof(key), "t/%u", i);
+		if (i % 3 == 0)
+			kept += hits(c, key, NOW);
+		else
+			lost += !hits(c, key, NOW);
+	}
+	tap_is_int(lost, 0, "after removing every third: all others found");
+	tap_is_int(kept, 0, "and none of the removed");
+	cache_free(c);
+}
+
+/* A frequency-aware policy keeps 20 hot objects through a flood of 500
+ * one-time objects; a plain LRU loses them all. */
+static unsigned scan_survivors(enum cache_policy p)
+{
+	struct cache *c = mk(50 * 4400, 1 << 20, 1, p);
+	unsigned i, j, n = 0;
+	char key[32];
+
+	for (j = 0; j < 10; j++)
+		for (i = 0; i < 20; i++) {
+			snprintf(key, sizeof(key), "hot/%u", i);
+			if (!hits(c, key, NOW))
+				put(c, key, 4000, 'h', NULL, 0, NOW);
+		}
+	for (i = 0; i < 500; i++) {
+		snprintf(key, sizeof(key), "scan/%u", i);
+		put(c, key, 4000, 's', NULL, 0, NOW);
+	}
+	for (i = 0; i < 20; i++) {
+		snprintf(key, sizeof(key), "hot/%u", i);
+		n += hits(c, key, NOW);
+	}
+	cache_free(c);
+	return n;
+}
+
+static void test_admission(void)
+{
+	unsigned wt = scan_survivors(CACHE_POLICY_WTINYLFU);
+	unsigned s3 = scan_survivors(CACHE_POLICY_S3FIFO);
+	unsigned lru = scan_survivors(CACHE_POLICY_LRU);
+
+	tap_ok(wt >= 19, "W-TinyLFU: %u of 20 hot objects survive a scan of 500", wt);
+	tap_ok(s3 >= 19, "S3-FIFO + TinyLFU: %u of 20 survive", s3);
+	tap_is_int(lru, 0, "LRU: none survive (the test tells them apart)");
+}
+
+struct wake_rec {
+	struct cache_waiter w;
+	struct cache_obj *obj;
+	_Atomic int woken;
+};
+
+static void rec_wake(struct cache_waiter *w, struct cache_obj *obj)
+{
+	struct wake_rec *r = (struct wake_rec *)w;
+
+	r->obj = obj;
+	atomic_fetch_add(&r->woken, 1);
+}
+
+/* ---- freshness ---------------------------------------------------------- */
+
+static void test_freshness(void)
+{
+	struct cache *c = mk(1 << 20, 1 << 20, 1, CACHE_POLICY_DEFAULT);
+	struct wake_rec w = { { rec_wake, NULL, NULL, NULL, NULL, 0, 0 }, NULL, 0 };
+	struct cache_req r;
+	struct cache_obj *o, *o2;
+	struct cache_fill *f, *f2;
+
+	put(c, "fr/a", 10, 'a', NULL, 0, NOW);
+	tap_ok(hits(c, "fr/a", NOW + 59), "max-age=60: a hit at 59 s");
+	tap_is_int(get(c, "fr/a", 0, 0, NOW + 60, NULL), CACHE_MISS, "a miss at 60 s");
+	tap_is_int(get(c, "fr/a", CACHE_L_KEEP_STALE, 0, NOW + 60, &o), CACHE_MISS,
+		   "KEEP_STALE: still a miss");
+	tap_ok(o != NULL && iov_is(cache_obj_body(o), "aaaaaaaaaa"),
+	       "KEEP_STALE hands out the expired object");
+	tap_ok(o != NULL && !cache_obj_stale_if_error(o, NOW + 60),
+	       "no stale-if-error window: not usable on error");
+	cache_obj_release(o);
+	rq(c, &r, "fr/a", 0, 0, NOW + 60);
+	cache_lookup(c, &r, NULL, &o, &f);
+	rq(c, &r, "fr/a", CACHE_L_KEEP_STALE, 0, NOW + 60);
+	tap_is_int(cache_lookup(c, &r, &w.w, &o, &f2), CACHE_WAIT,
+		   "KEEP_STALE behind a fetch in flight: waits");
+	tap_ok(o != NULL && iov_is(cache_obj_body(o), "aaaaaaaaaa"),
+	       "holding the expired object in case the fetch fails");
+	cache_obj_release(o);
+	cache_fill_abort(f);
+	tap_ok(w.woken == 1 && w.obj == NULL, "the fetch failed: woken with NULL");
+
+	put(c, "fr/age", 10, 'a', "Cache-Control: max-age=60\r\nAge: 50\r\n", 0, NOW);
+	tap_ok(hits(c, "fr/age", NOW + 9) && !hits(c, "fr/age", NOW + 10),
+	       "Age: 50 leaves 10 s");
+
+	rq(c, &r, "fr/a", 0, 0, NOW + 30);
+	put(c, "fr/a", 10, 'a', NULL, 0, NOW);
+	r.max_age = 10;
+	tap_is_int(cache_lookup(c, &r, NULL, &o, &f), CACHE_MISS, "request max-age=10, age 30: miss");
+	cache_fill_abort(f);
+	r.max_age = -1;
+	r.min_fresh = 40;
+	tap_is_int(cache_lookup(c, &r, NULL, &o, &f), CACHE_MISS, "request min-fresh=40, 30 left: miss");
+	cache_fill_abort(f);
+
+	put(c, "fr/swr", 10, 'a', "Cache-Control: max-age=60, stale-while-revalidate=30, stale-if-error=100\r\n", 0, NOW);
+	tap_is_int(get(c, "fr/swr", 0, 0, NOW + 70, NULL), CACHE_MISS,
+		   "swr: a miss for a request not taking stale");
+	rq(c, &r, "fr/swr", CACHE_L_STALE, 0, NOW + 70);
+	tap_is_int(cache_lookup(c, &r, NULL, &o, &f), CACHE_STALE, "swr: stale within 30 s");
+	tap_ok(o != NULL && f != NULL, "with the object and a refresh to lead");
+	tap_is_int(cache_lookup(c, &r, NULL, &o2, &f2), CACHE_STALE, "a second: stale too");
+	tap_ok(o2 != NULL && f2 == NULL, "without a second refresh");
+	tap_ok(cache_obj_stale_if_error(o, NOW + 159) && !cache_obj_stale_if_error(o, NOW + 160),
+	       "stale-if-error=100: usable on error until 160 s");
+	cache_obj_release(o);
+	cache_obj_release(o2);
+	fill_all(f, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 2\r\n\r\n",
+		 "nn", 2, 0, NOW + 70);
+	tap_ok(hits(c, "fr/swr", NOW + 100), "the refresh replaced it");
+	tap_is_int(get(c, "fr/swr", CACHE_L_STALE, 0, NOW + 101, &o), CACHE_HIT, "fresh again");
+	tap_ok(o != NULL && iov_is(cache_obj_body(o), "nn"), "with the new body");
+	cache_obj_release(o);
+	tap_is_int(get(c, "fr/swr", CACHE_L_STALE, 0, NOW + 100 + 60, NULL), CACHE_MISS,
+		   "no window named now: a miss once stale");
+
+	put(c, "fr/mr", 10, 'a', "Cache-Control: max-age=60, must-revalidate, stale-while-revalidate=30\r\n", 0, NOW);
+	tap_is_int(get(c, "fr/mr", CACHE_L_STALE, 0, NOW + 70, NULL), CACHE_MISS,
+		   "must-revalidate: never stale");
+	cache_free(c);
+}
+
+/* ---- request flags ------------------------------------------------------ */
+
+static void test_flags(void)
+{
+	struct cache *c = mk(1 << 20, 1 << 20, 1, CACHE_POLICY_DEFAULT);
+	struct cache_req r;
+	struct cache_waiter w = { NULL, NULL, NULL, NULL, NULL, 0, 0 };
+	struct cache_obj *o;
+	struct cache_fill *f, *f2;
+
+	tap_is_int(get(c, "fl/h", CACHE_L_HEAD, 0, NOW, NULL), CACHE_PASS, "HEAD miss: pass");
+	tap_is_int(get(c, "fl/h", CACHE_L_NO_STORE, 0, NOW, NULL), CACHE_PASS, "no-store miss: pass");
+	put(c, "fl/h", 5, 'h', NULL, 0, NOW);
+	tap_is_int(get(c, "fl/h", CACHE_L_HEAD, 0, NOW, NULL), CACHE_HIT, "HEAD hit on a GET's object");
+	tap_is_int(get(c, "fl/h", CACHE_L_NO_STORE, 0, NOW, NULL), CACHE_HIT, "no-store hit");
+
+	rq(c, &r, "fl/w", 0, 0, NOW);
+	tap_is_int(cache_lookup(c, &r, NULL, &o, &f), CACHE_MISS, "a fetch in flight");
+	tap_is_int(get(c, "fl/w", 0, 0, NOW, NULL), CACHE_PASS, "no waiter given: pass");
+	rq(c, &r, "fl/w", CACHE_L_HEAD, 0, NOW);
+	tap_is_int(cache_lookup(c, &r, &w, &o, &f2), CACHE_WAIT, "HEAD waits for a GET's fetch");
+	tap_ok(cache_wait_cancel(c, &w), "and cancels before the end: true");
+	tap_ok(!cache_wait_cancel(c, &w), "cancelling again: false (no longer attached)");
+	rq(c, &r, "fl/w", CACHE_L_REFRESH, 0, NOW);
+	tap_is_int(cache_lookup(c, &r, &w, &o, &f2), CACHE_MISS,
+		   "refresh with a fetch in flight: its own fetch");
+	cache_fill_abort(f2);
+	cache_fill_abort(f);
+
+	put(c, "fl/a", 5, 'a', NULL, 0, NOW);
+	rq(c, &r, "fl/a", CACHE_L_AUTH, 0, NOW);
+	tap_is_int(cache_lookup(c, &r, &w, &o, &f), CACHE_MISS, "Authorization, not public: miss");
+	tap_is_int(cache_lookup(c, &r, &w, &o, &f2), CACHE_MISS, "another at once: miss, never waits");
+	cache_fill_abort(f2);
+	tap_is_int(fill_all(f, "HTTP/1.1 200 OK\r\nCache-Control: public, max-age=60\r\n"
+			    "Content-Length: 1\r\n\r\n", "p", 1, 0, NOW), 0, "it stores a public response");
+	tap_is_int(get(c, "fl/a", CACHE_L_AUTH, 0, NOW, NULL), CACHE_HIT, "Authorization, public: hit");
+
+	rq(c, &r, "fl/a", CACHE_L_REFRESH, 0, NOW);
+	tap_is_int(cache_lookup(c, &r, &w, &o, &f), CACHE_MISS, "refresh over a fresh object: miss");
+	tap_ok(hits(c, "fl/a", NOW), "others still hit the old object meanwhile");
+	fill_all(f, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 3\r\n\r\n",
+		 "new", 3, 0, NOW);
+	get(c, "fl/a", 0, 0, NOW, &o);
+	tap_ok(o != NULL && iov_is(cache_obj_body(o), "new"), "the refresh replaced it");
+	cache_obj_release(o);
+	cache_free(c);
+}
+
+/* ---- variants ----------------------------------------------------------- */
+
+#define GZ CACHECTL_AE_GZIP
+#define BR CACHECTL_AE_BR
+#define VARY_GZ "Cache-Control: max-age=60\r\nVary: Accept-Encoding\r\nContent-Encoding: gzip\r\n"
+#define VARY_BR "Cache-Control: max-age=60\r\nVary: Accept-Encoding\r\nContent-Encoding: br\r\n"
+
+static void test_variants(void)
+{
+	struct cache *c = mk(1 << 20, 1 << 20, 1, CACHE_POLICY_DEFAULT);
+	struct wake_rec a = { { rec_wake, NULL, NULL, NULL, NULL, 0, 0 }, NULL, 0 };
+	struct wake_rec b = a;
+	struct cache_req r;
+	struct cache_obj *o;
+	struct cache_fill *f, *fx;
+	struct cache_key k;
+
+	put(c, "v/1", 2, 'g', VARY_GZ, GZ, NOW);
+	tap_is_int(get(c, "v/1", 0, GZ, NOW, NULL), CACHE_HIT, "gzip variant: hit for gzip");
+	tap_is_int(get(c, "v/1", 0, BR, NOW, NULL), CACHE_MISS, "miss for br");
+	tap_is_int(get(c, "v/1", 0, 0, NOW, NULL), CACHE_MISS, "miss for identity");
+	put(c, "v/1", 2, 'b', VARY_BR, BR, NOW);
+	tap_ok(hits(c, "v/1", NOW) == false && get(c, "v/1", 0, GZ, NOW, NULL) == CACHE_HIT
+	       && get(c, "v/1", 0, BR, NOW, NULL) == CACHE_HIT, "both variants kept apart");
+	tap_is_int(stats(c).objects, 2, "two objects");
+	cache_key_init(c, &k, "v/1", 3);
+	tap_is_int(cache_invalidate(c, &k), 2, "invalidation removes every variant");
+
+	put(c, "v/2", 2, 'g', VARY_GZ, GZ, NOW);
+	put(c, "v/2", 2, 'p', NULL, BR, NOW);
+	tap_ok(stats(c).objects == 1 && get(c, "v/2", 0, GZ, NOW, NULL) == CACHE_HIT
+	       && get(c, "v/2", 0, 0, NOW, NULL) == CACHE_HIT,
+	       "an unvarying object replaces the variants and serves all");
+
+	/* a fetch for gzip in flight: a br request waits (the key is not
+	 * known to vary); the response varies, so br gets NULL, gzip the object */
+	rq(c, &r, "v/3", 0, GZ, NOW);
+	cache_lookup(c, &r, NULL, &o, &f);
+	rq(c, &r, "v/3", 0, BR, NOW);
+	tap_is_int(cache_lookup(c, &r, &a.w, &o, &fx), CACHE_WAIT, "br waits on a gzip fetch");
+	rq(c, &r, "v/3", 0, GZ, NOW);
+	tap_is_int(cache_lookup(c, &r, &b.w, &o, &fx), CACHE_WAIT, "gzip waits too");
+	fill_all(f, "HTTP/1.1 200 OK\r\n" VARY_GZ "Content-Length: 1\r\n\r\n", "z", 1, GZ, NOW);
+	tap_ok(a.woken == 1 && a.obj == NULL, "the br waiter: woken once with NULL");
+	tap_ok(b.woken == 1 && b.obj != NULL && iov_is(cache_obj_body(b.obj), "z"),
+	       "the gzip waiter: woken once with the object");
+	cache_obj_release(b.obj);
+	cache_free(c);
+}
+
+/* ---- fills that end badly, and framings -------------------------------- */
+
+static void test_fills(void)
+{
+	struct cache *c = mk(1 << 20, 1000, 1, CACHE_POLICY_DEFAULT);
+	struct wake_rec a = { { rec_wake, NULL, NULL, NULL, NULL, 0, 0 }, NULL, 0 };
+	struct cache_req r;
+	struct cache_obj *o;
+	struct cache_fill *f, *f2;
+	struct resp rs;
+	struct cache_key k;
+	static const char ck[] = "5\r\nhello\r\n6;x=y\r\n world\r\n0\r\nT: v\r\n\r\n";
+	size_t i;
+	char big[600];
+
+	memset(big, 'x', sizeof(big));
+	rq(c, &r, "f/big", 0, 0, NOW);
+	cache_lookup(c, &r, NULL, &o, &f);
+	cache_lookup(c, &r, &a.w, &o, &f2);
+	tap_is_int(fill_all(f, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 1001\r\n\r\n",
+			    NULL, 0, 0, NOW), -1, "Content-Length over max_object: not stored");
+	tap_ok(a.woken == 1 && a.obj == NULL, "its waiter woken with NULL");
+
+	a.woken = 0;
+	cache_lookup(c, &r, NULL, &o, &f);
+	cache_lookup(c, &r, &a.w, &o, &f2);
+	mkresp(&rs, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nTransfer-Encoding: chunked\r\n\r\n", 0, NOW);
+	tap_is_int(cache_fill_begin(f, &rs.m, &rs.meta, "b", 1), 0, "chunked: begun");
+	tap_is_int(cache_fill_body(f, "258\r\n", 5), 0, "a 600-byte chunk announced");
+	tap_is_int(cache_fill_body(f, big, 600), 0, "600 bytes stored");
+	tap_is_int(cache_fill_body(f, "\r\n258\r\n", 7), 0, "another 600 announced");
+	tap_is_int(cache_fill_body(f, big, 600), -1, "growing past max_object: dropped");
+	tap_ok(a.woken == 1 && a.obj == NULL, "its waiter woken with NULL");
+	tap_is_int(get(c, "f/big", 0, 0, NOW, NULL), CACHE_MISS, "nothing stored, no fetch left");
+
+	rq(c, &r, "f/ck", 0, 0, NOW);
+	cache_lookup(c, &r, NULL, &o, &f);
+	mkresp(&rs, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nTransfer-Encoding: chunked\r\n\r\n", 0, NOW);
+	cache_fill_begin(f, &rs.m, &rs.meta, "b", 1);
+	for (i = 0; i + 1 < sizeof(ck); i++)
+		cache_fill_body(f, ck + i, 1);
+	tap_is_int(cache_fill_done(f), 0, "a chunked body fed a byte at a time completes");
+	get(c, "f/ck", 0, 0, NOW, &o);
+	tap_ok(o != NULL && iov_is(cache_obj_body(o), "hello world")
+	       && iov_is(cache_obj_head(o), "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n"
+			 "Content-Length: 11\r\n"),
+	       "stored de-chunked, with a Content-Length");
+	cache_obj_release(o);
+
+	rq(c, &r, "f/short", 0, 0, NOW);
+	cache_lookup(c, &r, NULL, &o, &f);
+	cache_lookup(c, &r, &a.w, &o, &f2);
+	a.woken = 0;
+	mkresp(&rs, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 10\r\n\r\n", 0, NOW);
+	cache_fill_begin(f, &rs.m, &rs.meta, "b", 1);
+	cache_fill_body(f, "12345", 5);
+	tap_is_int(cache_fill_done(f), -1, "a short body: done fails");
+	tap_ok(a.woken == 1 && a.obj == NULL, "its waiter woken with NULL");
+
+	rq(c, &r, "f/close", 0, 0, NOW);
+	cache_lookup(c, &r, NULL, &o, &f);
+	snprintf(rs.buf, sizeof(rs.buf), "HTTP/1.0 200 OK\r\nCache-Control: max-age=60\r\n\r\n");
+	http1_msg_init(&rs.m);
+	http1_parse_response(&rs.m, rs.h, rs.buf, strlen(rs.buf), &lim, HTTP1_M_GET);
+	tap_is_int(rs.m.framing, HTTP1_BODY_CLOSE, "a body until close");
+	cache_fill_begin(f, &rs.m, &rs.meta, "b", 1);
+	cache_fill_body(f, "abc", 3);
+	cache_fill_body(f, "def", 3);
+	tap_is_int(cache_fill_done(f), 0, "complete at the close");
+	get(c, "f/close", 0, 0, NOW, &o);
+	tap_ok(o != NULL && iov_is(cache_obj_body(o), "abcdef")
+	       && iov_is(cache_obj_head(o), "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n"
+			 "Content-Length: 6\r\n"), "stored with a Content-Length");
+	cache_obj_release(o);
+
+	rq(c, &r, "f/204", 0, 0, NOW);
+	cache_lookup(c, &r, NULL, &o, &f);
+	fill_all(f, "HTTP/1.1 204 No Content\r\nCache-Control: max-age=60\r\n\r\n", NULL, 0, 0, NOW);
+	get(c, "f/204", 0, 0, NOW, &o);
+	tap_ok(o != NULL && iov_is(cache_obj_head(o), "HTTP/1.1 204 No Content\r\n"
+				   "Cache-Control: max-age=60\r\n"), "204: no Content-Length line");
+	cache_obj_release(o);
+
+	/* invalidated while in flight: the waiter gets it, nothing is kept */
+	rq(c, &r, "f/inv", 0, 0, NOW);
+	cache_lookup(c, &r, NULL, &o, &f);
+	cache_lookup(c, &r, &a.w, &o, &f2);
+	a.woken = 0;
+	cache_key_init(c, &k, "f/inv", 5);
+	cache_invalidate(c, &k);
+	fill_all(f, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 1\r\n\r\n", "i", 1, 0, NOW);
+	tap_ok(a.woken == 1 && a.obj != NULL, "invalidated in flight: the waiter still gets it");
+	cache_obj_release(a.obj);
+	tap_is_int(get(c, "f/inv", 0, 0, NOW, NULL), CACHE_MISS, "but it was not stored");
+	cache_free(c);
+}
+
+/* Not storable: waiters get NULL; where some queued, the key is then
+ * known uncacheable and requests stop queueing behind each other. */
+static void test_uncacheable(void)
+{
+	struct cache *c = mk(1 << 20, 1 << 20, 1, CACHE_POLICY_DEFAULT);
+	struct wake_rec a = { { rec_wake, NULL, NULL, NULL, NULL, 0, 0 }, NULL, 0 };
+	struct cache_req r;
+	struct cache_obj *o;
+	struct cache_fill *f, *f2;
+	static const char priv[] = "HTTP/1.1 200 OK\r\nCache-Control: private\r\nContent-Length: 0\r\n\r\n";
+
+	rq(c, &r, "u/1", 0, 0, NOW);
+	cache_lookup(c, &r, NULL, &o, &f);
+	tap_is_int(fill_all(f, priv, NULL, 0, 0, NOW), -1, "private, nobody waiting: begin refuses");
+	cache_lookup(c, &r, NULL, &o, &f);
+	tap_is_int(cache_lookup(c, &r, &a.w, &o, &f2), CACHE_WAIT, "no marker: the next ones queue");
+	tap_is_int(fill_all(f, priv, NULL, 0, 0, NOW), -1, "private again");
+	tap_ok(a.woken == 1 && a.obj == NULL, "the waiter woken with NULL");
+	tap_is_int(cache_lookup(c, &r, &a.w, &o, &f), CACHE_MISS, "now known uncacheable: a miss");
+	tap_is_int(cache_lookup(c, &r, &a.w, &o, &f2), CACHE_MISS, "and another at once: a miss, no queue");
+	cache_fill_abort(f2);
+	cache_fill_abort(f);
+	r.now = NOW + 61;
+	cache_lookup(c, &r, NULL, &o, &f);
+	tap_is_int(cache_lookup(c, &r, &a.w, &o, &f2), CACHE_WAIT,
+		   "a minute later the marker has expired: requests queue again");
+	cache_wait_cancel(c, &a.w);
+	tap_is_int(fill_all(f, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 1\r\n\r\n",
+			    "c", 1, 0, NOW + 61), 0, "the URL turns cacheable");
+	tap_ok(hits(c, "u/1", NOW + 61), "and is stored over the marker");
+	cache_free(c);
+}
+
+/* ---- coalescing with threads ------------------------------------------- */
+
+#define CO_THREADS 8
+#define CO_BODY 3000
+
+enum co_mode { CO_DONE, CO_ABORT, CO_UNCACHEABLE };
+
+struct co_round {
+	struct cache *c;
+	char key[32];
+	enum co_mode mode;
+	pthread_barrier_t bar;
+	uint64_t coalesced0;            /* the counter before the round */
+	_Atomic int leaders, waiters, others;
+};
+
+struct co_thread {
+	struct co_round *rd;
+	struct wake_rec wr;
+	bool waited, good;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void co_lead(struct co_round *rd, struct cache_fill *f)
+{
+	static char body[CO_BODY];
+	double end = now_s() + 10;
+
+	/* hold the fetch until every other thread is queued on it */
+	while (stats(rd->c).coalesced < rd->coalesced0 + CO_THREADS - 1 && now_s() < end)
+		sched_yield();
+	memset(body, 'c', sizeof(body));
+	if (rd->mode == CO_ABORT)
+		cache_fill_abort(f);
+	else
+		fill_all(f, rd->mode == CO_DONE
+			 ? "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 3000\r\n\r\n"
+			 : "HTTP/1.1 200 OK\r\nCache-Control: no-store\r\nContent-Length: 3000\r\n\r\n",
+			 body, sizeof(body), 0, NOW);
+}
+
+static void *co_run(void *arg)
+{
+	struct co_thread *t = arg;
+	struct co_round *rd = t->rd;
+	struct cache_req r;
+	struct cache_obj *o;
+	struct cache_fill *f;
+	double end;
+
+	rq(rd->c, &r, rd->key, 0, 0, NOW);
+	pthread_barrier_wait(&rd->bar);
+	switch (cache_lookup(rd->c, &r, &t->wr.w, &o, &f)) {
+	case CACHE_MISS:
+		atomic_fetch_add(&rd->leaders, 1);
+		co_lead(rd, f);
+		break;
+	case CACHE_WAIT:
+		atomic_fetch_add(&rd->waiters, 1);
+		t->waited = true;
+		end = now_s() + 10;
+		while (atomic_load(&t->wr.woken) == 0 && now_s() < end)
+			sched_yield();
+		o = t->wr.obj;
+		t->good = rd->mode == CO_DONE
+			  ? o != NULL && cache_obj_body(o).iov_len == CO_BODY
+			    && ((char *)cache_obj_body(o).iov_base)[CO_BODY - 1] == 'c'
+			  : o == NULL;
+		cache_obj_release(o);
+		break;
+	default:
+		atomic_fetch_add(&rd->others, 1);
+		cache_obj_release(o);
+		break;
+	}
+	return NULL;
+}
+
+static void test_coalescing(enum co_mode mode, const char *what)
+{
+	struct cache *c = mk(1 << 22, 1 << 20, 4, CACHE_POLICY_DEFAULT);
+	struct co_thread t[CO_THREADS];
+	pthread_t th[CO_THREADS];
+	unsigned round, i, bad_counts = 0, bad_wakes = 0, wrong = 0;
+
+	for (round = 0; round < 20; round++) {
+		struct co_round rd;
+
+		memset(&rd, 0, sizeof(rd));
+		rd.c = c;
+		rd.mode = mode;
+		rd.coalesced0 = stats(c).coalesced;
+		snprintf(rd.key, sizeof(rd.key), "co/%d/%u", (int)mode, round);
+		pthread_barrier_init(&rd.bar, NULL, CO_THREADS);
+		for (i = 0; i < CO_THREADS; i++) {
+			memset(&t[i], 0, sizeof(t[i]));
+			t[i].rd = &rd;
+			t[i].wr.w.wake = rec_wake;
+			pthread_create(&th[i], NULL, co_run, &t[i]);
+		}
+		for (i = 0; i < CO_THREADS; i++)
+			pthread_join(th[i], NULL);
+		bad_counts += rd.leaders != 1 || rd.waiters != CO_THREADS - 1 || rd.others != 0;
+		for (i = 0; i < CO_THREADS; i++) {
+			bad_wakes += t[i].waited && atomic_load(&t[i].wr.woken) != 1;
+			wrong += t[i].waited && !t[i].good;
+		}
+		pthread_barrier_destroy(&rd.bar);
+	}
+	tap_is_int(bad_counts, 0, "%s: 20 rounds of 8 threads, each exactly 1 leader and 7 waiters", what);
+	tap_is_int(bad_wakes, 0, "%s: every waiter woken exactly once", what);
+	tap_is_int(wrong, 0, "%s: %s", what, mode == CO_DONE
+		   ? "every waiter got the whole object" : "every waiter got NULL");
+	cache_free(c);
+}
+
+/* A waiter cancels while the leader ends the fill on another thread:
+ * exactly one of "wake called" and "cancel returned true", every time. */
+struct race {
+	struct cache *c;
+	pthread_barrier_t bar;
+	struct wake_rec wr;
+	char key[32];
+	bool cancelled, waited;
+	unsigned spin;
+};
+
+static void race_spin(unsigned n)
+{
+	volatile unsigned i;
+
+	for (i = 0; i < n; i++)
+		;
+}
+
+#define RACE_ITERS 3000
+
+static void *race_waiter(void *arg)
+{
+	struct race *rc = arg;
+	struct cache_req r;
+	struct cache_obj *o;
+	struct cache_fill *f;
+	unsigned i;
+
+	for (i = 0; i < RACE_ITERS; i++) {
+		pthread_barrier_wait(&rc->bar);         /* the fetch exists */
+		rq(rc->c, &r, rc->key, 0, 0, NOW);
+		rc->waited = cache_lookup(rc->c, &r, &rc->wr.w, &o, &f) == CACHE_WAIT;
+		pthread_barrier_wait(&rc->bar);         /* both race now */
+		race_spin(rc->spin);
+		rc->cancelled = rc->waited && cache_wait_cancel(rc->c, &rc->wr.w);
+		if (rc->waited && !rc->cancelled) {
+			while (atomic_load(&rc->wr.woken) == 0)
+				sched_yield();
+			cache_obj_release(rc->wr.obj);
+		}
+		pthread_barrier_wait(&rc->bar);         /* the main thread checks */
+		pthread_barrier_wait(&rc->bar);         /* and resets */
+	}
+	return NULL;
+}
+
+static void test_cancel_race(void)
+{
+	static struct race rc;
+	struct cache_req r;
+	struct cache_obj *o;
+	struct cache_fill *f;
+	pthread_t th;
+	unsigned i, bad = 0, nwait = 0, ncancel = 0, nwoken = 0;
+
+	rc.c = mk(1 << 22, 1 << 20, 4, CACHE_POLICY_DEFAULT);
+	rc.wr.w.wake = rec_wake;
+	pthread_barrier_init(&rc.bar, NULL, 2);
+	pthread_create(&th, NULL, race_waiter, &rc);
+	for (i = 0; i < RACE_ITERS; i++) {
+		snprintf(rc.key, sizeof(rc.key), "race/%u", i);
+		rc.spin = (i * 7919u) % 4000;
+		rq(rc.c, &r, rc.key, 0, 0, NOW);
+		cache_lookup(rc.c, &r, NULL, &o, &f);
+		pthread_barrier_wait(&rc.bar);
+		pthread_barrier_wait(&rc.bar);
+		race_spin((i * 104729u) % 4000);
+		if (i % 2)
+			cache_fill_abort(f);
+		else
+			fill_all(f, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 1\r\n\r\n",
+				 "r", 1, 0, NOW);
+		pthread_barrier_wait(&rc.bar);
+		nwait += rc.waited;
+		ncancel += rc.cancelled;
+		nwoken += atomic_load(&rc.wr.woken) == 1;
+		bad += !rc.waited || (rc.cancelled ? 1 : 0) + atomic_load(&rc.wr.woken) != 1;
+		atomic_store(&rc.wr.woken, 0);
+		rc.wr.obj = NULL;
+		pthread_barrier_wait(&rc.bar);
+	}
+	pthread_join(th, NULL);
+	tap_is_int(nwait, RACE_ITERS, "cancel race: the waiter queued %u times", RACE_ITERS);
+	tap_is_int(bad, 0, "exactly one of wake and cancel each time (%u cancelled, %u woken)",
+		   ncancel, nwoken);
+	tap_ok(ncancel > 0 && nwoken > 0, "both outcomes happened");
+	pthread_barrier_destroy(&rc.bar);
+	cache_free(rc.c);
+}
+
+int main(void)
+{
+	test_store_and_hit();
+	test_accounting();
+	test_eviction();
+	test_resize();
+	test_refcount();
+	test_table();
+	test_admission();
+	test_freshness();
+	test_flags();
+	test_variants();
+	test_fills();
+	test_uncacheable();
+	test_coalescing(CO_DONE, "completion");
+	test_coalescing(CO_ABORT, "leader abort");
+	test_coalescing(CO_UNCACHEABLE, "not storable");
+	test_cancel_race();
+	return tap_done();
+}

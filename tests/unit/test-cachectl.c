@@ -1,0 +1,477 @@
+/*
+ * test-cachectl.c -- RFC 9111's rules in cachectl.c, each pinned by a table
+ * row with its exact outcome: storability and lifetime of responses, what
+ * requests may take from the cache, Accept-Encoding sets, invalidation,
+ * keys, conditional requests and the three HTTP date formats.
+ *
+ * Times: "now" is 1700000000 = Tue, 14 Nov 2023 22:13:20 GMT (D0 below);
+ * expected epoch values were computed with Python's email.utils and time.
+ */
+#include "cachectl.h"
+#include "tap.h"
+
+#include <stdlib.h>
+
+#define NOW INT64_C(1700000000)
+#define D0      "Tue, 14 Nov 2023 22:13:20 GMT"
+#define D_M100  "Tue, 14 Nov 2023 22:11:40 GMT"      /* NOW - 100 */
+#define D_P3600 "Tue, 14 Nov 2023 23:13:20 GMT"      /* NOW + 3600 */
+#define D_M3600 "Tue, 14 Nov 2023 21:13:20 GMT"      /* NOW - 3600 */
+
+static const struct http1_limits lim = { 16384, 64 };
+static struct http1_header hq[64], hr[64];
+
+static int parse_req(struct http1_msg *m, const char *s)
+{
+	http1_msg_init(m);
+	return http1_parse_request(m, hq, s, strlen(s), &lim) > 0 ? 0 : -1;
+}
+
+static int parse_resp(struct http1_msg *m, const char *s, enum http1_method meth)
+{
+	http1_msg_init(m);
+	return http1_parse_response(m, hr, s, strlen(s), &lim, meth) > 0 ? 0 : -1;
+}
+
+/* ---- responses ------------------------------------------------------- */
+
+#define GET "GET /x HTTP/1.1\r\nHost: a\r\n\r\n"
+#define GET_AE(v) "GET /x HTTP/1.1\r\nHost: a\r\nAccept-Encoding: " v "\r\n\r\n"
+#define GET_AUTH "GET /x HTTP/1.1\r\nHost: a\r\nAuthorization: Basic eDp5\r\n\r\n"
+#define R(status, hdrs) "HTTP/1.1 " status "\r\n" hdrs "Content-Length: 0\r\n\r\n"
+#define CC(v) "Cache-Control: " v "\r\n"
+#define DATE "Date: " D0 "\r\n"
+
+#define AUTH CACHECTL_M_AUTH_OK
+#define REVAL CACHECTL_M_REVALIDATE
+#define VARY CACHECTL_M_VARY_AE
+
+struct resp_case {
+	const char *name;
+	const char *req;
+	const char *resp;
+	const char *why;        /* NULL: storable */
+	int64_t lifetime, age, swr, sie;
+	unsigned flags;
+	int64_t grace;
+	int64_t delay;          /* request sent this long before NOW */
+};
+
+/* storable: name, request, response, lifetime, age, swr, sie, flags */
+#define OK(n, rq, rs, lt, ag, swr, sie, fl) { n, rq, rs, NULL, lt, ag, swr, sie, fl, 0, 0 }
+#define NO(n, rq, rs, why) { n, rq, rs, why, 0, 0, 0, 0, 0, 0, 0 }
+
+static const struct resp_case resp_cases[] = {
+	OK("max-age", GET, R("200 OK", DATE CC("max-age=60")), 60, 0, 0, 0, 0),
+	OK("s-maxage wins over max-age", GET, R("200 OK", DATE CC("max-age=60, s-maxage=120")), 120, 0, 0, 0, AUTH | REVAL),
+	OK("Expires minus Date", GET, R("200 OK", DATE "Expires: " D_P3600 "\r\n"), 3600, 0, 0, 0, 0),
+	OK("Expires without Date: minus now", GET, R("200 OK", "Expires: " D_P3600 "\r\n"), 3600, 0, 0, 0, 0),
+	OK("Expires, Date 100 s old", GET, R("200 OK", "Date: " D_M100 "\r\nExpires: " D_P3600 "\r\n"), 3700, 100, 0, 0, 0),
+	NO("invalid Expires is expired", GET, R("200 OK", DATE "Expires: 0\r\n"), "stale on arrival"),
+	NO("Expires in the past", GET, R("200 OK", DATE "Expires: " D_M3600 "\r\n"), "stale on arrival"),
+	OK("max-age wins over Expires", GET, R("200 OK", DATE CC("max-age=10") "Expires: " D_P3600 "\r\n"), 10, 0, 0, 0, 0),
+	OK("Age reduces what is left", GET, R("200 OK", DATE CC("max-age=60") "Age: 50\r\n"), 60, 50, 0, 0, 0),
+	NO("Age reaching the lifetime", GET, R("200 OK", DATE CC("max-age=60") "Age: 60\r\n"), "stale on arrival"),
+	OK("apparent age from an old Date", GET, R("200 OK", "Date: " D_M100 "\r\n" CC("max-age=300")), 300, 100, 0, 0, 0),
+	OK("invalid Age ignored", GET, R("200 OK", DATE CC("max-age=60") "Age: ten\r\n"), 60, 0, 0, 0, 0),
+	OK("invalid Date: now", GET, R("200 OK", "Date: yesterday\r\n" CC("max-age=60")), 60, 0, 0, 0, 0),
+	NO("no freshness information", GET, R("200 OK", DATE), "no explicit freshness"),
+	NO("Last-Modified is no freshness (no heuristics)", GET, R("200 OK", DATE "Last-Modified: " D_M3600 "\r\n"), "no explicit freshness"),
+	OK("203", GET, R("203 Non-Authoritative Information", CC("max-age=5")), 5, 0, 0, 0, 0),
+	OK("204", GET, "HTTP/1.1 204 No Content\r\nCache-Control: max-age=5\r\n\r\n", 5, 0, 0, 0, 0),
+	OK("300", GET, R("300 Multiple Choices", CC("max-age=5")), 5, 0, 0, 0, 0),
+	OK("301", GET, R("301 Moved Permanently", CC("max-age=5") "Location: /y\r\n"), 5, 0, 0, 0, 0),
+	OK("308", GET, R("308 Permanent Redirect", CC("max-age=5") "Location: /y\r\n"), 5, 0, 0, 0, 0),
+	OK("404", GET, R("404 Not Found", CC("max-age=5")), 5, 0, 0, 0, 0),
+	OK("410", GET, R("410 Gone", CC("max-age=5")), 5, 0, 0, 0, 0),
+	NO("201", GET, R("201 Created", CC("max-age=5")), "status not cacheable"),
+	NO("206", GET, R("206 Partial Content", CC("max-age=5")), "status not cacheable"),
+	NO("302", GET, R("302 Found", CC("max-age=5")), "status not cacheable"),
+	NO("307", GET, R("307 Temporary Redirect", CC("max-age=5")), "status not cacheable"),
+	NO("500", GET, R("500 Internal Server Error", CC("max-age=5")), "status not cacheable"),
+	NO("503", GET, R("503 Service Unavailable", CC("max-age=5")), "status not cacheable"),
+	NO("no-store", GET, R("200 OK", CC("max-age=60, no-store")), "no-store"),
+	NO("no-cache", GET, R("200 OK", CC("no-cache, max-age=60")), "no-cache"),
+	NO("no-cache qualified", GET, R("200 OK", CC("no-cache=\"Set-Cookie\", max-age=60")), "no-cache"),
+	NO("private", GET, R("200 OK", CC("private, max-age=60")), "private"),
+	NO("private qualified", GET, R("200 OK", CC("max-age=60, private=\"X-A, X-B\"")), "private"),
+	NO("Set-Cookie", GET, R("200 OK", CC("max-age=60") "Set-Cookie: a=b\r\n"), "Set-Cookie"),
+	NO("Vary: *", GET, R("200 OK", CC("max-age=60") "Vary: *\r\n"), "Vary: *"),
+	NO("Vary: Cookie", GET, R("200 OK", CC("max-age=60") "Vary: Cookie\r\n"), "Vary on a header other than Accept-Encoding"),
+	NO("Vary: Accept-Encoding, User-Agent", GET, R("200 OK", CC("max-age=60") "Vary: Accept-Encoding, User-Agent\r\n"), "Vary on a header other than Accept-Encoding"),
+	NO("Vary on two lines, one bad", GET, R("200 OK", CC("max-age=60") "Vary: accept-encoding\r\nVary: Origin\r\n"), "Vary on a header other than Accept-Encoding"),
+	OK("Vary: Accept-Encoding", GET, R("200 OK", CC("max-age=60") "Vary: Accept-Encoding\r\n"), 60, 0, 0, 0, VARY),
+	OK("Vary: accept-encoding, gzip accepted", GET_AE("gzip"), R("200 OK", CC("max-age=60") "Vary: accept-encoding\r\nContent-Encoding: gzip\r\n"), 60, 0, 0, 0, VARY),
+	NO("Vary, gzip not accepted", GET_AE("br"), R("200 OK", CC("max-age=60") "Vary: Accept-Encoding\r\nContent-Encoding: gzip\r\n"), "Content-Encoding the request did not accept"),
+	NO("Vary, unknown coding", GET_AE("gzip"), R("200 OK", CC("max-age=60") "Vary: Accept-Encoding\r\nContent-Encoding: foo\r\n"), "Content-Encoding the request did not accept"),
+	OK("Vary, identity coding", GET, R("200 OK", CC("max-age=60") "Vary: Accept-Encoding\r\nContent-Encoding: identity\r\n"), 60, 0, 0, 0, VARY),
+	OK("empty Vary", GET, R("200 OK", CC("max-age=60") "Vary: \r\n"), 60, 0, 0, 0, 0),
+	NO("Authorization, max-age only", GET_AUTH, R("200 OK", CC("max-age=60")), "Authorization without public or s-maxage"),
+	OK("Authorization, public", GET_AUTH, R("200 OK", CC("public, max-age=60")), 60, 0, 0, 0, AUTH),
+	OK("Authorization, s-maxage", GET_AUTH, R("200 OK", CC("s-maxage=60")), 60, 0, 0, 0, AUTH | REVAL),
+	NO("request no-store", "GET /x HTTP/1.1\r\nHost: a\r\nCache-Control: no-store\r\n\r\n", R("200 OK", CC("max-age=60")), "request no-store"),
+	OK("request no-cache: the response may be stored", "GET /x HTTP/1.1\r\nHost: a\r\nCache-Control: no-cache\r\n\r\n", R("200 OK", CC("max-age=60")), 60, 0, 0, 0, 0),
+	NO("Range request", "GET /x HTTP/1.1\r\nHost: a\r\nRange: bytes=0-1\r\n\r\n", R("200 OK", CC("max-age=60")), "request not cacheable"),
+	OK("stale-while-revalidate, stale-if-error", GET, R("200 OK", CC("max-age=60, stale-while-revalidate=30, stale-if-error=600")), 60, 0, 30, 600, 0),
+	OK("max-age=0 with a stale window", GET, R("200 OK", CC("max-age=0, stale-while-revalidate=30")), 0, 0, 30, 0, 0),
+	NO("max-age=0", GET, R("200 OK", CC("max-age=0")), "stale on arrival"),
+	{ "grace when none named", GET, R("200 OK", CC("max-age=60")), NULL, 60, 0, 10, 10, 0, 10, 0 },
+	{ "named windows win over grace", GET, R("200 OK", CC("max-age=60, stale-while-revalidate=30")), NULL, 60, 0, 30, 10, 0, 10, 0 },
+	{ "must-revalidate: no stale windows", GET, R("200 OK", CC("max-age=60, must-revalidate, stale-if-error=60")), NULL, 60, 0, 0, 0, REVAL, 10, 0 },
+	{ "proxy-revalidate: no stale windows", GET, R("200 OK", CC("max-age=60, proxy-revalidate")), NULL, 60, 0, 0, 0, REVAL, 10, 0 },
+	{ "response delay added to Age", GET, R("200 OK", DATE CC("max-age=60") "Age: 10\r\n"), NULL, 60, 15, 0, 0, 0, 0, 5 },
+	OK("first of two max-age", GET, R("200 OK", CC("max-age=60, max-age=10")), 60, 0, 0, 0, 0),
+	OK("quoted max-age", GET, R("200 OK", CC("max-age=\"30\"")), 30, 0, 0, 0, 0),
+	NO("malformed max-age reads 0", GET, R("200 OK", CC("max-age=abc")), "stale on arrival"),
+	NO("negative max-age reads 0", GET, R("200 OK", CC("max-age=-5")), "stale on arrival"),
+	OK("huge max-age clamped", GET, R("200 OK", CC("max-age=99999999999999")), CACHECTL_DELTA_MAX, 0, 0, 0, 0),
+	OK("two Cache-Control lines", GET, R("200 OK", CC("public") CC("max-age=5")), 5, 0, 0, 0, AUTH),
+	OK("directive names any case", GET, R("200 OK", "CACHE-CONTROL: MAX-AGE=7\r\n"), 7, 0, 0, 0, 0),
+	OK("a comma inside a quoted extension", GET, R("200 OK", CC("x-ext=\"a, max-age=1\", max-age=5")), 5, 0, 0, 0, 0),
+	OK("empty list elements", GET, R("200 OK", CC(", ,max-age=5,,")), 5, 0, 0, 0, 0),
+	OK("Pragma: no-cache is not read", GET, R("200 OK", CC("max-age=5") "Pragma: no-cache\r\n"), 5, 0, 0, 0, 0),
+};
+
+static void test_responses(void)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(resp_cases) / sizeof(resp_cases[0]); i++) {
+		const struct resp_case *c = &resp_cases[i];
+		struct http1_msg rq, rs;
+		struct cachectl_req cr;
+		struct cachectl_meta m;
+		bool st;
+
+		if (parse_req(&rq, c->req) < 0 || parse_resp(&rs, c->resp, rq.method_id) < 0) {
+			tap_ok(0, "%s: test heads parse", c->name);
+			continue;
+		}
+		cachectl_request(&rq, &cr);
+		st = cachectl_response(&cr, rq.method_id, &rs, NOW - c->delay, NOW,
+				       c->grace, &m);
+		if (c->why != NULL) {
+			tap_ok(!st && m.why != NULL && strcmp(m.why, c->why) == 0,
+			       "%s: not stored (%s)", c->name, c->why);
+			if (st || m.why == NULL || strcmp(m.why, c->why) != 0)
+				tap_diag("  got storable=%d why=%s", st, m.why ? m.why : "(null)");
+			continue;
+		}
+		tap_ok(st && m.lifetime == c->lifetime && m.initial_age == c->age
+		       && m.swr == c->swr && m.sie == c->sie && m.flags == c->flags,
+		       "%s: stored, lifetime %lld, age %lld, swr %lld, sie %lld, flags %#x",
+		       c->name, (long long)c->lifetime, (long long)c->age,
+		       (long long)c->swr, (long long)c->sie, c->flags);
+		if (!st || m.lifetime != c->lifetime || m.initial_age != c->age
+		    || m.swr != c->swr || m.sie != c->sie || m.flags != c->flags)
+			tap_diag("  got storable=%d (%s) lifetime %lld age %lld swr %lld sie %lld flags %#x",
+				 st, m.why ? m.why : "", (long long)m.lifetime,
+				 (long long)m.initial_age, (long long)m.swr,
+				 (long long)m.sie, m.flags);
+	}
+}
+
+/* Methods other than GET: never stored, whatever the response says. */
+static void test_response_methods(void)
+{
+	struct http1_msg rq, rs;
+	struct cachectl_req cr;
+	struct cachectl_meta m;
+
+	parse_req(&rq, "HEAD /x HTTP/1.1\r\nHost: a\r\n\r\n");
+	parse_resp(&rs, R("200 OK", CC("max-age=60")), HTTP1_M_HEAD);
+	cachectl_request(&rq, &cr);
+	tap_ok(!cachectl_response(&cr, HTTP1_M_HEAD, &rs, NOW, NOW, 0, &m)
+	       && strcmp(m.why, "not a GET") == 0, "a HEAD response is not stored");
+	parse_req(&rq, "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
+	parse_resp(&rs, R("200 OK", CC("max-age=60")), HTTP1_M_POST);
+	cachectl_request(&rq, &cr);
+	tap_ok(!cachectl_response(&cr, HTTP1_M_POST, &rs, NOW, NOW, 0, &m),
+	       "a POST response is not stored");
+}
+
+static void test_validators(void)
+{
+	struct http1_msg rq, rs;
+	struct cachectl_req cr;
+	struct cachectl_meta m;
+
+	parse_req(&rq, GET);
+	parse_resp(&rs, R("200 OK", CC("max-age=60") "ETag: W/\"v1\"\r\nLast-Modified: " D_M3600 "\r\n"),
+		   HTTP1_M_GET);
+	cachectl_request(&rq, &cr);
+	cachectl_response(&cr, HTTP1_M_GET, &rs, NOW, NOW, 0, &m);
+	tap_ok(m.etag.len == 6 && memcmp(m.etag.p, "W/\"v1\"", 6) == 0, "ETag extracted");
+	tap_is_int(m.last_modified, NOW - 3600, "Last-Modified parsed");
+	parse_resp(&rs, R("200 OK", CC("max-age=60") "Last-Modified: never\r\n"), HTTP1_M_GET);
+	cachectl_response(&cr, HTTP1_M_GET, &rs, NOW, NOW, 0, &m);
+	tap_ok(m.etag.len == 0 && m.last_modified == -1, "no ETag, invalid Last-Modified: -1");
+}
+
+/* ---- requests -------------------------------------------------------- */
+
+struct req_case {
+	const char *name;
+	const char *req;
+	enum cachectl_req_kind kind;
+	unsigned flags;
+	int64_t max_age, min_fresh;
+};
+
+#define RQ(n, h, k, f, ma, mf) { n, "GET /x HTTP/1.1\r\nHost: a\r\n" h "\r\n", k, f, ma, mf }
+#define RM(n, line, k) { n, line " /x HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n", k, 0, -1, 0 }
+
+static const struct req_case req_cases[] = {
+	RQ("plain GET", "", CACHECTL_LOOKUP, 0, -1, 0),
+	{ "HEAD", "HEAD /x HTTP/1.1\r\nHost: a\r\n\r\n", CACHECTL_LOOKUP, CACHECTL_RQ_HEAD, -1, 0 },
+	RM("POST", "POST", CACHECTL_INVALIDATE),
+	RM("PUT", "PUT", CACHECTL_INVALIDATE),
+	RM("DELETE", "DELETE", CACHECTL_INVALIDATE),
+	RM("PATCH", "PATCH", CACHECTL_INVALIDATE),
+	RM("PURGE (safety unknown)", "PURGE", CACHECTL_INVALIDATE),
+	RM("OPTIONS", "OPTIONS", CACHECTL_PASS),
+	RM("TRACE", "TRACE", CACHECTL_PASS),
+	RQ("Range", "Range: bytes=0-99\r\n", CACHECTL_PASS, 0, -1, 0),
+	RQ("no-cache", "Cache-Control: no-cache\r\n", CACHECTL_REFRESH, 0, -1, 0),
+	RQ("max-age=0", "Cache-Control: max-age=0\r\n", CACHECTL_REFRESH, 0, 0, 0),
+	RQ("max-age=5", "Cache-Control: max-age=5\r\n", CACHECTL_LOOKUP, 0, 5, 0),
+	RQ("min-fresh=10", "Cache-Control: min-fresh=10\r\n", CACHECTL_LOOKUP, 0, -1, 10),
+	RQ("no-store", "Cache-Control: no-store\r\n", CACHECTL_LOOKUP, CACHECTL_RQ_NO_STORE, -1, 0),
+	RQ("Authorization", "Authorization: Bearer x\r\n", CACHECTL_LOOKUP, CACHECTL_RQ_AUTH, -1, 0),
+	RQ("Pragma: no-cache not read", "Pragma: no-cache\r\n", CACHECTL_LOOKUP, 0, -1, 0),
+};
+
+static void test_requests(void)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(req_cases) / sizeof(req_cases[0]); i++) {
+		const struct req_case *c = &req_cases[i];
+		struct http1_msg rq;
+		struct cachectl_req cr;
+
+		if (parse_req(&rq, c->req) < 0) {
+			tap_ok(0, "%s: test head parses", c->name);
+			continue;
+		}
+		cachectl_request(&rq, &cr);
+		tap_ok(cr.kind == c->kind && cr.flags == c->flags
+		       && cr.max_age == c->max_age && cr.min_fresh == c->min_fresh,
+		       "request %s: kind %d flags %#x max-age %lld min-fresh %lld",
+		       c->name, c->kind, c->flags, (long long)c->max_age,
+		       (long long)c->min_fresh);
+	}
+}
+
+static void test_invalidates(void)
+{
+	static const struct {
+		enum http1_method m;
+		int status;
+		bool want;
+	} t[] = {
+		{ HTTP1_M_POST, 200, true }, { HTTP1_M_POST, 303, true },
+		{ HTTP1_M_POST, 404, false }, { HTTP1_M_PUT, 204, true },
+		{ HTTP1_M_DELETE, 500, false }, { HTTP1_M_PATCH, 201, true },
+		{ HTTP1_M_OTHER, 200, true }, { HTTP1_M_GET, 200, false },
+		{ HTTP1_M_HEAD, 200, false }, { HTTP1_M_OPTIONS, 200, false },
+		{ HTTP1_M_POST, 100, false },
+	};
+	size_t i, bad = 0;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (cachectl_invalidates(t[i].m, t[i].status) != t[i].want) {
+			bad++;
+			tap_diag("  method %d status %d", t[i].m, t[i].status);
+		}
+	tap_is_int(bad, 0, "invalidation: unsafe methods with 2xx/3xx only (11 cases)");
+}
+
+/* ---- Accept-Encoding ------------------------------------------------- */
+
+static void test_ae(void)
+{
+	static const struct {
+		const char *hdrs;
+		unsigned want;
+	} t[] = {
+		{ "", 0 },
+		{ "Accept-Encoding: gzip\r\n", CACHECTL_AE_GZIP },
+		{ "Accept-Encoding: gzip, deflate, br\r\n", CACHECTL_AE_GZIP | CACHECTL_AE_DEFLATE | CACHECTL_AE_BR },
+		{ "Accept-Encoding: deflate,gzip\r\n", CACHECTL_AE_GZIP | CACHECTL_AE_DEFLATE },
+		{ "Accept-Encoding: br;q=0, gzip\r\n", CACHECTL_AE_GZIP },
+		{ "Accept-Encoding: gzip;q=0.000\r\n", 0 },
+		{ "Accept-Encoding: gzip;q=0.\r\n", 0 },
+		{ "Accept-Encoding: gzip;q=0.001\r\n", CACHECTL_AE_GZIP },
+		{ "Accept-Encoding: gzip ; q=0.5\r\n", CACHECTL_AE_GZIP },
+		{ "Accept-Encoding: gzip;Q=0\r\n", 0 },
+		{ "Accept-Encoding: *\r\n", CACHECTL_AE_ALL },
+		{ "Accept-Encoding: *;q=0, gzip\r\n", CACHECTL_AE_GZIP },
+		{ "Accept-Encoding: gzip;q=0, *\r\n", CACHECTL_AE_ALL & ~CACHECTL_AE_GZIP },
+		{ "Accept-Encoding: x-gzip\r\n", CACHECTL_AE_GZIP },
+		{ "Accept-Encoding: identity\r\n", 0 },
+		{ "Accept-Encoding: compress, foo\r\n", 0 },
+		{ "Accept-Encoding: GZIP, Zstd\r\n", CACHECTL_AE_GZIP | CACHECTL_AE_ZSTD },
+		{ "Accept-Encoding: gzip\r\nAccept-Encoding: br\r\n", CACHECTL_AE_GZIP | CACHECTL_AE_BR },
+		{ "Accept-Encoding: \r\n", 0 },
+	};
+	char buf[128];
+	size_t i;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct http1_msg rq;
+
+		snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: a\r\n%s\r\n", t[i].hdrs);
+		parse_req(&rq, buf);
+		tap_is_int(cachectl_ae(&rq), t[i].want, "Accept-Encoding set %zu (%#x)",
+			   i, t[i].want);
+	}
+	tap_ok(cachectl_ae_string(CACHECTL_AE_ALL, buf, sizeof(buf)) == 23
+	       && strcmp(buf, "br, deflate, gzip, zstd") == 0, "canonical: all four");
+	tap_ok(cachectl_ae_string(CACHECTL_AE_GZIP | CACHECTL_AE_BR, buf, sizeof(buf)) == 8
+	       && strcmp(buf, "br, gzip") == 0, "canonical: br, gzip");
+	tap_ok(cachectl_ae_string(0, buf, sizeof(buf)) == 0 && buf[0] == '\0', "canonical: empty");
+	tap_is_int(cachectl_ae_string(CACHECTL_AE_ALL, buf, 10), -1, "canonical: too small a buffer");
+}
+
+/* ---- keys ------------------------------------------------------------ */
+
+static void test_key(void)
+{
+	static const struct {
+		const char *req;
+		const char *want;
+	} t[] = {
+		{ "GET /a/b?x=1 HTTP/1.1\r\nHost: Img.Example\r\n\r\n", "img.example/a/b?x=1" },
+		{ "GET /a? HTTP/1.1\r\nHost: a\r\n\r\n", "a/a?" },
+		{ "GET http://H:8080/p?q HTTP/1.1\r\nHost: other\r\n\r\n", "h:8080/p?q" },
+		{ "GET /x HTTP/1.0\r\n\r\n", "/x" },
+	};
+	struct http1_msg rq;
+	char buf[64];
+	size_t i;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		ssize_t n;
+
+		parse_req(&rq, t[i].req);
+		n = cachectl_key(&rq, buf, sizeof(buf));
+		buf[n < 0 ? 0 : n] = '\0';
+		tap_is_str(buf, t[i].want, "key %s", t[i].want);
+	}
+	parse_req(&rq, t[0].req);
+	tap_is_int(cachectl_key(&rq, buf, 10), -1, "key: too small a buffer");
+}
+
+/* ---- conditional requests -------------------------------------------- */
+
+static void test_conditional(void)
+{
+	static const struct {
+		const char *name;
+		const char *hdrs;
+		const char *etag;
+		int64_t lm;
+		bool want;
+	} t[] = {
+		{ "INM equal", "If-None-Match: \"abc\"\r\n", "\"abc\"", -1, true },
+		{ "INM weak vs strong", "If-None-Match: W/\"abc\"\r\n", "\"abc\"", -1, true },
+		{ "INM strong vs weak", "If-None-Match: \"abc\"\r\n", "W/\"abc\"", -1, true },
+		{ "INM list", "If-None-Match: \"x\", \"abc\"\r\n", "\"abc\"", -1, true },
+		{ "INM other", "If-None-Match: \"x\"\r\n", "\"abc\"", -1, false },
+		{ "INM *", "If-None-Match: *\r\n", "", -1, true },
+		{ "INM, no stored ETag", "If-None-Match: \"abc\"\r\n", "", -1, false },
+		{ "INM decides over IMS", "If-None-Match: \"x\"\r\nIf-Modified-Since: " D0 "\r\n", "\"abc\"", NOW - 3600, false },
+		{ "IMS after Last-Modified", "If-Modified-Since: " D0 "\r\n", "", NOW - 3600, true },
+		{ "IMS equal", "If-Modified-Since: " D_M3600 "\r\n", "", NOW - 3600, true },
+		{ "IMS before Last-Modified", "If-Modified-Since: " D_M3600 "\r\n", "", NOW, false },
+		{ "IMS invalid", "If-Modified-Since: soon\r\n", "", NOW - 3600, false },
+		{ "IMS, no Last-Modified", "If-Modified-Since: " D0 "\r\n", "", -1, false },
+		{ "no conditional", "", "\"abc\"", NOW - 3600, false },
+	};
+	struct http1_msg rq;
+	char buf[256];
+	size_t i;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct http1_str e = { t[i].etag, strlen(t[i].etag) };
+
+		snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: a\r\n%s\r\n", t[i].hdrs);
+		parse_req(&rq, buf);
+		tap_is_int(cachectl_not_modified(&rq, e, t[i].lm, NOW), t[i].want,
+			   "conditional: %s", t[i].name);
+	}
+	parse_req(&rq, "POST / HTTP/1.1\r\nHost: a\r\nIf-None-Match: *\r\nContent-Length: 0\r\n\r\n");
+	tap_is_int(cachectl_not_modified(&rq, (struct http1_str){ "\"a\"", 3 }, -1, NOW), 0,
+		   "conditional: never for a POST");
+}
+
+/* ---- dates ----------------------------------------------------------- */
+
+static void test_dates(void)
+{
+	static const struct {
+		const char *s;
+		int64_t want;   /* -1: invalid */
+	} t[] = {
+		{ "Sun, 06 Nov 1994 08:49:37 GMT", 784111777 },
+		{ "Sunday, 06-Nov-94 08:49:37 GMT", 784111777 },
+		{ "Sun Nov  6 08:49:37 1994", 784111777 },
+		{ "Tue Nov 14 22:13:20 2023", 1700000000 },
+		{ "Tuesday, 14-Nov-23 22:13:20 GMT", 1700000000 },
+		{ "Thu, 01 Jan 1970 00:00:00 GMT", 0 },
+		{ "Tue, 29 Feb 2000 00:00:00 GMT", 951782400 },
+		{ "Thu, 31 Dec 2099 23:59:59 GMT", 4102444799 },
+		{ "Friday, 31-Dec-99 23:59:59 GMT", 946684799 },    /* not 2099 */
+		{ "Thursday, 31-Dec-70 23:59:59 GMT", 3187295999 }, /* 2070 */
+		{ "Thu, 29 Feb 2001 00:00:00 GMT", -1 },
+		{ "Sun, 31 Apr 1994 08:49:37 GMT", -1 },
+		{ "Sun, 06 Nov 1994 08:49:37 UTC", -1 },
+		{ "Sun, 6 Nov 1994 08:49:37 GMT", -1 },
+		{ "Sun, 06 Nov 1994 24:00:00 GMT", -1 },
+		{ "Sun, 06 nov 1994 08:49:37 GMT", -1 },
+		{ "Xyz, 06 Nov 1994 08:49:37 GMT", -1 },
+		{ "Sun, 06 Nov 1994 08:49:37 GMT ", -1 },
+		{ "Sonntag, 06-Nov-94 08:49:37 GMT", -1 },
+		{ "Sun Nov 6 08:49:37 1994", -1 },
+		{ "0", -1 },
+		{ "", -1 },
+	};
+	size_t i;
+	unsigned bad = 0;
+	char buf[32];
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct http1_str s = { t[i].s, strlen(t[i].s) };
+		int64_t v = -1;
+		int r = cachectl_date(s, NOW, &v);
+
+		tap_is_int(r < 0 ? -1 : v, t[i].want, "date \"%s\"", t[i].s);
+	}
+	/* the formatter and the parser agree over two centuries */
+	for (i = 0; i < 20000; i++) {
+		int64_t tt = (int64_t)i * 317539 + 13, v;
+		struct http1_str s = { buf, 29 };
+
+		cachectl_date_format(tt, buf);
+		if (cachectl_date(s, NOW, &v) < 0 || v != tt)
+			bad++;
+	}
+	tap_is_int(bad, 0, "20000 formatted dates parse back");
+	cachectl_date_format(784111777, buf);
+	tap_is_str(buf, "Sun, 06 Nov 1994 08:49:37 GMT", "IMF-fixdate formatted");
+}
+
+int main(void)
+{
+	test_responses();
+	test_response_methods();
+	test_validators();
+	test_requests();
+	test_invalidates();
+	test_ae();
+	test_key();
+	test_conditional();
+	test_dates();
+	return tap_done();
+}
