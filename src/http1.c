@@ -1401,6 +1401,7 @@ int http1_write_response(const struct http1_msg *m, const struct http1_fwd_resp 
 		http1_put_str(&o, f->backend_name);
 		HTTP1_PUTS(&o, "\r\n");
 	}
+	http1_put_str(&o, f->extra);
 	http1_merge(&o, m, HTTP1_HDR_GENERATED, 3, via, sizeof(via) - 1, f->via);
 	if (f->close || f->dechunk || m->framing == HTTP1_BODY_CLOSE)
 		HTTP1_PUTS(&o, "Connection: close\r\n");

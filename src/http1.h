@@ -224,6 +224,9 @@ struct http1_fwd_resp {
 				       Connection: keep-alive */
 	bool dechunk;               /* body will be sent decoded until close:
 				       no Transfer-Encoding line */
+	struct http1_str extra;     /* more header lines of ours, each ending
+				       in CRLF (Cache-Status), after the
+				       response's own; len 0: none */
 };
 
 /*

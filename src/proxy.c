@@ -35,6 +35,7 @@
 
 #include "addr.h"
 #include "admin.h"
+#include "cache.h"
 #include "conn.h"
 #include "health.h"
 #include "log.h"
@@ -228,6 +229,9 @@ static void proxy_reload(struct proxy_main *m)
 		log_error("reload: %s; logging continues where it was", err);
 	log_set_level((enum log_level)c->log_level);
 	atomic_store(&m->p.max_conns, c->max_connections);
+	/* the cache survives the reload: a smaller size evicts down to it,
+	 * 0 empties it */
+	cache_configure(m->p.cache, c->cache_size, c->cache_max_object);
 	proxy_unresolved(s);
 	proxy_publish(m, s);
 	proxy_watch(m, s->conf);
@@ -457,6 +461,17 @@ int proxy_run(const char *path, struct conf *conf, unsigned flags)
 	}
 	m.p.generation = 1;
 	m.p.current = m.snap;
+	{
+		/* one cache for the process, made even when size is 0 (off):
+		 * a reload may turn it on */
+		struct cache_params cp = { .size = conf->cache_size, .max_object = conf->cache_max_object };
+
+		m.p.cache = cache_new(&cp, err, sizeof(err));
+		if (!m.p.cache) {
+			log_error("%s: [cache]: %s", path, err);
+			goto out;
+		}
+	}
 	m.base = event_base_new();
 	m.p.workers = calloc(nworkers, sizeof(*m.p.workers));
 	if (!m.base || !m.p.workers) {
@@ -523,6 +538,7 @@ out:
 	if (m.ev_deadline)
 		event_free(m.ev_deadline);
 	free(m.p.workers);
+	cache_free(m.p.cache);         /* after the workers: no fill is left */
 	snapshot_unref(m.snap);
 	registry_free();
 	if (m.base)

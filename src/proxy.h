@@ -23,12 +23,17 @@ struct proxy_reload {
 };
 
 /* Process-wide state the workers share. */
+struct cache;
+
 struct proxy {
 	_Atomic unsigned nconns;        /* client connections open */
 	_Atomic unsigned max_conns;     /* from the current config */
 	STATS_PROXY(STATS_SHARED_FIELD) /* accepted, refused, ... */
 	struct worker **workers;
 	unsigned nworkers;
+	struct cache *cache;            /* the hot-object cache, shared by the
+					   workers; lives from start to exit,
+					   reconfigured on reload */
 
 	/* main thread only */
 	struct snapshot *current;       /* the snapshot new requests get */

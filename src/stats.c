@@ -90,6 +90,13 @@ int stats_collect(struct stats *st, const struct proxy *p)
 
 	memset(st, 0, sizeof(*st));
 	STATS_PROXY(STATS_PROXY_GET)
+	if (p->cache)                   /* NULL in tests that make no cache */
+		cache_stats(p->cache, &st->cache);
+	{
+		uint64_t looked = st->cache.hits + st->cache.misses + st->cache.coalesced;
+
+		st->cache_hit_ratio = looked ? (double)st->cache.hits / (double)looked : 0.0;
+	}
 	st->reload_time = (long long)p->last_reload.when;
 	st->reload_ok = p->last_reload.ok;
 	st->reload_text = p->last_reload.text;
@@ -163,6 +170,11 @@ void stats_json(const struct stats *st, struct evbuffer *out)
 #define STATS_J(n, type, where, help) evbuffer_add_printf(out, "\"" #n "\": %llu, ", (unsigned long long)st->n);
 	STATS_PROXY(STATS_J)
 #undef STATS_J
+	evbuffer_add(out, "\"cache\": {", 10);
+#define STATS_J(n, type, help) evbuffer_add_printf(out, "\"" #n "\": %llu, ", (unsigned long long)st->cache.n);
+	CACHE_STATS(STATS_J)
+#undef STATS_J
+	evbuffer_add_printf(out, "\"hit_ratio\": %.6f}, ", st->cache_hit_ratio);
 	evbuffer_add_printf(out, "\"vnodes\": %u, \"points\": %zu, \"last_reload\": ", st->vnodes, st->npoints);
 	if (st->reload_time) {
 		evbuffer_add_printf(out, "{\"time\": %lld, \"ok\": %s, \"moved_share\": %.17g, \"report\": ",
@@ -218,6 +230,14 @@ void stats_prometheus(const struct stats *st, struct evbuffer *out)
 			    #n, stats_suffix(#type), (unsigned long long)st->n);
 	STATS_PROXY(STATS_P)
 #undef STATS_P
+#define STATS_P(n, type, help) \
+	evbuffer_add_printf(out, "# HELP ringproxy_cache_%s%s %s\n# TYPE ringproxy_cache_%s%s %s\nringproxy_cache_%s%s %llu\n", \
+			    #n, stats_suffix(#type), help, #n, stats_suffix(#type), #type, \
+			    #n, stats_suffix(#type), (unsigned long long)st->cache.n);
+	CACHE_STATS(STATS_P)
+#undef STATS_P
+	evbuffer_add_printf(out, "# HELP ringproxy_cache_hit_ratio hits / (hits + misses + coalesced) since start\n"
+			    "# TYPE ringproxy_cache_hit_ratio gauge\nringproxy_cache_hit_ratio %.6f\n", st->cache_hit_ratio);
 	evbuffer_add_printf(out, "# HELP ringproxy_backend_share exact share of the keyspace the backend owns\n"
 			    "# TYPE ringproxy_backend_share gauge\n");
 	for (size_t i = 0; i < st->nbe; i++)
@@ -260,7 +280,12 @@ void stats_html(const struct stats *st, struct evbuffer *out)
 						     (unsigned long long)st->n);
 	STATS_PROXY(STATS_H)
 #undef STATS_H
-	evbuffer_add_printf(out, "ring: %zu points, vnodes %u</p>\n", st->npoints, st->vnodes);
+	evbuffer_add_printf(out, "ring: %zu points, vnodes %u</p>\n<p>cache: ", st->npoints, st->vnodes);
+#define STATS_H(n, type, help) evbuffer_add_printf(out, "<span title=\"%s\">" #n " <b>%llu</b></span> &middot; ", help, \
+						     (unsigned long long)st->cache.n);
+	CACHE_STATS(STATS_H)
+#undef STATS_H
+	evbuffer_add_printf(out, "hit ratio <b>%.1f%%</b></p>\n", 100.0 * st->cache_hit_ratio);
 	if (st->reload_time) {
 		evbuffer_add_printf(out, "<p>last reload: <b>%s</b> ", st->reload_ok ? "ok" : "failed");
 		stats_html_str(out, st->reload_text);

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cache.h"
 #include "stats-t.h"
 
 struct evbuffer;
@@ -29,6 +30,8 @@ struct stats_backend {
 struct stats {
 	STATS_PROXY(STATS_FIELD)
 #undef STATS_FIELD
+	struct cache_stats cache;       /* cache.h's CACHE_STATS list */
+	double cache_hit_ratio;         /* hits / (hits + misses + coalesced) */
 	unsigned vnodes;
 	size_t npoints;
 	struct stats_backend *be;
