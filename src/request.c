@@ -777,6 +777,7 @@ static void req_wait_over(struct request *rq)
 {
 	event_del(&rq->wait_ev);
 	rq->cache_fwd = "miss";
+	rq->collapsed = false;          /* not answered by the other's fetch */
 	req_dispatch(rq, 503);
 }
 
