@@ -100,17 +100,6 @@ static inline bool http1_ieqn(const char *p, const char *lower, size_t n)
 
 #define HTTP1_IEQ(s, lit) ((s).len == sizeof(lit) - 1 && http1_ieqn((s).p, (lit), sizeof(lit) - 1))
 
-bool http1_str_ieq(struct http1_str s, const char *lower)
-{
-	size_t i;
-
-	for (i = 0; i < s.len; i++) {
-		if (lower[i] == '\0' || http1_lower((unsigned char)s.p[i]) != (unsigned char)lower[i])
-			return false;
-	}
-	return lower[i] == '\0';
-}
-
 static bool http1_slice_ieq(struct http1_str a, struct http1_str b)
 {
 	size_t i;

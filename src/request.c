@@ -271,6 +271,19 @@ void req_response_interim(struct request *rq, const struct http1_msg *resp)
 		outq_grow(rq->out, n);
 }
 
+/* The Cache-Status line of a forwarded response (RFC 9211): fwd is one of
+ * the values req_cache_lookup sets. Static strings: no formatting on a
+ * miss. */
+static const char *req_cache_status(const char *fwd, bool stored)
+{
+	if (strcmp(fwd, "miss") == 0)
+		return stored ? "Cache-Status: ringproxy; fwd=miss; stored\r\n" : "Cache-Status: ringproxy; fwd=miss\r\n";
+	if (strcmp(fwd, "request") == 0)
+		return stored ? "Cache-Status: ringproxy; fwd=request; stored\r\n" :
+				"Cache-Status: ringproxy; fwd=request\r\n";
+	return "Cache-Status: ringproxy; fwd=bypass\r\n";
+}
+
 /* The cache's part in a backend's response head: start storing it when
  * this request leads a fill and it may be stored, invalidate the URL after
  * a successful unsafe method, and say what happened (Cache-Status, in
@@ -280,7 +293,6 @@ static void req_cache_response(struct request *rq, const struct http1_msg *resp,
 {
 	struct cache *cache = rq->w->proxy->cache;
 	bool stored = false;
-	int n;
 
 	if (rq->fill) {
 		struct cachectl_meta meta;
@@ -309,10 +321,8 @@ static void req_cache_response(struct request *rq, const struct http1_msg *resp,
 	}
 	if (!rq->cache_fwd)
 		return;
-	n = snprintf(rq->reply, sizeof(rq->reply), "Cache-Status: ringproxy; fwd=%s%s%s\r\n", rq->cache_fwd,
-		     rq->collapsed ? "; collapsed" : "", stored ? "; stored" : "");
-	fr->extra.p = rq->reply;
-	fr->extra.len = (size_t)n;
+	fr->extra.p = req_cache_status(rq->cache_fwd, stored);
+	fr->extra.len = strlen(fr->extra.p);
 }
 
 int req_response_head(struct request *rq, const struct http1_msg *resp, struct http1_fwd_resp *fr)
