@@ -42,7 +42,7 @@ enum conf_type {
 	CONF_T_PATH,            /* an absolute URL path, or "" */
 };
 
-enum conf_where { CONF_IN_PROXY, CONF_IN_RING, CONF_IN_HEALTH, CONF_IN_BACKEND };
+enum conf_where { CONF_IN_PROXY, CONF_IN_RING, CONF_IN_HEALTH, CONF_IN_CACHE, CONF_IN_BACKEND };
 
 struct conf_keydef {
 	enum conf_where where;
@@ -128,6 +128,13 @@ static const struct conf_keydef conf_keys[] = {
 	{ CONF_IN_HEALTH, "backoff", CONF_T_DURATION, P(backoff_ms), "5s", 100, 3600000, NULL,
 	  "without active checks: a backend marked down by requests is tried again after this" },
 
+	{ CONF_IN_CACHE, "size", CONF_T_SIZE, P(cache_size), "64m", 0, 1099511627776.0, NULL,
+	  "bytes of the shared hot-object cache (objects, keys and heads counted exactly); 0 = off" },
+	{ CONF_IN_CACHE, "max_object", CONF_T_SIZE, P(cache_max_object), "1m", 0, 1073741824.0, NULL,
+	  "largest response body stored; a larger one streams to the client and is not kept" },
+	{ CONF_IN_CACHE, "lock_timeout", CONF_T_DURATION, P(cache_lock_timeout_ms), "5s", 0, 600000, NULL,
+	  "how long a request waits for another request's fetch of the same object before going itself" },
+
 	{ CONF_IN_BACKEND, "url", CONF_T_URL, B(url), NULL, 0, 0, NULL,
 	  "http://host[:port][/prefix] of the cache" },
 	{ CONF_IN_BACKEND, "weight", CONF_T_DOUBLE, B(weight), "1", 0, 1000, NULL,
@@ -169,7 +176,7 @@ int conf_backend_line(const struct conf_backend *be, const char *key)
 	return 0;
 }
 
-static const char *const conf_section_names[] = { "proxy", "ring", "health", "backend NAME" };
+static const char *const conf_section_names[] = { "proxy", "ring", "health", "cache", "backend NAME" };
 
 /* Parse state shared by the reader and the handler. */
 struct conf_parse {
@@ -839,7 +846,7 @@ static struct conf_backend *conf_new_backend(struct conf_parse *ps, const char *
  * keys ([Proxy], [proxies], [backends cache-1]). */
 static void conf_unknown_section(struct conf_parse *ps, const char *name)
 {
-	static const char *const known[] = { "proxy", "ring", "health", "backend" };
+	static const char *const known[] = { "proxy", "ring", "health", "cache", "backend" };
 	size_t wl = strcspn(name, " \t"), best_d = SIZE_MAX;
 	const char *best = NULL, *rest = name + wl;
 	char word[64];
@@ -861,13 +868,13 @@ static void conf_unknown_section(struct conf_parse *ps, const char *name)
 	else if (best && best_d <= 2 && !*rest)
 		conf_error(ps, ps->line, "unknown section [%s]; did you mean [%s]?", name, best);
 	else
-		conf_error(ps, ps->line, "unknown section [%s]; expected [proxy], [ring], [health] or [backend NAME]", name);
+		conf_error(ps, ps->line, "unknown section [%s]; expected [proxy], [ring], [health], [cache] or [backend NAME]", name);
 }
 
 /* A section header line seen by the reader. */
 static void conf_section(struct conf_parse *ps, char *inner)
 {
-	static const char *const single[] = { "proxy", "ring", "health" };
+	static const char *const single[] = { "proxy", "ring", "health", "cache" };
 	char *name = conf_trim(inner);
 
 	ps->where = -1;
@@ -967,7 +974,7 @@ static char *conf_reader(char *str, int num, void *stream)
 			char *after = rb ? conf_trim(rb + 1) : NULL;
 
 			if (!rb || (*after && *after != ';' && *after != '#')) {
-				conf_error(ps, ps->line, "malformed section header; write [proxy], [ring], [health] or [backend NAME]");
+				conf_error(ps, ps->line, "malformed section header; write [proxy], [ring], [health], [cache] or [backend NAME]");
 				ps->where = -2;
 				continue;
 			}
@@ -1242,6 +1249,7 @@ static struct conf *conf_load_from(const char *name, FILE *fp, const char *text,
 		EVP_MD_CTX_free(ps.sha);
 		ps.sha = NULL;
 	}
+	conf_defaults(&ps, CONF_IN_CACHE, c, NULL);
 	rc = ini_parse_stream(conf_reader, &ps, conf_handler, &ps);
 	conf_sha_hex(&ps);
 	if (rc == -2)

@@ -1,6 +1,6 @@
 /*
- * conf.h -- the INI configuration: [proxy], [ring] and one [backend NAME]
- * per cache. conf_load() parses (inih) and validates a file and collects
+ * conf.h -- the INI configuration: [proxy], [ring], [health], [cache] and
+ * one [backend NAME] per cache server. conf_load() parses (inih) and validates a file and collects
  * every error as "FILE:LINE: what is wrong; what to do". A struct conf is
  * immutable once loaded; the main thread builds it, snapshots keep it.
  */
@@ -83,6 +83,11 @@ struct conf {
 	bool passive;                   /* count request failures */
 	bool passive_5xx;               /* ... including 5xx responses */
 	uint64_t backoff_ms;            /* passive: retry a down backend after */
+
+	/* [cache] */
+	uint64_t cache_size;            /* bytes; 0 = off */
+	uint64_t cache_max_object;      /* bytes */
+	uint64_t cache_lock_timeout_ms;
 
 	struct conf_backend *backends;
 	size_t nbackends;

@@ -613,6 +613,8 @@ static void fwd_process(struct upstream *u)
 			req_abort(rq);
 			return;
 		}
+		if (u->state == UP_BODY && u->resp_done)
+			req_response_end(rq);   /* a fill completes now */
 		rc = req_send(rq);
 		if (rc < 0)
 			return;         /* the client is gone, and u with it */
@@ -688,6 +690,7 @@ static void fwd_on_read(evutil_socket_t fd, short what, void *arg)
 		event_del(&u->rev);
 		u->resp_done = true;
 		req_close_after(rq);
+		req_response_end(rq);
 		if (req_sent_all(rq))
 			fwd_finish(u);
 		return;

@@ -100,17 +100,6 @@ static inline bool http1_ieqn(const char *p, const char *lower, size_t n)
 
 #define HTTP1_IEQ(s, lit) ((s).len == sizeof(lit) - 1 && http1_ieqn((s).p, (lit), sizeof(lit) - 1))
 
-bool http1_str_ieq(struct http1_str s, const char *lower)
-{
-	size_t i;
-
-	for (i = 0; i < s.len; i++) {
-		if (lower[i] == '\0' || http1_lower((unsigned char)s.p[i]) != (unsigned char)lower[i])
-			return false;
-	}
-	return lower[i] == '\0';
-}
-
 static bool http1_slice_ieq(struct http1_str a, struct http1_str b)
 {
 	size_t i;
@@ -1401,6 +1390,7 @@ int http1_write_response(const struct http1_msg *m, const struct http1_fwd_resp 
 		http1_put_str(&o, f->backend_name);
 		HTTP1_PUTS(&o, "\r\n");
 	}
+	http1_put_str(&o, f->extra);
 	http1_merge(&o, m, HTTP1_HDR_GENERATED, 3, via, sizeof(via) - 1, f->via);
 	if (f->close || f->dechunk || m->framing == HTTP1_BODY_CLOSE)
 		HTTP1_PUTS(&o, "Connection: close\r\n");

@@ -224,6 +224,9 @@ struct http1_fwd_resp {
 				       Connection: keep-alive */
 	bool dechunk;               /* body will be sent decoded until close:
 				       no Transfer-Encoding line */
+	struct http1_str extra;     /* more header lines of ours, each ending
+				       in CRLF (Cache-Status), after the
+				       response's own; len 0: none */
 };
 
 /*
@@ -254,7 +257,22 @@ const char *http1_reason(int status);
 
 /* Case-insensitive compare of a slice with a NUL-terminated lowercase
  * literal. */
-bool http1_str_ieq(struct http1_str s, const char *lower);
+static inline bool http1_str_ieq(struct http1_str s, const char *lower)
+{
+	size_t i;
+
+	/* inline: the cache's rules look up header and directive names
+	 * this way many times a request, and most differ in byte one */
+	for (i = 0; i < s.len; i++) {
+		unsigned char c = (unsigned char)s.p[i];
+
+		if (c >= 'A' && c <= 'Z')
+			c |= 0x20;
+		if (lower[i] == '\0' || c != (unsigned char)lower[i])
+			return false;
+	}
+	return lower[i] == '\0';
+}
 
 /*
  * Dot-segments of a request path (RFC 3986 3.3): "." and "..", also

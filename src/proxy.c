@@ -35,6 +35,7 @@
 
 #include "addr.h"
 #include "admin.h"
+#include "cache.h"
 #include "conn.h"
 #include "health.h"
 #include "log.h"
@@ -244,6 +245,9 @@ static void proxy_reload(struct proxy_main *m)
 		log_error("reload: %s; logging continues where it was", err);
 	log_set_level((enum log_level)c->log_level);
 	atomic_store(&m->p.max_conns, c->max_connections);
+	/* the cache survives the reload: a smaller size evicts down to it,
+	 * 0 empties it */
+	cache_configure(m->p.cache, c->cache_size, c->cache_max_object);
 	proxy_unresolved(s);
 	proxy_publish(m, s);
 	proxy_watch(m, s->conf);
@@ -439,6 +443,34 @@ static int proxy_preflight(const char *path, const struct conf *conf, unsigned f
 	return n ? -1 : 0;
 }
 
+/* The process's one hot-object cache, made even when size is 0 (off): a
+ * reload may turn it on. NULL (logged) when it cannot be made. */
+static struct cache *proxy_cache_new(const char *path, const struct conf *conf)
+{
+	struct cache_params cp = { .size = conf->cache_size, .max_object = conf->cache_max_object };
+	struct cache *c;
+	char err[256];
+
+	c = cache_new(&cp, err, sizeof(err));
+	if (!c)
+		log_error("%s: [cache]: %s", path, err);
+	return c;
+}
+
+/* The signal table's events on the main loop; -1 (logged) on failure, the
+ * events made so far left in sigev for the caller to free. */
+static int proxy_signals_add(struct proxy_main *m, struct event **sigev)
+{
+	for (size_t i = 0; i < PROXY_NSIGNALS; i++) {
+		sigev[i] = evsignal_new(m->base, proxy_signals[i].sig, proxy_signals[i].cb, m);
+		if (!sigev[i] || event_add(sigev[i], NULL) < 0) {
+			log_error("cannot handle signal %d", proxy_signals[i].sig);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int proxy_run(const char *path, struct conf *conf, unsigned flags)
 {
 	struct proxy_main m;
@@ -488,6 +520,9 @@ int proxy_run(const char *path, struct conf *conf, unsigned flags)
 	m.p.generation = 1;
 	m.p.current = m.snap;
 	m.p.conf_loaded = time(NULL);
+	m.p.cache = proxy_cache_new(path, conf);
+	if (!m.p.cache)
+		goto out;
 	m.base = event_base_new();
 	m.p.workers = calloc(nworkers, sizeof(*m.p.workers));
 	if (!m.base || !m.p.workers) {
@@ -511,13 +546,8 @@ int proxy_run(const char *path, struct conf *conf, unsigned flags)
 		log_error("out of memory");
 		goto out;
 	}
-	for (size_t i = 0; i < PROXY_NSIGNALS; i++) {
-		sigev[i] = evsignal_new(m.base, proxy_signals[i].sig, proxy_signals[i].cb, &m);
-		if (!sigev[i] || event_add(sigev[i], NULL) < 0) {
-			log_error("cannot handle signal %d", proxy_signals[i].sig);
-			goto out;
-		}
-	}
+	if (proxy_signals_add(&m, sigev) < 0)
+		goto out;
 	if (m.admin_conf[0]) {
 		m.admin = admin_new(m.base, m.admin_conf, &m.p, err, sizeof(err));
 		if (!m.admin) {
@@ -561,6 +591,7 @@ out:
 	rates_free(m.p.rates);
 	free(m.p.moved);
 	free(m.p.workers);
+	cache_free(m.p.cache);         /* after the workers: no fill is left */
 	snapshot_unref(m.snap);
 	registry_free();
 	if (m.base)

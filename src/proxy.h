@@ -33,19 +33,23 @@ struct proxy_reload {
 #define PROXY_MOVED_ARCS 4096
 
 /* Process-wide state the workers share. */
+struct cache;
+
 struct proxy {
 	_Atomic unsigned nconns;        /* client connections open */
 	_Atomic unsigned max_conns;     /* from the current config */
 	STATS_PROXY(STATS_SHARED_FIELD) /* accepted, refused, ... */
 	struct worker **workers;
 	unsigned nworkers;
+	struct cache *cache;            /* the hot-object cache, shared by the
+					   workers (and read by the admin
+					   listener: /ring?url= says whether it
+					   holds a URL); lives from start to
+					   exit, reconfigured on reload; NULL
+					   in tests that make none */
 
 	/* main thread only */
 	struct snapshot *current;       /* the snapshot new requests get */
-	struct cache *cache;            /* the hot-object cache, for the admin
-					   listener (/ring?url= says whether it
-					   holds a URL); NULL while none is
-					   wired in */
 	time_t started;
 	uint64_t generation;            /* successful loads, 1 = the first */
 	struct proxy_reload last_reload;

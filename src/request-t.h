@@ -17,6 +17,8 @@
 #include <stdint.h>
 
 #include "balance-t.h"
+#include "cache.h"
+#include "cachectl.h"
 #include "conn-t.h"
 #include "http1.h"
 #include "mbox.h"
@@ -45,6 +47,7 @@ enum req_end {
 	REQ_END_NONE,
 	REQ_END_BACKEND,        /* a backend's response was relayed */
 	REQ_END_REPLY,          /* the proxy answered (an error, a 503) */
+	REQ_END_CACHE,          /* answered from a cached object */
 	REQ_END_ABORT,          /* the connection closed under it */
 };
 
@@ -91,7 +94,23 @@ struct request {
 	bool close_after;               /* the connection closes after this
 					   response */
 
+	/* the hot-object cache's part (cache.h); the cache itself is the
+	 * process's (proxy.c) */
+	struct cachectl_req cc;         /* what the cache may do for it */
+	struct cache_fill *fill;        /* the fetch this request leads, NULL
+					   if none: ended by req_done (stored)
+					   or req_end (aborted) */
+	struct cache_obj *obj;          /* the object being sent (a reference,
+					   released by req_end) */
+	const char *cache_fwd;          /* Cache-Status fwd= of a forwarded
+					   response, NULL: no Cache-Status */
+	bool collapsed;                 /* it waited for another's fetch */
+	int64_t sent_at;                /* when it went to the backend */
+
 	/* waiting for another request's fetch (REQ_WAIT) */
+	struct cache_waiter waiter;     /* attached to the fetch (cache.h) */
+	struct cache_obj *woke_obj;     /* what the wake-up brought: written by
+					   the waking thread before it posts */
 	struct event wait_ev;           /* lock_timeout */
 	struct mbox_msg wake;           /* posted to end the wait */
 	bool wake_due;                  /* a posted wake may still come: the

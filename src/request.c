@@ -19,12 +19,15 @@
 #include <time.h>
 
 #include "balance.h"
+#include "cache.h"
+#include "cachectl.h"
 #include "conf.h"
 #include "conn.h"
 #include "forward.h"
 #include "front.h"
 #include "health.h"
 #include "log.h"
+#include "proxy.h"
 #include "snapshot.h"
 #include "worker.h"
 
@@ -32,10 +35,16 @@
  * counted against a backend's health. */
 #define REQ_LOST_WHAT "connection lost before a response"
 
+/* The longest cache key (Host and target) a request is cached under; a
+ * longer one bypasses the cache. On the stack, never in the struct. */
+#define REQ_KEY_MAX 4096
+
 static void req_dispatch(struct request *rq, int last_status);
 static void req_reply(struct request *rq, int status, const char *why, bool force_close);
+static void req_reply_send(struct request *rq);
 static void req_on_wait_timeout(evutil_socket_t fd, short what, void *arg);
 static void req_on_wake(struct mbox_msg *m);
+static bool req_cache_lookup(struct request *rq);
 
 void req_init(struct request *rq, struct client *c, const struct rbuf *in,
 	      struct outq *out, char **scratch, size_t *scratch_cap,
@@ -82,6 +91,8 @@ void req_begin(struct request *rq, size_t head_len, uint64_t rid)
 		rq->body_done = false;
 	}
 	rq->close_after = !rq->msg.keep_alive || w->stopping;
+	rq->cache_fwd = NULL;
+	rq->collapsed = false;
 }
 
 void req_serve(struct request *rq)
@@ -94,6 +105,8 @@ void req_serve(struct request *rq)
 	 * hit answers with req_response_head + req_body + req_done, a fetch
 	 * in flight elsewhere parks the request with req_wait (the walk is
 	 * ready for when the wait ends without an answer) */
+	if (req_cache_lookup(rq))
+		return;
 	req_dispatch(rq, 503);
 }
 
@@ -128,8 +141,21 @@ bool req_end(struct request *rq)
 {
 	if (rq->up)
 		fwd_close(rq->up);      /* unbinds */
-	if (rq->state == REQ_WAIT)
+	if (rq->state == REQ_WAIT) {
 		event_del(&rq->wait_ev);
+		/* false: the wake-up is on its way; the connection keeps the
+		 * struct until it came (req_on_wake) */
+		if (cache_wait_cancel(rq->w->proxy->cache, &rq->waiter))
+			rq->wake_due = false;
+	}
+	/* the leader's client went away (or the backend failed it): its
+	 * waiters go to the backend on their own */
+	if (rq->fill) {
+		cache_fill_abort(rq->fill);
+		rq->fill = NULL;
+	}
+	cache_obj_release(rq->obj);
+	rq->obj = NULL;
 	req_settle(rq);
 	worker_snap_drop(rq->w, rq->snap);
 	rq->snap = NULL;
@@ -245,11 +271,66 @@ void req_response_interim(struct request *rq, const struct http1_msg *resp)
 		outq_grow(rq->out, n);
 }
 
+/* The Cache-Status line of a forwarded response (RFC 9211): fwd is one of
+ * the values req_cache_lookup sets. Static strings: no formatting on a
+ * miss. */
+static const char *req_cache_status(const char *fwd, bool stored)
+{
+	if (strcmp(fwd, "miss") == 0)
+		return stored ? "Cache-Status: ringproxy; fwd=miss; stored\r\n" : "Cache-Status: ringproxy; fwd=miss\r\n";
+	if (strcmp(fwd, "request") == 0)
+		return stored ? "Cache-Status: ringproxy; fwd=request; stored\r\n" :
+				"Cache-Status: ringproxy; fwd=request\r\n";
+	return "Cache-Status: ringproxy; fwd=bypass\r\n";
+}
+
+/* The cache's part in a backend's response head: start storing it when
+ * this request leads a fill and it may be stored, invalidate the URL after
+ * a successful unsafe method, and say what happened (Cache-Status, in
+ * fr->extra). */
+static void req_cache_response(struct request *rq, const struct http1_msg *resp,
+			       struct http1_fwd_resp *fr)
+{
+	struct cache *cache = rq->w->proxy->cache;
+	bool stored = false;
+
+	if (rq->fill) {
+		struct cachectl_meta meta;
+
+		cachectl_response(&rq->cc, rq->msg.method_id, resp, rq->sent_at, (int64_t)time(NULL), 0,
+				  &meta);
+		if (fr->dechunk)        /* bytes go out decoded: not what a fill takes */
+			cache_fill_abort(rq->fill);
+		else
+			stored = cache_fill_begin(rq->fill, resp, &meta, fr->backend_name.p,
+						  fr->backend_name.len) == 0;
+		if (!stored)
+			rq->fill = NULL;        /* freed by begin or abort */
+	}
+	if (rq->cc.kind == CACHECTL_INVALIDATE && rq->cache_fwd &&
+	    cachectl_invalidates(rq->msg.method_id, resp->status)) {
+		char key[REQ_KEY_MAX];
+		ssize_t klen = cachectl_key(&rq->msg, key, sizeof(key));
+
+		if (klen >= 0) {
+			struct cache_key k;
+
+			cache_key_init(cache, &k, key, (size_t)klen);
+			cache_invalidate(cache, &k);
+		}
+	}
+	if (!rq->cache_fwd)
+		return;
+	fr->extra.p = req_cache_status(rq->cache_fwd, stored);
+	fr->extra.len = strlen(fr->extra.p);
+}
+
 int req_response_head(struct request *rq, const struct http1_msg *resp, struct http1_fwd_resp *fr)
 {
 	struct iovec *v;
 	int room, n;
 
+	req_cache_response(rq, resp, fr);
 	fr->close = rq->close_after;
 	fr->keep_alive_10 = rq->msg.minor == 0 && !rq->close_after;
 	v = outq_tail(rq->out, &room);
@@ -264,7 +345,21 @@ int req_response_head(struct request *rq, const struct http1_msg *resp, struct h
 
 int req_body(struct request *rq, const void *p, size_t n)
 {
+	/* a fill that grows past max_object (or whose framing breaks) is
+	 * dropped; the client's copy streams on */
+	if (rq->fill && n && cache_fill_body(rq->fill, p, n) < 0)
+		rq->fill = NULL;
 	return outq_add(rq->out, p, n);
+}
+
+void req_response_end(struct request *rq)
+{
+	/* stored, and its waiters woken, now: not once this client has
+	 * read it all */
+	if (rq->fill) {
+		cache_fill_done(rq->fill);
+		rq->fill = NULL;
+	}
 }
 
 bool req_sent_all(const struct request *rq)
@@ -288,6 +383,7 @@ int req_send(struct request *rq)
 
 void req_done(struct request *rq)
 {
+	req_response_end(rq);
 	rq->state = REQ_DONE;
 	rq->end_kind = REQ_END_BACKEND;
 	front_request_done(rq->cl);
@@ -367,6 +463,69 @@ static const char *req_public(int status, const char *why)
 	}
 }
 
+/* A response made here (the proxy's own, or a cached object) is queued:
+ * write it. Written at once, the request is REQ_DONE on return; else
+ * req_client_drained ends it. */
+static void req_reply_send(struct request *rq)
+{
+	rq->resp_started = true;
+	rq->state = REQ_REPLY;
+	switch (front_send(rq->cl)) {
+	case 1:
+		rq->state = REQ_DONE;
+		front_request_done(rq->cl);
+		break;
+	case 0:
+		break;
+	default:
+		front_close(rq->cl);
+		break;
+	}
+}
+
+/* Answer from cached object o (a reference, now the request's): its
+ * stored head, our Age, Cache-Status, backend header, Via and connection
+ * lines, and its body (none for a HEAD: the head's Content-Length is the
+ * GET's). One writev; with the read of the request, two syscalls a hit.
+ * -1 when the lines do not fit (the caller forwards instead). */
+static int req_reply_obj(struct request *rq, struct cache_obj *o)
+{
+	const struct conf *conf = rq->snap->conf;
+	struct iovec head = cache_obj_head(o), body = cache_obj_body(o);
+	struct http1_str be = cache_obj_backend(o);
+	int64_t now = (int64_t)time(NULL);
+	size_t cap = sizeof(rq->reply);
+	int n, m;
+
+	n = snprintf(rq->reply, cap, "Age: %lld\r\nCache-Status: ringproxy; %s; ttl=%lld\r\n",
+		     (long long)cache_obj_age(o, now), rq->collapsed ? "fwd=miss; collapsed" : "hit",
+		     (long long)cache_obj_ttl(o, now));
+	if (n < 0 || (size_t)n >= cap)
+		return -1;
+	if (conf->backend_header[0] && be.len) {
+		m = snprintf(rq->reply + n, cap - (size_t)n, "%s: %.*s\r\n", conf->backend_header,
+			     (int)be.len, be.p);
+		if (m < 0 || (size_t)m >= cap - (size_t)n)
+			return -1;
+		n += m;
+	}
+	m = snprintf(rq->reply + n, cap - (size_t)n, "Via: 1.1 ringproxy\r\n%s\r\n",
+		     rq->close_after ? "Connection: close\r\n" :
+		     rq->msg.minor == 0 ? "Connection: keep-alive\r\n" : "");
+	if (m < 0 || (size_t)m >= cap - (size_t)n)
+		return -1;
+	n += m;
+	rq->obj = o;
+	outq_reset(rq->out);
+	outq_add(rq->out, head.iov_base, head.iov_len);
+	outq_add(rq->out, rq->reply, (size_t)n);
+	if (rq->msg.method_id != HTTP1_M_HEAD)
+		outq_add(rq->out, body.iov_base, body.iov_len);
+	rq->end_kind = REQ_END_CACHE;
+	req_reply_send(rq);
+	return 0;
+}
+
 /* Reply with the proxy's own response. Closes after it unless the request
  * was read completely and the client wants to keep the connection. why is
  * the detail for the log line (see req_public for what the client gets).
@@ -404,20 +563,8 @@ static void req_reply(struct request *rq, int status, const char *why, bool forc
 		n -= blen;
 	outq_reset(rq->out);
 	outq_add(rq->out, rq->reply, (size_t)n);
-	rq->resp_started = true;
 	rq->end_kind = REQ_END_REPLY;
-	rq->state = REQ_REPLY;
-	switch (front_send(rq->cl)) {
-	case 1:
-		rq->state = REQ_DONE;
-		front_request_done(rq->cl);
-		break;
-	case 0:
-		break;          /* req_client_drained ends it */
-	default:
-		front_close(rq->cl);
-		break;
-	}
+	req_reply_send(rq);
 }
 
 /* ---- backend choice, retries ------------------------------------------- */
@@ -536,7 +683,91 @@ void req_failed(struct request *rq, int status, enum req_fail kind, const char *
 	req_reply(rq, status, rq->why, false);
 }
 
-/* ---- waiting for another request's fetch ------------------------------- */
+/* ---- the cache's step: lookup, waiting for another request's fetch ---- */
+
+/* The lock_timeout of the request's config. */
+static void req_lock_timeout(const struct request *rq, struct timeval *tv)
+{
+	uint64_t ms = rq->snap->conf->cache_lock_timeout_ms;
+
+	tv->tv_sec = (time_t)(ms / 1000);
+	tv->tv_usec = (suseconds_t)(ms % 1000 * 1000);
+}
+
+/* Any thread (the one ending the fill): the fetch rq waited for is over;
+ * obj is the object (a reference for rq) or NULL. Handed to rq's worker. */
+static void req_on_cache_wake(struct cache_waiter *wt, struct cache_obj *obj)
+{
+	struct request *rq = wt->arg;
+
+	rq->woke_obj = obj;
+	req_wake(rq);
+}
+
+/*
+ * The cache's step on the road, between the key and the walk. Returns
+ * true when the request was answered from the cache or waits for another
+ * request's fetch of the same object; false when it goes on to a backend,
+ * leading a fill (rq->fill) when the cache wants the response. The cache
+ * key is the Host and the whole target (cachectl_key), not the ring key.
+ */
+static bool req_cache_lookup(struct request *rq)
+{
+	struct cache *cache = rq->w->proxy->cache;
+	struct cache_obj *obj = NULL;
+	struct cache_req cr;
+	enum cache_result res;
+	char key[REQ_KEY_MAX];
+	ssize_t klen;
+	int64_t now;
+
+	if (rq->snap->conf->cache_size == 0)
+		return false;           /* off: no Cache-Status either */
+	cachectl_request(&rq->msg, &rq->cc);
+	if (rq->cc.kind == CACHECTL_PASS || rq->cc.kind == CACHECTL_INVALIDATE) {
+		rq->cache_fwd = "bypass";
+		return false;
+	}
+	klen = cachectl_key(&rq->msg, key, sizeof(key));
+	if (klen < 0) {
+		rq->cache_fwd = "bypass";       /* a key too long to keep */
+		return false;
+	}
+	now = (int64_t)time(NULL);
+	cache_req_init(&cr, cache, key, (size_t)klen, &rq->cc, now);
+	rq->waiter.wake = req_on_cache_wake;
+	rq->waiter.arg = rq;
+	res = cache_lookup(cache, &cr, &rq->waiter, &obj, &rq->fill);
+	switch (res) {
+	case CACHE_HIT:
+		if (req_reply_obj(rq, obj) == 0)
+			return true;
+		cache_obj_release(obj);
+		rq->cache_fwd = "miss";
+		return false;
+	case CACHE_WAIT: {
+		struct timeval tv;
+
+		cache_obj_release(obj);
+		rq->collapsed = true;
+		req_lock_timeout(rq, &tv);
+		req_wait(rq, &tv);
+		return true;
+	}
+	case CACHE_MISS:
+	case CACHE_STALE:
+		cache_obj_release(obj);
+		rq->sent_at = now;
+		rq->cache_fwd = rq->cc.kind == CACHECTL_REFRESH ? "request" : "miss";
+		return false;
+	case CACHE_PASS:
+		rq->cache_fwd = "miss";
+		return false;
+	case CACHE_OFF:
+	default:
+		return false;
+	}
+}
 
 void req_wait(struct request *rq, const struct timeval *tv)
 {
@@ -550,11 +781,13 @@ void req_wake(struct request *rq)
 	worker_post(rq->w, &rq->wake);
 }
 
-/* The wait is over without an answer from the waker: go to a backend of
- * its own along the walk. */
+/* The wait is over without an answer: go to a backend of its own along
+ * the walk (storing nothing). */
 static void req_wait_over(struct request *rq)
 {
 	event_del(&rq->wait_ev);
+	rq->cache_fwd = "miss";
+	rq->collapsed = false;          /* not answered by the other's fetch */
 	req_dispatch(rq, 503);
 }
 
@@ -564,8 +797,14 @@ static void req_on_wait_timeout(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (rq->state == REQ_WAIT)
-		req_wait_over(rq);
+	if (rq->state != REQ_WAIT)
+		return;
+	/* false: the fetch just ended and the wake-up is on its way: it
+	 * ends the wait, with the object if there is one */
+	if (!cache_wait_cancel(rq->w->proxy->cache, &rq->waiter))
+		return;
+	rq->wake_due = false;
+	req_wait_over(rq);
 }
 
 /* A posted wake-up, on the request's worker: the one the waiter was due.
@@ -574,10 +813,19 @@ static void req_on_wait_timeout(evutil_socket_t fd, short what, void *arg)
 static void req_on_wake(struct mbox_msg *m)
 {
 	struct request *rq = (struct request *)((char *)m - offsetof(struct request, wake));
+	struct cache_obj *obj = rq->woke_obj;
 
+	rq->woke_obj = NULL;
 	rq->wake_due = false;
-	if (rq->state == REQ_WAIT)
+	if (rq->state == REQ_WAIT) {
+		event_del(&rq->wait_ev);
+		if (obj && req_reply_obj(rq, obj) == 0)
+			return;
+		cache_obj_release(obj);
 		req_wait_over(rq);
-	else if (rq->state == REQ_IDLE)
+		return;
+	}
+	cache_obj_release(obj);
+	if (rq->state == REQ_IDLE)
 		front_request_done(rq->cl);
 }

@@ -122,6 +122,10 @@ int req_response_head(struct request *rq, const struct http1_msg *resp, struct h
 /* Queue n body bytes (borrowed: unchanged until the queue drains). -1 when
  * the queue is full. */
 int req_body(struct request *rq, const void *p, size_t n);
+/* Every byte of the backend's response is queued: a fill this request
+ * leads is complete (stored, its waiters woken) without waiting for the
+ * client to read it. May be called more than once. */
+void req_response_end(struct request *rq);
 /* Has the client taken every queued byte? */
 bool req_sent_all(const struct request *rq);
 /* Room in the client's queue for more slices. */

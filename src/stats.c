@@ -196,9 +196,13 @@ int stats_collect(struct stats *st, const struct proxy *p)
 	st->ring = s->ring;
 	st->moved = p->moved;
 	st->nmoved = p->nmoved;
-	if (p->cache) {
+	if (p->cache) {                 /* NULL in tests that make no cache */
+		uint64_t looked;
+
 		st->has_cache = true;
 		cache_stats(p->cache, &st->cache);
+		looked = st->cache.hits + st->cache.misses + st->cache.coalesced;
+		st->cache_hit_ratio = looked ? (double)st->cache.hits / (double)looked : 0.0;
 	}
 	st->vnodes = s->conf->vnodes;
 	st->npoints = s->ring->npoints;
@@ -364,13 +368,11 @@ void stats_json(const struct stats *st, struct evbuffer *out)
 	stats_json_rates(out, &st->rate[0][0], RATES_NPROXY, stats_rate_p_names);
 	evbuffer_add(out, ", \"cache\": ", 11);
 	if (st->has_cache) {
-		uint64_t asked = st->cache.hits + st->cache.misses + st->cache.coalesced;
-
 		evbuffer_add(out, "{", 1);
 #define STATS_J(n, type, help) evbuffer_add_printf(out, "\"" #n "\": %llu, ", (unsigned long long)st->cache.n);
 		CACHE_STATS(STATS_J)
 #undef STATS_J
-		evbuffer_add_printf(out, "\"hit_ratio\": %.6g}", asked ? (double)st->cache.hits / (double)asked : 0.0);
+		evbuffer_add_printf(out, "\"hit_ratio\": %.6g}", st->cache_hit_ratio);
 	} else {
 		evbuffer_add(out, "null", 4);
 	}
@@ -490,6 +492,9 @@ void stats_prometheus(const struct stats *st, struct evbuffer *out)
 				    #n, stats_suffix(#type), (unsigned long long)st->cache.n);
 		CACHE_STATS(STATS_P)
 #undef STATS_P
+		evbuffer_add_printf(out, "# HELP ringproxy_cache_hit_ratio hits / (hits + misses + coalesced) since start\n"
+				    "# TYPE ringproxy_cache_hit_ratio gauge\nringproxy_cache_hit_ratio %.6f\n",
+				    st->cache_hit_ratio);
 	}
 	evbuffer_add_printf(out, "# HELP ringproxy_backend_share exact share of the keyspace the backend owns\n"
 			    "# TYPE ringproxy_backend_share gauge\n");

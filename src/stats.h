@@ -82,7 +82,8 @@ struct stats {
 	size_t nmoved;
 	/* the hot-object cache, when there is one */
 	bool has_cache;
-	struct cache_stats cache;
+	struct cache_stats cache;       /* cache.h's CACHE_STATS list */
+	double cache_hit_ratio;         /* hits / (hits + misses + coalesced) */
 };
 
 /* Main thread: a reading of everything now. The result borrows from p and

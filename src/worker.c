@@ -265,6 +265,19 @@ static void worker_drain(struct worker *w)
 		event_base_loopbreak(w->base);
 }
 
+/* Run posted wake-ups, oldest first; fn may post again (to this or another
+ * worker): the list taken is ours alone. */
+static void worker_run_posted(struct mbox_msg *msgs)
+{
+	while (msgs) {
+		struct mbox_msg *m = msgs;
+
+		msgs = m->next;
+		m->next = NULL;
+		m->fn(m);
+	}
+}
+
 static void worker_on_mbox(evutil_socket_t fd, short what, void *arg)
 {
 	struct worker *w = arg;
@@ -279,15 +292,7 @@ static void worker_on_mbox(evutil_socket_t fd, short what, void *arg)
 	pthread_mutex_unlock(&w->mbox.lock);
 	if (s)
 		worker_adopt(w, s);
-	/* posted wake-ups, oldest first; fn may post again (to this or
-	 * another worker): the list taken is ours alone */
-	while (msgs) {
-		struct mbox_msg *m = msgs;
-
-		msgs = m->next;
-		m->next = NULL;
-		m->fn(m);
-	}
+	worker_run_posted(msgs);
 	if (atomic_load(&w->mbox_stop)) {
 		w->stopping = true;
 		event_base_loopbreak(w->base);
@@ -426,6 +431,10 @@ void worker_free(struct worker *w)
 	if (w->started)
 		pthread_join(w->thread, NULL);
 	w->stopping = true;
+	/* wake-ups posted as the workers stopped (a fetch another worker's
+	 * teardown ended): run them here, after the thread, so that the
+	 * objects they carry are released and their requests end */
+	worker_run_posted(mbox_take(&w->mbox));
 	while (w->clients)
 		front_close(w->clients);
 	worker_close_idle(w);

@@ -49,7 +49,7 @@ int main(int argc, char **argv)
 	};
 	static const struct http1_fwd_resp fresp = {
 		{ "X-Ringproxy-Backend", 19 }, { "cache-a", 7 }, { "1.1 ringproxy", 13 },
-		false, false, false,
+		false, false, false, { "", 0 },
 	};
 	long iters = argc > 1 ? atol(argv[1]) : 2000000;
 	struct http1_header h[64];

@@ -17,6 +17,9 @@
 #   SIZE [4096]    response body bytes (testcache --size)
 #   TC_THREADS [1] threads per testcache (there are 4 testcaches)
 #   PROXIES ["ringproxy haproxy nginx"]
+#   CACHE []       ringproxy's [cache] size (e.g. 0: off); empty: the product
+#                  default (64m). testcache sends max-age=3600, so over
+#                  URLS uniform URLs a 64m cache answers some requests
 #   BASE []        a second ringproxy build dir (e.g. of the commit before a
 #                  change): adds the proxy "before" to the run, same config,
 #                  alternating with the others, and a before/after table
@@ -124,6 +127,11 @@ fi
 	done
 } >"$TMP/ringproxy.ini"
 sed "s/^listen = .*/listen = 127.0.0.1:$BASE_PORT/" "$TMP/ringproxy.ini" >"$TMP/before.ini"
+# the hot-object cache's size for ringproxy (not for "before": a build from
+# before the cache would refuse the section); empty: the product default
+if [ -n "${CACHE:-}" ]; then
+	printf '[cache]\nsize = %s\n' "$CACHE" >>"$TMP/ringproxy.ini"
+fi
 
 {
 	cat <<EOF

@@ -76,9 +76,12 @@ class Cache:
         return stop_pid(self.proc, signal.SIGKILL)
 
 
-def conf_text(caches, proxy=None, ring=None, health=None, backend=None):
+def conf_text(caches, proxy=None, ring=None, health=None, backend=None, cache=None):
     """A config: [proxy] listening on port 0 with 2 workers, updated by
     proxy's keys; [ring] with ring's keys; [health] with health's if any;
+    [cache] with cache's keys, or size = 0 when cache is None: the tests of
+    routing, failures and framing are about what reaches the backends, which
+    the hot-object cache would answer for them (test_cache.py tests it);
     one [backend NAME] per cache (a Cache, or (name, port)) with the keys
     of backend[NAME] after its url."""
     opts = {"listen": "127.0.0.1:0", "workers": 2}
@@ -87,6 +90,7 @@ def conf_text(caches, proxy=None, ring=None, health=None, backend=None):
     s += "\n[ring]\n" + "".join(f"{k} = {v}\n" for k, v in (ring or {}).items())
     if health:
         s += "\n[health]\n" + "".join(f"{k} = {v}\n" for k, v in health.items())
+    s += "\n[cache]\n" + "".join(f"{k} = {v}\n" for k, v in (cache if cache is not None else {"size": 0}).items())
     for c in caches:
         name, port = (c.name, c.port) if isinstance(c, Cache) else c
         s += f"\n[backend {name}]\nurl = http://127.0.0.1:{port}\n"

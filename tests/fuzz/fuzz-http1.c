@@ -108,6 +108,7 @@ static void fuzz_response_round_trip(const struct http1_msg *m, enum http1_metho
 {
 	static const struct http1_fwd_resp f = {
 		{ "X-Backend", 9 }, { "b", 1 }, { "1.1 ringproxy", 13 }, false, false, false,
+		{ "", 0 },
 	};
 	static const struct http1_limits big = { 1u << 20, 4 * FUZZ_MAXH };
 	struct http1_header h2[4 * FUZZ_MAXH];

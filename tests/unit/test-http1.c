@@ -1047,7 +1047,7 @@ static void test_write_response(void)
 	static const char want100[] = "HTTP/1.1 100 Continue\r\n\r\n";
 	struct http1_fwd_resp f = {
 		{ "X-Ringproxy-Backend", 19 }, { "cache1", 6 }, { "1.1 ringproxy", 13 },
-		false, false, false,
+		false, false, false, { "", 0 },
 	};
 	struct http1_header h[32];
 	struct http1_msg m;
@@ -1123,7 +1123,7 @@ static void test_write_dropped(void)
 		{ "", 0 }, { "10.0.0.9", 8 }, { "", 0 }, { "1.1 ringproxy", 13 }, { "be", 2 }, false,
 	};
 	struct http1_fwd_resp fr = {
-		{ "X-Ringproxy-Backend", 19 }, { "cache1", 6 }, { "", 0 }, false, false, false,
+		{ "X-Ringproxy-Backend", 19 }, { "cache1", 6 }, { "", 0 }, false, false, false, { "", 0 },
 	};
 	struct http1_header h[32];
 	struct http1_msg m;
