@@ -115,12 +115,12 @@ size_t front_key(int mode, const struct http1_msg *req, struct iovec *v)
 	return n;
 }
 
-uint64_t front_key_pos(int mode, const struct http1_msg *req)
+uint64_t front_key_pos(int mode, const struct http1_msg *req, uint64_t *u)
 {
 	struct iovec v[FRONT_KEY_PARTS];
 	size_t n = front_key(mode, req, v);
 
-	return ring_hash_parts(v, n);
+	return ring_hash_parts2(v, n, u);
 }
 
 /* ---- connection plumbing --------------------------------------------- */
@@ -531,6 +531,7 @@ void front_backend_failed(struct client *c, int status, enum front_fail kind, co
 static void front_start(struct client *c, size_t head_len)
 {
 	struct worker *w = c->w;
+	uint64_t keyu;
 
 	c->state = CL_FORWARD;
 	c->snap = worker_snap_take(w);
@@ -556,10 +557,8 @@ static void front_start(struct client *c, size_t head_len)
 		event_del(&c->tev);
 	else
 		event_add(&c->tev, w->tv_client);
-	c->keypos = front_key_pos(c->snap->conf->key, &c->req);
-	ring_walk_init(&c->walk, c->snap->ring, c->keypos);
-	c->pick.owner = -1;
-	c->pick.any_full = 0;
+	c->keypos = front_key_pos(c->snap->conf->key, &c->req, &keyu);
+	balance_start(c->snap, &c->walk, &c->pick, c->keypos, keyu);
 	front_dispatch(c, 503);
 }
 
