@@ -16,6 +16,7 @@
 
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,6 +243,17 @@ static int snapshot_ramp_maps(struct snap_ramp *r, const struct snapshot *s)
 	return 0;
 }
 
+/* Whether a key of the diff d moved from a backend still in s's file:
+ * the keys of removed backends move at once (there is nothing to ramp
+ * from), so a change that only removes needs no ramp. */
+static bool snapshot_rampable(const struct ring_diff *d, const struct snapshot *s)
+{
+	for (size_t i = 0; i < d->nflows; i++)
+		if (d->flows[i].from[0] && conf_backend_find(s->conf, d->flows[i].from))
+			return true;
+	return false;
+}
+
 int snapshot_ramp(struct snapshot *s, const struct snapshot *prev, int64_t now_ms,
 		  int64_t wall_ms, struct snap_ramp_info *info)
 {
@@ -277,6 +289,9 @@ int snapshot_ramp(struct snapshot *s, const struct snapshot *prev, int64_t now_m
 			snap_ring_ref(r->hold[k]);
 		}
 		info->kind = SNAP_RAMP_CARRIED;
+	} else if (!pr && !snapshot_rampable(&d, s)) {
+		rc = 0;         /* keys moved only off removed backends */
+		goto out;
 	} else {
 		/* step 0: this ring from now; then prev's chain (prev's
 		 * ring, then what prev ramped from, each as it stood when

@@ -126,6 +126,8 @@ struct snap_ramp_info {
  *  - ramp = 0, or no prev: none (every moved key moves at once);
  *  - prev's ring and s's give every key the same owner: prev's ramp, if
  *    one is in progress, goes on unchanged (a new url, a log level);
+ *  - keys that moved only off backends no longer in the file (removed):
+ *    none, they move at once (nothing to ramp from);
  *  - otherwise a new ramp over [ring] ramp from the owner every key has
  *    at now_ms under prev (its ramp, if one is in progress, frozen where
  *    it got: that is the previous assignment). The chain keeps at most

@@ -732,6 +732,13 @@ static void test_warm_snapshot(void)
 	       "warm ramp: none at the first load (nothing before it)");
 	tap_ok(snapshot_ramp(off, s4, 1000, 0, &info) == 0 && info.kind == SNAP_RAMP_NONE && !off->ramp,
 	       "warm ramp: none with ramp = 0, whatever moved (today's behaviour)");
+	{
+		struct snapshot *rm = test_snap_of(r, "c1:1 c2:1 c3:1");
+
+		tap_ok(rm && snapshot_ramp(rm, s4, 1000, 0, &info) == 0 && info.kind == SNAP_RAMP_NONE && !rm->ramp,
+		       "warm ramp: none when keys move only off a removed backend (nothing to ramp from)");
+		snapshot_unref(rm);
+	}
 	tap_ok(snapshot_ramp(s5, s4, 1000, 1700000000000, &info) == 0 && info.kind == SNAP_RAMP_NEW &&
 	       s5->ramp && s5->ramp->nsteps == 2 && s5->ramp->end_ms == 11000 &&
 	       s5->ramp->start_wall_ms == 1700000000000 && info.left_ms == 10000 &&
@@ -785,7 +792,7 @@ static void test_warm_snapshot(void)
 	       SNAP_RAMP_STEPS);
 	{
 		/* a ramp that had ended when the next change came ends the chain */
-		struct snapshot *late = test_snap_of(r, "c1:1 c2:1");
+		struct snapshot *late = test_snap_of(r, "c1:1 c2:1 c3:1 c4:1 c5:1 c6:1 c7:1 c8:1 c9:1 c10:1 c11:1 c12:1");
 
 		tap_ok(late && snapshot_ramp(late, chain[5], 6000 + 2000 * 5 + 10000, 0, &info) == 0 &&
 		       info.kind == SNAP_RAMP_NEW && late->ramp->nsteps == 2,
