@@ -14,15 +14,20 @@
 #include "conf.h"
 #include "ring.h"
 
-/* A list of key positions (MD5 of each key), in file order. */
+/* A list of key positions (MD5 of each key), in file order, with each
+ * key's ramp value (ring_hash2) and request count. */
 struct plan_keys {
 	uint64_t *pos;
+	uint64_t *u;            /* NULL when not read from a file */
+	uint64_t *count;        /* likewise; 1 for a line without a count */
 	size_t n;
 };
 
 /* Read FILE (one key per line, hashed exactly as written after removing
- * the line end, "\r\n" tolerated; "-" = stdin). progress: print a counter
- * to stderr while reading. Returns 0, or -1 with err filled. */
+ * the line end, "\r\n" tolerated; "-" = stdin). A line may end in a
+ * request count after a space or tab ("KEY COUNT": a request target never
+ * holds one); the count is then not part of the key. progress: print a
+ * counter to stderr while reading. Returns 0, or -1 with err filled. */
 int plan_keys_read(struct plan_keys *k, const char *path, int progress,
 		   char *err, size_t errlen);
 void plan_keys_free(struct plan_keys *k);
@@ -37,6 +42,19 @@ void plan_keys_free(struct plan_keys *k);
  */
 void plan_assign(const struct ring *r, const struct plan_keys *k, double c,
 		 int32_t *out, uint64_t *counts);
+
+/*
+ * Expected origin misses after a membership change, minute by minute: n
+ * moved keys, key i requested count[i] times over period_ms (a Poisson
+ * stream of that rate) and switching to its new owner at_ms[i] after the
+ * change (at_ms NULL: all at once, no ramp). A moved key misses once, at
+ * its first request after it switches (its new owner does not have it;
+ * its previous owner did). rows[m] gets the expected misses in minute m
+ * + 1, [m, m + 1) minutes after the change, for m < minutes; *later those
+ * after the last row, *total all of them (the keys ever requested). Pure.
+ */
+void plan_miss_curve(const uint64_t *count, const uint64_t *at_ms, size_t n, uint64_t period_ms,
+		     size_t minutes, double *rows, double *later, double *total);
 
 /* Build the ring of a config; NULL with err on failure. */
 struct ring *plan_ring(const struct conf *c, char *err, size_t errlen);
