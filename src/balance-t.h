@@ -17,12 +17,19 @@ enum balance_verdict {
 	BALANCE_RAMPING,        /* slow start: not taking this key yet */
 };
 
-/* Outcome of a walk; the caller zeroes it (owner = -1) per request. */
+/* Outcome of a walk; balance_start sets it up per request (or the caller
+ * zeroes it, owner = -1). */
 struct balance_pick {
 	int backend;            /* index into s->be, -1 if none eligible */
-	int owner;              /* the ring owner, -1 until the walk starts */
+	int owner;              /* the ring owner, -1 until the walk starts;
+				   a warm ramp's previous owner when it took
+				   the key */
 	enum balance_verdict owner_verdict;
 	int any_full;           /* some candidate was at its hard cap */
+	uint64_t key_u;         /* the key's ramp value (ring_hash2) */
+	int ramp;               /* 0 = the warm ramp not asked yet, 1 = asked,
+				   2 = a moved key going to its new side
+				   (counted once it is placed) */
 };
 
 /* What balance.c remembers of a snapshot: the weight of its backends that

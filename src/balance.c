@@ -112,11 +112,14 @@ static int balance_ramping(const struct snapshot *s, int i, uint64_t pos, bool p
 /* The verdict, and in *limit the in-flight count the backend may reach
  * (its hard cap, or the bounded-load cap, whichever is lower; LONG_MAX for
  * none): workers race between checking and taking a slot, so the slot is
- * taken by compare-and-swap against that limit. With ex (an explanation,
- * not a request) nothing is written: a down backend's trial is looked at,
- * not claimed, and ex gets the numbers behind the verdict. */
+ * taken by compare-and-swap against that limit. held: for a key a warm
+ * ramp holds on i, its previous owner, which may have been drained (weight
+ * 0 now: it still has the key's object) and is capped at weight w. With ex
+ * (an explanation, not a request) nothing is written: a down backend's
+ * trial is looked at, not claimed, and ex gets the numbers behind the
+ * verdict. */
 static enum balance_verdict balance_verdict(const struct snapshot *s, int i, uint64_t pos,
-					    long *limit, struct balance_why *ex)
+					    bool held, double w, long *limit, struct balance_why *ex)
 {
 	struct backend *b = s->be[i].state;
 	const struct conf *conf = s->conf;
@@ -126,7 +129,7 @@ static enum balance_verdict balance_verdict(const struct snapshot *s, int i, uin
 	enum balance_verdict v = BALANCE_OK;
 
 	*limit = LONG_MAX;
-	if (s->ring->npoints_of[i] == 0)
+	if (!held && s->ring->npoints_of[i] == 0)
 		return BALANCE_DRAINED;
 	/* a name that did not resolve: no address to send to, whatever its
 	 * health says (snapshot.c) */
@@ -152,7 +155,7 @@ static enum balance_verdict balance_verdict(const struct snapshot *s, int i, uin
 	if (conf->balance_factor > 0 && !trial) {
 		long total = atomic_load_explicit(&registry_total_inflight, memory_order_relaxed);
 		double W = balance_up_weight(s);
-		long cap = balance_cap(conf->balance_factor, total, s->ring->weights[i], W);
+		long cap = balance_cap(conf->balance_factor, total, w, W);
 
 		if (ex) {
 			ex->total = total;
@@ -176,7 +179,7 @@ enum balance_verdict balance_check(const struct snapshot *s, int i, uint64_t pos
 {
 	long limit;
 
-	return balance_verdict(s, i, pos, &limit, NULL);
+	return balance_verdict(s, i, pos, false, s->ring->weights[i], &limit, NULL);
 }
 
 void balance_explain(const struct snapshot *s, int i, uint64_t pos, struct balance_why *why)
@@ -188,7 +191,7 @@ void balance_explain(const struct snapshot *s, int i, uint64_t pos, struct balan
 	why->ramp = 1;
 	why->max_inflight = s->be[i].conf->max_inflight;
 	why->inflight = atomic_load_explicit(&s->be[i].state->inflight, memory_order_relaxed);
-	why->verdict = balance_verdict(s, i, pos, &limit, why);
+	why->verdict = balance_verdict(s, i, pos, false, s->ring->weights[i], &limit, why);
 }
 
 int balance_explain_walk(const struct snapshot *s, uint64_t pos, int *order,
@@ -258,15 +261,72 @@ void balance_release(struct backend *b)
 	atomic_fetch_sub_explicit(&registry_total_inflight, 1, memory_order_relaxed);
 }
 
+void balance_start(const struct snapshot *s, struct ring_walk *w, struct balance_pick *pick,
+		   uint64_t pos, uint64_t u)
+{
+	ring_walk_init(w, s->ring, pos);
+	pick->backend = -1;
+	pick->owner = -1;
+	pick->owner_verdict = BALANCE_OK;
+	pick->any_full = 0;
+	pick->key_u = u;
+	pick->ramp = 0;
+}
+
+/*
+ * The warm ramp's part of a choice (ring.h, snapshot.h): a key whose owner
+ * the last reload changed goes on to its previous owner until its own
+ * moment of the window, so the new owner fills gradually. Only while that
+ * backend can take the request: down, at its hard cap or over its
+ * bounded-load cap, the key goes to its new owner at once, for this
+ * request (a previous owner that comes back gets its held keys back).
+ * True when the previous owner took the request (its slot is held).
+ */
+static bool balance_held(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
+			 struct balance_pick *pick)
+{
+	const struct snap_ramp *r = s->ramp;
+	int64_t now = registry_now_ms();
+	int owner, prev, to;
+	long limit;
+	enum balance_verdict v;
+
+	if (now >= r->end_ms)
+		return false;
+	owner = w->start >= 0 ? (int)s->ring->points[w->start].backend : -1;
+	to = ring_ramp_owner(r->step, r->nsteps, pos, pick->key_u, now, &prev);
+	if (prev < 0 || prev == owner)
+		return false;           /* not moved, or nothing to ramp from */
+	if (to == prev) {
+		v = balance_verdict(s, prev, pos, true, r->weight[prev], &limit, NULL);
+		if (v == BALANCE_OK && balance_take(s->be[prev].state, limit)) {
+			pick->backend = pick->owner = prev;
+			pick->owner_verdict = BALANCE_OK;
+			ring_walk_skip(w, prev);
+			atomic_fetch_add_explicit(&s->be[prev].state->ramp_held, 1, memory_order_relaxed);
+			return true;
+		}
+		if (v == BALANCE_FULL)
+			pick->any_full = 1;
+	}
+	pick->ramp = 2;
+	return false;
+}
+
 void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 		  struct balance_pick *pick)
 {
 	int i, soft = -1;
 
 	pick->backend = -1;
+	if (pick->ramp == 0) {
+		pick->ramp = 1;
+		if (s->ramp && balance_held(s, w, pos, pick))
+			return;
+	}
 	while ((i = ring_walk_next(w)) >= 0) {
 		long limit;
-		enum balance_verdict v = balance_verdict(s, i, pos, &limit, NULL);
+		enum balance_verdict v = balance_verdict(s, i, pos, false, s->ring->weights[i], &limit, NULL);
 
 		if (w->yielded == 1) {
 			pick->owner = i;
@@ -284,7 +344,7 @@ void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 			pick->any_full = 1;
 		if (v == BALANCE_OK) {
 			pick->backend = i;
-			return;
+			goto placed;
 		}
 		/* the bounded cap and the slow-start ramp are preferences:
 		 * they move a request along the walk, never turn it away */
@@ -293,4 +353,10 @@ void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 	}
 	if (soft >= 0 && balance_acquire(s->be[soft].state, s->be[soft].conf))
 		pick->backend = soft;
+placed:
+	if (pick->ramp == 2 && pick->backend >= 0) {
+		pick->ramp = 1;
+		atomic_fetch_add_explicit(&s->be[pick->backend].state->ramp_moved_in, 1,
+					  memory_order_relaxed);
+	}
 }

@@ -3,7 +3,8 @@
  * key's position, asking one eligibility question of each candidate:
  * has points, is up (or due a trial after a back-off), is under its hard
  * cap, is under the bounded-load cap, and is past the slow-start ramp for
- * this key. Called by workers on the request path: no locks, no allocation.
+ * this key; during a warm ramp, the key's previous owner first.
+ * Called by workers on the request path: no locks, no allocation.
  */
 #ifndef RINGPROXY_BALANCE_H
 #define RINGPROXY_BALANCE_H
@@ -32,6 +33,11 @@ long balance_cap(double c, long total, double w, double W);
 bool balance_cache_get(const struct balance_cache *c, uint64_t gen, double *w);
 /* Cache w for gen in c, unless another thread is writing it just then. */
 void balance_cache_put(struct balance_cache *c, uint64_t gen, double w);
+
+/* Begin one request's choice: the walk w from pos on s's ring, pick
+ * cleared, u the key's ramp value (ring_hash2's second half). */
+void balance_start(const struct snapshot *s, struct ring_walk *w, struct balance_pick *pick,
+		   uint64_t pos, uint64_t u);
 
 /* Verdict for one more request to backend i of s for a key at pos. A down
  * backend due a trial after its back-off is let through once (health.c). */
@@ -70,7 +76,11 @@ int balance_explain_walk(const struct snapshot *s, uint64_t pos, int *order,
  * taken (balance_acquire): the caller owns it and gives it back with
  * balance_release. When none is eligible, the first
  * one that was only over its bounded cap or ramping up: those two move a
- * request along the walk but never turn it away. */
+ * request along the walk but never turn it away.
+ * During a warm ramp ([ring] ramp, s->ramp) the first call first asks the
+ * key's previous owner, while the key is held back and that backend can
+ * take it (up, under its caps): it is then the pick, and the walk skips
+ * it if the request comes back for another backend. */
 void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 		  struct balance_pick *pick);
 

@@ -108,6 +108,8 @@ static const struct conf_keydef conf_keys[] = {
 	  "what of the request target is hashed" },
 	{ CONF_IN_RING, "balance_factor", CONF_T_DOUBLE, P(balance_factor), "1.25", 0, 100, NULL,
 	  "bounded-load factor c: a backend takes at most c x its fair share of requests in flight; 0 = off" },
+	{ CONF_IN_RING, "ramp", CONF_T_DURATION, P(ramp_ms), "0", 0, 86400000, NULL,
+	  "after a reload that moves keys, each moved key keeps its previous owner until its own moment of this window; 0 = move at once" },
 
 	{ CONF_IN_HEALTH, "path", CONF_T_PATH, P(health.path), "", 0, 0, NULL,
 	  "active check: GET this path on every backend; empty = no active checks" },

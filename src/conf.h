@@ -77,6 +77,7 @@ struct conf {
 	unsigned vnodes;
 	int key;                        /* enum conf_key */
 	double balance_factor;
+	uint64_t ramp_ms;               /* warm ramp after a reload; 0 = off */
 
 	/* [health] */
 	struct conf_health health;

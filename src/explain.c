@@ -65,7 +65,7 @@ int explain_target_parse(struct explain_target *t, int mode, const char *target,
 		memcpy(p + head + t->keylen, v[i].iov_base, v[i].iov_len);
 		t->keylen += v[i].iov_len;
 	}
-	t->pos = ring_hash_parts(v, n);
+	t->pos = ring_hash_parts2(v, n, &t->u);
 	return 0;
 }
 

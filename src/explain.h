@@ -34,6 +34,7 @@ struct explain_target {
 	const char *key;                /* the key hashed: in buf */
 	size_t keylen;
 	uint64_t pos;                   /* its position on the ring */
+	uint64_t u;                     /* its ramp value (ring_hash2) */
 };
 
 /*

@@ -113,12 +113,12 @@ size_t front_key(int mode, const struct http1_msg *req, struct iovec *v)
 	return n;
 }
 
-uint64_t front_key_pos(int mode, const struct http1_msg *req)
+uint64_t front_key_pos(int mode, const struct http1_msg *req, uint64_t *u)
 {
 	struct iovec v[FRONT_KEY_PARTS];
 	size_t n = front_key(mode, req, v);
 
-	return ring_hash_parts(v, n);
+	return ring_hash_parts2(v, n, u);
 }
 
 /* ---- connection plumbing --------------------------------------------- */

@@ -31,8 +31,9 @@
  * length is hashed whole, as `ringproxy plan --keys` hashes it. Pure. */
 size_t front_key(int mode, const struct http1_msg *req, struct iovec *v);
 /* The key's position on the ring: MD5 of the whole key (ring_hash_parts
- * of front_key's pieces). Pure. */
-uint64_t front_key_pos(int mode, const struct http1_msg *req);
+ * of front_key's pieces); in *u (unless NULL) the same digest's second
+ * half, the key's place in a warm ramp's window (ring_hash_parts2). Pure. */
+uint64_t front_key_pos(int mode, const struct http1_msg *req, uint64_t *u);
 
 /* A new client connection on fd; 0, or -1 (the caller closes fd). */
 int front_accept(struct worker *w, int fd, const struct sockaddr_storage *peer);

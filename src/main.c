@@ -28,7 +28,7 @@ static void main_usage(FILE *f)
 		"       ringproxy -t [--probe] [-c FILE] check FILE and print the ring\n"
 		"       ringproxy -T [-c FILE]           print FILE's effective config, defaults filled in\n"
 		"       ringproxy plan OLD.ini [NEW.ini] [--keys FILE [--raw-keys] [--per-key]]\n"
-		"                      [--balance-factor C] [--json]\n"
+		"                      [--balance-factor C] [--ramp DURATION [--period DURATION]] [--json]\n"
 		"       ringproxy --help-config          every config key with default and range\n"
 		"       ringproxy -V | --version         versions of ringproxy and its libraries\n"
 		"\n"

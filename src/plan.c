@@ -23,6 +23,9 @@
 #include "explain.h"
 #include "md5.h"
 
+/* A key's moment in a ramp's window is u * span / 2^64, in 128 bits. */
+__extension__ typedef unsigned __int128 plan_u128;
+
 struct ring *plan_ring(const struct conf *c, char *err, size_t errlen)
 {
 	struct ring_member *m = calloc(c->nbackends ? c->nbackends : 1, sizeof(*m));
@@ -41,13 +44,34 @@ struct ring *plan_ring(const struct conf *c, char *err, size_t errlen)
 	return r;
 }
 
+/* Split a key line of len bytes into the key and its count: a trailing
+ * space or tab then 1 to 19 digits is a count (a request target holds no
+ * whitespace, so no key ends that way); else the whole line, count 1. */
+static size_t plan_key_count(const char *line, size_t len, uint64_t *count)
+{
+	size_t d = len, k;
+
+	*count = 1;
+	while (d > 0 && line[d - 1] >= '0' && line[d - 1] <= '9')
+		d--;
+	if (d == len || len - d > 19 || d == 0 || (line[d - 1] != ' ' && line[d - 1] != '\t'))
+		return len;
+	*count = 0;
+	for (size_t i = d; i < len; i++)
+		*count = *count * 10 + (uint64_t)(line[i] - '0');
+	k = d;
+	while (k > 0 && (line[k - 1] == ' ' || line[k - 1] == '\t'))
+		k--;
+	return k;
+}
+
 /* The position of line[0..n) under mode, in *pos: 1, 0 to skip it (an
  * empty line under a key mode), or -1 with err (not a request target). */
 static int plan_key_pos(struct explain_target *t, int mode, const char *line, size_t n,
-			uint64_t *pos, char *err, size_t errlen)
+			uint64_t *pos, uint64_t *u, char *err, size_t errlen)
 {
 	if (mode == PLAN_RAW) {
-		*pos = ring_hash(line, n);
+		*pos = ring_hash2(line, n, u);
 		return 1;
 	}
 	if (n == 0)
@@ -55,6 +79,7 @@ static int plan_key_pos(struct explain_target *t, int mode, const char *line, si
 	if (explain_target_parse(t, mode, line, n, NULL, err, errlen) < 0)
 		return -1;
 	*pos = t->pos;
+	*u = t->u;
 	return 1;
 }
 
@@ -68,6 +93,12 @@ static int plan_keys_grow(struct plan_keys *k, size_t *alloc, size_t *text_alloc
 		if (!p)
 			return -1;
 		k->pos = p;
+		if (!(p = realloc(k->u, na * sizeof(*p))))
+			return -1;
+		k->u = p;
+		if (!(p = realloc(k->count, na * sizeof(*p))))
+			return -1;
+		k->count = p;
 		if (k->pos2 || keep) {
 			uint64_t *p2 = k->pos2 ? realloc(k->pos2, na * sizeof(*p2)) : NULL;
 			size_t *o = keep ? realloc(k->off, na * sizeof(*o)) : NULL;
@@ -120,17 +151,20 @@ int plan_keys_read(struct plan_keys *k, const char *path, int mode1, int mode2, 
 		goto fail;
 	}
 	while ((n = getline(&line, &cap, f)) >= 0) {
-		uint64_t p1, p2 = 0;
+		uint64_t p1, p2 = 0, u = 0, cnt = 1;
+		size_t len;
 		int r;
 
 		lineno++;
+
 		if (n > 0 && line[n - 1] == '\n')
 			n--;
 		if (n > 0 && line[n - 1] == '\r')
 			n--;
-		r = plan_key_pos(&t, mode1, line, (size_t)n, &p1, why, sizeof(why));
+		len = plan_key_count(line, (size_t)n, &cnt);
+		r = plan_key_pos(&t, mode1, line, len, &p1, &u, why, sizeof(why));
 		if (r > 0 && k->pos2)
-			r = plan_key_pos(&t, mode2, line, (size_t)n, &p2, why, sizeof(why));
+			r = plan_key_pos(&t, mode2, line, len, &p2, &u, why, sizeof(why));
 		if (r < 0) {
 			snprintf(err, errlen, "%s:%zu: '%.*s' is %s; keys are request targets keyed by [ring] key, "
 				 "or give --raw-keys to hash lines as written", path, lineno, n > 80 ? 80 : (int)n, line, why);
@@ -150,6 +184,8 @@ int plan_keys_read(struct plan_keys *k, const char *path, int mode1, int mode2, 
 		}
 		if (k->pos2)
 			k->pos2[k->n] = p2;
+		k->u[k->n] = u;
+		k->count[k->n] = cnt;
 		k->pos[k->n++] = p1;
 		if (progress && k->n % 1000000 == 0)
 			fprintf(stderr, "\rhashed %zu keys", k->n);
@@ -177,7 +213,33 @@ void plan_keys_free(struct plan_keys *k)
 	free(k->pos2);
 	free(k->lines);
 	free(k->off);
+	free(k->u);
+	free(k->count);
 	memset(k, 0, sizeof(*k));
+}
+
+void plan_miss_curve(const uint64_t *count, const uint64_t *at_ms, size_t n, uint64_t period_ms,
+		     size_t minutes, double *rows, double *later, double *total)
+{
+	*later = *total = 0;
+	memset(rows, 0, minutes * sizeof(*rows));
+	for (size_t i = 0; i < n; i++) {
+		/* requests per minute, and the switch in minutes */
+		double rate = (double)count[i] * 60000.0 / (double)period_ms;
+		double at = at_ms ? (double)at_ms[i] / 60000.0 : 0;
+		double seen = 0;        /* P(first request after `at` is before m) */
+
+		if (count[i] == 0)
+			continue;
+		for (size_t m = (size_t)at; m < minutes; m++) {
+			double upto = -expm1(-rate * ((double)(m + 1) - at));
+
+			rows[m] += upto - seen;
+			seen = upto;
+		}
+		*later += 1 - seen;
+		*total += 1;
+	}
 }
 
 void plan_assign(const struct ring *r, const struct plan_keys *k, double c,
@@ -619,17 +681,33 @@ static void plan_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: ringproxy plan OLD.ini [NEW.ini] [--keys FILE [--raw-keys] [--per-key]]\n"
-		"                      [--balance-factor C] [--json]\n"
+		"                      [--balance-factor C] [--ramp DURATION [--period DURATION]] [--json]\n"
 		"  one file:  each backend's points and exact share of the keyspace\n"
 		"  two files: what is added, removed, changed, and the share of keys that move\n"
 		"  --keys FILE          count real keys: one request target per line (/p?q or\n"
 		"                       http://host/p?q), keyed by each file's [ring] key as the\n"
-		"                       proxy keys a request; - = stdin\n"
+		"                       proxy keys a request; a line may end in ' COUNT', its\n"
+		"                       requests; - = stdin\n"
 		"  --raw-keys           hash each line as written instead\n"
 		"  --per-key            print each key with its owner (two files: old and new)\n"
 		"  --balance-factor C   simulate bounded loads over the key list (needs --keys)\n"
+		"  --ramp DURATION      expected origin misses per minute for the moved keys, with\n"
+		"                       no ramp and with [ring] ramp = DURATION (two files, --keys)\n"
+		"  --period DURATION    the time the key file's counts cover (default 24h)\n"
 		"  --json               machine-readable output (schema in the README)\n");
 }
+
+/* --ramp: the expected origin misses of the moved keys, minute by minute,
+ * without a ramp and with one. */
+struct plan_misses {
+	size_t minutes;                 /* rows */
+	double *off, *on;
+	double later_off, later_on, total;
+	uint64_t moved;                 /* moved keys */
+	uint64_t ramped;                /* of them, held back by a ramp (their
+					   previous owner is in NEW.ini) */
+	uint64_t requests;              /* the moved keys' counts summed */
+};
 
 /* What `plan` was asked, and what it computed for the renderers. */
 struct plan_run {
@@ -646,10 +724,15 @@ struct plan_run {
 	struct plan_kflow *kf;          /* with keys: flows of keys */
 	long nkf;
 	uint64_t moved_keys;
+	uint64_t ramp_ms;               /* --ramp; 0 = not asked */
+	uint64_t period_ms;             /* --period */
+	struct plan_misses misses;      /* with --ramp */
 };
 
 static void plan_run_free(struct plan_run *r)
 {
+	free(r->misses.off);
+	free(r->misses.on);
 	free(r->kf);
 	ring_diff_free(&r->d);
 	plan_side_free(&r->a);
@@ -667,14 +750,32 @@ static int plan_args(struct plan_run *r, int argc, char **argv, FILE *out)
 		{ "per-key", no_argument, NULL, 'p' },
 		{ "balance-factor", required_argument, NULL, 'b' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "ramp", required_argument, NULL, 'R' },
+		{ "period", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int opt;
 
 	optind = 1;
+	r->period_ms = 86400000;
 	while ((opt = getopt_long(argc, argv, "k:b:jh", opts, NULL)) != -1) {
 		switch (opt) {
+		case 'R':
+		case 'P': {
+			uint64_t ms;
+
+			if (conf_parse_duration(optarg, &ms) < 0 || ms == 0 || ms > 86400000ull * 365) {
+				fprintf(stderr, "ringproxy plan: --%s '%s': expected a duration such as 90s, 5m or 24h\n",
+					opt == 'R' ? "ramp" : "period", optarg);
+				return 2;
+			}
+			if (opt == 'R')
+				r->ramp_ms = ms;
+			else
+				r->period_ms = ms;
+			break;
+		}
 		case 'k':
 			r->keyfile = optarg;
 			break;
@@ -727,7 +828,64 @@ static int plan_args(struct plan_run *r, int argc, char **argv, FILE *out)
 		fprintf(stderr, "ringproxy plan: --balance-factor simulates over a key list; add --keys FILE\n");
 		return 2;
 	}
+	if (r->ramp_ms && (r->nfiles != 2 || !r->keyfile)) {
+		fprintf(stderr, "ringproxy plan: --ramp compares OLD.ini with NEW.ini over a key list with counts; "
+			"give two files and --keys FILE\n");
+		return 2;
+	}
 	return -1;
+}
+
+/* Rows of the --ramp table: the window and five minutes more, at most
+ * four hours. */
+#define PLAN_RAMP_TAIL_MIN 5
+#define PLAN_RAMP_MAX_ROWS 240
+
+/* --ramp: which keys move (ring owners, as the proxy routes them; any
+ * --balance-factor aside), when each would switch, and the misses
+ * without and with the ramp. 0, or -1 on no memory. */
+static int plan_ramp(struct plan_run *r)
+{
+	const struct plan_keys *k = &r->keys;
+	struct plan_misses *m = &r->misses;
+	uint64_t *count = malloc((k->n ? k->n : 1) * sizeof(*count));
+	uint64_t *at = malloc((k->n ? k->n : 1) * sizeof(*at));
+	size_t n = 0;
+	int rc = -1;
+
+	m->minutes = (size_t)((r->ramp_ms + 59999) / 60000) + PLAN_RAMP_TAIL_MIN;
+	if (m->minutes > PLAN_RAMP_MAX_ROWS)
+		m->minutes = PLAN_RAMP_MAX_ROWS;
+	m->off = calloc(m->minutes, sizeof(double));
+	m->on = calloc(m->minutes, sizeof(double));
+	if (!count || !at || !m->off || !m->on)
+		goto out;
+	for (size_t i = 0; i < k->n; i++) {
+		int oa = ring_lookup(r->a.ring, k->pos[i]), ob = ring_lookup(r->b.ring, k->pos[i]);
+		const char *from = plan_name(&r->a, oa);
+
+		if (strcmp(from, plan_name(&r->b, ob)) == 0)
+			continue;
+		count[n] = k->count[i];
+		m->requests += k->count[i];
+		/* the key's own moment of the window, as the proxy computes
+		 * it; a key whose owner left the file moves at once */
+		if (*from && conf_backend_find(r->b.conf, from)) {
+			at[n] = (uint64_t)((plan_u128)k->u[i] * r->ramp_ms >> 64);
+			m->ramped++;
+		} else {
+			at[n] = 0;
+		}
+		n++;
+	}
+	m->moved = n;
+	plan_miss_curve(count, NULL, n, r->period_ms, m->minutes, m->off, &m->later_off, &m->total);
+	plan_miss_curve(count, at, n, r->period_ms, m->minutes, m->on, &m->later_on, &m->total);
+	rc = 0;
+out:
+	free(count);
+	free(at);
+	return rc;
 }
 
 /* Load the files and keys, build the rings and compute shares, key
@@ -761,6 +919,10 @@ static int plan_compute(struct plan_run *r, char *err, size_t errlen)
 		return -1;
 	}
 	if (keys && (r->nkf = plan_key_flows(&r->a, &r->b, &r->d, keys, &r->kf, &r->moved_keys)) < 0) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (r->ramp_ms && plan_ramp(r) < 0) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -828,6 +990,22 @@ static void plan_json_flows(const struct plan_run *r, FILE *out)
 	fputc(']', out);
 }
 
+/* --ramp as JSON, a member of "compare". */
+static void plan_json_ramp(const struct plan_run *r, FILE *out)
+{
+	const struct plan_misses *m = &r->misses;
+
+	fprintf(out, ", \"ramp\": {\"seconds\": %.3f, \"period_seconds\": %.3f, \"moved_keys\": %llu, "
+		"\"ramped_keys\": %llu, \"requests\": %llu, \"minutes\": [",
+		(double)r->ramp_ms / 1000, (double)r->period_ms / 1000, (unsigned long long)m->moved,
+		(unsigned long long)m->ramped, (unsigned long long)m->requests);
+	for (size_t i = 0; i < m->minutes; i++)
+		fprintf(out, "%s{\"minute\": %zu, \"off\": %.17g, \"on\": %.17g}", i ? ", " : "", i + 1,
+			m->off[i], m->on[i]);
+	fprintf(out, "], \"later\": {\"off\": %.17g, \"on\": %.17g}, \"total\": %.17g}", m->later_off,
+		m->later_on, m->total);
+}
+
 static void plan_render_json(const struct plan_run *r, FILE *out)
 {
 	fputs("{\"backends\": ", out);
@@ -848,6 +1026,8 @@ static void plan_render_json(const struct plan_run *r, FILE *out)
 			fprintf(out, ", \"moved_keys\": %llu", (unsigned long long)r->moved_keys);
 		fputs(", \"flows\": ", out);
 		plan_json_flows(r, out);
+		if (r->ramp_ms)
+			plan_json_ramp(r, out);
 		fputc('}', out);
 	}
 	fputs("}\n", out);
@@ -900,6 +1080,50 @@ static void plan_text_compare(const struct plan_run *r, FILE *out)
 	}
 }
 
+/* A duration as the config writes it. */
+static void plan_duration(uint64_t ms, char *out, size_t len)
+{
+	if (ms % 3600000 == 0)
+		snprintf(out, len, "%lluh", (unsigned long long)(ms / 3600000));
+	else if (ms % 60000 == 0)
+		snprintf(out, len, "%llum", (unsigned long long)(ms / 60000));
+	else if (ms % 1000 == 0)
+		snprintf(out, len, "%llus", (unsigned long long)(ms / 1000));
+	else
+		snprintf(out, len, "%llums", (unsigned long long)ms);
+}
+
+/* --ramp as text: the misses per minute, without and with the ramp. */
+static void plan_text_ramp(const struct plan_run *r, FILE *out)
+{
+	const struct plan_misses *m = &r->misses;
+	char span[32], period[32], head[48];
+	double peak_off = 0, peak_on = 0;
+
+	plan_duration(r->ramp_ms, span, sizeof(span));
+	plan_duration(r->period_ms, period, sizeof(period));
+	snprintf(head, sizeof(head), "ramp %s", span);
+	fprintf(out, "\nwarm ramp over %s: %llu moved keys, %llu requests in %s; %llu held back by the ramp",
+		span, (unsigned long long)m->moved, (unsigned long long)m->requests, period,
+		(unsigned long long)m->ramped);
+	if (m->moved > m->ramped)
+		fprintf(out, ", %llu moving at once (their owner left the file)",
+			(unsigned long long)(m->moved - m->ramped));
+	fprintf(out, "\nexpected origin misses of the moved keys per minute after the reload (each misses\n"
+		"once, at its first request after it switches; requests a Poisson stream at its count's rate):\n\n");
+	fprintf(out, "  %6s  %12s  %12s\n", "minute", "no ramp", head);
+	for (size_t i = 0; i < m->minutes; i++) {
+		fprintf(out, "  %6zu  %12.1f  %12.1f\n", i + 1, m->off[i], m->on[i]);
+		if (m->off[i] > peak_off)
+			peak_off = m->off[i];
+		if (m->on[i] > peak_on)
+			peak_on = m->on[i];
+	}
+	fprintf(out, "  %6s  %12.1f  %12.1f\n", "later", m->later_off, m->later_on);
+	fprintf(out, "  %6s  %12.1f  %12.1f\n", "peak", peak_off, peak_on);
+	fprintf(out, "  %6s  %12.1f  %12.1f\n", "total", m->total, m->total);
+}
+
 static void plan_render_text(const struct plan_run *r, FILE *out)
 {
 	plan_text_backends(out, &r->a, r->keyfile ? &r->keys : NULL);
@@ -910,6 +1134,8 @@ static void plan_render_text(const struct plan_run *r, FILE *out)
 		fprintf(out, "\n  keys assigned with bounded loads, balance factor %g\n", r->bf);
 	if (r->nfiles == 2)
 		plan_text_compare(r, out);
+	if (r->ramp_ms)
+		plan_text_ramp(r, out);
 }
 
 int plan_main(int argc, char **argv, FILE *out)

@@ -19,6 +19,10 @@ struct plan_keys {
 	uint64_t *pos;          /* under the first key mode */
 	uint64_t *pos2;         /* under the second, when there is one that
 				   keys differently; else NULL */
+	uint64_t *u;            /* each key's ramp value (ring_hash2) under
+				   the last mode; NULL when not read from a
+				   file */
+	uint64_t *count;        /* likewise; 1 for a line without a count */
 	size_t n;
 	char *lines;            /* with lines kept: line i at lines + off[i] */
 	size_t *off;
@@ -29,7 +33,9 @@ struct plan_keys {
 #define PLAN_RAW (-1)
 
 /*
- * Read FILE (one per line, "\r\n" tolerated; "-" = stdin). Under a key
+ * Read FILE (one per line, "\r\n" tolerated; "-" = stdin). A line may end
+ * in a request count after a space or tab ("KEY COUNT": a request target
+ * never holds one); the count is then not part of the key. Under a key
  * mode (enum conf_key) a line is a request target, origin form ("/p?q")
  * or absolute ("http://host/p?q"), keyed as the proxy keys a request for
  * it (explain_target_parse); empty lines are skipped, and a line that is
@@ -52,6 +58,19 @@ void plan_keys_free(struct plan_keys *k);
  */
 void plan_assign(const struct ring *r, const struct plan_keys *k, double c,
 		 int32_t *out, uint64_t *counts);
+
+/*
+ * Expected origin misses after a membership change, minute by minute: n
+ * moved keys, key i requested count[i] times over period_ms (a Poisson
+ * stream of that rate) and switching to its new owner at_ms[i] after the
+ * change (at_ms NULL: all at once, no ramp). A moved key misses once, at
+ * its first request after it switches (its new owner does not have it;
+ * its previous owner did). rows[m] gets the expected misses in minute m
+ * + 1, [m, m + 1) minutes after the change, for m < minutes; *later those
+ * after the last row, *total all of them (the keys ever requested). Pure.
+ */
+void plan_miss_curve(const uint64_t *count, const uint64_t *at_ms, size_t n, uint64_t period_ms,
+		     size_t minutes, double *rows, double *later, double *total);
 
 /* Build the ring of a config; NULL with err on failure. */
 struct ring *plan_ring(const struct conf *c, char *err, size_t errlen);

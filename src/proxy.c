@@ -177,6 +177,57 @@ static void proxy_watch(struct proxy_main *m, const struct conf *c)
 	}
 }
 
+/* The wall clock in Unix milliseconds: a warm ramp's start as the stats
+ * show it (so instances that reloaded together show the same). */
+static int64_t proxy_wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A duration as the config writes it: "5m", "90s", "1500ms". */
+static void proxy_duration(uint64_t ms, char *out, size_t len)
+{
+	if (ms % 3600000 == 0)
+		snprintf(out, len, "%lluh", (unsigned long long)(ms / 3600000));
+	else if (ms % 60000 == 0)
+		snprintf(out, len, "%llum", (unsigned long long)(ms / 60000));
+	else if (ms % 1000 == 0)
+		snprintf(out, len, "%llus", (unsigned long long)(ms / 1000));
+	else
+		snprintf(out, len, "%llums", (unsigned long long)ms);
+}
+
+/* The warm ramp's part of the reload line, appended to report. */
+static void proxy_ramp_report(const struct snap_ramp_info *r, uint64_t span_ms, char *report,
+			      size_t len)
+{
+	size_t used = strlen(report);
+	char span[32], left[32];
+
+	proxy_duration(span_ms, span, sizeof(span));
+	proxy_duration((uint64_t)(r->left_ms > 0 ? r->left_ms : 0), left, sizeof(left));
+	if (used + 1 >= len)
+		return;
+	switch (r->kind) {
+	case SNAP_RAMP_NEW:
+		snprintf(report + used, len - used, "; ramping over %s", span);
+		break;
+	case SNAP_RAMP_CHAINED:
+		snprintf(report + used, len - used, "; ramping over %s from where the ramp in progress had got "
+			 "(%zu rings%s)", span, r->nsteps,
+			 r->dropped ? "; the oldest change's held keys moved at once" : "");
+		break;
+	case SNAP_RAMP_CARRIED:
+		snprintf(report + used, len - used, "; the ramp in progress goes on (%s left)", left);
+		break;
+	default:
+		break;
+	}
+}
+
 static void proxy_reload(struct proxy_main *m)
 {
 	const struct conf *old = m->snap->conf;
@@ -187,6 +238,7 @@ static void proxy_reload(struct proxy_main *m)
 	struct ring_arc *arcs = NULL;
 	long narcs;
 	uint64_t gen = m->snap->generation + 1;
+	struct snap_ramp_info ramp;
 	double moved = 0;
 
 	notify_send("RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading %s",
@@ -226,6 +278,15 @@ static void proxy_reload(struct proxy_main *m)
 		proxy_status(m);
 		return;
 	}
+	if (snapshot_ramp(s, m->snap, registry_now_ms(), proxy_wall_ms(), &ramp) < 0) {
+		snprintf(text, sizeof(text), "%s: out of memory for the warm ramp; still serving generation %llu",
+			 m->path, (unsigned long long)m->snap->generation);
+		log_error("reload failed: %s", text);
+		proxy_record(m, false, text, 0);
+		snapshot_unref(s);
+		proxy_status(m);
+		return;
+	}
 	if (plan_summary(old, m->snap->ring, s->conf, s->ring, report, sizeof(report), &moved) < 0)
 		snprintf(report, sizeof(report), "(no memory for the movement report)");
 	/* what else changed: without it a reload that only turned on
@@ -235,6 +296,7 @@ static void proxy_reload(struct proxy_main *m)
 	else
 		settings[0] = '\0';
 	narcs = ring_moved_arcs(m->snap->ring, s->ring, PROXY_MOVED_ARCS, &arcs);
+	proxy_ramp_report(&ramp, s->conf->ramp_ms, report, sizeof(report));
 	for (size_t i = 0; i < s->nbe; i++) {
 		const struct conf_backend *was = conf_backend_find(old, s->be[i].conf->name);
 

@@ -97,10 +97,10 @@ void req_begin(struct request *rq, size_t head_len, uint64_t rid)
 
 void req_serve(struct request *rq)
 {
-	rq->keypos = front_key_pos(rq->snap->conf->key, &rq->msg);
-	ring_walk_init(&rq->walk, rq->snap->ring, rq->keypos);
-	rq->pick.owner = -1;
-	rq->pick.any_full = 0;
+	uint64_t keyu;
+
+	rq->keypos = front_key_pos(rq->snap->conf->key, &rq->msg, &keyu);
+	balance_start(rq->snap, &rq->walk, &rq->pick, rq->keypos, keyu);
 	/* [cache]: the lookup goes here, between the key and the walk: a
 	 * hit answers with req_response_head + req_body + req_done, a fetch
 	 * in flight elsewhere parks the request with req_wait (the walk is

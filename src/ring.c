@@ -2,7 +2,8 @@
  * ring.c -- the consistent-hash ring of Karger et al. 1997 ("Consistent
  * hashing and random trees", STOC '97) in the fixed scheme of ARCHITECTURE.md:
  * points, build, lookup, the distinct clockwise walk, exact arc shares and the
- * exact diff between two rings.
+ * exact diff between two rings, and the owner of a key during a warm ramp
+ * from one ring to the next.
  *
  * Pure: no I/O and no shared mutable state; the digest comes from md5.c,
  * which keeps one context per thread so that hashing a request key
@@ -25,21 +26,27 @@
 __extension__ typedef unsigned __int128 ring_u128;
 
 /* The fixed scheme's position of the n pieces v[] one after the other:
- * the first 8 bytes of their MD5 read big-endian. 0, or -1 with err. */
-static int ring_digest(const struct iovec *v, size_t n, uint64_t *pos, char *err, size_t errlen)
+ * the first 8 bytes of their MD5 read big-endian; and in *u (unless
+ * NULL) the last 8 read the same way. 0, or -1 with err. */
+static int ring_digest(const struct iovec *v, size_t n, uint64_t *pos, uint64_t *u,
+		       char *err, size_t errlen)
 {
 	unsigned char d[MD5_LEN];
-	uint64_t x = 0;
+	uint64_t x = 0, y = 0;
 
 	if (md5_digest(v, n, d, err, errlen) != 0)
 		return -1;
-	for (int i = 0; i < 8; i++)
+	for (int i = 0; i < 8; i++) {
 		x = x << 8 | d[i];
+		y = y << 8 | d[8 + i];
+	}
 	*pos = x;
+	if (u)
+		*u = y;
 	return 0;
 }
 
-uint64_t ring_hash_parts(const struct iovec *v, size_t n)
+uint64_t ring_hash_parts2(const struct iovec *v, size_t n, uint64_t *u)
 {
 	uint64_t pos = 0;
 
@@ -48,16 +55,26 @@ uint64_t ring_hash_parts(const struct iovec *v, size_t n)
 	 * ring_build() has hashed already, so failing here means the library
 	 * broke under us: a broken invariant, not bad input, and routing keys
 	 * to a made-up position would be worse. */
-	if (ring_digest(v, n, &pos, NULL, 0) != 0)
+	if (ring_digest(v, n, &pos, u, NULL, 0) != 0)
 		abort();
 	return pos;
 }
 
-uint64_t ring_hash(const void *key, size_t len)
+uint64_t ring_hash_parts(const struct iovec *v, size_t n)
+{
+	return ring_hash_parts2(v, n, NULL);
+}
+
+uint64_t ring_hash2(const void *key, size_t len, uint64_t *u)
 {
 	struct iovec v = { (void *)(uintptr_t)key, len };
 
-	return ring_hash_parts(&v, 1);
+	return ring_hash_parts2(&v, 1, u);
+}
+
+uint64_t ring_hash(const void *key, size_t len)
+{
+	return ring_hash2(key, len, NULL);
 }
 
 /* ------------------------------------------------------------------ */
@@ -225,7 +242,7 @@ static int ring_build_points(struct ring *r, char *err, size_t errlen)
 			int slen = snprintf(suffix, sizeof(suffix), "#%u", i);
 			struct iovec v[2] = { { r->names[b], nlen }, { suffix, (size_t)slen } };
 
-			if (ring_digest(v, 2, &sp[k].pos, err, errlen) != 0)
+			if (ring_digest(v, 2, &sp[k].pos, NULL, err, errlen) != 0)
 				goto out;
 			sp[k].rank = rank[b];
 			sp[k].backend = (uint32_t)b;
@@ -392,6 +409,76 @@ int ring_walk_next(struct ring_walk *w)
 	}
 out:
 	return b;
+}
+
+void ring_walk_skip(struct ring_walk *w, int b)
+{
+	uint64_t bit;
+
+	if (b < 0 || (size_t)b >= w->ring->nbackends)
+		return;
+	bit = UINT64_C(1) << (b % 64);
+	if (w->seen[b / 64] & bit)
+		return;
+	w->seen[b / 64] |= bit;
+	/* the walk ends after nactive yields: a skipped backend with points
+	 * counts as one of them */
+	if (w->ring->npoints_of[b])
+		w->yielded++;
+}
+
+/* ------------------------------------------------------------------ */
+/* Warm ramps                                                          */
+
+int ring_ramp_switched(const struct ring_ramp *st, uint64_t u, int64_t now_ms)
+{
+	int64_t e = now_ms - st->start_ms;
+
+	if (e < 0)
+		return 0;
+	if ((uint64_t)e >= st->span_ms)
+		return 1;
+	/* now >= start + span * u / 2^64, exactly: no rounding can make a
+	 * key switch back as now grows */
+	return (ring_u128)u * st->span_ms <= (ring_u128)(uint64_t)e << 64;
+}
+
+/* The owner of pos in step st, as an index of the current ring's
+ * backends (-1: none, or not in the current file). */
+static int ring_ramp_at(const struct ring_ramp *st, uint64_t pos)
+{
+	int b = ring_lookup(st->ring, pos);
+
+	if (b < 0 || st->map == NULL)
+		return b;
+	return st->map[b];
+}
+
+int ring_ramp_owner(const struct ring_ramp *st, size_t n, uint64_t pos, uint64_t u,
+		    int64_t now_ms, int *prev)
+{
+	int owner = ring_lookup(st[0].ring, pos);
+	int p = -1;
+
+	if (n > 1) {
+		size_t i = 1;
+
+		/* The previous assignment as it stood when step 0 began: the
+		 * first older step the key had switched to by the time the
+		 * step after it began, or the last step, a plain ring. */
+		while (i + 1 < n && !ring_ramp_switched(&st[i], u, st[i - 1].start_ms))
+			i++;
+		p = ring_ramp_at(&st[i], pos);
+		/* an owner no longer in the file holds nothing back: the key
+		 * was where the newer step put it */
+		while (p < 0 && i > 1)
+			p = ring_ramp_at(&st[--i], pos);
+	}
+	if (prev)
+		*prev = p;
+	if (p >= 0 && p != owner && !ring_ramp_switched(&st[0], u, now_ms))
+		owner = p;
+	return owner;
 }
 
 /* ------------------------------------------------------------------ */
@@ -721,6 +808,23 @@ out:
 	free(acc.arcs);
 	free(map);
 	return rc;
+}
+
+int32_t *ring_map(const struct ring *from, const struct ring *to)
+{
+	uint32_t *m = ring_match(from, to);
+	int32_t *out = malloc((from->nbackends ? from->nbackends : 1) * sizeof(*out));
+
+	if (m == NULL || out == NULL) {
+		free(out);
+		out = NULL;
+		goto done;
+	}
+	for (size_t i = 0; i < from->nbackends; i++)
+		out[i] = m[i] == RING_NONE ? -1 : (int32_t)m[i];
+done:
+	free(m);
+	return out;
 }
 
 void ring_diff_free(struct ring_diff *d)

@@ -61,6 +61,13 @@ uint64_t ring_hash(const void *key, size_t len);
  * position of their concatenation, whatever its length, without copying
  * it anywhere. */
 uint64_t ring_hash_parts(const struct iovec *v, size_t n);
+/* The position as ring_hash_parts gives it (the digest's first 8 bytes,
+ * the fixed scheme) and, in *u, its last 8 bytes read the same way: a
+ * value uniform over [0, 2^64) that says nothing of the position, which
+ * a warm ramp (below) reads as the key's place in its window, u / 2^64.
+ * One digest for both. u may be NULL. */
+uint64_t ring_hash_parts2(const struct iovec *v, size_t n, uint64_t *u);
+uint64_t ring_hash2(const void *key, size_t len, uint64_t *u);
 
 /* The number of points a backend of weight w gets: round(vnodes * w). */
 uint32_t ring_points_for(unsigned vnodes, double weight);
@@ -95,6 +102,46 @@ void ring_walk_init(struct ring_walk *w, const struct ring *r, uint64_t pos);
 /* Next distinct backend index, or -1 once every backend with points has
  * been yielded. */
 int ring_walk_next(struct ring_walk *w);
+/* Count backend b as visited: the walk will not yield it (a request that
+ * went there first and failed goes on to the others). b need not have
+ * points in w's ring. */
+void ring_walk_skip(struct ring_walk *w, int b);
+
+/*
+ * A warm ramp: after a membership change a key whose owner changed keeps
+ * going to its previous owner until its own moment of the window, start +
+ * span * u / 2^64 (u from ring_hash2), so the new owner fills gradually
+ * instead of taking all its misses at once. Each key switches once and
+ * never back, and any process with the same rings and start switches the
+ * same keys at the same point of the window.
+ *
+ * The previous assignment may itself have been ramping when the change
+ * came: a ramp is then a chain of steps, step 0 the current ring, each
+ * step's previous assignment being the next step as it stood when step
+ * began (frozen there: the older ramp stops where it had got to, so a
+ * key changes owner at most once per ramp). The last step is a plain ring.
+ * Backends are matched by name: map[] turns a step's backend index into
+ * the current ring's (-1: not in the current file).
+ */
+struct ring_ramp {
+	const struct ring *ring;
+	const int32_t *map;     /* NULL = the identity (step 0) */
+	int64_t start_ms;       /* when the change to this ring was made */
+	uint64_t span_ms;       /* its window; unused for the last step */
+};
+
+/* Whether a key with value u has switched to step st's ring at now_ms. */
+int ring_ramp_switched(const struct ring_ramp *st, uint64_t u, int64_t now_ms);
+
+/* The owner of the key at pos (u its ramp value) at now_ms under the n
+ * steps st[] (n >= 1): an index of st[0].ring's backends, or -1 when
+ * st[0].ring has no points. That is the key's previous owner while the
+ * key is held back, its owner in st[0].ring once it switched, and at once
+ * when the previous owner is in no backend of the current file (removed:
+ * nothing to ramp from). prev, unless NULL, gets the previous owner
+ * (-1 when not in the current file, or with n = 1), held or not. Pure. */
+int ring_ramp_owner(const struct ring_ramp *st, size_t n, uint64_t pos, uint64_t u,
+		    int64_t now_ms, int *prev);
 
 /* Each backend's exact share of the 2^64 keyspace: the sum of the arcs
  * (previous point, own point] it owns. share[i] for i < r->nbackends, each
@@ -132,5 +179,8 @@ struct ring_arc {
  * for a picture, not for counting). Returns their number with the array
  * in *arcs (the caller frees it; NULL when none), or -1 on no memory. */
 long ring_moved_arcs(const struct ring *a, const struct ring *b, size_t max, struct ring_arc **arcs);
+/* For each backend of from, the index of the backend of the same name in
+ * to, or -1. NULL when memory ran out; the caller frees the array. */
+int32_t *ring_map(const struct ring *from, const struct ring *to);
 
 #endif

@@ -5,16 +5,64 @@
  * references. A backend whose name does not resolve is kept, without an
  * address (addrlen 0): balance.c skips it, and when its name resolves
  * later (health.c) snapshot_readdress makes the snapshot that has it.
+ *
+ * A warm ramp ([ring] ramp) is part of the snapshot a reload makes: the
+ * chain of rings that says where each moved key is until its moment
+ * (ring.h). Rings are reference-counted apart from their snapshots, so a
+ * ramp keeps the rings it ramps from, not the snapshots (whose own ramps
+ * would otherwise keep older ones alive, reload after reload).
  */
 #include "snapshot.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "registry.h"
+
+struct snap_ring {
+	_Atomic long refs;
+	struct ring *ring;
+};
+
+static struct snap_ring *snap_ring_new(struct ring *r)
+{
+	struct snap_ring *h = malloc(sizeof(*h));
+
+	if (h) {
+		atomic_init(&h->refs, 1);
+		h->ring = r;
+	}
+	return h;
+}
+
+static void snap_ring_ref(struct snap_ring *h)
+{
+	atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
+}
+
+static void snap_ring_unref(struct snap_ring *h)
+{
+	if (h && atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) == 1) {
+		ring_free(h->ring);
+		free(h);
+	}
+}
+
+static void snap_ramp_free(struct snap_ramp *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < SNAP_RAMP_STEPS; i++) {
+		snap_ring_unref(r->hold[i]);
+		free(r->map[i]);
+	}
+	free(r->weight);
+	free(r);
+}
 
 static void snapshot_set_addr(struct snap_backend *sb, const struct sockaddr *addr, socklen_t len)
 {
@@ -93,6 +141,11 @@ struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 		snprintf(err, errlen, "%s: %s", conf->path, why);
 		goto fail;
 	}
+	s->ring_ref = snap_ring_new(s->ring);
+	if (!s->ring_ref) {
+		ring_free(s->ring);
+		goto nomem;
+	}
 	s->nbe = conf->nbackends;
 	s->backend_header_len = strlen(conf->backend_header);
 	s->conf = conf;
@@ -141,11 +194,148 @@ struct snapshot *snapshot_readdress(struct snapshot *s, const char *name,
 	n->ring = s->ring;
 	n->backend_header_len = s->backend_header_len;
 	n->generation = s->generation;
-	/* the config and the ring stay with the snapshot that built them */
+	n->ramp = s->ramp;
+	/* the config, the ring and the ramp stay with the snapshot that
+	 * built them */
 	n->base = s->base ? s->base : s;
 	snapshot_ref(n->base);
 	atomic_store(&n->refs, 1);
 	return n;
+}
+
+/* ---- warm ramps --------------------------------------------------------- */
+
+/* The counted holder of s's ring. */
+static struct snap_ring *snapshot_ring_ref(const struct snapshot *s)
+{
+	return s->base ? s->base->ring_ref : s->ring_ref;
+}
+
+/* Step k of r: its ring's holder (step 0's is the snapshot's). */
+static struct snap_ring *snapshot_step_ring(const struct snapshot *owner, const struct snap_ramp *r,
+					    size_t k)
+{
+	return k == 0 ? snapshot_ring_ref(owner) : r->hold[k];
+}
+
+/* Fill r's maps (each step's backends in s's ring) and the held-key
+ * weights; the steps' rings are set. 0, or -1 without memory. */
+static int snapshot_ramp_maps(struct snap_ramp *r, const struct snapshot *s)
+{
+	r->weight = calloc(s->nbe ? s->nbe : 1, sizeof(*r->weight));
+	if (!r->weight)
+		return -1;
+	for (size_t i = 0; i < s->nbe; i++)
+		r->weight[i] = s->ring->weights[i];
+	for (size_t k = 1; k < r->nsteps; k++) {
+		const struct ring *ring = r->step[k].ring;
+
+		r->map[k] = ring_map(ring, s->ring);
+		if (!r->map[k])
+			return -1;
+		r->step[k].map = r->map[k];
+		/* a drained backend (weight 0 now) still holds its keys
+		 * until they switch: it is capped at the weight it had */
+		for (size_t b = 0; b < ring->nbackends; b++)
+			if (r->map[k][b] >= 0 && ring->weights[b] > r->weight[r->map[k][b]])
+				r->weight[r->map[k][b]] = ring->weights[b];
+	}
+	return 0;
+}
+
+/* Whether a key of the diff d moved from a backend still in s's file:
+ * the keys of removed backends move at once (there is nothing to ramp
+ * from), so a change that only removes needs no ramp. */
+static bool snapshot_rampable(const struct ring_diff *d, const struct snapshot *s)
+{
+	for (size_t i = 0; i < d->nflows; i++)
+		if (d->flows[i].from[0] && conf_backend_find(s->conf, d->flows[i].from))
+			return true;
+	return false;
+}
+
+int snapshot_ramp(struct snapshot *s, const struct snapshot *prev, int64_t now_ms,
+		  int64_t wall_ms, struct snap_ramp_info *info)
+{
+	const struct snap_ramp *pr = prev ? prev->ramp : NULL;
+	struct snap_ramp *r = NULL;
+	struct ring_diff d;
+	size_t n = 0;
+	int rc = -1;
+
+	memset(info, 0, sizeof(*info));
+	if (s->conf->ramp_ms == 0 || !prev || s->base)
+		return 0;
+	if (pr && now_ms >= pr->end_ms)
+		pr = NULL;      /* over: prev's ring alone is where keys are */
+	if (ring_diff(prev->ring, s->ring, &d) < 0)
+		return -1;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		goto out;
+	if (d.moved_share == 0) {
+		/* no key changes owner: a ramp in progress goes on as it
+		 * was, with this snapshot's ring (the same owners) */
+		if (!pr) {
+			rc = 0;
+			goto out;
+		}
+		*r = *pr;
+		memset(r->hold, 0, sizeof(r->hold));
+		memset(r->map, 0, sizeof(r->map));
+		r->weight = NULL;
+		for (size_t k = 1; k < r->nsteps; k++) {
+			r->hold[k] = pr->hold[k];
+			snap_ring_ref(r->hold[k]);
+		}
+		info->kind = SNAP_RAMP_CARRIED;
+	} else if (!pr && !snapshot_rampable(&d, s)) {
+		rc = 0;         /* keys moved only off removed backends */
+		goto out;
+	} else {
+		/* step 0: this ring from now; then prev's chain (prev's
+		 * ring, then what prev ramped from, each as it stood when
+		 * the step after it began) */
+		r->step[n++] = (struct ring_ramp){ s->ring, NULL, now_ms, s->conf->ramp_ms };
+		for (size_t k = 0; k < (pr ? pr->nsteps : 1); k++) {
+			struct ring_ramp st = pr ? pr->step[k] : (struct ring_ramp){ prev->ring, NULL, 0, 0 };
+			struct snap_ring *h = snapshot_step_ring(prev, pr, k);
+
+			if (n == SNAP_RAMP_STEPS) {
+				info->dropped = (pr ? pr->nsteps : 1) - k;
+				break;
+			}
+			st.map = NULL;
+			r->step[n] = st;
+			r->hold[n] = h;
+			snap_ring_ref(h);
+			n++;
+			/* every key had switched to this step when the next
+			 * one began: nothing older matters */
+			if (r->step[n - 2].start_ms - st.start_ms >= (int64_t)st.span_ms)
+				break;
+		}
+		r->nsteps = n;
+		r->end_ms = now_ms + (int64_t)s->conf->ramp_ms;
+		r->start_wall_ms = wall_ms;
+		r->moved_share = d.moved_share;
+		info->kind = n > 2 ? SNAP_RAMP_CHAINED : SNAP_RAMP_NEW;
+	}
+	r->step[0].ring = s->ring;
+	r->step[0].map = NULL;
+	if (snapshot_ramp_maps(r, s) < 0)
+		goto out;
+	info->nsteps = r->nsteps;
+	info->left_ms = r->end_ms - now_ms;
+	s->ramp = r;
+	r = NULL;
+	rc = 0;
+out:
+	if (rc < 0)
+		memset(info, 0, sizeof(*info));
+	snap_ramp_free(r);
+	ring_diff_free(&d);
+	return rc;
 }
 
 void snapshot_ref(struct snapshot *s)
@@ -162,7 +352,8 @@ void snapshot_unref(struct snapshot *s)
 	if (s->base) {
 		snapshot_unref(s->base);
 	} else {
-		ring_free(s->ring);
+		snap_ramp_free((struct snap_ramp *)s->ramp);
+		snap_ring_unref(s->ring_ref);
 		conf_free(s->conf);
 	}
 	free(s->be);

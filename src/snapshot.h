@@ -18,6 +18,37 @@
 #include "registry-t.h"
 #include "ring.h"
 
+/* The rings a warm ramp keeps at most: the current one and up to three
+ * it ramps from (a chain made by reloads during ramps in progress). */
+#define SNAP_RAMP_STEPS 4
+
+/* A ring with a reference count, so that a warm ramp can keep an older
+ * snapshot's ring after that snapshot is gone (snapshot.c). */
+struct snap_ring;
+
+/*
+ * A warm ramp ([ring] ramp): the chain of ring.h's struct ring_ramp that
+ * says who owns a key during the window, step 0 being the snapshot's own
+ * ring. Made by snapshot_ramp before the snapshot is published; immutable
+ * after. Times are registry_now_ms()'s (monotonic), but for the start on
+ * the wall clock that the stats show.
+ */
+struct snap_ramp {
+	size_t nsteps;                          /* 2..SNAP_RAMP_STEPS */
+	struct ring_ramp step[SNAP_RAMP_STEPS];
+	struct snap_ring *hold[SNAP_RAMP_STEPS];/* references to the rings of
+						   steps 1.. (hold[0] NULL) */
+	int32_t *map[SNAP_RAMP_STEPS];          /* owned; map[0] NULL */
+	double *weight;                         /* per backend of the
+						   snapshot: its largest weight
+						   in any step, the bounded-load
+						   weight of keys held on it */
+	int64_t end_ms;                         /* step 0's start + span */
+	int64_t start_wall_ms;                  /* step 0's start, Unix ms */
+	double moved_share;                     /* keyspace whose owner the
+						   change that began it moved */
+};
+
 /* One backend as this snapshot sees it (index = ring backend index). */
 struct snap_backend {
 	struct backend *state;          /* registry entry, never NULL */
@@ -48,6 +79,10 @@ struct snapshot {
 	struct snapshot *base;          /* NULL, or the snapshot whose conf
 					   and ring this one shares (made by
 					   snapshot_readdress; a reference) */
+	struct snap_ring *ring_ref;     /* the ring's counted holder (NULL
+					   when base holds it) */
+	const struct snap_ramp *ramp;   /* a warm ramp, or NULL; owned by
+					   the snapshot (base's when shared) */
 };
 
 /* Build a snapshot from a loaded config (taking ownership of conf on
@@ -67,6 +102,41 @@ struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
  * The result holds one reference; s is not changed. */
 struct snapshot *snapshot_readdress(struct snapshot *s, const char *name,
 				    const struct sockaddr *addr, socklen_t len);
+
+/* What snapshot_ramp made. */
+enum snap_ramp_kind {
+	SNAP_RAMP_NONE,         /* no ramp: keys moved at once, or none moved */
+	SNAP_RAMP_NEW,          /* a ramp from the previous snapshot's ring */
+	SNAP_RAMP_CHAINED,      /* from a ramp in progress, where it had got */
+	SNAP_RAMP_CARRIED,      /* nothing moved: the ramp in progress goes on */
+};
+
+struct snap_ramp_info {
+	enum snap_ramp_kind kind;
+	size_t nsteps;          /* rings in the chain */
+	size_t dropped;         /* older steps left out over SNAP_RAMP_STEPS:
+				   keys they still held moved at once */
+	int64_t left_ms;        /* time left of the ramp */
+};
+
+/*
+ * Main thread, before s is published (s made by snapshot_new): give s the
+ * warm ramp its config asks for ([ring] ramp) from prev, the snapshot it
+ * replaces, starting at now_ms (registry_now_ms) and wall_ms (Unix ms).
+ *  - ramp = 0, or no prev: none (every moved key moves at once);
+ *  - prev's ring and s's give every key the same owner: prev's ramp, if
+ *    one is in progress, goes on unchanged (a new url, a log level);
+ *  - keys that moved only off backends no longer in the file (removed):
+ *    none, they move at once (nothing to ramp from);
+ *  - otherwise a new ramp over [ring] ramp from the owner every key has
+ *    at now_ms under prev (its ramp, if one is in progress, frozen where
+ *    it got: that is the previous assignment). The chain keeps at most
+ *    SNAP_RAMP_STEPS rings; a step whose ramp had ended when the next
+ *    began ends it, and beyond the limit the oldest are dropped.
+ * Returns 0 with info, or -1 when memory ran out (s is unchanged).
+ */
+int snapshot_ramp(struct snapshot *s, const struct snapshot *prev, int64_t now_ms,
+		  int64_t wall_ms, struct snap_ramp_info *info);
 
 /* Any thread. */
 void snapshot_ref(struct snapshot *s);

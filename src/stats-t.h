@@ -48,6 +48,8 @@
 	X(spilled_away, counter, SHARED, "requests for keys it owns sent on by the load caps") \
 	X(spilled_in, counter, SHARED, "requests it took for keys it does not own") \
 	X(failovers, counter, SHARED, "requests for keys it owns sent on while it was down") \
+	X(ramp_held, counter, SHARED, "requests it served for keys a warm ramp is moving away from it, before their moment") \
+	X(ramp_moved_in, counter, SHARED, "requests it took for keys a warm ramp moved (switched, or their previous owner could not take them)") \
 	X(transitions, counter, SHARED, "health transitions, up to down and back")
 
 /* The fields of the counters a struct keeps: SHARED ones in struct proxy

@@ -204,6 +204,20 @@ int stats_collect(struct stats *st, const struct proxy *p)
 		looked = st->cache.hits + st->cache.misses + st->cache.coalesced;
 		st->cache_hit_ratio = looked ? (double)st->cache.hits / (double)looked : 0.0;
 	}
+	if (s->ramp) {
+		const struct snap_ramp *r = s->ramp;
+		int64_t span = r->end_ms - r->step[0].start_ms;
+		int64_t in = registry_now_ms() - r->step[0].start_ms;
+
+		st->ramp_rings = r->nsteps;
+		st->ramp_in_progress = in < span;
+		st->ramp_start_ms = r->start_wall_ms;
+		st->ramp_end_ms = r->start_wall_ms + span;
+		/* each key switches at its own u, uniform over the window,
+		 * so this is the share of the moved keys switched by now */
+		st->ramp_switched = in >= span ? 1.0 : in <= 0 ? 0.0 : (double)in / (double)span;
+		st->ramp_moved = r->moved_share;
+	}
 	st->vnodes = s->conf->vnodes;
 	st->npoints = s->ring->npoints;
 	st->nbe = s->nbe;
@@ -388,6 +402,17 @@ void stats_json(const struct stats *st, struct evbuffer *out)
 			evbuffer_add(out, ", ", 2);
 	}
 	evbuffer_add(out, "], \"backends\": [", 16);
+	evbuffer_add(out, ", \"ramp\": ", 10);
+	if (st->ramp_rings)
+		evbuffer_add_printf(out, "{\"in_progress\": %s, \"start\": %.3f, \"end\": %.3f, \"seconds\": %.3f, "
+				    "\"switched_share\": %.6f, \"moved_share\": %.17g, \"rings\": %zu}",
+				    st->ramp_in_progress ? "true" : "false", (double)st->ramp_start_ms / 1000,
+				    (double)st->ramp_end_ms / 1000,
+				    (double)(st->ramp_end_ms - st->ramp_start_ms) / 1000, st->ramp_switched,
+				    st->ramp_moved, st->ramp_rings);
+	else
+		evbuffer_add(out, "null", 4);
+	evbuffer_add(out, ", \"backends\": [", 15);
 	for (size_t i = 0; i < st->nbe; i++) {
 		const struct stats_backend *b = &st->be[i];
 
@@ -496,6 +521,12 @@ void stats_prometheus(const struct stats *st, struct evbuffer *out)
 				    "# TYPE ringproxy_cache_hit_ratio gauge\nringproxy_cache_hit_ratio %.6f\n",
 				    st->cache_hit_ratio);
 	}
+	evbuffer_add_printf(out, "# HELP ringproxy_ramp_in_progress 1 while a warm ramp moves keys to their new owners\n"
+			    "# TYPE ringproxy_ramp_in_progress gauge\nringproxy_ramp_in_progress %d\n"
+			    "# HELP ringproxy_ramp_switched_share share of the keys the last change moved that have "
+			    "switched to their new owner (1 with no ramp)\n"
+			    "# TYPE ringproxy_ramp_switched_share gauge\nringproxy_ramp_switched_share %.6f\n",
+			    st->ramp_in_progress, st->ramp_rings ? st->ramp_switched : 1.0);
 	evbuffer_add_printf(out, "# HELP ringproxy_backend_share exact share of the keyspace the backend owns\n"
 			    "# TYPE ringproxy_backend_share gauge\n");
 	for (size_t i = 0; i < st->nbe; i++)

@@ -84,6 +84,14 @@ struct stats {
 	bool has_cache;
 	struct cache_stats cache;       /* cache.h's CACHE_STATS list */
 	double cache_hit_ratio;         /* hits / (hits + misses + coalesced) */
+	/* the current snapshot's warm ramp ([ring] ramp); ramp_rings == 0:
+	 * none */
+	size_t ramp_rings;
+	int ramp_in_progress;
+	long long ramp_start_ms, ramp_end_ms;   /* Unix ms */
+	double ramp_switched;           /* share of the moved keys switched:
+					   the time into the window / ramp */
+	double ramp_moved;              /* keyspace share the change moved */
 };
 
 /* Main thread: a reading of everything now. The result borrows from p and

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """test_cli.py -- `ringproxy -t` and `ringproxy plan` as an operator runs
-them, checked against ringref.py, an independent model of the ring.
+them, checked against ringref.py, an independent model of the ring (and
+`plan --ramp`'s expected misses against a model of the same statement).
 usage: test_cli.py RINGPROXY SOURCE_ROOT"""
 
+import hashlib
 import json
 import math
 import os
@@ -251,6 +253,52 @@ rc, out, err = run("plan", pa, "--keys", bad_keys, "--raw-keys")
 check(rc == 0, "--raw-keys takes it as written")
 rc, out, err = run("plan", pa, "--per-key")
 check(rc == 2 and "--keys" in err, "--per-key without --keys is a usage error")
+# --ramp: expected origin misses per minute for the moved keys, against a
+# model of the same statement (each moved key misses once, at its first
+# request after it switches; requests a Poisson stream; a key switches at
+# ramp * u, u from MD5 bytes 8..15, or at once when its owner left)
+counted = [(f"/z/{i}.jpg", max(0, int(30000 / (i + 1))) if i % 97 else 0) for i in range(4000)]
+kc = write("counted.txt", "".join(f"{k} {c}\n" for k, c in counted))
+rb_c = write("bc.ini", conf([("c1", 1, 9001), ("c3", 2, 9003), ("c4", 1, 9004)], vnodes=100))
+rbc = ringref.ring_of(rb_c)
+rc, out, err = run("plan", a, rb_c, "--keys", kc, "--ramp", "5m", "--period", "1h", "--json")
+rmp = json.loads(out)["compare"]["ramp"] if rc == 0 else {}
+off, on = [0.0] * 10, [0.0] * 10
+nmoved = nramped = 0
+for k, c in counted:
+    o, nw = ra.lookup(k.encode()), rbc.lookup(k.encode())
+    if o == nw:
+        continue
+    nmoved += 1
+    at = 0.0
+    if o in rbc.names:
+        nramped += 1
+        u = int.from_bytes(hashlib.md5(k.encode()).digest()[8:16], "big")
+        at = (u * 300000 >> 64) / 60000.0
+    rate = c / 60.0
+    for col, s0 in ((off, 0.0), (on, at)):
+        seen = 0.0
+        for m in range(int(s0), 10):
+            upto = 1 - math.exp(-rate * (m + 1 - s0))
+            col[m] += upto - seen
+            seen = upto
+check(rc == 0 and rmp["moved_keys"] == nmoved and rmp["ramped_keys"] == nramped and nramped < nmoved and
+      rmp["seconds"] == 300 and rmp["period_seconds"] == 3600 and len(rmp["minutes"]) == 10,
+      f"plan --ramp: {nmoved} moved keys, {nramped} held back (those of the removed c2 move at once)")
+check(rmp and all(abs(r["off"] - off[i]) < 1e-6 and abs(r["on"] - on[i]) < 1e-6
+                  for i, r in enumerate(rmp["minutes"])),
+      "plan --ramp: misses per minute without and with the ramp equal the model's")
+check(rmp and rmp["total"] == sum(1 for k, c in counted if c and ra.lookup(k.encode()) != rbc.lookup(k.encode())),
+      "plan --ramp: in all, one miss per moved key ever requested")
+rc, out, err = run("plan", a, rb_c, "--keys", kc, "--ramp", "5m", "--period", "1h")
+check(rc == 0 and "warm ramp over 5m" in out and "no ramp" in out and "ramp 5m" in out and
+      out.rstrip().splitlines()[-1].split()[0] == "total", "plan --ramp prints the table")
+rc, out, err = run("plan", a, "--keys", kc, "--ramp", "5m")
+check(rc == 2 and "--ramp" in err, "--ramp needs two files")
+rc, out, err = run("plan", a, rb_c, "--ramp", "5m")
+check(rc == 2 and "--keys" in err, "--ramp needs --keys")
+rc, out, err = run("plan", a, rb_c, "--keys", kc, "--ramp", "soon")
+check(rc == 2 and "duration" in err, "--ramp takes a duration")
 
 # usage errors
 rc, out, err = run("plan")

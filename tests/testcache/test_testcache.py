@@ -105,7 +105,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         p1, port1 = start(tmp, "alpha")
         p2, port2 = start(tmp, "beta", "--health-status", "503",
-                          "--size", "100")
+                          "--size", "100", "--count-prefix", "/z/")
         p3, port3 = start(tmp, "gamma", "--threads", "3")
         try:
             run(port1, port2)
@@ -260,6 +260,21 @@ def run(port1, port2):
     st = stats(port1)
     check(st["requests"] == 2 and st["connections"] == 2,
           "admin requests not counted, connections are (%s)" % st)
+    request(port2, "/__reset")
+    for path in ("/z/1.jpg", "/y/2.jpg", "/z/3.jpg?size=5"):
+        request(port2, path)
+    st = stats(port2)
+    check(st["requests"] == 3 and st["prefix_requests"] == 2 and
+          stats(port1)["prefix_requests"] == 0,
+          "--count-prefix /z/: requests whose target starts with it (%s)" % st)
+    ser = json.loads(request(port2, "/__series")[1])
+    now_ms = time.clock_gettime(time.CLOCK_MONOTONIC) * 1000
+    check(ser["slot_ms"] == 100 and 0 < now_ms - ser["start_ms"] < 600000 and
+          sum(ser["requests"]) >= 3 and sum(ser["prefix_requests"]) == 2 and
+          sum(ser["prefix_requests"][-20:]) == 2 and
+          abs(len(ser["requests"]) - (now_ms - ser["start_ms"]) / 100) < 2,
+          "/__series: requests per 100 ms of CLOCK_MONOTONIC since the start (%d slots)"
+          % len(ser["requests"]))
 
     # health and runtime settings
     r, b = request(port1, "/__health")

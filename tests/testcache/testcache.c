@@ -6,7 +6,8 @@
  * same URL gives the same bytes on every instance and a test can tell which
  * backend served it only from the X-Backend header.  Query parameters turn on
  * faults per request (delay, status, drop, chunked, wrong length).  Special
- * paths report and reset counters (/__stats, /__reset) and drive the health
+ * paths report and reset counters (/__stats, /__reset; /__series: requests
+ * per 100 ms of CLOCK_MONOTONIC since the start) and drive the health
  * check (/__health, /__set).
  *
  * Body formula (tests recompute it; keep this comment exact):
@@ -60,6 +61,12 @@
 /* How many bytes --wrong-length promises beyond what it sends. */
 #define TC_WRONGLEN_EXTRA 1000
 
+/* Requests per 100 ms of CLOCK_MONOTONIC since the start, for an hour
+ * (/__series): a benchmark reads when its requests came, as the server
+ * saw them, without polling on time. */
+#define TC_SLOT_MS 100
+#define TC_SLOTS 36000
+
 /* The fault knobs; command-line defaults, overridable per request. */
 struct tc_knobs {
 	uint64_t size;
@@ -84,7 +91,20 @@ struct tc_server {
 	_Atomic uint64_t connections;
 	_Atomic uint64_t inflight;
 	_Atomic uint64_t max_inflight;
+	const char *count_prefix;   /* --count-prefix, or NULL */
+	size_t count_prefix_len;
+	_Atomic uint64_t prefix_requests;
+	uint64_t start_ms;          /* CLOCK_MONOTONIC at the start */
+	_Atomic uint32_t *slot_requests, *slot_prefix;  /* TC_SLOTS each */
 };
+
+static uint64_t tc_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 /* One event loop: its own base, evhttp and SO_REUSEPORT listener. */
 struct tc_worker {
@@ -355,15 +375,37 @@ static bool tc_admin(struct tc_server *srv, struct evhttp_request *req,
 		snprintf(json, sizeof(json),
 		    "{\"name\": \"%s\", \"requests\": %llu, "
 		    "\"connections\": %llu, \"inflight\": %llu, "
-		    "\"max_inflight\": %llu, \"health\": %d}\n",
+		    "\"max_inflight\": %llu, \"health\": %d, "
+		    "\"prefix_requests\": %llu}\n",
 		    srv->name, (unsigned long long)atomic_load(&srv->requests),
 		    (unsigned long long)atomic_load(&srv->connections),
 		    (unsigned long long)atomic_load(&srv->inflight),
 		    (unsigned long long)atomic_load(&srv->max_inflight),
-		    tc_health(srv));
+		    tc_health(srv),
+		    (unsigned long long)atomic_load(&srv->prefix_requests));
 		tc_send_text(req, 200, "application/json", json);
+	} else if (tc_path_is(uri, "/__series")) {
+		struct evbuffer *out = evhttp_request_get_output_buffer(req);
+		uint64_t n = (tc_now_ms() - srv->start_ms) / TC_SLOT_MS + 1;
+
+		if (n > TC_SLOTS)
+			n = TC_SLOTS;
+		evhttp_add_header(oh, "Content-Type", "application/json");
+		evhttp_add_header(oh, "Cache-Control", "no-store");
+		evbuffer_add_printf(out, "{\"start_ms\": %llu, \"slot_ms\": %d, \"requests\": [",
+		    (unsigned long long)srv->start_ms, TC_SLOT_MS);
+		for (uint64_t i = 0; i < n; i++)
+			evbuffer_add_printf(out, "%s%u", i ? "," : "",
+			    atomic_load(&srv->slot_requests[i]));
+		evbuffer_add_printf(out, "], \"prefix_requests\": [");
+		for (uint64_t i = 0; i < n; i++)
+			evbuffer_add_printf(out, "%s%u", i ? "," : "",
+			    atomic_load(&srv->slot_prefix[i]));
+		evbuffer_add_printf(out, "]}\n");
+		evhttp_send_reply(req, 200, NULL, NULL);
 	} else if (tc_path_is(uri, "/__reset")) {
 		atomic_store(&srv->requests, 0);
+		atomic_store(&srv->prefix_requests, 0);
 		atomic_store(&srv->connections, 0);
 		atomic_store(&srv->max_inflight, atomic_load(&srv->inflight));
 		tc_send_text(req, 200, "text/plain", "reset\n");
@@ -617,6 +659,19 @@ static void tc_handle(struct evhttp_request *req, void *arg)
 	r->req = req;
 	r->urilen = strlen(uri);
 	r->count = atomic_fetch_add(&srv->requests, 1) + 1;
+	{
+		uint64_t slot = (tc_now_ms() - srv->start_ms) / TC_SLOT_MS;
+		bool in = srv->count_prefix &&
+		    strncmp(uri, srv->count_prefix, srv->count_prefix_len) == 0;
+
+		if (in)
+			atomic_fetch_add(&srv->prefix_requests, 1);
+		if (slot < TC_SLOTS) {
+			atomic_fetch_add(&srv->slot_requests[slot], 1);
+			if (in)
+				atomic_fetch_add(&srv->slot_prefix[slot], 1);
+		}
+	}
 	pthread_mutex_lock(&srv->lock);
 	r->k = srv->defaults;
 	pthread_mutex_unlock(&srv->lock);
@@ -684,9 +739,9 @@ static void tc_usage(FILE *f)
 	    "usage: testcache --listen HOST:PORT --name NAME [--port-file FILE]\n"
 	    "       [--size BYTES] [--delay MS] [--status CODE] [--chunked]\n"
 	    "       [--drop] [--wrong-length] [--cache-control VALUE]\n"
-	    "       [--health-status CODE] [--threads N]\n"
+	    "       [--health-status CODE] [--threads N] [--count-prefix PATH]\n"
 	    "Per-request query knobs: size delay status chunked drop wronglen cc.\n"
-	    "Admin paths: /__stats /__reset /__health /__set?health=&delay=...\n");
+	    "Admin paths: /__stats /__series /__reset /__health /__set?health=&delay=...\n");
 }
 
 /* Split "host:port" (last colon; "[v6]:port" too) into host and port. */
@@ -888,6 +943,9 @@ int main(int argc, char **argv)
 		} else if (strcmp(a, "--health-status") == 0) {
 			bad = tc_parse_u64(v, 200, 599, &n);
 			srv.health_status = (int)n;
+		} else if (strcmp(a, "--count-prefix") == 0) {
+			srv.count_prefix = v;
+			srv.count_prefix_len = strlen(v);
 		} else if (strcmp(a, "--threads") == 0) {
 			bad = tc_parse_u64(v, 1, 64, &n);
 			nthreads = (unsigned)n;
@@ -917,8 +975,11 @@ int main(int argc, char **argv)
 	if (nthreads > 1 && evthread_use_pthreads() < 0)
 		goto out;
 
+	srv.start_ms = tc_now_ms();
+	srv.slot_requests = calloc(TC_SLOTS, sizeof(*srv.slot_requests));
+	srv.slot_prefix = calloc(TC_SLOTS, sizeof(*srv.slot_prefix));
 	workers = calloc(nthreads, sizeof(*workers));
-	if (workers == NULL)
+	if (workers == NULL || srv.slot_requests == NULL || srv.slot_prefix == NULL)
 		goto out;
 	for (unsigned i = 0; i < nthreads; i++) {
 		if (tc_worker_init(&workers[i], &srv,
@@ -977,6 +1038,8 @@ out:
 			tc_worker_free(&workers[i]);
 		free(workers);
 	}
+	free((void *)srv.slot_requests);
+	free((void *)srv.slot_prefix);
 	pthread_mutex_destroy(&srv.lock);
 	/* frees evthread's locks, so a leak checker sees a clean exit */
 	libevent_global_shutdown();

@@ -730,6 +730,318 @@ static void test_explain(void)
 	snapshot_unref(s);
 }
 
+/* ---- warm ramps ([ring] ramp) ------------------------------------------ */
+
+/* A snapshot of the backends "name:weight" in list (space-separated), with
+ * [ring] lines ring; NULL on error (printed). */
+static struct snapshot *test_snap_of(const char *ring, const char *list)
+{
+	char text[4096], err[512], name[64];
+	struct conf_errors errs = { 0 };
+	struct conf *c;
+	struct snapshot *s;
+	int n = snprintf(text, sizeof(text), "[ring]\nvnodes = 160\n%s\n", ring);
+	double w;
+	int used;
+
+	while (sscanf(list, " %63[^: ]:%lf%n", name, &w, &used) == 2) {
+		n += snprintf(text + n, sizeof(text) - (size_t)n,
+			      "[backend %s]\nurl = http://127.0.0.1:%d\nweight = %g\n", name,
+			      9100 + (int)strlen(text) % 800, w);
+		list += used;
+	}
+	c = conf_load_string("t.ini", text, &errs);
+	if (!c) {
+		for (size_t i = 0; i < errs.n; i++)
+			tap_diag("%s", errs.msg[i]);
+		conf_errors_free(&errs);
+		return NULL;
+	}
+	conf_errors_free(&errs);
+	s = snapshot_new(c, 1, err, sizeof(err));
+	if (!s) {
+		tap_diag("snapshot_new: %s", err);
+		conf_free(c);
+	}
+	return s;
+}
+
+/* Index of backend name in s, -1 if absent. */
+static int test_be(const struct snapshot *s, const char *name)
+{
+	for (size_t i = 0; i < s->nbe; i++)
+		if (strcmp(s->be[i].conf->name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* What snapshot_ramp makes: none without a ramp or a previous snapshot;
+ * a new ramp when keys move; the ramp in progress carried on when the
+ * ring is the same; a chain from a ramp in progress, cut where a ramp had
+ * ended and at SNAP_RAMP_STEPS rings; every snapshot freed in any order. */
+static void test_warm_snapshot(void)
+{
+	const char *r = "balance_factor = 0\nramp = 10s";
+	struct snapshot *s4 = test_snap_of(r, "c1:1 c2:1 c3:1 c4:1");
+	struct snapshot *s5 = test_snap_of(r, "c1:1 c2:1 c3:1 c4:1 c5:1");
+	struct snapshot *s5u = test_snap_of(r, "c5:1 c4:1 c3:1 c2:1 c1:1");   /* same ring */
+	struct snapshot *s5late = test_snap_of(r, "c1:1 c2:1 c3:1 c4:1 c5:1");
+	struct snapshot *off = test_snap_of("balance_factor = 0", "c1:1 c2:1 c3:1 c4:1 c5:1");
+	struct snapshot *s6 = test_snap_of(r, "c1:1 c2:1 c3:1 c4:1 c5:1 c6:1");
+	struct snapshot *chain[6] = { 0 };
+	struct snap_ramp_info info;
+	int ok = 1;
+
+	if (!s4 || !s5 || !s5u || !s5late || !off || !s6) {
+		tap_ok(0, "warm ramp: snapshots built");
+		goto out;
+	}
+	tap_ok(snapshot_ramp(s4, NULL, 1000, 0, &info) == 0 && info.kind == SNAP_RAMP_NONE && !s4->ramp,
+	       "warm ramp: none at the first load (nothing before it)");
+	tap_ok(snapshot_ramp(off, s4, 1000, 0, &info) == 0 && info.kind == SNAP_RAMP_NONE && !off->ramp,
+	       "warm ramp: none with ramp = 0, whatever moved (today's behaviour)");
+	{
+		struct snapshot *rm = test_snap_of(r, "c1:1 c2:1 c3:1");
+
+		tap_ok(rm && snapshot_ramp(rm, s4, 1000, 0, &info) == 0 && info.kind == SNAP_RAMP_NONE && !rm->ramp,
+		       "warm ramp: none when keys move only off a removed backend (nothing to ramp from)");
+		snapshot_unref(rm);
+	}
+	tap_ok(snapshot_ramp(s5, s4, 1000, 1700000000000, &info) == 0 && info.kind == SNAP_RAMP_NEW &&
+	       s5->ramp && s5->ramp->nsteps == 2 && s5->ramp->end_ms == 11000 &&
+	       s5->ramp->start_wall_ms == 1700000000000 && info.left_ms == 10000 &&
+	       s5->ramp->step[0].ring == s5->ring && s5->ramp->step[1].ring == s4->ring &&
+	       s5->ramp->moved_share > 0.1 && s5->ramp->moved_share < 0.3,
+	       "warm ramp: adding a cache makes a ramp of two rings over 10s from the reload");
+	tap_ok(snapshot_ramp(s5u, s5, 4000, 1700000003000, &info) == 0 && info.kind == SNAP_RAMP_CARRIED &&
+	       s5u->ramp && s5u->ramp->end_ms == 11000 && s5u->ramp->start_wall_ms == 1700000000000 &&
+	       info.left_ms == 7000 && s5u->ramp->step[0].ring == s5u->ring,
+	       "warm ramp: a reload that moves nothing carries the ramp in progress on (same end)");
+	tap_ok(snapshot_ramp(s5late, s5, 12000, 0, &info) == 0 && info.kind == SNAP_RAMP_NONE && !s5late->ramp,
+	       "warm ramp: a reload that moves nothing after the ramp ended makes none");
+	tap_ok(snapshot_ramp(s6, s5u, 6000, 0, &info) == 0 && info.kind == SNAP_RAMP_CHAINED &&
+	       s6->ramp && s6->ramp->nsteps == 3 && s6->ramp->step[1].ring == s5u->ring &&
+	       s6->ramp->step[1].start_ms == 1000 && s6->ramp->step[2].ring == s4->ring,
+	       "warm ramp: a change during a ramp chains three rings (the carried one's own start kept)");
+	/* the rings outlive their snapshots: drop the older ones first */
+	snapshot_unref(s4);
+	snapshot_unref(s5);
+	snapshot_unref(s5u);
+	s4 = s5 = s5u = NULL;
+	{
+		uint64_t u = 0, pos = ring_hash2("/x", 2, &u);
+		int64_t t = 6000 + 5000;
+
+		tap_ok(ring_ramp_owner(s6->ramp->step, s6->ramp->nsteps, pos, u, t, NULL) >= 0,
+		       "warm ramp: the chain's older rings are alive after their snapshots went");
+	}
+	/* changes every 2s with a 10s ramp: the chain grows to its limit,
+	 * then the oldest steps are dropped */
+	chain[0] = s6;
+	s6 = NULL;
+	for (int i = 1; i < 6; i++) {
+		char list[256];
+		int n = 0;
+
+		for (int b = 1; b <= 6 + i; b++)
+			n += snprintf(list + n, sizeof(list) - (size_t)n, "c%d:1 ", b);
+		chain[i] = test_snap_of(r, list);
+		if (!chain[i] || snapshot_ramp(chain[i], chain[i - 1], 6000 + 2000 * i, 0, &info) < 0) {
+			ok = 0;
+			break;
+		}
+		ok &= chain[i]->ramp && chain[i]->ramp->nsteps <= SNAP_RAMP_STEPS;
+		if (i >= 2)
+			ok &= chain[i]->ramp->nsteps == SNAP_RAMP_STEPS && info.dropped > 0;
+		snapshot_unref(chain[i - 1]);
+		chain[i - 1] = NULL;
+	}
+	tap_ok(ok, "warm ramp: changes every 2s during 10s ramps keep at most %d rings, the oldest dropped",
+	       SNAP_RAMP_STEPS);
+	{
+		/* a ramp that had ended when the next change came ends the chain */
+		struct snapshot *late = test_snap_of(r, "c1:1 c2:1 c3:1 c4:1 c5:1 c6:1 c7:1 c8:1 c9:1 c10:1 c11:1 c12:1");
+
+		tap_ok(late && snapshot_ramp(late, chain[5], 6000 + 2000 * 5 + 10000, 0, &info) == 0 &&
+		       info.kind == SNAP_RAMP_NEW && late->ramp->nsteps == 2,
+		       "warm ramp: a change after the ramp in progress ended ramps from the last ring alone");
+		snapshot_unref(late);
+	}
+out:
+	for (int i = 0; i < 6; i++)
+		snapshot_unref(chain[i]);
+	snapshot_unref(s4);
+	snapshot_unref(s5);
+	snapshot_unref(s5u);
+	snapshot_unref(s5late);
+	snapshot_unref(off);
+	snapshot_unref(s6);
+}
+
+/* A key the change from a to b moved from backend `from` (by name), with
+ * u in [lo, hi) of the window; its position and u. false if none of 20000
+ * keys is one. */
+static bool test_moved_key(const struct snapshot *a, const struct snapshot *b, const char *from,
+			   double lo, double hi, uint64_t *pos, uint64_t *u)
+{
+	char key[64];
+
+	for (int i = 0; i < 20000; i++) {
+		int n = snprintf(key, sizeof(key), "/w/%d.jpg", i);
+		int oa, ob;
+		double f;
+
+		*pos = ring_hash2(key, (size_t)n, u);
+		oa = ring_lookup(a->ring, *pos);
+		ob = ring_lookup(b->ring, *pos);
+		f = (double)*u / 18446744073709551616.0;
+		if (strcmp(a->ring->names[oa], b->ring->names[ob]) != 0 &&
+		    (!from || strcmp(a->ring->names[oa], from) == 0) && f >= lo && f < hi)
+			return true;
+	}
+	return false;
+}
+
+static struct balance_pick test_pick_u(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
+				       uint64_t u)
+{
+	struct balance_pick p;
+
+	balance_start(s, w, &p, pos, u);
+	balance_next(s, w, pos, &p);
+	if (p.backend >= 0)
+		balance_release(s->be[p.backend].state);
+	return p;
+}
+
+/* balance_next during a ramp: a held key goes to its previous owner
+ * (counted as ramp_held, no spill), a switched one to its new owner
+ * (ramp_moved_in); a previous owner that is down, at its hard cap or
+ * over its bounded cap sends the key to the new owner at once; a retry
+ * after the previous owner failed walks on without it; unmoved keys are
+ * untouched; a drained backend holds its keys. */
+static void test_warm_pick(void)
+{
+	const char *r = "balance_factor = 1.25\nramp = 1h";
+	struct snapshot *a = test_snap_of(r, "c1:1 c2:1 c3:1 c4:1");
+	struct snapshot *b = test_snap_of(r, "c1:1 c2:1 c3:1 c4:1 c5:1");
+	struct snapshot *d = test_snap_of(r, "c1:1 c2:1 c3:1 c4:0");
+	struct snap_ramp_info info;
+	struct ring_walk w;
+	struct balance_pick p;
+	uint64_t pos, u, held0, in0;
+	int prev, c5, second;
+	int64_t now = registry_now_ms();
+	bool ok = true;
+
+	if (!a || !b || !d) {
+		tap_ok(0, "warm pick: snapshots built");
+		goto out;
+	}
+	test_reset(b);
+	/* the ramp began half an hour ago: keys with u < 1/2 switched */
+	if (snapshot_ramp(b, a, now - 1800000, 0, &info) < 0 || snapshot_ramp(d, a, now - 1800000, 0, &info) < 0 ||
+	    !test_moved_key(a, b, NULL, 0.6, 0.95, &pos, &u)) {
+		tap_ok(0, "warm pick: ramps made, a held key found");
+		goto out;
+	}
+	prev = test_be(b, a->ring->names[ring_lookup(a->ring, pos)]);
+	c5 = test_be(b, "c5");
+	held0 = atomic_load(&b->be[prev].state->ramp_held);
+	p = test_pick_u(b, &w, pos, u);
+	tap_ok(p.backend == prev && p.owner == prev && p.owner_verdict == BALANCE_OK &&
+	       atomic_load(&b->be[prev].state->ramp_held) == held0 + 1,
+	       "warm pick: a held key goes to its previous owner (%s), counted as held, no spill",
+	       b->be[prev].conf->name);
+	/* the previous owner failed: the request walks on without it */
+	balance_next(b, &w, pos, &p);
+	second = p.backend;
+	if (p.backend >= 0)
+		balance_release(b->be[p.backend].state);
+	tap_ok(second == c5, "warm pick: a retry goes on to the key's new owner, not back to the old");
+	while (p.backend >= 0) {
+		balance_next(b, &w, pos, &p);
+		ok &= p.backend != prev;
+		if (p.backend >= 0)
+			balance_release(b->be[p.backend].state);
+	}
+	tap_ok(ok, "warm pick: ... and never to the previous owner again");
+
+	test_set_down(b, prev, 1);
+	in0 = atomic_load(&b->be[c5].state->ramp_moved_in);
+	p = test_pick_u(b, &w, pos, u);
+	tap_ok(p.backend == c5 && atomic_load(&b->be[c5].state->ramp_moved_in) == in0 + 1,
+	       "warm pick: previous owner down: the new owner at once (counted as moved in)");
+	test_reset(b);
+	test_set_inflight(b, prev, 40);
+	p = test_pick_u(b, &w, pos, u);
+	tap_ok(p.backend == c5, "warm pick: previous owner over its bounded cap: the new owner");
+	test_reset(b);
+
+	ok = test_moved_key(a, b, NULL, 0.05, 0.45, &pos, &u);
+	p = test_pick_u(b, &w, pos, u);
+	tap_ok(ok && p.backend == ring_lookup(b->ring, pos) && p.backend == c5,
+	       "warm pick: a switched key goes to its new owner");
+	{
+		int unmoved_ok = 1, n = 0;
+		char key[64];
+
+		for (int i = 0; i < 3000; i++) {
+			int len = snprintf(key, sizeof(key), "/w/%d.jpg", i);
+			uint64_t kp = ring_hash2(key, (size_t)len, &u);
+			int oa = ring_lookup(a->ring, kp), ob = ring_lookup(b->ring, kp);
+
+			if (strcmp(a->ring->names[oa], b->ring->names[ob]) != 0)
+				continue;
+			n++;
+			p = test_pick_u(b, &w, kp, u);
+			unmoved_ok &= p.backend == ob;
+		}
+		tap_ok(unmoved_ok && n > 2000, "warm pick: %d unmoved keys each at their owner", n);
+	}
+	test_reset(d);
+	ok = test_moved_key(a, d, "c4", 0.6, 0.95, &pos, &u);
+	p = test_pick_u(d, &w, pos, u);
+	tap_ok(ok && p.backend == test_be(d, "c4"),
+	       "warm pick: a backend drained to weight 0 still takes its held keys");
+	ok = test_moved_key(a, d, "c4", 0.05, 0.45, &pos, &u);
+	p = test_pick_u(d, &w, pos, u);
+	tap_ok(ok && p.backend == ring_lookup(d->ring, pos) && p.backend != test_be(d, "c4"),
+	       "warm pick: ... and its switched keys go to their new owners");
+	{
+		/* with max_inflight: the held backend at its hard cap */
+		struct snapshot *bc = NULL;
+		char text[1024], err[256];
+		struct conf_errors errs = { 0 };
+		struct conf *c;
+		int n = snprintf(text, sizeof(text), "[ring]\nvnodes = 160\nbalance_factor = 0\nramp = 1h\n");
+
+		for (int i = 1; i <= 5; i++)
+			n += snprintf(text + n, sizeof(text) - (size_t)n,
+				      "[backend c%d]\nurl = http://127.0.0.1:%d\nmax_inflight = 2\n", i, 9300 + i);
+		c = conf_load_string("t.ini", text, &errs);
+		conf_errors_free(&errs);
+		if (c && !(bc = snapshot_new(c, 2, err, sizeof(err))))
+			conf_free(c);
+		ok = bc && snapshot_ramp(bc, a, now - 1800000, 0, &info) == 0 &&
+		     test_moved_key(a, bc, NULL, 0.6, 0.95, &pos, &u);
+		if (ok) {
+			test_reset(bc);
+			prev = test_be(bc, a->ring->names[ring_lookup(a->ring, pos)]);
+			test_set_inflight(bc, prev, 2);
+			p = test_pick_u(bc, &w, pos, u);
+			ok = p.backend == test_be(bc, "c5");
+			test_reset(bc);
+		}
+		tap_ok(ok, "warm pick: previous owner at its max_inflight: the new owner");
+		snapshot_unref(bc);
+	}
+out:
+	snapshot_unref(a);
+	snapshot_unref(b);
+	snapshot_unref(d);
+}
+
 int main(void)
 {
 	log_set_level(LOG_ERROR);
@@ -745,6 +1057,8 @@ int main(void)
 	test_cache_pair();
 	test_ramp_race();
 	test_passive();
+	test_warm_snapshot();
+	test_warm_pick();
 	registry_free();
 	return tap_done();
 }

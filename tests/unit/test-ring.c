@@ -832,6 +832,333 @@ out:
 	ring_free(b);
 }
 
+/* ------------------------------------------------------------------ */
+/* Warm ramps                                                          */
+
+/* ring_hash2: the position of ring_hash and, from the same digest, its
+ * last 8 bytes (hashlib.md5(s).digest()[8:] read big-endian). */
+static void test_hash2(void)
+{
+	static const struct { const char *s; uint64_t pos, u; } v[] = {
+		{ "", UINT64_C(0xd41d8cd98f00b204), UINT64_C(0xe9800998ecf8427e) },
+		{ "a", UINT64_C(0x0cc175b9c0f1b6a8), UINT64_C(0x31c399e269772661) },
+		{ "/thumbs/a.jpg", UINT64_C(0x891222b3fb75ea9d), UINT64_C(0xcd261f0e1e93e826) },
+		{ "/thumbs/1234/5678_200x200.jpg", UINT64_C(0x75a6f076f46dcbb1),
+		  UINT64_C(0xdbd1d92d3e599aa9) },
+	};
+	struct iovec parts[3] = { { "/thumbs/", 8 }, { "1234/5678", 9 }, { "_200x200.jpg", 12 } };
+	uint64_t u = 0, pu = 0;
+	int ok = 1;
+
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		uint64_t pos = ring_hash2(v[i].s, strlen(v[i].s), &u);
+
+		ok &= pos == v[i].pos && u == v[i].u && ring_hash(v[i].s, strlen(v[i].s)) == pos;
+		if (pos != v[i].pos || u != v[i].u)
+			tap_diag("  \"%s\": got %016llx %016llx", v[i].s, (unsigned long long)pos,
+				 (unsigned long long)u);
+	}
+	tap_ok(ok, "ring_hash2: the position is ring_hash's, u the digest's last 8 bytes (4 vectors)");
+	tap_ok(ring_hash_parts2(parts, 3, &pu) == v[3].pos && pu == v[3].u &&
+	       ring_hash_parts2(parts, 3, NULL) == v[3].pos,
+	       "ring_hash_parts2 over pieces: the same position and u as the whole key; u may be NULL");
+}
+
+#define TEST_RAMP_KEYS 100000
+#define TEST_RAMP_TIMES 41
+
+/* The keys of a ramp test: positions and u values. */
+static uint64_t test_ramp_pos[TEST_RAMP_KEYS], test_ramp_u[TEST_RAMP_KEYS];
+
+static void test_ramp_keys(void)
+{
+	char buf[64];
+
+	for (size_t k = 0; k < TEST_RAMP_KEYS; k++) {
+		int n = snprintf(buf, sizeof(buf), "/thumbs/%zu/%zu_200x200.jpg", k % 977, k);
+
+		test_ramp_pos[k] = ring_hash2(buf, (size_t)n, &test_ramp_u[k]);
+	}
+}
+
+/* The name of a ramp's choice for key k at now (step 0's backends). */
+static const char *test_ramp_name(const struct ring_ramp *st, size_t n, size_t k, int64_t now)
+{
+	int b = ring_ramp_owner(st, n, test_ramp_pos[k], test_ramp_u[k], now, NULL);
+
+	return b < 0 ? "" : st[0].ring->names[b];
+}
+
+/* Two steps: b (from start, over span) after a. The map is allocated. */
+static void test_ramp_two(struct ring_ramp *st, const struct ring *a, const struct ring *b,
+			  int64_t start, uint64_t span)
+{
+	st[0] = (struct ring_ramp){ b, NULL, start, span };
+	st[1] = (struct ring_ramp){ a, ring_map(a, b), 0, 0 };
+}
+
+/*
+ * A cache added with a ramp over 100k keys: the moved keys' share at the
+ * new owner follows t / span within sampling error; each key is at its
+ * old or new owner, switches once and never back, exactly at start +
+ * span * u / 2^64; unmoved keys never reach the new cache; the same
+ * inputs give the same answer, also with the backends listed in another
+ * order (other indices, the same names).
+ */
+static void test_ramp_add(void)
+{
+	static const char *na[] = { "c1", "c2", "c3", "c4", "c5" };
+	struct ring_member m[5], rm[5];
+	struct ring *a, *b, *b2;
+	struct ring_ramp st[2], st2[2];
+	const int64_t start = 5000, span = 60000;
+	static unsigned char at_new[TEST_RAMP_KEYS];
+	size_t moved = 0, bad_owner = 0, flips = 0, unmoved_new = 0, exact_bad = 0, differ = 0;
+	int share_ok = 1, before_ok = 1, after_ok = 1;
+
+	for (int i = 0; i < 5; i++) {
+		m[i] = (struct ring_member){ na[i], 1 };
+		rm[4 - i] = m[i];
+	}
+	a = test_build(m, 4, 160);
+	b = test_build(m, 5, 160);
+	b2 = test_build(rm, 5, 160);
+	if (!a || !b || !b2) {
+		tap_ok(0, "ramp: rings built");
+		goto out;
+	}
+	test_ramp_two(st, a, b, start, (uint64_t)span);
+	test_ramp_two(st2, a, b2, start, (uint64_t)span);
+	memset(at_new, 0, sizeof(at_new));
+	for (size_t k = 0; k < TEST_RAMP_KEYS; k++)
+		moved += strcmp(test_owner(a, test_ramp_pos[k]), test_owner(b, test_ramp_pos[k])) != 0;
+	for (int ti = 0; ti < TEST_RAMP_TIMES; ti++) {
+		double f = (double)ti / (TEST_RAMP_TIMES - 1);
+		int64_t now = start + (int64_t)(f * (double)span);
+		size_t switched = 0;
+		double sigma;
+
+		for (size_t k = 0; k < TEST_RAMP_KEYS; k++) {
+			const char *o = test_owner(a, test_ramp_pos[k]);
+			const char *nw = test_owner(b, test_ramp_pos[k]);
+			const char *got = test_ramp_name(st, 2, k, now);
+			int is_new;
+
+			if (strcmp(got, test_ramp_name(st, 2, k, now)) != 0 ||
+			    strcmp(got, test_ramp_name(st2, 2, k, now)) != 0)
+				differ++;
+			if (strcmp(o, nw) == 0) {
+				unmoved_new += strcmp(got, o) != 0;
+				continue;
+			}
+			if (strcmp(got, o) != 0 && strcmp(got, nw) != 0)
+				bad_owner++;
+			is_new = strcmp(got, nw) == 0;
+			if (at_new[k] && !is_new)
+				flips++;
+			at_new[k] = (unsigned char)is_new;
+			switched += (size_t)is_new;
+			/* an independent statement of the moment, in long
+			 * double, away from the boundary */
+			{
+				long double due = (long double)start +
+						  (long double)span * (long double)test_ramp_u[k] / 18446744073709551616.0L;
+
+				if ((long double)now > due + 1e-6L ? !is_new :
+				    (long double)now < due - 1e-6L ? is_new : 0)
+					exact_bad++;
+			}
+		}
+		sigma = sqrt(f * (1 - f) / (double)moved);
+		if (fabs((double)switched / (double)moved - f) > 4 * sigma + 1.0 / (double)moved) {
+			share_ok = 0;
+			tap_diag("  t = %.3f of the window: %zu of %zu moved keys switched (%.4f)", f, switched,
+				 moved, (double)switched / (double)moved);
+		}
+		if (ti == 0)
+			before_ok &= switched <= 1;
+		if (ti == TEST_RAMP_TIMES - 1)
+			after_ok &= switched == moved;
+	}
+	tap_ok(moved > TEST_RAMP_KEYS / 10, "ramp: adding a fifth cache moves %zu of %d keys", moved,
+	       TEST_RAMP_KEYS);
+	tap_ok(share_ok, "ramp: at each of %d times the share of moved keys at the new owner is t / ramp "
+	       "within 4 sigma", TEST_RAMP_TIMES);
+	tap_ok(before_ok && after_ok, "ramp: none switched at its start (u = 0 aside), all at its end");
+	tap_ok(bad_owner == 0, "ramp: a moved key is always at its old or its new owner (%zu not)", bad_owner);
+	tap_ok(flips == 0, "ramp: no key flips back once switched (%zu did)", flips);
+	tap_ok(exact_bad == 0, "ramp: each key switches at start + ramp * u / 2^64 (%zu did not)", exact_bad);
+	tap_ok(unmoved_new == 0, "ramp: unmoved keys stay with their owner, never the new cache (%zu did not)",
+	       unmoved_new);
+	tap_ok(differ == 0, "ramp: two evaluations agree, and with the file in another order (%zu differ)",
+	       differ);
+	{
+		int64_t t = start + span / 3;
+		size_t k, n_before = 0, n_in = 0;
+
+		for (k = 0; k < 2000; k++) {
+			n_before += strcmp(test_ramp_name(st, 2, k, start - 1), test_owner(a, test_ramp_pos[k])) == 0;
+			n_in += strcmp(test_ramp_name(st, 1, k, t), test_owner(b, test_ramp_pos[k])) == 0;
+		}
+		tap_ok(n_before == 2000 && n_in == 2000,
+		       "ramp: before its start every key is where it was; one step alone is the ring");
+	}
+	free((void *)st[1].map);
+	free((void *)st2[1].map);
+out:
+	ring_free(a);
+	ring_free(b);
+	ring_free(b2);
+}
+
+/* A backend removed and another added in one change: the removed one's
+ * keys move at once (nothing to ramp from), the others ramp. A drained
+ * backend (weight 0, still listed) holds its keys until their moment. */
+static void test_ramp_remove_drain(void)
+{
+	struct ring_member m[5] = { { "c1", 1 }, { "c2", 1 }, { "c3", 1 }, { "c4", 1 }, { "c5", 1 } };
+	struct ring_member drained[4] = { { "c1", 1 }, { "c2", 1 }, { "c3", 1 }, { "c4", 0 } };
+	struct ring *a = test_build(m, 4, 160);
+	struct ring *b = test_build(m + 1, 4, 160);     /* c1 removed, c5 added */
+	struct ring *c = test_build(drained, 4, 160);
+	struct ring_ramp st[2], sd[2];
+	const int64_t start = 0, span = 1000, mid = 500;
+	size_t from_c1 = 0, c1_at_once = 0, to_c5 = 0, held_c5 = 0, drain = 0, drain_ok = 0, drain_after = 0;
+
+	if (!a || !b || !c) {
+		tap_ok(0, "ramp: rings built");
+		goto out;
+	}
+	test_ramp_two(st, a, b, start, span);
+	test_ramp_two(sd, a, c, start, span);
+	for (size_t k = 0; k < TEST_RAMP_KEYS; k++) {
+		const char *o = test_owner(a, test_ramp_pos[k]), *nb = test_owner(b, test_ramp_pos[k]);
+		const char *got = test_ramp_name(st, 2, k, mid);
+		int early = (long double)test_ramp_u[k] / 18446744073709551616.0L < 0.5L;
+
+		if (strcmp(o, "c1") == 0) {
+			from_c1++;
+			c1_at_once += strcmp(got, nb) == 0;
+		} else if (strcmp(nb, "c5") == 0) {
+			to_c5++;
+			held_c5 += strcmp(got, early ? "c5" : o) == 0;
+		}
+		if (strcmp(o, "c4") == 0) {
+			drain++;
+			drain_ok += strcmp(test_ramp_name(sd, 2, k, mid), early ? test_owner(c, test_ramp_pos[k]) : "c4") == 0;
+			drain_after += strcmp(test_ramp_name(sd, 2, k, span), "c4") != 0;
+		}
+	}
+	tap_ok(from_c1 > 0 && c1_at_once == from_c1,
+	       "ramp: the %zu keys of a removed backend go to their new owners at once (%zu did)", from_c1,
+	       c1_at_once);
+	tap_ok(to_c5 > 0 && held_c5 == to_c5,
+	       "ramp: the other %zu moved keys ramp (half-way: those with u < 1/2 switched)", to_c5);
+	tap_ok(drain > 0 && drain_ok == drain && drain_after == drain,
+	       "ramp: a backend drained to weight 0 keeps its %zu keys until each one's moment", drain);
+	free((void *)st[1].map);
+	free((void *)sd[1].map);
+out:
+	ring_free(a);
+	ring_free(b);
+	ring_free(c);
+}
+
+/*
+ * A change during a ramp starts a new ramp from where the first had got:
+ * a+ (c5 added at 0 over T), then at T/2 c6 added over T. The previous
+ * assignment is the first ramp frozen at T/2: c5 for the keys that had
+ * switched by then, the original owner for the others. Checked against
+ * that statement for every key, and that no key has more than one owner
+ * change during the second ramp. Then a revert at T/2 (back to the first
+ * file): keys held then never reach c5, those that had switched leave it
+ * at once (c5 is no longer in the file).
+ */
+static void test_ramp_chain(void)
+{
+	struct ring_member m[6] = { { "c1", 1 }, { "c2", 1 }, { "c3", 1 }, { "c4", 1 }, { "c5", 1 }, { "c6", 1 } };
+	struct ring *r4 = test_build(m, 4, 160), *r5 = test_build(m, 5, 160), *r6 = test_build(m, 6, 160);
+	struct ring *r4b = test_build(m, 4, 160);
+	const uint64_t T = 10000;
+	struct ring_ramp st[3], rv[3];
+	static const char *last[TEST_RAMP_KEYS];
+	static unsigned char changes[TEST_RAMP_KEYS];
+	size_t bad = 0, multi = 0, at_c5 = 0, revert_bad = 0;
+
+	if (!r4 || !r5 || !r6 || !r4b) {
+		tap_ok(0, "ramp: rings built");
+		goto out;
+	}
+	st[0] = (struct ring_ramp){ r6, NULL, (int64_t)T / 2, T };
+	st[1] = (struct ring_ramp){ r5, ring_map(r5, r6), 0, T };
+	st[2] = (struct ring_ramp){ r4, ring_map(r4, r6), 0, 0 };
+	rv[0] = (struct ring_ramp){ r4b, NULL, (int64_t)T / 2, T };
+	rv[1] = (struct ring_ramp){ r5, ring_map(r5, r4b), 0, T };
+	rv[2] = (struct ring_ramp){ r4, ring_map(r4, r4b), 0, 0 };
+	memset(changes, 0, sizeof(changes));
+	for (int64_t now = (int64_t)T / 2; now <= (int64_t)(T + T / 2); now += (int64_t)T / 40) {
+		for (size_t k = 0; k < TEST_RAMP_KEYS; k++) {
+			long double f = (long double)test_ramp_u[k] / 18446744073709551616.0L;
+			const char *o4 = test_owner(r4, test_ramp_pos[k]), *o5 = test_owner(r5, test_ramp_pos[k]);
+			const char *o6 = test_owner(r6, test_ramp_pos[k]);
+			const char *prev = f <= 0.5L ? o5 : o4;
+			long double due = (long double)T / 2 + (long double)T * f;
+			const char *want = strcmp(prev, o6) == 0 || (long double)now >= due ? o6 : prev;
+			const char *got = test_ramp_name(st, 3, k, now);
+			const char *rgot = test_ramp_name(rv, 3, k, now);
+
+			if (fabsl((long double)now - due) > 1e-3L && strcmp(got, want) != 0)
+				bad++;
+			if (last[k] && strcmp(last[k], got) != 0 && ++changes[k] == 2)
+				multi++;
+			last[k] = got;
+			at_c5 += strcmp(rgot, "c5") == 0;
+			revert_bad += strcmp(rgot, o4) != 0;
+		}
+	}
+	tap_ok(bad == 0, "ramp chain: the previous assignment is the first ramp as it stood when the second "
+	       "began (%zu choices differ)", bad);
+	tap_ok(multi == 0, "ramp chain: no key changes owner twice during the second ramp (%zu did)", multi);
+	tap_ok(at_c5 == 0 && revert_bad == 0,
+	       "ramp chain: a change reverted mid-ramp sends no key to the removed cache, every key home");
+	for (int i = 1; i < 3; i++) {
+		free((void *)st[i].map);
+		free((void *)rv[i].map);
+	}
+out:
+	ring_free(r4);
+	ring_free(r5);
+	ring_free(r6);
+	ring_free(r4b);
+}
+
+/* ring_walk_skip: the skipped backend is not yielded, the others are,
+ * once, and the walk ends; a backend without points may be skipped. */
+static void test_walk_skip(void)
+{
+	struct ring_member m[4] = { { "c1", 1 }, { "c2", 1 }, { "c3", 1 }, { "c4", 0 } };
+	struct ring *r = test_build(m, 4, 160);
+	int seen[4] = { 0 }, b, n = 0, owner;
+	struct ring_walk w;
+
+	if (!r) {
+		tap_ok(0, "walk skip: ring built");
+		return;
+	}
+	owner = ring_lookup(r, 42);
+	ring_walk_init(&w, r, 42);
+	ring_walk_skip(&w, owner);
+	ring_walk_skip(&w, owner);
+	ring_walk_skip(&w, 3);
+	while ((b = ring_walk_next(&w)) >= 0 && n < 10) {
+		seen[b]++;
+		n++;
+	}
+	tap_ok(n == 2 && seen[owner] == 0 && seen[3] == 0,
+	       "ring_walk_skip: the walk yields the two others once each and ends");
+	ring_free(r);
+}
+
 int main(void)
 {
 	/* Must precede any OpenSSL allocation; if it fails the check below
@@ -853,5 +1180,11 @@ int main(void)
 	test_lookup_brute();
 	test_single();
 	test_moved_arcs();
+	test_hash2();
+	test_ramp_keys();
+	test_ramp_add();
+	test_ramp_remove_drain();
+	test_ramp_chain();
+	test_walk_skip();
 	return tap_done();
 }

@@ -1,0 +1,365 @@
+#!/usr/bin/env python3
+"""ramp.py -- the driver of tests/bench/ramp.sh (read its header for what
+is measured and the knobs, which come from the environment). Starts an
+origin testcache, five varnishd, ringproxy and wrk on 127.0.0.1, runs the
+change with ramp = 0 and ramp = RAMP, prints the table, writes the series
+as CSV and the plot as SVG (drawn here, standard library only). Every
+process it starts is stopped by its PID, also when a step fails."""
+
+import argparse
+import html
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+ENV = {k: os.environ[k] for k in ("RAMP", "STEADY", "TAIL", "RATE", "KEYS", "ZIPF", "ONEHIT", "CONNS")}
+RAMP, STEADY, TAIL = float(ENV["RAMP"]), float(ENV["STEADY"]), float(ENV["TAIL"])
+RATE, KEYS, ZIPF = float(ENV["RATE"]), int(ENV["KEYS"]), float(ENV["ZIPF"])
+ONEHIT, CONNS = float(ENV["ONEHIT"]), int(ENV["CONNS"])
+PROCS = []      # (Popen, whole process group?)
+
+
+def stop(p, group=False):
+    """SIGTERM to p (its group for varnishd), SIGKILL after 10 s."""
+    if p.poll() is not None:
+        return
+    kill = (lambda s: os.killpg(p.pid, s)) if group else p.send_signal
+    try:
+        kill(signal.SIGTERM)
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        kill(signal.SIGKILL)
+        p.wait(timeout=10)
+    except ProcessLookupError:
+        pass
+
+
+def stop_all():
+    for p, group in reversed(PROCS):
+        stop(p, group)
+    PROCS.clear()
+
+
+def start(argv, log, group=False):
+    with open(log, "ab") as f:
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=f, start_new_session=group)
+    PROCS.append((p, group))
+    return p
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def get(port, path, timeout=5):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        c.request("GET", path)
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
+def wait_for(pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if pred():
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} did not come up in {timeout:.0f}s")
+
+
+def start_origin(tc, tmp):
+    pf = os.path.join(tmp, "origin.port")
+    start([tc, "--listen", "127.0.0.1:0", "--name", "origin", "--port-file", pf, "--threads", "1",
+           "--count-prefix", "/z/"], os.path.join(tmp, "origin.log"))
+    wait_for(lambda: os.path.exists(pf), 20, "the origin")
+    return int(open(pf).read())
+
+
+def start_varnish(name, vcl_text, tmp):
+    """One varnishd -F with its own working directory; its port."""
+    wd = os.path.join(tmp, name)
+    os.makedirs(wd, exist_ok=True)
+    vcl = os.path.join(wd, "thumbs.vcl")
+    with open(vcl, "w") as f:
+        f.write(vcl_text)
+    for _ in range(5):
+        port = free_port()
+        p = start(["varnishd", "-F", "-n", wd, "-a", f"127.0.0.1:{port}", "-f", vcl, "-s", "malloc,64m",
+                   "-T", "none", "-j", "none", "-l", "2m", "-p", "thread_pools=1", "-p", "thread_pool_min=10",
+                   "-p", "thread_pool_max=200"], os.path.join(wd, "varnishd.log"), group=True)
+        try:
+            wait_for(lambda: p.poll() is None and get(port, "/health", 2)[0] == 200, 30, f"varnishd {name}")
+            return port
+        except RuntimeError:
+            stop(p, True)
+    raise RuntimeError(f"varnishd {name} did not start; see {wd}/varnishd.log")
+
+
+def conf(ports, names, ramp):
+    s = "[proxy]\nlisten = 127.0.0.1:0\nadmin_listen = 127.0.0.1:0\nworkers = 1\nlog_level = info\n"
+    # bounded loads off: the caps would send some held keys to the new
+    # cache at this low concurrency, and the run is about the ramp
+    s += f"[ring]\nbalance_factor = 0\nramp = {ramp}\n"
+    s += "[health]\npath = /health\ninterval = 1s\n"
+    for n in names:
+        s += f"[backend {n}]\nurl = http://127.0.0.1:{ports[n]}\n"
+    return s
+
+
+def wait_log(path, pattern, timeout, since=0):
+    rx = re.compile(pattern)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(path, "rb") as f:
+            f.seek(since)
+            m = rx.search(f.read().decode("utf-8", "replace"))
+        if m:
+            return m
+        time.sleep(0.02)
+    raise RuntimeError(f"no '{pattern}' in {path} within {timeout}s")
+
+
+def warm(port, keys):
+    """GET every Zipf key once through the proxy (4 keep-alive clients)."""
+    def client(part):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        for k in part:
+            c.request("GET", f"/z/{k}.jpg")
+            c.getresponse().read()
+        c.close()
+    threads = [threading.Thread(target=client, args=(range(i + 1, keys + 1, 4),)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+LUA = """
+-- Zipf(s) over KEYS keys (/z/1.jpg the hottest), ONEHIT of the requests
+-- for a key never asked before; each connection paced to RATE / CONNS.
+local keys, s, onehit, pause = %d, %f, %f, %f
+local cdf, n, seed = {}, 0, 0
+function setup(thread) seed = seed + 1; thread:set("seed", seed) end
+function init(args)
+  math.randomseed(seed * 7919)
+  local sum = 0
+  for i = 1, keys do sum = sum + 1 / i ^ s; cdf[i] = sum end
+  for i = 1, keys do cdf[i] = cdf[i] / sum end
+end
+local function zipf()
+  local r, lo, hi = math.random(), 1, keys
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if cdf[mid] < r then lo = mid + 1 else hi = mid end
+  end
+  return lo
+end
+function delay() return pause end
+function request()
+  n = n + 1
+  if math.random() < onehit then
+    return wrk.format("GET", "/u/" .. seed .. "-" .. n .. ".jpg")
+  end
+  return wrk.format("GET", "/z/" .. zipf() .. ".jpg")
+end
+"""
+
+
+def series(port):
+    """The origin's /__series: its start (monotonic s), the slot length
+    (s), and requests and Zipf-key requests per slot."""
+    doc = json.loads(get(port, "/__series", timeout=30)[1])
+    return doc["start_ms"] / 1000.0, doc["slot_ms"] / 1000.0, doc["requests"], doc["prefix_requests"]
+
+
+def run(label, ramp, args, origin, vcl_text):
+    """One change under load; the per-second series and the figures."""
+    tmp = os.path.join(args.tmp, label)
+    os.makedirs(tmp, exist_ok=True)
+    names = [f"thumbs-{i}" for i in range(1, 6)]
+    ports = {n: start_varnish(n, vcl_text, tmp) for n in names}
+    cfg = os.path.join(tmp, "ringproxy.ini")
+    with open(cfg, "w") as f:
+        f.write(conf(ports, names[:4], ramp))
+    log = os.path.join(tmp, "ringproxy.log")
+    start([args.ringproxy, "-c", cfg], log)
+    port = int(wait_log(log, r"listening on 127\.0\.0\.1:(\d+)", 20).group(1))
+    admin = int(wait_log(log, r"stats on http://127\.0\.0\.1:(\d+)/", 20).group(1))
+    proxy = PROCS[-1][0]
+    warm(port, KEYS)
+    get(origin, "/__reset")
+    lua = os.path.join(tmp, "zipf.lua")
+    with open(lua, "w") as f:
+        f.write(LUA % (KEYS, ZIPF, ONEHIT, CONNS * 1000.0 / RATE))
+    secs = int(STEADY + RAMP + TAIL + 1)
+    wrk = subprocess.Popen(["wrk", "-t1", f"-c{CONNS}", f"-d{secs}s", "--timeout", "5s", "-s", lua,
+                            f"http://127.0.0.1:{port}/"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+    PROCS.append((wrk, False))
+    time.sleep(STEADY)
+    with open(cfg, "w") as f:
+        f.write(conf(ports, names, ramp))
+    since = os.path.getsize(log)
+    # the reload on a boundary of the origin's 100 ms slots: the 1 s
+    # buckets below are then whole slots
+    o_start, slot, _, _ = series(origin)
+    time.sleep(slot - (time.monotonic() - o_start) % slot)
+    t_reload = time.monotonic()
+    proxy.send_signal(signal.SIGHUP)
+    line = wait_log(log, r"reload 2: [^\n]*", 10, since).group(0)
+    out, _ = wrk.communicate(timeout=secs + 30)
+    st = json.loads(get(admin, "/stats")[1])
+    stop_all_but_origin()
+    o_start, slot, req, zreq = series(origin)
+    r0 = round((t_reload - o_start) / slot)      # the first slot after the reload
+    per = round(1 / slot)
+
+    def bucket(counts, k):
+        return sum(counts[max(0, r0 + k * per):max(0, r0 + (k + 1) * per)])
+    first = -int(STEADY) + 2            # wrk's first two seconds left out
+    last = int(RAMP + TAIL)
+    series_ = [(k, float(bucket(req, k))) for k in range(first, last)]
+    before = [v for k, v in series_ if k < 0]
+    steady = sum(before) / len(before)
+    after = [v for k, v in series_ if k >= 0]
+    zipf_before = sum(bucket(zreq, k) for k in range(first, 0))
+    extra = sum(bucket(zreq, k) for k in range(0, last))
+    rps = float(re.search(r"Requests/sec:\s*([\d.]+)", out).group(1))
+    held = sum(b["ramp_held"] for b in st["backends"])
+    return {"label": label, "ramp": ramp, "series": series_, "steady": steady, "peak": max(after),
+            "over": max(after) - steady, "extra": extra, "zipf_before": zipf_before,
+            "after_total": sum(after), "rps": rps, "line": line, "held": held,
+            "moved": re.search(r"([\d.]+)% of keys moved", line).group(1)}
+
+
+ORIGIN = []
+
+
+def stop_all_but_origin():
+    keep = [(p, g) for p, g in PROCS if p in ORIGIN]
+    for p, g in reversed([x for x in PROCS if x[0] not in ORIGIN]):
+        stop(p, g)
+    PROCS[:] = keep
+
+
+def svg(results, path):
+    """Both runs' origin requests per second against seconds from the
+    change, the ramp window shaded."""
+    W, H, L, R, T, B = 760, 360, 60, 20, 40, 50
+    xs = [k for r in results for k, _ in r["series"]]
+    x0, x1 = min(xs), max(xs) + 1
+    ymax = max(v for r in results for _, v in r["series"])
+    step = next(s for s in (5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000) if ymax / s <= 8)
+    ymax = step * (int(ymax / step) + 1)
+
+    def px(x):
+        return L + (x - x0) / (x1 - x0) * (W - L - R)
+
+    def py(y):
+        return H - B - y / ymax * (H - T - B)
+
+    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
+         f'font-family="sans-serif" font-size="12">',
+         f'<rect width="{W}" height="{H}" fill="white"/>',
+         f'<text x="{W / 2}" y="20" text-anchor="middle" font-size="14">origin requests per second around '
+         f'the change (a fifth Varnish added by reload)</text>',
+         f'<rect x="{px(0):.1f}" y="{T}" width="{px(RAMP) - px(0):.1f}" height="{H - T - B}" fill="#e8f0fb"/>',
+         f'<text x="{px(RAMP / 2):.1f}" y="{T + 14}" text-anchor="middle" fill="#456">ramp window '
+         f'({RAMP:g} s)</text>']
+    for y in range(0, int(ymax) + 1, step):
+        o.append(f'<line x1="{L}" x2="{W - R}" y1="{py(y):.1f}" y2="{py(y):.1f}" stroke="#ddd"/>')
+        o.append(f'<text x="{L - 6}" y="{py(y) + 4:.1f}" text-anchor="end">{y}</text>')
+    for x in range(int(x0 // 10 * 10), int(x1) + 1, 10):
+        if x0 <= x <= x1:
+            o.append(f'<line x1="{px(x):.1f}" x2="{px(x):.1f}" y1="{H - B}" y2="{H - B + 4}" stroke="#333"/>')
+            o.append(f'<text x="{px(x):.1f}" y="{H - B + 17}" text-anchor="middle">{x}</text>')
+    o.append(f'<line x1="{L}" x2="{W - R}" y1="{H - B}" y2="{H - B}" stroke="#333"/>')
+    o.append(f'<line x1="{L}" x2="{L}" y1="{T}" y2="{H - B}" stroke="#333"/>')
+    o.append(f'<line x1="{px(0):.1f}" x2="{px(0):.1f}" y1="{T}" y2="{H - B}" stroke="#333" '
+             f'stroke-dasharray="4 3"/>')
+    o.append(f'<text x="{(L + W - R) / 2}" y="{H - 12}" text-anchor="middle">seconds from the reload '
+             f'(1 s buckets)</text>')
+    o.append(f'<text x="16" y="{(T + H - B) / 2}" text-anchor="middle" '
+             f'transform="rotate(-90 16 {(T + H - B) / 2})">origin requests/s</text>')
+    colors = ["#c0392b", "#1f5fa8"]
+    for i, r in enumerate(results):
+        pts = " ".join(f"{px(k + 0.5):.1f},{py(v):.1f}" for k, v in r["series"])
+        o.append(f'<polyline points="{pts}" fill="none" stroke="{colors[i]}" stroke-width="1.6"/>')
+        o.append(f'<line x1="{W - R - 250}" x2="{W - R - 226}" y1="{T + 34 + 18 * i}" y2="{T + 34 + 18 * i}" '
+                 f'stroke="{colors[i]}" stroke-width="2"/>')
+        o.append(f'<text x="{W - R - 220}" y="{T + 38 + 18 * i}">{html.escape(r["name"])}: peak over steady '
+                 f'{r["over"]:.0f}/s</text>')
+    o.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(o) + "\n")
+
+
+def main():
+    # ramp.sh stops this driver with SIGTERM: clean up as on an error
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    ap = argparse.ArgumentParser()
+    for a in ("ringproxy", "testcache", "tmp", "vcl", "svg"):
+        ap.add_argument("--" + a, required=True)
+    args = ap.parse_args()
+    try:
+        origin = start_origin(args.testcache, args.tmp)
+        ORIGIN.append(PROCS[-1][0])
+        with open(args.vcl) as f:
+            vcl_text = (f.read().replace("@ORIGIN_HOST@", "127.0.0.1").replace("@ORIGIN_PORT@", str(origin))
+                        .replace("@RINGPROXY@", "127.0.0.1"))
+        results = []
+        for label, ramp in (("off", "0"), ("on", f"{RAMP:g}s")):
+            r = run(label, ramp, args, origin, vcl_text)
+            r["name"] = "ramp = 0" if ramp == "0" else f"ramp = {RAMP:g}s"
+            results.append(r)
+            print(f"# {r['name']}: {r['line']}", flush=True)
+    finally:
+        stop_all()
+    off, on = results
+    print()
+    print(f"Zipf s = {ZIPF:g} over {KEYS} keys (4 KiB), {ONEHIT * 100:g}% of requests for keys seen once; "
+          f"wrk -c{CONNS} paced at {RATE:g} req/s; 4 Varnish 7.1 (malloc,64m) warmed with every key, "
+          f"a fifth added by reload after {STEADY:g} s; ringproxy workers = 1, balance_factor = 0")
+    print()
+    print("| run | client req/s | origin steady req/s | origin peak req/s (1 s) | peak over steady | "
+          "extra misses (moved keys fetched) | requests held on old owners |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        print(f"| {r['name']} | {r['rps']:.0f} | {r['steady']:.1f} | {r['peak']:.0f} | {r['over']:.0f} | "
+              f"{r['extra']:.0f} | {r['held']} |")
+    ratio = on["over"] / off["over"] if off["over"] > 0 else float("inf")
+    print()
+    print(f"peak over steady, ramp / no ramp: {ratio:.3f} (goal <= 0.2: {'met' if ratio <= 0.2 else 'NOT met'}); "
+          f"extra misses, ramp / no ramp: {on['extra']:.0f} / {off['extra']:.0f} "
+          f"({'no larger: met' if on['extra'] <= off['extra'] else 'larger: NOT met'}); "
+          f"{off['moved']}% of the keyspace moved; Zipf-key fetches in the steady part: "
+          f"{off['zipf_before']:.0f} and {on['zipf_before']:.0f}")
+    csv = os.path.splitext(args.svg)[0] + ".csv"
+    os.makedirs(os.path.dirname(os.path.abspath(args.svg)), exist_ok=True)
+    with open(csv, "w") as f:
+        f.write("second," + ",".join(r["name"] for r in results) + "\n")
+        for (k, a), (_, b) in zip(off["series"], on["series"]):
+            f.write(f"{k},{a:.1f},{b:.1f}\n")
+    svg(results, args.svg)
+    print(f"\nper-second series: {csv}\nplot: {args.svg}")
+
+
+if __name__ == "__main__":
+    main()
