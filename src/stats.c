@@ -401,8 +401,7 @@ void stats_json(const struct stats *st, struct evbuffer *out)
 		if (k)
 			evbuffer_add(out, ", ", 2);
 	}
-	evbuffer_add(out, "], \"backends\": [", 16);
-	evbuffer_add(out, ", \"ramp\": ", 10);
+	evbuffer_add(out, "], \"ramp\": ", 11);
 	if (st->ramp_rings)
 		evbuffer_add_printf(out, "{\"in_progress\": %s, \"start\": %.3f, \"end\": %.3f, \"seconds\": %.3f, "
 				    "\"switched_share\": %.6f, \"moved_share\": %.17g, \"rings\": %zu}",
