@@ -134,6 +134,8 @@ static const struct conf_keydef conf_keys[] = {
 	  "largest response body stored; a larger one streams to the client and is not kept" },
 	{ CONF_IN_CACHE, "lock_timeout", CONF_T_DURATION, P(cache_lock_timeout_ms), "5s", 0, 600000, NULL,
 	  "how long a request waits for another request's fetch of the same object before going itself" },
+	{ CONF_IN_CACHE, "grace", CONF_T_DURATION, P(cache_grace_ms), "0", 0, 31536000000.0, NULL,
+	  "stale window (stale-while-revalidate and stale-if-error) of a response that names none; its own values win" },
 
 	{ CONF_IN_BACKEND, "url", CONF_T_URL, B(url), NULL, 0, 0, NULL,
 	  "http://host[:port][/prefix] of the cache" },

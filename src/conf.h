@@ -88,6 +88,8 @@ struct conf {
 	uint64_t cache_size;            /* bytes; 0 = off */
 	uint64_t cache_max_object;      /* bytes */
 	uint64_t cache_lock_timeout_ms;
+	uint64_t cache_grace_ms;        /* stale window of responses naming
+					   none (cachectl_response) */
 
 	struct conf_backend *backends;
 	size_t nbackends;

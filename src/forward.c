@@ -460,6 +460,7 @@ static int fwd_head(struct upstream *u, size_t head_len)
 	const struct conf *conf = rq->snap->conf;
 	const struct snap_backend *sb = &rq->snap->be[u->ring_index];
 	struct http1_fwd_resp fr;
+	int rc;
 
 	if (u->resp.status >= 500 && conf->passive_5xx)
 		health_request_failed(sb->state, conf, sb->conf, "5xx responses");
@@ -482,7 +483,10 @@ static int fwd_head(struct upstream *u, size_t head_len)
 	fr.via.p = u->resp.minor == 0 ? "1.0 ringproxy" : "1.1 ringproxy";
 	fr.via.len = 13;
 	fr.dechunk = u->dechunk;
-	if (req_response_head(rq, &u->resp, &fr) < 0) {
+	rc = req_response_head(rq, &u->resp, &fr);
+	if (rc > 0)
+		return -1;      /* answered otherwise (a stale copy); u is gone */
+	if (rc < 0) {
 		atomic_fetch_add(&fwd_backend(u)->bad_responses, 1);
 		fwd_fail(u, 502, REQ_FAIL_BAD, "response head too large to rewrite");
 		return -1;

@@ -117,7 +117,9 @@ void req_want_body(struct request *rq);
 void req_response_interim(struct request *rq, const struct http1_msg *resp);
 /* A final response head is ready: queue it rewritten per fr (fr->close is
  * set here from the request's close_after). 0, or -1 when it does not fit
- * (nothing queued). */
+ * (nothing queued), or 1 when the request was answered otherwise (a 5xx
+ * replaced by a stale copy, stale-if-error): its upstream was closed
+ * (fwd_close), the caller must not touch it again. */
 int req_response_head(struct request *rq, const struct http1_msg *resp, struct http1_fwd_resp *fr);
 /* Queue n body bytes (borrowed: unchanged until the queue drains). -1 when
  * the queue is full. */
