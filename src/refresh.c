@@ -20,6 +20,7 @@
 #include "conf.h"
 #include "curlev.h"
 #include "log.h"
+#include "request.h"
 #include "snapshot.h"
 #include "worker-t.h"
 
@@ -32,6 +33,7 @@ struct refresh {
 	CURL *easy;
 	struct curl_slist *hdrs;
 	struct cache_fill *fill;        /* NULL once ended */
+	struct cache_obj *stale;        /* revalidated (a reference) */
 	struct cachectl_req cc;
 	int64_t sent_at, grace;
 	bool began;                     /* the head was handed to the fill */
@@ -51,6 +53,7 @@ static void refresh_end(struct refresh *r)
 		r->w->refreshes = r->next;
 	if (r->next)
 		r->next->prev = r->prev;
+	cache_obj_release(r->stale);
 	curl_slist_free_all(r->hdrs);
 	curl_easy_cleanup(r->easy);
 	free(r);
@@ -90,6 +93,15 @@ static void refresh_begin(struct refresh *r)
 	if (r->hlen > sizeof(r->head) ||
 	    http1_parse_response(&resp, hdrs, r->head, r->hlen, &lim, HTTP1_M_GET) <= 0) {
 		cache_fill_abort(r->fill);
+		r->fill = NULL;
+		return;
+	}
+	if (resp.status == 304 && r->stale) {
+		struct cache_obj *o = NULL;
+
+		cache_fill_not_modified(r->fill, r->stale, &resp, &r->cc, r->sent_at,
+					(int64_t)time(NULL), r->grace, &o);
+		cache_obj_release(o);
 		r->fill = NULL;
 		return;
 	}
@@ -137,7 +149,7 @@ static int refresh_backend(const struct request *rq)
 	return balance_explain_walk(rq->snap, rq->keypos, order, why, 1, &nout);
 }
 
-void refresh_start(struct request *rq, struct cache_fill *f)
+void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_obj *stale)
 {
 	const struct conf *conf = rq->snap->conf;
 	const struct http1_header *host = NULL;
@@ -188,6 +200,20 @@ void refresh_start(struct request *rq, struct cache_fill *f)
 		r->hdrs = curl_slist_append(r->hdrs, "Accept-Encoding:");
 	}
 	r->hdrs = curl_slist_append(r->hdrs, "Accept:");
+	if (stale) {
+		char cond[320];
+		size_t clen = req_cond_lines(stale, cond, sizeof(cond));
+		char *p = cond, *e;
+
+		r->stale = cache_obj_ref((struct cache_obj *)stale);
+		cond[clen] = '\0';
+		/* one slist entry a line, without its CRLF */
+		while ((e = strstr(p, "\r\n")) != NULL) {
+			*e = '\0';
+			r->hdrs = curl_slist_append(r->hdrs, p);
+			p = e + 2;
+		}
+	}
 	r->hdrs = curl_slist_append(r->hdrs, "Via: 1.1 ringproxy");
 	curl_easy_setopt(r->easy, CURLOPT_URL, url);
 	curl_easy_setopt(r->easy, CURLOPT_NOSIGNAL, 1L);

@@ -17,10 +17,12 @@
  * Lead fill f in the background for request rq (its head, Host and
  * target, Accept-Encoding variant; rq->snap for the backend and the
  * timeouts): GET the object from the backend a request for it would go
- * to now, and store what comes back. f is ended either way (stored,
- * or aborted when the backend fails or the response is not storable).
+ * to now, conditional on stale's validators, and store what comes back
+ * (on a 304, stale's body under the updated head). f is ended either
+ * way (stored, or aborted when the backend fails or the response is not
+ * storable). stale is referenced as long as needed.
  */
-void refresh_start(struct request *rq, struct cache_fill *f);
+void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_obj *stale);
 
 /* On the worker's teardown, after its thread stopped: abort every
  * refresh still running. */

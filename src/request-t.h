@@ -109,6 +109,9 @@ struct request {
 					   reference): answers instead of a
 					   backend failure (stale-if-error) */
 	int64_t sent_at;                /* when it went to the backend */
+	char cond[320];                 /* If-None-Match / If-Modified-Since
+					   lines revalidating rq->stale */
+	size_t cond_len;                /* 0: not revalidating */
 
 	/* waiting for another request's fetch (REQ_WAIT) */
 	struct cache_waiter waiter;     /* attached to the fetch (cache.h) */

@@ -48,6 +48,7 @@ static void req_on_wake(struct mbox_msg *m);
 static bool req_cache_lookup(struct request *rq);
 static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *how);
 static bool req_stale_if_error(struct request *rq);
+static int req_revalidated(struct request *rq, const struct http1_msg *resp);
 
 void req_init(struct request *rq, struct client *c, const struct rbuf *in,
 	      struct outq *out, char **scratch, size_t *scratch_cap,
@@ -97,6 +98,7 @@ void req_begin(struct request *rq, size_t head_len, uint64_t rid)
 	rq->cache_fwd = NULL;
 	rq->collapsed = false;
 	rq->stale = NULL;
+	rq->cond_len = 0;
 }
 
 void req_serve(struct request *rq)
@@ -340,6 +342,8 @@ int req_response_head(struct request *rq, const struct http1_msg *resp, struct h
 	 * is dropped (with its connection) and the stale copy answers */
 	if (resp->status >= 500 && req_stale_if_error(rq))
 		return 1;
+	if (resp->status == 304 && rq->cond_len && rq->stale)
+		return req_revalidated(rq, resp);
 	req_cache_response(rq, resp, fr);
 	fr->close = rq->close_after;
 	fr->keep_alive_10 = rq->msg.minor == 0 && !rq->close_after;
@@ -752,6 +756,72 @@ void req_failed(struct request *rq, int status, enum req_fail kind, const char *
 
 /* ---- the cache's step: lookup, waiting for another request's fetch ---- */
 
+/* Whether the client's request is conditional itself (then its own
+ * validators go to the backend, and a 304 is for the client). */
+static bool req_conditional(const struct http1_msg *m)
+{
+	for (unsigned i = 0; i < m->nheaders; i++)
+		if (http1_str_ieq(m->headers[i].name, "if-none-match") ||
+		    http1_str_ieq(m->headers[i].name, "if-modified-since"))
+			return true;
+	return false;
+}
+
+/* Revalidation: o expired and has a validator: the lines that make the
+ * request to the backend conditional (If-None-Match with its ETag,
+ * If-Modified-Since with its Last-Modified) into buf; their length, 0 if
+ * none or they do not fit. */
+size_t req_cond_lines(const struct cache_obj *o, char *buf, size_t cap)
+{
+	struct http1_str etag = cache_obj_etag(o);
+	int64_t lm = cache_obj_last_modified(o);
+	size_t n = 0;
+	int m;
+
+	if (etag.len) {
+		m = snprintf(buf, cap, "If-None-Match: %.*s\r\n", (int)etag.len, etag.p);
+		if (m < 0 || (size_t)m >= cap)
+			return 0;
+		n = (size_t)m;
+	}
+	if (lm >= 0) {
+		char date[32];
+
+		cachectl_date_format(lm, date);
+		m = snprintf(buf + n, cap - n, "If-Modified-Since: %s\r\n", date);
+		if (m < 0 || (size_t)m >= cap - n)
+			return 0;
+		n += (size_t)m;
+	}
+	return n;
+}
+
+/* The backend answered 304 to the revalidation of rq->stale: store the
+ * object with its head updated and its body (cache_fill_not_modified),
+ * and answer with it; the 304's connection is closed. Returns 1 (the
+ * request was answered otherwise, see req_response_head). */
+static int req_revalidated(struct request *rq, const struct http1_msg *resp)
+{
+	struct cache_obj *o = NULL;
+
+	if (rq->fill)
+		cache_fill_not_modified(rq->fill, rq->stale, resp, &rq->cc, rq->sent_at,
+					(int64_t)time(NULL),
+					(int64_t)(rq->snap->conf->cache_grace_ms / 1000), &o);
+	rq->fill = NULL;
+	if (rq->up)
+		fwd_close(rq->up);
+	if (!o) {               /* not stored: the old copy, still valid */
+		o = rq->stale;
+		rq->stale = NULL;
+	}
+	if (req_reply_obj(rq, o, "fwd=stale; fwd-status=304") < 0) {
+		cache_obj_release(o);
+		req_reply(rq, 502, "cached response head too large to send", false);
+	}
+	return 1;
+}
+
 /* stale-if-error: when rq holds an expired object still in its
  * stale-if-error window, answer with it instead of a failure (the
  * backend connection, if any, is closed; the fill this request leads is
@@ -842,7 +912,7 @@ static bool req_cache_lookup(struct request *rq)
 		/* started before the answer: a reply written at once ends the
 		 * request, and the connection may reuse its head */
 		if (rq->fill) {
-			refresh_start(rq, rq->fill);
+			refresh_start(rq, rq->fill, obj);
 			rq->fill = NULL;
 		}
 		if (req_reply_obj(rq, obj, "hit; fwd=stale") == 0)
@@ -863,6 +933,10 @@ static bool req_cache_lookup(struct request *rq)
 	case CACHE_MISS:
 		rq->stale = obj;
 		rq->sent_at = now;
+		/* an expired object with a validator: ask the backend whether
+		 * it changed (a 304 keeps the stored body) */
+		if (obj && rq->fill && !req_conditional(&rq->msg))
+			rq->cond_len = req_cond_lines(obj, rq->cond, sizeof(rq->cond));
 		rq->cache_fwd = rq->cc.kind == CACHECTL_REFRESH ? "request" : "miss";
 		return false;
 	case CACHE_PASS:

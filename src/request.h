@@ -115,6 +115,11 @@ void req_want_body(struct request *rq);
 
 /* Queue an interim (1xx) response for an HTTP/1.1 client; dropped for 1.0. */
 void req_response_interim(struct request *rq, const struct http1_msg *resp);
+/* The If-None-Match / If-Modified-Since lines (each ending CRLF) that
+ * revalidate expired object o, into buf; their length, 0 when o has no
+ * validator or they do not fit (refresh.c sends them too). */
+size_t req_cond_lines(const struct cache_obj *o, char *buf, size_t cap);
+
 /* A final response head is ready: queue it rewritten per fr (fr->close is
  * set here from the request's close_after). 0, or -1 when it does not fit
  * (nothing queued), or 1 when the request was answered otherwise (a 5xx

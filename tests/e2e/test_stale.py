@@ -74,13 +74,16 @@ def handler(fake, s, n):
             counts[p] = counts.get(p, 0) + 1
             heads[p] = head
             mode = modes.get(p, "ok")
-            versions[p] = versions.get(p, 0) + (1 if counts[p] > 1 else 0)
-            v = versions[p]
+            if mode != "304":
+                versions[p] = versions.get(p, 0) + (1 if counts[p] > 1 else 0)
+            v = versions.get(p, 0)
         if mode == "drop":
             return
         if mode in ("slow", "slowok"):
             time.sleep(0.8 if mode == "slowok" else 3)
-        if mode == "503":
+        if mode == "304" and re.search(rb"\r\nif-none-match: ", head, re.I):
+            out = f"HTTP/1.1 304 Not Modified\r\nCache-Control: max-age=60\r\nETag: \"e{v}\"\r\n\r\n".encode()
+        elif mode == "503":
             body = b"busy\n"
             out = b"HTTP/1.1 503 X\r\nContent-Length: %d\r\n\r\n" % len(body) + body
         else:
@@ -185,6 +188,45 @@ def main():
     st, h, b = harness.get(P, "/sie/503")
     t.check(st == 200 and b"v" in b and cs(h).endswith("stored"),
             "once the backend answers again the object is replaced", h)
+
+    # ---- revalidation of expired objects ---------------------------------
+    st, h, b0 = harness.get(P, "/reval/1")
+    expire()
+    set_mode("/reval/1", "304")
+    st, h, b = harness.get(P, "/reval/1")
+    with lock:
+        rh = heads.get("/reval/1", b"")
+    t.check(re.search(rb'\r\nif-none-match: "e0"(\r\n|$)', rh, re.I) is not None and
+            re.search(rb"\r\nif-modified-since: " + LM.encode() + rb"(\r\n|$)", rh, re.I) is not None,
+            "an expired object with ETag and Last-Modified is revalidated: If-None-Match and If-Modified-Since", rh)
+    t.check(st == 200 and b == b0 and "fwd-status=304" in cs(h) and h.get("cache-control") == "max-age=60",
+            "a 304 answers the client with the stored body under the refreshed head", (st, h))
+    st, h, b = harness.get(P, "/reval/1")
+    t.check(st == 200 and b == b0 and fetches("/reval/1") == 2 and
+            re.fullmatch(r"ringproxy; hit; ttl=(59|60)", cs(h)) is not None,
+            "... and refreshes its lifetime: the next GET is a hit with the 304's max-age=60", h)
+    st, h, b0 = harness.get(P, "/reval/2")
+    expire()
+    st, h, b = harness.get(P, "/reval/2")
+    t.check(st == 200 and b != b0 and b"v1" in b and cs(h).endswith("stored"),
+            "a 200 to the revalidation replaces the object", (h, b[:12]))
+    st, h, b2 = harness.get(P, "/reval/2")
+    t.check(b2 == b and fetches("/reval/2") == 2 and cs(h).startswith("ringproxy; hit"),
+            "... and the new object is served from memory", h)
+    st, h, b0 = harness.get(P, "/reval/3")
+    expire()
+    set_mode("/reval/3", "304")
+    st, h, b = harness.get(P, "/reval/3", headers={"If-None-Match": '"e0"'})
+    t.check(st == 304 and b == b"", "a client's own conditional on an expired object is the client's: its 304 passes", st)
+    st, h, b0 = harness.get(P, "/swr/reval")
+    time.sleep(3.2)
+    set_mode("/swr/reval", "304")
+    st, h, b = harness.get(P, "/swr/reval")
+    time.sleep(0.5)
+    st, h, b = harness.get(P, "/swr/reval")
+    t.check(st == 200 and b == b0 and re.fullmatch(r"ringproxy; hit; ttl=(59|60)", cs(h)) is not None and
+            fetches("/swr/reval") == 2,
+            "the background refresh revalidates too: its 304 gives the stored body the new lifetime", h)
 
     # ---- client conditionals ---------------------------------------------
     st, h, b = harness.get(P, "/etag/1")
