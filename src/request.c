@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "addr.h"
 #include "balance.h"
 #include "cache.h"
 #include "cachectl.h"
@@ -101,8 +102,29 @@ void req_begin(struct request *rq, size_t head_len, uint64_t rid)
 	rq->cond_len = 0;
 }
 
+/* PURGE and BAN on the proxy port: a backend's own ACL sees the proxy's
+ * address, not the client's, so the proxy decides: only clients in
+ * [cache] purge_allow may send them (the admin listener's /purge is the
+ * way to purge). */
+static bool req_purge_refused(struct request *rq)
+{
+	struct http1_str m = rq->msg.method;
+	const char *allow = rq->snap->conf->cache_purge_allow;
+	char err[8];
+
+	if (!((m.len == 5 && memcmp(m.p, "PURGE", 5) == 0) || (m.len == 3 && memcmp(m.p, "BAN", 3) == 0)))
+		return false;
+	if (allow && *allow && addr_in_list(allow, rq->ip, err, sizeof(err)) == 1)
+		return false;
+	req_reply(rq, 405, "PURGE and BAN are served only for [cache] purge_allow clients; purge through the "
+		  "admin listener (POST /purge?url=)", false);
+	return true;
+}
+
 void req_serve(struct request *rq)
 {
+	if (req_purge_refused(rq))
+		return;
 	rq->keypos = front_key_pos(rq->snap->conf->key, &rq->msg);
 	ring_walk_init(&rq->walk, rq->snap->ring, rq->keypos);
 	rq->pick.owner = -1;
