@@ -21,6 +21,7 @@ import socket
 import sys
 import threading
 import time
+import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -285,6 +286,46 @@ def main():
     st, h, b = harness.get(P, "/plain/dead")
     t.check(st in (502, 503), "without it the client gets the error", (st, h))
     t.check(proxy.stop() == 0, "the proxy exits cleanly (dead backend)")
+
+    # ---- a cache killed under load ----------------------------------------
+    with_sie = killed_run("max-age=1, stale-if-error=60", "sie")
+    without = killed_run("max-age=1", "nosie")
+    t.note(f"cache killed under load: failed GETs {with_sie[0]} of {with_sie[1]} with stale-if-error, "
+           f"{without[0]} of {without[1]} without")
+    t.check(with_sie[0] == 0 and with_sie[1] > 0,
+            f"a cache killed under load with stale-if-error: 0 failed GETs of {with_sie[1]} for objects the proxy holds",
+            with_sie)
+    t.check(without[0] > 0, f"the same run without stale-if-error: {without[0]} failed GETs of {without[1]}", without)
+
+
+def killed_run(cc, tag):
+    """3 testcaches, 60 objects stored in the proxy with Cache-Control cc
+    and expired; 16 clients GET them for 3 s; one cache is SIGKILLed
+    after 0.5 s. retries = 0, so a request to the dead cache is not moved
+    along the walk: what it meets is what the cache step makes of it.
+    Returns (failed GETs, GETs)."""
+    caches = [harness.Cache(TC, f"{tag}{i}") for i in range(3)]
+    text = harness.conf_text(caches, proxy={"workers": 2, "retries": 0, "response_timeout": "2s"},
+                             cache={"size": "8m"})
+    proxy = harness.Proxy(RP, text, tag=f"stale-kill-{tag}")
+    q = "?cc=" + urllib.parse.quote(cc, safe="")
+    paths = [f"/hot/{i}.jpg{q}" for i in range(60)]
+    for p in paths:
+        harness.get(proxy.port, p)
+    expire()
+
+    def killer():
+        time.sleep(0.5)
+        caches[1].kill9()
+
+    k = threading.Thread(target=killer)
+    k.start()
+    res = harness.load(proxy.port, lambda i: paths[i % len(paths)], clients=16, seconds=3.0, max_requests=20000)
+    k.join()
+    proxy.stop()
+    for c in caches:
+        c.stop()
+    return sum(1 for r in res if r[1] != 200), len(res)
 
 
 harness.run_main(t, main)
