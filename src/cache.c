@@ -1423,6 +1423,16 @@ int cache_fill_done_ref(struct cache_fill *f, struct cache_obj **out)
 /* Header lines of a merged head: at most this many. */
 #define CACHE_MERGE_HEADERS 128
 
+/* Whether a 304's header line updates the stored head: the lines a stored
+ * head keeps, but never the framing (a 304's Content-Length describes the
+ * selected representation, not a body of its own, and the parser does not
+ * flag it as framing; the stored body keeps its own). */
+static bool cache_merge_takes(const struct http1_header *h)
+{
+	return cache_head_keep(h) && !http1_str_ieq(h->name, "content-length")
+	       && !http1_str_ieq(h->name, "transfer-encoding");
+}
+
 /* Whether the stored line at p (up to its CRLF) names a header that
  * resp carries (and that a stored head keeps): then resp's line wins. */
 static bool cache_merge_replaced(const char *p, const char *eol, const struct http1_msg *resp)
@@ -1437,7 +1447,7 @@ static bool cache_merge_replaced(const char *p, const char *eol, const struct ht
 	for (unsigned i = 0; i < resp->nheaders; i++) {
 		const struct http1_header *h = &resp->headers[i];
 
-		if (cache_head_keep(h) && h->name.len == name.len
+		if (cache_merge_takes(h) && h->name.len == name.len
 		    && strncasecmp(h->name.p, name.p, name.len) == 0)
 			return true;
 	}
@@ -1490,7 +1500,7 @@ int cache_fill_not_modified(struct cache_fill *f, const struct cache_obj *old,
 	for (unsigned i = 0; i < resp->nheaders; i++) {
 		const struct http1_header *h = &resp->headers[i];
 
-		if (!cache_head_keep(h))
+		if (!cache_merge_takes(h))
 			continue;
 		memcpy(buf + n, h->name.p, h->name.len);
 		n += h->name.len;
