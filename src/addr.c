@@ -5,8 +5,10 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int addr_parse(const char *text, struct sockaddr_storage *addr,
@@ -79,4 +81,80 @@ int addr_is_loopback(const struct sockaddr_storage *addr)
 		return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
 	}
 	return 0;
+}
+
+/* An address as 16 bytes (IPv4 as ::ffff:a.b.c.d) and its family's bit
+ * offset in them (96 for IPv4): 0, or -1 when text is no address. */
+static int addr_bytes(const char *text, unsigned char out[16], unsigned *off)
+{
+	struct in_addr a4;
+
+	if (inet_pton(AF_INET, text, &a4) == 1) {
+		memset(out, 0, 10);
+		out[10] = out[11] = 0xff;
+		memcpy(out + 12, &a4, 4);
+		*off = 96;
+		return 0;
+	}
+	if (inet_pton(AF_INET6, text, out) == 1) {
+		static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+		*off = memcmp(out, mapped, 12) == 0 ? 96 : 0;
+		return 0;
+	}
+	return -1;
+}
+
+int addr_in_list(const char *list, const char *ip, char *err, size_t errlen)
+{
+	unsigned char want[16], net[16];
+	unsigned woff = 0, noff;
+	bool have = ip && addr_bytes(ip, want, &woff) == 0;
+	const char *p = list;
+	int found = 0;
+
+	while (*p) {
+		char entry[64], *slash = NULL;
+		const char *start = p;
+		size_t n = strcspn(p, ", \t");
+		unsigned long bits;
+
+		if (n == 0) {
+			p++;
+			continue;
+		}
+		if (n >= sizeof(entry))
+			goto bad;
+		memcpy(entry, p, n);
+		entry[n] = '\0';
+		p += n;
+		slash = strchr(entry, '/');
+		if (slash)
+			*slash = '\0';
+		if (addr_bytes(entry, net, &noff) < 0)
+			goto bad;
+		bits = 128 - noff;
+		if (slash) {
+			char *end;
+
+			bits = strtoul(slash + 1, &end, 10);
+			if (!slash[1] || *end || bits > 128 - noff)
+				goto bad;
+		}
+		bits += noff;
+		if (have && woff == noff) {
+			size_t full = bits / 8;
+			unsigned rest = bits % 8;
+
+			if (memcmp(want, net, full) == 0 &&
+			    (rest == 0 || ((want[full] ^ net[full]) & (0xffu << (8 - rest)) & 0xffu) == 0))
+				found = 1;
+		}
+		continue;
+bad:
+		snprintf(err, errlen, "\"%.*s\" is not an address or CIDR block (e.g. 10.0.0.0/8, ::1)",
+			 (int)n, start);
+		return -1;
+	}
+	return found;
 }

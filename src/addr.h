@@ -20,4 +20,10 @@ int addr_parse(const char *text, struct sockaddr_storage *addr,
  * ::ffff:127.0.0.0/104? Only this host can reach a listener bound to one. */
 int addr_is_loopback(const struct sockaddr_storage *addr);
 
+/* Is the address ip (text, e.g. "127.0.0.1" or "::1"; an IPv4-mapped IPv6
+ * one counts as IPv4) in list, addresses and CIDR blocks separated by
+ * commas or spaces ("127.0.0.1, 10.0.0.0/8, ::1")? 1 or 0; -1 with err
+ * when list has an entry that is neither (ip NULL: only check list). */
+int addr_in_list(const char *list, const char *ip, char *err, size_t errlen);
+
 #endif

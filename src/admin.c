@@ -3,7 +3,8 @@
  * on the main thread's event base: what stats.c collects, as JSON
  * (/stats), Prometheus text (/metrics), an HTML page (/), the ring (/ring),
  * and a health answer for the proxy itself (/health: 200 while some backend
- * is up, 503 when none is). Read-only: GET and HEAD, else 405.
+ * is up, 503 when none is). Read-only: GET and HEAD, else 405; except
+ * POST /purge?url=, which removes a URL from the cache and the backends.
  *
  * evhttp buffers whatever a client sends unless told otherwise, so the
  * listener is bounded: a request head to ADMIN_MAX_HEAD (else 400), a body
@@ -22,6 +23,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
+#include <curl/curl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <stdbool.h>
@@ -34,6 +36,8 @@
 #include <unistd.h>
 
 #include "addr.h"
+#include "balance.h"
+#include "cachectl.h"
 #include "conn.h"
 #include "explain.h"
 #include "log.h"
@@ -301,6 +305,191 @@ static void admin_on_health(struct evhttp_request *req, void *arg)
 	evbuffer_free(out);
 }
 
+/* A purge's request to one backend. */
+struct admin_purge_be {
+	CURL *easy;
+	struct curl_slist *hdrs;
+	int index;                      /* in the snapshot */
+	long status;                    /* 0: no response */
+	char err[CURL_ERROR_SIZE];
+};
+
+static size_t admin_discard(char *p, size_t size, size_t n, void *arg)
+{
+	(void)p;
+	(void)arg;
+	return size * n;
+}
+
+/*
+ * PURGE the URL on backends be[0..n) at once and wait for them all,
+ * each bounded by the connect and response timeouts (at most 5 s): the
+ * admin listener is the operator's, and a purge is rare, so its thread
+ * waits here rather than keep a purge's state across callbacks.
+ */
+static void admin_purge_send(const struct snapshot *s, struct admin_purge_be *be, int n,
+			     const struct http1_msg *m, const char *host)
+{
+	const struct conf *conf = s->conf;
+	long timeout = (long)(conf->connect_timeout_ms + conf->response_timeout_ms);
+	CURLM *multi = curl_multi_init();
+	char url[8192], line[600];
+	int running = 0;
+
+	if (timeout > 5000)
+		timeout = 5000;
+	for (int i = 0; i < n; i++) {
+		const struct snap_backend *sb = &s->be[be[i].index];
+
+		snprintf(be[i].err, sizeof(be[i].err), "not sent");
+		be[i].easy = multi ? curl_easy_init() : NULL;
+		if (!be[i].easy)
+			continue;
+		snprintf(url, sizeof(url), "http://%s%s%.*s%s%.*s", sb->addr_text, sb->conf->prefix,
+			 (int)m->path.len, m->path.p, m->has_query ? "?" : "", (int)m->query.len, m->query.p);
+		snprintf(line, sizeof(line), "Host: %s", host);
+		be[i].hdrs = curl_slist_append(NULL, line);
+		be[i].err[0] = '\0';
+		curl_easy_setopt(be[i].easy, CURLOPT_URL, url);
+		curl_easy_setopt(be[i].easy, CURLOPT_CUSTOMREQUEST, "PURGE");
+		curl_easy_setopt(be[i].easy, CURLOPT_HTTPHEADER, be[i].hdrs);
+		curl_easy_setopt(be[i].easy, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(be[i].easy, CURLOPT_PROTOCOLS_STR, "http");
+		curl_easy_setopt(be[i].easy, CURLOPT_TIMEOUT_MS, timeout);
+		curl_easy_setopt(be[i].easy, CURLOPT_CONNECTTIMEOUT_MS, (long)conf->connect_timeout_ms);
+		curl_easy_setopt(be[i].easy, CURLOPT_WRITEFUNCTION, admin_discard);
+		curl_easy_setopt(be[i].easy, CURLOPT_ERRORBUFFER, be[i].err);
+		curl_easy_setopt(be[i].easy, CURLOPT_USERAGENT, "ringproxy-purge/" RINGPROXY_VERSION);
+		curl_multi_add_handle(multi, be[i].easy);
+	}
+	if (multi) {
+		do {
+			if (curl_multi_perform(multi, &running) != CURLM_OK)
+				break;
+			if (running)
+				curl_multi_poll(multi, NULL, 0, 100, NULL);
+		} while (running);
+	}
+	for (int i = 0; i < n; i++) {
+		if (!be[i].easy)
+			continue;
+		curl_easy_getinfo(be[i].easy, CURLINFO_RESPONSE_CODE, &be[i].status);
+		if (be[i].status && be[i].err[0] == '\0')
+			snprintf(be[i].err, sizeof(be[i].err), "ok");
+		else if (be[i].err[0] == '\0')
+			snprintf(be[i].err, sizeof(be[i].err), "no response");
+		curl_multi_remove_handle(multi, be[i].easy);
+		curl_easy_cleanup(be[i].easy);
+		curl_slist_free_all(be[i].hdrs);
+	}
+	if (multi)
+		curl_multi_cleanup(multi);
+}
+
+/*
+ * POST /purge?url=URL[&host=HOST]: remove every stored variant of URL
+ * from the hot-object cache, and PURGE it on the first [cache]
+ * purge_fanout distinct backends of its walk (its owner, then where
+ * spill-over and failover send its requests and so leave copies).
+ * URL is a full URL, or a target with host=. Answers JSON: the cache
+ * key, the objects removed here, each backend's status.
+ */
+static void admin_on_purge(struct evhttp_request *req, void *arg)
+{
+	struct admin *a = arg;
+	const struct snapshot *s = a->p->current;
+	const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+	struct explain_target t = { 0 };
+	struct admin_purge_be be[16];
+	struct balance_why why[16];
+	int order[16], n = 0;
+	struct evkeyvalq q;
+	const char *url, *host;
+	char err[256], ck[8192], hostbuf[300];
+	struct evbuffer *out = NULL;
+	size_t removed = 0;
+	ssize_t cklen;
+
+	if (!admin_authorized(a, req))
+		return;
+	if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "POST");
+		admin_reply_text(req, 405, "Method Not Allowed", "purge with POST /purge?url=URL\n");
+		return;
+	}
+	TAILQ_INIT(&q);
+	url = query && evhttp_parse_query_str(query, &q) == 0 ? admin_param(&q, "url") : NULL;
+	host = url ? admin_param(&q, "host") : NULL;
+	if (!url || !*url) {
+		admin_reply_text(req, 400, "Bad Request", "give url=URL (a full URL, or a target with host=)\n");
+		goto done;
+	}
+	if (explain_target_parse(&t, s->conf->key, url, strlen(url), host, err, sizeof(err)) < 0) {
+		snprintf(ck, sizeof(ck), "url=%.200s: %s\n", url, err);
+		admin_reply_text(req, 400, "Bad Request", ck);
+		goto done;
+	}
+	if (!t.msg.authority.len && !host) {
+		admin_reply_text(req, 400, "Bad Request", "url= has no host: give a full URL or host=\n");
+		goto done;
+	}
+	if (!host) {
+		snprintf(hostbuf, sizeof(hostbuf), "%.*s", (int)t.msg.authority.len, t.msg.authority.p);
+		host = hostbuf;
+	}
+	cklen = cachectl_key(&t.msg, ck, sizeof(ck));
+	if (a->p->cache && cklen >= 0) {
+		struct cache_key k;
+
+		cache_key_init(a->p->cache, &k, ck, (size_t)cklen);
+		removed = cache_invalidate(a->p->cache, &k);
+	}
+	if (s->conf->cache_purge_fanout > 0) {
+		int want = (int)s->conf->cache_purge_fanout;
+
+		if (want > 16)
+			want = 16;
+		balance_explain_walk(s, t.pos, order, why, want, &n);
+		for (int i = 0; i < n; i++) {
+			memset(&be[i], 0, sizeof(be[i]));
+			be[i].index = order[i];
+		}
+		admin_purge_send(s, be, n, &t.msg, host);
+	}
+	log_msg(LOG_INFO, "purge %.*s: %zu objects removed here, sent to %d backends",
+		(int)(cklen >= 0 ? cklen : 0), ck, removed, n);
+	out = evbuffer_new();
+	if (!out) {
+		evhttp_send_error(req, HTTP_INTERNAL, "out of memory");
+		goto done;
+	}
+	evbuffer_add_printf(out, "{\"url\": ");
+	stats_json_str(out, url);
+	evbuffer_add_printf(out, ", \"key\": ");
+	stats_json_strn(out, ck, cklen >= 0 ? (size_t)cklen : 0);
+	evbuffer_add_printf(out, ", \"removed\": %zu, \"backends\": [", removed);
+	for (int i = 0; i < n; i++) {
+		const struct snap_backend *sb = &s->be[be[i].index];
+
+		evbuffer_add_printf(out, "%s{\"name\": ", i ? ", " : "");
+		stats_json_str(out, sb->conf->name);
+		evbuffer_add_printf(out, ", \"address\": ");
+		stats_json_str(out, sb->addr_text);
+		evbuffer_add_printf(out, ", \"status\": %ld, \"result\": ", be[i].status);
+		stats_json_str(out, be[i].err);
+		evbuffer_add_printf(out, "}");
+	}
+	evbuffer_add_printf(out, "]}\n");
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-store");
+	evhttp_send_reply(req, HTTP_OK, "OK", out);
+done:
+	if (out)
+		evbuffer_free(out);
+	explain_target_free(&t);
+	evhttp_clear_headers(&q);
+}
+
 static void admin_on_other(struct evhttp_request *req, void *arg)
 {
 	if (!admin_authorized(arg, req))
@@ -420,6 +609,7 @@ struct admin *admin_new(struct event_base *base, const char *listen, const struc
 	evhttp_set_cb(a->http, "/metrics", admin_on_metrics, a);
 	evhttp_set_cb(a->http, "/ring", admin_on_ring, a);
 	evhttp_set_cb(a->http, "/health", admin_on_health, a);
+	evhttp_set_cb(a->http, "/purge", admin_on_purge, a);
 	evhttp_set_gencb(a->http, admin_on_other, a);
 	return a;
 fail:

@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <time.h>
 
@@ -1369,6 +1370,11 @@ static void cache_obj_finish(struct cache_fill *f)
 
 int cache_fill_done(struct cache_fill *f)
 {
+	return cache_fill_done_ref(f, NULL);
+}
+
+int cache_fill_done_ref(struct cache_fill *f, struct cache_obj **out)
+{
 	struct cache_shard *s = &f->c->shards[f->shard];
 	struct cache_dead d = { NULL };
 	struct cache_waiter *list = NULL, *w;
@@ -1378,6 +1384,10 @@ int cache_fill_done(struct cache_fill *f)
 				   the lock drops */
 	bool stored = false;
 
+	if (out != NULL) {
+		*out = NULL;
+		refs++;         /* the caller's */
+	}
 	if (o == NULL || (f->framing == HTTP1_BODY_LENGTH && o->bodylen != f->expect)
 	    || (f->framing == HTTP1_BODY_CHUNKED && !f->ck.done)) {
 		cache_fill_abort(f);
@@ -1405,5 +1415,122 @@ int cache_fill_done(struct cache_fill *f)
 	cache_obj_release(o);
 	cache_dead_free(&d);
 	cache_fill_free(f);
+	if (out != NULL)
+		*out = o;
 	return 0;
+}
+
+/* Header lines of a merged head: at most this many. */
+#define CACHE_MERGE_HEADERS 128
+
+/* Whether a 304's header line updates the stored head: the lines a stored
+ * head keeps, but never the framing (a 304's Content-Length describes the
+ * selected representation, not a body of its own, and the parser does not
+ * flag it as framing; the stored body keeps its own). */
+static bool cache_merge_takes(const struct http1_header *h)
+{
+	return cache_head_keep(h) && !http1_str_ieq(h->name, "content-length")
+	       && !http1_str_ieq(h->name, "transfer-encoding");
+}
+
+/* Whether the stored line at p (up to its CRLF) names a header that
+ * resp carries (and that a stored head keeps): then resp's line wins. */
+static bool cache_merge_replaced(const char *p, const char *eol, const struct http1_msg *resp)
+{
+	const char *colon = memchr(p, ':', (size_t)(eol - p));
+	struct http1_str name;
+
+	if (colon == NULL)
+		return false;
+	name.p = p;
+	name.len = (size_t)(colon - p);
+	for (unsigned i = 0; i < resp->nheaders; i++) {
+		const struct http1_header *h = &resp->headers[i];
+
+		if (cache_merge_takes(h) && h->name.len == name.len
+		    && strncasecmp(h->name.p, name.p, name.len) == 0)
+			return true;
+	}
+	return false;
+}
+
+int cache_fill_not_modified(struct cache_fill *f, const struct cache_obj *old,
+			    const struct http1_msg *resp, const struct cachectl_req *rq,
+			    int64_t req_time, int64_t resp_time, int64_t grace,
+			    struct cache_obj **out)
+{
+	struct iovec head = cache_obj_head(old), body = cache_obj_body(old);
+	struct http1_str be = cache_obj_backend(old);
+	struct http1_header hdrs[CACHE_MERGE_HEADERS];
+	struct http1_limits lim;
+	struct cachectl_meta meta;
+	struct http1_msg m;
+	const char *p = head.iov_base, *end = p + head.iov_len, *eol;
+	size_t cap = head.iov_len + 8, n = 0;
+	char *buf;
+
+	*out = NULL;
+	for (unsigned i = 0; i < resp->nheaders; i++)
+		cap += resp->headers[i].name.len + resp->headers[i].value.len + 4;
+	buf = malloc(cap);
+	if (buf == NULL)
+		goto fail;
+	/* the stored status line, then its lines resp does not replace */
+	eol = memchr(p, '\n', (size_t)(end - p));
+	if (eol == NULL)
+		goto fail;
+	memcpy(buf, p, (size_t)(eol + 1 - p));
+	n = (size_t)(eol + 1 - p);
+	/* each line, the last one without its CRLF (cache_obj_head) */
+	for (p = eol + 1; p < end; p = eol + 1) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t len;
+
+		eol = nl ? nl : end - 1;
+		len = nl ? (size_t)(nl + 1 - p) : (size_t)(end - p);
+		if (cache_merge_replaced(p, eol, resp))
+			continue;
+		memcpy(buf + n, p, len);
+		n += len;
+		if (!nl) {
+			memcpy(buf + n, "\r\n", 2);
+			n += 2;
+		}
+	}
+	for (unsigned i = 0; i < resp->nheaders; i++) {
+		const struct http1_header *h = &resp->headers[i];
+
+		if (!cache_merge_takes(h))
+			continue;
+		memcpy(buf + n, h->name.p, h->name.len);
+		n += h->name.len;
+		memcpy(buf + n, ": ", 2);
+		n += 2;
+		memcpy(buf + n, h->value.p, h->value.len);
+		n += h->value.len;
+		memcpy(buf + n, "\r\n", 2);
+		n += 2;
+	}
+	memcpy(buf + n, "\r\n", 2);
+	n += 2;
+	lim.max_head = n + 1;
+	lim.max_headers = CACHE_MERGE_HEADERS;
+	http1_msg_init(&m);
+	if (http1_parse_response(&m, hdrs, buf, n, &lim, HTTP1_M_GET) <= 0)
+		goto fail;
+	cachectl_response(rq, HTTP1_M_GET, &m, req_time, resp_time, grace, &meta);
+	if (cache_fill_begin(f, &m, &meta, be.p, be.len) < 0) {
+		f = NULL;
+		goto fail;
+	}
+	free(buf);
+	buf = NULL;
+	if (cache_fill_body(f, body.iov_base, body.iov_len) < 0)
+		return -1;
+	return cache_fill_done_ref(f, out);
+fail:
+	free(buf);
+	if (f != NULL)
+		cache_fill_abort(f);
+	return -1;
 }

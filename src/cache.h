@@ -248,6 +248,24 @@ int cache_fill_body(struct cache_fill *f, const void *p, size_t n);
  * the body was incomplete (the fill is aborted). f is freed either way. */
 int cache_fill_done(struct cache_fill *f);
 
+/* As cache_fill_done(), and *out a reference to the object (stored or
+ * not), NULL on -1. */
+int cache_fill_done_ref(struct cache_fill *f, struct cache_obj **out);
+
+/*
+ * Revalidation (RFC 9111 4.3.3-4): the backend answered 304 to the
+ * conditional request made for the expired object old. The fill stores
+ * old's body under old's head updated by resp's header lines (its
+ * validators, Cache-Control, Date, Expires...), with the lifetime
+ * cachectl_response() finds for the merged head (rq, times and grace as
+ * there). Ends f either way; 0 and *out a reference to the new object,
+ * or -1 (not storable, out of memory) with *out NULL.
+ */
+int cache_fill_not_modified(struct cache_fill *f, const struct cache_obj *old,
+			    const struct http1_msg *resp, const struct cachectl_req *rq,
+			    int64_t req_time, int64_t resp_time, int64_t grace,
+			    struct cache_obj **out);
+
 /* The fetch failed or the leader gives up: waiters are woken with NULL,
  * nothing is stored, f is freed. Also valid before cache_fill_begin(). */
 void cache_fill_abort(struct cache_fill *f);

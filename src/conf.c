@@ -136,6 +136,12 @@ static const struct conf_keydef conf_keys[] = {
 	  "largest response body stored; a larger one streams to the client and is not kept" },
 	{ CONF_IN_CACHE, "lock_timeout", CONF_T_DURATION, P(cache_lock_timeout_ms), "5s", 0, 600000, NULL,
 	  "how long a request waits for another request's fetch of the same object before going itself" },
+	{ CONF_IN_CACHE, "grace", CONF_T_DURATION, P(cache_grace_ms), "0", 0, 31536000000.0, NULL,
+	  "stale window (stale-while-revalidate and stale-if-error) of a response that names none; its own values win" },
+	{ CONF_IN_CACHE, "purge_fanout", CONF_T_UINT, P(cache_purge_fanout), "3", 0, 16, NULL,
+	  "a purge goes to the first N distinct backends of the URL's walk (the owner and where spill-over and failover put copies); 0 = local only" },
+	{ CONF_IN_CACHE, "purge_allow", CONF_T_STRING, P(cache_purge_allow), "", 0, 0, NULL,
+	  "clients (addresses, CIDR blocks) whose PURGE and BAN on the proxy port are forwarded; others get 405" },
 
 	{ CONF_IN_BACKEND, "url", CONF_T_URL, B(url), NULL, 0, 0, NULL,
 	  "http://host[:port][/prefix] of the cache" },
@@ -1188,6 +1194,12 @@ static void conf_validate(struct conf_parse *ps)
 		points += ring_points_for(c->vnodes, be->weight);
 	}
 	conf_validate_admin(ps);
+	if (c->cache_purge_allow && *c->cache_purge_allow) {
+		char why[160];
+
+		if (addr_in_list(c->cache_purge_allow, NULL, why, sizeof(why)) < 0)
+			conf_error(ps, conf_line(c, "purge_allow"), "purge_allow: %s", why);
+	}
 	if (c->buffer_size < c->max_head_size)
 		conf_error(ps, conf_line(c, "buffer_size"),
 			   "buffer_size (%llu) is smaller than max_head_size (%llu); a head must fit in the buffer",

@@ -89,6 +89,10 @@ struct conf {
 	uint64_t cache_size;            /* bytes; 0 = off */
 	uint64_t cache_max_object;      /* bytes */
 	uint64_t cache_lock_timeout_ms;
+	uint64_t cache_grace_ms;        /* stale window of responses naming
+					   none (cachectl_response) */
+	unsigned cache_purge_fanout;    /* backends of the walk a purge reaches */
+	char *cache_purge_allow;        /* who may PURGE/BAN on the proxy port */
 
 	struct conf_backend *backends;
 	size_t nbackends;

@@ -360,6 +360,8 @@ static int fwd_begin(struct request *rq, int i, bool fresh, char *why, size_t wh
 	f.default_host.p = sb->host_hdr;
 	f.default_host.len = sb->host_hdr_len;
 	f.keep_underscores = rq->snap->conf->underscores_in_headers;
+	f.extra.p = rq->cond;
+	f.extra.len = rq->cond_len;
 	n = worker_scratch_fit(w, &u->scratch, &u->scratch_cap) < 0 ? -1 :
 	    http1_write_request(&rq->msg, &f, u->out.iov, OUT_IOV_MAX - 1, u->scratch, u->scratch_cap);
 	if (n < 0) {
@@ -460,6 +462,7 @@ static int fwd_head(struct upstream *u, size_t head_len)
 	const struct conf *conf = rq->snap->conf;
 	const struct snap_backend *sb = &rq->snap->be[u->ring_index];
 	struct http1_fwd_resp fr;
+	int rc;
 
 	if (u->resp.status >= 500 && conf->passive_5xx)
 		health_request_failed(sb->state, conf, sb->conf, "5xx responses");
@@ -482,7 +485,10 @@ static int fwd_head(struct upstream *u, size_t head_len)
 	fr.via.p = u->resp.minor == 0 ? "1.0 ringproxy" : "1.1 ringproxy";
 	fr.via.len = 13;
 	fr.dechunk = u->dechunk;
-	if (req_response_head(rq, &u->resp, &fr) < 0) {
+	rc = req_response_head(rq, &u->resp, &fr);
+	if (rc > 0)
+		return -1;      /* answered otherwise (a stale copy); u is gone */
+	if (rc < 0) {
 		atomic_fetch_add(&fwd_backend(u)->bad_responses, 1);
 		fwd_fail(u, 502, REQ_FAIL_BAD, "response head too large to rewrite");
 		return -1;

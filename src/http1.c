@@ -1354,6 +1354,7 @@ int http1_write_request(const struct http1_msg *m, const struct http1_fwd_req *f
 		HTTP1_PUTS(&o, "\r\n");
 	}
 	http1_merge(&o, m, HTTP1_HDR_GENERATED, 3, via, sizeof(via) - 1, f->via);
+	http1_put_str(&o, f->extra);
 	HTTP1_PUTS(&o, "\r\n");
 	http1_flush(&o);
 	return o.bad ? -1 : o.n;

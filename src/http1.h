@@ -210,6 +210,9 @@ struct http1_fwd_req {
 	struct http1_str default_host; /* Host sent when the client sent none
 					  (HTTP/1.0); may be empty */
 	bool keep_underscores;      /* forward header names with '_' too */
+	struct http1_str extra;     /* more header lines of ours, each ending
+				       in CRLF (a revalidation's
+				       If-None-Match); len 0: none */
 };
 
 /* What the proxy adds to a response head it relays. */

@@ -29,6 +29,8 @@ static void main_usage(FILE *f)
 		"       ringproxy -T [-c FILE]           print FILE's effective config, defaults filled in\n"
 		"       ringproxy plan OLD.ini [NEW.ini] [--keys FILE [--raw-keys] [--per-key]]\n"
 		"                      [--balance-factor C] [--ramp DURATION [--period DURATION]] [--json]\n"
+		"       ringproxy purge [-c FILE] URL...  remove URLs from the cache and the backends\n"
+		"                      (POST /purge on FILE's admin listener)\n"
 		"       ringproxy --help-config          every config key with default and range\n"
 		"       ringproxy -V | --version         versions of ringproxy and its libraries\n"
 		"\n"
@@ -41,6 +43,98 @@ static void main_usage(FILE *f)
 		"                      addresses (a binary upgrade: start the new one beside\n"
 		"                      the old, then SIGTERM the old); refused otherwise\n"
 		"  -h, --help          this text\n");
+}
+
+static void main_print_errors(const char *path, const struct conf_errors *errs);
+
+/* curl's body callback: the admin listener's answer, to stdout. */
+static size_t main_collect(char *p, size_t size, size_t n, void *arg)
+{
+	fwrite(p, size, n, (FILE *)arg);
+	return size * n;
+}
+
+/* ringproxy purge [-c FILE] URL...: each URL through the admin listener
+ * of FILE (POST /purge?url=, with its admin_token), its JSON answer on
+ * stdout (each backend's status is in it). Exit 0 when the admin
+ * listener answered 200 for every URL, 1 otherwise, 2 on usage. */
+static int main_purge(int argc, char **argv)
+{
+	const char *path = MAIN_DEFAULT_CONF;
+	struct conf_errors errs;
+	struct conf *c;
+	char base[320], url[12288], auth[600];
+	int i = 1, rc = 0;
+
+	if (i + 1 < argc && (strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--config") == 0)) {
+		path = argv[i + 1];
+		i += 2;
+	}
+	if (i >= argc) {
+		fprintf(stderr, "usage: ringproxy purge [-c FILE] URL...\n");
+		return 2;
+	}
+	c = conf_load(path, &errs);
+	if (!c) {
+		main_print_errors(path, &errs);
+		conf_errors_free(&errs);
+		return 1;
+	}
+	conf_errors_free(&errs);
+	if (!*c->admin_listen) {
+		fprintf(stderr, "ringproxy: %s has no [proxy] admin_listen: a purge goes through it\n", path);
+		conf_free(c);
+		return 1;
+	}
+	/* a listener on every address is reached on loopback */
+	if (strncmp(c->admin_listen, "*:", 2) == 0 || strncmp(c->admin_listen, "0.0.0.0:", 8) == 0)
+		snprintf(base, sizeof(base), "http://127.0.0.1:%s", strrchr(c->admin_listen, ':') + 1);
+	else if (strncmp(c->admin_listen, "[::]:", 5) == 0)
+		snprintf(base, sizeof(base), "http://[::1]:%s", c->admin_listen + 5);
+	else
+		snprintf(base, sizeof(base), "http://%s", c->admin_listen);
+	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", c->admin_token);
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	for (; i < argc; i++) {
+		CURL *easy = curl_easy_init();
+		struct curl_slist *h = NULL;
+		char *esc = easy ? curl_easy_escape(easy, argv[i], 0) : NULL;
+		long status = 0;
+		CURLcode cr;
+
+		if (!esc) {
+			curl_easy_cleanup(easy);
+			rc = 1;
+			break;
+		}
+		snprintf(url, sizeof(url), "%s/purge?url=%s", base, esc);
+		curl_free(esc);
+		if (*c->admin_token)
+			h = curl_slist_append(h, auth);
+		curl_easy_setopt(easy, CURLOPT_URL, url);
+		curl_easy_setopt(easy, CURLOPT_POST, 1L);
+		curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE, 0L);
+		curl_easy_setopt(easy, CURLOPT_POSTFIELDS, "");
+		curl_easy_setopt(easy, CURLOPT_HTTPHEADER, h);
+		curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, 30000L);
+		curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, main_collect);
+		curl_easy_setopt(easy, CURLOPT_WRITEDATA, stdout);
+		cr = curl_easy_perform(easy);
+		curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+		if (cr != CURLE_OK) {
+			fprintf(stderr, "ringproxy: purge %s: %s: %s\n", argv[i], base, curl_easy_strerror(cr));
+			rc = 1;
+		} else if (status != 200) {
+			fprintf(stderr, "ringproxy: purge %s: the admin listener answered %ld\n", argv[i], status);
+			rc = 1;
+		}
+		curl_slist_free_all(h);
+		curl_easy_cleanup(easy);
+	}
+	fflush(stdout);
+	curl_global_cleanup();
+	conf_free(c);
+	return rc;
 }
 
 /* One library's line of --version: the version it runs with, and the one
@@ -131,6 +225,8 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "plan") == 0)
 		return plan_main(argc - 1, argv + 1, stdout);
+	if (argc > 1 && strcmp(argv[1], "purge") == 0)
+		return main_purge(argc - 1, argv + 1);
 
 	while ((opt = getopt_long(argc, argv, "c:tThV", opts, NULL)) != -1) {
 		switch (opt) {

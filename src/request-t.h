@@ -105,7 +105,13 @@ struct request {
 	const char *cache_fwd;          /* Cache-Status fwd= of a forwarded
 					   response, NULL: no Cache-Status */
 	bool collapsed;                 /* it waited for another's fetch */
+	struct cache_obj *stale;        /* the expired object it found (a
+					   reference): answers instead of a
+					   backend failure (stale-if-error) */
 	int64_t sent_at;                /* when it went to the backend */
+	char cond[320];                 /* If-None-Match / If-Modified-Since
+					   lines revalidating rq->stale */
+	size_t cond_len;                /* 0: not revalidating */
 
 	/* waiting for another request's fetch (REQ_WAIT) */
 	struct cache_waiter waiter;     /* attached to the fetch (cache.h) */

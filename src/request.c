@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "addr.h"
 #include "balance.h"
 #include "cache.h"
 #include "cachectl.h"
@@ -28,6 +29,7 @@
 #include "health.h"
 #include "log.h"
 #include "proxy.h"
+#include "refresh.h"
 #include "snapshot.h"
 #include "worker.h"
 
@@ -45,6 +47,9 @@ static void req_reply_send(struct request *rq);
 static void req_on_wait_timeout(evutil_socket_t fd, short what, void *arg);
 static void req_on_wake(struct mbox_msg *m);
 static bool req_cache_lookup(struct request *rq);
+static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *how);
+static bool req_stale_if_error(struct request *rq);
+static int req_revalidated(struct request *rq, const struct http1_msg *resp);
 
 void req_init(struct request *rq, struct client *c, const struct rbuf *in,
 	      struct outq *out, char **scratch, size_t *scratch_cap,
@@ -93,12 +98,35 @@ void req_begin(struct request *rq, size_t head_len, uint64_t rid)
 	rq->close_after = !rq->msg.keep_alive || w->stopping;
 	rq->cache_fwd = NULL;
 	rq->collapsed = false;
+	rq->stale = NULL;
+	rq->cond_len = 0;
+}
+
+/* PURGE and BAN on the proxy port: a backend's own ACL sees the proxy's
+ * address, not the client's, so the proxy decides: only clients in
+ * [cache] purge_allow may send them (the admin listener's /purge is the
+ * way to purge). */
+static bool req_purge_refused(struct request *rq)
+{
+	struct http1_str m = rq->msg.method;
+	const char *allow = rq->snap->conf->cache_purge_allow;
+	char err[8];
+
+	if (!((m.len == 5 && memcmp(m.p, "PURGE", 5) == 0) || (m.len == 3 && memcmp(m.p, "BAN", 3) == 0)))
+		return false;
+	if (allow && *allow && addr_in_list(allow, rq->ip, err, sizeof(err)) == 1)
+		return false;
+	req_reply(rq, 405, "PURGE and BAN are served only for [cache] purge_allow clients; purge through the "
+		  "admin listener (POST /purge?url=)", false);
+	return true;
 }
 
 void req_serve(struct request *rq)
 {
 	uint64_t keyu;
 
+	if (req_purge_refused(rq))
+		return;
 	rq->keypos = front_key_pos(rq->snap->conf->key, &rq->msg, &keyu);
 	balance_start(rq->snap, &rq->walk, &rq->pick, rq->keypos, keyu);
 	/* [cache]: the lookup goes here, between the key and the walk: a
@@ -156,6 +184,8 @@ bool req_end(struct request *rq)
 	}
 	cache_obj_release(rq->obj);
 	rq->obj = NULL;
+	cache_obj_release(rq->stale);
+	rq->stale = NULL;
 	req_settle(rq);
 	worker_snap_drop(rq->w, rq->snap);
 	rq->snap = NULL;
@@ -297,8 +327,8 @@ static void req_cache_response(struct request *rq, const struct http1_msg *resp,
 	if (rq->fill) {
 		struct cachectl_meta meta;
 
-		cachectl_response(&rq->cc, rq->msg.method_id, resp, rq->sent_at, (int64_t)time(NULL), 0,
-				  &meta);
+		cachectl_response(&rq->cc, rq->msg.method_id, resp, rq->sent_at, (int64_t)time(NULL),
+				  (int64_t)(rq->snap->conf->cache_grace_ms / 1000), &meta);
 		if (fr->dechunk)        /* bytes go out decoded: not what a fill takes */
 			cache_fill_abort(rq->fill);
 		else
@@ -330,6 +360,12 @@ int req_response_head(struct request *rq, const struct http1_msg *resp, struct h
 	struct iovec *v;
 	int room, n;
 
+	/* stale-if-error: a 5xx for an expired object still in its window
+	 * is dropped (with its connection) and the stale copy answers */
+	if (resp->status >= 500 && req_stale_if_error(rq))
+		return 1;
+	if (resp->status == 304 && rq->cond_len && rq->stale)
+		return req_revalidated(rq, resp);
 	req_cache_response(rq, resp, fr);
 	fr->close = rq->close_after;
 	fr->keep_alive_10 = rq->msg.minor == 0 && !rq->close_after;
@@ -483,25 +519,77 @@ static void req_reply_send(struct request *rq)
 	}
 }
 
+/* The head of a 304 for a stored head (status line, then lines ending
+ * CRLF, no final CRLF): our status line and the stored lines a 304 keeps
+ * (RFC 9110 15.4.5: Cache-Control, Date, ETag, Expires, Vary, and
+ * Last-Modified), into buf. Its length, or -1 if it does not fit. */
+static int req_not_modified_head(struct iovec head, char *buf, size_t cap, int minor)
+{
+	static const char *const keep[] = { "cache-control", "date", "etag", "expires", "vary",
+					     "last-modified" };
+	const char *p = head.iov_base, *end = p + head.iov_len, *eol;
+	int n = snprintf(buf, cap, "HTTP/1.%d 304 Not Modified\r\n", minor == 0 ? 0 : 1);
+
+	/* skip the status line */
+	eol = memchr(p, '\n', (size_t)(end - p));
+	p = eol ? eol + 1 : end;
+	for (; p < end; p = eol + 1) {
+		const char *colon;
+		struct http1_str name;
+
+		eol = memchr(p, '\n', (size_t)(end - p));
+		if (!eol)
+			eol = end - 1;
+		colon = memchr(p, ':', (size_t)(eol - p));
+		if (!colon)
+			continue;
+		name.p = p;
+		name.len = (size_t)(colon - p);
+		for (size_t k = 0; k < sizeof(keep) / sizeof(keep[0]); k++) {
+			if (!http1_str_ieq(name, keep[k]) || strlen(keep[k]) != name.len)
+				continue;
+			if ((size_t)n + (size_t)(eol + 1 - p) >= cap)
+				return -1;
+			memcpy(buf + n, p, (size_t)(eol + 1 - p));
+			n += (int)(eol + 1 - p);
+		}
+	}
+	return n;
+}
+
 /* Answer from cached object o (a reference, now the request's): its
  * stored head, our Age, Cache-Status, backend header, Via and connection
  * lines, and its body (none for a HEAD: the head's Content-Length is the
  * GET's). One writev; with the read of the request, two syscalls a hit.
  * -1 when the lines do not fit (the caller forwards instead). */
-static int req_reply_obj(struct request *rq, struct cache_obj *o)
+static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *how)
 {
 	const struct conf *conf = rq->snap->conf;
 	struct iovec head = cache_obj_head(o), body = cache_obj_body(o);
 	struct http1_str be = cache_obj_backend(o);
 	int64_t now = (int64_t)time(NULL);
 	size_t cap = sizeof(rq->reply);
+	bool nm = false;
 	int n, m;
 
-	n = snprintf(rq->reply, cap, "Age: %lld\r\nCache-Status: ringproxy; %s; ttl=%lld\r\n",
-		     (long long)cache_obj_age(o, now), rq->collapsed ? "fwd=miss; collapsed" : "hit",
-		     (long long)cache_obj_ttl(o, now));
-	if (n < 0 || (size_t)n >= cap)
+	if (!how)
+		how = rq->collapsed ? "fwd=miss; collapsed" : "hit";
+	/* a client's own conditional that the fresh object matches: 304,
+	 * with the stored validators and caching lines (RFC 9110 15.4.5) */
+	if (strcmp(how, "hit") == 0 && cache_obj_status(o) == 200 &&
+	    cachectl_not_modified(&rq->msg, cache_obj_etag(o), cache_obj_last_modified(o), now))
+		nm = true;
+	n = 0;
+	if (nm) {
+		n = req_not_modified_head(head, rq->reply, cap, rq->msg.minor);
+		if (n < 0)
+			return -1;
+	}
+	m = snprintf(rq->reply + n, cap - (size_t)n, "Age: %lld\r\nCache-Status: ringproxy; %s; ttl=%lld\r\n",
+		     (long long)cache_obj_age(o, now), how, (long long)cache_obj_ttl(o, now));
+	if (m < 0 || (size_t)m >= cap - (size_t)n)
 		return -1;
+	n += m;
 	if (conf->backend_header[0] && be.len) {
 		m = snprintf(rq->reply + n, cap - (size_t)n, "%s: %.*s\r\n", conf->backend_header,
 			     (int)be.len, be.p);
@@ -517,9 +605,10 @@ static int req_reply_obj(struct request *rq, struct cache_obj *o)
 	n += m;
 	rq->obj = o;
 	outq_reset(rq->out);
-	outq_add(rq->out, head.iov_base, head.iov_len);
+	if (!nm)
+		outq_add(rq->out, head.iov_base, head.iov_len);
 	outq_add(rq->out, rq->reply, (size_t)n);
-	if (rq->msg.method_id != HTTP1_M_HEAD)
+	if (rq->msg.method_id != HTTP1_M_HEAD && !nm)
 		outq_add(rq->out, body.iov_base, body.iov_len);
 	rq->end_kind = REQ_END_CACHE;
 	req_reply_send(rq);
@@ -541,6 +630,10 @@ static void req_reply(struct request *rq, int status, const char *why, bool forc
 		front_close(rq->cl);
 		return;
 	}
+	/* stale-if-error: the walk's retries are over and the backend
+	 * failed (connect error, connection lost, timeout, none left) */
+	if (status >= 500 && req_stale_if_error(rq))
+		return;
 	if (rq->up)
 		fwd_close(rq->up);
 	req_rid(rq, rid, sizeof(rid));
@@ -685,6 +778,95 @@ void req_failed(struct request *rq, int status, enum req_fail kind, const char *
 
 /* ---- the cache's step: lookup, waiting for another request's fetch ---- */
 
+/* Whether the client's request is conditional itself (then its own
+ * validators go to the backend, and a 304 is for the client). */
+static bool req_conditional(const struct http1_msg *m)
+{
+	for (unsigned i = 0; i < m->nheaders; i++)
+		if (http1_str_ieq(m->headers[i].name, "if-none-match") ||
+		    http1_str_ieq(m->headers[i].name, "if-modified-since"))
+			return true;
+	return false;
+}
+
+/* Revalidation: o expired and has a validator: the lines that make the
+ * request to the backend conditional (If-None-Match with its ETag,
+ * If-Modified-Since with its Last-Modified) into buf; their length, 0 if
+ * none or they do not fit. */
+size_t req_cond_lines(const struct cache_obj *o, char *buf, size_t cap)
+{
+	struct http1_str etag = cache_obj_etag(o);
+	int64_t lm = cache_obj_last_modified(o);
+	size_t n = 0;
+	int m;
+
+	if (etag.len) {
+		m = snprintf(buf, cap, "If-None-Match: %.*s\r\n", (int)etag.len, etag.p);
+		if (m < 0 || (size_t)m >= cap)
+			return 0;
+		n = (size_t)m;
+	}
+	if (lm >= 0) {
+		char date[32];
+
+		cachectl_date_format(lm, date);
+		m = snprintf(buf + n, cap - n, "If-Modified-Since: %s\r\n", date);
+		if (m < 0 || (size_t)m >= cap - n)
+			return 0;
+		n += (size_t)m;
+	}
+	return n;
+}
+
+/* The backend answered 304 to the revalidation of rq->stale: store the
+ * object with its head updated and its body (cache_fill_not_modified),
+ * and answer with it; the 304's connection is closed. Returns 1 (the
+ * request was answered otherwise, see req_response_head). */
+static int req_revalidated(struct request *rq, const struct http1_msg *resp)
+{
+	struct cache_obj *o = NULL;
+
+	if (rq->fill)
+		cache_fill_not_modified(rq->fill, rq->stale, resp, &rq->cc, rq->sent_at,
+					(int64_t)time(NULL),
+					(int64_t)(rq->snap->conf->cache_grace_ms / 1000), &o);
+	rq->fill = NULL;
+	if (rq->up)
+		fwd_close(rq->up);
+	if (!o) {               /* not stored: the old copy, still valid */
+		o = rq->stale;
+		rq->stale = NULL;
+	}
+	if (req_reply_obj(rq, o, "fwd=stale; fwd-status=304") < 0) {
+		cache_obj_release(o);
+		req_reply(rq, 502, "cached response head too large to send", false);
+	}
+	return 1;
+}
+
+/* stale-if-error: when rq holds an expired object still in its
+ * stale-if-error window, answer with it instead of a failure (the
+ * backend connection, if any, is closed; the fill this request leads is
+ * given up so that its waiters go on). Returns whether it answered. */
+static bool req_stale_if_error(struct request *rq)
+{
+	struct cache_obj *o = rq->stale;
+
+	if (!o || rq->resp_started || !cache_obj_stale_if_error(o, (int64_t)time(NULL)))
+		return false;
+	if (rq->up)
+		fwd_close(rq->up);
+	if (rq->fill) {
+		cache_fill_abort(rq->fill);
+		rq->fill = NULL;
+	}
+	rq->stale = NULL;
+	if (req_reply_obj(rq, o, "hit; fwd=stale; detail=stale-if-error") == 0)
+		return true;
+	rq->stale = o;
+	return false;
+}
+
 /* The lock_timeout of the request's config. */
 static void req_lock_timeout(const struct request *rq, struct timeval *tv)
 {
@@ -735,29 +917,48 @@ static bool req_cache_lookup(struct request *rq)
 	}
 	now = (int64_t)time(NULL);
 	cache_req_init(&cr, cache, key, (size_t)klen, &rq->cc, now);
+	/* stale-while-revalidate, and the expired object kept at hand for
+	 * stale-if-error */
+	cr.flags |= CACHE_L_STALE | CACHE_L_KEEP_STALE;
 	rq->waiter.wake = req_on_cache_wake;
 	rq->waiter.arg = rq;
 	res = cache_lookup(cache, &cr, &rq->waiter, &obj, &rq->fill);
 	switch (res) {
 	case CACHE_HIT:
-		if (req_reply_obj(rq, obj) == 0)
+		if (req_reply_obj(rq, obj, NULL) == 0)
 			return true;
 		cache_obj_release(obj);
+		rq->cache_fwd = "miss";
+		return false;
+	case CACHE_STALE:
+		/* started before the answer: a reply written at once ends the
+		 * request, and the connection may reuse its head */
+		if (rq->fill) {
+			refresh_start(rq, rq->fill, obj);
+			rq->fill = NULL;
+		}
+		if (req_reply_obj(rq, obj, "hit; fwd=stale") == 0)
+			return true;
+		cache_obj_release(obj);
+		rq->sent_at = now;
 		rq->cache_fwd = "miss";
 		return false;
 	case CACHE_WAIT: {
 		struct timeval tv;
 
-		cache_obj_release(obj);
+		rq->stale = obj;
 		rq->collapsed = true;
 		req_lock_timeout(rq, &tv);
 		req_wait(rq, &tv);
 		return true;
 	}
 	case CACHE_MISS:
-	case CACHE_STALE:
-		cache_obj_release(obj);
+		rq->stale = obj;
 		rq->sent_at = now;
+		/* an expired object with a validator: ask the backend whether
+		 * it changed (a 304 keeps the stored body) */
+		if (obj && rq->fill && !req_conditional(&rq->msg))
+			rq->cond_len = req_cond_lines(obj, rq->cond, sizeof(rq->cond));
 		rq->cache_fwd = rq->cc.kind == CACHECTL_REFRESH ? "request" : "miss";
 		return false;
 	case CACHE_PASS:
@@ -819,7 +1020,7 @@ static void req_on_wake(struct mbox_msg *m)
 	rq->wake_due = false;
 	if (rq->state == REQ_WAIT) {
 		event_del(&rq->wait_ev);
-		if (obj && req_reply_obj(rq, obj) == 0)
+		if (obj && req_reply_obj(rq, obj, NULL) == 0)
 			return;
 		cache_obj_release(obj);
 		req_wait_over(rq);

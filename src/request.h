@@ -115,9 +115,16 @@ void req_want_body(struct request *rq);
 
 /* Queue an interim (1xx) response for an HTTP/1.1 client; dropped for 1.0. */
 void req_response_interim(struct request *rq, const struct http1_msg *resp);
+/* The If-None-Match / If-Modified-Since lines (each ending CRLF) that
+ * revalidate expired object o, into buf; their length, 0 when o has no
+ * validator or they do not fit (refresh.c sends them too). */
+size_t req_cond_lines(const struct cache_obj *o, char *buf, size_t cap);
+
 /* A final response head is ready: queue it rewritten per fr (fr->close is
  * set here from the request's close_after). 0, or -1 when it does not fit
- * (nothing queued). */
+ * (nothing queued), or 1 when the request was answered otherwise (a 5xx
+ * replaced by a stale copy, stale-if-error): its upstream was closed
+ * (fwd_close), the caller must not touch it again. */
 int req_response_head(struct request *rq, const struct http1_msg *resp, struct http1_fwd_resp *fr);
 /* Queue n body bytes (borrowed: unchanged until the queue drains). -1 when
  * the queue is full. */

@@ -30,6 +30,8 @@ struct snapshot;
 struct backend;
 struct proxy;
 struct md5;
+struct refresh;
+struct curlev;
 
 /* Generated head bytes beyond a copy of the parsed head: the proxy's own
  * lines (Via, X-Forwarded-*, framing, backend name). */
@@ -190,6 +192,10 @@ struct worker {
 	struct freelist free_clients;   /* structs kept for reuse */
 	struct freelist free_ups;
 	bool stopping;
+	struct refresh *refreshes;      /* background refreshes running
+					   (refresh.c) */
+	struct curlev *refresh_ce;      /* their transfers; NULL until the
+					   first */
 
 	uint32_t started_at;            /* process start (Unix seconds) and */
 	uint64_t rid_seq;               /* requests seen: the request ids */

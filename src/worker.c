@@ -28,6 +28,7 @@
 #include "mbox.h"
 #include "md5.h"
 #include "proxy.h"
+#include "refresh.h"
 #include "snapshot.h"
 
 #define WORKER_FREE_MAX 1024    /* structs kept for reuse */
@@ -435,6 +436,7 @@ void worker_free(struct worker *w)
 	 * teardown ended): run them here, after the thread, so that the
 	 * objects they carry are released and their requests end */
 	worker_run_posted(mbox_take(&w->mbox));
+	refresh_free_all(w);
 	while (w->clients)
 		front_close(w->clients);
 	worker_close_idle(w);

@@ -59,6 +59,15 @@ static void test_loopback(const char *text, int want)
 	tap_is_int(addr_is_loopback(&ss), want, "%s is %sa loopback address", text, want ? "" : "not ");
 }
 
+static void test_list(const char *list, const char *ip, int want)
+{
+	char err[256] = "";
+	int got = addr_in_list(list, ip, err, sizeof(err));
+
+	if (!tap_ok(got == want, "%s in [%s]: %d", ip ? ip : "(check)", list, want))
+		tap_diag("  got %d (%s)", got, err);
+}
+
 int main(void)
 {
 	test_ok("127.0.0.1:8080", AF_INET, "127.0.0.1", 8080);
@@ -88,5 +97,28 @@ int main(void)
 	test_loopback("10.0.0.1:9000", 0);
 	test_loopback("128.0.0.1:9000", 0);
 	test_loopback("[::ffff:10.0.0.1]:9000", 0);
+
+	/* purge_allow: addresses and CIDR blocks */
+	test_list("127.0.0.1", "127.0.0.1", 1);
+	test_list("127.0.0.1", "127.0.0.2", 0);
+	test_list("127.0.0.0/8", "127.0.0.2", 1);
+	test_list("10.0.0.0/8, 127.0.0.1", "127.0.0.1", 1);
+	test_list("10.0.0.0/8 192.168.1.0/24", "192.168.1.77", 1);
+	test_list("10.0.0.0/8,192.168.1.0/24", "192.168.2.1", 0);
+	test_list("10.1.2.3/31", "10.1.2.2", 1);
+	test_list("10.1.2.3/31", "10.1.2.4", 0);
+	test_list("0.0.0.0/0", "203.0.113.9", 1);
+	test_list("::1", "::1", 1);
+	test_list("2001:db8::/32", "2001:db8:1::5", 1);
+	test_list("2001:db8::/32", "2001:db9::5", 0);
+	test_list("127.0.0.1", "::ffff:127.0.0.1", 1);       /* mapped counts as IPv4 */
+	test_list("::/0", "127.0.0.1", 0);                   /* an IPv6 block is not IPv4 */
+	test_list("", "127.0.0.1", 0);
+	test_list("127.0.0.1", "not-an-ip", 0);
+	test_list("10.0.0.0/33", NULL, -1);
+	test_list("10.0.0.0/", NULL, -1);
+	test_list("localhost", NULL, -1);
+	test_list("10.0.0.0/8, ::1/129", NULL, -1);
+	test_list("10.0.0.0/8, ::1", NULL, 0);
 	return tap_done();
 }

@@ -949,9 +949,50 @@ static void test_peek(void)
 	cache_free(c);
 }
 
+/* Revalidation: a 304 to the conditional fetch of an expired object
+ * stores its body under the merged head with the 304's lifetime. */
+static void test_not_modified(void)
+{
+	struct cache *c = mk(1 << 20, 1 << 20, 1, CACHE_POLICY_DEFAULT);
+	struct cachectl_req cr = { CACHECTL_LOOKUP, 0, 0, -1, 0, NULL };
+	struct cache_obj *old = NULL, *o = NULL;
+	struct cache_fill *f = NULL;
+	struct cache_req r;
+	struct resp nm;
+	struct iovec h;
+	int rc;
+
+	put(c, "nm/a", 10, 'a', "Cache-Control: max-age=10\r\nETag: \"v1\"\r\nX-Kept: yes\r\n", 0, NOW);
+	rq(c, &r, "nm/a", CACHE_L_KEEP_STALE, 0, NOW + 20);
+	tap_is_int(cache_lookup(c, &r, NULL, &old, &f), CACHE_MISS, "expired at 20 s: a miss, leading a fill");
+	tap_ok(old != NULL && cache_obj_etag(old).len == 4, "the expired object with its ETag");
+	snprintf(nm.buf, sizeof(nm.buf), "HTTP/1.1 304 Not Modified\r\nCache-Control: max-age=100\r\n"
+		 "ETag: \"v1\"\r\nContent-Length: 999\r\n\r\n");
+	http1_msg_init(&nm.m);
+	http1_parse_response(&nm.m, nm.h, nm.buf, strlen(nm.buf), &lim, HTTP1_M_GET);
+	rc = cache_fill_not_modified(f, old, &nm.m, &cr, NOW + 20, NOW + 20, 0, &o);
+	tap_is_int(rc, 0, "cache_fill_not_modified stores");
+	tap_ok(o != NULL && iov_is(cache_obj_body(o), "aaaaaaaaaa") && cache_obj_status(o) == 200,
+	       "the new object: the stored body, status 200");
+	h = o ? cache_obj_head(o) : (struct iovec){ NULL, 0 };
+	tap_ok(h.iov_base && memmem(h.iov_base, h.iov_len, "max-age=100", 11) &&
+	       !memmem(h.iov_base, h.iov_len, "max-age=10\r", 12) &&
+	       memmem(h.iov_base, h.iov_len, "X-Kept: yes", 11) &&
+	       memmem(h.iov_base, h.iov_len, "Content-Length: 10", 18) &&
+	       !memmem(h.iov_base, h.iov_len, "999", 3),
+	       "its head: the 304's Cache-Control replaces the stored one, other lines kept, "
+	       "the body's Content-Length");
+	tap_ok(o && cache_obj_ttl(o, NOW + 20) == 100, "the 304's lifetime: 100 s from now");
+	tap_ok(hits(c, "nm/a", NOW + 119) && !hits(c, "nm/a", NOW + 120), "a hit until 120 s, not after");
+	cache_obj_release(o);
+	cache_obj_release(old);
+	cache_free(c);
+}
+
 int main(void)
 {
 	test_peek();
+	test_not_modified();
 	test_store_and_hit();
 	test_accounting();
 	test_eviction();

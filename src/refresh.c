@@ -1,0 +1,259 @@
+/*
+ * refresh.c -- background refreshes of stale objects: see refresh.h.
+ *
+ * One libcurl transfer per refresh, on the worker's own curlev (made on
+ * the first refresh, so that a worker that never serves stale pays
+ * nothing). Curl is told not to decode the transfer coding: the body
+ * reaches cache_fill_body() framed as the backend sent it, as the
+ * request path's fills get it.
+ */
+#include "refresh.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "balance.h"
+#include "cachectl.h"
+#include "conf.h"
+#include "curlev.h"
+#include "log.h"
+#include "request.h"
+#include "snapshot.h"
+#include "worker-t.h"
+
+/* The response head is collected here; a larger one is not stored. */
+#define REFRESH_HEAD_MAX 16384
+#define REFRESH_HEADERS 100
+
+struct refresh {
+	struct worker *w;
+	CURL *easy;
+	struct curl_slist *hdrs;
+	struct cache_fill *fill;        /* NULL once ended */
+	struct cache_obj *stale;        /* revalidated (a reference) */
+	struct cachectl_req cc;
+	int64_t sent_at, grace;
+	bool began;                     /* the head was handed to the fill */
+	size_t hlen;
+	char name[128];                 /* the backend's */
+	char head[REFRESH_HEAD_MAX];
+	struct refresh *next, *prev;
+};
+
+static void refresh_end(struct refresh *r)
+{
+	if (r->fill)
+		cache_fill_abort(r->fill);
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		r->w->refreshes = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	cache_obj_release(r->stale);
+	curl_slist_free_all(r->hdrs);
+	curl_easy_cleanup(r->easy);
+	free(r);
+}
+
+/* Header lines as curl hands them over, one a call; an interim (1xx)
+ * head is dropped when the next status line starts. */
+static size_t refresh_on_header(char *p, size_t size, size_t n, void *arg)
+{
+	struct refresh *r = arg;
+	size_t len = size * n;
+
+	if (len >= 5 && memcmp(p, "HTTP/", 5) == 0)
+		r->hlen = 0;
+	if (r->hlen + len > sizeof(r->head)) {
+		r->hlen = sizeof(r->head) + 1;  /* too large: never parsed */
+		return len;
+	}
+	if (r->hlen <= sizeof(r->head)) {
+		memcpy(r->head + r->hlen, p, len);
+		r->hlen += len;
+	}
+	return len;
+}
+
+/* The head is complete (the first body bytes came, or the transfer
+ * ended): hand it to the fill. */
+static void refresh_begin(struct refresh *r)
+{
+	struct http1_header hdrs[REFRESH_HEADERS];
+	struct http1_limits lim = { sizeof(r->head), REFRESH_HEADERS };
+	struct cachectl_meta meta;
+	struct http1_msg resp;
+
+	r->began = true;
+	http1_msg_init(&resp);
+	if (r->hlen > sizeof(r->head) ||
+	    http1_parse_response(&resp, hdrs, r->head, r->hlen, &lim, HTTP1_M_GET) <= 0) {
+		cache_fill_abort(r->fill);
+		r->fill = NULL;
+		return;
+	}
+	if (resp.status == 304 && r->stale) {
+		struct cache_obj *o = NULL;
+
+		cache_fill_not_modified(r->fill, r->stale, &resp, &r->cc, r->sent_at,
+					(int64_t)time(NULL), r->grace, &o);
+		cache_obj_release(o);
+		r->fill = NULL;
+		return;
+	}
+	cachectl_response(&r->cc, HTTP1_M_GET, &resp, r->sent_at, (int64_t)time(NULL), r->grace,
+			  &meta);
+	if (cache_fill_begin(r->fill, &resp, &meta, r->name, strlen(r->name)) < 0)
+		r->fill = NULL;         /* not storable: the stale copy stays */
+}
+
+static size_t refresh_on_body(char *p, size_t size, size_t n, void *arg)
+{
+	struct refresh *r = arg;
+	size_t len = size * n;
+
+	if (!r->began)
+		refresh_begin(r);
+	if (r->fill && cache_fill_body(r->fill, p, len) < 0)
+		r->fill = NULL;
+	return len;
+}
+
+static void refresh_on_done(CURL *easy, CURLcode rc, void *arg)
+{
+	struct refresh *r = NULL;
+
+	(void)arg;
+	curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&r);
+	if (rc == CURLE_OK) {
+		if (!r->began)
+			refresh_begin(r);
+		if (r->fill) {
+			cache_fill_done(r->fill);
+			r->fill = NULL;
+		}
+	}
+	refresh_end(r);
+}
+
+/* The backend a request for rq's key would go to now, -1 if none. */
+static int refresh_backend(const struct request *rq)
+{
+	int order[1], nout = 0;
+	struct balance_why why[1];
+
+	return balance_explain_walk(rq->snap, rq->keypos, order, why, 1, &nout);
+}
+
+void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_obj *stale)
+{
+	const struct conf *conf = rq->snap->conf;
+	const struct http1_header *host = NULL;
+	struct worker *w = rq->w;
+	struct refresh *r = NULL;
+	char url[4096], line[600], ae[32];
+	int i = refresh_backend(rq);
+	const struct snap_backend *sb;
+	int n;
+
+	for (unsigned h = 0; h < rq->msg.nheaders && !host; h++)
+		if (http1_str_ieq(rq->msg.headers[h].name, "host"))
+			host = &rq->msg.headers[h];
+	if (i < 0 || rq->msg.target.len == 0 || rq->msg.target.p[0] != '/')
+		goto fail;
+	sb = &rq->snap->be[i];
+	if (!w->refresh_ce) {
+		w->refresh_ce = curlev_new(w->base, refresh_on_done, NULL);
+		if (!w->refresh_ce)
+			goto fail;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		goto fail;
+	r->w = rq->w;
+	r->fill = f;
+	r->cc = rq->cc;
+	r->grace = (int64_t)(conf->cache_grace_ms / 1000);
+	r->sent_at = (int64_t)time(NULL);
+	snprintf(r->name, sizeof(r->name), "%s", sb->conf->name);
+	n = snprintf(url, sizeof(url), "http://%s%s%.*s", sb->addr_text, sb->conf->prefix,
+		     (int)rq->msg.target.len, rq->msg.target.p);
+	if (n < 0 || (size_t)n >= sizeof(url))
+		goto fail;
+	r->easy = curl_easy_init();
+	if (!r->easy)
+		goto fail;
+	if (host) {
+		snprintf(line, sizeof(line), "Host: %.*s", (int)host->value.len, host->value.p);
+		r->hdrs = curl_slist_append(r->hdrs, line);
+	}
+	/* the variant the stale object is: the same canonical
+	 * Accept-Encoding the request path sends */
+	if (cachectl_ae_string(rq->cc.ae, ae, sizeof(ae)) > 0) {
+		snprintf(line, sizeof(line), "Accept-Encoding: %s", ae);
+		r->hdrs = curl_slist_append(r->hdrs, line);
+	} else {
+		r->hdrs = curl_slist_append(r->hdrs, "Accept-Encoding:");
+	}
+	r->hdrs = curl_slist_append(r->hdrs, "Accept:");
+	if (stale) {
+		char cond[320];
+		size_t clen = req_cond_lines(stale, cond, sizeof(cond));
+		char *p = cond, *e;
+
+		r->stale = cache_obj_ref((struct cache_obj *)stale);
+		cond[clen] = '\0';
+		/* one slist entry a line, without its CRLF */
+		while ((e = strstr(p, "\r\n")) != NULL) {
+			*e = '\0';
+			r->hdrs = curl_slist_append(r->hdrs, p);
+			p = e + 2;
+		}
+	}
+	r->hdrs = curl_slist_append(r->hdrs, "Via: 1.1 ringproxy");
+	curl_easy_setopt(r->easy, CURLOPT_URL, url);
+	curl_easy_setopt(r->easy, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(r->easy, CURLOPT_PROTOCOLS_STR, "http");
+	curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->hdrs);
+	curl_easy_setopt(r->easy, CURLOPT_USERAGENT, NULL);
+	curl_easy_setopt(r->easy, CURLOPT_HTTP_TRANSFER_DECODING, 0L);
+	curl_easy_setopt(r->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)conf->connect_timeout_ms);
+	curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS,
+			 (long)(conf->connect_timeout_ms + conf->response_timeout_ms));
+	curl_easy_setopt(r->easy, CURLOPT_HEADERFUNCTION, refresh_on_header);
+	curl_easy_setopt(r->easy, CURLOPT_HEADERDATA, r);
+	curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, refresh_on_body);
+	curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(r->easy, CURLOPT_PRIVATE, (char *)r);
+	r->next = w->refreshes;
+	if (w->refreshes)
+		w->refreshes->prev = r;
+	w->refreshes = r;
+	if (curlev_add(w->refresh_ce, r->easy) < 0) {
+		refresh_end(r);
+		return;
+	}
+	return;
+fail:
+	if (r) {
+		curl_slist_free_all(r->hdrs);
+		curl_easy_cleanup(r->easy);
+		free(r);
+	}
+	cache_fill_abort(f);
+}
+
+void refresh_free_all(struct worker *w)
+{
+	while (w->refreshes) {
+		curlev_remove(w->refresh_ce, w->refreshes->easy);
+		refresh_end(w->refreshes);
+	}
+	if (w->refresh_ce)
+		curlev_free(w->refresh_ce);
+	w->refresh_ce = NULL;
+}
