@@ -100,7 +100,7 @@ def cs(h):
 
 def conf(fake, grace="0", retries=0):
     return harness.conf_text([("fake", fake.port)],
-                             proxy={"workers": 2, "retries": retries, "response_timeout": "1s",
+                             proxy={"workers": 2, "retries": retries, "response_timeout": "2s",
                                     "connect_timeout": "500ms"},
                              health={"passive": "off"},
                              cache={"size": "8m", "max_object": "64k", "grace": grace})
