@@ -103,6 +103,13 @@ static void fwd_unbind(struct upstream *u)
 
 	if (!rq)
 		return;
+	/* what went out for this request: its head and body */
+	if (u->out.sent > u->sent_before) {
+		struct pool *pool = worker_pool(u->w, u->backend_id);
+
+		if (pool)
+			worker_add(&pool->bytes_out, u->out.sent - u->sent_before);
+	}
 	balance_release(fwd_backend(u));
 	req_unbind(rq);
 	u->rq = NULL;
@@ -452,6 +459,24 @@ void fwd_client_drained(struct upstream *u)
 		fwd_process(u);
 }
 
+/* The final response's status class, counted per backend. */
+static void fwd_count_class(struct upstream *u)
+{
+	struct pool *pool = worker_pool(u->w, u->backend_id);
+	int st = u->resp.status;
+
+	if (!pool)
+		return;
+	if (st >= 500)
+		worker_count(&pool->responses_5xx);
+	else if (st >= 400)
+		worker_count(&pool->responses_4xx);
+	else if (st >= 300)
+		worker_count(&pool->responses_3xx);
+	else if (st >= 200)
+		worker_count(&pool->responses_2xx);
+}
+
 /* A final response head was parsed: queue the rewritten head. Returns 0,
  * or -1 after failing the request. */
 static int fwd_head(struct upstream *u, size_t head_len)
@@ -461,6 +486,7 @@ static int fwd_head(struct upstream *u, size_t head_len)
 	const struct snap_backend *sb = &rq->snap->be[u->ring_index];
 	struct http1_fwd_resp fr;
 
+	fwd_count_class(u);
 	if (u->resp.status >= 500 && conf->passive_5xx)
 		health_request_failed(sb->state, conf, sb->conf, "5xx responses");
 	else
@@ -666,6 +692,10 @@ static void fwd_on_read(evutil_socket_t fd, short what, void *arg)
 	}
 	n = recv(fd, b->data + b->len, b->cap - b->len, 0);
 	if (n > 0) {
+		struct pool *pool = worker_pool(u->w, u->backend_id);
+
+		if (pool)
+			worker_add(&pool->bytes_in, (uint64_t)n);
 		u->got_bytes = true;
 		b->len += (size_t)n;
 		/* response_timeout bounds each pause inside a body */

@@ -526,6 +526,26 @@ static int req_reply_obj(struct request *rq, struct cache_obj *o)
 	return 0;
 }
 
+/* The proxy's own replies by status, and their bytes (stats-t.h). Rare
+ * enough for shared atomics. */
+static void req_count_reply(struct request *rq, int status, uint64_t bytes)
+{
+	struct proxy *p = rq->w->proxy;
+	_Atomic uint64_t *c;
+
+	switch (status) {
+	case 400: c = &p->replies_400; break;
+	case 408: c = &p->replies_408; break;
+	case 431: c = &p->replies_431; break;
+	case 502: c = &p->replies_502; break;
+	case 503: c = &p->replies_503; break;
+	case 504: c = &p->replies_504; break;
+	default: c = &p->replies_other; break;
+	}
+	atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&p->reply_bytes, bytes, memory_order_relaxed);
+}
+
 /* Reply with the proxy's own response. Closes after it unless the request
  * was read completely and the client wants to keep the connection. why is
  * the detail for the log line (see req_public for what the client gets).
@@ -561,6 +581,7 @@ static void req_reply(struct request *rq, int status, const char *why, bool forc
 	 * body bytes would be read as the next response */
 	if (rq->msg.method_id == HTTP1_M_HEAD)
 		n -= blen;
+	req_count_reply(rq, status, (uint64_t)n);
 	outq_reset(rq->out);
 	outq_add(rq->out, rq->reply, (size_t)n);
 	rq->end_kind = REQ_END_REPLY;

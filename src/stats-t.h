@@ -33,13 +33,28 @@
 	X(connections, gauge, DERIVED, "client connections open") \
 	X(accepted, counter, SHARED, "client connections accepted") \
 	X(refused, counter, SHARED, "client connections closed at once over max_connections") \
-	X(inflight, gauge, DERIVED, "requests in flight to all backends")
+	X(inflight, gauge, DERIVED, "requests in flight to all backends") \
+	X(replies_400, counter, SHARED, "the proxy's own 400 replies (a request it could not parse)") \
+	X(replies_408, counter, SHARED, "the proxy's own 408 replies (a request head too slow)") \
+	X(replies_431, counter, SHARED, "the proxy's own 431 replies (a request head too large)") \
+	X(replies_502, counter, SHARED, "the proxy's own 502 replies (backends failed)") \
+	X(replies_503, counter, SHARED, "the proxy's own 503 replies (no backend available)") \
+	X(replies_504, counter, SHARED, "the proxy's own 504 replies (a backend too slow)") \
+	X(replies_other, counter, SHARED, "the proxy's own replies with any other status") \
+	X(reply_bytes, counter, SHARED, "bytes of the proxy's own replies queued to clients") \
+	X(access_log_dropped, counter, SHARED, "access log lines dropped (the log could not be written)")
 
 #define STATS_BACKEND(X) \
 	X(up, flag, DERIVED, "whether the backend is up (false while health checks have it down)") \
 	X(inflight, gauge, DERIVED, "requests in flight to the backend, all workers") \
 	X(requests, counter, WORKER, "requests sent to the backend") \
 	X(responses, counter, WORKER, "responses relayed completely from the backend") \
+	X(responses_2xx, counter, WORKER, "final responses from the backend with a 2xx status") \
+	X(responses_3xx, counter, WORKER, "final responses from the backend with a 3xx status") \
+	X(responses_4xx, counter, WORKER, "final responses from the backend with a 4xx status") \
+	X(responses_5xx, counter, WORKER, "final responses from the backend with a 5xx status") \
+	X(bytes_in, counter, WORKER, "bytes received from the backend") \
+	X(bytes_out, counter, WORKER, "bytes sent to the backend") \
 	X(connects, counter, SHARED, "connections opened to the backend") \
 	X(connect_errors, counter, SHARED, "connections to the backend that failed") \
 	X(timeouts, counter, SHARED, "connect, response and body timeouts") \

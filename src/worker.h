@@ -65,6 +65,13 @@ static inline void worker_count(_Atomic uint64_t *counter)
 			      memory_order_relaxed);
 }
 
+/* worker_count by n. */
+static inline void worker_add(_Atomic uint64_t *counter, uint64_t n)
+{
+	atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
+
 /* The idle pool for a registry id; NULL if it cannot be grown. */
 struct pool *worker_pool(struct worker *w, uint32_t backend_id);
 /* Any thread: the pool for a registry id if the worker has made it (for
