@@ -344,6 +344,7 @@ static int fwd_begin(struct request *rq, int i, bool fresh, char *why, size_t wh
 	u->backend_id = sb->state->id;
 	u->got_bytes = false;
 	u->sent_before = u->out.sent;
+	u->t_sent = worker_now_us(w);
 	u->resp_done = false;
 	u->eof = false;
 	u->dechunk = false;
@@ -407,8 +408,10 @@ static void fwd_finish(struct upstream *u)
 	struct pool *pool = worker_pool(w, u->backend_id);
 	bool reuse;
 
-	if (pool)
+	if (pool) {
 		worker_count(&pool->responses);
+		worker_hist(&pool->response, worker_now_us(w) - u->t_sent);
+	}
 	reuse = u->resp.keep_alive && u->resp.framing != HTTP1_BODY_CLOSE && !u->eof &&
 		u->in.pos == u->in.len && rq->body_done && outq_empty(&u->out) &&
 		!w->stopping && pool && pool->n < conf->pool_size;
@@ -694,8 +697,11 @@ static void fwd_on_read(evutil_socket_t fd, short what, void *arg)
 	if (n > 0) {
 		struct pool *pool = worker_pool(u->w, u->backend_id);
 
-		if (pool)
+		if (pool) {
 			worker_add(&pool->bytes_in, (uint64_t)n);
+			if (!u->got_bytes)
+				worker_hist(&pool->ttfb, worker_now_us(u->w) - u->t_sent);
+		}
 		u->got_bytes = true;
 		b->len += (size_t)n;
 		/* response_timeout bounds each pause inside a body */

@@ -57,6 +57,7 @@ struct request {
 	enum req_state state;
 	enum req_end end_kind;
 	uint64_t rid;                   /* request id: the worker's count */
+	int64_t t_begin;                /* worker_now_us at its head */
 
 	/* the head, parsed in place in the client's read buffer (front.c
 	 * parses into msg with http1.c); hdrs is the connection's array */

@@ -74,6 +74,7 @@ void req_begin(struct request *rq, size_t head_len, uint64_t rid)
 	rq->state = REQ_ROUTE;
 	rq->end_kind = REQ_END_NONE;
 	rq->rid = rid;
+	rq->t_begin = worker_now_us(w);
 	rq->snap = worker_snap_take(w);
 	rq->body_end = rq->in->pos + head_len;
 	rq->head_sent = false;
@@ -113,6 +114,8 @@ void req_serve(struct request *rq)
 void req_refuse(struct request *rq, uint64_t rid, int status, const char *why)
 {
 	rq->rid = rid;
+	rq->t_begin = worker_now_us(rq->w);
+	rq->end_kind = REQ_END_NONE;
 	rq->state = REQ_ROUTE;
 	rq->body_done = false;          /* forces the close */
 	rq->resp_started = false;
@@ -161,6 +164,8 @@ bool req_end(struct request *rq)
 	rq->snap = NULL;
 	if (rq->state != REQ_DONE && rq->end_kind == REQ_END_NONE)
 		rq->end_kind = REQ_END_ABORT;
+	if (rq->state == REQ_DONE)
+		worker_hist(&rq->w->request, worker_now_us(rq->w) - rq->t_begin);
 	rq->state = REQ_IDLE;
 	rq->resp_started = false;
 	http1_msg_init(&rq->msg);

@@ -65,6 +65,34 @@
 	X(failovers, counter, SHARED, "requests for keys it owns sent on while it was down") \
 	X(transitions, counter, SHARED, "health transitions, up to down and back")
 
+/*
+ * Histograms of durations: X(name, help). Fixed log-spaced buckets (the
+ * upper bounds below, in microseconds, then +Inf), counted per worker
+ * like the WORKER counters and summed on read; /metrics shows them as
+ * Prometheus histograms, /stats and the page their p50/p90/p99. Times
+ * come from the worker loop's cached clock (no syscall per request), so
+ * they are exact to one turn of the loop.
+ *   STATS_HIST_BACKEND in struct pool, per backend:
+ */
+#define STATS_HIST_BACKEND(X) \
+	X(response, "time from the request handed to a backend connection to the response's last byte") \
+	X(ttfb, "time from the request handed to a backend connection to the response's first byte")
+/*   STATS_HIST_PROXY in struct worker, the whole request as the client saw
+ *   it (head parsed to response written), whoever answered: */
+#define STATS_HIST_PROXY(X) \
+	X(request, "time from a request's head read to its response written, whoever answered")
+
+#define STATS_BOUNDS_US 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, \
+	250000, 500000, 1000000, 2500000, 5000000, 10000000
+#define STATS_NBOUNDS 16
+#define STATS_NBUCKETS (STATS_NBOUNDS + 1)     /* the last is +Inf */
+
+struct stats_hist {
+	_Atomic uint64_t n[STATS_NBUCKETS];    /* per bucket, not cumulative */
+	_Atomic uint64_t sum_us;
+};
+#define STATS_HIST_FIELD(n, help) struct stats_hist n;
+
 /* The fields of the counters a struct keeps: SHARED ones in struct proxy
  * and struct backend, WORKER ones in struct pool. */
 #define STATS_SHARED_FIELD(n, type, where, help) STATS_SHARED_FIELD_##where(n)

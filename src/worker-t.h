@@ -60,6 +60,7 @@ struct upstream {
 	socklen_t addrlen;
 	bool reused;                    /* came from the pool */
 	uint64_t sent_before;           /* out.sent when the request began */
+	int64_t t_sent;                 /* worker_now_us when it began */
 	bool got_bytes;                 /* any response byte arrived */
 	bool read_paused;               /* rev removed for backpressure */
 	bool eof;                       /* the backend closed (or misbehaved):
@@ -93,6 +94,7 @@ struct pool {
 	 * stats-t.h): one writer, so plain stores (worker_count); a reader
 	 * sums over workers */
 	STATS_BACKEND(STATS_WORKER_FIELD)
+	STATS_HIST_BACKEND(STATS_HIST_FIELD)
 };
 
 #define WORKER_POOL_CHUNK  64u     /* pools per chunk */
@@ -191,6 +193,8 @@ struct worker {
 	struct freelist free_ups;
 	bool stopping;
 
+	/* this worker's STATS_HIST_PROXY histograms (one writer) */
+	STATS_HIST_PROXY(STATS_HIST_FIELD)
 	uint32_t started_at;            /* process start (Unix seconds) and */
 	uint64_t rid_seq;               /* requests seen: the request ids */
 	int64_t log_sec;                /* log lines of the proxy's own */

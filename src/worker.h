@@ -7,6 +7,9 @@
 #ifndef RINGPROXY_WORKER_H
 #define RINGPROXY_WORKER_H
 
+#include <event2/event.h>
+#include <sys/time.h>
+
 #include "worker-t.h"
 
 struct snapshot;
@@ -70,6 +73,30 @@ static inline void worker_add(_Atomic uint64_t *counter, uint64_t n)
 {
 	atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + n,
 			      memory_order_relaxed);
+}
+
+/* Now in microseconds by the loop's cached clock: no syscall (libevent
+ * reads the clock once per turn of the loop). Worker thread. */
+static inline int64_t worker_now_us(const struct worker *w)
+{
+	struct timeval tv;
+
+	event_base_gettimeofday_cached(w->base, &tv);
+	return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+}
+
+/* Count a duration of us microseconds (negative: 0) into h; one writer. */
+static inline void worker_hist(struct stats_hist *h, int64_t us)
+{
+	static const int64_t bounds[STATS_NBOUNDS] = { STATS_BOUNDS_US };
+	int i = 0;
+
+	if (us < 0)
+		us = 0;
+	while (i < STATS_NBOUNDS && us > bounds[i])
+		i++;
+	worker_count(&h->n[i]);
+	worker_add(&h->sum_us, (uint64_t)us);
 }
 
 /* The idle pool for a registry id; NULL if it cannot be grown. */
