@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "access-t.h"
 #include "balance-t.h"
 #include "conn-t.h"
 #include "freelist.h"
@@ -193,6 +194,7 @@ struct worker {
 	struct freelist free_ups;
 	bool stopping;
 
+	struct access_buf alog;         /* the access log's lines (access.c) */
 	/* this worker's STATS_HIST_PROXY histograms (one writer) */
 	STATS_HIST_PROXY(STATS_HIST_FIELD)
 	uint32_t started_at;            /* process start (Unix seconds) and */
