@@ -17,8 +17,9 @@ struct access_buf {
 	struct event flush_ev;          /* ACCESS_FLUSH_MS after the first line */
 	bool armed;
 	int64_t sec;                    /* the second the stamps are of */
-	char clf[32];                   /* [30/Nov/2026:16:41:49 +0000] */
-	char iso[24];                   /* 2026-11-30T16:41:49 */
+	char clf[80];                   /* [30/Nov/2026:16:41:49 +0000] (room
+					   for any int the compiler imagines) */
+	char iso[80];                   /* 2026-11-30T16:41:49 */
 };
 
 #endif
