@@ -289,7 +289,8 @@ void access_log(struct request *rq)
 	const struct http1_msg *m = &rq->msg;
 	struct req_log l;
 	struct http1_str ref, ua;
-	int64_t now;
+	struct timeval tv;
+	int64_t wall_ms, dur;
 	bool json;
 	char *p;
 
@@ -303,9 +304,12 @@ void access_log(struct request *rq)
 	if (b->len + ACCESS_LINE_MAX > ACCESS_BUF)
 		access_flush(b);
 	req_log_fields(rq, &l);
-	now = worker_now_us(w);
-	if (now / 1000000 != b->sec)
-		access_stamps(b, now / 1000000);
+	dur = worker_now_us(w) - rq->t_begin;
+	/* the wall clock of the loop's turn, for the stamp (no syscall) */
+	event_base_gettimeofday_cached(w->base, &tv);
+	wall_ms = (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+	if (tv.tv_sec != b->sec)
+		access_stamps(b, tv.tv_sec);
 	ref = access_header(m, "referer", 7);
 	ua = access_header(m, "user-agent", 10);
 	json = w->snap->conf->access_format == CONF_ACCESS_JSON;
@@ -316,9 +320,9 @@ void access_log(struct request *rq)
 		p = ACCESS_PUTS(p, "\",\"time\":\"");
 		p = access_put(p, b->iso, strlen(b->iso));
 		*p++ = '.';
-		p = access_u64(p, (uint64_t)(now / 100000 % 10));
-		p = access_u64(p, (uint64_t)(now / 10000 % 10));
-		p = access_u64(p, (uint64_t)(now / 1000 % 10));
+		p = access_u64(p, (uint64_t)(wall_ms / 100 % 10));
+		p = access_u64(p, (uint64_t)(wall_ms / 10 % 10));
+		p = access_u64(p, (uint64_t)(wall_ms % 10));
 		p = ACCESS_PUTS(p, "Z\",\"method\":\"");
 		p = access_str(p, l.method.p, l.method.len, 32, true);
 		p = ACCESS_PUTS(p, "\",\"target\":\"");
@@ -334,7 +338,7 @@ void access_log(struct request *rq)
 		p = ACCESS_PUTS(p, "\",\"user_agent\":\"");
 		p = access_str(p, ua.p, ua.len, ACCESS_HDR_MAX, true);
 		p = ACCESS_PUTS(p, "\",\"duration\":");
-		p = access_secs(p, now - rq->t_begin);
+		p = access_secs(p, dur);
 		p = ACCESS_PUTS(p, ",\"backend\":");
 		if (l.backend) {
 			*p++ = '"';
@@ -369,7 +373,7 @@ void access_log(struct request *rq)
 		p = ACCESS_PUTS(p, "\" \"");
 		p = access_str(p, ua.p, ua.len, ACCESS_HDR_MAX, false);
 		p = ACCESS_PUTS(p, "\" duration=");
-		p = access_secs(p, now - rq->t_begin);
+		p = access_secs(p, dur);
 		p = ACCESS_PUTS(p, " backend=");
 		if (l.backend)
 			p = access_str(p, l.backend, strlen(l.backend), 128, false);
@@ -386,9 +390,9 @@ void access_log(struct request *rq)
 	b->len = (size_t)(p - b->data);
 	b->lines++;
 	if (!b->armed) {
-		static const struct timeval tv = { 0, ACCESS_FLUSH_MS * 1000 };
+		static const struct timeval after = { 0, ACCESS_FLUSH_MS * 1000 };
 
-		event_add(&b->flush_ev, &tv);
+		event_add(&b->flush_ev, &after);
 		b->armed = true;
 	}
 }
