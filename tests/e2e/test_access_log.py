@@ -13,6 +13,7 @@ import re
 import signal
 import socket
 import sys
+import threading
 import time
 import urllib.request
 
@@ -161,6 +162,27 @@ def main():
             post.get("bytes", 0) > 300000 and post.get("cache") in ("bypass", "request", "miss"),
             "a POST with a 300 KB body: its line has its method, target and the bytes sent back", str(post))
     t.check(json.loads(admin(aport, "/stats"))["access_log_dropped"] == 0, "nothing dropped on a writable file")
+    proxy.stop()
+
+    # spill: the owner at its max_inflight sends the second of two
+    # concurrent requests for one key to the next backend
+    other = harness.Cache(TC, "other")
+    slog = harness.tmp_path(f"access-spill.{time.monotonic_ns()}.log")
+    conf = conf_with_log([live, other], slog, ring={"balance_factor": 0},
+                         backend={"live": {"max_inflight": 1}, "other": {"max_inflight": 1}})
+    proxy = harness.Proxy(RP, conf, tag="spill")
+    results = []
+    first = threading.Thread(target=lambda: results.append(harness.get(proxy.port, "/hot.jpg?delay=600")))
+    first.start()
+    time.sleep(0.2)
+    results.append(harness.get(proxy.port, "/hot.jpg?delay=600"))
+    first.join()
+    rows = [COMBINED.match(x) for x in lines_of(slog, 2)]
+    whys = sorted((m.group("why"), m.group("backend")) for m in rows if m)
+    t.check(len(whys) == 2 and [w for w, _ in whys] == ["owner", "spill"] and whys[0][1] != whys[1][1] and
+            all(r[0] == 200 for r in results),
+            "two concurrent requests for a key whose owner takes one: owner, then spill to another backend",
+            str(whys))
     proxy.stop()
 
     # a log that cannot be written: lines dropped and counted, requests served
