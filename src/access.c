@@ -282,7 +282,7 @@ static void access_stamps(struct access_buf *b, int64_t sec)
 	b->sec = sec;
 }
 
-void access_log(struct request *rq)
+void access_log(struct request *rq, int64_t dur)
 {
 	struct worker *w = rq->w;
 	struct access_buf *b = &w->alog;
@@ -290,7 +290,7 @@ void access_log(struct request *rq)
 	struct req_log l;
 	struct http1_str ref, ua;
 	struct timeval tv;
-	int64_t wall_ms, dur;
+	int64_t wall_ms;
 	bool json;
 	char *p;
 
@@ -304,7 +304,6 @@ void access_log(struct request *rq)
 	if (b->len + ACCESS_LINE_MAX > ACCESS_BUF)
 		access_flush(b);
 	req_log_fields(rq, &l);
-	dur = worker_now_us(w) - rq->t_begin;
 	/* the wall clock of the loop's turn, for the stamp (no syscall) */
 	event_base_gettimeofday_cached(w->base, &tv);
 	wall_ms = (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;

@@ -36,7 +36,8 @@ void access_close(void);
 void access_worker_init(struct worker *w);
 void access_worker_free(struct worker *w);
 
-/* Worker thread: log the request that just ended (req_end). */
-void access_log(struct request *rq);
+/* Worker thread: log the request that just ended (req_end), which took
+ * dur microseconds. */
+void access_log(struct request *rq, int64_t dur);
 
 #endif

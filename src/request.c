@@ -185,14 +185,17 @@ bool req_end(struct request *rq)
 	rq->obj = NULL;
 	req_settle(rq);
 	if (rq->state != REQ_IDLE) {
+		/* one clock read for the histogram and the log line */
+		int64_t took = worker_now_us(rq->w) - rq->t_begin;
+
 		if (rq->state != REQ_DONE && rq->end_kind == REQ_END_NONE)
 			rq->end_kind = REQ_END_ABORT;
-		access_log(rq);
+		else if (rq->state == REQ_DONE)
+			worker_hist(&rq->w->request, took);
+		access_log(rq, took);
 	}
 	worker_snap_drop(rq->w, rq->snap);
 	rq->snap = NULL;
-	if (rq->state == REQ_DONE)
-		worker_hist(&rq->w->request, worker_now_us(rq->w) - rq->t_begin);
 	rq->state = REQ_IDLE;
 	rq->resp_started = false;
 	http1_msg_init(&rq->msg);
