@@ -219,12 +219,20 @@ static char *access_secs(char *p, int64_t us)
 	return p;
 }
 
+/* A byte written as it is in a quoted field: printable ASCII but '"' and
+ * '\\'. */
+static inline bool access_plain(unsigned char c)
+{
+	return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+}
+
 /* s[0..n), at most max bytes, quoted text: '"', '\\', control and
  * non-ASCII bytes escaped (\xHH in combined as NGINX does, \u00HH in
- * JSON); "-" when empty (combined) */
+ * JSON); "-" when empty (combined). Runs of plain bytes go in one copy. */
 static char *access_str(char *p, const char *s, size_t n, size_t max, bool json)
 {
 	static const char hex[] = "0123456789abcdef";
+	size_t i = 0;
 
 	if (!s)
 		n = 0;
@@ -232,12 +240,17 @@ static char *access_str(char *p, const char *s, size_t n, size_t max, bool json)
 		n = max;
 	if (!n && !json)
 		return ACCESS_PUTS(p, "-");
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
+	while (i < n) {
+		size_t run = i;
+		unsigned char c;
 
-		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-			*p++ = (char)c;
-		} else if (json && (c == '"' || c == '\\')) {
+		while (run < n && access_plain((unsigned char)s[run]))
+			run++;
+		p = access_put(p, s + i, run - i);
+		if (run == n)
+			break;
+		c = (unsigned char)s[run];
+		if (json && (c == '"' || c == '\\')) {
 			*p++ = '\\';
 			*p++ = (char)c;
 		} else if (json) {
@@ -250,6 +263,7 @@ static char *access_str(char *p, const char *s, size_t n, size_t max, bool json)
 			*p++ = hex[c >> 4];
 			*p++ = hex[c & 15];
 		}
+		i = run + 1;
 	}
 	return p;
 }
