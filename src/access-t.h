@@ -20,6 +20,7 @@ struct access_buf {
 	char clf[80];                   /* [30/Nov/2026:16:41:49 +0000] (room
 					   for any int the compiler imagines) */
 	char iso[80];                   /* 2026-11-30T16:41:49 */
+	size_t clf_len, iso_len;
 };
 
 #endif

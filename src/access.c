@@ -47,12 +47,15 @@ static char *access_file;               /* main thread: the path, NULL if
 					   off or stderr */
 static _Atomic(_Atomic uint64_t *) access_drops;
 
+static void access_plain_init(void);
+
 int access_open(const char *spec, _Atomic uint64_t *dropped, char *err, size_t len)
 {
 	int fd, cur = atomic_load(&access_fd);
 	char *file = NULL;
 
 	atomic_store(&access_drops, dropped);
+	access_plain_init();
 	if (strcmp(spec, "off") == 0 || !*spec) {
 		atomic_store(&access_on, 0);
 		return 0;
@@ -204,7 +207,8 @@ static char *access_u64(char *p, uint64_t v)
 	return p;
 }
 
-/* us microseconds as seconds with 6 decimals. */
+/* us microseconds as seconds with 6 decimals (constant divisors only:
+ * a division by a variable costs tens of cycles). */
 static char *access_secs(char *p, int64_t us)
 {
 	uint64_t frac;
@@ -214,17 +218,23 @@ static char *access_secs(char *p, int64_t us)
 	p = access_u64(p, (uint64_t)us / 1000000);
 	*p++ = '.';
 	frac = (uint64_t)us % 1000000;
-	for (uint64_t d = 100000; d; d /= 10)
-		*p++ = (char)('0' + frac / d % 10);
-	return p;
+	for (int i = 6; i-- > 0;) {
+		p[i] = (char)('0' + frac % 10);
+		frac /= 10;
+	}
+	return p + 6;
 }
 
-/* A byte written as it is in a quoted field: printable ASCII but '"' and
- * '\\'. */
-static inline bool access_plain(unsigned char c)
+/* Bytes written as they are in a quoted field: printable ASCII but '"'
+ * and '\\'. Filled by access_open (main thread) before any worker logs. */
+static bool access_plain_tab[256];
+
+static void access_plain_init(void)
 {
-	return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+	for (int c = 0; c < 256; c++)
+		access_plain_tab[c] = c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
 }
+
 
 /* s[0..n), at most max bytes, quoted text: '"', '\\', control and
  * non-ASCII bytes escaped (\xHH in combined as NGINX does, \u00HH in
@@ -244,7 +254,7 @@ static char *access_str(char *p, const char *s, size_t n, size_t max, bool json)
 		size_t run = i;
 		unsigned char c;
 
-		while (run < n && access_plain((unsigned char)s[run]))
+		while (run < n && access_plain_tab[(unsigned char)s[run]])
 			run++;
 		p = access_put(p, s + i, run - i);
 		if (run == n)
@@ -289,9 +299,9 @@ static void access_stamps(struct access_buf *b, int64_t sec)
 	struct tm tm;
 
 	gmtime_r(&t, &tm);
-	snprintf(b->clf, sizeof(b->clf), "[%02d/%s/%04d:%02d:%02d:%02d +0000]", tm.tm_mday,
+	b->clf_len = (size_t)snprintf(b->clf, sizeof(b->clf), "[%02d/%s/%04d:%02d:%02d:%02d +0000]", tm.tm_mday,
 		 mon[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
-	snprintf(b->iso, sizeof(b->iso), "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900,
+	b->iso_len = (size_t)snprintf(b->iso, sizeof(b->iso), "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900,
 		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
 	b->sec = sec;
 }
@@ -331,7 +341,7 @@ void access_log(struct request *rq, int64_t dur)
 		p = ACCESS_PUTS(p, "{\"client\":\"");
 		p = access_str(p, rq->ip, rq->iplen, 64, true);
 		p = ACCESS_PUTS(p, "\",\"time\":\"");
-		p = access_put(p, b->iso, strlen(b->iso));
+		p = access_put(p, b->iso, b->iso_len);
 		*p++ = '.';
 		p = access_u64(p, (uint64_t)(wall_ms / 100 % 10));
 		p = access_u64(p, (uint64_t)(wall_ms / 10 % 10));
@@ -365,12 +375,12 @@ void access_log(struct request *rq, int64_t dur)
 		p = ACCESS_PUTS(p, "\",\"why\":\"");
 		p = access_put(p, l.why, strlen(l.why));
 		p = ACCESS_PUTS(p, "\",\"request_id\":\"");
-		p = access_put(p, l.rid, strlen(l.rid));
+		p = access_put(p, l.rid, 20);
 		p = ACCESS_PUTS(p, "\"}\n");
 	} else {
 		p = access_str(p, rq->ip, rq->iplen, 64, false);
 		p = ACCESS_PUTS(p, " - - ");
-		p = access_put(p, b->clf, strlen(b->clf));
+		p = access_put(p, b->clf, b->clf_len);
 		p = ACCESS_PUTS(p, " \"");
 		p = access_str(p, l.method.p, l.method.len, 32, false);
 		*p++ = ' ';
@@ -397,7 +407,7 @@ void access_log(struct request *rq, int64_t dur)
 		p = ACCESS_PUTS(p, " why=");
 		p = access_put(p, l.why, strlen(l.why));
 		p = ACCESS_PUTS(p, " request_id=");
-		p = access_put(p, l.rid, strlen(l.rid));
+		p = access_put(p, l.rid, 20);
 		*p++ = '\n';
 	}
 	b->len = (size_t)(p - b->data);

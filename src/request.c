@@ -443,7 +443,7 @@ static void req_rid(const struct request *rq, char *out, size_t len)
 		 (unsigned)rq->w->id & 0xffu, rq->rid & 0xffffffffffu);
 }
 
-void req_log_fields(const struct request *rq, struct req_log *l)
+void req_log_fields(struct request *rq, struct req_log *l)
 {
 	static const char hex[] = "0123456789abcdef";
 	uint64_t v;
@@ -472,11 +472,16 @@ void req_log_fields(const struct request *rq, struct req_log *l)
 	}
 	l->cache = rq->end_kind == REQ_END_CACHE ? (rq->collapsed ? "collapsed" : "hit") :
 		   rq->cache_fwd ? rq->cache_fwd : "-";
-	/* req_rid's digits, without printf */
-	for (int s = 28; s >= 0; s -= 4)
-		l->rid[k++] = hex[rq->w->started_at >> s & 15];
-	l->rid[k++] = hex[((unsigned)rq->w->id >> 4) & 15];
-	l->rid[k++] = hex[(unsigned)rq->w->id & 15];
+	/* req_rid's digits, without printf: the worker's part (start time
+	 * and id) is the same for all its requests */
+	if (!rq->w->rid_prefix[0]) {
+		for (int s = 28; s >= 0; s -= 4)
+			rq->w->rid_prefix[k++] = hex[rq->w->started_at >> s & 15];
+		rq->w->rid_prefix[k++] = hex[((unsigned)rq->w->id >> 4) & 15];
+		rq->w->rid_prefix[k++] = hex[(unsigned)rq->w->id & 15];
+	}
+	memcpy(l->rid, rq->w->rid_prefix, 10);
+	k = 10;
 	v = rq->rid & 0xffffffffffu;
 	for (int s = 36; s >= 0; s -= 4)
 		l->rid[k++] = hex[v >> s & 15];

@@ -93,7 +93,8 @@ struct req_log {
 					   cache, or "-" (no backend) */
 	char rid[24];                   /* the request id */
 };
-void req_log_fields(const struct request *rq, struct req_log *l);
+/* (Worker thread: it may fill the worker's request id prefix.) */
+void req_log_fields(struct request *rq, struct req_log *l);
 
 /* ---- the answering side (forward.c, next the cache) --------------------- */
 

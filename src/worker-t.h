@@ -199,6 +199,8 @@ struct worker {
 	STATS_HIST_PROXY(STATS_HIST_FIELD)
 	uint32_t started_at;            /* process start (Unix seconds) and */
 	uint64_t rid_seq;               /* requests seen: the request ids */
+	char rid_prefix[10];            /* their first 10 hex digits, made
+					   by the first access log line */
 	int64_t log_sec;                /* log lines of the proxy's own */
 	unsigned log_n, log_skipped;    /* replies this second: written,
 					   left out */
