@@ -70,8 +70,7 @@
  * upper bounds below, in microseconds, then +Inf), counted per worker
  * like the WORKER counters and summed on read; /metrics shows them as
  * Prometheus histograms, /stats and the page their p50/p90/p99. Times
- * come from the worker loop's cached clock (no syscall per request), so
- * they are exact to one turn of the loop.
+ * come from CLOCK_MONOTONIC through the vDSO (worker_now_us: no syscall).
  *   STATS_HIST_BACKEND in struct pool, per backend:
  */
 #define STATS_HIST_BACKEND(X) \
