@@ -42,7 +42,7 @@ enum conf_type {
 	CONF_T_PATH,            /* an absolute URL path, or "" */
 };
 
-enum conf_where { CONF_IN_PROXY, CONF_IN_RING, CONF_IN_HEALTH, CONF_IN_CACHE, CONF_IN_BACKEND };
+enum conf_where { CONF_IN_PROXY, CONF_IN_RING, CONF_IN_HEALTH, CONF_IN_CACHE, CONF_IN_LOG, CONF_IN_BACKEND };
 
 struct conf_keydef {
 	enum conf_where where;
@@ -143,6 +143,11 @@ static const struct conf_keydef conf_keys[] = {
 	{ CONF_IN_CACHE, "purge_allow", CONF_T_STRING, P(cache_purge_allow), "", 0, 0, NULL,
 	  "clients (addresses, CIDR blocks) whose PURGE and BAN on the proxy port are forwarded; others get 405" },
 
+	{ CONF_IN_LOG, "access", CONF_T_STRING, P(access_log), "off", 0, 0, NULL,
+	  "the access log: off, stderr, or a file appended to (one line per request; SIGUSR1 reopens it)" },
+	{ CONF_IN_LOG, "access_format", CONF_T_ENUM, P(access_format), "combined", 0, 0, "combined|json",
+	  "access log lines: NGINX/Apache combined with ringproxy's fields after, or JSON lines" },
+
 	{ CONF_IN_BACKEND, "url", CONF_T_URL, B(url), NULL, 0, 0, NULL,
 	  "http://host[:port][/prefix] of the cache" },
 	{ CONF_IN_BACKEND, "weight", CONF_T_DOUBLE, B(weight), "1", 0, 1000, NULL,
@@ -184,7 +189,7 @@ int conf_backend_line(const struct conf_backend *be, const char *key)
 	return 0;
 }
 
-static const char *const conf_section_names[] = { "proxy", "ring", "health", "cache", "backend NAME" };
+static const char *const conf_section_names[] = { "proxy", "ring", "health", "cache", "log", "backend NAME" };
 
 /* Parse state shared by the reader and the handler. */
 struct conf_parse {
@@ -854,7 +859,7 @@ static struct conf_backend *conf_new_backend(struct conf_parse *ps, const char *
  * keys ([Proxy], [proxies], [backends cache-1]). */
 static void conf_unknown_section(struct conf_parse *ps, const char *name)
 {
-	static const char *const known[] = { "proxy", "ring", "health", "cache", "backend" };
+	static const char *const known[] = { "proxy", "ring", "health", "cache", "log", "backend" };
 	size_t wl = strcspn(name, " \t"), best_d = SIZE_MAX;
 	const char *best = NULL, *rest = name + wl;
 	char word[64];
@@ -876,13 +881,13 @@ static void conf_unknown_section(struct conf_parse *ps, const char *name)
 	else if (best && best_d <= 2 && !*rest)
 		conf_error(ps, ps->line, "unknown section [%s]; did you mean [%s]?", name, best);
 	else
-		conf_error(ps, ps->line, "unknown section [%s]; expected [proxy], [ring], [health], [cache] or [backend NAME]", name);
+		conf_error(ps, ps->line, "unknown section [%s]; expected [proxy], [ring], [health], [cache], [log] or [backend NAME]", name);
 }
 
 /* A section header line seen by the reader. */
 static void conf_section(struct conf_parse *ps, char *inner)
 {
-	static const char *const single[] = { "proxy", "ring", "health", "cache" };
+	static const char *const single[] = { "proxy", "ring", "health", "cache", "log" };
 	char *name = conf_trim(inner);
 
 	ps->where = -1;
@@ -1264,6 +1269,7 @@ static struct conf *conf_load_from(const char *name, FILE *fp, const char *text,
 		ps.sha = NULL;
 	}
 	conf_defaults(&ps, CONF_IN_CACHE, c, NULL);
+	conf_defaults(&ps, CONF_IN_LOG, c, NULL);
 	rc = ini_parse_stream(conf_reader, &ps, conf_handler, &ps);
 	conf_sha_hex(&ps);
 	if (rc == -2)

@@ -45,6 +45,8 @@ struct conf_backend {
 				   set: read with conf_backend_line() */
 };
 
+enum conf_access_format { CONF_ACCESS_COMBINED, CONF_ACCESS_JSON };
+
 struct conf {
 	char *path;             /* the file it came from ("-" for a string) */
 	char sha256[65];        /* SHA-256 of its bytes, hex; "" if unknown */
@@ -70,6 +72,8 @@ struct conf {
 	bool underscores_in_headers;    /* forward header names with '_' */
 	int log_level;                  /* enum log_level */
 	char *log_file;                 /* "" = stderr as given */
+	char *access_log;               /* [log] access: "off", "stderr" or a path */
+	int access_format;              /* enum conf_access_format */
 	bool watch_config;              /* reload when the file changes */
 
 	/* [ring] */

@@ -103,6 +103,13 @@ static void fwd_unbind(struct upstream *u)
 
 	if (!rq)
 		return;
+	/* what went out for this request: its head and body */
+	if (u->out.sent > u->sent_before) {
+		struct pool *pool = worker_pool(u->w, u->backend_id);
+
+		if (pool)
+			worker_add(&pool->bytes_out, u->out.sent - u->sent_before);
+	}
 	balance_release(fwd_backend(u));
 	req_unbind(rq);
 	u->rq = NULL;
@@ -337,6 +344,7 @@ static int fwd_begin(struct request *rq, int i, bool fresh, char *why, size_t wh
 	u->backend_id = sb->state->id;
 	u->got_bytes = false;
 	u->sent_before = u->out.sent;
+	u->t_sent = worker_now_us(w);
 	u->resp_done = false;
 	u->eof = false;
 	u->dechunk = false;
@@ -402,8 +410,10 @@ static void fwd_finish(struct upstream *u)
 	struct pool *pool = worker_pool(w, u->backend_id);
 	bool reuse;
 
-	if (pool)
+	if (pool) {
 		worker_count(&pool->responses);
+		worker_hist(&pool->response, worker_now_us(w) - u->t_sent);
+	}
 	reuse = u->resp.keep_alive && u->resp.framing != HTTP1_BODY_CLOSE && !u->eof &&
 		u->in.pos == u->in.len && rq->body_done && outq_empty(&u->out) &&
 		!w->stopping && pool && pool->n < conf->pool_size;
@@ -454,6 +464,24 @@ void fwd_client_drained(struct upstream *u)
 		fwd_process(u);
 }
 
+/* The final response's status class, counted per backend. */
+static void fwd_count_class(struct upstream *u)
+{
+	struct pool *pool = worker_pool(u->w, u->backend_id);
+	int st = u->resp.status;
+
+	if (!pool)
+		return;
+	if (st >= 500)
+		worker_count(&pool->responses_5xx);
+	else if (st >= 400)
+		worker_count(&pool->responses_4xx);
+	else if (st >= 300)
+		worker_count(&pool->responses_3xx);
+	else if (st >= 200)
+		worker_count(&pool->responses_2xx);
+}
+
 /* A final response head was parsed: queue the rewritten head. Returns 0,
  * or -1 after failing the request. */
 static int fwd_head(struct upstream *u, size_t head_len)
@@ -464,6 +492,7 @@ static int fwd_head(struct upstream *u, size_t head_len)
 	struct http1_fwd_resp fr;
 	int rc;
 
+	fwd_count_class(u);
 	if (u->resp.status >= 500 && conf->passive_5xx)
 		health_request_failed(sb->state, conf, sb->conf, "5xx responses");
 	else
@@ -672,6 +701,13 @@ static void fwd_on_read(evutil_socket_t fd, short what, void *arg)
 	}
 	n = recv(fd, b->data + b->len, b->cap - b->len, 0);
 	if (n > 0) {
+		struct pool *pool = worker_pool(u->w, u->backend_id);
+
+		if (pool) {
+			worker_add(&pool->bytes_in, (uint64_t)n);
+			if (!u->got_bytes)
+				worker_hist(&pool->ttfb, worker_now_us(u->w) - u->t_sent);
+		}
 		u->got_bytes = true;
 		b->len += (size_t)n;
 		/* response_timeout bounds each pause inside a body */

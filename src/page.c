@@ -281,6 +281,31 @@ static const char *page_state_word(const char *state)
 	       "drained (weight 0)";
 }
 
+/* A duration in words: 850 µs, 12.5 ms, 1.20 s. */
+static void page_seconds(char *buf, size_t len, double s)
+{
+	if (s < 0.001)
+		snprintf(buf, len, "%.0f \u00b5s", s * 1e6);
+	else if (s < 1)
+		snprintf(buf, len, "%.1f ms", s * 1e3);
+	else
+		snprintf(buf, len, "%.2f s", s);
+}
+
+/* The latency cell: p50 and p99 of a backend's response times. */
+static void page_latency(struct evbuffer *out, const struct stats_hist_sum *h)
+{
+	char a[32], b[32];
+
+	if (!h->count) {
+		PAGE_ADD(out, "<td class=\"latency\">none yet</td>");
+		return;
+	}
+	page_seconds(a, sizeof(a), h->p50);
+	page_seconds(b, sizeof(b), h->p99);
+	evbuffer_add_printf(out, "<td class=\"latency\">%s<small>p99 %s</small></td>", a, b);
+}
+
 static void page_backend_row(struct evbuffer *out, const struct stats_backend *b, size_t i)
 {
 	char colour[40], a[32], c[32];
@@ -309,8 +334,10 @@ static void page_backend_row(struct evbuffer *out, const struct stats_backend *b
 	page_rate(c, sizeof(c), req5);
 	evbuffer_add_printf(out, "</td><td>%s<small>%s over 5 min</small></td>", a, c);
 	page_rate(a, sizeof(a), err5);
-	evbuffer_add_printf(out, "<td>%.1f%%<small>%s per second</small></td><td>",
+	evbuffer_add_printf(out, "<td>%.1f%%<small>%s per second</small></td>",
 			    req5 > 0 ? 100.0 * err5 / req5 : 0.0, a);
+	page_latency(out, &b->response);
+	PAGE_ADD(out, "<td>");
 	page_spark(out, b, colour);
 	PAGE_ADD(out, "</td></tr>\n");
 }
@@ -319,7 +346,8 @@ static void page_backends(struct evbuffer *out, const struct stats *st)
 {
 	PAGE_ADD(out, "<h2>Backends</h2>\n<table id=\"backends\"><thead><tr><th class=\"l\">Backend</th>"
 		     "<th class=\"l\">State</th><th>Share of keys</th><th>In flight</th><th class=\"l\">Limits</th>"
-		     "<th>Requests per second, 10 s</th><th>Error rate, 5 min</th><th>Last 5 minutes</th>"
+		     "<th>Requests per second, 10 s</th><th>Error rate, 5 min</th><th>Response time, median</th>"
+		     "<th>Last 5 minutes</th>"
 		     "</tr></thead>\n<tbody>\n");
 	for (size_t i = 0; i < st->nbe; i++)
 		page_backend_row(out, &st->be[i], i);

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "addr.h"
+#include "access.h"
 #include "admin.h"
 #include "cache.h"
 #include "conn.h"
@@ -305,6 +306,9 @@ static void proxy_reload(struct proxy_main *m)
 	}
 	if (strcmp(c->log_file, old->log_file) != 0 && log_open(c->log_file, err, sizeof(err)) < 0)
 		log_error("reload: %s; logging continues where it was", err);
+	if ((strcmp(c->access_log, old->access_log) != 0) &&
+	    access_open(c->access_log, &m->p.access_log_dropped, err, sizeof(err)) < 0)
+		log_error("reload: %s; the access log stays as it was", err);
 	log_set_level((enum log_level)c->log_level);
 	atomic_store(&m->p.max_conns, c->max_connections);
 	/* the cache survives the reload: a smaller size evicts down to it,
@@ -366,6 +370,16 @@ static void proxy_on_usr1(evutil_socket_t sig, short what, void *arg)
 		log_error("SIGUSR1: %s", err);
 	else
 		log_info("SIGUSR1: log file %s reopened", log_file_path());
+	switch (access_reopen(err, sizeof(err))) {
+	case 1:
+		log_info("SIGUSR1: access log %s reopened", access_path());
+		break;
+	case -1:
+		log_error("SIGUSR1: %s; access log lines go where they went", err);
+		break;
+	default:
+		break;
+	}
 }
 
 static void proxy_on_poll(evutil_socket_t fd, short what, void *arg)
@@ -557,6 +571,11 @@ int proxy_run(const char *path, struct conf *conf, unsigned flags)
 		conf_free(conf);
 		return 1;
 	}
+	if (access_open(conf->access_log, &m.p.access_log_dropped, err, sizeof(err)) < 0) {
+		log_error("%s: %s", path, err);
+		conf_free(conf);
+		return 1;
+	}
 	proxy_fd_limit(conf);
 	snprintf(m.listen_conf, sizeof(m.listen_conf), "%s", conf->listen);
 	snprintf(m.admin_conf, sizeof(m.admin_conf), "%s", conf->admin_listen);
@@ -636,6 +655,7 @@ out:
 		worker_post_stop(m.p.workers[i]);
 	for (unsigned i = 0; i < m.p.nworkers; i++)
 		worker_free(m.p.workers[i]);
+	access_close();
 	watch_free(m.watch);
 	health_free(m.health);
 	admin_free(m.admin);

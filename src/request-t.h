@@ -57,6 +57,17 @@ struct request {
 	enum req_state state;
 	enum req_end end_kind;
 	uint64_t rid;                   /* request id: the worker's count */
+	int64_t t_begin;                /* worker_now_us at its head */
+	/* for the access log */
+	int status;                     /* of the response, 0 = none yet */
+	uint64_t out_sent0;             /* out->sent at its start */
+	const char *route;              /* why its backend: "owner", "spill",
+					   "failover", "ramp", "retry" */
+	/* a request with a body: its method and target, copied (the body's
+	 * bytes may move the head's out of the read buffer) */
+	char line[256];
+	uint16_t line_mlen, line_tlen;
+	bool line_copied;
 
 	/* the head, parsed in place in the client's read buffer (front.c
 	 * parses into msg with http1.c); hdrs is the connection's array */

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "addr.h"
+#include "access.h"
 #include "balance.h"
 #include "cache.h"
 #include "cachectl.h"
@@ -72,6 +73,19 @@ void req_init(struct request *rq, struct client *c, const struct rbuf *in,
 	http1_msg_init(&rq->msg);
 }
 
+/* Keep the method and target of a request with a body for its log line. */
+static void req_copy_line(struct request *rq)
+{
+	size_t ml = rq->msg.method.len < 32 ? rq->msg.method.len : 32;
+	size_t tl = rq->msg.target.len < sizeof(rq->line) - ml ? rq->msg.target.len : sizeof(rq->line) - ml;
+
+	memcpy(rq->line, rq->msg.method.p, ml);
+	memcpy(rq->line + ml, rq->msg.target.p, tl);
+	rq->line_mlen = (uint16_t)ml;
+	rq->line_tlen = (uint16_t)tl;
+	rq->line_copied = true;
+}
+
 void req_begin(struct request *rq, size_t head_len, uint64_t rid)
 {
 	struct worker *w = rq->w;
@@ -79,6 +93,13 @@ void req_begin(struct request *rq, size_t head_len, uint64_t rid)
 	rq->state = REQ_ROUTE;
 	rq->end_kind = REQ_END_NONE;
 	rq->rid = rid;
+	rq->t_begin = worker_now_us(w);
+	rq->status = 0;
+	rq->out_sent0 = rq->out->sent;
+	rq->route = NULL;
+	rq->line_copied = false;
+	if (rq->msg.framing != HTTP1_BODY_NONE)
+		req_copy_line(rq);
 	rq->snap = worker_snap_take(w);
 	rq->body_end = rq->in->pos + head_len;
 	rq->head_sent = false;
@@ -141,6 +162,12 @@ void req_serve(struct request *rq)
 void req_refuse(struct request *rq, uint64_t rid, int status, const char *why)
 {
 	rq->rid = rid;
+	rq->t_begin = worker_now_us(rq->w);
+	rq->end_kind = REQ_END_NONE;
+	rq->status = 0;
+	rq->out_sent0 = rq->out->sent;
+	rq->route = NULL;
+	rq->line_copied = false;
 	rq->state = REQ_ROUTE;
 	rq->body_done = false;          /* forces the close */
 	rq->resp_started = false;
@@ -187,10 +214,18 @@ bool req_end(struct request *rq)
 	cache_obj_release(rq->stale);
 	rq->stale = NULL;
 	req_settle(rq);
+	if (rq->state != REQ_IDLE) {
+		/* one clock read for the histogram and the log line */
+		int64_t took = worker_now_us(rq->w) - rq->t_begin;
+
+		if (rq->state != REQ_DONE && rq->end_kind == REQ_END_NONE)
+			rq->end_kind = REQ_END_ABORT;
+		else if (rq->state == REQ_DONE)
+			worker_hist(&rq->w->request, took);
+		access_log(rq, took);
+	}
 	worker_snap_drop(rq->w, rq->snap);
 	rq->snap = NULL;
-	if (rq->state != REQ_DONE && rq->end_kind == REQ_END_NONE)
-		rq->end_kind = REQ_END_ABORT;
 	rq->state = REQ_IDLE;
 	rq->resp_started = false;
 	http1_msg_init(&rq->msg);
@@ -376,6 +411,7 @@ int req_response_head(struct request *rq, const struct http1_msg *resp, struct h
 		return -1;
 	outq_grow(rq->out, n);
 	rq->resp_started = true;
+	rq->status = resp->status;
 	return 0;
 }
 
@@ -441,6 +477,51 @@ static void req_rid(const struct request *rq, char *out, size_t len)
 {
 	snprintf(out, len, "%08" PRIx32 "%02x%010" PRIx64, rq->w->started_at,
 		 (unsigned)rq->w->id & 0xffu, rq->rid & 0xffffffffffu);
+}
+
+void req_log_fields(struct request *rq, struct req_log *l)
+{
+	static const char hex[] = "0123456789abcdef";
+	uint64_t v;
+	int k = 0;
+
+	if (rq->line_copied) {
+		l->method.p = rq->line;
+		l->method.len = rq->line_mlen;
+		l->target.p = rq->line + rq->line_mlen;
+		l->target.len = rq->line_tlen;
+	} else {
+		l->method = rq->msg.method;
+		l->target = rq->msg.target;
+	}
+	l->status = rq->status ? rq->status : 499;
+	l->bytes = rq->out->sent - rq->out_sent0;
+	l->backend = NULL;
+	l->why = "-";
+	if (rq->end_kind == REQ_END_CACHE) {
+		l->why = "cache";
+	} else if (rq->route && rq->snap && (rq->end_kind == REQ_END_BACKEND || rq->resp_started)) {
+		l->backend = rq->snap->be[rq->cur].conf->name;
+		l->why = rq->route;
+	} else if (rq->route) {
+		l->why = rq->route;     /* where it went before it failed */
+	}
+	l->cache = rq->end_kind == REQ_END_CACHE ? (rq->collapsed ? "collapsed" : "hit") :
+		   rq->cache_fwd ? rq->cache_fwd : "-";
+	/* req_rid's digits, without printf: the worker's part (start time
+	 * and id) is the same for all its requests */
+	if (!rq->w->rid_prefix[0]) {
+		for (int s = 28; s >= 0; s -= 4)
+			rq->w->rid_prefix[k++] = hex[rq->w->started_at >> s & 15];
+		rq->w->rid_prefix[k++] = hex[((unsigned)rq->w->id >> 4) & 15];
+		rq->w->rid_prefix[k++] = hex[(unsigned)rq->w->id & 15];
+	}
+	memcpy(l->rid, rq->w->rid_prefix, 10);
+	k = 10;
+	v = rq->rid & 0xffffffffffu;
+	for (int s = 36; s >= 0; s -= 4)
+		l->rid[k++] = hex[v >> s & 15];
+	l->rid[k] = '\0';
 }
 
 /* Log lines of the proxy's own replies, per worker and second: a flood of
@@ -611,8 +692,29 @@ static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *ho
 	if (rq->msg.method_id != HTTP1_M_HEAD && !nm)
 		outq_add(rq->out, body.iov_base, body.iov_len);
 	rq->end_kind = REQ_END_CACHE;
+	rq->status = cache_obj_status(o);
 	req_reply_send(rq);
 	return 0;
+}
+
+/* The proxy's own replies by status, and their bytes (stats-t.h). Rare
+ * enough for shared atomics. */
+static void req_count_reply(struct request *rq, int status, uint64_t bytes)
+{
+	struct proxy *p = rq->w->proxy;
+	_Atomic uint64_t *c;
+
+	switch (status) {
+	case 400: c = &p->replies_400; break;
+	case 408: c = &p->replies_408; break;
+	case 431: c = &p->replies_431; break;
+	case 502: c = &p->replies_502; break;
+	case 503: c = &p->replies_503; break;
+	case 504: c = &p->replies_504; break;
+	default: c = &p->replies_other; break;
+	}
+	atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&p->reply_bytes, bytes, memory_order_relaxed);
 }
 
 /* Reply with the proxy's own response. Closes after it unless the request
@@ -654,9 +756,11 @@ static void req_reply(struct request *rq, int status, const char *why, bool forc
 	 * body bytes would be read as the next response */
 	if (rq->msg.method_id == HTTP1_M_HEAD)
 		n -= blen;
+	req_count_reply(rq, status, (uint64_t)n);
 	outq_reset(rq->out);
 	outq_add(rq->out, rq->reply, (size_t)n);
 	rq->end_kind = REQ_END_REPLY;
+	rq->status = status;
 	req_reply_send(rq);
 }
 
@@ -705,6 +809,9 @@ static void req_dispatch(struct request *rq, int last_status)
 				atomic_fetch_add_explicit(&owner->spilled_away, 1, memory_order_relaxed);
 			atomic_fetch_add_explicit(&s->be[i].state->spilled_in, 1, memory_order_relaxed);
 		}
+		rq->route = rq->tries ? "retry" : i == rq->pick.owner || rq->pick.owner < 0 ? "owner" :
+			    rq->pick.owner_verdict == BALANCE_DOWN ? "failover" :
+			    rq->pick.owner_verdict == BALANCE_RAMPING ? "ramp" : "spill";
 		rq->tries++;
 		rq->cur = i;
 		if (fwd_start(rq, i, what, sizeof(what)) == 0)

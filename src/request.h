@@ -79,6 +79,23 @@ void req_close_after(struct request *rq);
  * must then keep the struct until req_woken_late() says it may go. */
 bool req_end(struct request *rq);
 
+/* What the access log says of a request (access.c), read as it ends. */
+struct req_log {
+	struct http1_str method, target;
+	int status;                     /* 499: the client left before any
+					   response, as NGINX logs it */
+	uint64_t bytes;                 /* sent to the client, head included */
+	const char *backend;            /* the backend that answered, NULL if
+					   none did (a cache hit, our reply) */
+	const char *cache;              /* hit, collapsed, miss, request,
+					   bypass, or "-" (no cache) */
+	const char *why;                /* owner, spill, failover, ramp, retry,
+					   cache, or "-" (no backend) */
+	char rid[24];                   /* the request id */
+};
+/* (Worker thread: it may fill the worker's request id prefix.) */
+void req_log_fields(struct request *rq, struct req_log *l);
+
 /* ---- the answering side (forward.c, next the cache) --------------------- */
 
 /* How a backend failed a request, for the retry and health decisions. */

@@ -33,13 +33,28 @@
 	X(connections, gauge, DERIVED, "client connections open") \
 	X(accepted, counter, SHARED, "client connections accepted") \
 	X(refused, counter, SHARED, "client connections closed at once over max_connections") \
-	X(inflight, gauge, DERIVED, "requests in flight to all backends")
+	X(inflight, gauge, DERIVED, "requests in flight to all backends") \
+	X(replies_400, counter, SHARED, "the proxy's own 400 replies (a request it could not parse)") \
+	X(replies_408, counter, SHARED, "the proxy's own 408 replies (a request head too slow)") \
+	X(replies_431, counter, SHARED, "the proxy's own 431 replies (a request head too large)") \
+	X(replies_502, counter, SHARED, "the proxy's own 502 replies (backends failed)") \
+	X(replies_503, counter, SHARED, "the proxy's own 503 replies (no backend available)") \
+	X(replies_504, counter, SHARED, "the proxy's own 504 replies (a backend too slow)") \
+	X(replies_other, counter, SHARED, "the proxy's own replies with any other status") \
+	X(reply_bytes, counter, SHARED, "bytes of the proxy's own replies queued to clients") \
+	X(access_log_dropped, counter, SHARED, "access log lines dropped (the log could not be written)")
 
 #define STATS_BACKEND(X) \
 	X(up, flag, DERIVED, "whether the backend is up (false while health checks have it down)") \
 	X(inflight, gauge, DERIVED, "requests in flight to the backend, all workers") \
 	X(requests, counter, WORKER, "requests sent to the backend") \
 	X(responses, counter, WORKER, "responses relayed completely from the backend") \
+	X(responses_2xx, counter, WORKER, "final responses from the backend with a 2xx status") \
+	X(responses_3xx, counter, WORKER, "final responses from the backend with a 3xx status") \
+	X(responses_4xx, counter, WORKER, "final responses from the backend with a 4xx status") \
+	X(responses_5xx, counter, WORKER, "final responses from the backend with a 5xx status") \
+	X(bytes_in, counter, WORKER, "bytes received from the backend") \
+	X(bytes_out, counter, WORKER, "bytes sent to the backend") \
 	X(connects, counter, SHARED, "connections opened to the backend") \
 	X(connect_errors, counter, SHARED, "connections to the backend that failed") \
 	X(timeouts, counter, SHARED, "connect, response and body timeouts") \
@@ -51,6 +66,33 @@
 	X(ramp_held, counter, SHARED, "requests it served for keys a warm ramp is moving away from it, before their moment") \
 	X(ramp_moved_in, counter, SHARED, "requests it took for keys a warm ramp moved (switched, or their previous owner could not take them)") \
 	X(transitions, counter, SHARED, "health transitions, up to down and back")
+
+/*
+ * Histograms of durations: X(name, help). Fixed log-spaced buckets (the
+ * upper bounds below, in microseconds, then +Inf), counted per worker
+ * like the WORKER counters and summed on read; /metrics shows them as
+ * Prometheus histograms, /stats and the page their p50/p90/p99. Times
+ * come from CLOCK_MONOTONIC through the vDSO (worker_now_us: no syscall).
+ *   STATS_HIST_BACKEND in struct pool, per backend:
+ */
+#define STATS_HIST_BACKEND(X) \
+	X(response, "time from the request handed to a backend connection to the response's last byte") \
+	X(ttfb, "time from the request handed to a backend connection to the response's first byte")
+/*   STATS_HIST_PROXY in struct worker, the whole request as the client saw
+ *   it (head parsed to response written), whoever answered: */
+#define STATS_HIST_PROXY(X) \
+	X(request, "time from a request's head read to its response written, whoever answered")
+
+#define STATS_BOUNDS_US 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, \
+	250000, 500000, 1000000, 2500000, 5000000, 10000000
+#define STATS_NBOUNDS 16
+#define STATS_NBUCKETS (STATS_NBOUNDS + 1)     /* the last is +Inf */
+
+struct stats_hist {
+	_Atomic uint64_t n[STATS_NBUCKETS];    /* per bucket, not cumulative */
+	_Atomic uint64_t sum_us;
+};
+#define STATS_HIST_FIELD(n, help) struct stats_hist n;
 
 /* The fields of the counters a struct keeps: SHARED ones in struct proxy
  * and struct backend, WORKER ones in struct pool. */

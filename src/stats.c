@@ -11,6 +11,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <openssl/crypto.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -73,6 +74,50 @@ static uint64_t stats_backend_inflight(const struct backend *b)
 #define STATS_BACKEND_SUM_WORKER(n) o->n += atomic_load_explicit(&pool->n, memory_order_relaxed);
 #define STATS_BACKEND_SUM_DERIVED(n)
 
+static const uint64_t stats_bounds_us[STATS_NBOUNDS] = { STATS_BOUNDS_US };
+
+double stats_hist_bound(int i)
+{
+	return (double)stats_bounds_us[i] / 1e6;
+}
+
+static void stats_hist_addup(struct stats_hist_sum *o, const struct stats_hist *h)
+{
+	for (int i = 0; i < STATS_NBUCKETS; i++) {
+		uint64_t v = atomic_load_explicit(&h->n[i], memory_order_relaxed);
+
+		o->n[i] += v;
+		o->count += v;
+	}
+	o->sum_us += atomic_load_explicit(&h->sum_us, memory_order_relaxed);
+}
+
+double stats_hist_quantile(const struct stats_hist_sum *h, double q)
+{
+	double rank = q * (double)h->count, seen = 0;
+
+	if (!h->count)
+		return 0;
+	for (int i = 0; i < STATS_NBUCKETS; i++) {
+		double lo = i ? stats_hist_bound(i - 1) : 0;
+
+		if (h->n[i] && seen + (double)h->n[i] >= rank) {
+			if (i == STATS_NBOUNDS)
+				return lo;
+			return lo + (stats_hist_bound(i) - lo) * (rank - seen) / (double)h->n[i];
+		}
+		seen += (double)h->n[i];
+	}
+	return stats_hist_bound(STATS_NBOUNDS - 1);
+}
+
+static void stats_hist_read(struct stats_hist_sum *o)
+{
+	o->p50 = stats_hist_quantile(o, 0.5);
+	o->p90 = stats_hist_quantile(o, 0.9);
+	o->p99 = stats_hist_quantile(o, 0.99);
+}
+
 /* One backend's counters: the registry's, then each worker's summed. */
 static void stats_collect_backend(struct stats_backend *o, const struct backend *b,
 				  const struct proxy *p)
@@ -84,7 +129,13 @@ static void stats_collect_backend(struct stats_backend *o, const struct backend 
 		if (!pool)
 			continue;
 		STATS_BACKEND(STATS_BACKEND_SUM)
+#define STATS_HSUM(n, help) stats_hist_addup(&o->n, &pool->n);
+		STATS_HIST_BACKEND(STATS_HSUM)
+#undef STATS_HSUM
 	}
+#define STATS_HREAD(n, help) stats_hist_read(&o->n);
+	STATS_HIST_BACKEND(STATS_HREAD)
+#undef STATS_HREAD
 }
 
 /* The rate counters of rates.h, read from a backend's collected ones. */
@@ -218,6 +269,11 @@ int stats_collect(struct stats *st, const struct proxy *p)
 		st->ramp_switched = in >= span ? 1.0 : in <= 0 ? 0.0 : (double)in / (double)span;
 		st->ramp_moved = r->moved_share;
 	}
+	for (unsigned w = 0; w < p->nworkers; w++) {
+#define STATS_HSUM(n, help) stats_hist_addup(&st->n, &p->workers[w]->n); stats_hist_read(&st->n);
+		STATS_HIST_PROXY(STATS_HSUM)
+#undef STATS_HSUM
+	}
 	st->vnodes = s->conf->vnodes;
 	st->npoints = s->ring->npoints;
 	st->nbe = s->nbe;
@@ -318,6 +374,16 @@ static void stats_json_val(struct evbuffer *out, const char *type, uint64_t v)
 		evbuffer_add_printf(out, "%llu", (unsigned long long)v);
 }
 
+/* "name": {"count": n, "sum": s, "p50": .., "p90": .., "p99": ..}, in
+ * seconds. */
+static void stats_json_hist(struct evbuffer *out, const char *name, const struct stats_hist_sum *h,
+			    bool first)
+{
+	evbuffer_add_printf(out, "%s\"%s\": {\"count\": %llu, \"sum\": %.6f, \"p50\": %.6f, \"p90\": %.6f, "
+			    "\"p99\": %.6f}", first ? "" : ", ", name, (unsigned long long)h->count,
+			    (double)h->sum_us / 1e6, h->p50, h->p90, h->p99);
+}
+
 /* {"10s": {"requests": r, ...}, "5m": {...}} of rate[win][k]. */
 static void stats_json_rates(struct evbuffer *out, const double *rate, int n, const char *const *names)
 {
@@ -378,7 +444,15 @@ void stats_json(const struct stats *st, struct evbuffer *out)
 	evbuffer_add(out, ", ", 2);
 	STATS_PROXY(STATS_J)
 #undef STATS_J
-	evbuffer_add(out, "\"rates\": ", 9);
+	evbuffer_add(out, "\"latency\": {", 12);
+	{
+		bool first = true;
+
+#define STATS_JH(n, help) stats_json_hist(out, #n, &st->n, first); first = false;
+		STATS_HIST_PROXY(STATS_JH)
+#undef STATS_JH
+	}
+	evbuffer_add(out, "}, \"rates\": ", 12);
 	stats_json_rates(out, &st->rate[0][0], RATES_NPROXY, stats_rate_p_names);
 	evbuffer_add(out, ", \"cache\": ", 11);
 	if (st->has_cache) {
@@ -431,7 +505,15 @@ void stats_json(const struct stats *st, struct evbuffer *out)
 		STATS_JVAL(out, type, b->n);
 		STATS_BACKEND(STATS_J)
 #undef STATS_J
-		evbuffer_add(out, ", \"rates\": ", 11);
+		evbuffer_add(out, ", \"latency\": {", 14);
+		{
+			bool first = true;
+
+#define STATS_JH(n, help) stats_json_hist(out, #n, &b->n, first); first = false;
+			STATS_HIST_BACKEND(STATS_JH)
+#undef STATS_JH
+		}
+		evbuffer_add(out, "}, \"rates\": ", 12);
 		stats_json_rates(out, &b->rate[0][0], RATES_NBACKEND, stats_rate_b_names);
 		evbuffer_add(out, "}", 1);
 	}
@@ -452,6 +534,34 @@ void stats_ring_json(const struct stats *st, struct evbuffer *out)
 		evbuffer_add(out, "}", 1);
 	}
 	evbuffer_add(out, "]}\n", 3);
+}
+
+/* The series of one histogram: its buckets (cumulative), _sum and _count;
+ * label is "" or a label pair and a comma. */
+static void stats_prom_hist(struct evbuffer *out, const char *metric, const char *label,
+			    const struct stats_hist_sum *h)
+{
+	uint64_t cum = 0;
+
+	for (int i = 0; i < STATS_NBUCKETS; i++) {
+		cum += h->n[i];
+		if (i < STATS_NBOUNDS)
+			evbuffer_add_printf(out, "%s_bucket{%sle=\"%g\"} %llu\n", metric, label,
+					    stats_hist_bound(i), (unsigned long long)cum);
+		else
+			evbuffer_add_printf(out, "%s_bucket{%sle=\"+Inf\"} %llu\n", metric, label,
+					    (unsigned long long)cum);
+	}
+	if (*label) {
+		/* "backend=\"x\"," less its comma */
+		int ll = (int)strlen(label) - 1;
+
+		evbuffer_add_printf(out, "%s_sum{%.*s} %.6f\n%s_count{%.*s} %llu\n", metric, ll, label,
+				    (double)h->sum_us / 1e6, metric, ll, label, (unsigned long long)h->count);
+	} else {
+		evbuffer_add_printf(out, "%s_sum %.6f\n%s_count %llu\n", metric, (double)h->sum_us / 1e6,
+				    metric, (unsigned long long)h->count);
+	}
 }
 
 /* Prometheus counters are named *_total; a flag is a gauge. */
@@ -509,6 +619,12 @@ void stats_prometheus(const struct stats *st, struct evbuffer *out)
 			    #n, stats_suffix(#type), (unsigned long long)st->n);
 	STATS_PROXY(STATS_P)
 #undef STATS_P
+#define STATS_PH(n, help) \
+	evbuffer_add_printf(out, "# HELP ringproxy_%s_seconds %s\n# TYPE ringproxy_%s_seconds histogram\n", \
+			    #n, help, #n); \
+	stats_prom_hist(out, "ringproxy_" #n "_seconds", "", &st->n);
+	STATS_HIST_PROXY(STATS_PH)
+#undef STATS_PH
 	if (st->has_cache) {
 #define STATS_P(n, type, help) \
 		evbuffer_add_printf(out, "# HELP ringproxy_cache_%s%s %s\n# TYPE ringproxy_cache_%s%s %s\nringproxy_cache_%s%s %llu\n", \
@@ -545,5 +661,15 @@ void stats_prometheus(const struct stats *st, struct evbuffer *out)
 				    stats_suffix(#type), st->be[i].name, (unsigned long long)st->be[i].n);
 	STATS_BACKEND(STATS_P)
 #undef STATS_P
+#define STATS_PH(n, help) \
+	evbuffer_add_printf(out, "# HELP ringproxy_backend_%s_seconds %s\n" \
+			    "# TYPE ringproxy_backend_%s_seconds histogram\n", #n, help, #n); \
+	for (size_t i = 0; i < st->nbe; i++) { \
+		char label[300]; \
+		snprintf(label, sizeof(label), "backend=\"%s\",", st->be[i].name); \
+		stats_prom_hist(out, "ringproxy_backend_" #n "_seconds", label, &st->be[i].n); \
+	}
+	STATS_HIST_BACKEND(STATS_PH)
+#undef STATS_PH
 }
 

@@ -31,6 +31,14 @@ struct ring_arc;
 enum { RATES_WINDOWS(STATS_WIN_ENUM) STATS_NWIN };
 #undef STATS_WIN_ENUM
 
+/* A histogram of stats-t.h summed over the workers, and what is read from
+ * it (seconds; 0 when it is empty). */
+struct stats_hist_sum {
+	uint64_t n[STATS_NBUCKETS];     /* per bucket, not cumulative */
+	uint64_t count, sum_us;
+	double p50, p90, p99;
+};
+
 struct stats_backend {
 	const char *name;               /* borrowed from the snapshot */
 	const char *url;
@@ -48,6 +56,8 @@ struct stats_backend {
 	double rate[STATS_NWIN][RATES_NBACKEND];
 	double spark_requests[STATS_SPARK];
 	double spark_errors[STATS_SPARK];
+#define STATS_HIST_SUM(n, help) struct stats_hist_sum n;
+	STATS_HIST_BACKEND(STATS_HIST_SUM)
 };
 
 /* The build: ringproxy's version and the libraries' (as run). */
@@ -92,7 +102,16 @@ struct stats {
 	double ramp_switched;           /* share of the moved keys switched:
 					   the time into the window / ramp */
 	double ramp_moved;              /* keyspace share the change moved */
+	STATS_HIST_PROXY(STATS_HIST_SUM)
+#undef STATS_HIST_SUM
 };
+
+/* The q-quantile (0..1) of h's buckets in seconds, interpolated within
+ * its bucket as Prometheus' histogram_quantile does; a quantile in the
+ * +Inf bucket reads as the largest bound. 0 when h is empty. */
+double stats_hist_quantile(const struct stats_hist_sum *h, double q);
+/* h's bucket bounds in seconds: i < STATS_NBOUNDS. */
+double stats_hist_bound(int i);
 
 /* Main thread: a reading of everything now. The result borrows from p and
  * its current snapshot: use it before the next reload. 0 or -1 (no

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "access-t.h"
 #include "balance-t.h"
 #include "conn-t.h"
 #include "freelist.h"
@@ -62,6 +63,7 @@ struct upstream {
 	socklen_t addrlen;
 	bool reused;                    /* came from the pool */
 	uint64_t sent_before;           /* out.sent when the request began */
+	int64_t t_sent;                 /* worker_now_us when it began */
 	bool got_bytes;                 /* any response byte arrived */
 	bool read_paused;               /* rev removed for backpressure */
 	bool eof;                       /* the backend closed (or misbehaved):
@@ -95,6 +97,7 @@ struct pool {
 	 * stats-t.h): one writer, so plain stores (worker_count); a reader
 	 * sums over workers */
 	STATS_BACKEND(STATS_WORKER_FIELD)
+	STATS_HIST_BACKEND(STATS_HIST_FIELD)
 };
 
 #define WORKER_POOL_CHUNK  64u     /* pools per chunk */
@@ -197,8 +200,13 @@ struct worker {
 	struct curlev *refresh_ce;      /* their transfers; NULL until the
 					   first */
 
+	struct access_buf alog;         /* the access log's lines (access.c) */
+	/* this worker's STATS_HIST_PROXY histograms (one writer) */
+	STATS_HIST_PROXY(STATS_HIST_FIELD)
 	uint32_t started_at;            /* process start (Unix seconds) and */
 	uint64_t rid_seq;               /* requests seen: the request ids */
+	char rid_prefix[10];            /* their first 10 hex digits, made
+					   by the first access log line */
 	int64_t log_sec;                /* log lines of the proxy's own */
 	unsigned log_n, log_skipped;    /* replies this second: written,
 					   left out */

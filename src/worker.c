@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "conn.h"
 #include "forward.h"
 #include "front.h"
@@ -388,6 +389,7 @@ struct worker *worker_new(struct proxy *p, int id, int listen_fd,
 		goto fail;
 	w->snap = snap;
 	worker_set_timeouts(w);
+	access_worker_init(w);
 	return w;
 fail:
 	snprintf(err, errlen, "worker %d: cannot set up its event loop: %s", id, strerror(errno));
@@ -440,6 +442,7 @@ void worker_free(struct worker *w)
 	while (w->clients)
 		front_close(w->clients);
 	worker_close_idle(w);
+	access_worker_free(w);
 	for (uint32_t i = 0; i < WORKER_POOL_CHUNKS; i++)
 		free(atomic_load(&w->pool_chunks[i]));
 	while ((l = freelist_pop(&w->free_clients))) {

@@ -20,6 +20,10 @@
 #   CACHE []       ringproxy's [cache] size (e.g. 0: off); empty: the product
 #                  default (64m). testcache sends max-age=3600, so over
 #                  URLS uniform URLs a 64m cache answers some requests
+#   ACCESS_LOG []  ringproxy's [log] access (a path, stderr; not "before"'s):
+#                  with BASE set to a build of the same commit, the run
+#                  measures what the access log costs a request
+#   ACCESS_FORMAT [combined]  its [log] access_format
 #   BASE []        a second ringproxy build dir (e.g. of the commit before a
 #                  change): adds the proxy "before" to the run, same config,
 #                  alternating with the others, and a before/after table
@@ -131,6 +135,10 @@ sed "s/^listen = .*/listen = 127.0.0.1:$BASE_PORT/" "$TMP/ringproxy.ini" >"$TMP/
 # before the cache would refuse the section); empty: the product default
 if [ -n "${CACHE:-}" ]; then
 	printf '[cache]\nsize = %s\n' "$CACHE" >>"$TMP/ringproxy.ini"
+fi
+if [ -n "${ACCESS_LOG:-}" ]; then
+	printf '[log]\naccess = %s\naccess_format = %s\n' "$ACCESS_LOG" "${ACCESS_FORMAT:-combined}" \
+	    >>"$TMP/ringproxy.ini"
 fi
 
 {

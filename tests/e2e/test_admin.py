@@ -182,11 +182,16 @@ try:
     st, ctype, body = fetch(A, "/metrics")
     t.check(st == 200 and ctype.startswith("text/plain"), "/metrics: 200 text/plain")
     helps = set(re.findall(r"^# HELP (\S+) ", body, re.M))
-    types = dict(re.findall(r"^# TYPE (\S+) (counter|gauge)$", body, re.M))
+    types = dict(re.findall(r"^# TYPE (\S+) (counter|gauge|histogram)$", body, re.M))
     samples = re.findall(r"^([a-z_]+)(\{backend=\"[^\"]+\"\})? (\S+)$", body, re.M)
-    t.check(samples and all(n in helps and n in types for n, _, _ in samples),
+
+    def family(n):
+        """A histogram's _sum and _count belong to its family."""
+        base = re.sub(r"_(sum|count)$", "", n)
+        return base if types.get(base) == "histogram" else n
+    t.check(samples and all(family(n) in helps and family(n) in types for n, _, _ in samples),
             f"/metrics: each of {len(samples)} samples has # HELP and # TYPE")
-    t.check(all(n.endswith("_total") == (types[n] == "counter") for n in types),
+    t.check(all(n.endswith("_total") == (types[n] == "counter") for n in types if types[n] != "histogram"),
             "/metrics: counters, and only counters, end in _total")
     got = {m.group(1): int(m.group(2)) for m in
            re.finditer(r'^ringproxy_backend_requests_total\{backend="([^"]+)"\} (\d+)$', body, re.M)}

@@ -171,8 +171,25 @@ int main(void)
 	atomic_store(&s->be[0].state->inflight, 5);
 	atomic_store(&registry_total_inflight, 5);
 
+	/* histograms: b1's response times, 90 of 300 us on worker 0 and 10
+	 * of 3 ms on worker 1; the requests' the same on the workers */
+	for (int i = 0; i < 100; i++) {
+		struct pool *pl = worker_pool(w[i < 90 ? 0 : 1], s->be[1].state->id);
+
+		worker_hist(&pl->response, i < 90 ? 300 : 3000);
+		worker_hist(&w[i < 90 ? 0 : 1]->request, i < 90 ? 300 : 3000);
+	}
+
 	if (!tap_ok(stats_collect(&st, &p) == 0, "stats_collect"))
 		return tap_done();
+	tap_ok(st.be[1].response.count == 100 && st.be[1].response.sum_us == 57000 &&
+	       st.be[0].response.count == 0 && st.request.count == 100,
+	       "histograms summed over the workers");
+	tap_ok(st.be[1].response.p50 > 0.000388 && st.be[1].response.p50 < 0.000389,
+	       "p50 interpolated in its bucket (250-500 us): 388.9 us (%g)", st.be[1].response.p50);
+	tap_ok(st.be[1].response.p99 > 0.004749 && st.be[1].response.p99 < 0.004751,
+	       "p99 interpolated in its bucket (2.5-5 ms): 4.75 ms (%g)", st.be[1].response.p99);
+	tap_ok(st.be[0].response.p50 == 0, "an empty histogram reads 0");
 	tap_ok(st.uptime_seconds >= 42 && st.uptime_seconds < 60, "uptime_seconds derived from the start time");
 	tap_is_int(st.generation, 7, "generation derived from the proxy");
 	tap_is_int(st.connections, 3, "connections derived from the open count");
@@ -247,6 +264,17 @@ int main(void)
 	       test_has(text, "ringproxy_config_info{path=\"s.ini\",sha256=\"%s\"} 1\n", s->conf->sha256) &&
 	       test_has(text, "ringproxy_config_loaded_timestamp_seconds 1700000000\n"),
 	       "Prometheus has the build and the config");
+	tap_ok(test_has(text, "# TYPE ringproxy_backend_response_seconds histogram\n") &&
+	       test_has(text, "ringproxy_backend_response_seconds_bucket{backend=\"b1\",le=\"0.00025\"} 0\n") &&
+	       test_has(text, "ringproxy_backend_response_seconds_bucket{backend=\"b1\",le=\"0.0005\"} 90\n") &&
+	       test_has(text, "ringproxy_backend_response_seconds_bucket{backend=\"b1\",le=\"0.0025\"} 90\n") &&
+	       test_has(text, "ringproxy_backend_response_seconds_bucket{backend=\"b1\",le=\"0.005\"} 100\n") &&
+	       test_has(text, "ringproxy_backend_response_seconds_bucket{backend=\"b1\",le=\"+Inf\"} 100\n") &&
+	       test_has(text, "ringproxy_backend_response_seconds_sum{backend=\"b1\"} 0.057000\n") &&
+	       test_has(text, "ringproxy_backend_response_seconds_count{backend=\"b1\"} 100\n") &&
+	       test_has(text, "ringproxy_request_seconds_bucket{le=\"0.0005\"} 90\n") &&
+	       test_has(text, "ringproxy_request_seconds_count 100\n"),
+	       "Prometheus histograms: cumulative buckets, _sum in seconds, _count");
 	tap_ok(test_has(text, "ringproxy_backend_up{backend=\"b0\"} 1\n") &&
 	       test_has(text, "ringproxy_backend_up{backend=\"b1\"} 0\n"), "Prometheus has up as a 0/1 gauge");
 	free(text);

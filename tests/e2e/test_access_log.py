@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""test_access_log.py -- [log] access: one line per request, combined or
+JSON, saying who asked for what, what came back, how long it took, the
+backend that answered, the cache's part and why it went there (owner,
+retry, failover, cache); SIGUSR1 reopens the file after a rename; a log
+that cannot be written (/dev/full) drops lines, counts them, and never
+holds a request up.
+usage: test_access_log.py RINGPROXY TESTCACHE"""
+
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+RP, TC = harness.cli_args()
+t = harness.Tap()
+
+COMBINED = re.compile(
+    r'^(?P<client>\S+) - - \[(?P<time>\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d \+0000)\] '
+    r'"(?P<method>\S+) (?P<target>\S+) (?P<protocol>HTTP/1\.[01])" (?P<status>\d{3}) (?P<bytes>\d+) '
+    r'"(?P<referer>[^"]*)" "(?P<user_agent>[^"]*)" duration=(?P<duration>\d+\.\d{6}) '
+    r'backend=(?P<backend>\S+) cache=(?P<cache>\S+) why=(?P<why>\S+) request_id=(?P<request_id>[0-9a-f]{20})$')
+
+
+def admin(port, path):
+    return urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10).read().decode()
+
+
+def dead_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def lines_of(path, n, timeout=5):
+    """The file's lines once it has at least n (the workers write every
+    100 ms), or what it has after timeout."""
+    got = []
+
+    def enough():
+        nonlocal got
+        try:
+            with open(path) as f:
+                got = f.read().splitlines()
+        except FileNotFoundError:
+            got = []
+        return len(got) >= n
+    harness.wait_until(enough, timeout)
+    return got
+
+
+def conf_with_log(caches, log, fmt="combined", **kw):
+    return harness.conf_text(caches, **kw) + f"\n[log]\naccess = {log}\naccess_format = {fmt}\n"
+
+
+def main():
+    live = harness.Cache(TC, "live")
+    log = harness.tmp_path(f"access.{time.monotonic_ns()}.log")
+    path = harness.write("access.ini", conf_with_log(
+        [live, ("dead", dead_port())], log, proxy={"admin_listen": "127.0.0.1:0", "retries": 1},
+        ring={"balance_factor": 0}, health={"fall": 2, "backoff": "60s"}, cache={"size": "1m"}))
+    proxy = harness.Proxy(RP, path=path)
+    aport = int(proxy.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10).group(1))
+
+    # a miss, then a hit, with a referer and a user agent
+    hdrs = {"Referer": "http://example.com/page", "User-Agent": "Tester/1.0 (\"quoted\")"}
+    want = []
+    for i in range(40):
+        st, h, body = harness.get(proxy.port, f"/img/{i}.jpg", headers=hdrs)
+        want.append((f"/img/{i}.jpg", st, h.get("x-ringproxy-backend")))
+    st2, h2, _ = harness.get(proxy.port, "/img/0.jpg", headers=hdrs)
+    bad, rd = harness.raw(proxy.port, b"GET /x HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
+    rd.closed()
+    lines = lines_of(log, 42)
+    parsed = [COMBINED.match(x) for x in lines]
+    t.check(len(lines) == 42 and all(parsed), "42 requests, 42 combined lines, each parsed by the combined regex",
+            "\n".join(x for x, m in zip(lines, parsed) if not m)[:2000])
+    if not all(parsed):
+        proxy.stop()
+        return
+    # each worker writes its own batches: lines are in order per worker,
+    # not across them, so they are found by what they say
+    rows = [m.groupdict() for m in parsed]
+    hits = [r for r in rows if r["cache"] == "hit"]
+    gets = [r for r in rows if r["target"].startswith("/img/") and r["cache"] != "hit"]
+    by_target = {r["target"]: r for r in gets}
+    t.check(len(gets) == 40 and
+            all(by_target[p]["status"] == str(st) and by_target[p]["backend"] == "live" for p, st, _ in want),
+            "each line has the status the client got, and the backend that served it")
+    whys = {r["why"] for r in gets}
+    t.check({"owner", "retry", "failover"} <= whys,
+            "why: owner for the live backend's keys, retry after the dead one's connect failed, "
+            "failover once it is down", str(whys))
+    t.check(all(r["cache"] == "miss" for r in gets), "the first GETs are cache misses")
+    hit = hits[0] if len(hits) == 1 else {}
+    t.check(hit["target"] == "/img/0.jpg" and hit["cache"] == "hit" and hit["why"] == "cache" and
+            hit["backend"] == "-" and hit["status"] == "200" and st2 == 200 and
+            float(hit["duration"]) <= float(by_target["/img/0.jpg"]["duration"]),
+            "the repeat is a hit: cache=hit, why=cache, no backend, quicker than its miss", str(hit))
+    r0 = by_target["/img/0.jpg"]
+    t.check(r0["client"] == "127.0.0.1" and r0["method"] == "GET" and r0["protocol"] == "HTTP/1.1" and
+            r0["referer"] == hdrs["Referer"] and r0["user_agent"] == 'Tester/1.0 (\\x22quoted\\x22)' and
+            int(r0["bytes"]) > 4096 and 0 < float(r0["duration"]) < 5,
+            "client, request line, referer, user agent (quotes escaped), bytes, duration", str(r0))
+    r400 = [r for r in rows if r["status"] == "400"]
+    t.check(len(r400) == 1 and r400[0]["backend"] == "-" and r400[0]["why"] == "-" and r400[0]["target"] == "/x",
+            "the proxy's own 400 is logged with no backend", str(r400))
+
+    # SIGUSR1 after a rename: the old file keeps the old lines, the new
+    # one gets the next
+    os.rename(log, log + ".1")
+    since = proxy.log_size()
+    proxy.signal(signal.SIGUSR1)
+    m = proxy.wait_log(r"SIGUSR1: access log (\S+) reopened", 10, since=since)
+    harness.get(proxy.port, "/after/rename.jpg")
+    new = lines_of(log, 1)
+    time.sleep(0.3)
+    with open(log + ".1") as f:
+        old = f.read().splitlines()
+    t.check(m and len(new) == 1 and "/after/rename.jpg" in new[0] and len(old) == 42,
+            "SIGUSR1 after a rename: the next line goes to a new file, the old one is left as it was",
+            f"{new} {len(old)}")
+
+    # JSON lines, by a reload
+    with open(path) as f:
+        text = f.read()
+    with open(path, "w") as f:
+        f.write(text.replace("access_format = combined", "access_format = json"))
+    out = proxy.reload()
+    t.check(out and out.startswith("reload"), "a reload switches the format", str(out))
+    harness.get(proxy.port, "/json/1.jpg", headers=hdrs)
+    harness.get(proxy.port, "/json/1.jpg", headers=hdrs)
+    new = lines_of(log, 3)
+    try:
+        docs = sorted((json.loads(x) for x in new[1:]), key=lambda d: d["cache"] != "miss")
+    except ValueError as e:
+        docs = []
+        t.note(f"not JSON: {e}: {new[1:]}")
+    keys = {"client", "time", "method", "target", "protocol", "status", "bytes", "referer", "user_agent",
+            "duration", "backend", "cache", "why", "request_id"}
+    t.check(len(docs) == 2 and all(keys <= set(d) for d in docs) and
+            docs[0]["target"] == "/json/1.jpg" and docs[0]["status"] == 200 and docs[0]["cache"] == "miss" and
+            docs[1]["cache"] == "hit" and docs[1]["backend"] is None and
+            docs[0]["user_agent"] == hdrs["User-Agent"] and isinstance(docs[0]["duration"], float),
+            "JSON lines with the same names; the user agent's quotes come back intact", str(docs))
+    # a request with a body large enough to move through the read buffer:
+    # its line still has its method and target
+    st, _, echoed = harness.get(proxy.port, "/upload/x.jpg?k=v", method="POST", body=b"z" * 300000)
+    new = lines_of(log, 4)
+    post = json.loads(new[3]) if len(new) > 3 else {}
+    t.check(st == 200 and post.get("method") == "POST" and post.get("target") == "/upload/x.jpg?k=v" and
+            post.get("bytes", 0) > 300000 and post.get("cache") in ("bypass", "request", "miss"),
+            "a POST with a 300 KB body: its line has its method, target and the bytes sent back", str(post))
+    t.check(json.loads(admin(aport, "/stats"))["access_log_dropped"] == 0, "nothing dropped on a writable file")
+    proxy.stop()
+
+    # spill: the owner at its max_inflight sends the second of two
+    # concurrent requests for one key to the next backend
+    other = harness.Cache(TC, "other")
+    slog = harness.tmp_path(f"access-spill.{time.monotonic_ns()}.log")
+    conf = conf_with_log([live, other], slog, ring={"balance_factor": 0},
+                         backend={"live": {"max_inflight": 1}, "other": {"max_inflight": 1}})
+    proxy = harness.Proxy(RP, conf, tag="spill")
+    results = []
+    first = threading.Thread(target=lambda: results.append(harness.get(proxy.port, "/hot.jpg?delay=600")))
+    first.start()
+    time.sleep(0.2)
+    results.append(harness.get(proxy.port, "/hot.jpg?delay=600"))
+    first.join()
+    rows = [COMBINED.match(x) for x in lines_of(slog, 2)]
+    whys = sorted((m.group("why"), m.group("backend")) for m in rows if m)
+    t.check(len(whys) == 2 and [w for w, _ in whys] == ["owner", "spill"] and whys[0][1] != whys[1][1] and
+            all(r[0] == 200 for r in results),
+            "two concurrent requests for a key whose owner takes one: owner, then spill to another backend",
+            str(whys))
+    proxy.stop()
+
+    # a log that cannot be written: lines dropped and counted, requests served
+    conf = conf_with_log([live], "/dev/full", proxy={"admin_listen": "127.0.0.1:0"}, ring={"balance_factor": 0})
+    proxy = harness.Proxy(RP, conf, tag="full")
+    aport = int(proxy.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10).group(1))
+    conn = proxy.http()
+    start = time.monotonic()
+    ok = sum(harness.get_on(conn, f"/full/{i}.jpg")[0] == 200 for i in range(200))
+    took = time.monotonic() - start
+    conn.close()
+    dropped = 0
+
+    def counted():
+        nonlocal dropped
+        dropped = json.loads(admin(aport, "/stats"))["access_log_dropped"]
+        return dropped >= 200
+    harness.wait_until(counted, 5)
+    t.check(ok == 200 and dropped == 200, "/dev/full: every request served, every line counted as dropped",
+            f"{ok} served in {took:.2f} s, {dropped} dropped")
+    proxy.stop()
+
+
+harness.run_main(t, main)
