@@ -333,8 +333,14 @@ void access_log(struct request *rq, int64_t dur)
 	wall_ms = (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
 	if (tv.tv_sec != b->sec)
 		access_stamps(b, tv.tv_sec);
-	ref = access_header(m, "referer", 7);
-	ua = access_header(m, "user-agent", 10);
+	/* a request with a body: its head's bytes may have been moved out
+	 * of the read buffer (only its method and target were copied) */
+	ref.p = ua.p = NULL;
+	ref.len = ua.len = 0;
+	if (!l.line_copied) {
+		ref = access_header(m, "referer", 7);
+		ua = access_header(m, "user-agent", 10);
+	}
 	json = w->snap->conf->access_format == CONF_ACCESS_JSON;
 	p = b->data + b->len;
 	if (json) {

@@ -485,6 +485,7 @@ void req_log_fields(struct request *rq, struct req_log *l)
 	uint64_t v;
 	int k = 0;
 
+	l->line_copied = rq->line_copied;
 	if (rq->line_copied) {
 		l->method.p = rq->line;
 		l->method.len = rq->line_mlen;

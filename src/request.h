@@ -92,6 +92,8 @@ struct req_log {
 	const char *why;                /* owner, spill, failover, ramp, retry,
 					   cache, or "-" (no backend) */
 	char rid[24];                   /* the request id */
+	bool line_copied;               /* method and target are a copy: the
+					   head's other bytes may be gone */
 };
 /* (Worker thread: it may fill the worker's request id prefix.) */
 void req_log_fields(struct request *rq, struct req_log *l);
