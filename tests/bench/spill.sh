@@ -7,8 +7,9 @@
 # two ways: from the proxy's /stats (sum of spilled_in over sum of
 # requests) and from a sample of responses checked one by one, each
 # X-Ringproxy-Backend against the owner that /ring?key= names, taken with
-# curl while wrk keeps the load on. Goal: under 1% (before the hot-key
-# rule: 22-24%).
+# Python while wrk keeps the load on. Goal: under 1% (before the hot-key
+# rule: 22-24%). The proxy's own cache is off ([cache] size = 0): every
+# request goes to a cache.
 #
 # usage: bash tests/bench/spill.sh [SECONDS] [DELAY_MS] [CLIENTS...]
 #        (default 5, 2, "16 64 256")
@@ -42,6 +43,7 @@ read -r APORT <<<"$(bench_free_ports 1)"
 CONF=$TMP/rp.ini
 {
 	printf '[proxy]\nlisten = 127.0.0.1:0\nworkers = %s\nadmin_listen = 127.0.0.1:%s\n' "$THREADS" "$APORT"
+	printf '[cache]\nsize = 0\n'
 	printf '[ring]\nvnodes = 160\n'
 	for i in 0 1 2 3; do
 		printf '[backend cache-%s]\nurl = http://127.0.0.1:%s\n' "$i" "${PORTS[$i]}"
