@@ -57,7 +57,7 @@ import json, sys
 s = json.load(sys.stdin)
 b = s["backends"]
 print(sum(x["requests"] for x in b), sum(x["spilled_in"] for x in b),
-      sum(x["spilled_hot"] for x in b))'
+      sum(x.get("spilled_hot", 0) for x in b))'
 }
 
 # sample: SAMPLE random URLs through the proxy, each response's backend
