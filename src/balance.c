@@ -16,6 +16,83 @@
 
 #include "health.h"
 #include "registry.h"
+#include "sketch.h"
+
+/*
+ * Which keys are hot: a count-min sketch (sketch.h) of the keys of this
+ * process's requests, 8-bit counters, halved every BALANCE_HOT_WINDOW
+ * requests, so a count is the key's requests over the last one to two
+ * windows. In steady state a key with share p of requests counts p x
+ * window right after a halving and 2 p x window just before the next,
+ * while the requests counted since the halving run from window to 2 x
+ * window with them: p = estimate / (window + requests since the halving).
+ * Sized for about 1,024 distinct keys in a window: many more rare keys
+ * only raise the estimates by a count or two (collisions), far below the
+ * threshold (BALANCE_HOT_MIN). Its own sketch, not the cache's: the cache
+ * may be off, and its sketch counts admissions with 4-bit counters.
+ * Created by the first request; any worker increments it, lock-free.
+ */
+#define BALANCE_HOT_KEYS   1024
+#define BALANCE_HOT_WINDOW 1024
+/* The fewest counts that make a key hot whatever the concurrency: under
+ * 8 of 1,024 to 2,048 requests (0.4-0.8%) is noise of a count-min. */
+#define BALANCE_HOT_MIN    8
+
+static _Atomic(struct sketch *) balance_sketch;
+
+static struct sketch *balance_hot_sketch(void)
+{
+	struct sketch *s = atomic_load_explicit(&balance_sketch, memory_order_acquire);
+	struct sketch *none = NULL;
+
+	if (s)
+		return s;
+	s = sketch_new(BALANCE_HOT_KEYS, 8, BALANCE_HOT_WINDOW, 0);
+	if (s == NULL)
+		return NULL;
+	if (!atomic_compare_exchange_strong_explicit(&balance_sketch, &none, s,
+						     memory_order_acq_rel, memory_order_acquire)) {
+		sketch_free(s);         /* another worker's came first */
+		return none;
+	}
+	return s;
+}
+
+void balance_seen(uint64_t pos)
+{
+	struct sketch *s = balance_hot_sketch();
+
+	if (s)
+		sketch_increment(s, pos);
+}
+
+void balance_hot_reset(void)
+{
+	sketch_free(atomic_exchange(&balance_sketch, NULL));
+}
+
+bool balance_is_hot(uint64_t pos, long total)
+{
+	struct sketch *s = atomic_load_explicit(&balance_sketch, memory_order_acquire);
+	uint64_t window, seen;
+	unsigned est;
+
+	if (s == NULL)
+		return false;
+	est = sketch_estimate(s, pos);
+	if (est < BALANCE_HOT_MIN)
+		return false;
+	/* a saturated counter: 255 of at most 2,048 requests, 1 in 8 */
+	if (est >= sketch_max(s))
+		return true;
+	window = sketch_window(s);
+	seen = sketch_samples(s);
+	/* before the first halving the counts are plain counts of seen */
+	seen = seen < window ? seen : window + seen % window;
+	/* the key's expected share of the requests in flight, p x (total +
+	 * 1), is at least one whole request: moving it frees a slot */
+	return (uint64_t)est * (uint64_t)(total + 1) >= seen;
+}
 
 long balance_cap(double c, long total, double w, double W)
 {
@@ -157,14 +234,20 @@ static enum balance_verdict balance_verdict(const struct snapshot *s, int i, uin
 		double W = balance_up_weight(s);
 		long cap = balance_cap(conf->balance_factor, total, w, W);
 
+		/* the cap moves only hot keys (balance_is_hot): a rare key
+		 * over it stays on its owner, which holds its object; a key a
+		 * warm ramp holds on its previous owner is capped as before */
+		bool hot = held || balance_is_hot(pos, total);
+
 		if (ex) {
 			ex->total = total;
 			ex->up_weight = W;
 			ex->cap = cap;
+			ex->hot = hot;
 		}
-		if (inflight >= cap)
+		if (inflight >= cap && hot)
 			v = BALANCE_BOUNDED;
-		else if (cap < *limit)
+		else if (hot && cap < *limit)
 			*limit = cap;
 	}
 	/* an explanation still says how far a bounded backend ramps */
@@ -264,6 +347,7 @@ void balance_release(struct backend *b)
 void balance_start(const struct snapshot *s, struct ring_walk *w, struct balance_pick *pick,
 		   uint64_t pos, uint64_t u)
 {
+	balance_seen(pos);
 	ring_walk_init(w, s->ring, pos);
 	pick->backend = -1;
 	pick->owner = -1;

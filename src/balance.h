@@ -34,6 +34,20 @@ bool balance_cache_get(const struct balance_cache *c, uint64_t gen, double *w);
 /* Cache w for gen in c, unless another thread is writing it just then. */
 void balance_cache_put(struct balance_cache *c, uint64_t gen, double w);
 
+/* Count one request for the key at pos in the process's sketch of recent
+ * keys (balance_start does). Any thread, lock-free. */
+void balance_seen(uint64_t pos);
+
+/* Whether the key at pos is hot with total requests in flight: its
+ * estimated share p of recent requests is at least 8 counts of the
+ * sketch's window and p x (total + 1) >= 1, the key alone holds a request
+ * in flight on average. Only a hot key is moved by the bounded-load cap.
+ * Any thread. */
+bool balance_is_hot(uint64_t pos, long total);
+
+/* Forget every count (the next request starts a new sketch); for tests. */
+void balance_hot_reset(void);
+
 /* Begin one request's choice: the walk w from pos on s's ring, pick
  * cleared, u the key's ramp value (ring_hash2's second half). */
 void balance_start(const struct snapshot *s, struct ring_walk *w, struct balance_pick *pick,
@@ -54,6 +68,8 @@ struct balance_why {
 	long total;             /* in flight to all backends, for the cap */
 	double up_weight;       /* W of the cap: weight of the up backends */
 	bool trial;             /* down, but due a trial request */
+	bool hot;               /* the key counts as hot now: the
+				   bounded-load cap may move it */
 	double ramp;            /* slow start: the fraction of keys back (1:
 				   not ramping) */
 };

@@ -187,7 +187,7 @@ void explain_json(const struct explain *e, const struct snapshot *s, struct evbu
 					    w->total, w->up_weight);
 		else
 			evbuffer_add(out, "null", 4);
-		evbuffer_add_printf(out, ", \"ramp\": %.17g}", w->ramp);
+		evbuffer_add_printf(out, ", \"hot\": %s, \"ramp\": %.17g}", w->hot ? "true" : "false", w->ramp);
 	}
 	evbuffer_add(out, "], \"target\": ", 13);
 	explain_json_name(out, s, e->target);

@@ -61,6 +61,7 @@
 	X(bad_responses, counter, SHARED, "invalid responses from the backend") \
 	X(retries_away, counter, SHARED, "requests retried on another backend after failing here") \
 	X(spilled_away, counter, SHARED, "requests for keys it owns sent on by the load caps") \
+	X(spilled_hot, counter, SHARED, "of spilled_away, requests for hot keys sent on by the bounded-load cap (only hot keys are)") \
 	X(spilled_in, counter, SHARED, "requests it took for keys it does not own") \
 	X(failovers, counter, SHARED, "requests for keys it owns sent on while it was down") \
 	X(ramp_held, counter, SHARED, "requests it served for keys a warm ramp is moving away from it, before their moment") \

@@ -66,6 +66,8 @@ start_rp() {    # balance_factor -> listening port in $LPORT
 	local conf=$TMP/rp-$1.ini
 	{
 		printf '[proxy]\nlisten = 127.0.0.1:0\nworkers = %s\nlog_level = info\n' "$THREADS"
+		# the proxy's own cache would answer the hot key itself
+		printf '[cache]\nsize = 0\n'
 		printf '[ring]\nvnodes = 160\nbalance_factor = %s\n' "$1"
 		for i in 0 1 2 3; do
 			printf '[backend cache-%s]\nurl = http://127.0.0.1:%s\n' "$i" "${PORTS[$i]}"

@@ -199,6 +199,11 @@ def reasons(caches):
                                 proxy={"admin_listen": "127.0.0.1:0", "workers": 1})
     proxy = harness.Proxy(RP, conf, tag="where-bounded")
     adm = Admin(admin_port(proxy))
+    # the cap moves only hot keys: these make the key all of the recent
+    # requests (at least 8 counts)
+    for i in range(12):
+        proxy.get(key + f"?n=warm{i}")
+    t.check(adm.where(key=key)["walk"][0]["hot"] is True, "a key that is all of the requests is hot")
     out = []
     ths = [threading.Thread(target=hold, args=(proxy.port, key + f"?delay=1500&n={i}", out))
            for i in range(2)]

@@ -70,6 +70,7 @@ static void test_reset(struct snapshot *s)
 	}
 	atomic_store(&registry_total_inflight, 0);
 	atomic_fetch_add(&registry_health_gen, 1);
+	balance_hot_reset();
 }
 
 static void test_set_down(struct snapshot *s, int i, int down)
@@ -99,11 +100,22 @@ static int test_order(const struct snapshot *s, uint64_t pos, int *order)
 	return n;
 }
 
+/* 16 requests for the key at pos: the cases test the walk for a key that
+ * is all of the recent requests, one the bounded-load cap moves (test_hot
+ * tests which keys it moves). */
+static void test_heat(uint64_t pos)
+{
+	for (int k = 0; k < 16; k++)
+		balance_seen(pos);
+}
+
+/* A request for a hot key at pos. */
 static struct balance_pick test_pick(const struct snapshot *s, uint64_t pos)
 {
 	struct ring_walk w;
 	struct balance_pick p = { .backend = -1, .owner = -1 };
 
+	test_heat(pos);
 	ring_walk_init(&w, s->ring, pos);
 	balance_next(s, &w, pos, &p);
 	if (p.backend >= 0)
@@ -708,6 +720,7 @@ static void test_explain(void)
 				atomic_store(&s->be[i].state->up_since_ms,
 					     registry_now_ms() - (rand_r(&seed) % 2 ? 5000 : 20000));
 		}
+		test_heat(pos);
 		test_state(s, before);
 		target = balance_explain_walk(s, pos, order, why, 2, &n);
 		test_state(s, after);
@@ -1042,12 +1055,130 @@ out:
 	snapshot_unref(d);
 }
 
+static uint64_t test_key(int k)
+{
+	char key[64];
+	int len = snprintf(key, sizeof(key), "/u/%d.jpg", k);
+
+	return ring_hash(key, (size_t)len);
+}
+
+/* A request as req_serve places it: balance_start counts the key. */
+static int test_request(const struct snapshot *s, uint64_t pos, int *owner)
+{
+	struct ring_walk w;
+	struct balance_pick p;
+
+	balance_start(s, &w, &p, pos, 0);
+	balance_next(s, &w, pos, &p);
+	if (p.backend >= 0)
+		balance_release(s->be[p.backend].state);
+	*owner = p.owner;
+	return p.backend;
+}
+
+/* Issue 17: the bounded-load cap moves hot keys only. Under even load
+ * (3,000 keys, each 1/3000 of the requests) an owner over its cap keeps
+ * every key; a key with half of the requests spills as before. */
+static void test_hot(void)
+{
+	struct snapshot *s = test_snap("balance_factor = 1.25", "", "");
+	uint64_t hot = ring_hash("/hot/viral.jpg", 14);
+	int order[NB], spilled = 0, over = 0, owner, b, hotkeys = 0;
+	struct balance_why why;
+
+	if (!tap_ok(s != NULL, "snapshot for hot keys"))
+		return;
+	test_reset(s);
+	/* even load: 9,000 requests over 3,000 keys, several windows */
+	for (int r = 0; r < 9000; r++)
+		(void)test_request(s, test_key(r % 3000), &owner);
+	/* then every key once more, its owner far over the cap: 64 of 80 in
+	 * flight against cap ceil(1.25 x 81 / 4) = 26 */
+	for (int k = 0; k < 3000; k++) {
+		uint64_t kp = test_key(k);
+
+		test_order(s, kp, order);
+		test_set_inflight(s, order[0], 64);
+		test_set_inflight(s, order[1], 16);
+		b = test_request(s, kp, &owner);
+		over++;
+		spilled += b != owner;
+		balance_explain(s, order[0], kp, &why);
+		hotkeys += why.hot;
+		test_set_inflight(s, order[0], 0);
+		test_set_inflight(s, order[1], 0);
+	}
+	tap_is_int(spilled, 0, "even load over 3,000 keys, each owner over its cap: no request spills");
+	tap_is_int(hotkeys, 0, "even load: /ring says no key is hot");
+	tap_is_int(over, 3000, "each of the 3,000 keys asked with its owner over the cap");
+	{
+		int n = 0, agree = 0;
+
+		/* 256 in flight, a key's threshold is 1/257 of the requests:
+		 * still far above 1/3000 */
+		for (int k = 0; k < 500; k++) {
+			uint64_t kp = test_key(k);
+
+			test_order(s, kp, order);
+			test_set_inflight(s, order[0], 200);
+			test_set_inflight(s, order[1], 56);
+			b = test_request(s, kp, &owner);
+			agree += b == order[0];
+			n++;
+			test_set_inflight(s, order[0], 0);
+			test_set_inflight(s, order[1], 0);
+		}
+		tap_is_int(agree, n, "even load, 256 in flight, owners over the cap: every key stays on its owner");
+	}
+
+	/* a hot key: half of the requests, the rest over the 3,000 */
+	test_reset(s);
+	test_order(s, hot, order);
+	for (int r = 0; r < 9000; r++)
+		(void)test_request(s, r % 2 ? hot : test_key(r % 3000), &owner);
+	test_set_inflight(s, order[0], 10);     /* cap ceil(1.25 x 11 / 4) = 4 */
+	balance_explain(s, order[0], hot, &why);
+	tap_ok(why.hot && why.verdict == BALANCE_BOUNDED, "a key with half of the requests is hot; its owner over the cap is bounded");
+	b = test_request(s, hot, &owner);
+	tap_is_int(owner, order[0], "the hot key's owner is recorded");
+	tap_is_int(b, order[1], "the hot key, its owner over the cap: spills to the next distinct backend");
+	/* a rare key with the same owner over its cap stays */
+	{
+		int stayed = 0, n = 0;
+
+		for (int k = 0; k < 3000 && n < 20; k++) {
+			uint64_t kp = test_key(k);
+			int o[NB];
+
+			test_order(s, kp, o);
+			if (o[0] != order[0])
+				continue;
+			n++;
+			b = test_request(s, kp, &owner);
+			stayed += b == order[0];
+		}
+		tap_ok(n == 20 && stayed == n, "meanwhile rare keys of the same loaded owner stay on it");
+	}
+
+	/* a warm key, 1 in 50 of the requests: hot with many requests in
+	 * flight (1/50 x 201 >= 1), not with few (1/50 x 11 < 1) */
+	test_reset(s);
+	for (int r = 0; r < 9000; r++)
+		(void)test_request(s, r % 50 ? test_key(r % 3000) : hot, &owner);
+	tap_ok(!balance_is_hot(hot, 10), "a key with 1 in 50 of the requests, 10 in flight: not hot");
+	tap_ok(balance_is_hot(hot, 200), "the same key, 200 in flight: hot");
+	test_reset(s);
+	snapshot_unref(s);
+}
+
 int main(void)
 {
 	log_set_level(LOG_ERROR);
 	test_explain();
 	test_cap();
 	test_bounded();
+	test_hot();
 	test_hard_cap();
 	test_factor_off();
 	test_bounded_fallback();
@@ -1059,6 +1190,7 @@ int main(void)
 	test_passive();
 	test_warm_snapshot();
 	test_warm_pick();
+	balance_hot_reset();
 	registry_free();
 	return tap_done();
 }
