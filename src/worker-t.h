@@ -27,6 +27,7 @@
 #include "stats-t.h"
 
 struct snapshot;
+struct worker_bufnode;
 struct backend;
 struct proxy;
 struct md5;
@@ -68,6 +69,9 @@ struct upstream {
 	struct upstream *next, *prev;   /* pool list */
 	struct freelist_link reuse;     /* the worker's free list */
 
+	/* in, hdrs and scratch: lent by worker.c while the connection serves
+	 * a request (worker_up_bufs), NULL while it waits in the pool */
+	struct worker_bufnode *bufnode;
 	struct http1_msg resp;
 	struct http1_header *hdrs;
 	unsigned hdrs_cap;
@@ -209,6 +213,7 @@ struct worker {
 	struct freelist free_clients;   /* structs kept for reuse */
 	struct freelist free_ups;
 	struct freelist free_mems;      /* struct client_mem */
+	struct freelist free_bufs;      /* a backend connection's buffers */
 	struct event ev_trim;           /* memory freed past the free lists
 					   goes back to the system */
 	bool trim_due;

@@ -32,12 +32,14 @@
 #include "request.h"
 #include "snapshot.h"
 
-#define WORKER_FREE_MAX 1024    /* structs kept for reuse */
+#define WORKER_FREE_MAX 1024    /* client structs kept for reuse (~600 B) */
+#define WORKER_UP_FREE_MAX 64   /* backend connection structs, and their
+				   buffer sets (in the pool they have none) */
 /* Busy-connection memory kept for reuse: enough for the connections a
  * worker serves at once under steady load, few enough that a burst of
  * thousands does not stay pinned (past it, blocks are freed and the
  * memory handed back, worker_trim_soon). About 30 KB each. */
-#define WORKER_MEM_FREE_MAX 128
+#define WORKER_MEM_FREE_MAX 64
 /* A client's first read buffer: a request head fits; a larger head or a
  * request body gets buffer_size (front.c). */
 #define WORKER_BUF_SMALL 4096
@@ -94,6 +96,12 @@ static int worker_bufs_size(struct worker_bufs *b, const struct conf *conf, size
 	b->in.pos = b->in.len = 0;
 	return 0;
 }
+
+/* A backend connection's buffers while not lent to one. */
+struct worker_bufnode {
+	struct freelist_link reuse;
+	struct worker_bufs b;
+};
 
 #define WORKER_BUFS_OF(x) { (x)->in, (x)->hdrs, (x)->hdrs_cap, (x)->scratch, (x)->scratch_cap }
 #define WORKER_BUFS_TO(x, b) do { \
@@ -393,7 +401,8 @@ struct worker *worker_new(struct proxy *p, int id, int listen_fd,
 	w->started_at = (uint32_t)p->started;
 	w->listen_fd = listen_fd;
 	freelist_init(&w->free_clients, WORKER_FREE_MAX);
-	freelist_init(&w->free_ups, WORKER_FREE_MAX);
+	freelist_init(&w->free_ups, WORKER_UP_FREE_MAX);
+	freelist_init(&w->free_bufs, WORKER_UP_FREE_MAX);
 	freelist_init(&w->free_mems, WORKER_MEM_FREE_MAX);
 	if (mbox_init(&w->mbox) < 0) {
 		snprintf(err, errlen, "worker %d: mailbox: %s", id, strerror(errno));
@@ -493,12 +502,13 @@ void worker_free(struct worker *w)
 		worker_bufs_free(&b);
 		free(m);
 	}
-	while ((l = freelist_pop(&w->free_ups))) {
-		struct upstream *u = FREELIST_ENTRY(l, struct upstream, reuse);
-		struct worker_bufs b = WORKER_BUFS_OF(u);
+	while ((l = freelist_pop(&w->free_ups)))
+		free(FREELIST_ENTRY(l, struct upstream, reuse));
+	while ((l = freelist_pop(&w->free_bufs))) {
+		struct worker_bufnode *n = FREELIST_ENTRY(l, struct worker_bufnode, reuse);
 
-		worker_bufs_free(&b);
-		free(u);
+		worker_bufs_free(&n->b);
+		free(n);
 	}
 	event_del(&w->ev_accept);
 	event_del(&w->ev_accept_resume);
@@ -515,24 +525,6 @@ void worker_free(struct worker *w)
 	md5_free(w->md5);
 	mbox_destroy(&w->mbox);
 	free(w);
-}
-
-/* A connection struct of size bytes: obj, taken off a free list with the
- * buffers it kept (in *b), or a new one when obj is NULL. Zeroed, its
- * buffers sized for the current config (the caller puts *b back in it);
- * NULL when memory ran out, everything freed. */
-static void *worker_conn_new(struct worker *w, void *obj, size_t size, struct worker_bufs *b,
-			     size_t in_cap)
-{
-	if (!obj)
-		obj = malloc(size);
-	if (!obj || worker_bufs_size(b, w->snap->conf, in_cap) < 0) {
-		worker_bufs_free(b);
-		free(obj);
-		return NULL;
-	}
-	memset(obj, 0, size);
-	return obj;
 }
 
 /* Keep obj (with its buffers b) on fl for reuse, or free it when the list
@@ -653,23 +645,54 @@ int worker_client_grow(struct worker *w, struct client *c)
 struct upstream *worker_up_get(struct worker *w)
 {
 	struct freelist_link *l = freelist_pop(&w->free_ups);
-	struct upstream *u = l ? FREELIST_ENTRY(l, struct upstream, reuse) : NULL;
-	struct worker_bufs b = { 0 };
+	struct upstream *u = l ? FREELIST_ENTRY(l, struct upstream, reuse) : malloc(sizeof(*u));
 
+	/* no buffers yet: forward.c asks for them with the request */
 	if (u)
-		b = (struct worker_bufs)WORKER_BUFS_OF(u);
-	u = worker_conn_new(w, u, sizeof(*u), &b, w->snap->conf->buffer_size);
-	if (!u)
-		return NULL;
-	WORKER_BUFS_TO(u, b);
+		memset(u, 0, sizeof(*u));
 	return u;
 }
 
 void worker_up_put(struct worker *w, struct upstream *u)
 {
-	struct worker_bufs b = WORKER_BUFS_OF(u);
+	if (u->bufnode)
+		worker_up_bufs_put(w, u);
+	if (w->stopping || !freelist_push(&w->free_ups, &u->reuse)) {
+		free(u);
+		worker_trim_soon(w);
+	}
+}
 
-	worker_conn_drop(w, &w->free_ups, &u->reuse, u, &b);
+int worker_up_bufs(struct worker *w, struct upstream *u)
+{
+	struct freelist_link *l = freelist_pop(&w->free_bufs);
+	struct worker_bufnode *n = l ? FREELIST_ENTRY(l, struct worker_bufnode, reuse) : calloc(1, sizeof(*n));
+	const struct conf *conf = w->snap->conf;
+
+	if (!n)
+		return -1;
+	if (worker_bufs_size(&n->b, conf, conf->buffer_size) < 0) {
+		worker_bufs_free(&n->b);
+		free(n);
+		return -1;
+	}
+	WORKER_BUFS_TO(u, n->b);
+	u->bufnode = n;
+	return 0;
+}
+
+void worker_up_bufs_put(struct worker *w, struct upstream *u)
+{
+	struct worker_bufnode *n = u->bufnode;
+
+	n->b = (struct worker_bufs)WORKER_BUFS_OF(u);
+	u->bufnode = NULL;
+	memset(&u->in, 0, sizeof(u->in));
+	u->hdrs = NULL;
+	u->hdrs_cap = 0;
+	u->scratch = NULL;
+	u->scratch_cap = 0;
+	worker_conn_drop(w, &w->free_bufs, &n->reuse, n, &n->b);
 }
 
 void worker_conn_closed(struct worker *w)

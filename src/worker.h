@@ -45,6 +45,11 @@ void worker_client_mem_put(struct worker *w, struct client *c);
 int worker_client_grow(struct worker *w, struct client *c);
 struct upstream *worker_up_get(struct worker *w);
 void worker_up_put(struct worker *w, struct upstream *u);
+/* Lend u its buffers (read buffer of buffer_size, header array, scratch)
+ * for a request, and take them back when it waits in the pool with
+ * nothing buffered, or goes. 0 or -1 (out of memory). */
+int worker_up_bufs(struct worker *w, struct upstream *u);
+void worker_up_bufs_put(struct worker *w, struct upstream *u);
 /* The snapshot a new request routes by, and letting go of it when the
  * request ends (the worker frees a replaced snapshot's reference once its
  * last request here is done). */
