@@ -1,14 +1,22 @@
 /*
  * front.c -- the client side of a connection, on its worker's thread.
  *
- * A client connection reads into one fixed buffer and parses request
- * heads in place (http1.c) into its request object (request.c), which
+ * A client connection reads into one buffer and parses request heads in
+ * place (http1.c) into its request object (request.c), which
  * routes and answers it; the routing key is computed here (front_key).
  * Requests on a connection are served one at a time, in order, by one
  * loop (front_serve: parse -> serve -> next); pipelined requests simply
  * wait in the buffer. The read event stays armed for the connection's life
  * (it also reports a client that goes away mid-response); it is removed
  * only while the buffer is full.
+ *
+ * Memory: an idle connection (nothing buffered, no request, no wake-up
+ * due) holds no buffer, request or output queue: worker.c lends them
+ * (struct client_mem) when the socket becomes readable and takes them back
+ * when front_serve leaves the connection idle. The first read buffer is
+ * small; it grows to buffer_size only where nothing points into it: a head
+ * that does not fit (before it is parsed), or a request with a body (then
+ * the head is parsed again in the larger buffer).
  *
  * Buffer discipline: the parsed request's slices point into the buffer, and
  * so does the backend's pending output of the head and body, so the buffer
