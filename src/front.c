@@ -470,8 +470,12 @@ static void front_on_read(evutil_socket_t fd, short what, void *arg)
 			front_close(c);
 		return;
 	}
-	if (!c->mem && worker_client_mem(c->w, c) < 0)
-		return;         /* out of memory: the bytes wait in the socket */
+	if (!c->mem && worker_client_mem(c->w, c) < 0) {
+		/* out of memory: closing frees the socket's buffers too;
+		 * leaving the bytes in it would wake us again at once */
+		front_close(c);
+		return;
+	}
 	room = front_room(c);
 	if (room == 0) {
 		/* a head that fills the buffer is over max_head_size and was
