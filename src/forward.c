@@ -340,6 +340,11 @@ static int fwd_begin(struct request *rq, int i, bool fresh, char *why, size_t wh
 	}
 	u->rq = rq;
 	req_bind(rq, u);
+	if (!u->bufnode && worker_up_bufs(w, u) < 0) {
+		snprintf(why, whylen, "out of memory");
+		fwd_close(u);
+		return -1;
+	}
 	u->ring_index = i;
 	u->backend_id = sb->state->id;
 	u->got_bytes = false;
@@ -420,7 +425,9 @@ static void fwd_finish(struct upstream *u)
 	fwd_unbind(u);
 	if (reuse) {
 		u->state = UP_IDLE;
-		u->in.pos = u->in.len = 0;
+		/* nothing buffered, nothing queued: an idle pooled
+		 * connection holds no buffer */
+		worker_up_bufs_put(w, u);
 		if (u->read_paused) {
 			event_add(&u->rev, NULL);
 			u->read_paused = false;

@@ -1,14 +1,22 @@
 /*
  * front.c -- the client side of a connection, on its worker's thread.
  *
- * A client connection reads into one fixed buffer and parses request
- * heads in place (http1.c) into its request object (request.c), which
+ * A client connection reads into one buffer and parses request heads in
+ * place (http1.c) into its request object (request.c), which
  * routes and answers it; the routing key is computed here (front_key).
  * Requests on a connection are served one at a time, in order, by one
  * loop (front_serve: parse -> serve -> next); pipelined requests simply
  * wait in the buffer. The read event stays armed for the connection's life
  * (it also reports a client that goes away mid-response); it is removed
  * only while the buffer is full.
+ *
+ * Memory: an idle connection (nothing buffered, no request, no wake-up
+ * due) holds no buffer, request or output queue: worker.c lends them
+ * (struct client_mem) when the socket becomes readable and takes them back
+ * when front_serve leaves the connection idle. The first read buffer is
+ * small; it grows to buffer_size only where nothing points into it: a head
+ * that does not fit (before it is parsed), or a request with a body (then
+ * the head is parsed again in the larger buffer).
  *
  * Buffer discipline: the parsed request's slices point into the buffer, and
  * so does the backend's pending output of the head and body, so the buffer
@@ -145,7 +153,7 @@ void front_close(struct client *c)
 			worker_client_put(w, c);
 		return;
 	}
-	release = req_end(&c->rq);
+	release = c->rq ? req_end(c->rq) : true;
 	event_del(&c->rev);
 	event_del(&c->wev);
 	event_del(&c->tev);
@@ -175,7 +183,7 @@ void front_close(struct client *c)
 static void front_end(struct client *c)
 {
 	static const struct timeval linger = { FRONT_LINGER_MS / 1000, (FRONT_LINGER_MS % 1000) * 1000 };
-	const struct request *rq = &c->rq;
+	const struct request *rq = c->rq;
 
 	if (c->read_eof ||
 	    (rq->body_done && c->in.len == rq->body_end && rq->end_kind != REQ_END_REPLY) ||
@@ -183,7 +191,7 @@ static void front_end(struct client *c)
 		front_close(c);
 		return;
 	}
-	req_end(&c->rq);
+	req_end(c->rq);
 	c->state = CL_LINGER;
 	c->in.pos = c->in.len = 0;
 	event_del(&c->wev);
@@ -207,7 +215,6 @@ int front_accept(struct worker *w, int fd, const struct sockaddr_storage *peer)
 	event_assign(&c->rev, w->base, fd, EV_READ | EV_PERSIST, front_on_read, c);
 	event_assign(&c->wev, w->base, fd, EV_WRITE | EV_PERSIST, front_on_write, c);
 	evtimer_assign(&c->tev, w->base, front_on_timeout, c);
-	req_init(&c->rq, c, &c->in, &c->out, &c->scratch, &c->scratch_cap, c->ip, c->iplen);
 	if (event_add(&c->rev, NULL) < 0) {
 		worker_client_put(w, c);
 		return -1;
@@ -222,19 +229,19 @@ void front_drain(struct client *c)
 	if (c->state == CL_HEAD && c->in.len == c->in.pos)
 		front_close(c);
 	else if (c->state == CL_FORWARD)
-		req_close_after(&c->rq);
+		req_close_after(c->rq);
 	/* a head in progress: req_begin sees the worker stopping */
 }
 
 int front_send(struct client *c)
 {
-	int rc = conn_flush(c->fd, &c->out);
+	int rc = conn_flush(c->fd, c->out);
 
 	if (rc == 1) {
 		if (event_pending(&c->wev, EV_WRITE, NULL)) {
 			event_del(&c->wev);
 			/* the write-stall timer; an upload keeps its own */
-			if (c->state == CL_FORWARD && c->rq.body_done)
+			if (c->state == CL_FORWARD && c->rq->body_done)
 				event_del(&c->tev);
 		}
 		return 1;
@@ -281,7 +288,7 @@ void front_body_taken(struct client *c)
 static bool front_request_end(struct client *c)
 {
 	struct worker *w = c->w;
-	const struct request *rq = &c->rq;
+	const struct request *rq = c->rq;
 	size_t next = rq->body_end;
 
 	/* the backend answered before the whole body arrived: the rest of
@@ -292,12 +299,12 @@ static bool front_request_end(struct client *c)
 		front_end(c);
 		return false;
 	}
-	req_end(&c->rq);
+	req_end(c->rq);
 	c->state = CL_HEAD;
 	c->in.pos = next;
 	if (c->in.pos == c->in.len)
 		c->in.pos = c->in.len = 0;
-	outq_reset(&c->out);
+	outq_reset(c->out);
 	event_add(&c->tev, w->tv_client);
 	front_resume(c);
 	return true;
@@ -347,9 +354,10 @@ static void front_serve(struct client *c)
 	while (!c->closed) {
 		const struct conf *conf = c->w->snap->conf;
 		struct http1_limits lim;
+		size_t big;
 		ssize_t r;
 
-		if (c->rq.state == REQ_DONE && !front_request_end(c))
+		if (c->rq && c->rq->state == REQ_DONE && !front_request_end(c))
 			break;
 		if (c->state != CL_HEAD)
 			break;          /* an answer still to come */
@@ -372,10 +380,17 @@ static void front_serve(struct client *c)
 		 * before a reload that raised max_head_size has a buffer
 		 * sized for the old one, and a full buffer without the end of
 		 * the head would wait for room that never comes */
-		lim.max_head = conf->max_head_size < c->in.cap - 1 ? conf->max_head_size : c->in.cap - 1;
+		big = c->in.cap > conf->buffer_size ? c->in.cap : conf->buffer_size;
+		lim.max_head = conf->max_head_size < big - 1 ? conf->max_head_size : big - 1;
 		lim.max_headers = conf->max_headers < c->hdrs_cap ? conf->max_headers : c->hdrs_cap;
-		r = http1_parse_request(&c->rq.msg, c->hdrs, c->in.data + c->in.pos,
+		r = http1_parse_request(&c->rq->msg, c->hdrs, c->in.data + c->in.pos,
 					c->in.len - c->in.pos, &lim);
+		if (r > 0 && c->rq->msg.framing != HTTP1_BODY_NONE &&
+		    c->in.cap < conf->buffer_size && worker_client_grow(c->w, c) == 0)
+			/* a body gets the large buffer: the head's slices
+			 * pointed into the small one, so parse it again */
+			r = http1_parse_request(&c->rq->msg, c->hdrs, c->in.data + c->in.pos,
+						c->in.len - c->in.pos, &lim);
 		if (r == 0) {
 			if (c->read_eof)        /* the rest of a head never comes */
 				front_close(c);
@@ -383,22 +398,31 @@ static void front_serve(struct client *c)
 		}
 		c->state = CL_FORWARD;
 		if (r < 0) {
-			req_refuse(&c->rq, worker_next_rid(c->w), (int)-r,
-				   c->rq.msg.error ? c->rq.msg.error : "bad request");
+			req_refuse(c->rq, worker_next_rid(c->w), (int)-r,
+				   c->rq->msg.error ? c->rq->msg.error : "bad request");
 			continue;
 		}
-		req_begin(&c->rq, (size_t)r, worker_next_rid(c->w));
+		req_begin(c->rq, (size_t)r, worker_next_rid(c->w));
 		/* while the request is served, the client timer watches only
 		 * a body upload or a client that stops reading */
-		if (c->rq.body_done)
+		if (c->rq->body_done)
 			event_del(&c->tev);
 		else
 			event_add(&c->tev, c->w->tv_client);
-		req_serve(&c->rq);
+		req_serve(c->rq);
 	}
 	c->in_loop = false;
-	if (c->closed && !c->rq.wake_due)
-		worker_client_put(c->w, c);
+	if (c->closed) {
+		if (!c->rq || !c->rq->wake_due)
+			worker_client_put(c->w, c);
+	} else if (c->state == CL_HEAD && c->in.len == 0 && c->rq &&
+		   c->rq->state == REQ_IDLE && !c->rq->wake_due) {
+		/* idle between requests: nothing buffered, nothing points
+		 * into the buffer, the last response is out; the memory goes
+		 * back to the worker until the client sends again */
+		event_del(&c->wev);
+		worker_client_mem_put(c->w, c);
+	}
 }
 
 /* ---- events ------------------------------------------------------------ */
@@ -411,15 +435,21 @@ static size_t front_room(struct client *c)
 
 	if (b->len < b->cap)
 		return b->cap - b->len;
-	if (c->state == CL_HEAD && b->pos > 0) {
-		memmove(b->data, b->data + b->pos, b->len - b->pos);
-		b->len -= b->pos;
-		b->pos = 0;
-	} else if (c->state == CL_FORWARD && (keep = req_keep_from(&c->rq)) > 0) {
+	if (c->state == CL_HEAD) {
+		if (b->pos > 0) {
+			memmove(b->data, b->data + b->pos, b->len - b->pos);
+			b->len -= b->pos;
+			b->pos = 0;
+		}
+		/* a head larger than the small first buffer: nothing points
+		 * into it before a head is parsed, so it may move */
+		if (b->len == b->cap)
+			worker_client_grow(c->w, c);
+	} else if (c->state == CL_FORWARD && (keep = req_keep_from(c->rq)) > 0) {
 		memmove(b->data, b->data + keep, b->len - keep);
 		b->len -= keep;
 		b->pos = 0;
-		req_rebase(&c->rq, keep);
+		req_rebase(c->rq, keep);
 	}
 	return b->cap - b->len;
 }
@@ -433,9 +463,17 @@ static void front_on_read(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (c->state == CL_LINGER) {
 		/* drop what a closing client still sends */
-		n = recv(fd, c->in.data, c->in.cap, 0);
+		char drop[4096];
+
+		n = recv(fd, drop, sizeof(drop), 0);
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
 			front_close(c);
+		return;
+	}
+	if (!c->mem && worker_client_mem(c->w, c) < 0) {
+		/* out of memory: closing frees the socket's buffers too;
+		 * leaving the bytes in it would wake us again at once */
+		front_close(c);
 		return;
 	}
 	room = front_room(c);
@@ -451,9 +489,9 @@ static void front_on_read(evutil_socket_t fd, short what, void *arg)
 		c->in.len += (size_t)n;
 		if (c->state == CL_HEAD) {
 			front_serve(c);
-		} else if (c->state == CL_FORWARD && !c->rq.body_done) {
+		} else if (c->state == CL_FORWARD && !c->rq->body_done) {
 			event_add(&c->tev, c->w->tv_client);
-			req_client_data(&c->rq);
+			req_client_data(c->rq);
 		}
 		return;
 	}
@@ -462,7 +500,7 @@ static void front_on_read(evutil_socket_t fd, short what, void *arg)
 	/* EOF or error */
 	c->read_eof = true;
 	event_del(&c->rev);
-	if (c->state == CL_FORWARD && c->rq.body_done && n == 0)
+	if (c->state == CL_FORWARD && c->rq->body_done && n == 0)
 		return; /* a half-close after a complete request: answer it and
 			   any pipelined after it, then close */
 	front_close(c);
@@ -482,10 +520,10 @@ static void front_on_write(evutil_socket_t fd, short what, void *arg)
 	}
 	if (rc == 0)
 		return;
-	if (c->rq.body_done || c->state != CL_FORWARD)
+	if (c->state != CL_FORWARD || c->rq->body_done)
 		event_del(&c->tev);
 	if (c->state == CL_FORWARD)
-		req_client_drained(&c->rq);
+		req_client_drained(c->rq);
 }
 
 static void front_on_timeout(evutil_socket_t fd, short what, void *arg)
@@ -509,15 +547,17 @@ static void front_on_timeout(evutil_socket_t fd, short what, void *arg)
 		 * for a whole period is timed out. */
 		long q = conn_unacked(c->fd);
 
-		if (q > 0 && (uint64_t)q <= c->out.sent && c->out.sent - (uint64_t)q != c->delivered) {
-			c->delivered = c->out.sent - (uint64_t)q;
+		uint64_t sent = c->out ? c->out->sent : c->sent;
+
+		if (q > 0 && (uint64_t)q <= sent && sent - (uint64_t)q != c->delivered) {
+			c->delivered = sent - (uint64_t)q;
 			event_add(&c->tev, c->w->tv_client);
 			return;
 		}
 	}
 	if (c->state == CL_HEAD && c->in.len > c->in.pos) {
 		c->state = CL_FORWARD;
-		req_refuse(&c->rq, worker_next_rid(c->w), 408, "request head not received in time");
+		req_refuse(c->rq, worker_next_rid(c->w), 408, "request head not received in time");
 		return;
 	}
 	front_close(c);

@@ -12,6 +12,7 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -30,9 +31,21 @@
 #include "md5.h"
 #include "proxy.h"
 #include "refresh.h"
+#include "request.h"
 #include "snapshot.h"
 
-#define WORKER_FREE_MAX 1024    /* structs kept for reuse */
+#define WORKER_FREE_MAX 1024    /* client structs kept for reuse (~600 B) */
+#define WORKER_UP_FREE_MAX 64   /* backend connection structs, and their
+				   buffer sets (in the pool they have none) */
+/* Busy-connection memory kept for reuse: enough for the connections a
+ * worker serves at once under steady load, few enough that a burst of
+ * thousands does not stay pinned (past it, blocks are freed and the
+ * memory handed back, worker_trim_soon). About 30 KB each. */
+#define WORKER_MEM_FREE_MAX 64
+/* A client's first read buffer: a request head fits; a larger head or a
+ * request body gets buffer_size (front.c). */
+#define WORKER_BUF_SMALL 4096
+#define WORKER_TRIM_MS 1000     /* after frees, before handing back */
 #define WORKER_ACCEPT_BATCH 64  /* accepts per wake-up, for fairness */
 #define WORKER_ACCEPT_PAUSE_MS 100 /* after EMFILE and the like */
 
@@ -52,18 +65,19 @@ static void worker_bufs_free(struct worker_bufs *b)
 	free(b->scratch);
 }
 
-/* Size the buffers for the current config: a reload may change them. */
-static int worker_bufs_size(struct worker_bufs *b, const struct conf *conf)
+/* Size the buffers for the current config (a reload may change them), the
+ * read buffer to in_cap. */
+static int worker_bufs_size(struct worker_bufs *b, const struct conf *conf, size_t in_cap)
 {
 	size_t scap = conf->max_head_size + WORKER_SCRATCH_EXTRA;
 
-	if (b->in.cap != conf->buffer_size) {
-		char *d = realloc(b->in.data, conf->buffer_size);
+	if (b->in.cap != in_cap) {
+		char *d = realloc(b->in.data, in_cap);
 
 		if (!d)
 			return -1;
 		b->in.data = d;
-		b->in.cap = conf->buffer_size;
+		b->in.cap = in_cap;
 	}
 	if (b->hdrs_cap != conf->max_headers) {
 		struct http1_header *h = realloc(b->hdrs, conf->max_headers * sizeof(*h));
@@ -85,12 +99,43 @@ static int worker_bufs_size(struct worker_bufs *b, const struct conf *conf)
 	return 0;
 }
 
+/* A backend connection's buffers while not lent to one. */
+struct worker_bufnode {
+	struct freelist_link reuse;
+	struct worker_bufs b;
+};
+
 #define WORKER_BUFS_OF(x) { (x)->in, (x)->hdrs, (x)->hdrs_cap, (x)->scratch, (x)->scratch_cap }
 #define WORKER_BUFS_TO(x, b) do { \
 		(x)->in = (b).in; (x)->hdrs = (b).hdrs; (x)->hdrs_cap = (b).hdrs_cap; \
 		(x)->scratch = (b).scratch; (x)->scratch_cap = (b).scratch_cap; \
 	} while (0)
 
+/* Memory freed past the free lists (a burst of connections that went
+ * idle or closed) stays in the allocator's arenas, counted in the
+ * process's RSS, unless handed back: once a while after such frees, so
+ * the cost (a walk of the free chunks) is not paid per connection. */
+static void worker_on_trim(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+
+	(void)fd;
+	(void)what;
+	w->trim_due = false;
+#ifdef __GLIBC__
+	malloc_trim(0);
+#endif
+}
+
+static void worker_trim_soon(struct worker *w)
+{
+	static const struct timeval later = { WORKER_TRIM_MS / 1000, (WORKER_TRIM_MS % 1000) * 1000 };
+
+	if (w->trim_due || w->stopping)
+		return;
+	w->trim_due = true;
+	evtimer_add(&w->ev_trim, &later);
+}
 
 static void worker_set_timeouts(struct worker *w)
 {
@@ -358,7 +403,9 @@ struct worker *worker_new(struct proxy *p, int id, int listen_fd,
 	w->started_at = (uint32_t)p->started;
 	w->listen_fd = listen_fd;
 	freelist_init(&w->free_clients, WORKER_FREE_MAX);
-	freelist_init(&w->free_ups, WORKER_FREE_MAX);
+	freelist_init(&w->free_ups, WORKER_UP_FREE_MAX);
+	freelist_init(&w->free_bufs, WORKER_UP_FREE_MAX);
+	freelist_init(&w->free_mems, WORKER_MEM_FREE_MAX);
 	if (mbox_init(&w->mbox) < 0) {
 		snprintf(err, errlen, "worker %d: mailbox: %s", id, strerror(errno));
 		free(w);
@@ -385,7 +432,8 @@ struct worker *worker_new(struct proxy *p, int id, int listen_fd,
 		goto fail;
 	if (event_assign(&w->ev_accept, w->base, listen_fd, EV_READ | EV_PERSIST, worker_on_accept, w) < 0 ||
 	    event_add(&w->ev_accept, NULL) < 0 ||
-	    evtimer_assign(&w->ev_accept_resume, w->base, worker_on_accept_resume, w) < 0)
+	    evtimer_assign(&w->ev_accept_resume, w->base, worker_on_accept_resume, w) < 0 ||
+	    evtimer_assign(&w->ev_trim, w->base, worker_on_trim, w) < 0)
 		goto fail;
 	w->snap = snap;
 	worker_set_timeouts(w);
@@ -452,16 +500,25 @@ void worker_free(struct worker *w)
 		worker_bufs_free(&b);
 		free(c);
 	}
-	while ((l = freelist_pop(&w->free_ups))) {
-		struct upstream *u = FREELIST_ENTRY(l, struct upstream, reuse);
-		struct worker_bufs b = WORKER_BUFS_OF(u);
+	while ((l = freelist_pop(&w->free_mems))) {
+		struct client_mem *m = FREELIST_ENTRY(l, struct client_mem, reuse);
+		struct worker_bufs b = WORKER_BUFS_OF(m);
 
 		worker_bufs_free(&b);
-		free(u);
+		free(m);
+	}
+	while ((l = freelist_pop(&w->free_ups)))
+		free(FREELIST_ENTRY(l, struct upstream, reuse));
+	while ((l = freelist_pop(&w->free_bufs))) {
+		struct worker_bufnode *n = FREELIST_ENTRY(l, struct worker_bufnode, reuse);
+
+		worker_bufs_free(&n->b);
+		free(n);
 	}
 	event_del(&w->ev_accept);
 	event_del(&w->ev_accept_resume);
 	event_del(&w->ev_mbox);
+	event_del(&w->ev_trim);
 	if (w->listen_fd >= 0)
 		close(w->listen_fd);
 	snapshot_unref(w->mbox_snap);
@@ -475,23 +532,6 @@ void worker_free(struct worker *w)
 	free(w);
 }
 
-/* A connection struct of size bytes: obj, taken off a free list with the
- * buffers it kept (in *b), or a new one when obj is NULL. Zeroed, its
- * buffers sized for the current config (the caller puts *b back in it);
- * NULL when memory ran out, everything freed. */
-static void *worker_conn_new(struct worker *w, void *obj, size_t size, struct worker_bufs *b)
-{
-	if (!obj)
-		obj = malloc(size);
-	if (!obj || worker_bufs_size(b, w->snap->conf) < 0) {
-		worker_bufs_free(b);
-		free(obj);
-		return NULL;
-	}
-	memset(obj, 0, size);
-	return obj;
-}
-
 /* Keep obj (with its buffers b) on fl for reuse, or free it when the list
  * is full or the worker is stopping. */
 static void worker_conn_drop(struct worker *w, struct freelist *fl, struct freelist_link *l,
@@ -500,21 +540,19 @@ static void worker_conn_drop(struct worker *w, struct freelist *fl, struct freel
 	if (w->stopping || !freelist_push(fl, l)) {
 		worker_bufs_free(b);
 		free(obj);
+		worker_trim_soon(w);
 	}
 }
 
 struct client *worker_client_get(struct worker *w)
 {
 	struct freelist_link *l = freelist_pop(&w->free_clients);
-	struct client *c = l ? FREELIST_ENTRY(l, struct client, reuse) : NULL;
-	struct worker_bufs b = { 0 };
+	struct client *c = l ? FREELIST_ENTRY(l, struct client, reuse) : malloc(sizeof(*c));
 
-	if (c)
-		b = (struct worker_bufs)WORKER_BUFS_OF(c);
-	c = worker_conn_new(w, c, sizeof(*c), &b);
 	if (!c)
 		return NULL;
-	WORKER_BUFS_TO(c, b);
+	/* no buffer yet: front.c asks for one when the socket is readable */
+	memset(c, 0, sizeof(*c));
 	c->next = w->clients;
 	if (w->clients)
 		w->clients->prev = c;
@@ -525,8 +563,8 @@ struct client *worker_client_get(struct worker *w)
 
 void worker_client_put(struct worker *w, struct client *c)
 {
-	struct worker_bufs b = WORKER_BUFS_OF(c);
-
+	if (c->mem)
+		worker_client_mem_put(w, c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -536,29 +574,130 @@ void worker_client_put(struct worker *w, struct client *c)
 	w->nclients--;
 	if (w->stopping && w->nclients == 0)
 		event_base_loopbreak(w->base);
-	worker_conn_drop(w, &w->free_clients, &c->reuse, c, &b);
+	if (w->stopping || !freelist_push(&w->free_clients, &c->reuse)) {
+		free(c);
+		worker_trim_soon(w);
+	}
+}
+
+int worker_client_mem(struct worker *w, struct client *c)
+{
+	struct freelist_link *l = freelist_pop(&w->free_mems);
+	struct client_mem *m = l ? FREELIST_ENTRY(l, struct client_mem, reuse) : malloc(sizeof(*m));
+	const struct conf *conf = w->snap->conf;
+	size_t small = WORKER_BUF_SMALL < conf->buffer_size ? WORKER_BUF_SMALL : conf->buffer_size;
+	struct worker_bufs b = { 0 };
+
+	if (!m)
+		return -1;
+	if (l)
+		b = (struct worker_bufs)WORKER_BUFS_OF(m);
+	if (worker_bufs_size(&b, conf, small) < 0) {
+		worker_bufs_free(&b);
+		free(m);
+		return -1;
+	}
+	WORKER_BUFS_TO(c, b);
+	c->mem = m;
+	c->rq = &m->rq;
+	c->out = &m->out;
+	outq_reset(c->out);
+	c->out->sent = c->sent;
+	req_init(c->rq, c, &c->in, c->out, &c->scratch, &c->scratch_cap, c->ip, c->iplen);
+	return 0;
+}
+
+void worker_client_mem_put(struct worker *w, struct client *c)
+{
+	struct client_mem *m = c->mem;
+	struct worker_bufs b = WORKER_BUFS_OF(c);
+
+	c->sent = c->out->sent;
+	c->mem = NULL;
+	c->rq = NULL;
+	c->out = NULL;
+	memset(&c->in, 0, sizeof(c->in));
+	c->hdrs = NULL;
+	c->hdrs_cap = 0;
+	c->scratch = NULL;
+	c->scratch_cap = 0;
+	/* a buffer grown for a large head or a body goes now; the list
+	 * keeps small ones */
+	if (b.in.cap > WORKER_BUF_SMALL) {
+		free(b.in.data);
+		b.in.data = NULL;
+		b.in.cap = 0;
+	}
+	WORKER_BUFS_TO(m, b);
+	worker_conn_drop(w, &w->free_mems, &m->reuse, m, &b);
+}
+
+int worker_client_grow(struct worker *w, struct client *c)
+{
+	size_t cap = w->snap->conf->buffer_size;
+	char *d;
+
+	if (c->in.cap >= cap)
+		return -1;
+	d = realloc(c->in.data, cap);
+	if (!d)
+		return -1;
+	c->in.data = d;
+	c->in.cap = cap;
+	return 0;
 }
 
 struct upstream *worker_up_get(struct worker *w)
 {
 	struct freelist_link *l = freelist_pop(&w->free_ups);
-	struct upstream *u = l ? FREELIST_ENTRY(l, struct upstream, reuse) : NULL;
-	struct worker_bufs b = { 0 };
+	struct upstream *u = l ? FREELIST_ENTRY(l, struct upstream, reuse) : malloc(sizeof(*u));
 
+	/* no buffers yet: forward.c asks for them with the request */
 	if (u)
-		b = (struct worker_bufs)WORKER_BUFS_OF(u);
-	u = worker_conn_new(w, u, sizeof(*u), &b);
-	if (!u)
-		return NULL;
-	WORKER_BUFS_TO(u, b);
+		memset(u, 0, sizeof(*u));
 	return u;
 }
 
 void worker_up_put(struct worker *w, struct upstream *u)
 {
-	struct worker_bufs b = WORKER_BUFS_OF(u);
+	if (u->bufnode)
+		worker_up_bufs_put(w, u);
+	if (w->stopping || !freelist_push(&w->free_ups, &u->reuse)) {
+		free(u);
+		worker_trim_soon(w);
+	}
+}
 
-	worker_conn_drop(w, &w->free_ups, &u->reuse, u, &b);
+int worker_up_bufs(struct worker *w, struct upstream *u)
+{
+	struct freelist_link *l = freelist_pop(&w->free_bufs);
+	struct worker_bufnode *n = l ? FREELIST_ENTRY(l, struct worker_bufnode, reuse) : calloc(1, sizeof(*n));
+	const struct conf *conf = w->snap->conf;
+
+	if (!n)
+		return -1;
+	if (worker_bufs_size(&n->b, conf, conf->buffer_size) < 0) {
+		worker_bufs_free(&n->b);
+		free(n);
+		return -1;
+	}
+	WORKER_BUFS_TO(u, n->b);
+	u->bufnode = n;
+	return 0;
+}
+
+void worker_up_bufs_put(struct worker *w, struct upstream *u)
+{
+	struct worker_bufnode *n = u->bufnode;
+
+	n->b = (struct worker_bufs)WORKER_BUFS_OF(u);
+	u->bufnode = NULL;
+	memset(&u->in, 0, sizeof(u->in));
+	u->hdrs = NULL;
+	u->hdrs_cap = 0;
+	u->scratch = NULL;
+	u->scratch_cap = 0;
+	worker_conn_drop(w, &w->free_bufs, &n->reuse, n, &n->b);
 }
 
 void worker_conn_closed(struct worker *w)

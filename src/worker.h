@@ -38,8 +38,22 @@ void worker_free(struct worker *w);
 /* Worker thread only. */
 struct client *worker_client_get(struct worker *w);
 void worker_client_put(struct worker *w, struct client *c);
+/* Lend c the memory of a busy connection (struct client_mem: request,
+ * output queue, a small read buffer, header array, scratch), and take it
+ * back when c is idle again (nothing buffered, no request, no wake-up due)
+ * or goes. 0 or -1 (out of memory). */
+int worker_client_mem(struct worker *w, struct client *c);
+void worker_client_mem_put(struct worker *w, struct client *c);
+/* Grow c's read buffer to buffer_size, only while nothing points into it
+ * (no parsed request). -1 when it is that big already or memory ran out. */
+int worker_client_grow(struct worker *w, struct client *c);
 struct upstream *worker_up_get(struct worker *w);
 void worker_up_put(struct worker *w, struct upstream *u);
+/* Lend u its buffers (read buffer of buffer_size, header array, scratch)
+ * for a request, and take them back when it waits in the pool with
+ * nothing buffered, or goes. 0 or -1 (out of memory). */
+int worker_up_bufs(struct worker *w, struct upstream *u);
+void worker_up_bufs_put(struct worker *w, struct upstream *u);
 /* The snapshot a new request routes by, and letting go of it when the
  * request ends (the worker frees a replaced snapshot's reference once its
  * last request here is done). */
