@@ -28,9 +28,13 @@ static bool cachectl_is_ows(char c)
 /*
  * Next element of a comma-separated list in [*pp, e), with OWS trimmed
  * and a quoted string kept whole even if it holds commas; empty elements
- * (",,") are skipped. False at the end.
+ * (",,") are skipped. False at the end. A backslash inside quotes escapes
+ * the next byte in a quoted-string (RFC 9110 5.6.4), but is a byte like
+ * any other in an entity-tag (8.8.3: no quoted-pair there), whose list
+ * cachectl_next_etag reads.
  */
-static bool cachectl_next(const char **pp, const char *e, struct http1_str *out)
+static bool cachectl_list_next(const char **pp, const char *e, struct http1_str *out,
+			       bool escapes)
 {
 	const char *p = *pp, *s, *t;
 	bool quoted = false;
@@ -46,7 +50,7 @@ static bool cachectl_next(const char **pp, const char *e, struct http1_str *out)
 		while (p < e && (quoted || *p != ',')) {
 			if (*p == '"')
 				quoted = !quoted;
-			else if (*p == '\\' && quoted && p + 1 < e)
+			else if (*p == '\\' && quoted && escapes && p + 1 < e)
 				p++;
 			p++;
 		}
@@ -60,6 +64,16 @@ static bool cachectl_next(const char **pp, const char *e, struct http1_str *out)
 	out->p = s;
 	out->len = (size_t)(t - s);
 	return true;
+}
+
+static bool cachectl_next(const char **pp, const char *e, struct http1_str *out)
+{
+	return cachectl_list_next(pp, e, out, true);
+}
+
+static bool cachectl_next_etag(const char **pp, const char *e, struct http1_str *out)
+{
+	return cachectl_list_next(pp, e, out, false);
 }
 
 /* Split "name=value" (value maybe quoted) into its parts; value.p is NULL
@@ -616,7 +630,7 @@ bool cachectl_not_modified(const struct http1_msg *req, struct http1_str etag,
 		if (!http1_str_ieq(inm->name, "if-none-match"))
 			continue;
 		any = true;
-		while (cachectl_next(&p, e, &el)) {
+		while (cachectl_next_etag(&p, e, &el)) {
 			if (el.len == 1 && el.p[0] == '*')
 				return true;
 			if (etag.len != 0 && cachectl_etag_weak_eq(el, etag))
@@ -709,6 +723,9 @@ static int64_t cachectl_clock(const char *p)
 	return (int64_t)h * 3600 + mi * 60 + s;
 }
 
+/* 9999-12-31T23:59:59Z */
+#define CACHECTL_DATE_LAST INT64_C(253402300799)
+
 static int cachectl_ymd(int64_t y, int mon, int d, int64_t secs, int64_t *t)
 {
 	static const int mdays[12] = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31,
@@ -718,6 +735,10 @@ static int cachectl_ymd(int64_t y, int mon, int d, int64_t secs, int64_t *t)
 	    || (mon == 1 && d == 29 && !cachectl_leap(y)))
 		return -1;
 	*t = cachectl_days(y, mon, d) * 86400 + secs;
+	/* a leap second at the end of 9999 is past every date a four-digit
+	 * year can say (cachectl_date_format would write year 0000) */
+	if (*t > CACHECTL_DATE_LAST)
+		*t = CACHECTL_DATE_LAST;
 	return 0;
 }
 

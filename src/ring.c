@@ -527,11 +527,13 @@ static uint32_t ring_owner_at(const struct ring *r, size_t i)
 }
 
 /* Whether a segment owned by oa in a and ob in b keeps its owner: the
- * same name, or no owner on either side. */
+ * same name, or no owner on either side. A backend of a that b does not
+ * list maps to RING_NONE too, so "no owner in b" is tested first: its
+ * keys move to none. */
 static int ring_same(const uint32_t *map, uint32_t oa, uint32_t ob)
 {
-	if (oa == RING_NONE)
-		return ob == RING_NONE;
+	if (oa == RING_NONE || ob == RING_NONE)
+		return oa == ob;
 	return map[oa] == ob;
 }
 

@@ -379,6 +379,10 @@ static void test_conditional(void)
 		{ "INM strong vs weak", "If-None-Match: \"abc\"\r\n", "W/\"abc\"", -1, true },
 		{ "INM list", "If-None-Match: \"x\", \"abc\"\r\n", "\"abc\"", -1, true },
 		{ "INM other", "If-None-Match: \"x\"\r\n", "\"abc\"", -1, false },
+		/* a backslash is a byte of an entity-tag, not an escape */
+		{ "INM list after a tag ending in a backslash", "If-None-Match: \"a\\\", \"abc\"\r\n", "\"abc\"", -1, true },
+		{ "INM a tag with a backslash", "If-None-Match: \"a\\b\"\r\n", "\"a\\b\"", -1, true },
+		{ "INM * after a tag ending in a backslash", "If-None-Match: \"a\\\", *\r\n", "\"abc\"", -1, true },
 		{ "INM *", "If-None-Match: *\r\n", "", -1, true },
 		{ "INM, no stored ETag", "If-None-Match: \"abc\"\r\n", "", -1, false },
 		{ "INM decides over IMS", "If-None-Match: \"x\"\r\nIf-Modified-Since: " D0 "\r\n", "\"abc\"", NOW - 3600, false },
@@ -424,6 +428,9 @@ static void test_dates(void)
 		{ "Thu, 31 Dec 2099 23:59:59 GMT", 4102444799 },
 		{ "Friday, 31-Dec-99 23:59:59 GMT", 946684799 },    /* not 2099 */
 		{ "Thursday, 31-Dec-70 23:59:59 GMT", 3187295999 }, /* 2070 */
+		{ "Fri, 31 Dec 9999 23:59:59 GMT", 253402300799 },
+		/* a leap second past the last date that can be written */
+		{ "Fri, 31 Dec 9999 23:59:60 GMT", 253402300799 },
 		{ "Thu, 29 Feb 2001 00:00:00 GMT", -1 },
 		{ "Sun, 31 Apr 1994 08:49:37 GMT", -1 },
 		{ "Sun, 06 Nov 1994 08:49:37 UTC", -1 },

@@ -438,6 +438,28 @@ static void test_empty(void)
 	       strcmp(d.flows[0].to, "") == 0,
 	       "one -> empty: everything moves from a to \"\"");
 	ring_diff_free(&d);
+	{
+		/* the owner is not listed in the new ring at all, and that
+		 * ring has no points: its keys move to none all the same */
+		const struct ring_member other[] = { { "b", 0 } };
+		struct ring *z = test_build(NULL, 0, 160), *o = test_build(other, 1, 160);
+
+		tap_ok(z != NULL && o != NULL && ring_diff(s, z, &d) == 0 && d.moved_share == 1.0 &&
+		       d.nflows == 1 && strcmp(d.flows[0].from, "a") == 0 &&
+		       strcmp(d.flows[0].to, "") == 0,
+		       "one -> no backends: everything moves from a to \"\"");
+		ring_diff_free(&d);
+		tap_ok(o != NULL && ring_diff(s, o, &d) == 0 && d.moved_share == 1.0 &&
+		       d.nflows == 1 && strcmp(d.flows[0].to, "") == 0,
+		       "one -> another backend, drained: everything moves from a to \"\"");
+		ring_diff_free(&d);
+		tap_ok(o != NULL && ring_diff(o, s, &d) == 0 && d.moved_share == 1.0 &&
+		       d.nflows == 1 && strcmp(d.flows[0].from, "") == 0,
+		       "drained other -> one: everything moves from \"\" to a");
+		ring_diff_free(&d);
+		ring_free(z);
+		ring_free(o);
+	}
 	tap_is_int(ring_diff(e, e, &d), 0, "diff empty -> empty runs");
 	tap_ok(d.moved_share == 0 && d.nflows == 0, "empty -> empty moves nothing");
 	ring_diff_free(&d);
