@@ -3,14 +3,14 @@
 # test, demo and benchmark. Only what is missing is installed; safe to rerun.
 # Usage: bash tests/deps.sh [build|test|bench]   (default: build)
 #   build: compile and run (the demo); test: + clang/libFuzzer and the tools
-#   the tests use; bench: + haproxy, nginx and wrk
+#   the tests use (wrk for the soak); bench: + haproxy, nginx and wrk
 set -euo pipefail
 
 want=(gcc libc6-dev meson ninja-build pkg-config libevent-dev libssl-dev
       libinih-dev libcurl4-openssl-dev python3 curl procps)
 case "${1:-build}" in
 build) ;;
-test) want+=(clang libclang-rt-14-dev iproute2) ;;
+test) want+=(clang libclang-rt-14-dev iproute2 wrk) ;;
 bench) want+=(haproxy nginx-light wrk) ;;
 *) echo "usage: bash tests/deps.sh [build|test|bench]" >&2; exit 2 ;;
 esac
