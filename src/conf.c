@@ -537,7 +537,7 @@ static int conf_enum_index(const char *choices, const char *v)
 	return -1;
 }
 
-static void conf_fmt_ms(uint64_t ms, char *out, size_t len)
+void conf_fmt_ms(uint64_t ms, char *out, size_t len)
 {
 	if (ms % 3600000 == 0 && ms)
 		snprintf(out, len, "%lluh", (unsigned long long)(ms / 3600000));

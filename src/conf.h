@@ -141,6 +141,10 @@ const struct conf_backend *conf_backend_find(const struct conf *c,
 /* Parse "500ms", "5s", "2m", "1h" or a bare number of seconds into ms.
  * Returns 0 or -1. Exposed for the unit test. */
 int conf_parse_duration(const char *s, uint64_t *ms);
+/* A duration in ms as the config writes it: "5m", "90s", "1500ms" (the
+ * largest whole unit; 0 is "0s"). Pure. */
+void conf_fmt_ms(uint64_t ms, char *out, size_t len);
+
 /* Parse "65536", "64k", "16m", "1g" (powers of 1024). 0 or -1. */
 int conf_parse_size(const char *s, uint64_t *bytes);
 

@@ -1080,19 +1080,6 @@ static void plan_text_compare(const struct plan_run *r, FILE *out)
 	}
 }
 
-/* A duration as the config writes it. */
-static void plan_duration(uint64_t ms, char *out, size_t len)
-{
-	if (ms % 3600000 == 0)
-		snprintf(out, len, "%lluh", (unsigned long long)(ms / 3600000));
-	else if (ms % 60000 == 0)
-		snprintf(out, len, "%llum", (unsigned long long)(ms / 60000));
-	else if (ms % 1000 == 0)
-		snprintf(out, len, "%llus", (unsigned long long)(ms / 1000));
-	else
-		snprintf(out, len, "%llums", (unsigned long long)ms);
-}
-
 /* --ramp as text: the misses per minute, without and with the ramp. */
 static void plan_text_ramp(const struct plan_run *r, FILE *out)
 {
@@ -1100,8 +1087,8 @@ static void plan_text_ramp(const struct plan_run *r, FILE *out)
 	char span[32], period[32], head[48];
 	double peak_off = 0, peak_on = 0;
 
-	plan_duration(r->ramp_ms, span, sizeof(span));
-	plan_duration(r->period_ms, period, sizeof(period));
+	conf_fmt_ms(r->ramp_ms, span, sizeof(span));
+	conf_fmt_ms(r->period_ms, period, sizeof(period));
 	snprintf(head, sizeof(head), "ramp %s", span);
 	fprintf(out, "\nwarm ramp over %s: %llu moved keys, %llu requests in %s; %llu held back by the ramp",
 		span, (unsigned long long)m->moved, (unsigned long long)m->requests, period,

@@ -188,19 +188,6 @@ static int64_t proxy_wall_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* A duration as the config writes it: "5m", "90s", "1500ms". */
-static void proxy_duration(uint64_t ms, char *out, size_t len)
-{
-	if (ms % 3600000 == 0)
-		snprintf(out, len, "%lluh", (unsigned long long)(ms / 3600000));
-	else if (ms % 60000 == 0)
-		snprintf(out, len, "%llum", (unsigned long long)(ms / 60000));
-	else if (ms % 1000 == 0)
-		snprintf(out, len, "%llus", (unsigned long long)(ms / 1000));
-	else
-		snprintf(out, len, "%llums", (unsigned long long)ms);
-}
-
 /* The warm ramp's part of the reload line, appended to report. */
 static void proxy_ramp_report(const struct snap_ramp_info *r, uint64_t span_ms, char *report,
 			      size_t len)
@@ -208,8 +195,8 @@ static void proxy_ramp_report(const struct snap_ramp_info *r, uint64_t span_ms, 
 	size_t used = strlen(report);
 	char span[32], left[32];
 
-	proxy_duration(span_ms, span, sizeof(span));
-	proxy_duration((uint64_t)(r->left_ms > 0 ? r->left_ms : 0), left, sizeof(left));
+	conf_fmt_ms(span_ms, span, sizeof(span));
+	conf_fmt_ms((uint64_t)(r->left_ms > 0 ? r->left_ms : 0), left, sizeof(left));
 	if (used + 1 >= len)
 		return;
 	switch (r->kind) {
