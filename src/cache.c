@@ -97,6 +97,8 @@ struct cache_fill {
 	bool registered;                /* in its table: waiters may attach */
 	bool doomed;                    /* invalidated in flight: not stored */
 	bool had_waiters;
+	bool probe;                     /* the key's first use: stored only if
+					   others wait (cache_fill_want) */
 	uint8_t ae;
 	struct cache_waiter *waiters;   /* shard lock */
 	struct cache_obj *obj;          /* being built, after begin */
@@ -134,6 +136,7 @@ struct cache {
 	bool doorkeeper;
 	uint64_t seed;
 	_Atomic size_t size, max_object;
+	_Atomic unsigned min_uses;
 	struct cache_shard *shards;
 };
 
@@ -723,6 +726,7 @@ struct cache *cache_new(const struct cache_params *p, char *err, size_t len)
 		c->seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)c;
 	atomic_init(&c->size, p->size);
 	atomic_init(&c->max_object, p->max_object);
+	atomic_init(&c->min_uses, p->min_uses);
 	c->shards = aligned_alloc(64, n * sizeof(*c->shards));
 	if (c->shards == NULL)
 		goto oom;
@@ -764,10 +768,12 @@ void cache_free(struct cache *c)
 	free(c);
 }
 
-void cache_configure(struct cache *c, size_t size, size_t max_object)
+void cache_configure(struct cache *c, size_t size, size_t max_object,
+		     unsigned min_uses)
 {
 	unsigned i;
 
+	atomic_store_explicit(&c->min_uses, min_uses, memory_order_relaxed);
 	atomic_store_explicit(&c->max_object, max_object, memory_order_relaxed);
 	atomic_store_explicit(&c->size, size, memory_order_relaxed);
 	for (i = 0; i < c->nshards; i++) {
@@ -956,6 +962,11 @@ static enum cache_result cache_decide(struct cache *c, struct cache_shard *s,
 	*fill = cache_fill_new(c, s, idx, r, !private && fd->fill == NULL);
 	if (*fill == NULL)
 		return CACHE_PASS;
+	/* nothing stored for the key and seen fewer than min_uses times
+	 * (this request included): store only if others come to wait */
+	if (fd->obj == NULL && sketch_estimate(s->sk, r->key.hash)
+	    < atomic_load_explicit(&c->min_uses, memory_order_relaxed))
+		(*fill)->probe = true;
 	if (o != NULL && (r->flags & CACHE_L_KEEP_STALE))
 		*obj = cache_obj_ref(o);
 	return CACHE_MISS;
@@ -1096,6 +1107,27 @@ static void cache_fill_free(struct cache_fill *f)
 {
 	free(f->obj);
 	free(f);
+}
+
+int cache_fill_want(struct cache_fill *f)
+{
+	struct cache_shard *s = &f->c->shards[f->shard];
+
+	if (!f->probe)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	if (f->had_waiters) {
+		pthread_mutex_unlock(&s->lock);
+		return 0;
+	}
+	if (f->registered) {
+		cache_tab_del(s, &f->node);
+		f->registered = false;
+	}
+	CACHE_ADD(s, below_min_uses, 1);
+	pthread_mutex_unlock(&s->lock);
+	cache_fill_free(f);
+	return -1;
 }
 
 void cache_fill_abort(struct cache_fill *f)

@@ -359,6 +359,11 @@ static void req_cache_response(struct request *rq, const struct http1_msg *resp,
 	struct cache *cache = rq->w->proxy->cache;
 	bool stored = false;
 
+	/* a key's first use with nobody waiting: not stored, and the
+	 * response not even analysed (an all-miss load costs about what it
+	 * does with the cache off) */
+	if (rq->fill && cache_fill_want(rq->fill) < 0)
+		rq->fill = NULL;
 	if (rq->fill) {
 		struct cachectl_meta meta;
 
