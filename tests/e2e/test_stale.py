@@ -103,7 +103,7 @@ def conf(fake, grace="0", retries=0):
                              proxy={"workers": 2, "retries": retries, "response_timeout": "2s",
                                     "connect_timeout": "500ms"},
                              health={"passive": "off"},
-                             cache={"size": "8m", "max_object": "64k", "grace": grace})
+                             cache={"size": "8m", "max_object": "64k", "grace": grace, "min_uses": 1})
 
 
 def expire():
@@ -306,7 +306,7 @@ def killed_run(cc, tag):
     Returns (failed GETs, GETs)."""
     caches = [harness.Cache(TC, f"{tag}{i}") for i in range(3)]
     text = harness.conf_text(caches, proxy={"workers": 2, "retries": 0, "response_timeout": "2s"},
-                             cache={"size": "8m"})
+                             cache={"size": "8m", "min_uses": 1})
     proxy = harness.Proxy(RP, text, tag=f"stale-kill-{tag}")
     q = "?cc=" + urllib.parse.quote(cc, safe="")
     paths = [f"/hot/{i}.jpg{q}" for i in range(60)]
