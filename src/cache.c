@@ -822,6 +822,8 @@ struct cache_found {
 	struct cache_obj *obj;          /* the request's variant, or NULL */
 	struct cache_fill *fill;        /* a fetch to wait for, or NULL */
 	bool varies;                    /* a stored variant of the key varies */
+	unsigned seen;                  /* the key's sketch estimate, this
+					   request counted */
 };
 
 static bool cache_variant_ok(const struct cache_obj *o, unsigned ae)
@@ -964,8 +966,8 @@ static enum cache_result cache_decide(struct cache *c, struct cache_shard *s,
 		return CACHE_PASS;
 	/* nothing stored for the key and seen fewer than min_uses times
 	 * (this request included): store only if others come to wait */
-	if (fd->obj == NULL && sketch_estimate(s->sk, r->key.hash)
-	    < atomic_load_explicit(&c->min_uses, memory_order_relaxed))
+	if (fd->obj == NULL
+	    && fd->seen < atomic_load_explicit(&c->min_uses, memory_order_relaxed))
 		(*fill)->probe = true;
 	if (o != NULL && (r->flags & CACHE_L_KEEP_STALE))
 		*obj = cache_obj_ref(o);
@@ -979,7 +981,7 @@ enum cache_result cache_lookup(struct cache *c, const struct cache_req *r,
 	struct cache_found fd;
 	struct cache_shard *s;
 	enum cache_result res;
-	unsigned idx;
+	unsigned idx, seen;
 
 	*obj = NULL;
 	*fill = NULL;
@@ -987,8 +989,9 @@ enum cache_result cache_lookup(struct cache *c, const struct cache_req *r,
 		return CACHE_OFF;
 	s = cache_shard_of(c, r->key.hash, &idx);
 	pthread_mutex_lock(&s->lock);
-	sketch_increment(s->sk, r->key.hash);
+	seen = sketch_increment(s->sk, r->key.hash);
 	cache_find(s, r, &fd);
+	fd.seen = seen;
 	res = cache_decide(c, s, idx, r, w, &fd, obj, fill);
 	if (res == CACHE_HIT || res == CACHE_STALE)
 		CACHE_ADD(s, hits, 1);

@@ -333,6 +333,36 @@ int cachectl_ae_string(unsigned set, char *buf, size_t len)
 	return (int)n;
 }
 
+/* The canonical request line of each set, indexed by it (bits in
+ * cachectl_ae_string's order): a table, so a miss writes it without
+ * formatting. */
+#define CACHECTL_LINE(s) { s, sizeof(s) - 1 }
+static const struct http1_str cachectl_ae_lines[CACHECTL_AE_ALL + 1] = {
+	CACHECTL_LINE("Accept-Encoding: identity\r\n"),
+	CACHECTL_LINE("Accept-Encoding: br\r\n"),
+	CACHECTL_LINE("Accept-Encoding: deflate\r\n"),
+	CACHECTL_LINE("Accept-Encoding: br, deflate\r\n"),
+	CACHECTL_LINE("Accept-Encoding: gzip\r\n"),
+	CACHECTL_LINE("Accept-Encoding: br, gzip\r\n"),
+	CACHECTL_LINE("Accept-Encoding: deflate, gzip\r\n"),
+	CACHECTL_LINE("Accept-Encoding: br, deflate, gzip\r\n"),
+	CACHECTL_LINE("Accept-Encoding: zstd\r\n"),
+	CACHECTL_LINE("Accept-Encoding: br, zstd\r\n"),
+	CACHECTL_LINE("Accept-Encoding: deflate, zstd\r\n"),
+	CACHECTL_LINE("Accept-Encoding: br, deflate, zstd\r\n"),
+	CACHECTL_LINE("Accept-Encoding: gzip, zstd\r\n"),
+	CACHECTL_LINE("Accept-Encoding: br, gzip, zstd\r\n"),
+	CACHECTL_LINE("Accept-Encoding: deflate, gzip, zstd\r\n"),
+	CACHECTL_LINE("Accept-Encoding: br, deflate, gzip, zstd\r\n"),
+};
+
+#undef CACHECTL_LINE
+
+struct http1_str cachectl_ae_header(unsigned set)
+{
+	return cachectl_ae_lines[set & CACHECTL_AE_ALL];
+}
+
 /* ---- requests --------------------------------------------------------- */
 
 void cachectl_request(const struct http1_msg *req, struct cachectl_req *out)

@@ -996,19 +996,15 @@ static bool req_stale_if_error(struct request *rq)
  * otherwise let the backend pick any coding, stored as identity). */
 static void req_canonical_ae(struct request *rq)
 {
-	char set[REQ_AE_ROOM];
-	size_t room = sizeof(rq->cond) - rq->cond_len;
-	int n = cachectl_ae_string(rq->cc.ae, set, sizeof(set)), m;
+	struct http1_str line = cachectl_ae_header(rq->cc.ae);
 
-	if (n < 0)
+	if (line.len > sizeof(rq->cond) - rq->cond_len)
 		return;
-	m = snprintf(rq->cond + rq->cond_len, room, "Accept-Encoding: %s\r\n", n > 0 ? set : "identity");
-	if (m < 0 || (size_t)m >= room)
-		return;
+	memcpy(rq->cond + rq->cond_len, line.p, line.len);
 	for (unsigned i = 0; i < rq->msg.nheaders; i++)
 		if (http1_str_ieq(rq->msg.headers[i].name, "accept-encoding"))
 			rq->msg.headers[i].flags |= HTTP1_HDR_DROP;
-	rq->ae_len = (size_t)m;
+	rq->ae_len = line.len;
 }
 
 /* The lock_timeout of the request's config. */

@@ -47,8 +47,11 @@ struct sketch *sketch_new(size_t expected, unsigned bits, uint64_t window,
 void sketch_free(struct sketch *s);
 
 /* Count one occurrence of the key whose 64-bit hash is `hash` (any good
- * hash: the sketch mixes it again). */
-void sketch_increment(struct sketch *s, uint64_t hash);
+ * hash: the sketch mixes it again). Returns the key's estimate with this
+ * occurrence counted, as sketch_estimate() would say right after (before
+ * a halving this increment may trigger), without reading the counters
+ * twice. */
+unsigned sketch_increment(struct sketch *s, uint64_t hash);
 
 /* The key's estimated recent frequency: 0 .. sketch_max() (+1 with a
  * doorkeeper). Never below the true decayed count, sometimes above. */
