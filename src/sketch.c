@@ -300,6 +300,11 @@ uint64_t sketch_samples(const struct sketch *s)
 	return atomic_load_explicit(&s->total, memory_order_relaxed);
 }
 
+size_t sketch_bytes(const struct sketch *s)
+{
+	return sizeof(*s) + (s->nwords + s->door_words) * sizeof(uint64_t);
+}
+
 unsigned sketch_max(const struct sketch *s)
 {
 	return (unsigned)s->max;

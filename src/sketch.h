@@ -67,6 +67,9 @@ uint64_t sketch_window(const struct sketch *s);
  * the last halving is sketch_samples() % sketch_window(). */
 uint64_t sketch_samples(const struct sketch *s);
 
+/* Bytes the sketch holds (its counters, doorkeeper and struct). */
+size_t sketch_bytes(const struct sketch *s);
+
 /* Largest value a counter holds (15 or 255). */
 unsigned sketch_max(const struct sketch *s);
 

@@ -1050,8 +1050,53 @@ static void test_min_uses(void)
 	cache_free(c);
 }
 
+/* What the cache holds outside its objects counts too: the table's slots
+ * and the sketch come out of size, and fills in flight together hold at
+ * most size / 16 (one at a time always may). */
+static void test_overhead(void)
+{
+	size_t size = 1 << 20, i;
+	struct cache *c = mk(size, 1 << 20, 1, CACHE_POLICY_DEFAULT);
+	const char *head = "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 3000\r\n\r\n";
+	struct cache_fill *f1, *f2, *f3;
+	struct cache_req r;
+	struct cache_obj *o;
+	struct resp rp;
+	char key[32], body[3000];
+	unsigned over = 0;
+
+	for (i = 0; i < 2000; i++) {
+		snprintf(key, sizeof(key), "ov/%zu", i);
+		put(c, key, 1000, 'o', NULL, 0, NOW);
+		over += stats(c).bytes > size - (16u << 10);
+	}
+	tap_is_int(over, 0, "2000 x 1 KB into 1 MiB: objects never take the table's slots' share (>= 16 KiB)");
+	cache_free(c);
+
+	c = mk(64 << 10, 1 << 20, 1, CACHE_POLICY_DEFAULT);
+	memset(body, 'f', sizeof(body));
+	mkresp(&rp, head, 0, NOW);
+	rq(c, &r, "fl/1", 0, 0, NOW);
+	cache_lookup(c, &r, NULL, &o, &f1);
+	rq(c, &r, "fl/2", 0, 0, NOW);
+	cache_lookup(c, &r, NULL, &o, &f2);
+	rq(c, &r, "fl/3", 0, 0, NOW);
+	cache_lookup(c, &r, NULL, &o, &f3);
+	tap_is_int(cache_fill_begin(f1, &rp.m, &rp.meta, BACKEND, strlen(BACKEND)), 0,
+		   "size 64 KiB: a fill of 3 KB begins");
+	tap_is_int(cache_fill_begin(f2, &rp.m, &rp.meta, BACKEND, strlen(BACKEND)), -1,
+		   "a second at once would pass size / 16: not stored (it streams)");
+	tap_ok(cache_fill_body(f1, body, sizeof(body)) == 0 && cache_fill_done(f1) == 0, "the first completes");
+	tap_is_int(cache_fill_begin(f3, &rp.m, &rp.meta, BACKEND, strlen(BACKEND)), 0,
+		   "then another may begin");
+	cache_fill_abort(f3);
+	tap_ok(hits(c, "fl/1", NOW) && !hits(c, "fl/2", NOW), "the first is stored, the refused one not");
+	cache_free(c);
+}
+
 int main(void)
 {
+	test_overhead();
 	test_min_uses();
 	test_peek();
 	test_not_modified();
