@@ -69,6 +69,7 @@
 #   SCENARIOS ["viral-cold zipf hot50"], PROXIES ["ringproxy haproxy nginx"]
 #   CACHE_SIZE [64m]   cache of every proxy (k, m or g)
 #   RP_CACHE [1]   0: no [cache] section for ringproxy
+#   RP_MIN_USES [] ringproxy's [cache] min_uses (empty: its default, 2)
 #   BASE []        a second ringproxy build dir: adds the proxy "before"
 #                  (same config; BASE_CACHE [=RP_CACHE] for its [cache])
 #                  and a before/after table per scenario
@@ -195,8 +196,10 @@ rp_ini() {
 	printf '[proxy]\nlisten = 127.0.0.1:%s\nworkers = %s\nlog_level = warn\n' \
 	    "$1" "$WORKERS"
 	printf '[ring]\nvnodes = 160\nbalance_factor = 1.5\n'
-	[ "$2" = 1 ] &&
+	if [ "$2" = 1 ]; then
 		printf '[cache]\nsize = %s\nmax_object = 1m\nlock_timeout = 5s\n' "$CACHE_SIZE"
+		[ -n "${RP_MIN_USES:-}" ] && printf 'min_uses = %s\n' "$RP_MIN_USES"
+	fi
 	for i in $(seq $NCACHES); do
 		printf '[backend cache-%s]\nurl = http://127.0.0.1:%s\n' \
 		    "$i" "${PORTS[i]}"
