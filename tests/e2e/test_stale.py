@@ -151,6 +151,9 @@ def main():
     with lock:
         rh = heads.get("/swr/1", b"")
     t.check(re.search(rb"\r\nhost: ", rh, re.I) is not None, "the refresh carries the client's Host", rh)
+    t.check(re.findall(rb"(?i)\r\naccept-encoding:[ \t]*([^\r]*)", rh) == [b"identity"],
+            "... and the variant's canonical Accept-Encoding, identity for a client that accepts no coding "
+            "(the line a miss sends)", rh)
     set_mode("/swr/1", "ok")
     st, h, b = harness.get(P, "/swr/1")
     t.check(st == 200 and b"v1" in b and cs(h).startswith("ringproxy; hit; ttl=") and fetches("/swr/1") == 2,
