@@ -51,6 +51,8 @@
 #define CACHE_PROTECTED_PCT 80          /* of W-TinyLFU's main space */
 #define CACHE_SMALL_PCT     10          /* S3-FIFO small queue */
 #define CACHE_FREQ_MAX      3           /* S3-FIFO reinsertion count */
+#define CACHE_FILLING_DIV   16          /* fills in flight hold at most
+					   size / 16 between them */
 
 enum cache_kind { CACHE_K_OBJ = 1, CACHE_K_FILL };
 
@@ -97,10 +99,13 @@ struct cache_fill {
 	bool registered;                /* in its table: waiters may attach */
 	bool doomed;                    /* invalidated in flight: not stored */
 	bool had_waiters;
+	bool probe;                     /* the key's first use: stored only if
+					   others wait (cache_fill_want) */
 	uint8_t ae;
 	struct cache_waiter *waiters;   /* shard lock */
 	struct cache_obj *obj;          /* being built, after begin */
 	size_t cap;                     /* bytes allocated for obj */
+	size_t reserved;                /* of c->filling, this fill's */
 	enum http1_framing framing;
 	uint64_t expect;                /* HTTP1_BODY_LENGTH */
 	struct http1_chunked ck;
@@ -120,7 +125,10 @@ struct cache_shard {
 	struct cache_slot *slots;
 	size_t nslots, nnodes;          /* nslots: a power of two */
 	struct cache_list q[CACHE_NQ];
-	size_t budget;                  /* bytes this shard may hold */
+	size_t share;                   /* size / shards: all the shard may
+					   hold, its own structures included */
+	size_t budget;                  /* of it, what objects may take: the
+					   share less the table and sketch */
 	struct sketch *sk;
 	size_t sk_expected;             /* what sk was sized for */
 	struct {
@@ -134,6 +142,8 @@ struct cache {
 	bool doorkeeper;
 	uint64_t seed;
 	_Atomic size_t size, max_object;
+	_Atomic unsigned min_uses;
+	_Atomic size_t filling;         /* bytes of objects being filled */
 	struct cache_shard *shards;
 };
 
@@ -376,8 +386,19 @@ static void cache_tab_put(struct cache_slot *slots, size_t nslots,
 	slots[i].node = n;
 }
 
-/* Add n, doubling the table past half full. -1 when the table is three
- * quarters full and cannot grow (the caller then stores nothing). */
+/* The share less what the shard's table and sketch hold: the bytes left
+ * to objects (so RSS follows size, whatever the object count). */
+static void cache_shard_budget(struct cache_shard *s)
+{
+	size_t own = s->nslots * sizeof(*s->slots) + sketch_bytes(s->sk);
+
+	s->budget = s->share > own ? s->share - own : 0;
+}
+
+/* Add n, doubling the table past half full (the shard's budget for
+ * objects shrinks by the growth: the caller's policy evicts down to it).
+ * -1 when the table is three quarters full and cannot grow (the caller
+ * then stores nothing). */
 static int cache_tab_add(struct cache_shard *s, struct cache_node *n)
 {
 	struct cache_slot *t;
@@ -392,6 +413,7 @@ static int cache_tab_add(struct cache_shard *s, struct cache_node *n)
 			free(s->slots);
 			s->slots = t;
 			s->nslots = nn;
+			cache_shard_budget(s);
 		} else if ((s->nnodes + 1) * 4 > s->nslots * 3) {
 			return -1;
 		}
@@ -679,13 +701,14 @@ static unsigned cache_sketch_flags(const struct cache *c)
 
 static int cache_shard_init(struct cache *c, struct cache_shard *s, size_t budget)
 {
-	s->budget = budget;
+	s->share = budget;
 	s->sk_expected = cache_expected(budget);
 	s->sk = sketch_new(s->sk_expected, 4, 0, cache_sketch_flags(c));
 	s->nslots = cache_pow2(2 * s->sk_expected);
 	s->slots = calloc(s->nslots, sizeof(*s->slots));
 	if (s->sk == NULL || s->slots == NULL)
 		return -1;
+	cache_shard_budget(s);
 	return cache_lock_init(&s->lock);
 }
 
@@ -723,6 +746,7 @@ struct cache *cache_new(const struct cache_params *p, char *err, size_t len)
 		c->seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)c;
 	atomic_init(&c->size, p->size);
 	atomic_init(&c->max_object, p->max_object);
+	atomic_init(&c->min_uses, p->min_uses);
 	c->shards = aligned_alloc(64, n * sizeof(*c->shards));
 	if (c->shards == NULL)
 		goto oom;
@@ -764,10 +788,12 @@ void cache_free(struct cache *c)
 	free(c);
 }
 
-void cache_configure(struct cache *c, size_t size, size_t max_object)
+void cache_configure(struct cache *c, size_t size, size_t max_object,
+		     unsigned min_uses)
 {
 	unsigned i;
 
+	atomic_store_explicit(&c->min_uses, min_uses, memory_order_relaxed);
 	atomic_store_explicit(&c->max_object, max_object, memory_order_relaxed);
 	atomic_store_explicit(&c->size, size, memory_order_relaxed);
 	for (i = 0; i < c->nshards; i++) {
@@ -781,12 +807,13 @@ void cache_configure(struct cache *c, size_t size, size_t max_object)
 		if (size != 0 && (want > 4 * s->sk_expected || want * 4 < s->sk_expected))
 			sk = sketch_new(want, 4, 0, cache_sketch_flags(c));
 		pthread_mutex_lock(&s->lock);
-		s->budget = size / c->nshards;
+		s->share = size / c->nshards;
 		if (sk != NULL) {
 			old = s->sk;
 			s->sk = sk;
 			s->sk_expected = want;
 		}
+		cache_shard_budget(s);
 		cache_policy_trim(c, s, &d);
 		pthread_mutex_unlock(&s->lock);
 		sketch_free(old);
@@ -816,6 +843,8 @@ struct cache_found {
 	struct cache_obj *obj;          /* the request's variant, or NULL */
 	struct cache_fill *fill;        /* a fetch to wait for, or NULL */
 	bool varies;                    /* a stored variant of the key varies */
+	unsigned seen;                  /* the key's sketch estimate, this
+					   request counted */
 };
 
 static bool cache_variant_ok(const struct cache_obj *o, unsigned ae)
@@ -956,6 +985,11 @@ static enum cache_result cache_decide(struct cache *c, struct cache_shard *s,
 	*fill = cache_fill_new(c, s, idx, r, !private && fd->fill == NULL);
 	if (*fill == NULL)
 		return CACHE_PASS;
+	/* nothing stored for the key and seen fewer than min_uses times
+	 * (this request included): store only if others come to wait */
+	if (fd->obj == NULL
+	    && fd->seen < atomic_load_explicit(&c->min_uses, memory_order_relaxed))
+		(*fill)->probe = true;
 	if (o != NULL && (r->flags & CACHE_L_KEEP_STALE))
 		*obj = cache_obj_ref(o);
 	return CACHE_MISS;
@@ -968,7 +1002,7 @@ enum cache_result cache_lookup(struct cache *c, const struct cache_req *r,
 	struct cache_found fd;
 	struct cache_shard *s;
 	enum cache_result res;
-	unsigned idx;
+	unsigned idx, seen;
 
 	*obj = NULL;
 	*fill = NULL;
@@ -976,8 +1010,9 @@ enum cache_result cache_lookup(struct cache *c, const struct cache_req *r,
 		return CACHE_OFF;
 	s = cache_shard_of(c, r->key.hash, &idx);
 	pthread_mutex_lock(&s->lock);
-	sketch_increment(s->sk, r->key.hash);
+	seen = sketch_increment(s->sk, r->key.hash);
 	cache_find(s, r, &fd);
+	fd.seen = seen;
 	res = cache_decide(c, s, idx, r, w, &fd, obj, fill);
 	if (res == CACHE_HIT || res == CACHE_STALE)
 		CACHE_ADD(s, hits, 1);
@@ -1092,10 +1127,52 @@ static void cache_wake(struct cache_waiter *list, struct cache_obj *o)
 	}
 }
 
+/* Fills' buffers are outside the stored bytes until they are published:
+ * all of them together may hold size / CACHE_FILLING_DIV (one at a time
+ * always may), so a burst of concurrent misses of large objects cannot
+ * take RSS past size + its tenth. A fill that would go past it is not
+ * stored; its response streams to the client as usual. */
+static bool cache_fill_reserve(struct cache_fill *f, size_t n)
+{
+	struct cache *c = f->c;
+	size_t lim = atomic_load_explicit(&c->size, memory_order_relaxed) / CACHE_FILLING_DIV;
+	size_t before = atomic_fetch_add_explicit(&c->filling, n, memory_order_relaxed);
+
+	if (before != 0 && before + n > lim) {
+		atomic_fetch_sub_explicit(&c->filling, n, memory_order_relaxed);
+		return false;
+	}
+	f->reserved += n;
+	return true;
+}
+
 static void cache_fill_free(struct cache_fill *f)
 {
+	if (f->reserved != 0)
+		atomic_fetch_sub_explicit(&f->c->filling, f->reserved, memory_order_relaxed);
 	free(f->obj);
 	free(f);
+}
+
+int cache_fill_want(struct cache_fill *f)
+{
+	struct cache_shard *s = &f->c->shards[f->shard];
+
+	if (!f->probe)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	if (f->had_waiters) {
+		pthread_mutex_unlock(&s->lock);
+		return 0;
+	}
+	if (f->registered) {
+		cache_tab_del(s, &f->node);
+		f->registered = false;
+	}
+	CACHE_ADD(s, below_min_uses, 1);
+	pthread_mutex_unlock(&s->lock);
+	cache_fill_free(f);
+	return -1;
 }
 
 void cache_fill_abort(struct cache_fill *f)
@@ -1262,6 +1339,8 @@ int cache_fill_begin(struct cache_fill *f, const struct http1_msg *resp,
 	else
 		body_cap = maxo < CACHE_GROW_FIRST ? maxo : CACHE_GROW_FIRST;
 	cap = f->keylen + backend_len + m->etag.len + headlen + CACHE_CL_ROOM + body_cap;
+	if (!cache_fill_reserve(f, sizeof(*o) + cap))
+		goto fail;
 	o = cache_obj_alloc(f, cap);
 	if (o == NULL)
 		goto fail;
@@ -1308,6 +1387,8 @@ static int cache_fill_append(struct cache_fill *f, const char *p, size_t n)
 		cap = f->cap * 2 < need ? need : f->cap * 2;
 		if (cap > o->body_off + maxo)
 			cap = o->body_off + maxo;
+		if (!cache_fill_reserve(f, cap - f->cap))
+			return -1;
 		o = realloc(o, sizeof(*o) + cap);
 		if (o == NULL)
 			return -1;

@@ -56,6 +56,11 @@ struct cache_params {
 	enum cache_policy policy;
 	bool doorkeeper;        /* TinyLFU's doorkeeper in front of the sketch */
 	uint64_t seed;          /* key hash seed; 0: random */
+	unsigned min_uses;      /* a miss of a key nothing is stored for is
+				   kept only from its min_uses-th request
+				   within the sketch's window, or when others
+				   wait for it (cache_fill_want); 0, 1: from
+				   the first */
 };
 
 /* The cache's counters (name, Prometheus type, help), for stats.h. Hit
@@ -67,6 +72,7 @@ struct cache_params {
 	X(stores, counter, "objects stored") \
 	X(admissions_refused, counter, "objects dropped because the frequency sketch ranked them below the eviction victim") \
 	X(evictions, counter, "objects evicted to make room") \
+	X(below_min_uses, counter, "misses not stored: the key's first request within the sketch's window ([cache] min_uses) and nobody waiting for it") \
 	X(invalidations, counter, "objects removed by unsafe methods and purges") \
 	X(objects, gauge, "objects in the cache") \
 	X(bytes, gauge, "bytes accounted against [cache] size")
@@ -85,10 +91,12 @@ struct cache *cache_new(const struct cache_params *p, char *err, size_t len);
 void cache_free(struct cache *c);
 
 /* A reload: a smaller size evicts down to it now, 0 empties the cache and
- * turns it off (lookups return CACHE_OFF), a larger one just allows more.
+ * turns it off (lookups return CACHE_OFF), a larger one just allows more;
+ * min_uses as in struct cache_params.
  * The shard count stays what cache_new() chose. Fills in flight finish
  * normally (and store nothing if the cache is off). */
-void cache_configure(struct cache *c, size_t size, size_t max_object);
+void cache_configure(struct cache *c, size_t size, size_t max_object,
+		     unsigned min_uses);
 
 /* Sums the shards' counters; any thread, no lock taken. */
 void cache_stats(const struct cache *c, struct cache_stats *out);
@@ -222,7 +230,21 @@ size_t cache_invalidate(struct cache *c, const struct cache_key *k);
 /* ---- the leader's fill ------------------------------------------------ */
 
 /*
- * The response head arrived: resp (parsed by http1_parse_response for a
+ * The response head arrived; call this before analysing it. Returns 0
+ * when the fill goes on (analyse the response, then cache_fill_begin);
+ * -1 when the cache does not want it: nothing is stored for the key, the
+ * lookup was the key's first request within the sketch's window
+ * (min_uses) and no request waits for this fetch. f is then over (freed,
+ * and requests that come from now on lead their own fill, which stores).
+ * This keeps one-hit wonders, most of a long tail, from costing a copy,
+ * an allocation and an eviction each (NGINX's proxy_cache_min_uses,
+ * TinyLFU's doorkeeper), while a burst of concurrent misses still makes
+ * one fetch and stores it.
+ */
+int cache_fill_want(struct cache_fill *f);
+
+/*
+ * The response head arrived (and cache_fill_want() said so): resp (parsed by http1_parse_response for a
  * GET), m (cachectl_response() on it), the backend's name. When m says
  * storable and the body fits max_object, the fill goes on: returns 0.
  * Otherwise returns -1 and the fill is over (f is freed; its waiters are

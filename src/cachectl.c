@@ -206,13 +206,14 @@ static const struct http1_header *cachectl_header(const struct http1_msg *m,
 
 static const struct {
 	const char *name;
+	size_t len;
 	unsigned bit;
 } cachectl_codings[] = {
-	{ "br", CACHECTL_AE_BR },
-	{ "deflate", CACHECTL_AE_DEFLATE },
-	{ "gzip", CACHECTL_AE_GZIP },
-	{ "zstd", CACHECTL_AE_ZSTD },
-	{ "x-gzip", CACHECTL_AE_GZIP },
+	{ "br", 2, CACHECTL_AE_BR },
+	{ "deflate", 7, CACHECTL_AE_DEFLATE },
+	{ "gzip", 4, CACHECTL_AE_GZIP },
+	{ "zstd", 4, CACHECTL_AE_ZSTD },
+	{ "x-gzip", 6, CACHECTL_AE_GZIP },
 };
 
 /* A known coding's bit, CACHECTL_AE_ALL + 1 for "*", 0 for any other. */
@@ -223,7 +224,8 @@ static unsigned cachectl_coding(struct http1_str name)
 	if (name.len == 1 && name.p[0] == '*')
 		return CACHECTL_AE_ALL + 1;
 	for (i = 0; i < sizeof(cachectl_codings) / sizeof(cachectl_codings[0]); i++)
-		if (http1_str_ieq(name, cachectl_codings[i].name))
+		if (name.len == cachectl_codings[i].len
+		    && http1_str_ieq(name, cachectl_codings[i].name))
 			return cachectl_codings[i].bit;
 	return 0;
 }
@@ -262,36 +264,50 @@ static struct http1_str cachectl_weight(struct http1_str el, bool *zero)
 	return name;
 }
 
-unsigned cachectl_ae(const struct http1_msg *req)
+/* What Accept-Encoding lines say so far: the codings accepted, refused,
+ * and "*" with its weight. */
+struct cachectl_aeacc {
+	unsigned yes, no;
+	bool star, star_zero;
+};
+
+static void cachectl_ae_line(struct cachectl_aeacc *a, struct http1_str v)
 {
-	unsigned yes = 0, no = 0, i;
-	bool star = false, star_zero = false;
+	const char *p = v.p, *e = p + v.len;
+	struct http1_str el;
 
-	for (i = 0; i < req->nheaders; i++) {
-		const struct http1_header *h = &req->headers[i];
-		const char *p = h->value.p, *e = p + h->value.len;
-		struct http1_str el;
+	while (cachectl_next(&p, e, &el)) {
+		bool zero;
+		unsigned bit = cachectl_coding(cachectl_weight(el, &zero));
 
-		if (!http1_str_ieq(h->name, "accept-encoding"))
-			continue;
-		while (cachectl_next(&p, e, &el)) {
-			bool zero;
-			unsigned bit = cachectl_coding(cachectl_weight(el, &zero));
-
-			if (bit == CACHECTL_AE_ALL + 1) {
-				star = true;
-				star_zero = zero;
-			} else if (zero) {
-				no |= bit;
-			} else {
-				yes |= bit;
-			}
+		if (bit == CACHECTL_AE_ALL + 1) {
+			a->star = true;
+			a->star_zero = zero;
+		} else if (zero) {
+			a->no |= bit;
+		} else {
+			a->yes |= bit;
 		}
 	}
+}
+
+static unsigned cachectl_ae_set(const struct cachectl_aeacc *a)
+{
 	/* a coding named with q=0 and also with q>0 is taken as accepted */
-	if (star && !star_zero)
-		yes |= CACHECTL_AE_ALL & ~no;
-	return yes;
+	if (a->star && !a->star_zero)
+		return a->yes | (CACHECTL_AE_ALL & ~a->no);
+	return a->yes;
+}
+
+unsigned cachectl_ae(const struct http1_msg *req)
+{
+	struct cachectl_aeacc a = { 0, 0, false, false };
+	unsigned i;
+
+	for (i = 0; i < req->nheaders; i++)
+		if (http1_str_ieq(req->headers[i].name, "accept-encoding"))
+			cachectl_ae_line(&a, req->headers[i].value);
+	return cachectl_ae_set(&a);
 }
 
 int cachectl_ae_string(unsigned set, char *buf, size_t len)
@@ -317,11 +333,44 @@ int cachectl_ae_string(unsigned set, char *buf, size_t len)
 	return (int)n;
 }
 
+/* The canonical request line of each set, indexed by it (bits in
+ * cachectl_ae_string's order): a table, so a miss writes it without
+ * formatting. */
+#define CACHECTL_LINE(s) { s, sizeof(s) - 1 }
+static const struct http1_str cachectl_ae_lines[CACHECTL_AE_ALL + 1] = {
+	CACHECTL_LINE("Accept-Encoding: identity\r\n"),
+	CACHECTL_LINE("Accept-Encoding: br\r\n"),
+	CACHECTL_LINE("Accept-Encoding: deflate\r\n"),
+	CACHECTL_LINE("Accept-Encoding: br, deflate\r\n"),
+	CACHECTL_LINE("Accept-Encoding: gzip\r\n"),
+	CACHECTL_LINE("Accept-Encoding: br, gzip\r\n"),
+	CACHECTL_LINE("Accept-Encoding: deflate, gzip\r\n"),
+	CACHECTL_LINE("Accept-Encoding: br, deflate, gzip\r\n"),
+	CACHECTL_LINE("Accept-Encoding: zstd\r\n"),
+	CACHECTL_LINE("Accept-Encoding: br, zstd\r\n"),
+	CACHECTL_LINE("Accept-Encoding: deflate, zstd\r\n"),
+	CACHECTL_LINE("Accept-Encoding: br, deflate, zstd\r\n"),
+	CACHECTL_LINE("Accept-Encoding: gzip, zstd\r\n"),
+	CACHECTL_LINE("Accept-Encoding: br, gzip, zstd\r\n"),
+	CACHECTL_LINE("Accept-Encoding: deflate, gzip, zstd\r\n"),
+	CACHECTL_LINE("Accept-Encoding: br, deflate, gzip, zstd\r\n"),
+};
+
+#undef CACHECTL_LINE
+
+struct http1_str cachectl_ae_header(unsigned set)
+{
+	return cachectl_ae_lines[set & CACHECTL_AE_ALL];
+}
+
 /* ---- requests --------------------------------------------------------- */
 
 void cachectl_request(const struct http1_msg *req, struct cachectl_req *out)
 {
+	struct cachectl_aeacc a = { 0, 0, false, false };
 	struct cachectl_cc cc;
+	bool range = false, auth = false;
+	unsigned i;
 
 	memset(out, 0, sizeof(*out));
 	out->max_age = -1;
@@ -343,18 +392,46 @@ void cachectl_request(const struct http1_msg *req, struct cachectl_req *out)
 		out->why = "method not cached";
 		return;
 	}
-	if (cachectl_header(req, "range") != NULL) {
+	/* one pass over the header lines (this runs on every cacheable
+	 * request, hit or miss): the names' lengths tell most apart */
+	memset(&cc, 0, sizeof(cc));
+	for (i = 0; i < req->nheaders; i++) {
+		const struct http1_header *h = &req->headers[i];
+
+		switch (h->name.len) {
+		case 5:
+			range = range || http1_str_ieq(h->name, "range");
+			break;
+		case 13:
+			if (http1_str_ieq(h->name, "authorization")) {
+				auth = true;
+			} else if (http1_str_ieq(h->name, "cache-control")) {
+				const char *p = h->value.p, *e = p + h->value.len;
+				struct http1_str el;
+
+				while (cachectl_next(&p, e, &el))
+					cachectl_directive(&cc, el);
+			}
+			break;
+		case 15:
+			if (http1_str_ieq(h->name, "accept-encoding"))
+				cachectl_ae_line(&a, h->value);
+			break;
+		default:
+			break;
+		}
+	}
+	if (range) {
 		out->why = "Range";
 		return;
 	}
-	if (cachectl_header(req, "authorization") != NULL)
+	if (auth)
 		out->flags |= CACHECTL_RQ_AUTH;
-	cachectl_parse_cc(req, &cc);
 	if (cc.flags & CACHECTL_NO_STORE)
 		out->flags |= CACHECTL_RQ_NO_STORE;
 	if (cc.flags & CACHECTL_MIN_FRESH)
 		out->min_fresh = cc.min_fresh;
-	out->ae = cachectl_ae(req);
+	out->ae = cachectl_ae_set(&a);
 	out->kind = CACHECTL_LOOKUP;
 	if (cc.flags & CACHECTL_NO_CACHE) {
 		out->kind = CACHECTL_REFRESH;

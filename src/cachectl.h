@@ -69,6 +69,12 @@ unsigned cachectl_ae(const struct http1_msg *req);
  * always enough). */
 int cachectl_ae_string(unsigned set, char *buf, size_t len);
 
+/* The whole request header line of that value, with its CRLF:
+ * "Accept-Encoding: br, gzip\r\n", and "Accept-Encoding: identity\r\n"
+ * for the empty set (the variant stored for a request that names no
+ * coding). Static storage. */
+struct http1_str cachectl_ae_header(unsigned set);
+
 /* ---- requests --------------------------------------------------------- */
 
 enum cachectl_req_kind {

@@ -134,6 +134,8 @@ static const struct conf_keydef conf_keys[] = {
 	  "bytes of the shared hot-object cache (objects, keys and heads counted exactly); 0 = off" },
 	{ CONF_IN_CACHE, "max_object", CONF_T_SIZE, P(cache_max_object), "1m", 0, 1073741824.0, NULL,
 	  "largest response body stored; a larger one streams to the client and is not kept" },
+	{ CONF_IN_CACHE, "min_uses", CONF_T_UINT, P(cache_min_uses), "2", 1, 15, NULL,
+	  "a response is stored on its key's Nth request within the frequency sketch's window (or when other requests wait for it); 1 = on the first" },
 	{ CONF_IN_CACHE, "lock_timeout", CONF_T_DURATION, P(cache_lock_timeout_ms), "5s", 0, 600000, NULL,
 	  "how long a request waits for another request's fetch of the same object before going itself" },
 	{ CONF_IN_CACHE, "grace", CONF_T_DURATION, P(cache_grace_ms), "0", 0, 31536000000.0, NULL,

@@ -92,6 +92,7 @@ struct conf {
 	/* [cache] */
 	uint64_t cache_size;            /* bytes; 0 = off */
 	uint64_t cache_max_object;      /* bytes */
+	unsigned cache_min_uses;        /* store on a key's Nth request */
 	uint64_t cache_lock_timeout_ms;
 	uint64_t cache_grace_ms;        /* stale window of responses naming
 					   none (cachectl_response) */

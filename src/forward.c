@@ -374,7 +374,7 @@ static int fwd_begin(struct request *rq, int i, bool fresh, char *why, size_t wh
 	f.default_host.len = sb->host_hdr_len;
 	f.keep_underscores = rq->snap->conf->underscores_in_headers;
 	f.extra.p = rq->cond;
-	f.extra.len = rq->cond_len;
+	f.extra.len = rq->cond_len + rq->ae_len;
 	n = worker_scratch_fit(w, &u->scratch, &u->scratch_cap) < 0 ? -1 :
 	    http1_write_request(&rq->msg, &f, u->out.iov, OUT_IOV_MAX - 1, u->scratch, u->scratch_cap);
 	if (n < 0) {

@@ -1344,7 +1344,7 @@ int http1_write_request(const struct http1_msg *m, const struct http1_fwd_req *f
 	}
 	http1_flush(&o);
 	http1_copy_headers(&o, m, HTTP1_HDR_HOP | HTTP1_HDR_FRAMING | HTTP1_HDR_XFF
-			   | HTTP1_HDR_GENERATED | (m->authority.len ? HTTP1_HDR_HOST : 0u)
+			   | HTTP1_HDR_GENERATED | HTTP1_HDR_DROP | (m->authority.len ? HTTP1_HDR_HOST : 0u)
 			   | (f->keep_underscores ? 0u : HTTP1_HDR_UNDERSCORE), (struct http1_str){ NULL, 0 });
 	http1_framing_line(&o, m);
 	http1_merge(&o, m, HTTP1_HDR_XFF, 0, xff, sizeof(xff) - 1, f->client_ip);

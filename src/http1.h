@@ -52,6 +52,9 @@ enum http1_framing {
 #define HTTP1_HDR_GENERATED 0x08u /* X-Forwarded-Proto, Via: replaced by
 				     the writer's own (Via is appended to) */
 #define HTTP1_HDR_HOST     0x10u  /* Host (requests) */
+#define HTTP1_HDR_DROP     0x40u  /* set by the caller, not the parser:
+				     the request writer leaves the line out
+				     (the caller sends its own in extra) */
 #define HTTP1_HDR_UNDERSCORE 0x20u /* a '_' in the name: dropped from
 				     forwarded requests unless asked to keep
 				     (servers that map headers to variables

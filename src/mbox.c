@@ -9,6 +9,7 @@
 #include "mbox.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -51,12 +52,21 @@ void mbox_poke(struct mbox *b)
 
 void mbox_post(struct mbox *b, struct mbox_msg *m)
 {
+	bool first;
+
 	m->next = NULL;
 	pthread_mutex_lock(&b->lock);
+	first = b->head == NULL;
 	*b->tail = m;
 	b->tail = &m->next;
 	pthread_mutex_unlock(&b->lock);
-	mbox_poke(b);
+	/* only the post that finds the queue empty pokes: the owner reads
+	 * the eventfd before it takes the queue (mbox_take), so a message
+	 * queued behind another is taken with it, and one posted after the
+	 * take finds the queue empty again. A fetch that ends with 200
+	 * waiters on a worker makes one write(2), not 200. */
+	if (first)
+		mbox_poke(b);
 }
 
 struct mbox_msg *mbox_take(struct mbox *b)

@@ -29,8 +29,8 @@ int mbox_init(struct mbox *b);
 /* Messages still queued are dropped (not run). NULL-safe fields. */
 void mbox_destroy(struct mbox *b);
 
-/* Any thread: queue m and poke the eventfd. The only cost on the poster's
- * side is the mutex and one write(2). */
+/* Any thread: queue m, and poke the eventfd if the queue was empty. The
+ * only cost on the poster's side is the mutex and at most one write(2). */
 void mbox_post(struct mbox *b, struct mbox_msg *m);
 
 /* Owner's thread: whatever lock-free flags ride along with the eventfd

@@ -192,9 +192,10 @@ void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_
 		r->hdrs = curl_slist_append(r->hdrs, line);
 	}
 	/* the variant the stale object is: the same canonical
-	 * Accept-Encoding the request path sends */
-	if (cachectl_ae_string(rq->cc.ae, ae, sizeof(ae)) > 0) {
-		snprintf(line, sizeof(line), "Accept-Encoding: %s", ae);
+	 * Accept-Encoding line the request path sends (req_canonical_ae),
+	 * identity for a request that named no coding */
+	if (cachectl_ae_string(rq->cc.ae, ae, sizeof(ae)) >= 0) {
+		snprintf(line, sizeof(line), "Accept-Encoding: %s", ae[0] != '\0' ? ae : "identity");
 		r->hdrs = curl_slist_append(r->hdrs, line);
 	} else {
 		r->hdrs = curl_slist_append(r->hdrs, "Accept-Encoding:");

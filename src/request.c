@@ -121,6 +121,7 @@ void req_begin(struct request *rq, size_t head_len, uint64_t rid)
 	rq->collapsed = false;
 	rq->stale = NULL;
 	rq->cond_len = 0;
+	rq->ae_len = 0;
 }
 
 /* PURGE and BAN on the proxy port: a backend's own ACL sees the proxy's
@@ -359,6 +360,11 @@ static void req_cache_response(struct request *rq, const struct http1_msg *resp,
 	struct cache *cache = rq->w->proxy->cache;
 	bool stored = false;
 
+	/* a key's first use with nobody waiting: not stored, and the
+	 * response not even analysed (an all-miss load costs about what it
+	 * does with the cache off) */
+	if (rq->fill && cache_fill_want(rq->fill) < 0)
+		rq->fill = NULL;
 	if (rq->fill) {
 		struct cachectl_meta meta;
 
@@ -977,6 +983,30 @@ static bool req_stale_if_error(struct request *rq)
 	return false;
 }
 
+/* Room kept after the conditional lines for "Accept-Encoding: br,
+ * deflate, gzip, zstd" and its CRLF. */
+#define REQ_AE_ROOM 48
+
+/* A cacheable GET that leads a fill asks the backend for exactly the
+ * variant its cache key names: its Accept-Encoding lines are replaced by
+ * the normalised set (cachectl_ae: q=0 and unknown codings gone, x-gzip
+ * as gzip), "identity" when that is empty. So a backend that varies on
+ * the field answers with the variant stored under the key, not one
+ * chosen by this client's spelling of it (a request with none would
+ * otherwise let the backend pick any coding, stored as identity). */
+static void req_canonical_ae(struct request *rq)
+{
+	struct http1_str line = cachectl_ae_header(rq->cc.ae);
+
+	if (line.len > sizeof(rq->cond) - rq->cond_len)
+		return;
+	memcpy(rq->cond + rq->cond_len, line.p, line.len);
+	for (unsigned i = 0; i < rq->msg.nheaders; i++)
+		if (http1_str_ieq(rq->msg.headers[i].name, "accept-encoding"))
+			rq->msg.headers[i].flags |= HTTP1_HDR_DROP;
+	rq->ae_len = line.len;
+}
+
 /* The lock_timeout of the request's config. */
 static void req_lock_timeout(const struct request *rq, struct timeval *tv)
 {
@@ -1068,7 +1098,9 @@ static bool req_cache_lookup(struct request *rq)
 		/* an expired object with a validator: ask the backend whether
 		 * it changed (a 304 keeps the stored body) */
 		if (obj && rq->fill && !req_conditional(&rq->msg))
-			rq->cond_len = req_cond_lines(obj, rq->cond, sizeof(rq->cond));
+			rq->cond_len = req_cond_lines(obj, rq->cond, sizeof(rq->cond) - REQ_AE_ROOM);
+		if (rq->fill)
+			req_canonical_ae(rq);
 		rq->cache_fwd = rq->cc.kind == CACHECTL_REFRESH ? "request" : "miss";
 		return false;
 	case CACHE_PASS:

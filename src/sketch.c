@@ -172,20 +172,25 @@ static bool sketch_door_has(const struct sketch *s, uint64_t g)
  * update, raising only the counters at the minimum, over-counts less but
  * loses increments when threads race: one sees the other's raise and
  * skips its own.) */
-static void sketch_raise(struct sketch *s, uint64_t g)
+static unsigned sketch_raise(struct sketch *s, uint64_t g)
 {
+	uint64_t min = s->max;
 	unsigned r, sh;
 
 	for (r = 0; r < SKETCH_ROWS; r++) {
 		_Atomic uint64_t *w = sketch_cell(s, g, r, &sh);
-		uint64_t old = atomic_load_explicit(w, memory_order_relaxed);
+		uint64_t old = atomic_load_explicit(w, memory_order_relaxed), v;
 
 		/* a saturated counter is not written: the hottest keys'
 		 * lines stay shared between cores */
 		if (s->locked) {
-			if (((old >> sh) & s->max) != s->max)
+			v = (old >> sh) & s->max;
+			if (v != s->max) {
 				atomic_store_explicit(w, old + (UINT64_C(1) << sh),
 						      memory_order_relaxed);
+				v++;
+			}
+			min = v < min ? v : min;
 			continue;
 		}
 		while (((old >> sh) & s->max) != s->max
@@ -193,7 +198,11 @@ static void sketch_raise(struct sketch *s, uint64_t g)
 				old + (UINT64_C(1) << sh),
 				memory_order_relaxed, memory_order_relaxed))
 			;
+		v = (old >> sh) & s->max;
+		v += v != s->max;
+		min = v < min ? v : min;
 	}
+	return (unsigned)min;
 }
 
 void sketch_halve(struct sketch *s)
@@ -248,13 +257,20 @@ static void sketch_count(struct sketch *s)
 		sketch_halve(s);
 }
 
-void sketch_increment(struct sketch *s, uint64_t hash)
+unsigned sketch_increment(struct sketch *s, uint64_t hash)
 {
 	uint64_t g = sketch_mix(hash);
+	unsigned est;
 
-	if (s->door == NULL || !sketch_door_add(s, g))
-		sketch_raise(s, g);
+	if (s->door == NULL) {
+		est = sketch_raise(s, g);
+	} else if (!sketch_door_add(s, g)) {
+		est = sketch_raise(s, g) + 1;
+	} else {
+		est = sketch_estimate(s, hash);
+	}
 	sketch_count(s);
+	return est;
 }
 
 unsigned sketch_estimate(const struct sketch *s, uint64_t hash)
@@ -282,6 +298,11 @@ uint64_t sketch_window(const struct sketch *s)
 uint64_t sketch_samples(const struct sketch *s)
 {
 	return atomic_load_explicit(&s->total, memory_order_relaxed);
+}
+
+size_t sketch_bytes(const struct sketch *s)
+{
+	return sizeof(*s) + (s->nwords + s->door_words) * sizeof(uint64_t);
 }
 
 unsigned sketch_max(const struct sketch *s)

@@ -47,8 +47,11 @@ struct sketch *sketch_new(size_t expected, unsigned bits, uint64_t window,
 void sketch_free(struct sketch *s);
 
 /* Count one occurrence of the key whose 64-bit hash is `hash` (any good
- * hash: the sketch mixes it again). */
-void sketch_increment(struct sketch *s, uint64_t hash);
+ * hash: the sketch mixes it again). Returns the key's estimate with this
+ * occurrence counted, as sketch_estimate() would say right after (before
+ * a halving this increment may trigger), without reading the counters
+ * twice. */
+unsigned sketch_increment(struct sketch *s, uint64_t hash);
 
 /* The key's estimated recent frequency: 0 .. sketch_max() (+1 with a
  * doorkeeper). Never below the true decayed count, sometimes above. */
@@ -63,6 +66,9 @@ uint64_t sketch_window(const struct sketch *s);
  * per thread, so it may lag by that much per thread). The number since
  * the last halving is sketch_samples() % sketch_window(). */
 uint64_t sketch_samples(const struct sketch *s);
+
+/* Bytes the sketch holds (its counters, doorkeeper and struct). */
+size_t sketch_bytes(const struct sketch *s);
 
 /* Largest value a counter holds (15 or 255). */
 unsigned sketch_max(const struct sketch *s);

@@ -241,7 +241,7 @@ int main(int argc, char **argv)
 		{ 5, "sketch_increment, a sketch per thread", B_KEYS / 2 },
 	};
 	struct cache_params p = { (size_t)64 << 20, 1 << 20, 0, CACHE_POLICY_DEFAULT,
-				  false, 0x5eed };
+				  false, 0x5eed, 0 };
 	char err[128];
 	unsigned i;
 

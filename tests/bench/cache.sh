@@ -23,9 +23,11 @@
 #   zipf        wrk (tests/bench/zipf.lua) over URLS (200,000) URLs, rank r
 #               asked with probability proportional to r^-ZIPF_S (0.9).
 #   hot50       half of the requests on one URL, the rest uniform over URLS.
-#               For zipf and hot50, per run: WARM s of unmeasured load (the
-#               caches fill; they are never emptied between runs or rounds,
-#               so later rounds measure the steady state), then SECS s
+#               For zipf and hot50, per run: unmeasured load first (WARM s
+#               before a proxy's first run of the scenario, long enough for
+#               the caches to fill and TinyLFU's sketch to have a history;
+#               REWARM s before later rounds: the caches are never emptied
+#               between runs or rounds), then SECS s
 #               measured: hit ratio = requests served without reaching a
 #               backend / client requests = (wrk's requests - wrk's errors -
 #               the testcaches' request count over the run) / wrk's requests;
@@ -60,11 +62,14 @@
 # the comparison would be void); for ringproxy it reports what happened.
 #
 # Environment (defaults in brackets):
-#   ROUNDS [3], SECS [10], WARM [5]   rounds (order rotated per round),
-#                  measured and unmeasured wrk seconds per run
+#   ROUNDS [3], SECS [10]   rounds (order rotated per round), measured
+#                  wrk seconds per run
+#   WARM [25], REWARM [3]   unmeasured wrk seconds before a proxy's first
+#                  zipf (hot50) run, and before each later one
 #   SCENARIOS ["viral-cold zipf hot50"], PROXIES ["ringproxy haproxy nginx"]
 #   CACHE_SIZE [64m]   cache of every proxy (k, m or g)
 #   RP_CACHE [1]   0: no [cache] section for ringproxy
+#   RP_MIN_USES [] ringproxy's [cache] min_uses (empty: its default, 2)
 #   BASE []        a second ringproxy build dir: adds the proxy "before"
 #                  (same config; BASE_CACHE [=RP_CACHE] for its [cache])
 #                  and a before/after table per scenario
@@ -88,7 +93,8 @@ set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
 SECS=${SECS:-10}
-WARM=${WARM:-5}
+WARM=${WARM:-25}
+REWARM=${REWARM:-3}
 SCENARIOS=${SCENARIOS:-viral-cold zipf hot50}
 PROXIES=${PROXIES:-ringproxy haproxy nginx}
 CACHE_SIZE=${CACHE_SIZE:-64m}
@@ -190,8 +196,10 @@ rp_ini() {
 	printf '[proxy]\nlisten = 127.0.0.1:%s\nworkers = %s\nlog_level = warn\n' \
 	    "$1" "$WORKERS"
 	printf '[ring]\nvnodes = 160\nbalance_factor = 1.5\n'
-	[ "$2" = 1 ] &&
+	if [ "$2" = 1 ]; then
 		printf '[cache]\nsize = %s\nmax_object = 1m\nlock_timeout = 5s\n' "$CACHE_SIZE"
+		[ -n "${RP_MIN_USES:-}" ] && printf 'min_uses = %s\n' "$RP_MIN_USES"
+	fi
 	for i in $(seq $NCACHES); do
 		printf '[backend cache-%s]\nurl = http://127.0.0.1:%s\n' \
 		    "$i" "${PORTS[i]}"
@@ -315,11 +323,19 @@ start_proxy() {
 }
 for p in $PROXIES; do start_proxy "$p"; done
 
-# The processes of a proxy: its PID and (NGINX) its workers, cache manager
-# and cache loader.
+# The processes of a proxy: its PID and (NGINX) its workers and cache
+# manager. Not NGINX's cache loader: it exits on its own a minute after
+# the start, which once fell in a measured run (its CPU vanished from the
+# sum between the two samples, and reading its gone /proc files ended the
+# script during NGINX's zipf run); it only reads the cache directory.
 proxy_pids() {
-	local p=${ppid[$1]}
-	echo "$p" $(cat /proc/"$p"/task/*/children 2>/dev/null)
+	local p=${ppid[$1]} c
+	echo -n "$p"
+	for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do
+		tr '\0' ' ' </proc/"$c"/cmdline 2>/dev/null | grep -q 'cache loader' && continue
+		echo -n " $c"
+	done
+	echo
 }
 HZ=$(getconf CLK_TCK)
 cache_pids=("${PIDS[@]:0:$NCACHES}")
@@ -380,10 +396,11 @@ run_viral() {
 
 # run_load SCENARIO PROXY ROUND: WARM s unmeasured, then SECS s measured
 run_load() {
-	local sc=$1 p=$2 r=$3 port=${pport[$2]} attempt res disk=-1 files=-1
+	local sc=$1 p=$2 r=$3 port=${pport[$2]} attempt res disk=-1 files=-1 warm=$WARM
+	[ "$r" -gt 1 ] && warm=$REWARM
 	for attempt in $(seq 0 "$RETRIES"); do
 		bench_quiet
-		[ "$WARM" -gt 0 ] && run_wrk "$sc" "$port" "$WARM" >/dev/null
+		[ "$warm" -gt 0 ] && run_wrk "$sc" "$port" "$warm" >/dev/null
 		read -r -a pp <<<"$(proxy_pids "$p")"
 		read -r u0 s0 <<<"$(bench_cpu_ticks "${pp[@]}")"
 		ns0=$(bench_cpu_ns "${pp[@]}")
@@ -427,7 +444,7 @@ run_load() {
 }
 
 log "caches: ${PORTS[*]}; ringproxy :$RP_PORT haproxy :$HA_PORT nginx :$NG_PORT; NGINX cache in $NGX_CACHE"
-log "$ROUNDS rounds; $SCENARIOS; ${CACHE_SIZE} caches; wrk -t$WRK_THREADS -c$CONNS ${WARM}+${SECS}s over $URLS URLs; ${SIZE} B bodies; $WORKERS workers"
+log "$ROUNDS rounds; $SCENARIOS; ${CACHE_SIZE} caches; wrk -t$WRK_THREADS -c$CONNS ${WARM}s (then ${REWARM}s)+${SECS}s over $URLS URLs; ${SIZE} B bodies; $WORKERS workers"
 read -r -a order <<<"$PROXIES"
 for sc in $SCENARIOS; do
 	: >"$TMP/runs-$sc.tsv"
@@ -516,7 +533,7 @@ for sc in $SCENARIOS; do
 		echo "### hot50: half of the requests on one URL, the rest uniform over $URLS URLs"
 	fi
 	echo
-	echo "wrk -t$WRK_THREADS -c$CONNS, ${WARM} s unmeasured then ${SECS} s measured per run."
+	echo "wrk -t$WRK_THREADS -c$CONNS; ${WARM} s unmeasured before a proxy's first run (${REWARM} s before later rounds), then ${SECS} s measured per run."
 	echo
 	echo "| proxy | hit % | req/s | p50 ms | p99 ms | CPU µs/req | user µs/req | sys µs/req | RSS MiB | cache on tmpfs MiB (files) | errors | other CPU % (max) |"
 	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -554,4 +571,27 @@ for sc in $SCENARIOS; do
 		done
 	fi
 	every_run "proxy | round | req/s | p50 µs | p99 µs | CPU µs/req | user | sys | RSS MiB | errors | other CPU % | hit % | backend requests | tmpfs MiB | tmpfs files | wrk CPU µs/req" "$runs"
+done
+
+# --- one table of the lot (the README's) ------------------------------------
+echo
+echo "### Summary (medians)"
+echo
+echo "| scenario | proxy | backend fetches | slowest client ms | hit % | CPU µs/req | req/s | p99 ms | RSS MiB | cache on tmpfs MiB (files) |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+for sc in $SCENARIOS; do
+	for p in $PROXIES; do
+		if [ "$sc" = viral-cold ]; then
+			f=$(awk -F'\t' -v p="$p" '$1 == p { printf "%s%d", (n++ ? ", " : ""), $3 }' "$TMP/runs-$sc.tsv")
+			awk -v l="${label[$p]}" -v f="$f" -v a="${med[$sc.$p.5]:-0}" 'BEGIN {
+				printf "| viral-cold | %s | %s | %.1f | | | | | | |\n", l, f, a / 1000 }'
+		else
+			awk -v sc="$sc" -v zs="$ZIPF_S" -v l="${label[$p]}" -v hit="${med[$sc.$p.12]:-0}" \
+			    -v cpu="${med[$sc.$p.6]:-0}" -v rps="${med[$sc.$p.3]:-0}" -v p99="${med[$sc.$p.5]:-0}" \
+			    -v rss="${med[$sc.$p.9]:-0}" -v disk="${med[$sc.$p.14]:--1}" -v files="${med[$sc.$p.15]:-0}" 'BEGIN {
+				name = (sc == "zipf" ? "zipf " zs : sc)
+				dk = (disk >= 0 ? sprintf("%.1f (%d)", disk, files) : "—")
+				printf "| %s | %s | | | %.1f | %.2f | %.0f | %.3f | %.1f | %s |\n", name, l, hit, cpu, rps, p99 / 1000, rss, dk }'
+		fi
+	done
 done

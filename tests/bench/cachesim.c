@@ -169,7 +169,7 @@ static double sim_replay(const uint32_t *ids, size_t n, size_t warm, size_t size
 {
 	static char body[SIM_BODY];
 	struct cache_params p = { size, 1 << 20, run->shards, run->policy,
-				  run->doorkeeper, SIM_SEED };
+				  run->doorkeeper, SIM_SEED, 0 };
 	struct cache *c;
 	size_t i, hits = 0;
 	char err[128], key[48];

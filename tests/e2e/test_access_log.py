@@ -68,7 +68,7 @@ def main():
     log = harness.tmp_path(f"access.{time.monotonic_ns()}.log")
     path = harness.write("access.ini", conf_with_log(
         [live, ("dead", dead_port())], log, proxy={"admin_listen": "127.0.0.1:0", "retries": 1},
-        ring={"balance_factor": 0}, health={"fall": 2, "backoff": "60s"}, cache={"size": "1m"}))
+        ring={"balance_factor": 0}, health={"fall": 2, "backoff": "60s"}, cache={"size": "1m", "min_uses": 1}))
     proxy = harness.Proxy(RP, path=path)
     aport = int(proxy.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10).group(1))
 

@@ -58,6 +58,10 @@ def script(path, head):
         return 200, [], body, 0, False
     if p.startswith("/public"):
         return 200, [("Cache-Control", "public, max-age=60")], body, 0, False
+    if p.startswith("/echo-ae"):
+        # every Accept-Encoding line the backend got, as the body
+        got = re.findall(rb"\r\naccept-encoding:[ \t]*([^\r]*)", head, re.I)
+        return 200, cc + [("Vary", "Accept-Encoding")], b"|".join(got) or b"(none)", 0, False
     if p.startswith("/ae"):
         if "gzip" in ae:
             return 200, cc + [("Vary", "Accept-Encoding"), ("Content-Encoding", "gzip")], b"GZIPPED", 0, False
@@ -172,7 +176,10 @@ def conf(fake, cache):
 
 def main():
     fake = harness.Fake(handler)
-    conf_path = harness.write("cache.ini", conf(fake, {"size": "8m", "max_object": "64k", "lock_timeout": "10s"}))
+    # min_uses 1: the rules below are about what may be stored, so every
+    # storable first miss is; min_uses' own default (2) is tested further down
+    base_cache = {"size": "8m", "max_object": "64k", "lock_timeout": "10s", "min_uses": 1}
+    conf_path = harness.write("cache.ini", conf(fake, base_cache))
     proxy = harness.Proxy(RP, path=conf_path, tag="cache")
     P = proxy.port
     m = proxy.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10)
@@ -265,6 +272,23 @@ def main():
             "Vary: Accept-Encoding: the gzip and identity variants are kept apart, each a hit",
             (g2[1], i2[1], fetches("/ae.txt")))
 
+    # ---- the backend is asked for the variant of the key ------------------------------
+    st, h, b = harness.get(P, "/echo-ae/1", headers={"Accept-Encoding": "GZip;q=1.0, x-gzip, br;q=0.5, compress, zstd;q=0"})
+    t.check(b == b"br, gzip",
+            "a cacheable GET's Accept-Encoding goes to the backend normalised, as one line: the set its cache key "
+            "holds (q=0 and unknown codings dropped, x-gzip as gzip)", b)
+    (r,), rd = raw(P, b"GET /echo-ae/2 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % P)
+    t.check(r.body == b"identity",
+            "a cacheable GET without Accept-Encoding asks the backend for identity (the variant it is stored as)",
+            r.body)
+    st, h, b = harness.get(P, "/echo-ae/3", headers={"Accept-Encoding": "gzip, deflate"})
+    st2, h2, b2 = harness.get(P, "/echo-ae/3", headers={"Accept-Encoding": "deflate,gzip;q=0.9"})
+    t.check(b == b2 == b"deflate, gzip" and cs(h2).startswith("ringproxy; hit") and fetches("/echo-ae/3") == 1,
+            "two spellings of one set of codings are one variant, answered by the backend's answer to the "
+            "canonical line", (b, b2, h2))
+    st, h, b = harness.get(P, "/echo-ae/4", method="POST", body=b"x", headers={"Accept-Encoding": "gzip;q=1"})
+    t.check(b == b"gzip;q=1", "a request the cache does not handle (POST) keeps its own Accept-Encoding", b)
+
     # ---- coalescing ---------------------------------------------------------------
     res = concurrent(P, "/slow.jpg", 200)
     bodies = {r[1] for r in res}
@@ -284,6 +308,30 @@ def main():
     res = concurrent(P, "/drop.jpg", 20)
     t.check(all(r[0] == 502 for r in res) and max(r[2] for r in res) < 5.0,
             "a leader that fails (the backend drops it: 502) releases its waiters", [r[:1] + r[2:3] for r in res][:5])
+
+    # ---- min_uses (default 2): one-hit wonders are not stored ------------------------
+    harness.write("cache.ini", conf(fake, {k: v for k, v in base_cache.items() if k != "min_uses"}))
+    proxy.reload()
+    st1, h1, b1 = harness.get(P, "/once.jpg")
+    st2, h2, b2 = harness.get(P, "/once.jpg")
+    st3, h3, b3 = harness.get(P, "/once.jpg")
+    t.check(st1 == 200 and cs(h1) == "ringproxy; fwd=miss",
+            "min_uses 2 (the default): a URL's first request is forwarded and not stored (a one-hit wonder "
+            "costs no copy)", h1)
+    t.check(b2 == b1 and cs(h2) == "ringproxy; fwd=miss; stored" and fetches("/once.jpg") == 2,
+            "... its second request is stored", h2)
+    t.check(b3 == b1 and cs(h3).startswith("ringproxy; hit") and fetches("/once.jpg") == 2,
+            "... and the third is a hit", h3)
+    res = concurrent(P, "/slow-viral.jpg", 100)
+    st, h, b = harness.get(P, "/slow-viral.jpg")
+    t.check(all(r[0] == 200 for r in res) and len({r[1] for r in res}) == 1 and fetches("/slow-viral.jpg") == 1
+            and cs(h).startswith("ringproxy; hit"),
+            "min_uses 2: 100 concurrent first requests of a cold URL still make one backend fetch, and it is "
+            "stored (others waited on it): the next request is a hit", (fetches("/slow-viral.jpg"), h))
+    c = stats(A)["cache"]
+    t.check(c.get("below_min_uses", 0) >= 1, "/stats counts misses not stored below min_uses", c)
+    harness.write("cache.ini", conf(fake, base_cache))
+    proxy.reload()
 
     # ---- stats -------------------------------------------------------------------
     s = stats(A)
@@ -305,7 +353,7 @@ def main():
     st, h, b = harness.get(P, "/keep.jpg")
     t.check(line and line.startswith("reload") and cs(h).startswith("ringproxy; hit") and fetches("/keep.jpg") == 1,
             "the cache survives SIGHUP: a stored object is a hit after the reload", (line, h))
-    harness.write("cache.ini", conf(fake, {"size": "256k", "max_object": "64k"}))
+    harness.write("cache.ini", conf(fake, {"size": "256k", "max_object": "64k", "min_uses": 1}))
     proxy.reload()
     for i in range(64):
         harness.get(P, f"/size16k/{i}")
@@ -322,26 +370,27 @@ def main():
 
     # ---- RSS with a full cache ----------------------------------------------------------
     if proxy.sanitized():
-        t.skip("RSS with a full cache <= size + 10% + base", "under a sanitizer")
+        t.skip("RSS with a full cache <= size + 10% + base (16m, 64m)", "under a sanitizer")
     else:
         base = proxy.rss_kb()
-        harness.write("cache.ini", harness.conf_text(
-            [("fake", fake.port)], proxy={"workers": 2, "retries": 0, "admin_listen": "127.0.0.1:0"},
-            cache={"size": "16m", "max_object": "64k"}))
-        proxy.reload()
-        conn = http.client.HTTPConnection("127.0.0.1", P, timeout=30)
-        deadline = time.monotonic() + 60
-        for i in range(6000):          # 24 MB of 4 KiB objects through 16 MB
-            if time.monotonic() > deadline:
-                break
-            conn.request("GET", f"/size4k/{i}")
-            conn.getresponse().read()
-        conn.close()
-        c = stats(A)["cache"]
-        rss = proxy.rss_kb()
-        t.check(c["bytes"] > 12 << 20 and rss <= base + 16 * 1024 * 1.1,
-                "RSS with a full cache (16m) stays within size + 10%% + the proxy's base: %d kB, base %d kB, "
-                "%d bytes cached" % (rss, base, c["bytes"]), c)
+        for size_mb, n in ((16, 6000), (64, 21000)):   # about 1.3 x size of 4 KiB objects
+            harness.write("cache.ini", harness.conf_text(
+                [("fake", fake.port)], proxy={"workers": 2, "retries": 0, "admin_listen": "127.0.0.1:0"},
+                cache={"size": f"{size_mb}m", "max_object": "64k", "min_uses": 1}))
+            proxy.reload()
+            conn = http.client.HTTPConnection("127.0.0.1", P, timeout=30)
+            deadline = time.monotonic() + 90
+            for i in range(n):
+                if time.monotonic() > deadline:
+                    break
+                conn.request("GET", f"/size4k/{size_mb}/{i}")
+                conn.getresponse().read()
+            conn.close()
+            c = stats(A)["cache"]
+            rss = proxy.rss_kb()
+            t.check(c["bytes"] > (size_mb << 20) * 3 // 4 and rss <= base + size_mb * 1024 * 1.1,
+                    "RSS with a full cache (%dm) stays within size + 10%% + the proxy's base: %d kB, base %d kB, "
+                    "%d bytes cached" % (size_mb, rss, base, c["bytes"]), c)
     fake.stop()
 
 

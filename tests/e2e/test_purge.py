@@ -73,7 +73,7 @@ class Backend:
 
 
 def conf(bes, cache=None, proxy=None, backend=None):
-    c = {"size": "8m"}
+    c = {"size": "8m", "min_uses": 1}      # every storable first miss stored
     c.update(cache or {})
     p = {"workers": 2, "retries": 1, "admin_listen": "127.0.0.1:0", "admin_token": TOKEN}
     p.update(proxy or {})

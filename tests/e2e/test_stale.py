@@ -103,7 +103,7 @@ def conf(fake, grace="0", retries=0):
                              proxy={"workers": 2, "retries": retries, "response_timeout": "2s",
                                     "connect_timeout": "500ms"},
                              health={"passive": "off"},
-                             cache={"size": "8m", "max_object": "64k", "grace": grace})
+                             cache={"size": "8m", "max_object": "64k", "grace": grace, "min_uses": 1})
 
 
 def expire():
@@ -151,6 +151,9 @@ def main():
     with lock:
         rh = heads.get("/swr/1", b"")
     t.check(re.search(rb"\r\nhost: ", rh, re.I) is not None, "the refresh carries the client's Host", rh)
+    t.check(re.findall(rb"(?i)\r\naccept-encoding:[ \t]*([^\r]*)", rh) == [b"identity"],
+            "... and the variant's canonical Accept-Encoding, identity for a client that accepts no coding "
+            "(the line a miss sends)", rh)
     set_mode("/swr/1", "ok")
     st, h, b = harness.get(P, "/swr/1")
     t.check(st == 200 and b"v1" in b and cs(h).startswith("ringproxy; hit; ttl=") and fetches("/swr/1") == 2,
@@ -306,7 +309,7 @@ def killed_run(cc, tag):
     Returns (failed GETs, GETs)."""
     caches = [harness.Cache(TC, f"{tag}{i}") for i in range(3)]
     text = harness.conf_text(caches, proxy={"workers": 2, "retries": 0, "response_timeout": "2s"},
-                             cache={"size": "8m"})
+                             cache={"size": "8m", "min_uses": 1})
     proxy = harness.Proxy(RP, text, tag=f"stale-kill-{tag}")
     q = "?cc=" + urllib.parse.quote(cc, safe="")
     paths = [f"/hot/{i}.jpg{q}" for i in range(60)]

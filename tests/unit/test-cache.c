@@ -24,7 +24,7 @@ static const struct http1_limits lim = { 16384, 64 };
 static struct cache *mk(size_t size, size_t max_object, unsigned shards,
 			enum cache_policy policy)
 {
-	struct cache_params p = { size, max_object, shards, policy, false, 42 };
+	struct cache_params p = { size, max_object, shards, policy, false, 42, 0 };
 	char err[128];
 	struct cache *c = cache_new(&p, err, sizeof(err));
 
@@ -269,18 +269,18 @@ static void test_resize(void)
 	tap_ok(stats(c).objects > 60, "filled: %llu objects",
 	       (unsigned long long)stats(c).objects);
 	get(c, "rs/99", 0, 0, NOW, &o);
-	cache_configure(c, size / 2, 1 << 20);
+	cache_configure(c, size / 2, 1 << 20, 0);
 	tap_ok(stats(c).bytes <= size / 2 && stats(c).objects > 20,
 	       "resized to half: %llu bytes, %llu objects",
 	       (unsigned long long)stats(c).bytes, (unsigned long long)stats(c).objects);
-	cache_configure(c, 0, 1 << 20);
+	cache_configure(c, 0, 1 << 20, 0);
 	tap_ok(stats(c).bytes == 0 && stats(c).objects == 0, "resized to 0: empty");
 	tap_is_int(get(c, "rs/1", 0, 0, NOW, NULL), CACHE_OFF, "size 0: lookups say off");
 	tap_ok(o != NULL && iov_is(cache_obj_body(o), "") == false
 	       && ((char *)cache_obj_body(o).iov_base)[3999] == 'r',
 	       "an object referenced across the emptying stays readable");
 	cache_obj_release(o);
-	cache_configure(c, size, 1 << 20);
+	cache_configure(c, size, 1 << 20, 0);
 	tap_is_int(put(c, "rs/new", 100, 'n', NULL, 0, NOW), 0, "size back: stores again");
 	tap_ok(hits(c, "rs/new", NOW), "and hits");
 	cache_free(c);
@@ -989,8 +989,115 @@ static void test_not_modified(void)
 	cache_free(c);
 }
 
+/* A waiter that records its wake-up (single thread). */
+struct mu_waiter {
+	struct cache_waiter w;
+	int woken;
+	struct cache_obj *obj;
+};
+
+static void mu_wake(struct cache_waiter *w, struct cache_obj *obj)
+{
+	struct mu_waiter *m = (struct mu_waiter *)w;
+
+	m->woken++;
+	m->obj = obj;
+}
+
+/* min_uses 2: a key's first miss is not stored (cache_fill_want says so
+ * before the response is even analysed), its second is; a first miss
+ * others wait for is stored, and wakes them with the object. */
+static void test_min_uses(void)
+{
+	struct cache_params p = { 1 << 20, 1 << 16, 1, CACHE_POLICY_DEFAULT, false, 42, 2 };
+	const char *head = "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 5\r\n\r\n";
+	struct mu_waiter mw = { .w = { .wake = mu_wake } };
+	struct cache_req r;
+	struct cache_obj *o;
+	struct cache_fill *f, *f2;
+	struct cache_stats s;
+	char err[128];
+	struct cache *c = cache_new(&p, err, sizeof(err));
+
+	rq(c, &r, "h/once", 0, 0, NOW);
+	tap_is_int(cache_lookup(c, &r, NULL, &o, &f), CACHE_MISS, "min_uses 2: a first request misses");
+	tap_is_int(cache_fill_want(f), -1, "... and its fill is not wanted: nobody waits, first use");
+	tap_is_int(get(c, "h/once", 0, 0, NOW, NULL), CACHE_MISS, "so nothing is stored: a one-hit wonder costs no copy");
+	/* the get() above was the key's second request: its fill would store */
+	rq(c, &r, "h/once", 0, 0, NOW);
+	tap_is_int(cache_lookup(c, &r, NULL, &o, &f), CACHE_MISS, "a third request misses too");
+	tap_is_int(cache_fill_want(f), 0, "... but the key was seen before: its fill goes on");
+	tap_is_int(fill_all(f, head, "hello", 5, 0, NOW), 0, "and completes");
+	tap_ok(hits(c, "h/once", NOW), "the next request is a hit");
+
+	rq(c, &r, "h/viral", 0, 0, NOW);
+	tap_is_int(cache_lookup(c, &r, NULL, &o, &f), CACHE_MISS, "a viral key's first request leads");
+	tap_is_int(cache_lookup(c, &r, &mw.w, &o, &f2), CACHE_WAIT, "a concurrent one waits on its fetch");
+	tap_is_int(cache_fill_want(f), 0, "a first use with a waiter is wanted");
+	tap_is_int(fill_all(f, head, "viral", 5, 0, NOW), 0, "the one fetch completes");
+	tap_ok(mw.woken == 1 && mw.obj != NULL && cache_obj_body(mw.obj).iov_len == 5,
+	       "the waiter is woken once with the object");
+	cache_obj_release(mw.obj);
+	tap_ok(hits(c, "h/viral", NOW), "and it is stored: the burst's next request is a hit");
+
+	s = stats(c);
+	tap_ok(s.below_min_uses == 1 && s.stores == 2, "stats: 1 miss not stored below min_uses, 2 stores");
+	cache_configure(c, 1 << 20, 1 << 16, 1);
+	rq(c, &r, "h/new", 0, 0, NOW);
+	tap_is_int(cache_lookup(c, &r, NULL, &o, &f), CACHE_MISS, "min_uses 1 (reloaded): a first request misses");
+	tap_is_int(cache_fill_want(f), 0, "... and its fill is wanted at once");
+	cache_fill_abort(f);
+	cache_free(c);
+}
+
+/* What the cache holds outside its objects counts too: the table's slots
+ * and the sketch come out of size, and fills in flight together hold at
+ * most size / 16 (one at a time always may). */
+static void test_overhead(void)
+{
+	size_t size = 1 << 20, i;
+	struct cache *c = mk(size, 1 << 20, 1, CACHE_POLICY_DEFAULT);
+	const char *head = "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 3000\r\n\r\n";
+	struct cache_fill *f1, *f2, *f3;
+	struct cache_req r;
+	struct cache_obj *o;
+	struct resp rp;
+	char key[32], body[3000];
+	unsigned over = 0;
+
+	for (i = 0; i < 2000; i++) {
+		snprintf(key, sizeof(key), "ov/%zu", i);
+		put(c, key, 1000, 'o', NULL, 0, NOW);
+		over += stats(c).bytes > size - (16u << 10);
+	}
+	tap_is_int(over, 0, "2000 x 1 KB into 1 MiB: objects never take the table's slots' share (>= 16 KiB)");
+	cache_free(c);
+
+	c = mk(64 << 10, 1 << 20, 1, CACHE_POLICY_DEFAULT);
+	memset(body, 'f', sizeof(body));
+	mkresp(&rp, head, 0, NOW);
+	rq(c, &r, "fl/1", 0, 0, NOW);
+	cache_lookup(c, &r, NULL, &o, &f1);
+	rq(c, &r, "fl/2", 0, 0, NOW);
+	cache_lookup(c, &r, NULL, &o, &f2);
+	rq(c, &r, "fl/3", 0, 0, NOW);
+	cache_lookup(c, &r, NULL, &o, &f3);
+	tap_is_int(cache_fill_begin(f1, &rp.m, &rp.meta, BACKEND, strlen(BACKEND)), 0,
+		   "size 64 KiB: a fill of 3 KB begins");
+	tap_is_int(cache_fill_begin(f2, &rp.m, &rp.meta, BACKEND, strlen(BACKEND)), -1,
+		   "a second at once would pass size / 16: not stored (it streams)");
+	tap_ok(cache_fill_body(f1, body, sizeof(body)) == 0 && cache_fill_done(f1) == 0, "the first completes");
+	tap_is_int(cache_fill_begin(f3, &rp.m, &rp.meta, BACKEND, strlen(BACKEND)), 0,
+		   "then another may begin");
+	cache_fill_abort(f3);
+	tap_ok(hits(c, "fl/1", NOW) && !hits(c, "fl/2", NOW), "the first is stored, the refused one not");
+	cache_free(c);
+}
+
 int main(void)
 {
+	test_overhead();
+	test_min_uses();
 	test_peek();
 	test_not_modified();
 	test_store_and_hit();

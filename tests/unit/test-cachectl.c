@@ -331,6 +331,19 @@ static void test_ae(void)
 	tap_ok(cachectl_ae_string(CACHECTL_AE_GZIP | CACHECTL_AE_BR, buf, sizeof(buf)) == 8
 	       && strcmp(buf, "br, gzip") == 0, "canonical: br, gzip");
 	tap_ok(cachectl_ae_string(0, buf, sizeof(buf)) == 0 && buf[0] == '\0', "canonical: empty");
+	{
+		unsigned set, bad = 0;
+
+		for (set = 0; set <= CACHECTL_AE_ALL; set++) {
+			struct http1_str l = cachectl_ae_header(set);
+			char want[64];
+			int n = cachectl_ae_string(set, buf, sizeof(buf));
+
+			snprintf(want, sizeof(want), "Accept-Encoding: %s\r\n", n > 0 ? buf : "identity");
+			bad += l.len != strlen(want) || memcmp(l.p, want, l.len) != 0;
+		}
+		tap_is_int(bad, 0, "the request line of every set: its canonical value, identity for none");
+	}
 	tap_is_int(cachectl_ae_string(CACHECTL_AE_ALL, buf, 10), -1, "canonical: too small a buffer");
 }
 

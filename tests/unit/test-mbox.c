@@ -6,7 +6,9 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "mbox.h"
 #include "tap.h"
@@ -69,7 +71,7 @@ int main(void)
 {
 	pthread_t t[PRODUCERS];
 	struct msg one = { .m.fn = on_msg, .producer = 0, .seq = 0 };
-	int rounds = 0;
+	int rounds = 0, idle = 0;
 
 	tap_ok(mbox_init(&box) == 0, "mbox_init");
 	tap_ok(!readable(0), "an empty mailbox is not readable");
@@ -83,16 +85,46 @@ int main(void)
 	received = 0;
 	next_seq[0] = 0;
 
+	{
+		struct msg three[3] = {
+			{ .m.fn = on_msg, .producer = 0, .seq = 0 },
+			{ .m.fn = on_msg, .producer = 0, .seq = 1 },
+			{ .m.fn = on_msg, .producer = 0, .seq = 2 },
+		};
+		uint64_t v = 0;
+
+		for (int i = 0; i < 3; i++)
+			mbox_post(&box, &three[i].m);
+		/* what mbox_take does, with the counter kept */
+		tap_ok(read(box.fd, &v, sizeof(v)) == sizeof(v) && v == 1,
+		       "three posts to an idle mailbox poke it once (counter %llu)", (unsigned long long)v);
+		pthread_mutex_lock(&box.lock);
+		run(box.head);
+		box.head = NULL;
+		box.tail = &box.head;
+		pthread_mutex_unlock(&box.lock);
+		tap_is_int(received, 3, "and all three are taken by that one wake-up");
+	}
+	received = 0;
+	next_seq[0] = 0;
+
 	for (long i = 0; i < PRODUCERS; i++)
 		pthread_create(&t[i], NULL, producer, (void *)i);
-	/* the owner's loop: wait for the poke, take, run; bounded in time */
-	while (received < PRODUCERS * PER_PRODUCER && rounds < 1000000) {
-		if (readable(1000))
+	/* the owner's loop: wait for the poke, take, run; bounded in time
+	 * (a message left without a poke would leave it waiting: 3 s in a
+	 * row without one ends the loop) */
+	while (received < PRODUCERS * PER_PRODUCER && rounds < 1000000 && idle < 3) {
+		if (readable(1000)) {
 			run(mbox_take(&box));
+			idle = 0;
+		} else {
+			idle++;
+		}
 		rounds++;
 	}
 	for (int i = 0; i < PRODUCERS; i++)
 		pthread_join(t[i], NULL);
+	tap_is_int(received, PRODUCERS * PER_PRODUCER, "every message arrived through a poke (none left unannounced)");
 	run(mbox_take(&box));
 	tap_is_int(received, PRODUCERS * PER_PRODUCER, "every message posted from %d threads arrived once",
 		   PRODUCERS);

@@ -28,6 +28,30 @@ static uint64_t key(unsigned i)
 	return UINT64_C(0x1234567) * (i + 1);
 }
 
+/* sketch_increment's return is the estimate right after it, in every
+ * mode (the cache's min_uses reads it instead of a second lookup). */
+static void test_increment_returns(void)
+{
+	static const unsigned flags[] = { 0, SKETCH_LOCKED, SKETCH_DOORKEEPER,
+					  SKETCH_LOCKED | SKETCH_DOORKEEPER };
+	unsigned f, i, bad = 0, first_one = 0;
+
+	for (f = 0; f < 4; f++) {
+		struct sketch *s = sketch_new(1000, 4, 1000000, flags[f]);
+
+		for (i = 0; i < 3000; i++) {
+			uint64_t h = (uint64_t)(i % 700) * UINT64_C(0x9e3779b97f4a7c15);
+			unsigned got = sketch_increment(s, h);
+
+			bad += got != sketch_estimate(s, h);
+			first_one += i < 700 && got == 1;
+		}
+		sketch_free(s);
+	}
+	tap_is_int(bad, 0, "sketch_increment returns the estimate with the occurrence counted");
+	tap_ok(first_one > 4 * 700 * 9 / 10, "a key's first occurrence reads 1 (%u of %u)", first_one, 4 * 700);
+}
+
 static void test_counts(void)
 {
 	struct sketch *s = sketch_new(1000, 4, 1000000, 0);
@@ -221,6 +245,7 @@ static void test_threads(void)
 
 int main(void)
 {
+	test_increment_returns();
 	test_counts();
 	test_window();
 	test_locked();

@@ -1,0 +1,92 @@
+#!/bin/bash
+# tests/bench/missinstr.sh -- what a load with no hits costs per request,
+# counted in instructions (valgrind's callgrind), so the figure holds on a
+# busy machine where wall-clock and CPU time do not.
+#
+# Usage (from the source tree):
+#   bash tests/bench/missinstr.sh [BUILD_DIR]       # default: build-rel
+#   CONFIGS="0 64m 64m:1" N=3000 bash tests/bench/missinstr.sh
+#
+# Environment (defaults in brackets):
+#   CONFIGS ["0 64m 64m:1"]  one run each: [cache] size, and after a colon
+#                  its min_uses (none: the default)
+#   N [3000], WARM_N [500]   measured and unmeasured requests
+#   SIZE [4096]    body bytes (testcache --size)
+#
+# Per config: one testcache, the proxy (one worker) under
+# `valgrind --tool=callgrind`, WARM_N keep-alive GETs like wrk's (Host
+# only), the counters zeroed (callgrind_control -z), N more GETs, a dump
+# (callgrind_control -d); every URL is new, so every request misses. It
+# prints the proxy's instructions per measured request (all its threads,
+# user space). Every load is bounded by `timeout`; every process started
+# is stopped by PID.
+set -euo pipefail
+
+CONFIGS=${CONFIGS:-0 64m 64m:1}
+N=${N:-3000}
+WARM_N=${WARM_N:-500}
+SIZE=${SIZE:-4096}
+
+[ -n "${1:-}" ] && BUILD=$1
+. "$(dirname "$0")/lib.sh"
+bench_init missinstr
+command -v valgrind >/dev/null && command -v callgrind_control >/dev/null ||
+	{ echo "missinstr.sh: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
+
+bench_caches 1 1 --size "$SIZE"
+bench_wait_http "${PORTS[1]}" /__stats
+
+# load PORT N PREFIX: N keep-alive GETs of /PREFIX/<i>/x.jpg, each new
+load() {
+	timeout 600 python3 - "$@" <<'PY'
+import re, socket, sys
+port, n, prefix = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+s = socket.create_connection(("127.0.0.1", port), timeout=30)
+buf = b""
+for i in range(n):
+    s.sendall(b"GET /%s/%d/x.jpg HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % (prefix.encode(), i, port))
+    while b"\r\n\r\n" not in buf:
+        d = s.recv(65536)
+        if not d:
+            sys.exit("connection closed")
+        buf += d
+    head, buf = buf.split(b"\r\n\r\n", 1)
+    if not head.startswith(b"HTTP/1.1 200"):
+        sys.exit("unexpected " + head[:40].decode(errors="replace"))
+    cl = int(re.search(rb"(?i)\r\ncontent-length: *(\d+)", head).group(1))
+    while len(buf) < cl:
+        buf += s.recv(65536)
+    buf = buf[cl:]
+PY
+}
+
+echo "| [cache] | instructions / request |"
+echo "|---|---:|"
+for cfg in $CONFIGS; do
+	size=${cfg%%:*}; mu=
+	[[ $cfg == *:* ]] && mu=${cfg#*:}
+	port=$(bench_free_ports 1)
+	{
+		printf '[proxy]\nlisten = 127.0.0.1:%s\nworkers = 1\nlog_level = warn\n' "$port"
+		printf '[health]\npassive = off\n[backend cache-1]\nurl = http://127.0.0.1:%s\n' "${PORTS[1]}"
+		printf '[cache]\nsize = %s\n' "$size"
+		[ -n "$mu" ] && printf 'min_uses = %s\n' "$mu"
+	} >"$TMP/rp.ini"
+	rm -f "$TMP"/cg.out*
+	valgrind --tool=callgrind --callgrind-out-file="$TMP/cg.out" "$RP" -c "$TMP/rp.ini" \
+	    >"$TMP/rp.log" 2>&1 &
+	pid=$!
+	PIDS+=($pid)
+	for _ in $(seq 300); do
+		curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$port/__up" && break
+		sleep 0.1
+	done
+	load "$port" "$WARM_N" "w$size$mu"
+	callgrind_control -z "$pid" >/dev/null 2>&1
+	load "$port" "$N" "m$size$mu"
+	callgrind_control -d "$pid" >/dev/null 2>&1
+	sleep 0.5
+	kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
+	ir=$(cat "$TMP"/cg.out* | awk '/^summary:/ { s += $2 } END { printf "%.0f", s }')
+	echo "| size = $size${mu:+, min_uses = $mu} | $((ir / N)) |"
+done
