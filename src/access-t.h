@@ -16,6 +16,8 @@ struct access_buf {
 	unsigned lines;                 /* lines in data, for the drop count */
 	struct event flush_ev;          /* ACCESS_FLUSH_MS after the first line */
 	bool armed;
+	int64_t mono_to_wall;           /* wall clock - monotonic clock (us),
+					   read at each batch's first line */
 	int64_t sec;                    /* the second the stamps are of */
 	char clf[80];                   /* [30/Nov/2026:16:41:49 +0000] (room
 					   for any int the compiler imagines) */

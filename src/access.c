@@ -23,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef __SSE2__
@@ -198,10 +200,10 @@ static char *access_put(char *p, const char *s, size_t n)
 
 /* A short NUL-terminated string that needs no escaping (the cache
  * outcome, the route, a backend's name: conf.c allows only letters,
- * digits, '.', '_' and '-' in one, at most 64): a copy loop is cheaper
- * than strlen and a call to memcpy. */
+ * digits, '.', '_' and '-' in one, at most 64). */
 static char *access_cstr(char *p, const char *s)
 {
+	/* a loop: cheaper than strlen and a copy for a few bytes */
 	while (*s)
 		*p++ = *s++;
 	return p;
@@ -255,7 +257,11 @@ static char *access_secs(char *p, int64_t us)
 
 	if (us < 0)
 		us = 0;
-	p = access_u64(p, (uint64_t)us / 1000000);
+	if (us < 1000000) {
+		*p++ = '0';     /* most requests */
+	} else {
+		p = access_u64(p, (uint64_t)us / 1000000);
+	}
 	*p++ = '.';
 	frac = (uint64_t)us % 1000000;
 	p = access_2d(p, (unsigned)(frac / 10000));
@@ -341,14 +347,17 @@ static char *access_esc1(char *p, unsigned char c, bool json)
 /* The bytes of s[0..16) that are not plain, as a bit mask (bit i: s[i]):
  * a signed compare below 0x20 finds control bytes and bytes >= 0x80 at
  * once; DEL, '"' and '\\' by equality. */
+static __m128i access_bad16v(__m128i x)
+{
+	return _mm_or_si128(_mm_cmplt_epi8(x, _mm_set1_epi8(0x20)),
+			    _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8(0x7f)),
+					 _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')),
+						      _mm_cmpeq_epi8(x, _mm_set1_epi8('\\')))));
+}
+
 static unsigned access_bad16(__m128i x)
 {
-	__m128i bad = _mm_or_si128(_mm_cmplt_epi8(x, _mm_set1_epi8(0x20)),
-				   _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8(0x7f)),
-						_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')),
-							     _mm_cmpeq_epi8(x, _mm_set1_epi8('\\')))));
-
-	return (unsigned)_mm_movemask_epi8(bad);
+	return (unsigned)_mm_movemask_epi8(access_bad16v(x));
 }
 
 /* Fields of 16 bytes or more, 16 at a time (SSE2, every x86-64 has it);
@@ -392,6 +401,77 @@ static char *access_escape16(char *p, const char *s, size_t n, bool json)
 }
 #endif
 
+/* The common case, a field with nothing to escape, in a few
+ * instructions: below 4 bytes s[0], s[n / 2] and s[n - 1] are all of it;
+ * up to 16, two overlapping loads; above, blocks of 16 (SSE2) or 8 and an
+ * overlapping last one. The bytes are stored as they are loaded (the
+ * stores overlap where the loads did) and checked at once. True when
+ * s[0..n) was plain and is now at p; false (nothing to rely on at p)
+ * otherwise. Inlined into each field's call: the call and the constants
+ * would cost more than the check. */
+static inline __attribute__((always_inline)) bool access_plain_copy(char *p, const char *s, size_t n)
+{
+	uint64_t a, b;
+
+	if (n < 4) {
+		unsigned char x = (unsigned char)s[0], y = (unsigned char)s[n >> 1],
+			      z = (unsigned char)s[n - 1];
+
+		p[0] = (char)x;
+		p[n >> 1] = (char)y;
+		p[n - 1] = (char)z;
+		return access_bad8(0x2020202020000000ull | x | (uint64_t)y << 8 | (uint64_t)z << 16) == 0;
+	}
+	if (n <= 8) {
+		uint32_t x, y;
+
+		memcpy(&x, s, 4);
+		memcpy(&y, s + n - 4, 4);
+		memcpy(p, &x, 4);
+		memcpy(p + n - 4, &y, 4);
+		return access_bad8((uint64_t)x | (uint64_t)y << 32) == 0;
+	}
+	if (n <= 16) {
+		a = access_load8(s);
+		b = access_load8(s + n - 8);
+		memcpy(p, s, 8);
+		memcpy(p + n - 8, s + n - 8, 8);
+		return (access_bad8(a) | access_bad8(b)) == 0;
+	}
+#ifdef __SSE2__
+	{
+		__m128i x, bad = _mm_setzero_si128();
+
+		for (size_t i = 0; i + 16 < n; i += 16) {
+			x = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+			_mm_storeu_si128((__m128i *)(void *)(p + i), x);
+			bad = _mm_or_si128(bad, access_bad16v(x));
+		}
+		x = _mm_loadu_si128((const __m128i *)(const void *)(s + n - 16));
+		_mm_storeu_si128((__m128i *)(void *)(p + n - 16), x);
+		bad = _mm_or_si128(bad, access_bad16v(x));
+		return _mm_movemask_epi8(bad) == 0;
+	}
+#else
+	b = 0;
+	for (size_t i = 0; i + 8 < n; i += 8) {
+		memcpy(p + i, s + i, 8);
+		b |= access_bad8(access_load8(s + i));
+	}
+	memcpy(p + n - 8, s + n - 8, 8);
+	return (b | access_bad8(access_load8(s + n - 8))) == 0;
+#endif
+}
+
+/* A field: plain ones copied inline, the others escaped. */
+static inline __attribute__((always_inline)) char *access_field(char *p, const char *s, size_t n,
+								 size_t max, bool json)
+{
+	if (s && n && n <= max && access_plain_copy(p, s, n))
+		return p + n;
+	return access_escape(p, s, n, max, json);
+}
+
 char *access_escape(char *p, const char *s, size_t n, size_t max, bool json)
 {
 	size_t i = 0;
@@ -402,6 +482,9 @@ char *access_escape(char *p, const char *s, size_t n, size_t max, bool json)
 		n = max;
 	if (!n && !json)
 		return ACCESS_PUTS(p, "-");
+	/* (access_field tried this already; the unit test calls this alone) */
+	if (n && access_plain_copy(p, s, n))
+		return p + n;
 	if (n < 8) {
 		/* short (a method, a name): byte by byte */
 		for (; i < n; i++) {
@@ -544,9 +627,9 @@ char *access_format(char *p, struct access_buf *b, const struct access_fields *f
 		*p++ = (char)('0' + ms / 100);
 		p = access_2d(p, (unsigned)(ms % 100));
 		p = ACCESS_PUTS(p, "Z\",\"method\":\"");
-		p = access_escape(p, l->method.p, l->method.len, ACCESS_METHOD_MAX, true);
+		p = access_field(p, l->method.p, l->method.len, ACCESS_METHOD_MAX, true);
 		p = ACCESS_PUTS(p, "\",\"target\":\"");
-		p = access_escape(p, l->target.p, l->target.len, ACCESS_TARGET_MAX, true);
+		p = access_field(p, l->target.p, l->target.len, ACCESS_TARGET_MAX, true);
 		p = ACCESS_PUTS(p, "\",\"protocol\":\"HTTP/1.");
 		*p++ = f->minor ? '1' : '0';
 		p = ACCESS_PUTS(p, "\",\"status\":");
@@ -554,9 +637,9 @@ char *access_format(char *p, struct access_buf *b, const struct access_fields *f
 		p = ACCESS_PUTS(p, ",\"bytes\":");
 		p = access_u64(p, l->bytes);
 		p = ACCESS_PUTS(p, ",\"referer\":\"");
-		p = access_escape(p, f->referer.p, f->referer.len, ACCESS_HDR_MAX, true);
+		p = access_field(p, f->referer.p, f->referer.len, ACCESS_HDR_MAX, true);
 		p = ACCESS_PUTS(p, "\",\"user_agent\":\"");
-		p = access_escape(p, f->user_agent.p, f->user_agent.len, ACCESS_HDR_MAX, true);
+		p = access_field(p, f->user_agent.p, f->user_agent.len, ACCESS_HDR_MAX, true);
 		p = ACCESS_PUTS(p, "\",\"duration\":");
 		p = access_secs(p, f->dur_us);
 		p = ACCESS_PUTS(p, ",\"backend\":");
@@ -579,9 +662,9 @@ char *access_format(char *p, struct access_buf *b, const struct access_fields *f
 		p = ACCESS_PUTS(p, " - - ");
 		p = access_put(p, b->clf, 28);
 		p = ACCESS_PUTS(p, " \"");
-		p = access_escape(p, l->method.p, l->method.len, ACCESS_METHOD_MAX, false);
+		p = access_field(p, l->method.p, l->method.len, ACCESS_METHOD_MAX, false);
 		*p++ = ' ';
-		p = access_escape(p, l->target.p, l->target.len, ACCESS_TARGET_MAX, false);
+		p = access_field(p, l->target.p, l->target.len, ACCESS_TARGET_MAX, false);
 		p = ACCESS_PUTS(p, " HTTP/1.");
 		*p++ = f->minor ? '1' : '0';
 		p = ACCESS_PUTS(p, "\" ");
@@ -589,9 +672,9 @@ char *access_format(char *p, struct access_buf *b, const struct access_fields *f
 		*p++ = ' ';
 		p = access_u64(p, l->bytes);
 		p = ACCESS_PUTS(p, " \"");
-		p = access_escape(p, f->referer.p, f->referer.len, ACCESS_HDR_MAX, false);
+		p = access_field(p, f->referer.p, f->referer.len, ACCESS_HDR_MAX, false);
 		p = ACCESS_PUTS(p, "\" \"");
-		p = access_escape(p, f->user_agent.p, f->user_agent.len, ACCESS_HDR_MAX, false);
+		p = access_field(p, f->user_agent.p, f->user_agent.len, ACCESS_HDR_MAX, false);
 		p = ACCESS_PUTS(p, "\" duration=");
 		p = access_secs(p, f->dur_us);
 		p = ACCESS_PUTS(p, " backend=");
@@ -669,6 +752,7 @@ void access_log(struct request *rq, int64_t dur)
 	struct worker *w = rq->w;
 	struct access_buf *b = &w->alog;
 	struct access_fields f;
+	int64_t wall;
 
 	if (!atomic_load_explicit(&access_on, memory_order_relaxed))
 		return;
@@ -677,8 +761,22 @@ void access_log(struct request *rq, int64_t dur)
 	f.iplen = rq->iplen;
 	f.minor = rq->msg.minor;
 	f.dur_us = dur;
-	/* the wall clock of the loop's turn, for the stamp (no syscall) */
-	event_base_gettimeofday_cached(w->base, &f.now);
+	/* the request's end on the wall clock: its start and duration on
+	 * the monotonic clock, moved by the difference of the two clocks,
+	 * read once a batch (every ACCESS_FLUSH_MS at most while lines come:
+	 * a step of the wall clock shows within that) */
+	if (!b->armed) {
+		struct timeval tv;
+		struct timespec ts;
+
+		gettimeofday(&tv, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		b->mono_to_wall = (int64_t)tv.tv_sec * 1000000 + tv.tv_usec -
+				  ((int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000);
+	}
+	wall = rq->t_begin + dur + b->mono_to_wall;
+	f.now.tv_sec = (time_t)(wall / 1000000);
+	f.now.tv_usec = (suseconds_t)(wall % 1000000);
 	/* a request with a body has none: its head's bytes may have been
 	 * moved out of the read buffer (only its method and target were
 	 * copied) */
