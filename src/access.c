@@ -184,11 +184,10 @@ void access_worker_free(struct worker *w)
  * ---- formatting ----------------------------------------------------------
  * No printf, and few instructions a byte: a line is about 250 bytes, and
  * the goal is a few hundred instructions a line (tests/bench/logcost.sh).
- * The output pointer may be written up to ACCESS_SLACK bytes past what a
- * field ends up using (whole words are stored before they are known to be
- * clean); the next field or the buffer's reserve covers them.
+ * A field that needs escaping may be written up to 15 bytes past its end
+ * (whole blocks are stored before they are known to be clean); the next
+ * field or the line's reserve (ACCESS_LINE_MAX) covers them.
  */
-#define ACCESS_SLACK 8
 
 static char *access_put(char *p, const char *s, size_t n)
 {
@@ -467,7 +466,12 @@ static inline __attribute__((always_inline)) bool access_plain_copy(char *p, con
 static inline __attribute__((always_inline)) char *access_field(char *p, const char *s, size_t n,
 								 size_t max, bool json)
 {
-	if (s && n && n <= max && access_plain_copy(p, s, n))
+	if (!s || !n) {
+		if (!json)
+			*p++ = '-';
+		return p;
+	}
+	if (n <= max && access_plain_copy(p, s, n))
 		return p + n;
 	return access_escape(p, s, n, max, json);
 }

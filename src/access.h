@@ -75,7 +75,7 @@ struct access_fields {
  * s[0..n) (at most max bytes of it) as quoted text: '"', '\\', control
  * bytes and bytes >= 0x7f escaped, as \xHH in combined (as NGINX does) or
  * \" \\ \u00HH in JSON; "-" for an empty field in combined. Writes at p,
- * which must have 6 x min(n, max) + 8 bytes of room; returns the end.
+ * which must have 6 x min(n, max) + 16 bytes of room; returns the end.
  */
 char *access_escape(char *p, const char *s, size_t n, size_t max, bool json);
 /* One line of f at p (ACCESS_LINE_MAX bytes of room), with b's stamps of

@@ -18,7 +18,10 @@
 # between two modes is the log's cost per request; the functions that
 # differ most are listed with CALLERS=1 (callgrind_annotate).
 #
-# Environment: N [2000], W [200], MODES ["off combined json"], KEEP [0].
+# Environment: N [2000], W [200], MODES ["off combined json"], KEEP [0],
+# BARE [0] (1: requests without Referer and User-Agent, as wrk sends them
+# in compare.sh), CALLERS [0] (1: the functions of each mode by their own
+# instructions; KEEPDIR: where to copy the profiles).
 # Every process it starts is stopped by its PID on exit.
 set -euo pipefail
 
@@ -34,6 +37,12 @@ command -v valgrind >/dev/null || { echo "logcost.sh: needs valgrind" >&2; exit 
 
 bench_caches 1 "$NCACHES" --size 4096
 for i in $(seq $NCACHES); do bench_wait_http "${PORTS[i]}" /__stats; done
+
+if [ "${BARE:-0}" = 1 ]; then
+	HDRS=(-H "User-Agent:" -H "Accept:")
+else
+	HDRS=(-e "https://example.com/page?a=1")
+fi
 
 # run MODE: prints "MODE IR_PER_REQUEST"
 run() {
@@ -60,10 +69,10 @@ run() {
 		kill -0 "$pid" 2>/dev/null || { cat "$TMP/$mode.out" >&2; exit 1; }
 		sleep 0.2
 	done
-	timeout 300 curl -s -e "https://example.com/page?a=1" \
+	timeout 300 curl -s "${HDRS[@]}" \
 	    "http://127.0.0.1:$port/warm/[1-$W]/x_200x200.jpg" >/dev/null
 	callgrind_control -z "$pid" >/dev/null
-	timeout 600 curl -s -e "https://example.com/page?a=1" \
+	timeout 600 curl -s "${HDRS[@]}" \
 	    "http://127.0.0.1:$port/thumbs/[1-$N]/[1-1]_200x200.jpg?w=200&h=200" >/dev/null
 	callgrind_control -d "$pid" >/dev/null
 	kill -TERM "$pid"
@@ -78,7 +87,8 @@ run() {
 		[ -n "$ir" ] || continue
 		if [ "$ir" -gt "$best" ]; then best=$ir; tid=$f; fi
 	done
-	awk -v m="$mode" -v ir="$best" -v n="$N" 'BEGIN { printf "%-9s %9.0f Ir/request\n", m, ir / n }'
+	awk -v m="$mode" -v ir="$best" -v n="$N" 'BEGIN { printf "%-9s %9.0f Ir/request\n", m, ir / n }' |
+	    tee -a "$TMP/results"
 	if [ "${CALLERS:-0}" = 1 ]; then
 		callgrind_annotate --inclusive=no "$tid" 2>/dev/null | sed -n '1,40p' >"$TMP/annotate-$mode.txt"
 		cp "$tid" "${KEEPDIR:-/tmp}/logcost-$mode.cg" 2>/dev/null || true
@@ -87,6 +97,9 @@ run() {
 
 echo "# $N requests per mode (after $W warm-up), 1 worker, cache off; instructions of the worker thread"
 for m in $MODES; do run "$m"; done
+awk '$1 == "off" { off = $2 } { v[$1] = $2; o[NR] = $1 }
+     END { if (off != "") for (i = 1; i <= NR; i++) if (o[i] != "off")
+	printf "%-9s %+9.0f Ir/request over off\n", o[i], v[o[i]] - off }' "$TMP/results"
 if [ "${CALLERS:-0}" = 1 ]; then
 	for m in $MODES; do echo "## $m"; cat "$TMP/annotate-$m.txt"; done
 fi
