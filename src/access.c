@@ -426,26 +426,25 @@ static inline __attribute__((always_inline)) bool access_plain_copy(char *p, con
 		p[0] = (char)x;
 		p[n >> 1] = (char)y;
 		p[n - 1] = (char)z;
-		return access_bad8(0x2020202020000000ull | x | (uint64_t)y << 8 | (uint64_t)z << 16) == 0;
-	}
-	if (n <= 8) {
+		/* the other five bytes: spaces, which are plain */
+		a = 0x2020202020000000ull | x | (uint64_t)y << 8 | (uint64_t)z << 16;
+		b = a;
+	} else if (n <= 8) {
 		uint32_t x, y;
 
 		memcpy(&x, s, 4);
 		memcpy(&y, s + n - 4, 4);
 		memcpy(p, &x, 4);
 		memcpy(p + n - 4, &y, 4);
-		return access_bad8((uint64_t)x | (uint64_t)y << 32) == 0;
-	}
-	if (n <= 16) {
-		a = access_load8(s);
-		b = access_load8(s + n - 8);
-		memcpy(p, s, 8);
-		memcpy(p + n - 8, s + n - 8, 8);
-		return (access_bad8(a) | access_bad8(b)) == 0;
-	}
+		a = (uint64_t)x | (uint64_t)y << 32;
+		b = a;
+	} else if (n <= 16) {
+		memcpy(&a, s, 8);
+		memcpy(&b, s + n - 8, 8);
+		memcpy(p, &a, 8);
+		memcpy(p + n - 8, &b, 8);
+	} else {
 #ifdef __SSE2__
-	{
 		__m128i x, bad = _mm_setzero_si128();
 
 		for (size_t i = 0; i + 16 < n; i += 16) {
@@ -457,15 +456,21 @@ static inline __attribute__((always_inline)) bool access_plain_copy(char *p, con
 		_mm_storeu_si128((__m128i *)(void *)(p + n - 16), x);
 		bad = _mm_or_si128(bad, access_bad16v(x));
 		return _mm_movemask_epi8(bad) == 0;
-	}
 #else
-	b = 0;
-	for (size_t i = 0; i + 8 < n; i += 8) {
-		memcpy(p + i, s + i, 8);
-		b |= access_bad8(access_load8(s + i));
+		b = 0;
+		for (size_t i = 0; i + 8 < n; i += 8) {
+			memcpy(p + i, s + i, 8);
+			b |= access_bad8(access_load8(s + i));
+		}
+		memcpy(p + n - 8, s + n - 8, 8);
+		return (b | access_bad8(access_load8(s + n - 8))) == 0;
+#endif
 	}
-	memcpy(p + n - 8, s + n - 8, 8);
-	return (b | access_bad8(access_load8(s + n - 8))) == 0;
+	/* up to 16 bytes in a and b (byte order does not matter for "any") */
+#ifdef __SSE2__
+	return _mm_movemask_epi8(access_bad16v(_mm_set_epi64x((long long)b, (long long)a))) == 0;
+#else
+	return (access_bad8(a) | access_bad8(b)) == 0;
 #endif
 }
 
