@@ -23,8 +23,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include <event2/event.h>
 
@@ -34,12 +39,6 @@
 #include "snapshot.h"
 #include "worker.h"
 
-/* The longest line: the bounded fields below, escaped (4 bytes a byte at
- * worst), and the fixed ones. A line is formatted only when this much is
- * free in the buffer. */
-#define ACCESS_TARGET_MAX 1024
-#define ACCESS_HDR_MAX 256
-#define ACCESS_LINE_MAX (4 * (ACCESS_TARGET_MAX + 2 * ACCESS_HDR_MAX + 32 + 64) + 512)
 
 static _Atomic int access_fd = -1;      /* where workers write */
 static _Atomic int access_on;           /* lines are logged */
@@ -47,15 +46,12 @@ static char *access_file;               /* main thread: the path, NULL if
 					   off or stderr */
 static _Atomic(_Atomic uint64_t *) access_drops;
 
-static void access_plain_init(void);
-
 int access_open(const char *spec, _Atomic uint64_t *dropped, char *err, size_t len)
 {
 	int fd, cur = atomic_load(&access_fd);
 	char *file = NULL;
 
 	atomic_store(&access_drops, dropped);
-	access_plain_init();
 	if (strcmp(spec, "off") == 0 || !*spec) {
 		atomic_store(&access_on, 0);
 		return 0;
@@ -127,8 +123,7 @@ void access_close(void)
 
 /* ---- the worker's buffer ------------------------------------------------- */
 
-/* Write the buffer out; what is not written is dropped and counted. */
-static void access_flush(struct access_buf *b)
+void access_buf_flush(struct access_buf *b)
 {
 	int fd = atomic_load_explicit(&access_fd, memory_order_relaxed);
 	size_t off = 0;
@@ -146,6 +141,8 @@ static void access_flush(struct access_buf *b)
 		_Atomic uint64_t *d = atomic_load(&access_drops);
 		uint64_t lost = 0;
 
+		/* what was written ends at a line's end or inside one: the
+		 * lines that did not end in it are lost */
 		for (size_t i = off; i < b->len; i++)
 			lost += b->data[i] == '\n';
 		if (d)
@@ -162,7 +159,7 @@ static void access_on_timer(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	b->armed = false;
-	access_flush(b);
+	access_buf_flush(b);
 }
 
 void access_worker_init(struct worker *w)
@@ -176,14 +173,21 @@ void access_worker_free(struct worker *w)
 	struct access_buf *b = &w->alog;
 
 	if (b->data) {
-		access_flush(b);
+		access_buf_flush(b);
 		event_del(&b->flush_ev);
 		free(b->data);
 		b->data = NULL;
 	}
 }
 
-/* ---- formatting (no printf: a few hundred nanoseconds a line matter) ---- */
+/*
+ * ---- formatting ----------------------------------------------------------
+ * No printf, and few instructions a byte: a line is about 250 bytes, and
+ * the goal is a few hundred instructions a line (tests/bench/logcost.sh).
+ * A field that needs escaping may be written up to 15 bytes past its end
+ * (whole blocks are stored before they are known to be clean); the next
+ * field or the line's reserve (ACCESS_LINE_MAX) covers them.
+ */
 
 static char *access_put(char *p, const char *s, size_t n)
 {
@@ -193,55 +197,299 @@ static char *access_put(char *p, const char *s, size_t n)
 
 #define ACCESS_PUTS(p, lit) access_put(p, lit, sizeof(lit) - 1)
 
-static char *access_u64(char *p, uint64_t v)
+/* A short NUL-terminated string that needs no escaping (the cache
+ * outcome, the route, a backend's name: conf.c allows only letters,
+ * digits, '.', '_' and '-' in one, at most 64). */
+static char *access_cstr(char *p, const char *s)
 {
-	char t[20];
-	int n = 0;
-
-	do {
-		t[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	while (n)
-		*p++ = t[--n];
+	/* a loop, two bytes a turn: cheaper than strlen and a copy for the
+	 * few bytes these have */
+	while (s[0] && s[1]) {
+		p[0] = s[0];
+		p[1] = s[1];
+		p += 2;
+		s += 2;
+	}
+	if (s[0])
+		*p++ = s[0];
 	return p;
 }
 
-/* us microseconds as seconds with 6 decimals (constant divisors only:
- * a division by a variable costs tens of cycles). */
+/* "00" .. "99": two digits a division by 100. */
+static const char access_d2[201] =
+	"00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+
+static char *access_2d(char *p, unsigned v)
+{
+	memcpy(p, access_d2 + 2 * v, 2);
+	return p + 2;
+}
+
+static unsigned access_ndigits(uint64_t v)
+{
+	unsigned n = 1;
+
+	while (v >= 10000) {
+		v /= 10000;
+		n += 4;
+	}
+	return n + (v >= 10) + (v >= 100) + (v >= 1000);
+}
+
+/* v in decimal (the divisions are by constants: multiplications). */
+static char *access_u64(char *p, uint64_t v)
+{
+	unsigned n = access_ndigits(v);
+	char *e = p + n, *q = e;
+
+	while (v >= 100) {
+		q -= 2;
+		memcpy(q, access_d2 + 2 * (v % 100), 2);
+		v /= 100;
+	}
+	if (v >= 10) {
+		q -= 2;
+		memcpy(q, access_d2 + 2 * v, 2);
+	} else {
+		*--q = (char)('0' + v);
+	}
+	return e;
+}
+
+/* us microseconds as seconds with 6 decimals. */
 static char *access_secs(char *p, int64_t us)
 {
 	uint64_t frac;
 
 	if (us < 0)
 		us = 0;
-	p = access_u64(p, (uint64_t)us / 1000000);
+	if (us < 1000000) {
+		*p++ = '0';     /* most requests */
+	} else {
+		p = access_u64(p, (uint64_t)us / 1000000);
+	}
 	*p++ = '.';
 	frac = (uint64_t)us % 1000000;
-	for (int i = 6; i-- > 0;) {
-		p[i] = (char)('0' + frac % 10);
-		frac /= 10;
-	}
-	return p + 6;
+	p = access_2d(p, (unsigned)(frac / 10000));
+	p = access_2d(p, (unsigned)(frac / 100 % 100));
+	return access_2d(p, (unsigned)(frac % 100));
 }
 
-/* Bytes written as they are in a quoted field: printable ASCII but '"'
- * and '\\'. Filled by access_open (main thread) before any worker logs. */
-static bool access_plain_tab[256];
-
-static void access_plain_init(void)
+/* A byte written as it is in a quoted field: printable ASCII but '"' and
+ * '\\'. */
+static bool access_plain(unsigned char c)
 {
-	for (int c = 0; c < 256; c++)
-		access_plain_tab[c] = c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+	return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
 }
 
+/*
+ * The bytes of the word x (8 bytes, the first in the low byte) that are
+ * not plain: each such byte's high bit set in the result, and only
+ * theirs. Each test is exact per byte (no carry crosses a byte: every sum
+ * stays below 0x100), so the lowest set bit is the first such byte:
+ *   >= 0x7f:  (low 7 bits + 1) reaches 0x80 only from 0x7f, or the byte's
+ *             own high bit is set;
+ *   <  0x20:  low 7 bits + 0x60 stays below 0x80, and no high bit;
+ *   '"', '\\': the byte xor the character is zero: (low 7 + 0x7f) has no
+ *             high bit and neither has the byte.
+ */
+static uint64_t access_bad8(uint64_t x)
+{
+	const uint64_t l7f = 0x7f7f7f7f7f7f7f7full, h = 0x8080808080808080ull;
+	const uint64_t q = x ^ 0x2222222222222222ull, s = x ^ 0x5c5c5c5c5c5c5c5cull;
+	uint64_t lo = x & l7f;
 
-/* s[0..n), at most max bytes, quoted text: '"', '\\', control and
- * non-ASCII bytes escaped (\xHH in combined as NGINX does, \u00HH in
- * JSON); "-" when empty (combined). Runs of plain bytes go in one copy. */
-static char *access_str(char *p, const char *s, size_t n, size_t max, bool json)
+	return ((((lo + 0x0101010101010101ull) | x) & h) |
+		(~((lo + 0x6060606060606060ull) | x) & h) |
+		(~(((q & l7f) + l7f) | q) & h) |
+		(~(((s & l7f) + l7f) | s) & h));
+}
+
+/* 8 bytes of s as a word, the first in the low byte. */
+static uint64_t access_load8(const char *s)
+{
+	uint64_t x;
+
+	memcpy(&x, s, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	x = __builtin_bswap64(x);
+#endif
+	return x;
+}
+
+/* The word x as access_load8 read it, stored as 8 bytes. */
+static void access_store8(char *p, uint64_t x)
+{
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	x = __builtin_bswap64(x);
+#endif
+	memcpy(p, &x, 8);
+}
+
+/* One byte that is not plain, escaped: \xHH in combined as NGINX does,
+ * \" \\ or \u00HH in JSON (every line is ASCII, and valid JSON whatever
+ * bytes a client sent: a reader gets byte b back as the code point b). */
+static char *access_esc1(char *p, unsigned char c, bool json)
 {
 	static const char hex[] = "0123456789abcdef";
+
+	if (json && (c == '"' || c == '\\')) {
+		*p++ = '\\';
+		*p++ = (char)c;
+	} else if (json) {
+		p = ACCESS_PUTS(p, "\\u00");
+		*p++ = hex[c >> 4];
+		*p++ = hex[c & 15];
+	} else {
+		*p++ = '\\';
+		*p++ = 'x';
+		*p++ = hex[c >> 4];
+		*p++ = hex[c & 15];
+	}
+	return p;
+}
+
+#ifdef __SSE2__
+/* The bytes of s[0..16) that are not plain, as a bit mask (bit i: s[i]):
+ * a signed compare below 0x20 finds control bytes and bytes >= 0x80 at
+ * once; DEL, '"' and '\\' by equality. */
+static __m128i access_bad16v(__m128i x)
+{
+	return _mm_or_si128(_mm_cmplt_epi8(x, _mm_set1_epi8(0x20)),
+			    _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8(0x7f)),
+					 _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')),
+						      _mm_cmpeq_epi8(x, _mm_set1_epi8('\\')))));
+}
+
+static unsigned access_bad16(__m128i x)
+{
+	return (unsigned)_mm_movemask_epi8(access_bad16v(x));
+}
+
+/* Fields of 16 bytes or more, 16 at a time (SSE2, every x86-64 has it);
+ * the last, partial block is the field's last 16 bytes, its new part
+ * moved down through a small buffer, so nothing past s[n - 1] is read. */
+static char *access_escape16(char *p, const char *s, size_t n, bool json)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		size_t left = n - i;
+		unsigned take = 16, bad;
+		__m128i x;
+
+		if (left >= 16) {
+			x = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+			_mm_storeu_si128((__m128i *)(void *)p, x);
+			bad = access_bad16(x);
+		} else {
+			char t[32];
+
+			x = _mm_loadu_si128((const __m128i *)(const void *)(s + n - 16));
+			_mm_storeu_si128((__m128i *)(void *)t, x);
+			memset(t + 16, 0, 16);
+			memcpy(p, t + 16 - left, 16);
+			bad = access_bad16(x) >> (16 - left);
+			take = (unsigned)left;
+		}
+		if (!bad) {
+			p += take;
+			i += take;
+			continue;
+		}
+		take = (unsigned)__builtin_ctz(bad);
+		p += take;
+		i += take;
+		p = access_esc1(p, (unsigned char)s[i], json);
+		i++;
+	}
+	return p;
+}
+#endif
+
+/* The common case, a field with nothing to escape, in a few
+ * instructions: below 4 bytes s[0], s[n / 2] and s[n - 1] are all of it;
+ * up to 16, two overlapping loads; above, blocks of 16 (SSE2) or 8 and an
+ * overlapping last one. The bytes are stored as they are loaded (the
+ * stores overlap where the loads did) and checked at once. True when
+ * s[0..n) was plain and is now at p; false (nothing to rely on at p)
+ * otherwise. Inlined into each field's call: the call and the constants
+ * would cost more than the check. */
+static inline __attribute__((always_inline)) bool access_plain_copy(char *p, const char *s, size_t n)
+{
+	uint64_t a, b;
+
+	if (n < 4) {
+		unsigned char x = (unsigned char)s[0], y = (unsigned char)s[n >> 1],
+			      z = (unsigned char)s[n - 1];
+
+		p[0] = (char)x;
+		p[n >> 1] = (char)y;
+		p[n - 1] = (char)z;
+		/* the other five bytes: spaces, which are plain */
+		a = 0x2020202020000000ull | x | (uint64_t)y << 8 | (uint64_t)z << 16;
+		b = a;
+	} else if (n <= 8) {
+		uint32_t x, y;
+
+		memcpy(&x, s, 4);
+		memcpy(&y, s + n - 4, 4);
+		memcpy(p, &x, 4);
+		memcpy(p + n - 4, &y, 4);
+		a = (uint64_t)x | (uint64_t)y << 32;
+		b = a;
+	} else if (n <= 16) {
+		memcpy(&a, s, 8);
+		memcpy(&b, s + n - 8, 8);
+		memcpy(p, &a, 8);
+		memcpy(p + n - 8, &b, 8);
+	} else {
+#ifdef __SSE2__
+		__m128i x, bad = _mm_setzero_si128();
+
+		for (size_t i = 0; i + 16 < n; i += 16) {
+			x = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+			_mm_storeu_si128((__m128i *)(void *)(p + i), x);
+			bad = _mm_or_si128(bad, access_bad16v(x));
+		}
+		x = _mm_loadu_si128((const __m128i *)(const void *)(s + n - 16));
+		_mm_storeu_si128((__m128i *)(void *)(p + n - 16), x);
+		bad = _mm_or_si128(bad, access_bad16v(x));
+		return _mm_movemask_epi8(bad) == 0;
+#else
+		b = 0;
+		for (size_t i = 0; i + 8 < n; i += 8) {
+			memcpy(p + i, s + i, 8);
+			b |= access_bad8(access_load8(s + i));
+		}
+		memcpy(p + n - 8, s + n - 8, 8);
+		return (b | access_bad8(access_load8(s + n - 8))) == 0;
+#endif
+	}
+	/* up to 16 bytes in a and b (byte order does not matter for "any") */
+#ifdef __SSE2__
+	return _mm_movemask_epi8(access_bad16v(_mm_set_epi64x((long long)b, (long long)a))) == 0;
+#else
+	return (access_bad8(a) | access_bad8(b)) == 0;
+#endif
+}
+
+/* A field: plain ones copied inline, the others escaped. */
+static inline __attribute__((always_inline)) char *access_field(char *p, const char *s, size_t n,
+								 size_t max, bool json)
+{
+	if (!s || !n) {
+		if (!json)
+			*p++ = '-';
+		return p;
+	}
+	if (n <= max && access_plain_copy(p, s, n))
+		return p + n;
+	return access_escape(p, s, n, max, json);
+}
+
+char *access_escape(char *p, const char *s, size_t n, size_t max, bool json)
+{
 	size_t i = 0;
 
 	if (!s)
@@ -250,174 +498,307 @@ static char *access_str(char *p, const char *s, size_t n, size_t max, bool json)
 		n = max;
 	if (!n && !json)
 		return ACCESS_PUTS(p, "-");
-	while (i < n) {
-		size_t run = i;
-		unsigned char c;
+	/* (access_field tried this already; the unit test calls this alone) */
+	if (n && access_plain_copy(p, s, n))
+		return p + n;
+	if (n < 8) {
+		/* short (a method, a name): byte by byte */
+		for (; i < n; i++) {
+			unsigned char c = (unsigned char)s[i];
 
-		while (run < n && access_plain_tab[(unsigned char)s[run]])
-			run++;
-		p = access_put(p, s + i, run - i);
-		if (run == n)
-			break;
-		c = (unsigned char)s[run];
-		if (json && (c == '"' || c == '\\')) {
-			*p++ = '\\';
-			*p++ = (char)c;
-		} else if (json) {
-			p = ACCESS_PUTS(p, "\\u00");
-			*p++ = hex[c >> 4];
-			*p++ = hex[c & 15];
-		} else {
-			*p++ = '\\';
-			*p++ = 'x';
-			*p++ = hex[c >> 4];
-			*p++ = hex[c & 15];
+			if (access_plain(c))
+				*p++ = (char)c;
+			else
+				p = access_esc1(p, c, json);
 		}
-		i = run + 1;
+		return p;
+	}
+#ifdef __SSE2__
+	if (n >= 16)
+		return access_escape16(p, s, n, json);
+#endif
+	/* A word at a time: stored whole, then the output advances over its
+	 * plain bytes. The last, partial word is the field's last 8 bytes
+	 * shifted down, so nothing past s[n - 1] is read. */
+	while (i < n) {
+		size_t left = n - i;
+		unsigned take = 8;
+		uint64_t x, bad;
+
+		if (left >= 8) {
+			memcpy(p, s + i, 8);
+			x = access_load8(s + i);
+			bad = access_bad8(x);
+		} else {
+			x = access_load8(s + n - 8) >> (8 * (8 - left));
+			access_store8(p, x);
+			bad = access_bad8(x) & ((1ull << (8 * left)) - 1);
+			take = (unsigned)left;
+		}
+		if (!bad) {
+			p += take;
+			i += take;
+			continue;
+		}
+		take = (unsigned)__builtin_ctzll(bad) >> 3;
+		p += take;
+		i += take;
+		p = access_esc1(p, (unsigned char)s[i], json);
+		i++;
 	}
 	return p;
 }
 
-/* The value of request header name (lower case, n bytes), or an empty
- * slice. */
-static struct http1_str access_header(const struct http1_msg *m, const char *name, size_t n)
-{
-	struct http1_str none = { NULL, 0 };
-
-	for (unsigned i = 0; i < m->nheaders; i++)
-		if (m->headers[i].name.len == n && http1_str_ieq(m->headers[i].name, name))
-			return m->headers[i].value;
-	return none;
-}
-
-/* The second's stamps, made once a second. */
+/* The second's stamps, made once a second (civil from days: Howard
+ * Hinnant's algorithm, so no gmtime and no snprintf). */
 static void access_stamps(struct access_buf *b, int64_t sec)
 {
 	static const char mon[12][4] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
 					 "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
-	time_t t = (time_t)sec;
-	struct tm tm;
+	int64_t days = sec >= 0 ? sec / 86400 : (sec - 86399) / 86400;
+	int64_t s = sec - days * 86400, z = days + 719468;
+	int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+	int64_t doe = z - era * 146097;
+	int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	int64_t mp = (5 * doy + 2) / 153;
+	unsigned d = (unsigned)(doy - (153 * mp + 2) / 5 + 1);
+	unsigned m = (unsigned)(mp < 10 ? mp + 3 : mp - 9);
+	uint64_t y = (uint64_t)(yoe + era * 400 + (m <= 2));
+	unsigned hh = (unsigned)(s / 3600), mm = (unsigned)(s / 60 % 60), ss = (unsigned)(s % 60);
+	char *p = b->clf;
 
-	gmtime_r(&t, &tm);
-	b->clf_len = (size_t)snprintf(b->clf, sizeof(b->clf), "[%02d/%s/%04d:%02d:%02d:%02d +0000]", tm.tm_mday,
-		 mon[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
-	b->iso_len = (size_t)snprintf(b->iso, sizeof(b->iso), "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900,
-		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+	if (y > 9999)
+		y = 9999;
+	/* - - [30/Nov/2026:16:41:49 +0000] " : the text around it too */
+	p = ACCESS_PUTS(p, " - - [");
+	p = access_2d(p, d);
+	*p++ = '/';
+	p = access_put(p, mon[m - 1], 3);
+	*p++ = '/';
+	p = access_2d(p, (unsigned)(y / 100));
+	p = access_2d(p, (unsigned)(y % 100));
+	*p++ = ':';
+	p = access_2d(p, hh);
+	*p++ = ':';
+	p = access_2d(p, mm);
+	*p++ = ':';
+	p = access_2d(p, ss);
+	p = ACCESS_PUTS(p, " +0000] \"");
+	b->clf_len = (size_t)(p - b->clf);
+	/* ","time":"2026-11-30T16:41:49. */
+	p = ACCESS_PUTS(b->iso, "\",\"time\":\"");
+	p = access_2d(p, (unsigned)(y / 100));
+	p = access_2d(p, (unsigned)(y % 100));
+	*p++ = '-';
+	p = access_2d(p, m);
+	*p++ = '-';
+	p = access_2d(p, d);
+	*p++ = 'T';
+	p = access_2d(p, hh);
+	*p++ = ':';
+	p = access_2d(p, mm);
+	*p++ = ':';
+	p = access_2d(p, ss);
+	*p++ = '.';
+	b->iso_len = (size_t)(p - b->iso);
 	b->sec = sec;
+}
+
+/* The client's address: inet_ntop's text (digits, hex, '.', ':'), which
+ * needs no escaping, in a buffer of ACCESS_IP_BUF bytes (struct client's
+ * ip[]); copied as whole blocks of that buffer. */
+static char *access_ip(char *p, const char *ip, size_t len, bool json)
+{
+	if (len == 0 || len >= ACCESS_IP_BUF)
+		return access_escape(p, ip, len, ACCESS_IP_BUF, json);
+	memcpy(p, ip, 16);
+	if (len > 16)
+		memcpy(p + 16, ip + 16, ACCESS_IP_BUF - 16);
+	return p + len;
+}
+
+static char *access_status(char *p, int status)
+{
+	if (status >= 100 && status <= 999) {
+		*p++ = (char)('0' + status / 100);
+		return access_2d(p, (unsigned)(status % 100));
+	}
+	return access_u64(p, status < 0 ? 0 : (uint64_t)status);
+}
+
+char *access_format(char *p, struct access_buf *b, const struct access_fields *f, bool json)
+{
+	const struct req_log *l = &f->log;
+	int64_t ms;
+
+	if (f->now.tv_sec != b->sec)
+		access_stamps(b, f->now.tv_sec);
+	if (json) {
+		p = ACCESS_PUTS(p, "{\"client\":\"");
+		p = access_ip(p, f->ip, f->iplen, true);
+		p = access_put(p, b->iso, ACCESS_ISO_LEN);
+		ms = f->now.tv_usec / 1000;
+		*p++ = (char)('0' + ms / 100);
+		p = access_2d(p, (unsigned)(ms % 100));
+		p = ACCESS_PUTS(p, "Z\",\"method\":\"");
+		p = access_field(p, l->method.p, l->method.len, ACCESS_METHOD_MAX, true);
+		p = ACCESS_PUTS(p, "\",\"target\":\"");
+		p = access_field(p, l->target.p, l->target.len, ACCESS_TARGET_MAX, true);
+		p = ACCESS_PUTS(p, "\",\"protocol\":\"HTTP/1.");
+		*p++ = f->minor ? '1' : '0';
+		p = ACCESS_PUTS(p, "\",\"status\":");
+		p = access_status(p, l->status);
+		p = ACCESS_PUTS(p, ",\"bytes\":");
+		p = access_u64(p, l->bytes);
+		p = ACCESS_PUTS(p, ",\"referer\":\"");
+		p = access_field(p, f->referer.p, f->referer.len, ACCESS_HDR_MAX, true);
+		p = ACCESS_PUTS(p, "\",\"user_agent\":\"");
+		p = access_field(p, f->user_agent.p, f->user_agent.len, ACCESS_HDR_MAX, true);
+		p = ACCESS_PUTS(p, "\",\"duration\":");
+		p = access_secs(p, f->dur_us);
+		p = ACCESS_PUTS(p, ",\"backend\":");
+		if (l->backend) {
+			*p++ = '"';
+			p = access_cstr(p, l->backend);
+			*p++ = '"';
+		} else {
+			p = ACCESS_PUTS(p, "null");
+		}
+		p = ACCESS_PUTS(p, ",\"cache\":\"");
+		p = access_cstr(p, l->cache);
+		p = ACCESS_PUTS(p, "\",\"why\":\"");
+		p = access_cstr(p, l->why);
+		p = ACCESS_PUTS(p, "\",\"request_id\":\"");
+		p = access_put(p, l->rid, 20);
+		p = ACCESS_PUTS(p, "\"}\n");
+	} else {
+		p = access_ip(p, f->ip, f->iplen, false);
+		p = access_put(p, b->clf, ACCESS_CLF_LEN);
+		p = access_field(p, l->method.p, l->method.len, ACCESS_METHOD_MAX, false);
+		*p++ = ' ';
+		p = access_field(p, l->target.p, l->target.len, ACCESS_TARGET_MAX, false);
+		p = ACCESS_PUTS(p, " HTTP/1.");
+		*p++ = f->minor ? '1' : '0';
+		p = ACCESS_PUTS(p, "\" ");
+		p = access_status(p, l->status);
+		*p++ = ' ';
+		p = access_u64(p, l->bytes);
+		p = ACCESS_PUTS(p, " \"");
+		p = access_field(p, f->referer.p, f->referer.len, ACCESS_HDR_MAX, false);
+		p = ACCESS_PUTS(p, "\" \"");
+		p = access_field(p, f->user_agent.p, f->user_agent.len, ACCESS_HDR_MAX, false);
+		p = ACCESS_PUTS(p, "\" duration=");
+		p = access_secs(p, f->dur_us);
+		p = ACCESS_PUTS(p, " backend=");
+		if (l->backend)
+			p = access_cstr(p, l->backend);
+		else
+			*p++ = '-';
+		p = ACCESS_PUTS(p, " cache=");
+		p = access_cstr(p, l->cache);
+		p = ACCESS_PUTS(p, " why=");
+		p = access_cstr(p, l->why);
+		p = ACCESS_PUTS(p, " request_id=");
+		p = access_put(p, l->rid, 20);
+		*p++ = '\n';
+	}
+	return p;
+}
+
+/* Bytes 0-7 and n-8..n-1 of a header name (7 <= n <= 16) in lower case:
+ * names are tokens (http1.c), and in a token only a letter changes with
+ * bit 5 set into a letter or '-', so this is exact for names of letters
+ * and '-'. */
+static bool access_name_is(const char *p, size_t n, const char *lower)
+{
+	uint64_t a, b, x, y;
+	size_t k = n < 8 ? n - 4 : n - 8, w = n < 8 ? 4 : 8;
+
+	if (w == 4) {
+		uint32_t a4, b4, x4, y4;
+
+		memcpy(&a4, p, 4);
+		memcpy(&b4, p + k, 4);
+		memcpy(&x4, lower, 4);
+		memcpy(&y4, lower + k, 4);
+		return ((a4 | 0x20202020u) == x4) & ((b4 | 0x20202020u) == y4);
+	}
+	memcpy(&a, p, 8);
+	memcpy(&b, p + k, 8);
+	memcpy(&x, lower, 8);
+	memcpy(&y, lower + k, 8);
+	return ((a | 0x2020202020202020ull) == x) & ((b | 0x2020202020202020ull) == y);
+}
+
+/* The request's first Referer and User-Agent values: a pass over its
+ * headers comparing lengths first (most names are neither 7 nor 10
+ * bytes long), then the name a word at a time. */
+static void access_headers(const struct http1_msg *m, struct http1_str *ref, struct http1_str *ua)
+{
+	for (unsigned i = 0; i < m->nheaders; i++) {
+		const struct http1_header *h = &m->headers[i];
+
+		if (h->name.len == 7 && !ref->p && access_name_is(h->name.p, 7, "referer"))
+			*ref = h->value;
+		else if (h->name.len == 10 && !ua->p && access_name_is(h->name.p, 10, "user-agent"))
+			*ua = h->value;
+	}
+}
+
+bool access_append(struct access_buf *b, const struct access_fields *f, bool json)
+{
+	if (!b->data) {
+		b->data = malloc(ACCESS_BUF);
+		if (!b->data)
+			return false;
+	}
+	if (b->len + ACCESS_LINE_MAX > ACCESS_BUF)
+		access_buf_flush(b);
+	b->len = (size_t)(access_format(b->data + b->len, b, f, json) - b->data);
+	b->lines++;
+	return true;
 }
 
 void access_log(struct request *rq, int64_t dur)
 {
 	struct worker *w = rq->w;
 	struct access_buf *b = &w->alog;
-	const struct http1_msg *m = &rq->msg;
-	struct req_log l;
-	struct http1_str ref, ua;
-	struct timeval tv;
-	int64_t wall_ms;
-	bool json;
-	char *p;
+	struct access_fields f;
+	int64_t wall;
 
 	if (!atomic_load_explicit(&access_on, memory_order_relaxed))
 		return;
-	if (!b->data) {
-		b->data = malloc(ACCESS_BUF);
-		if (!b->data)
-			return;
+	req_log_fields(rq, &f.log);
+	f.ip = rq->ip;
+	f.iplen = rq->iplen;
+	f.minor = rq->msg.minor;
+	f.dur_us = dur;
+	/* the request's end on the wall clock: its start and duration on
+	 * the monotonic clock, moved by the difference of the two clocks,
+	 * read once a batch (every ACCESS_FLUSH_MS at most while lines come:
+	 * a step of the wall clock shows within that) */
+	if (!b->armed) {
+		struct timeval tv;
+		struct timespec ts;
+
+		gettimeofday(&tv, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		b->mono_to_wall = (int64_t)tv.tv_sec * 1000000 + tv.tv_usec -
+				  ((int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000);
 	}
-	if (b->len + ACCESS_LINE_MAX > ACCESS_BUF)
-		access_flush(b);
-	req_log_fields(rq, &l);
-	/* the wall clock of the loop's turn, for the stamp (no syscall) */
-	event_base_gettimeofday_cached(w->base, &tv);
-	wall_ms = (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-	if (tv.tv_sec != b->sec)
-		access_stamps(b, tv.tv_sec);
-	/* a request with a body: its head's bytes may have been moved out
-	 * of the read buffer (only its method and target were copied) */
-	ref.p = ua.p = NULL;
-	ref.len = ua.len = 0;
-	if (!l.line_copied) {
-		ref = access_header(m, "referer", 7);
-		ua = access_header(m, "user-agent", 10);
-	}
-	json = w->snap->conf->access_format == CONF_ACCESS_JSON;
-	p = b->data + b->len;
-	if (json) {
-		p = ACCESS_PUTS(p, "{\"client\":\"");
-		p = access_str(p, rq->ip, rq->iplen, 64, true);
-		p = ACCESS_PUTS(p, "\",\"time\":\"");
-		p = access_put(p, b->iso, b->iso_len);
-		*p++ = '.';
-		p = access_u64(p, (uint64_t)(wall_ms / 100 % 10));
-		p = access_u64(p, (uint64_t)(wall_ms / 10 % 10));
-		p = access_u64(p, (uint64_t)(wall_ms % 10));
-		p = ACCESS_PUTS(p, "Z\",\"method\":\"");
-		p = access_str(p, l.method.p, l.method.len, 32, true);
-		p = ACCESS_PUTS(p, "\",\"target\":\"");
-		p = access_str(p, l.target.p, l.target.len, ACCESS_TARGET_MAX, true);
-		p = ACCESS_PUTS(p, "\",\"protocol\":\"HTTP/1.");
-		*p++ = m->minor ? '1' : '0';
-		p = ACCESS_PUTS(p, "\",\"status\":");
-		p = access_u64(p, (uint64_t)l.status);
-		p = ACCESS_PUTS(p, ",\"bytes\":");
-		p = access_u64(p, l.bytes);
-		p = ACCESS_PUTS(p, ",\"referer\":\"");
-		p = access_str(p, ref.p, ref.len, ACCESS_HDR_MAX, true);
-		p = ACCESS_PUTS(p, "\",\"user_agent\":\"");
-		p = access_str(p, ua.p, ua.len, ACCESS_HDR_MAX, true);
-		p = ACCESS_PUTS(p, "\",\"duration\":");
-		p = access_secs(p, dur);
-		p = ACCESS_PUTS(p, ",\"backend\":");
-		if (l.backend) {
-			*p++ = '"';
-			p = access_str(p, l.backend, strlen(l.backend), 128, true);
-			*p++ = '"';
-		} else {
-			p = ACCESS_PUTS(p, "null");
-		}
-		p = ACCESS_PUTS(p, ",\"cache\":\"");
-		p = access_put(p, l.cache, strlen(l.cache));
-		p = ACCESS_PUTS(p, "\",\"why\":\"");
-		p = access_put(p, l.why, strlen(l.why));
-		p = ACCESS_PUTS(p, "\",\"request_id\":\"");
-		p = access_put(p, l.rid, 20);
-		p = ACCESS_PUTS(p, "\"}\n");
-	} else {
-		p = access_str(p, rq->ip, rq->iplen, 64, false);
-		p = ACCESS_PUTS(p, " - - ");
-		p = access_put(p, b->clf, b->clf_len);
-		p = ACCESS_PUTS(p, " \"");
-		p = access_str(p, l.method.p, l.method.len, 32, false);
-		*p++ = ' ';
-		p = access_str(p, l.target.p, l.target.len, ACCESS_TARGET_MAX, false);
-		p = ACCESS_PUTS(p, " HTTP/1.");
-		*p++ = m->minor ? '1' : '0';
-		p = ACCESS_PUTS(p, "\" ");
-		p = access_u64(p, (uint64_t)l.status);
-		*p++ = ' ';
-		p = access_u64(p, l.bytes);
-		p = ACCESS_PUTS(p, " \"");
-		p = access_str(p, ref.p, ref.len, ACCESS_HDR_MAX, false);
-		p = ACCESS_PUTS(p, "\" \"");
-		p = access_str(p, ua.p, ua.len, ACCESS_HDR_MAX, false);
-		p = ACCESS_PUTS(p, "\" duration=");
-		p = access_secs(p, dur);
-		p = ACCESS_PUTS(p, " backend=");
-		if (l.backend)
-			p = access_str(p, l.backend, strlen(l.backend), 128, false);
-		else
-			*p++ = '-';
-		p = ACCESS_PUTS(p, " cache=");
-		p = access_put(p, l.cache, strlen(l.cache));
-		p = ACCESS_PUTS(p, " why=");
-		p = access_put(p, l.why, strlen(l.why));
-		p = ACCESS_PUTS(p, " request_id=");
-		p = access_put(p, l.rid, 20);
-		*p++ = '\n';
-	}
-	b->len = (size_t)(p - b->data);
-	b->lines++;
+	wall = rq->t_begin + dur + b->mono_to_wall;
+	f.now.tv_sec = (time_t)(wall / 1000000);
+	f.now.tv_usec = (suseconds_t)(wall % 1000000);
+	/* a request with a body has none: its head's bytes may have been
+	 * moved out of the read buffer (only its method and target were
+	 * copied) */
+	f.referer.p = f.user_agent.p = NULL;
+	f.referer.len = f.user_agent.len = 0;
+	if (!f.log.line_copied)
+		access_headers(&rq->msg, &f.referer, &f.user_agent);
+	if (!access_append(b, &f, w->snap->conf->access_format == CONF_ACCESS_JSON))
+		return;
 	if (!b->armed) {
 		static const struct timeval after = { 0, ACCESS_FLUSH_MS * 1000 };
 

@@ -11,7 +11,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdbool.h>
+#include <sys/time.h>
+
 #include "access-t.h"
+#include "http1.h"
+#include "request.h"
 
 struct request;
 struct worker;
@@ -39,5 +44,48 @@ void access_worker_free(struct worker *w);
 /* Worker thread: log the request that just ended (req_end), which took
  * dur microseconds. */
 void access_log(struct request *rq, int64_t dur);
+
+/* ---- the line (pure but for the buffer's flush; unit-tested) ------------ */
+
+/* Bytes of each field a line holds at most (longer ones are cut). */
+#define ACCESS_IP_BUF 48                /* the client's address buffer */
+#define ACCESS_METHOD_MAX 32
+#define ACCESS_TARGET_MAX 1024
+#define ACCESS_HDR_MAX 256              /* Referer, User-Agent */
+#define ACCESS_NAME_MAX 128             /* the backend's name */
+/* The longest line: those fields escaped (6 bytes a byte at worst, JSON's
+ * \u00HH), the fixed text and numbers, and the few bytes a formatter may
+ * write past its end. A line is formatted only when this much is free. */
+#define ACCESS_LINE_MAX (6 * (ACCESS_IP_BUF + ACCESS_METHOD_MAX + ACCESS_TARGET_MAX + \
+			      2 * ACCESS_HDR_MAX + ACCESS_NAME_MAX) + 512)
+
+/* What a line says. */
+struct access_fields {
+	struct req_log log;             /* the request's part (request.h) */
+	const char *ip;                 /* the client's address: a buffer of
+					   ACCESS_IP_BUF bytes, iplen used */
+	size_t iplen;
+	int minor;                      /* HTTP/1.minor */
+	struct http1_str referer, user_agent;   /* len 0: "-" / "" */
+	int64_t dur_us;
+	struct timeval now;             /* wall clock, for the stamp */
+};
+
+/*
+ * s[0..n) (at most max bytes of it) as quoted text: '"', '\\', control
+ * bytes and bytes >= 0x7f escaped, as \xHH in combined (as NGINX does) or
+ * \" \\ \u00HH in JSON; "-" for an empty field in combined. Writes at p,
+ * which must have 6 x min(n, max) + 16 bytes of room; returns the end.
+ */
+char *access_escape(char *p, const char *s, size_t n, size_t max, bool json);
+/* One line of f at p (ACCESS_LINE_MAX bytes of room), with b's stamps of
+ * the second (remade when the second changed); returns its end. */
+char *access_format(char *p, struct access_buf *b, const struct access_fields *f, bool json);
+/* Append f's line to b, writing b out first when the line might not fit
+ * (its data is allocated on the first line). false: no memory, no line. */
+bool access_append(struct access_buf *b, const struct access_fields *f, bool json);
+/* Write b out now; the lines that could not be written are counted as
+ * dropped. */
+void access_buf_flush(struct access_buf *b);
 
 #endif

@@ -277,6 +277,18 @@ void balance_explain(const struct snapshot *s, int i, uint64_t pos, struct balan
 	why->verdict = balance_verdict(s, i, pos, false, s->ring->weights[i], &limit, why);
 }
 
+void balance_explain_held(const struct snapshot *s, int i, uint64_t pos, struct balance_why *why)
+{
+	long limit;
+
+	memset(why, 0, sizeof(*why));
+	why->cap = -1;
+	why->ramp = 1;
+	why->max_inflight = s->be[i].conf->max_inflight;
+	why->inflight = atomic_load_explicit(&s->be[i].state->inflight, memory_order_relaxed);
+	why->verdict = balance_verdict(s, i, pos, true, s->ramp->weight[i], &limit, why);
+}
+
 int balance_explain_walk(const struct snapshot *s, uint64_t pos, int *order,
 			 struct balance_why *why, int n, int *nout)
 {

@@ -79,6 +79,11 @@ struct balance_why {
  * writing anything: for the admin listener's /ring. Any thread. */
 void balance_explain(const struct snapshot *s, int i, uint64_t pos, struct balance_why *why);
 
+/* As balance_explain, for backend i holding a key during s's warm ramp
+ * (s->ramp): the verdict balance_next asks of a key's previous owner
+ * (drained or not, capped at its ramp weight). Writes nothing. */
+void balance_explain_held(const struct snapshot *s, int i, uint64_t pos, struct balance_why *why);
+
 /* The walk of a key at pos explained: the first n distinct backends into
  * order[] and why[] (*nout of them), and the backend index a request
  * would go to now as balance_next would choose it (-1: none would take

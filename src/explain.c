@@ -15,10 +15,13 @@
 
 #include "conf.h"
 #include "front.h"
+#include "ring.h"
 #include "registry.h"
 #include "stats.h"
 
 #define EXPLAIN_HOST "ringproxy.invalid"
+
+__extension__ typedef unsigned __int128 explain_u128;
 
 int explain_target_parse(struct explain_target *t, int mode, const char *target, size_t len,
 			 const char *host, char *err, size_t errlen)
@@ -76,19 +79,54 @@ void explain_target_free(struct explain_target *t)
 	t->cap = 0;
 }
 
+/* The warm ramp's part, as balance_next applies it (balance_held): while
+ * the ramp runs, a key whose previous owner differs from its owner is
+ * asked of that previous owner first until its own moment of the window,
+ * and goes there if that backend would take it; otherwise the walk's
+ * target stands. */
+static void explain_ramp(struct explain *e, const struct snapshot *s, uint64_t u, int64_t now_ms)
+{
+	const struct snap_ramp *r = s->ramp;
+	int prev, to;
+
+	e->ramp_prev = -1;
+	if (!r || now_ms >= r->end_ms || e->owner < 0)
+		return;
+	to = ring_ramp_owner(r->step, r->nsteps, e->pos, u, now_ms, &prev);
+	if (prev < 0 || prev == e->owner)
+		return;
+	e->ramp_prev = prev;
+	if (to != prev)
+		return;
+	e->ramp_held = true;
+	/* step 0's window: start + span x u / 2^64 */
+	e->ramp_switch_in_ms = r->step[0].start_ms - now_ms +
+			       (int64_t)(((explain_u128)u * r->step[0].span_ms) >> 64);
+	if (e->ramp_switch_in_ms < 0)
+		e->ramp_switch_in_ms = 0;
+	balance_explain_held(s, prev, e->pos, &e->held_why);
+	if (e->held_why.verdict == BALANCE_OK) {
+		e->target = prev;
+		e->ramp_target = true;
+	}
+}
+
 void explain_key(struct explain *e, const struct snapshot *s, const char *key, size_t len,
 		 int walk, const struct cache *cache, const struct cache_key *ckey, int64_t now)
 {
+	uint64_t u;
+
 	memset(e, 0, sizeof(*e));
 	e->key = key;
 	e->keylen = len;
-	e->pos = ring_hash(key, len);
+	e->pos = ring_hash2(key, len, &u);
 	e->owner = ring_lookup(s->ring, e->pos);
 	if (walk < 1)
 		walk = 1;
 	if (walk > EXPLAIN_MAX_WALK)
 		walk = EXPLAIN_MAX_WALK;
 	e->target = e->owner < 0 ? -1 : balance_explain_walk(s, e->pos, e->order, e->why, walk, &e->n);
+	explain_ramp(e, s, u, registry_now_ms());
 	if (cache && ckey) {
 		e->cache_known = true;
 		cache_peek(cache, ckey, now, &e->peek);
@@ -144,6 +182,8 @@ static const char *explain_route(const struct explain *e)
 {
 	if (e->owner < 0)
 		return "the ring has no points: 503";
+	if (e->ramp_target)
+		return "ramp: held on its previous owner until its moment of the warm ramp";
 	if (e->target < 0)
 		return "no backend of the walk would take it now: 503";
 	if (e->target == e->owner)
@@ -151,6 +191,20 @@ static const char *explain_route(const struct explain *e)
 	if (e->n && e->why[0].verdict == BALANCE_DOWN)
 		return "failover: the owner is down";
 	return "spill: the owner would not take it now";
+}
+
+/* The route in one word, as the access log's why= says it. */
+static const char *explain_reason(const struct explain *e)
+{
+	if (e->target < 0)
+		return "none";
+	if (e->ramp_target)
+		return "ramp";
+	if (e->target == e->owner)
+		return "owner";
+	if (e->n && e->why[0].verdict == BALANCE_DOWN)
+		return "failover";
+	return e->n && e->why[0].verdict == BALANCE_RAMPING ? "ramp" : "spill";
 }
 
 static void explain_json_name(struct evbuffer *out, const struct snapshot *s, int i)
@@ -189,7 +243,29 @@ void explain_json(const struct explain *e, const struct snapshot *s, struct evbu
 			evbuffer_add(out, "null", 4);
 		evbuffer_add_printf(out, ", \"hot\": %s, \"ramp\": %.17g}", w->hot ? "true" : "false", w->ramp);
 	}
-	evbuffer_add(out, "], \"target\": ", 13);
+	evbuffer_add(out, "], \"ramp\": ", 11);
+	if (e->ramp_prev < 0) {
+		evbuffer_add(out, "null", 4);
+	} else {
+		const struct balance_why *w = &e->held_why;
+
+		evbuffer_add(out, "{\"previous_owner\": ", 19);
+		explain_json_name(out, s, e->ramp_prev);
+		evbuffer_add_printf(out, ", \"held\": %s", e->ramp_held ? "true" : "false");
+		if (e->ramp_held) {
+			explain_why_text(w, s, e->ramp_prev, why, sizeof(why));
+			evbuffer_add_printf(out, ", \"switch_in_ms\": %" PRId64 ", \"eligible\": %s, \"verdict\": \"%s\", \"why\": ",
+					    e->ramp_switch_in_ms, w->verdict == BALANCE_OK ? "true" : "false",
+					    explain_verdict_name(w->verdict));
+			stats_json_str(out, why);
+		}
+		evbuffer_add(out, "}", 1);
+	}
+	evbuffer_add(out, ", \"held\": ", 10);
+	explain_json_name(out, s, e->ramp_target ? e->ramp_prev : -1);
+	evbuffer_add(out, ", \"reason\": ", 12);
+	stats_json_str(out, explain_reason(e));
+	evbuffer_add(out, ", \"target\": ", 12);
 	explain_json_name(out, s, e->target);
 	evbuffer_add(out, ", \"route\": ", 11);
 	stats_json_str(out, explain_route(e));
@@ -214,6 +290,16 @@ void explain_text(const struct explain *e, const struct snapshot *s, struct evbu
 	evbuffer_add_printf(out, "owner     %s\n", e->owner >= 0 ? s->ring->names[e->owner] : "(none: the ring has no points)");
 	evbuffer_add_printf(out, "goes to   %s (%s)\n", e->target >= 0 ? s->ring->names[e->target] : "(none)",
 			    explain_route(e));
+	if (e->ramp_prev >= 0 && e->ramp_held) {
+		explain_why_text(&e->held_why, s, e->ramp_prev, why, sizeof(why));
+		evbuffer_add_printf(out, "ramp      moved from %s by the warm ramp, held there for %" PRId64 " ms more: %s%s%s\n",
+				    s->ring->names[e->ramp_prev], e->ramp_switch_in_ms,
+				    e->ramp_target ? "it would take it" : "it would not take it",
+				    *why ? ": " : "", why);
+	} else if (e->ramp_prev >= 0) {
+		evbuffer_add_printf(out, "ramp      moved from %s by the warm ramp; switched to its new owner\n",
+				    s->ring->names[e->ramp_prev]);
+	}
 	if (!e->cache_known)
 		evbuffer_add_printf(out, "cache     not known (no cache, or no cache key: give url= and host=)\n");
 	else if (e->peek.objects)

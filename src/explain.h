@@ -58,6 +58,16 @@ struct explain {
 	int order[EXPLAIN_MAX_WALK];    /* the walk's first n distinct backends */
 	struct balance_why why[EXPLAIN_MAX_WALK];
 	int n;
+	/* a warm ramp (s->ramp) in progress that moved this key: its
+	 * previous owner, held while the key has not reached its moment of
+	 * the window and that backend would take it (balance_next asks it
+	 * first); -1 when no ramp moved the key */
+	int ramp_prev;
+	bool ramp_held;                 /* not switched yet: the previous
+					   owner is asked first */
+	int64_t ramp_switch_in_ms;      /* until the key switches (held) */
+	struct balance_why held_why;    /* the previous owner's verdict */
+	bool ramp_target;               /* the target is the held owner */
 	/* the cache: known only with a cache and a cache key */
 	bool cache_known;
 	struct cache_peek peek;
@@ -65,7 +75,8 @@ struct explain {
 
 /* Explain key[0..len) (borrowed by e) on snapshot s, listing walk
  * backends at most (1..EXPLAIN_MAX_WALK). cache and ckey may be NULL: the
- * cache's answer is then unknown. */
+ * cache's answer is then unknown. A warm ramp in progress is read at
+ * registry_now_ms(), as balance_next reads it. */
 void explain_key(struct explain *e, const struct snapshot *s, const char *key, size_t len,
 		 int walk, const struct cache *cache, const struct cache_key *ckey, int64_t now);
 

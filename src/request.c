@@ -485,6 +485,23 @@ static void req_rid(const struct request *rq, char *out, size_t len)
 		 (unsigned)rq->w->id & 0xffu, rq->rid & 0xffffffffffu);
 }
 
+/* v's 8 hex digits at out, a word at a time (the log formats one a
+ * request): each nibble spread into a byte, then '0' or 'a' - 10 added. */
+static void req_hex8(char *out, uint32_t v)
+{
+	uint64_t x = v;
+
+	x = (x | x << 16) & 0x0000ffff0000ffffull;
+	x = (x | x << 8) & 0x00ff00ff00ff00ffull;
+	x = (x | x << 4) & 0x0f0f0f0f0f0f0f0full;
+	/* bytes now hold the nibbles, the lowest nibble in the lowest byte */
+	x += 0x3030303030303030ull + 0x27 * (((x + 0x0606060606060606ull) >> 4) & 0x0101010101010101ull);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	x = __builtin_bswap64(x);
+#endif
+	memcpy(out, &x, 8);
+}
+
 void req_log_fields(struct request *rq, struct req_log *l)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -524,11 +541,11 @@ void req_log_fields(struct request *rq, struct req_log *l)
 		rq->w->rid_prefix[k++] = hex[(unsigned)rq->w->id & 15];
 	}
 	memcpy(l->rid, rq->w->rid_prefix, 10);
-	k = 10;
 	v = rq->rid & 0xffffffffffu;
-	for (int s = 36; s >= 0; s -= 4)
-		l->rid[k++] = hex[v >> s & 15];
-	l->rid[k] = '\0';
+	l->rid[10] = hex[v >> 36 & 15];
+	l->rid[11] = hex[v >> 32 & 15];
+	req_hex8(l->rid + 12, (uint32_t)v);
+	l->rid[20] = '\0';
 }
 
 /* Log lines of the proxy's own replies, per worker and second: a flood of

@@ -115,6 +115,9 @@ def main():
     r400 = [r for r in rows if r["status"] == "400"]
     t.check(len(r400) == 1 and r400[0]["backend"] == "-" and r400[0]["why"] == "-" and r400[0]["target"] == "/x",
             "the proxy's own 400 is logged with no backend", str(r400))
+    rid400 = harness.request_id(bad[0].body) if bad else None
+    t.check(rid400 and r400 and r400[0]["request_id"] == rid400,
+            "its line's request_id is the one its reply gave the client", f"{rid400} {r400}")
 
     # SIGUSR1 after a rename: the old file keeps the old lines, the new
     # one gets the next

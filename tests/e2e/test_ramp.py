@@ -23,11 +23,13 @@ at its new owner at the first request).
 usage: test_ramp.py RINGPROXY TESTCACHE"""
 
 import hashlib
+import http.client
 import json
 import os
 import socket
 import sys
 import time
+import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
@@ -71,6 +73,22 @@ def routes_timed(port, keys, batch=50):
             out += [(k, b, t0, t1) for k, b in got]
     finally:
         s.close()
+    return out
+
+
+def ring_targets(port, keys):
+    """{key: /ring?url=key's JSON} from the admin listener at port, on one
+    connection."""
+    out = {}
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        for k in keys:
+            c.request("GET", "/ring?url=" + urllib.parse.quote(k, safe=""))
+            r = c.getresponse()
+            body = r.read()
+            out[k] = json.loads(body) if r.status == 200 else {"status": r.status}
+    finally:
+        c.close()
     return out
 
 
@@ -258,9 +276,46 @@ def main():
     got = dict((k, b) for k, b, _, _ in routes_timed(pa.port, late + others))
     t.check(all(got[k] == "c1" for k in late) and all(got[k] == old[k] for k in others),
             "held keys at their previous owners (c1 among them)")
+    # /ring?url= says what a request meets during the ramp: the held owner
+    # is the target, named as held, reason "ramp"; keys the ramp did not
+    # move or has switched are at their owner
+    unmoved = [k for k in KEYS if k not in moved][:200]
+    time.sleep(1)
+    switched = [k for k in moved if rstart + 60 * U[k] < time.time() - 0.1]
+    sample = late + others + unmoved + switched
+    t0 = time.time()
+    where = ring_targets(aa, sample)
+    got = dict((k, b) for k, b, _, _ in routes_timed(pa.port, sample))
+    t1 = time.time()
+    # a moved key whose moment fell between its /ring and its request
+    # may rightly differ
+    racing = {k for k in moved if t0 - SLACK <= rstart + 60 * U[k] <= t1 + SLACK}
+    diff = [(k, where[k].get("target"), got[k]) for k in sample
+            if where[k].get("target") != got[k] and k not in racing]
+    held_ok = all(where[k]["held"] == old[k] and where[k]["reason"] == "ramp" and
+                  where[k]["ramp"]["previous_owner"] == old[k] and where[k]["ramp"]["held"] and
+                  where[k]["owner"] == "c5" for k in late + others if k not in racing)
+    t.check(not diff and held_ok and switched and all(where[k]["held"] is None for k in unmoved + switched) and
+            all(where[k]["ramp"] is None for k in unmoved) and
+            all(where[k]["ramp"]["held"] is False for k in switched),
+            f"/ring?url= during the ramp: its target is the backend that served each of {len(sample)} "
+            f"requests ({len(late + others)} held on their previous owner: held and reason 'ramp'; "
+            f"{len(switched)} switched to c5; {len(unmoved)} not moved; {len(racing & set(sample))} "
+            f"switching meanwhile not compared)", str(diff[:5]))
+    _, _, text = H.get(aa, "/ring?format=text&url=" + urllib.parse.quote(late[0], safe=""))
+    text = text.decode()
+    t.check("goes to   c1 (ramp: held on its previous owner" in text and
+            "ramp      moved from c1 by the warm ramp, held there for" in text,
+            "/ring?format=text says the key goes to its held owner and why", text)
     caches["c1"].stop()
     t.check(pa.wait_log(r"backend c1: up -> down"), "c1 stopped: marked down")
+    where = ring_targets(aa, late + others)
     got = dict((k, b) for k, b, _, _ in routes_timed(pa.port, late + others))
+    t.check(all(where[k]["target"] == got[k] for k in late + others) and
+            all(where[k]["held"] is None and where[k]["ramp"]["verdict"] == "down" for k in late),
+            "c1 down: /ring's target for its held keys is their new owner, as the requests found, "
+            "and the ramp part says the held owner is down",
+            str([(k, where[k]["target"], got[k]) for k in late + others if where[k]["target"] != got[k]][:5]))
     t.check(all(got[k] == "c5" for k in late) and all(got[k] == old[k] for k in others) and
             time.time() < rstart + 30,
             "c1 down: its held keys go to their new owner at once; other held keys stay put")
