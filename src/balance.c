@@ -39,6 +39,8 @@
 #define BALANCE_HOT_MIN    8
 
 static _Atomic(struct sketch *) balance_sketch;
+/* recent requests and those of them for a hot key (balance_count) */
+static _Atomic uint64_t balance_nreq, balance_nhot;
 
 static struct sketch *balance_hot_sketch(void)
 {
@@ -69,6 +71,8 @@ void balance_seen(uint64_t pos)
 void balance_hot_reset(void)
 {
 	sketch_free(atomic_exchange(&balance_sketch, NULL));
+	atomic_store(&balance_nreq, 0);
+	atomic_store(&balance_nhot, 0);
 }
 
 bool balance_is_hot(uint64_t pos, long total)
@@ -92,6 +96,52 @@ bool balance_is_hot(uint64_t pos, long total)
 	/* the key's expected share of the requests in flight, p x (total +
 	 * 1), is at least one whole request: moving it frees a slot */
 	return (uint64_t)est * (uint64_t)(total + 1) >= seen;
+}
+
+/*
+ * The share of recent requests whose key was hot when placed
+ * (balance_start counts them), over the last one to two sketch windows:
+ * the part of the load in flight that the cap may move. Two counters,
+ * halved together once the first reaches two windows; the halving races
+ * with increments, so the share is approximate, which is all the rare
+ * cap below needs.
+ */
+static void balance_count(bool hot)
+{
+	uint64_t n = atomic_fetch_add_explicit(&balance_nreq, 1, memory_order_relaxed) + 1;
+
+	if (hot)
+		atomic_fetch_add_explicit(&balance_nhot, 1, memory_order_relaxed);
+	if (n >= 2 * BALANCE_HOT_WINDOW &&
+	    atomic_compare_exchange_strong_explicit(&balance_nreq, &n, n / 2,
+						    memory_order_relaxed, memory_order_relaxed)) {
+		uint64_t h = atomic_load_explicit(&balance_nhot, memory_order_relaxed);
+
+		atomic_fetch_sub_explicit(&balance_nhot, h - h / 2, memory_order_relaxed);
+	}
+}
+
+double balance_hot_share(void)
+{
+	uint64_t n = atomic_load_explicit(&balance_nreq, memory_order_relaxed);
+	uint64_t h = atomic_load_explicit(&balance_nhot, memory_order_relaxed);
+
+	return n == 0 ? 0 : h >= n ? 1 : (double)h / (double)n;
+}
+
+long balance_rare_cap(long cap, double hot_share)
+{
+	double room;
+
+	if (hot_share <= 0)
+		return LONG_MAX;
+	if (hot_share >= 1)
+		return cap;
+	room = (double)cap * (1 - hot_share) / (2 * hot_share);
+	if (room >= (double)(LONG_MAX / 2))
+		return LONG_MAX;
+	/* a rounding error of the share is not a request more */
+	return room > (double)cap + 1e-6 ? (long)ceil(room - 1e-6) : cap;
 }
 
 long balance_cap(double c, long total, double w, double W)
@@ -233,22 +283,26 @@ static enum balance_verdict balance_verdict(const struct snapshot *s, int i, uin
 		long total = atomic_load_explicit(&registry_total_inflight, memory_order_relaxed);
 		double W = balance_up_weight(s);
 		long cap = balance_cap(conf->balance_factor, total, w, W);
-
-		/* the cap moves only hot keys (balance_is_hot): a rare key
-		 * over it stays on its owner, which holds its object; a key a
-		 * warm ramp holds on its previous owner is capped as before */
-		bool hot = held || balance_is_hot(pos, total);
+		/* the cap moves hot keys (balance_is_hot); a rare key stays
+		 * on its owner, which holds its object, up to a cap that
+		 * shrinks to this one as hot keys take over the load
+		 * (balance_rare_cap): none under even load. A key a warm
+		 * ramp holds on its previous owner is a rare key there unless
+		 * hot: holding it is the ramp's point. */
+		bool hot = balance_is_hot(pos, total);
+		long bound = hot ? cap : balance_rare_cap(cap, balance_hot_share());
 
 		if (ex) {
 			ex->total = total;
 			ex->up_weight = W;
 			ex->cap = cap;
+			ex->rare_cap = hot ? -1 : bound;
 			ex->hot = hot;
 		}
-		if (inflight >= cap && hot)
+		if (inflight >= bound)
 			v = BALANCE_BOUNDED;
-		else if (hot && cap < *limit)
-			*limit = cap;
+		else if (bound < *limit)
+			*limit = bound;
 	}
 	/* an explanation still says how far a bounded backend ramps */
 	if ((v == BALANCE_OK || ex) && balance_ramping(s, i, pos, ex != NULL, &back) && v == BALANCE_OK)
@@ -271,6 +325,7 @@ void balance_explain(const struct snapshot *s, int i, uint64_t pos, struct balan
 
 	memset(why, 0, sizeof(*why));
 	why->cap = -1;
+	why->rare_cap = -1;
 	why->ramp = 1;
 	why->max_inflight = s->be[i].conf->max_inflight;
 	why->inflight = atomic_load_explicit(&s->be[i].state->inflight, memory_order_relaxed);
@@ -348,10 +403,14 @@ void balance_start(const struct snapshot *s, struct ring_walk *w, struct balance
 		   uint64_t pos, uint64_t u)
 {
 	balance_seen(pos);
+	balance_count(s->conf->balance_factor > 0 &&
+		      balance_is_hot(pos, atomic_load_explicit(&registry_total_inflight,
+							       memory_order_relaxed)));
 	ring_walk_init(w, s->ring, pos);
 	pick->backend = -1;
 	pick->owner = -1;
 	pick->owner_verdict = BALANCE_OK;
+	pick->owner_hot = 0;
 	pick->any_full = 0;
 	pick->key_u = u;
 	pick->ramp = 0;
@@ -424,6 +483,10 @@ void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 			if (w->yielded == 1)
 				pick->owner_verdict = v;
 		}
+		if (w->yielded == 1)
+			pick->owner_hot = v == BALANCE_BOUNDED &&
+					  balance_is_hot(pos, atomic_load_explicit(&registry_total_inflight,
+										   memory_order_relaxed));
 		if (v == BALANCE_FULL)
 			pick->any_full = 1;
 		if (v == BALANCE_OK) {
