@@ -421,8 +421,10 @@ void balance_start(const struct snapshot *s, struct ring_walk *w, struct balance
  * the last reload changed goes on to its previous owner until its own
  * moment of the window, so the new owner fills gradually. Only while that
  * backend can take the request: down, at its hard cap or over its
- * bounded-load cap, the key goes to its new owner at once, for this
- * request (a previous owner that comes back gets its held keys back).
+ * bounded-load cap (for a held key that is not hot, the rare keys' bound:
+ * none under even load, as holding it is the point), the key goes to its
+ * new owner at once, for this request (a previous owner that comes back
+ * gets its held keys back).
  * True when the previous owner took the request (its slot is held).
  */
 static bool balance_held(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
