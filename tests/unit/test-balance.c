@@ -1095,9 +1095,11 @@ static int test_request(const struct snapshot *s, uint64_t pos, int *owner)
 	return p.backend;
 }
 
-/* Issue 17: the bounded-load cap moves hot keys only. Under even load
- * (3,000 keys, each 1/3000 of the requests) an owner over its cap keeps
- * every key; a key with half of the requests spills as before. */
+/* Issue 17: the bounded-load cap moves hot keys, and rare ones only as hot
+ * keys take over the load. Under even load (3,000 keys, each 1/3000 of
+ * the requests) an owner over its cap keeps every key; a key with 1 in 10
+ * of the requests spills while rare keys of its owner stay; with half of
+ * the requests on one key every key is bounded by the cap again. */
 static void test_hot(void)
 {
 	struct snapshot *s = test_snap("balance_factor = 1.25", "", "");
