@@ -39,8 +39,9 @@
 #define BALANCE_HOT_MIN    8
 
 static _Atomic(struct sketch *) balance_sketch;
-/* recent requests and those of them for a hot key (balance_count) */
-static _Atomic uint64_t balance_nreq, balance_nhot;
+/* recent requests for a hot key, and the sketch window they were last
+ * halved for (balance_count_hot) */
+static _Atomic uint64_t balance_nhot, balance_hot_epoch;
 
 static struct sketch *balance_hot_sketch(void)
 {
@@ -71,8 +72,8 @@ void balance_seen(uint64_t pos)
 void balance_hot_reset(void)
 {
 	sketch_free(atomic_exchange(&balance_sketch, NULL));
-	atomic_store(&balance_nreq, 0);
 	atomic_store(&balance_nhot, 0);
+	atomic_store(&balance_hot_epoch, 0);
 }
 
 bool balance_is_hot(uint64_t pos, long total)
@@ -100,33 +101,57 @@ bool balance_is_hot(uint64_t pos, long total)
 
 /*
  * The share of recent requests whose key was hot when placed
- * (balance_start counts them), over the last one to two sketch windows:
- * the part of the load in flight that the cap may move. Two counters,
- * halved together once the first reaches two windows; the halving races
- * with increments, so the share is approximate, which is all the rare
- * cap below needs.
+ * (balance_start counts them): the part of the load in flight that the cap
+ * may move. Kept like one more key of the sketch: a counter of hot
+ * requests halved at each of the sketch's windows (balance_hot_epoch is
+ * the window it was last halved for), read against the sketch's requests
+ * the same way as a key's estimate. Only a hot request writes it, so under
+ * even load no request writes a shared line (the sketch's own request
+ * count is published in per-thread batches). The halving races with
+ * increments; the share is approximate, which is all the rare keys' bound
+ * needs.
  */
-static void balance_count(bool hot)
+static void balance_hot_decay(uint64_t epoch)
 {
-	uint64_t n = atomic_fetch_add_explicit(&balance_nreq, 1, memory_order_relaxed) + 1;
+	uint64_t e = atomic_load_explicit(&balance_hot_epoch, memory_order_relaxed);
 
-	if (hot)
-		atomic_fetch_add_explicit(&balance_nhot, 1, memory_order_relaxed);
-	if (n >= 2 * BALANCE_HOT_WINDOW &&
-	    atomic_compare_exchange_strong_explicit(&balance_nreq, &n, n / 2,
-						    memory_order_relaxed, memory_order_relaxed)) {
+	if (epoch > e && atomic_compare_exchange_strong_explicit(&balance_hot_epoch, &e, epoch,
+								  memory_order_relaxed,
+								  memory_order_relaxed)) {
 		uint64_t h = atomic_load_explicit(&balance_nhot, memory_order_relaxed);
+		uint64_t keep = epoch - e >= 64 ? 0 : h >> (epoch - e);
 
-		atomic_fetch_sub_explicit(&balance_nhot, h - h / 2, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&balance_nhot, h - keep, memory_order_relaxed);
 	}
+}
+
+static void balance_count_hot(void)
+{
+	struct sketch *s = atomic_load_explicit(&balance_sketch, memory_order_acquire);
+
+	if (s == NULL)
+		return;
+	balance_hot_decay(sketch_samples(s) / sketch_window(s));
+	atomic_fetch_add_explicit(&balance_nhot, 1, memory_order_relaxed);
 }
 
 double balance_hot_share(void)
 {
-	uint64_t n = atomic_load_explicit(&balance_nreq, memory_order_relaxed);
-	uint64_t h = atomic_load_explicit(&balance_nhot, memory_order_relaxed);
+	struct sketch *s = atomic_load_explicit(&balance_sketch, memory_order_acquire);
+	uint64_t window, seen, h, e, epoch;
 
-	return n == 0 ? 0 : h >= n ? 1 : (double)h / (double)n;
+	if (s == NULL)
+		return 0;
+	window = sketch_window(s);
+	seen = sketch_samples(s);
+	epoch = seen / window;
+	h = atomic_load_explicit(&balance_nhot, memory_order_relaxed);
+	e = atomic_load_explicit(&balance_hot_epoch, memory_order_relaxed);
+	/* no hot request since windows went by: as if halved for each */
+	if (epoch > e)
+		h = epoch - e >= 64 ? 0 : h >> (epoch - e);
+	seen = seen < window ? seen : window + seen % window;
+	return seen == 0 ? 0 : h >= seen ? 1 : (double)h / (double)seen;
 }
 
 long balance_rare_cap(long cap, double hot_share)
@@ -403,9 +428,9 @@ void balance_start(const struct snapshot *s, struct ring_walk *w, struct balance
 		   uint64_t pos, uint64_t u)
 {
 	balance_seen(pos);
-	balance_count(s->conf->balance_factor > 0 &&
-		      balance_is_hot(pos, atomic_load_explicit(&registry_total_inflight,
-							       memory_order_relaxed)));
+	if (s->conf->balance_factor > 0 &&
+	    balance_is_hot(pos, atomic_load_explicit(&registry_total_inflight, memory_order_relaxed)))
+		balance_count_hot();
 	ring_walk_init(w, s->ring, pos);
 	pick->backend = -1;
 	pick->owner = -1;
