@@ -1212,6 +1212,17 @@ static void test_hot(void)
 		(void)test_request(s, r % 2 ? hot : test_key(r % 3000), &owner);
 	tap_ok(balance_hot_share() > 0.45 && balance_hot_share() < 0.55,
 	       "hot share: half of the requests hot (%.3f)", balance_hot_share());
+	{
+		/* early in the second window of the sketch: counts halved
+		 * once, the share still a half (not a quarter) */
+		double h;
+
+		balance_hot_reset();
+		for (int r = 0; r < 1100; r++)
+			(void)test_request(s, r % 2 ? hot : test_key(r % 3000), &owner);
+		h = balance_hot_share();
+		tap_ok(h > 0.4 && h < 0.6, "hot share after the first halving: still a half (%.3f)", h);
+	}
 	test_set_inflight(s, order[0], 20);     /* cap ceil(1.25 x 51 / 4) = 16 */
 	{
 		int moved = 0, n = 0, counted_hot = 0;
