@@ -25,6 +25,9 @@ struct balance_pick {
 				   a warm ramp's previous owner when it took
 				   the key */
 	enum balance_verdict owner_verdict;
+	int owner_hot;          /* the owner was over its cap (BOUNDED) for
+				   a hot key, not a stalled or full owner
+				   moving a rare one (stats: spilled_hot) */
 	int any_full;           /* some candidate was at its hard cap */
 	uint64_t key_u;         /* the key's ramp value (ring_hash2) */
 	int ramp;               /* 0 = the warm ramp not asked yet, 1 = asked,

@@ -39,6 +39,9 @@
 #define BALANCE_HOT_MIN    8
 
 static _Atomic(struct sketch *) balance_sketch;
+/* recent requests for a hot key, and the sketch window they were last
+ * halved for (balance_count_hot) */
+static _Atomic uint64_t balance_nhot, balance_hot_epoch;
 
 static struct sketch *balance_hot_sketch(void)
 {
@@ -69,6 +72,23 @@ void balance_seen(uint64_t pos)
 void balance_hot_reset(void)
 {
 	sketch_free(atomic_exchange(&balance_sketch, NULL));
+	atomic_store(&balance_nhot, 0);
+	atomic_store(&balance_hot_epoch, 0);
+}
+
+/* What the sketch's counters of `samples` requests add up to, halved at
+ * every window: the requests since the last halving, plus half of the
+ * window before, a quarter of the one before that, and so on. A key's
+ * estimate over this is its share p of the requests; before the first
+ * halving it is plain samples, and in steady state window plus the
+ * requests since the halving. (Taking window + samples % window from the
+ * first halving on, as a steady state, halved the shares read in the
+ * second window: in hotkey.sh the hot share fell from 1/2 to 1/4 there.) */
+static uint64_t balance_decayed(uint64_t samples, uint64_t window)
+{
+	uint64_t k = samples / window;
+
+	return samples % window + (k >= 64 ? window : window - (window >> k));
 }
 
 bool balance_is_hot(uint64_t pos, long total)
@@ -86,12 +106,80 @@ bool balance_is_hot(uint64_t pos, long total)
 	if (est >= sketch_max(s))
 		return true;
 	window = sketch_window(s);
-	seen = sketch_samples(s);
-	/* before the first halving the counts are plain counts of seen */
-	seen = seen < window ? seen : window + seen % window;
+	seen = balance_decayed(sketch_samples(s), window);
 	/* the key's expected share of the requests in flight, p x (total +
 	 * 1), is at least one whole request: moving it frees a slot */
 	return (uint64_t)est * (uint64_t)(total + 1) >= seen;
+}
+
+/*
+ * The share of recent requests whose key was hot when placed
+ * (balance_start counts them): the part of the load in flight that the cap
+ * may move. Kept like one more key of the sketch: a counter of hot
+ * requests halved at each of the sketch's windows (balance_hot_epoch is
+ * the window it was last halved for), read against the sketch's requests
+ * the same way as a key's estimate. Only a hot request writes it, so under
+ * even load no request writes a shared line (the sketch's own request
+ * count is published in per-thread batches). The halving races with
+ * increments; the share is approximate, which is all the rare keys' bound
+ * needs.
+ */
+static void balance_hot_decay(uint64_t epoch)
+{
+	uint64_t e = atomic_load_explicit(&balance_hot_epoch, memory_order_relaxed);
+
+	if (epoch > e && atomic_compare_exchange_strong_explicit(&balance_hot_epoch, &e, epoch,
+								  memory_order_relaxed,
+								  memory_order_relaxed)) {
+		uint64_t h = atomic_load_explicit(&balance_nhot, memory_order_relaxed);
+		uint64_t keep = epoch - e >= 64 ? 0 : h >> (epoch - e);
+
+		atomic_fetch_sub_explicit(&balance_nhot, h - keep, memory_order_relaxed);
+	}
+}
+
+static void balance_count_hot(void)
+{
+	struct sketch *s = atomic_load_explicit(&balance_sketch, memory_order_acquire);
+
+	if (s == NULL)
+		return;
+	balance_hot_decay(sketch_samples(s) / sketch_window(s));
+	atomic_fetch_add_explicit(&balance_nhot, 1, memory_order_relaxed);
+}
+
+double balance_hot_share(void)
+{
+	struct sketch *s = atomic_load_explicit(&balance_sketch, memory_order_acquire);
+	uint64_t window, seen, h, e, epoch;
+
+	if (s == NULL)
+		return 0;
+	window = sketch_window(s);
+	seen = sketch_samples(s);
+	epoch = seen / window;
+	h = atomic_load_explicit(&balance_nhot, memory_order_relaxed);
+	e = atomic_load_explicit(&balance_hot_epoch, memory_order_relaxed);
+	/* no hot request since windows went by: as if halved for each */
+	if (epoch > e)
+		h = epoch - e >= 64 ? 0 : h >> (epoch - e);
+	seen = balance_decayed(seen, window);
+	return seen == 0 ? 0 : h >= seen ? 1 : (double)h / (double)seen;
+}
+
+long balance_rare_cap(long cap, double hot_share)
+{
+	double room;
+
+	if (hot_share <= 0)
+		return LONG_MAX;
+	if (hot_share >= 1)
+		return cap;
+	room = (double)cap * (1 - hot_share) / (2 * hot_share);
+	if (room >= (double)(LONG_MAX / 2))
+		return LONG_MAX;
+	/* a rounding error of the share is not a request more */
+	return room > (double)cap + 1e-6 ? (long)ceil(room - 1e-6) : cap;
 }
 
 long balance_cap(double c, long total, double w, double W)
@@ -233,22 +321,26 @@ static enum balance_verdict balance_verdict(const struct snapshot *s, int i, uin
 		long total = atomic_load_explicit(&registry_total_inflight, memory_order_relaxed);
 		double W = balance_up_weight(s);
 		long cap = balance_cap(conf->balance_factor, total, w, W);
-
-		/* the cap moves only hot keys (balance_is_hot): a rare key
-		 * over it stays on its owner, which holds its object; a key a
-		 * warm ramp holds on its previous owner is capped as before */
-		bool hot = held || balance_is_hot(pos, total);
+		/* the cap moves hot keys (balance_is_hot); a rare key stays
+		 * on its owner, which holds its object, up to a cap that
+		 * shrinks to this one as hot keys take over the load
+		 * (balance_rare_cap): none under even load. A key a warm
+		 * ramp holds on its previous owner is a rare key there unless
+		 * hot: holding it is the ramp's point. */
+		bool hot = balance_is_hot(pos, total);
+		long bound = hot ? cap : balance_rare_cap(cap, balance_hot_share());
 
 		if (ex) {
 			ex->total = total;
 			ex->up_weight = W;
 			ex->cap = cap;
+			ex->rare_cap = hot ? -1 : bound;
 			ex->hot = hot;
 		}
-		if (inflight >= cap && hot)
+		if (inflight >= bound)
 			v = BALANCE_BOUNDED;
-		else if (hot && cap < *limit)
-			*limit = cap;
+		else if (bound < *limit)
+			*limit = bound;
 	}
 	/* an explanation still says how far a bounded backend ramps */
 	if ((v == BALANCE_OK || ex) && balance_ramping(s, i, pos, ex != NULL, &back) && v == BALANCE_OK)
@@ -271,6 +363,7 @@ void balance_explain(const struct snapshot *s, int i, uint64_t pos, struct balan
 
 	memset(why, 0, sizeof(*why));
 	why->cap = -1;
+	why->rare_cap = -1;
 	why->ramp = 1;
 	why->max_inflight = s->be[i].conf->max_inflight;
 	why->inflight = atomic_load_explicit(&s->be[i].state->inflight, memory_order_relaxed);
@@ -360,10 +453,14 @@ void balance_start(const struct snapshot *s, struct ring_walk *w, struct balance
 		   uint64_t pos, uint64_t u)
 {
 	balance_seen(pos);
+	if (s->conf->balance_factor > 0 &&
+	    balance_is_hot(pos, atomic_load_explicit(&registry_total_inflight, memory_order_relaxed)))
+		balance_count_hot();
 	ring_walk_init(w, s->ring, pos);
 	pick->backend = -1;
 	pick->owner = -1;
 	pick->owner_verdict = BALANCE_OK;
+	pick->owner_hot = 0;
 	pick->any_full = 0;
 	pick->key_u = u;
 	pick->ramp = 0;
@@ -374,8 +471,10 @@ void balance_start(const struct snapshot *s, struct ring_walk *w, struct balance
  * the last reload changed goes on to its previous owner until its own
  * moment of the window, so the new owner fills gradually. Only while that
  * backend can take the request: down, at its hard cap or over its
- * bounded-load cap, the key goes to its new owner at once, for this
- * request (a previous owner that comes back gets its held keys back).
+ * bounded-load cap (for a held key that is not hot, the rare keys' bound:
+ * none under even load, as holding it is the point), the key goes to its
+ * new owner at once, for this request (a previous owner that comes back
+ * gets its held keys back).
  * True when the previous owner took the request (its slot is held).
  */
 static bool balance_held(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
@@ -436,6 +535,10 @@ void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 			if (w->yielded == 1)
 				pick->owner_verdict = v;
 		}
+		if (w->yielded == 1)
+			pick->owner_hot = v == BALANCE_BOUNDED &&
+					  balance_is_hot(pos, atomic_load_explicit(&registry_total_inflight,
+										   memory_order_relaxed));
 		if (v == BALANCE_FULL)
 			pick->any_full = 1;
 		if (v == BALANCE_OK) {

@@ -41,9 +41,28 @@ void balance_seen(uint64_t pos);
 /* Whether the key at pos is hot with total requests in flight: its
  * estimated share p of recent requests is at least 8 counts of the
  * sketch's window and p x (total + 1) >= 1, the key alone holds a request
- * in flight on average. Only a hot key is moved by the bounded-load cap.
- * Any thread. */
+ * in flight on average. A hot key is moved by the bounded-load cap; a
+ * rare one only by balance_rare_cap. Any thread. */
 bool balance_is_hot(uint64_t pos, long total);
+
+/* The share of recent requests (the last one to two sketch windows) whose
+ * key was hot when balance_start counted it: 0 .. 1. Any thread. */
+double balance_hot_share(void);
+
+/*
+ * The in-flight count at which a backend whose bounded-load cap is cap
+ * refuses a key that is not hot, hot_share being balance_hot_share():
+ * cap x (1 - h) / (2 h), never below cap; none (LONG_MAX) when no recent
+ * request was hot. Under even load rare keys stay on their owners, which
+ * hold their objects, whatever their in-flight counts (a stalled cache is
+ * max_inflight's to bound). When hot keys carry a third of the requests
+ * or more, h >= 1/3, every key is bounded by the cap as the bounded-loads
+ * guarantee has it: the hot key's overflow fills the other backends up to
+ * their caps, and rare keys landing on a backend it keeps full, or piling
+ * up on a stalled one, would push it past any bound. In between, rare keys
+ * get room in proportion to the rare load against the hot load. Pure.
+ */
+long balance_rare_cap(long cap, double hot_share);
 
 /* Forget every count (the next request starts a new sketch); for tests. */
 void balance_hot_reset(void);
@@ -68,6 +87,9 @@ struct balance_why {
 	long total;             /* in flight to all backends, for the cap */
 	double up_weight;       /* W of the cap: weight of the up backends */
 	bool trial;             /* down, but due a trial request */
+	long rare_cap;          /* the count that moves a key that is not
+				   hot (balance_rare_cap); -1 = not computed
+				   or the key is hot */
 	bool hot;               /* the key counts as hot now: the
 				   bounded-load cap may move it */
 	double ramp;            /* slow start: the fraction of keys back (1:

@@ -690,7 +690,8 @@ static void plan_usage(FILE *f)
 		"                       requests; - = stdin\n"
 		"  --raw-keys           hash each line as written instead\n"
 		"  --per-key            print each key with its owner (two files: old and new)\n"
-		"  --balance-factor C   simulate bounded loads over the key list (needs --keys)\n"
+		"  --balance-factor C   simulate bounded loads over the key list, every key bounded\n"
+		"                       (the proxy's rule under a viral key; needs --keys)\n"
 		"  --ramp DURATION      expected origin misses per minute for the moved keys, with\n"
 		"                       no ramp and with [ring] ramp = DURATION (two files, --keys)\n"
 		"  --period DURATION    the time the key file's counts cover (default 24h)\n"
@@ -1118,7 +1119,9 @@ static void plan_render_text(const struct plan_run *r, FILE *out)
 		fprintf(out, "\n  %zu keys, %s%s\n", r->keys.n, r->raw_keys ? "hashed as written (--raw-keys)" :
 			"keyed as [ring] key = ", r->raw_keys ? "" : conf_key_mode_name(r->a.conf->key));
 	if (r->keyfile && r->bf > 0)
-		fprintf(out, "\n  keys assigned with bounded loads, balance factor %g\n", r->bf);
+		fprintf(out, "\n  keys assigned with bounded loads, balance factor %g, every key bounded:\n"
+			"  the proxy's rule when hot keys carry a third of the requests or more;\n"
+			"  under even load it moves no key (README: bounded loads)\n", r->bf);
 	if (r->nfiles == 2)
 		plan_text_compare(r, out);
 	if (r->ramp_ms)

@@ -831,7 +831,7 @@ static void req_dispatch(struct request *rq, int last_status)
 				atomic_fetch_add_explicit(&owner->failovers, 1, memory_order_relaxed);
 			else
 				atomic_fetch_add_explicit(&owner->spilled_away, 1, memory_order_relaxed);
-			if (rq->pick.owner_verdict == BALANCE_BOUNDED)
+			if (rq->pick.owner_verdict == BALANCE_BOUNDED && rq->pick.owner_hot)
 				atomic_fetch_add_explicit(&owner->spilled_hot, 1, memory_order_relaxed);
 			atomic_fetch_add_explicit(&s->be[i].state->spilled_in, 1, memory_order_relaxed);
 		}

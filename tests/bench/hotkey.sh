@@ -13,6 +13,12 @@
 # (the caches' sampled mean is lower: part of each request's life is
 # spent in the proxy and in wrk, not at a cache).
 #
+# The proxy's /stats give the share of requests sent to a non-owner
+# (spilled_in) and how many of them were for a hot key (spilled_hot).
+# BASE=DIR (a build directory of another revision, e.g. one made with
+# `git worktree`/`git archive` of main before a change) adds its rows at
+# c = 1.25 and 2 to the same table, for a before/after in one run.
+#
 # usage: bash tests/bench/hotkey.sh [SECONDS] [DELAY_MS]   (default 10, 5)
 set -euo pipefail
 
@@ -62,10 +68,12 @@ for i in range(len(ports)):
     print(s["name"], s["max_inflight"], f"{sums[i] / max(n, 1):.2f}", n)
 EOF
 
-start_rp() {    # balance_factor -> listening port in $LPORT
-	local conf=$TMP/rp-$1.ini
+start_rp() {    # balance_factor [binary] -> listening port in $LPORT, admin in $APORT
+	local conf=$TMP/rp-$1.ini bin=${2:-$RP}
+	read -r APORT <<<"$(bench_free_ports 1)"
 	{
 		printf '[proxy]\nlisten = 127.0.0.1:0\nworkers = %s\nlog_level = info\n' "$THREADS"
+		printf 'admin_listen = 127.0.0.1:%s\n' "$APORT"
 		# the proxy's own cache would answer the hot key itself
 		printf '[cache]\nsize = 0\n'
 		printf '[ring]\nvnodes = 160\nbalance_factor = %s\n' "$1"
@@ -73,7 +81,7 @@ start_rp() {    # balance_factor -> listening port in $LPORT
 			printf '[backend cache-%s]\nurl = http://127.0.0.1:%s\n' "$i" "${PORTS[$i]}"
 		done
 	} >"$conf"
-	"$RP" -c "$conf" 2>"$TMP/rp-$1.log" &
+	"$bin" -c "$conf" 2>"$TMP/rp-$1.log" &
 	PIDS+=($!)
 	for _ in $(seq 200); do
 		LPORT=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$TMP/rp-$1.log")
@@ -85,9 +93,21 @@ start_rp() {    # balance_factor -> listening port in $LPORT
 	return 1
 }
 
+# "requests spilled_in spilled_hot" summed over the backends, or "- - -"
+# (HAProxy)
+rp_counts() {
+	[ -n "${APORT:-}" ] || { echo "- - -"; return; }
+	curl -s "http://127.0.0.1:$APORT/stats" | python3 -c '
+import json, sys
+b = json.load(sys.stdin)["backends"]
+print(sum(x["requests"] for x in b), sum(x["spilled_in"] for x in b),
+      sum(x.get("spilled_hot", 0) for x in b))'
+}
+
 start_haproxy() {
 	local conf=$TMP/haproxy.cfg
 	LPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	APORT=
 	{
 		printf 'global\n  nbthread %s\n  maxconn 4096\n' "$THREADS"
 		printf 'defaults\n  mode http\n  timeout connect 1s\n  timeout client 30s\n  timeout server 30s\n'
@@ -125,6 +145,13 @@ run() {         # label c
 	out=$(wrk -t "$THREADS" -c "$CONNS" -d "${SECS}s" --timeout 5s -s "$TMP/hot.lua" \
 		"http://127.0.0.1:$LPORT/")
 	wait "$sp"
+	local req spilled hot share
+	read -r req spilled hot <<<"$(rp_counts)"
+	if [ "$req" = - ]; then
+		share="n/a"
+	else
+		share=$(awk -v a="$spilled" -v b="$req" -v h="$hot" 'BEGIN{printf "%.1f%% (%.1f%% hot)", b ? 100*a/b : 0, b ? 100*h/b : 0}')
+	fi
 	rps=$(awk '/^Requests\/sec/ {printf "%.0f", $2}' <<<"$out")
 	local errs
 	errs=$(awk '/Non-2xx|Socket errors/ {print}' <<<"$out" | tr '\n' ' ')
@@ -141,13 +168,19 @@ run() {         # label c
 		ok="**missed**"
 		FAILS=$((FAILS + 1))
 	fi
-	ROWS+=("| $label | $rps | $samples | $sum | $peak | $goal | $ok | ${errs:-none} |")
+	ROWS+=("| $label | $rps | $samples | $sum | $peak | $goal | $ok | $share | ${errs:-none} |")
 }
 
 for c in 0 1.25 2; do
 	start_rp "$c"
 	run "ringproxy balance_factor=$c" "$c"
 	stop_last
+	if [ -n "${BASE:-}" ] && [ "$c" != 0 ]; then
+		ninja -C "$BASE" >/dev/null
+		start_rp "$c" "$BASE/src/ringproxy"
+		run "base ($(basename "$BASE")) balance_factor=$c" "$c"
+		stop_last
+	fi
 done
 start_haproxy
 run "HAProxy 2.6 uri consistent, hash-balance-factor 125" 1.25
@@ -158,7 +191,7 @@ echo "hot key: half of the requests on one URL, the rest over 100k URLs; ${DELAY
 echo "wrk -t$THREADS -c$CONNS -d${SECS}s; proxies with $THREADS threads; 4 testcaches (--threads 1);"
 echo "in flight per cache as peak/mean (peak = the cache's max_inflight, mean of 50 ms samples)"
 echo
-echo "| run | req/s | cache-0 · cache-1 · cache-2 · cache-3 in flight peak/mean | sampled mean per cache | max peak | c×(64/4)+1 | goal | errors |"
-echo "|---|---:|---|---:|---:|---:|---|---|"
+echo "| run | req/s | cache-0 · cache-1 · cache-2 · cache-3 in flight peak/mean | sampled mean per cache | max peak | c×(64/4)+1 | goal | to a non-owner (of all requests: hot) | errors |"
+echo "|---|---:|---|---:|---:|---:|---|---|---|"
 printf '%s\n' "${ROWS[@]}"
 exit $((FAILS > 0))

@@ -184,6 +184,9 @@ for k in keys:
             cnt[cand] += 1
             break
 check({bk["name"]: bk["keys"] for bk in doc["backends"]} == cnt, "--balance-factor equals the model's simulation")
+rc, out, err = run("plan", a, "--keys", kf, "--balance-factor", "1.05")
+check(rc == 0 and "every key bounded" in out and "under even load it moves no key" in out,
+      "--balance-factor says which rule it simulates")
 hot = write("hot.txt", "".join("/hot.jpg\n" if i % 4 == 0 else f"/t/{i}.jpg\n" for i in range(20000)))
 rc, out, err = run("plan", a, b, "--keys", hot, "--balance-factor", "1.25", "--json")
 cmp = json.loads(out)["compare"]

@@ -16,6 +16,7 @@
 #include "snapshot.h"
 #include "tap.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +133,18 @@ static void test_cap(void)
 	tap_is_int(balance_cap(2, 9, 2, 5), 8, "cap: c=2, total 9, weight 2 of 5 -> 8");
 	tap_is_int(balance_cap(1, 3, 1, 4), 1, "cap: c=1, total 3, 1 of 4 -> 1");
 	tap_is_int(balance_cap(1.25, 10, 1, 0), 0, "cap: no up weight -> 0");
+}
+
+/* The bound of rare keys against the hot share: none under even load,
+ * the cap from a hot third of the requests on. */
+static void test_rare_cap(void)
+{
+	tap_ok(balance_rare_cap(21, 0) == LONG_MAX, "rare cap: no hot request, no bound");
+	tap_is_int((int)balance_rare_cap(21, 0.5), 21, "rare cap: half hot: the cap");
+	tap_is_int((int)balance_rare_cap(21, 1.0 / 3), 21, "rare cap: a third hot: the cap");
+	tap_is_int((int)balance_rare_cap(21, 0.2), 42, "rare cap: a fifth hot: twice the cap");
+	tap_is_int((int)balance_rare_cap(20, 0.1), 90, "rare cap: a tenth hot: 4.5 x the cap");
+	tap_ok(balance_rare_cap(21, 1e-30) == LONG_MAX, "rare cap: a vanishing hot share does not overflow");
 }
 
 static void test_bounded(void)
@@ -987,8 +1000,13 @@ static void test_warm_pick(void)
 	       "warm pick: previous owner down: the new owner at once (counted as moved in)");
 	test_reset(b);
 	test_set_inflight(b, prev, 40);
+	held0 = atomic_load(&b->be[prev].state->ramp_held);
 	p = test_pick_u(b, &w, pos, u);
-	tap_ok(p.backend == c5, "warm pick: previous owner over its bounded cap: the new owner");
+	tap_ok(p.backend == prev && atomic_load(&b->be[prev].state->ramp_held) == held0 + 1,
+	       "warm pick: previous owner over its bounded cap, the key not hot: still held there");
+	test_heat(pos);
+	p = test_pick_u(b, &w, pos, u);
+	tap_ok(p.backend == c5, "warm pick: ... a hot held key: the new owner");
 	test_reset(b);
 
 	ok = test_moved_key(a, b, NULL, 0.05, 0.45, &pos, &u);
@@ -1077,9 +1095,11 @@ static int test_request(const struct snapshot *s, uint64_t pos, int *owner)
 	return p.backend;
 }
 
-/* Issue 17: the bounded-load cap moves hot keys only. Under even load
- * (3,000 keys, each 1/3000 of the requests) an owner over its cap keeps
- * every key; a key with half of the requests spills as before. */
+/* Issue 17: the bounded-load cap moves hot keys, and rare ones only as hot
+ * keys take over the load. Under even load (3,000 keys, each 1/3000 of
+ * the requests) an owner over its cap keeps every key; a key with 1 in 10
+ * of the requests spills while rare keys of its owner stay; with half of
+ * the requests on one key every key is bounded by the cap again. */
 static void test_hot(void)
 {
 	struct snapshot *s = test_snap("balance_factor = 1.25", "", "");
@@ -1132,18 +1152,34 @@ static void test_hot(void)
 		tap_is_int(agree, n, "even load, 256 in flight, owners over the cap: every key stays on its owner");
 	}
 
-	/* a hot key: half of the requests, the rest over the 3,000 */
+	/* a hot key with 1 in 10 of the requests, 100 in flight while they
+	 * are placed (25 on each backend): hot (1/10 x 101 >= 1), and a
+	 * tenth of the load hot, so rare keys get cap x 0.9 / 0.2 */
 	test_reset(s);
 	test_order(s, hot, order);
+	for (int k = 0; k < NB; k++)
+		test_set_inflight(s, k, 25);
 	for (int r = 0; r < 9000; r++)
-		(void)test_request(s, r % 2 ? hot : test_key(r % 3000), &owner);
-	test_set_inflight(s, order[0], 10);     /* cap ceil(1.25 x 11 / 4) = 4 */
+		(void)test_request(s, r % 10 ? test_key(r % 3000) : hot, &owner);
+	tap_ok(balance_hot_share() > 0.08 && balance_hot_share() < 0.12,
+	       "hot share: 1 in 10 of the requests hot (%.3f)", balance_hot_share());
+	test_set_inflight(s, order[0], 40);     /* cap ceil(1.25 x 116 / 4) = 37 */
 	balance_explain(s, order[0], hot, &why);
-	tap_ok(why.hot && why.verdict == BALANCE_BOUNDED, "a key with half of the requests is hot; its owner over the cap is bounded");
-	b = test_request(s, hot, &owner);
-	tap_is_int(owner, order[0], "the hot key's owner is recorded");
-	tap_is_int(b, order[1], "the hot key, its owner over the cap: spills to the next distinct backend");
-	/* a rare key with the same owner over its cap stays */
+	tap_ok(why.hot && why.verdict == BALANCE_BOUNDED && why.cap == 37,
+	       "a key with 1 in 10 of the requests is hot; its owner over the cap (40 of 37) is bounded");
+	{
+		struct ring_walk w;
+		struct balance_pick p;
+
+		balance_start(s, &w, &p, hot, 0);
+		balance_next(s, &w, hot, &p);
+		if (p.backend >= 0)
+			balance_release(s->be[p.backend].state);
+		tap_ok(p.owner == order[0] && p.backend == order[1] && p.owner_hot,
+		       "the hot key spills to the next distinct backend, counted as hot (spilled_hot)");
+	}
+	/* a rare key with the same owner over its cap stays: its bound is
+	 * ceil(37 x 0.9 / 0.2) = 167 or so */
 	{
 		int stayed = 0, n = 0;
 
@@ -1158,8 +1194,62 @@ static void test_hot(void)
 			b = test_request(s, kp, &owner);
 			stayed += b == order[0];
 		}
+		balance_explain(s, order[0], test_key(0), &why);
 		tap_ok(n == 20 && stayed == n, "meanwhile rare keys of the same loaded owner stay on it");
+		tap_ok(!why.hot && why.rare_cap > 150 && why.rare_cap < 190,
+		       "/ring: a rare key's bound there is %ld", why.rare_cap);
 	}
+
+	/* the viral key: half of the requests, the rest over the 3,000, 40
+	 * in flight while they are placed: now every key is bounded by the
+	 * cap (the rare keys' bound shrinks to it at a hot share of 1/3),
+	 * so the owner a stalled cache or the hot key keeps full gathers no
+	 * more than the cap, as the bounded-loads guarantee has it */
+	test_reset(s);
+	for (int k = 0; k < NB; k++)
+		test_set_inflight(s, k, 10);
+	for (int r = 0; r < 9000; r++)
+		(void)test_request(s, r % 2 ? hot : test_key(r % 3000), &owner);
+	tap_ok(balance_hot_share() > 0.45 && balance_hot_share() < 0.55,
+	       "hot share: half of the requests hot (%.3f)", balance_hot_share());
+	{
+		/* early in the second window of the sketch: counts halved
+		 * once, the share still a half (not a quarter) */
+		double h;
+
+		balance_hot_reset();
+		for (int r = 0; r < 1100; r++)
+			(void)test_request(s, r % 2 ? hot : test_key(r % 3000), &owner);
+		h = balance_hot_share();
+		tap_ok(h > 0.4 && h < 0.6, "hot share after the first halving: still a half (%.3f)", h);
+	}
+	test_set_inflight(s, order[0], 20);     /* cap ceil(1.25 x 51 / 4) = 16 */
+	{
+		int moved = 0, n = 0, counted_hot = 0;
+
+		for (int k = 0; k < 3000 && n < 20; k++) {
+			uint64_t kp = test_key(k);
+			int o[NB];
+			struct ring_walk w;
+			struct balance_pick p;
+
+			test_order(s, kp, o);
+			if (o[0] != order[0])
+				continue;
+			n++;
+			balance_start(s, &w, &p, kp, 0);
+			balance_next(s, &w, kp, &p);
+			if (p.backend >= 0)
+				balance_release(s->be[p.backend].state);
+			moved += p.backend == o[1];
+			counted_hot += p.owner_hot;
+		}
+		tap_ok(n == 20 && moved == n, "viral key: rare keys of an owner over the cap move too");
+		tap_is_int(counted_hot, 0, "... and are not counted as hot spills");
+	}
+	balance_explain(s, order[0], test_key(1), &why);
+	tap_ok(!why.hot && why.cap == 16 && why.rare_cap == why.cap,
+	       "viral key: /ring gives a rare key the cap as its bound (%ld)", why.rare_cap);
 
 	/* a warm key, 1 in 50 of the requests: hot with many requests in
 	 * flight (1/50 x 201 >= 1), not with few (1/50 x 11 < 1) */
@@ -1177,6 +1267,7 @@ int main(void)
 	log_set_level(LOG_ERROR);
 	test_explain();
 	test_cap();
+	test_rare_cap();
 	test_bounded();
 	test_hot();
 	test_hard_cap();
