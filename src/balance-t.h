@@ -32,7 +32,8 @@ struct balance_pick {
 	uint64_t key_u;         /* the key's ramp value (ring_hash2) */
 	int ramp;               /* 0 = the warm ramp not asked yet, 1 = asked,
 				   2 = a moved key going to its new side
-				   (counted once it is placed) */
+				   (counted once it is placed), 3 = held on
+				   its previous owner (the pick) */
 };
 
 /* What balance.c remembers of a snapshot: the weight of its backends that

@@ -376,6 +376,7 @@ void balance_explain_held(const struct snapshot *s, int i, uint64_t pos, struct 
 
 	memset(why, 0, sizeof(*why));
 	why->cap = -1;
+	why->rare_cap = -1;
 	why->ramp = 1;
 	why->max_inflight = s->be[i].conf->max_inflight;
 	why->inflight = atomic_load_explicit(&s->be[i].state->inflight, memory_order_relaxed);
@@ -497,6 +498,7 @@ static bool balance_held(const struct snapshot *s, struct ring_walk *w, uint64_t
 		if (v == BALANCE_OK && balance_take(s->be[prev].state, limit)) {
 			pick->backend = pick->owner = prev;
 			pick->owner_verdict = BALANCE_OK;
+			pick->ramp = 3;
 			ring_walk_skip(w, prev);
 			atomic_fetch_add_explicit(&s->be[prev].state->ramp_held, 1, memory_order_relaxed);
 			return true;

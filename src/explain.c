@@ -9,6 +9,7 @@
 
 #include <event2/buffer.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,9 +167,13 @@ void explain_why_text(const struct balance_why *w, const struct snapshot *s, int
 		snprintf(out, len, "at max_inflight: %ld in flight of %ld", w->inflight, w->max_inflight);
 		break;
 	case BALANCE_BOUNDED:
-		snprintf(out, len, "over its bounded-load cap: %ld in flight, cap %ld = ceil(%g x (%ld in flight in all + 1) x weight %g / up weight %g)",
-			 w->inflight, w->cap, s->conf->balance_factor, w->total,
-			 s->ring->weights[i], w->up_weight);
+		if (w->hot || w->rare_cap < 0)
+			snprintf(out, len, "over its bounded-load cap: %ld in flight, cap %ld = ceil(%g x (%ld in flight in all + 1) x weight %g / up weight %g)",
+				 w->inflight, w->cap, s->conf->balance_factor, w->total,
+				 s->ring->weights[i], w->up_weight);
+		else
+			snprintf(out, len, "over the bound of keys that are not hot: %ld in flight, bound %ld = cap %ld x (1 - h) / 2h, h = %.0f%% of recent requests for hot keys",
+				 w->inflight, w->rare_cap, w->cap, 100.0 * balance_hot_share());
 		break;
 	case BALANCE_RAMPING:
 		snprintf(out, len, "ramping up after recovery: %.0f%% of its keys are back, not this one yet",
@@ -241,6 +246,12 @@ void explain_json(const struct explain *e, const struct snapshot *s, struct evbu
 					    w->total, w->up_weight);
 		else
 			evbuffer_add(out, "null", 4);
+		/* the count that moves this key when it is not hot: null when
+		 * it is hot (the cap applies) or nothing bounds it (even load) */
+		if (w->cap >= 0 && !w->hot && w->rare_cap >= 0 && w->rare_cap != LONG_MAX)
+			evbuffer_add_printf(out, ", \"rare_cap\": %ld", w->rare_cap);
+		else
+			evbuffer_add(out, ", \"rare_cap\": null", sizeof(", \"rare_cap\": null") - 1);
 		evbuffer_add_printf(out, ", \"hot\": %s, \"ramp\": %.17g}", w->hot ? "true" : "false", w->ramp);
 	}
 	evbuffer_add(out, "], \"ramp\": ", 11);

@@ -835,7 +835,9 @@ static void req_dispatch(struct request *rq, int last_status)
 				atomic_fetch_add_explicit(&owner->spilled_hot, 1, memory_order_relaxed);
 			atomic_fetch_add_explicit(&s->be[i].state->spilled_in, 1, memory_order_relaxed);
 		}
-		rq->route = rq->tries ? "retry" : i == rq->pick.owner || rq->pick.owner < 0 ? "owner" :
+		rq->route = rq->tries ? "retry" :
+			    i == rq->pick.owner && rq->pick.ramp == 3 ? "ramp" :
+			    i == rq->pick.owner || rq->pick.owner < 0 ? "owner" :
 			    rq->pick.owner_verdict == BALANCE_DOWN ? "failover" :
 			    rq->pick.owner_verdict == BALANCE_RAMPING ? "ramp" : "spill";
 		rq->tries++;

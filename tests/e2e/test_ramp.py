@@ -26,6 +26,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import socket
 import sys
 import time
@@ -109,8 +110,11 @@ def main():
     health = {"path": "/__health", "interval": "200ms", "rise": 1, "fall": 1}
 
     def conf(members, ramp, backend=None):
+        # the access log on stderr (the proxy's log) says why each request
+        # went where it did
         return H.conf_text([(n, ports[n]) for n in members], proxy=proxy,
-                           ring={"balance_factor": 0, "ramp": ramp}, health=health, backend=backend)
+                           ring={"balance_factor": 0, "ramp": ramp}, health=health,
+                           backend=backend) + "\n[log]\naccess = stderr\n"
 
     path = H.write("ramp.ini", conf(names[:4], "0"))
     r4 = ringref.ring_of(path)
@@ -273,9 +277,15 @@ def main():
     others = [k for k in moved if old[k] != "c1" and U[k] > 0.5]
     t.check(line and "ramping over 1m" in line and late and others,
             f"a 60s ramp: {len(late)} of c1's moved keys are held until at least 30s ({line})")
+    mark = pa.log_size()
     got = dict((k, b) for k, b, _, _ in routes_timed(pa.port, late + others))
     t.check(all(got[k] == "c1" for k in late) and all(got[k] == old[k] for k in others),
             "held keys at their previous owners (c1 among them)")
+    k = late[0]
+    m = pa.wait_log(r'"HEAD ' + re.escape(k) + r' HTTP/1\.1" 200 .* backend=(\S+) .* why=(\S+)', since=mark)
+    t.check(m and m.group(1) == "c1" and m.group(2) == "ramp",
+            "the access log says why a held key went to its previous owner: why=ramp",
+            m.group(0) if m else pa.log()[mark:mark + 2000])
     # /ring?url= says what a request meets during the ramp: the held owner
     # is the target, named as held, reason "ramp"; keys the ramp did not
     # move or has switched are at their owner

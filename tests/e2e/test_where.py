@@ -218,6 +218,16 @@ def reasons(caches):
     t.check(first["verdict"] == "bounded" and first["cap"] == 1 and first["total_inflight"] == 2 and
             first["why"].startswith("over its bounded-load cap: 1 in flight, cap 1 = ceil(1 x (2 in flight in all + 1)"),
             "the owner over its bounded-load cap: the formula with its numbers", json.dumps(first))
+    t.check(first["hot"] is True and first["rare_cap"] is None,
+            "a hot key is bounded by the cap itself (rare_cap null)", json.dumps(first))
+    rare = next((f"/rare/{n}.jpg" for n in range(200)
+                 if adm.where(key=f"/rare/{n}.jpg")["walk"][0]["name"] == owner), None)
+    rw = adm.where(key=rare)["walk"][0] if rare else {}
+    # hot keys carried a share h of the recent requests: a rare key on the
+    # same owner is bounded by cap x (1 - h) / 2h, never below the cap
+    t.check(rw.get("hot") is False and isinstance(rw.get("rare_cap"), int) and
+            rw["rare_cap"] >= first["cap"],
+            "a rare key on the same owner: its own bound (rare_cap), at least the cap", json.dumps(rw))
     for th in ths:
         th.join(10)
     adm.close()
