@@ -573,18 +573,24 @@ static void req_log_reply(struct request *rq, int status, const char *rid, const
 {
 	struct worker *w = rq->w;
 	enum log_level level = status == 502 || status == 504 ? LOG_WARN : LOG_INFO;
-	const struct http1_msg *m = &rq->msg;
+	struct http1_str method = rq->msg.method, target = rq->msg.target;
 	int ml, tl;
 
 	if ((int)level > (int)log_get_level())
 		return;
 	if (!worker_log_allow(w, REQ_LOG_PER_SEC))
 		return;
-	ml = req_printable(m->method, 32);
-	tl = req_printable(m->target, REQ_LOG_TARGET);
+	/* a request with a body: its head may be gone from the read buffer
+	 * (compacted while the body streamed), its copy is not */
+	if (rq->line_copied) {
+		method = (struct http1_str){ rq->line, rq->line_mlen };
+		target = (struct http1_str){ rq->line + rq->line_mlen, rq->line_tlen };
+	}
+	ml = req_printable(method, 32);
+	tl = req_printable(target, REQ_LOG_TARGET);
 	log_msg(level, "request %s: %d for %.*s %.*s%s from %s: %s", rid, status,
-		ml ? ml : 1, ml ? m->method.p : "-", tl ? tl : 1, tl ? m->target.p : "-",
-		(size_t)tl < m->target.len ? "..." : "", rq->ip, detail);
+		ml ? ml : 1, ml ? method.p : "-", tl ? tl : 1, tl ? target.p : "-",
+		(size_t)tl < rq->msg.target.len ? "..." : "", rq->ip, detail);
 }
 
 /* What the client is told: a backend failure in general words only (the

@@ -49,6 +49,15 @@ try:
             proxy.log()[-2000:])
     t.check(sum(c.stats()["requests"] for c in caches) == 1, "a response timeout is not retried elsewhere")
 
+    # a POST whose body streamed through the read buffer (larger than it):
+    # the head's bytes are gone from the buffer by the time of the 504,
+    # its log line still names the request
+    st, h, body = proxy.get("/slow/2?delay=3000", method="POST", body=b"x" * 600_000)
+    rid = harness.request_id(body)
+    t.check(st == 504 and rid and proxy.wait_log(
+        rf"warn: request {rid}: 504 for POST /slow/2\?delay=3000 from 127\.0\.0\.1: backend \S+ "),
+            "a streamed POST's 504: the log line names its method and target", proxy.log()[-1500:])
+
     # ---- a response timeout on a pooled connection: not resent ----------
     # (a warm pool: the request goes out on a reused keep-alive connection;
     # only a connection lost before the backend took any of the request is
