@@ -1,8 +1,9 @@
 #!/bin/bash
 # tests/run.sh -- the whole test suite from a fresh Debian 12 machine:
 # installs what is missing, builds with ASan+UBSan (gcc) and runs every
-# suite; then builds the libFuzzer targets with clang and runs each for a
-# bounded time. Ends with one line "tests: N passed, N failed[, N skipped]".
+# suite; then with clang builds with ThreadSanitizer and runs the unit and
+# end-to-end suites again, and builds the libFuzzer targets and runs each
+# for a bounded time. Ends with one line "tests: N passed, N failed[, N skipped]".
 # Exit status: 0 only if everything passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +26,21 @@ meson test -C build-asan --print-errorlogs --num-processes 2 || rc=1
 logs=(build-asan/meson-logs/testlog.json)
 
 if command -v clang >/dev/null; then
+	# ThreadSanitizer over the workers, the main thread and the shared
+	# cache: every unit test (the threaded ones: cache, sketch, balance)
+	# and every end-to-end test against the proxy built with it. A report
+	# fails a unit test (exit 66) and an e2e test (the harness reads the
+	# proxy's stderr). No suppressions. testcache is built plain there
+	# (tests/testcache/meson.build says why).
+	if [ ! -d build-tsan ]; then
+		CC=clang meson setup build-tsan -Db_sanitize=thread -Db_lundef=false \
+			-Dfuzz=disabled >/dev/null
+	fi
+	ninja -C build-tsan
+	meson test -C build-tsan --print-errorlogs --num-processes 2 \
+		--suite unit --suite e2e || rc=1
+	logs+=(build-tsan/meson-logs/testlog.json)
+
 	if [ ! -d build-fuzz ]; then
 		CC=clang meson setup build-fuzz -Dfuzz=enabled >/dev/null
 	fi
