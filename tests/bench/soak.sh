@@ -6,9 +6,14 @@
 # on 127.0.0.1.
 #
 #   load     wrk -t1 -c16 over 50,000 thumbnail URLs drawn Zipf-like (s = 1):
-#            a few hot URLs asked again and again (hits, once the hot-object
-#            cache is on the request path; the caches send max-age=60), a
-#            long tail asked once or rarely (misses)
+#            a few hot URLs asked again and again, a long tail asked once
+#            or rarely
+#   cache    the proxy's own cache is small ([cache] size = 8m, about 1,900
+#            of the 4 KiB thumbnails, of the 200 MB the URLs weigh): hot
+#            URLs are its hits, the tail its misses, and it evicts all the
+#            time; the caches send max-age=2, stale-while-revalidate=30, so
+#            every hot object goes stale every 2 s and is served stale while
+#            a worker refreshes it in the background (refresh.c)
 #   reloads  SIGHUP every 5 s, alternating a 4-cache and a 5-cache file
 #            (cache-5 joins and leaves: a fifth of the keys move each time)
 #   kills    every 20 s one cache (cache-1..4 in turn) gets SIGKILL, and is
@@ -25,6 +30,9 @@
 # response's head and its body would cut that response short (the client
 # sees its connection end: a read error): testcache writes a 4 KiB
 # response with one write, so it does not happen here.
+#
+# The cache paths must be taken: hits, stale hits (each one starts a
+# background refresh), evictions (from /stats on the admin listener).
 #
 # Other goals, judged after a warm-up (the first 60 s, or the first third
 # of a shorter run): the proxy's RSS grows by less than 5%; its fds other
@@ -50,11 +58,14 @@ trap 'while read -r p; do PIDS+=("$p"); done <"$TMP/restarted" 2>/dev/null || tr
 
 WARM=$((DUR / 3 < 60 ? DUR / 3 : 60))
 NCACHES=5
-bench_caches 1 "$NCACHES" --size 4096 --cache-control "public, max-age=60"
+CC_LINE="public, max-age=2, stale-while-revalidate=30"
+bench_caches 1 "$NCACHES" --size 4096 --cache-control "$CC_LINE"
+APORT=$(bench_free_ports 1)
 disown -a       # the shell would announce each SIGKILL below
 
 conf() { # N_CACHES
-	printf '[proxy]\nlisten = 127.0.0.1:0\nworkers = 2\nlog_level = info\n'
+	printf '[proxy]\nlisten = 127.0.0.1:0\nworkers = 2\nlog_level = info\nadmin_listen = 127.0.0.1:%s\n' "$APORT"
+	printf '\n[cache]\nsize = 8m\n'
 	printf '\n[ring]\nvnodes = 160\nbalance_factor = 1.25\n'
 	printf '\n[health]\npath = /__health\ninterval = 500ms\ntimeout = 400ms\nrise = 2\nfall = 2\n'
 	for ((i = 1; i <= $1; i++)); do
@@ -75,7 +86,8 @@ PORT=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\) with.*/\1/p' "$TMP/rp.lo
 cat >"$TMP/zipf.lua" <<'EOF'
 -- 50,000 URLs, the k-th most popular asked with weight 1/k: a cumulative
 -- table and a binary search per request. A response that is not 2xx is
--- counted as failed, with its status.
+-- counted as failed, with its status; the proxy's Cache-Status line tells
+-- a hit, and a stale one (served while a refresh runs), from the rest.
 local n, cdf, reqs = 50000, {}, {}
 local threads = {}
 function setup(thread) table.insert(threads, thread) end
@@ -84,7 +96,7 @@ function init(args)
 	for k = 1, n do sum = sum + 1 / k; cdf[k] = sum end
 	for k = 1, n do cdf[k] = cdf[k] / sum end
 	math.randomseed(os.time())
-	failed, statuses = 0, ""
+	failed, statuses, hits, stale = 0, "", 0, 0
 end
 function request()
 	local u, lo, hi = math.random(), 1, n
@@ -100,19 +112,26 @@ function response(status, headers, body)
 		failed = failed + 1
 		if #statuses < 200 then statuses = statuses .. " " .. status end
 	end
+	local cs = headers["Cache-Status"]
+	if cs then
+		if cs:find("fwd=stale", 1, true) then stale = stale + 1
+		elseif cs:find("; hit;", 1, true) then hits = hits + 1 end
+	end
 end
 function done(summary, latency, requests)
-	local f, st = 0, ""
+	local f, st, h, sh = 0, "", 0, 0
 	for _, t in ipairs(threads) do
 		f = f + t:get("failed")
 		st = st .. t:get("statuses")
+		h = h + t:get("hits")
+		sh = sh + t:get("stale")
 	end
 	st = st:gsub("^ ", "")
 	st = st:gsub(" ", ",")
 	local e = summary.errors
-	io.write(string.format("RESULT requests=%d duration_us=%d non2xx=%d connect=%d read=%d write=%d timeout=%d p50_us=%d p99_us=%d max_us=%d statuses=%s\n",
+	io.write(string.format("RESULT requests=%d duration_us=%d non2xx=%d connect=%d read=%d write=%d timeout=%d p50_us=%d p99_us=%d max_us=%d hits=%d stale=%d statuses=%s\n",
 		summary.requests, summary.duration, f, e.connect, e.read, e.write, e.timeout,
-		latency:percentile(50), latency:percentile(99), latency.max, (st == "" and "-" or st)))
+		latency:percentile(50), latency:percentile(99), latency.max, h, sh, (st == "" and "-" or st)))
 end
 EOF
 
@@ -175,7 +194,7 @@ chaos() {
 		fi
 		if [ $t -eq $restart_at ]; then
 			"$TC" --listen "127.0.0.1:${PORTS[victim]}" --name "cache-$victim" --size 4096 \
-				--cache-control "public, max-age=60" >>"$TMP/cache-$victim.log" 2>&1 &
+				--cache-control "$CC_LINE" >>"$TMP/cache-$victim.log" 2>&1 &
 			p=$!
 			disown "$p"     # its SIGKILL later is no news
 			PIDS[victim - 1]=$p
@@ -196,6 +215,11 @@ timeout -k 5 $((DUR + 30)) wrk -t1 -c16 -d"${DUR}s" --timeout 10s -s "$TMP/zipf.
 wait "$CHAOS" 2>/dev/null || true
 sleep 2     # the load is over: dead caches' sockets should be closed by now
 python3 "$TMP/sample.py" "$RPID" "$PORT" "$TMP/after.samples" 0.5 || true
+# the cache's counters: evictions, stores, coalesced waits
+CSTATS=$(curl -s --max-time 10 "http://127.0.0.1:$APORT/stats" | python3 -c '
+import json, sys
+c = json.load(sys.stdin)["cache"]
+print(c["evictions"], c["stores"], c["coalesced"], c["admissions_refused"])' 2>/dev/null || echo "0 0 0 0")
 ALIVE=no
 kill -0 "$RPID" 2>/dev/null && ALIVE=yes
 
@@ -207,6 +231,7 @@ RELOADS=$(grep -c ' reload ' "$TMP/events" || true)
 KILLS=$(grep -c ' kill ' "$TMP/events" || true)
 
 awk -v warm="$WARM" -v res="$RES" -v alive="$ALIVE" -v rok="$RELOADS_OK" -v rbad="$RELOADS_BAD" \
+ -v cstats="$CSTATS" \
     -v rsent="$RELOADS" -v kills="$KILLS" -v dur="$DUR" -v after="$(cat "$TMP/after.samples" 2>/dev/null)" '
 function kv(k,   m) { return match(" " res, " " k "=[^ ]*") ? substr(" " res, RSTART + length(k) + 2, RLENGTH - length(k) - 2) : "" }
 $1 > dur - 1.5 { next }           # the load is ending (wrk may start before t0)
@@ -225,6 +250,8 @@ END {
 	ok_fds = (nbw != "" && nbe != "" && nbe <= nbw && cw == 0)
 	ok_reload = (rbad == 0 && rok == rsent)
 	ok_alive = (alive == "yes")
+	split(cstats, c, " ")
+	ok_cache = (kv("hits") > 0 && kv("stale") > 0 && c[1] > 0)
 	printf "### Soak: %d s, wrk -t1 -c16, reload every 5 s, a cache killed every 20 s\n\n", dur
 	printf "| goal | measured | met |\n|---|---|:-:|\n"
 	printf "| 0 failed GETs (non-2xx, connect/read/write/timeout errors) | %d of %d (non-2xx %s [%s], connect %s, read %s, write %s, timeout %s) | %s |\n", failed, n, kv("non2xx"), kv("statuses"), kv("connect"), kv("read"), kv("write"), kv("timeout"), ok_failed ? "yes" : "NO"
@@ -232,6 +259,7 @@ END {
 	printf "| fds other than cache connections flat: as many at the end as after %d s; no cache connection in CLOSE_WAIT after the load | %s -> %s (%s..%s; all fds %s..%s); CLOSE_WAIT %d | %s |\n", warm, nbw, nbe, nbmin, nbmax, fdmin, fdmax, cw, ok_fds ? "yes" : "NO"
 	printf "| every reload succeeds | %d of %d (%d failed); caches killed and restarted: %d | %s |\n", rok, rsent, rbad, kills, ok_reload ? "yes" : "NO"
 	printf "| alive at the end | %s | %s |\n", alive, ok_alive ? "yes" : "NO"
+	printf "| the proxy'"'"'s cache ([cache] size = 8m) hits, serves stale while refreshing, and evicts | hits %d (%.1f%%), of them stale %d; stores %d, evictions %d, refused admissions %d, coalesced %d | %s |\n", kv("hits") + kv("stale"), (n > 0 ? (kv("hits") + kv("stale")) * 100 / n : 0), kv("stale"), c[2], c[1], c[4], c[3], ok_cache ? "yes" : "NO"
 	printf "\n%.0f req/s; latency p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", n / (d > 0 ? d / 1e6 : 1), kv("p50_us") / 1000, kv("p99_us") / 1000, kv("max_us") / 1000
-	exit !(ok_failed && ok_rss && ok_fds && ok_reload && ok_alive)
+	exit !(ok_failed && ok_rss && ok_fds && ok_reload && ok_alive && ok_cache)
 }' "$TMP/samples"
