@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,7 @@ static char *access_file;               /* main thread: the path, NULL if
 static _Atomic(_Atomic uint64_t *) access_drops;
 
 static void access_plain_init(void);
+static pthread_once_t access_plain_once = PTHREAD_ONCE_INIT;
 
 int access_open(const char *spec, _Atomic uint64_t *dropped, char *err, size_t len)
 {
@@ -55,7 +57,9 @@ int access_open(const char *spec, _Atomic uint64_t *dropped, char *err, size_t l
 	char *file = NULL;
 
 	atomic_store(&access_drops, dropped);
-	access_plain_init();
+	/* once: a reopen (SIGUSR1, main thread) while workers format lines
+	 * must not write the table they read, even the same values */
+	pthread_once(&access_plain_once, access_plain_init);
 	if (strcmp(spec, "off") == 0 || !*spec) {
 		atomic_store(&access_on, 0);
 		return 0;
@@ -226,7 +230,8 @@ static char *access_secs(char *p, int64_t us)
 }
 
 /* Bytes written as they are in a quoted field: printable ASCII but '"'
- * and '\\'. Filled by access_open (main thread) before any worker logs. */
+ * and '\\'. Filled once, by the first access_open (main thread) before any
+ * worker starts; read-only after. */
 static bool access_plain_tab[256];
 
 static void access_plain_init(void)
