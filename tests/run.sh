@@ -1,10 +1,11 @@
 #!/bin/bash
 # tests/run.sh -- the whole test suite from a fresh Debian 12 machine:
 # installs what is missing, builds with ASan+UBSan (gcc) and runs every
-# suite; then with clang builds with ThreadSanitizer and runs the unit and
-# end-to-end suites again, and builds the libFuzzer targets and runs each
-# for a bounded time; last, a 60 s soak of a release build under load,
-# reloads and cache kills (tests/bench/soak.sh). Ends with one line
+# suite; then with clang builds with ThreadSanitizer and runs the unit
+# suite and the end-to-end tests where threads meet again, and builds the
+# libFuzzer targets and runs each for a bounded time; last, a 60 s soak
+# of a release build under load, reloads and cache kills
+# (tests/bench/soak.sh). Ends with one line
 # "tests: N passed, N failed[, N skipped]" (the soak counts as one test).
 # Exit status: 0 only if everything passed.
 set -euo pipefail
@@ -30,18 +31,29 @@ logs=(build-asan/meson-logs/testlog.json)
 if command -v clang >/dev/null; then
 	# ThreadSanitizer over the workers, the main thread and the shared
 	# cache: every unit test (the threaded ones: cache, sketch, balance)
-	# and every end-to-end test against the proxy built with it. A report
-	# fails a unit test (exit 66) and an e2e test (the harness reads the
-	# proxy's stderr). No suppressions. testcache is built plain there
+	# and the end-to-end tests where threads meet, against the proxy built
+	# with it: the data path, coalescing across 2 and 4 workers (their
+	# mailboxes), stale serving and background refreshes, purges, reloads
+	# and stops, health flaps, stats, rates and histograms read by the
+	# admin listener, the access log's reopen, the hostile peers.
+	# TSAN_E2E=all runs every e2e test (about 100 s more on 2 cores: those
+	# left out run no thread the list does not). A report fails a unit
+	# test (exit 66) and an e2e test (the harness reads the proxy's
+	# stderr). No suppressions. testcache is built plain there
 	# (tests/testcache/meson.build says why).
 	if [ ! -d build-tsan ]; then
 		CC=clang meson setup build-tsan -Db_sanitize=thread -Db_lundef=false \
 			-Dfuzz=disabled >/dev/null
 	fi
 	ninja -C build-tsan
+	tsan_e2e=(routing http bodies failures balance health reload reload_stop admin
+		  metrics latency access_log cache cache_w4 stale purge hostile)
+	[ "${TSAN_E2E:-}" = all ] && tsan_e2e=(--suite e2e)
 	meson test -C build-tsan --print-errorlogs --num-processes 2 \
-		--suite unit --suite e2e || rc=1
-	logs+=(build-tsan/meson-logs/testlog.json)
+		--suite unit --logbase tsan-unit || rc=1
+	meson test -C build-tsan --print-errorlogs --num-processes 2 \
+		--logbase tsan-e2e "${tsan_e2e[@]}" || rc=1
+	logs+=(build-tsan/meson-logs/tsan-unit.json build-tsan/meson-logs/tsan-e2e.json)
 
 	if [ ! -d build-fuzz ]; then
 		CC=clang meson setup build-fuzz -Dfuzz=enabled >/dev/null
