@@ -390,10 +390,11 @@ def stop_reading(caches):
     # closed after the first whole client_timeout in which the client's
     # kernel took nothing (front.c): between one and two periods after
     # the last one stopped, plus the proxy filling the kernel's buffers
-    # (its own speed: wider under TSan). Timed from the end of the reads,
-    # not their start: 50 clients reading 64 KiB each take the proxy's
-    # own time too, and took 10 s under TSan on a loaded machine.
-    t.check(gone and timeout - 0.1 <= dt <= 2 * timeout + 2 * SCALE,
+    # (its own speed: wider under TSan) and a period of slack for a
+    # loaded machine (4.1-4.8 s seen of the 8 s allowed). Timed from the
+    # end of the reads, not their start: 50 clients reading 64 KiB each
+    # take the proxy's own time too, more than a period under TSan.
+    t.check(gone and timeout - 0.1 <= dt <= 3 * timeout + 2 * SCALE,
             f"... each closed after client_timeout ({timeout:.0f}s) without progress: all gone "
             f"{dt:.1f}s after the last stopped reading ({stopped - t0:.1f}s after the first read)")
     idle = H.wait_until(lambda: sum(c.stats()["inflight"] for c in caches) == 0, 10)
