@@ -5,8 +5,8 @@
 #   build: compile and run (the demo); test: + clang/libFuzzer and the tools
 #   the tests use (scdoc, man and groff for the man pages, Varnish for the
 #   test in front of real caches, promtool from prometheus checks /metrics,
-#   headless chromium renders the admin page); bench: + haproxy, nginx, wrk
-#   and Varnish (tests/bench/ramp.sh)
+#   headless chromium renders the admin page, wrk drives the soak); bench:
+#   + haproxy, nginx, wrk and Varnish (tests/bench/ramp.sh)
 set -euo pipefail
 
 want=(gcc libc6-dev meson ninja-build pkg-config libevent-dev libssl-dev
@@ -16,7 +16,8 @@ build) ;;
 test) want+=(clang libclang-rt-14-dev iproute2 util-linux
             scdoc man-db groff-base        # the man pages, built and rendered
             varnish                        # tests/e2e/test_varnish.py
-            prometheus chromium) ;;        # promtool for /metrics, the page
+            prometheus chromium            # promtool for /metrics, the page
+            wrk) ;;                        # tests/bench/soak.sh
 bench) want+=(haproxy nginx-light wrk varnish) ;;
 *) echo "usage: bash tests/deps.sh [build|test|bench]" >&2; exit 2 ;;
 esac

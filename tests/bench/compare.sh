@@ -13,6 +13,8 @@
 #   WARM [1]       unmeasured wrk seconds right before each run (fills pools)
 #   WORKERS [2]    ringproxy workers = HAProxy nbthread = NGINX worker_processes
 #   WRK_THREADS [2], CONNS [64]   wrk -t and -c
+#   WRK_ARGS []    more wrk arguments, e.g. "-H 'Connection: close'" for a
+#                  new connection per request (word-split, quotes honoured)
 #   URLS [100000]  distinct URLs /thumbs/<n>/<n>_200x200.jpg, drawn uniformly
 #   SIZE [4096]    response body bytes (testcache --size)
 #   TC_THREADS [1] threads per testcache (there are 4 testcaches)
@@ -89,6 +91,7 @@ WARM=${WARM:-1}
 WORKERS=${WORKERS:-2}
 WRK_THREADS=${WRK_THREADS:-2}
 CONNS=${CONNS:-64}
+WRK_ARGS=${WRK_ARGS:-}
 URLS=${URLS:-100000}
 SIZE=${SIZE:-4096}
 TC_THREADS=${TC_THREADS:-1}
@@ -264,14 +267,16 @@ EOF
 
 # run_wrk PORT SECONDS -> prints the RESULT line
 run_wrk() {
-	timeout -k 5 $(($2 + 20)) wrk -t"$WRK_THREADS" -c"$CONNS" -d"$2"s \
+	local extra=()
+	[ -n "$WRK_ARGS" ] && eval "extra=($WRK_ARGS)"
+	timeout -k 5 $(($2 + 20)) wrk -t"$WRK_THREADS" -c"$CONNS" -d"$2"s "${extra[@]}" \
 	    -s "$TMP/thumbs.lua" "http://127.0.0.1:$1/" -- "$URLS" |
 	    grep '^RESULT' || die "wrk failed on port $1"
 }
 runs=$TMP/runs.tsv
 : >"$runs"
 log "caches: ${PORTS[*]}; ringproxy :$RP_PORT haproxy :$HA_PORT nginx :$NG_PORT"
-log "$ROUNDS rounds x ${SECS}s, wrk -t$WRK_THREADS -c$CONNS, $URLS URLs, ${SIZE} B bodies, $WORKERS workers, testcache --threads $TC_THREADS"
+log "$ROUNDS rounds x ${SECS}s, wrk -t$WRK_THREADS -c$CONNS $WRK_ARGS, $URLS URLs, ${SIZE} B bodies, $WORKERS workers, testcache --threads $TC_THREADS"
 read -r -a order <<<"$PROXIES"
 for r in $(seq "$ROUNDS"); do
 	for k in $(seq 0 $((${#order[@]} - 1))); do
@@ -318,7 +323,7 @@ done
 echo
 echo "### ringproxy vs HAProxy vs NGINX"
 echo
-echo "$ROUNDS rounds x ${SECS} s, order rotated per round; wrk -t$WRK_THREADS -c$CONNS," \
+echo "$ROUNDS rounds x ${SECS} s, order rotated per round; wrk -t$WRK_THREADS -c$CONNS${WRK_ARGS:+ $WRK_ARGS}," \
      "$URLS URLs, ${SIZE} B bodies; $WORKERS workers/threads each;" \
      "4 testcaches (--threads $TC_THREADS); $(nproc) CPUs shared by all. Medians over rounds."
 echo

@@ -3,13 +3,14 @@
 # 127.0.0.1 ports; every process started is stopped by its PID on exit.
 # Sourced, not run:  . "$(dirname "$0")/lib.sh"; bench_init NAME
 
-# bench_init NAME: sets ROOT, BUILD (default ROOT/build-rel), RP, TC, TMP and
+# bench_init NAME [DEPS]: installs the packages of tests/deps.sh DEPS
+# (default bench), sets ROOT, BUILD (default ROOT/build-rel), RP, TC, TMP and
 # PIDS, and traps EXIT to stop PIDS (TERM, then KILL after 5 s) and remove
 # TMP (kept with KEEP=1).
 bench_init() {
 	ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 	BUILD=${BUILD:-$ROOT/build-rel}
-	bash "$ROOT/tests/deps.sh" bench
+	bash "$ROOT/tests/deps.sh" "${2:-bench}"
 	export PATH=$PATH:/usr/sbin:/sbin
 	[ -d "$BUILD" ] || meson setup "$BUILD" "$ROOT" -Dbuildtype=release -Dfuzz=disabled >/dev/null
 	ninja -C "$BUILD" >/dev/null    # a no-op when up to date; never a stale binary

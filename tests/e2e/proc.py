@@ -141,8 +141,11 @@ class Tap:
 
 
 def sanitizer_reports():
-    """Lines where ASan/UBSan/LSan spoke in any file of LOGS (UBSan
-    without halt_on_error only prints and carries on)."""
+    """Lines where a sanitizer spoke in any file of LOGS: ASan, LSan and
+    TSan ("WARNING: ThreadSanitizer: data race", and clang 14's
+    "ThreadSanitizer: CHECK failed" when it breaks while reporting), and
+    UBSan's "runtime error:" (without halt_on_error it only prints and
+    carries on; so does TSan, which exits 66 only at the end)."""
     out = []
     for path in LOGS:
         try:
@@ -168,6 +171,32 @@ def run_main(t, main):
 
 # ---- ringproxy ----------------------------------------------------------------
 
+_sanitizer_cache = {}
+
+
+def sanitizer_of(exe):
+    """The sanitizer exe was built with: "thread", "address" or None.
+    Read from the binary itself, so that no test needs telling: clang
+    links TSan's runtime statically (its __tsan_init is in the file, and
+    no library shows in /proc/PID/maps), gcc links libasan dynamically
+    (the file names __asan_init as an import)."""
+    if exe not in _sanitizer_cache:
+        with open(exe, "rb") as f:
+            data = f.read()
+        _sanitizer_cache[exe] = ("thread" if b"__tsan_init" in data else
+                                 "address" if b"__asan_init" in data else None)
+    return _sanitizer_cache[exe]
+
+
+def time_scale(exe):
+    """How much longer than a plain (or ASan) build exe may take for what a
+    test times with a tight window: 4 under TSan, whose instrumented
+    loads and stores make the proxy's own work 5-15 times slower, else 1.
+    For windows that measure the proxy's speed, never for its timeouts
+    (those it keeps by the clock whatever the build)."""
+    return 4 if sanitizer_of(exe) == "thread" else 1
+
+
 class Proxy:
     """ringproxy -c FILE in the foreground; its stderr goes to a file that
     is parsed for the port and read back as its log."""
@@ -185,6 +214,8 @@ class Proxy:
         extra_args: more command-line arguments (--share-listen); wrap: a
         command that execs the rest (so the PID stays the proxy's);
         stderr_path: the file its stderr goes to (default: a new one)."""
+        self.exe = exe
+        self.sanitizer = sanitizer_of(exe)
         self.conf = path or write(f"{tag}.{time.monotonic_ns()}.ini", conf)
         self.stderr_path = stderr_path or tmp_path(f"{tag}.{time.monotonic_ns()}.log")
         self.log_path = log_file or self.stderr_path
@@ -271,11 +302,17 @@ class Proxy:
 
     def sanitized(self):
         """True when the binary runs with ASan (its runtime is mapped) or
-        RINGPROXY_SANITIZED=1 says so."""
-        if os.environ.get("RINGPROXY_SANITIZED") == "1":
+        TSan (built in: sanitizer_of), or RINGPROXY_SANITIZED=1 says so:
+        then RSS says little (ASan's quarantine holds freed memory, TSan's
+        allocator keeps it and its shadow grows with every page touched)."""
+        if os.environ.get("RINGPROXY_SANITIZED") == "1" or self.sanitizer:
             return True
         with open(f"/proc/{self.pid}/maps") as f:
             return "libasan" in f.read()
+
+    def tsan(self):
+        """True for a ThreadSanitizer build."""
+        return self.sanitizer == "thread"
 
     # -- /proc readings
 

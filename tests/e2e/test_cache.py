@@ -4,13 +4,16 @@ what is stored and what is not (RFC 9111 for a shared cache), Cache-Status
 (RFC 9211) and Age, HEAD from a stored GET, Accept-Encoding variants,
 invalidation by unsafe methods, Range forwarded, chunked responses stored
 de-chunked within max_object, coalescing of concurrent misses into one
-backend fetch across both workers, waiters released when the fetch fails,
+backend fetch across the workers, waiters released when the fetch fails,
 eviction under a small size, the cache surviving SIGHUP (and emptied by
 size = 0), its stats, and the RSS bound.
 
 The backend is scripted (harness.Fake): each path says its status,
 headers, body, delay and framing, and every request it receives is
 counted, so a test can tell a hit from a fetch.
+CACHE_WORKERS=N runs it with N workers (default 2; meson's cache_w4 runs
+it with 4, so that waiters and their fills are spread over more threads
+than one other).
 usage: test_cache.py RINGPROXY TESTCACHE"""
 
 import http.client
@@ -27,6 +30,7 @@ from harness import raw  # noqa: E402
 
 RP, TC = harness.cli_args()
 t = harness.Tap()
+WORKERS = int(os.environ.get("CACHE_WORKERS", "2"))
 
 counts = {}                     # path -> requests the backend received
 count_lock = threading.Lock()
@@ -167,10 +171,10 @@ def concurrent(port, path, n, timeout=30):
 
 
 def conf(fake, cache):
-    """The test's config: both workers, no retries, passive health off (the
-    failing fetches below must not take the one backend down)."""
+    """The test's config: WORKERS workers, no retries, passive health off
+    (the failing fetches below must not take the one backend down)."""
     return harness.conf_text([("fake", fake.port)],
-                             proxy={"workers": 2, "retries": 0, "admin_listen": "127.0.0.1:0"},
+                             proxy={"workers": WORKERS, "retries": 0, "admin_listen": "127.0.0.1:0"},
                              health={"passive": "off"}, cache=cache)
 
 
@@ -293,7 +297,7 @@ def main():
     res = concurrent(P, "/slow.jpg", 200)
     bodies = {r[1] for r in res}
     t.check(all(r[0] == 200 for r in res) and len(bodies) == 1 and fetches("/slow.jpg") == 1,
-            "200 concurrent misses of one URL (both workers): exactly one backend fetch, identical bodies",
+            f"200 concurrent misses of one URL ({WORKERS} workers): exactly one backend fetch, identical bodies",
             (fetches("/slow.jpg"), [r[:1] + r[2:] for r in res if r[0] != 200][:5]))
     t.check(sum(1 for r in res if "collapsed" in r[3]) >= 100,
             "... the waiters say fwd=miss; collapsed", sorted({r[3] for r in res}))
@@ -375,7 +379,7 @@ def main():
         base = proxy.rss_kb()
         for size_mb, n in ((16, 6000), (64, 21000)):   # about 1.3 x size of 4 KiB objects
             harness.write("cache.ini", harness.conf_text(
-                [("fake", fake.port)], proxy={"workers": 2, "retries": 0, "admin_listen": "127.0.0.1:0"},
+                [("fake", fake.port)], proxy={"workers": WORKERS, "retries": 0, "admin_listen": "127.0.0.1:0"},
                 cache={"size": f"{size_mb}m", "max_object": "64k", "min_uses": 1}))
             proxy.reload()
             conn = http.client.HTTPConnection("127.0.0.1", P, timeout=30)

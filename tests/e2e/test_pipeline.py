@@ -156,9 +156,12 @@ def main():
     t.check(p.alive(), "the proxy is alive with 256 KiB stacks")
     st, h, body = p.get("/after")
     t.check(st == 503 and harness.request_id(body), "... and answers the next connection", [st, body])
-    slow = [x for x in probe_times if x[0] != 503 or x[1] > 0.25]
-    t.check(probe_times and not slow, f"another connection on the same worker is answered within 250 ms "
-            f"while the burst is served ({len(probe_times)} probes)", slow[:5])
+    # TSan makes the burst's own work several times slower, and with it
+    # the turn the other connection waits for
+    window = 0.25 * harness.time_scale(RP)
+    slow = [x for x in probe_times if x[0] != 503 or x[1] > window]
+    t.check(probe_times and not slow, f"another connection on the same worker is answered within "
+            f"{window * 1000:.0f} ms while the burst is served ({len(probe_times)} probes)", slow[:5])
     t.check(p.stop() == 0, "SIGTERM: exit 0")
 
 
