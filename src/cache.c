@@ -60,7 +60,7 @@
 #define CACHE_CLASS_STEPS   32u         /* object size classes per doubling */
 #define CACHE_TRIM_DIV      16          /* hand freed memory back after
 					   size / 16 bytes of objects freed */
-#define CACHE_TRIM_GAP_NS   INT64_C(3000000000) /* and at most once in 3 s */
+#define CACHE_TRIM_GAP_NS   INT64_C(1000000000) /* and at most once a second */
 
 enum cache_kind { CACHE_K_OBJ = 1, CACHE_K_FILL };
 

