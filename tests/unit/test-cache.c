@@ -181,7 +181,10 @@ static void test_store_and_hit(void)
 }
 
 /* Exactness: charge = a constant struct size + every byte stored (key,
- * backend, ETag, head, the Content-Length room, body); bytes = the sum. */
+ * backend, ETag, head, the Content-Length room, body), rounded up to the
+ * allocation's size class (32 per doubling: a multiple of the largest
+ * power of two at most 1/32 of it, under 1/32 of rounding);
+ * bytes = the sum. */
 static void test_accounting(void)
 {
 	struct cache *c = mk(1 << 22, 1 << 20, 1, CACHE_POLICY_LRU);
@@ -194,8 +197,8 @@ static void test_accounting(void)
 		{ "k/3", "Cache-Control: max-age=60\r\nX-Long: 0123456789012345678901234567890123456789\r\n", 0 },
 		{ "k/4", NULL, 100000 },
 	};
-	size_t i, sum = 0, base = 0;
-	unsigned same = 0;
+	size_t i, sum = 0, base = 256, over[4] = { 0 }, steps[4] = { 0 };
+	unsigned same = 0, classed = 0;
 
 	for (i = 0; i < 4; i++) {
 		struct cache_obj *o;
@@ -210,14 +213,23 @@ static void test_accounting(void)
 		snprintf(cl, sizeof(cl), "Content-Length: %zu\r\n", t[i].len);
 		visible = strlen(t[i].key) + strlen(BACKEND) + cache_obj_etag(o).len
 			  + h.iov_len - strlen(cl) + 40 + cache_obj_body(o).iov_len;
-		if (i == 0)
-			base = cache_obj_charge(o) - visible;
-		same += cache_obj_charge(o) - visible == base;
-		sum += cache_obj_charge(o);
+		size_t ch = cache_obj_charge(o), step = 16;
+
+		while (step * 64 <= ch)
+			step *= 2;
+		classed += ch % step == 0;
+		over[i] = ch > visible ? ch - visible : 0;
+		steps[i] = step;
+		if (over[i] < base)
+			base = over[i];
+		sum += ch;
 		cache_obj_release(o);
 	}
+	for (i = 0; i < 4; i++)         /* struct + under one step of rounding */
+		same += over[i] >= base && over[i] - base < steps[i];
 	tap_ok(base > 0 && base <= 256, "object struct: %zu bytes", base);
-	tap_is_int(same, 4, "every object charged struct + key + backend + ETag + head + 40 + body");
+	tap_is_int(same, 4, "every object charged struct + key + backend + ETag + head + 40 + body, rounded");
+	tap_is_int(classed, 4, "every charge is on a size class");
 	tap_is_int(stats(c).bytes, sum, "bytes = the sum of the charges");
 	for (i = 0; i < 4; i++) {
 		struct cache_key k;
