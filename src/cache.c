@@ -1507,10 +1507,19 @@ static void cache_obj_finish(struct cache_fill *f)
 	size_t used;
 
 	if (o->status != 204) {
-		char *p = o->data + o->head_off + o->headlen;
-		int l = snprintf(p, CACHE_CL_ROOM, "Content-Length: %zu\r\n", o->bodylen);
+		/* by hand: snprintf was a tenth of a store's cost */
+		char *p = o->data + o->head_off + o->headlen, digits[20];
+		size_t v = o->bodylen, n = 0;
 
-		o->headlen += (size_t)l;
+		do {
+			digits[n++] = (char)('0' + v % 10);
+			v /= 10;
+		} while (v > 0);
+		memcpy(p, "Content-Length: ", 16);
+		for (size_t i = 0; i < n; i++)
+			p[16 + i] = digits[n - 1 - i];
+		memcpy(p + 16 + n, "\r\n", 2);
+		o->headlen += 16 + n + 2;
 	}
 	used = cache_obj_cap(o->body_off + o->bodylen);
 	if (used < f->cap && (t = realloc(o, sizeof(*o) + used)) != NULL) {
