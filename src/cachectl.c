@@ -866,9 +866,12 @@ int cachectl_date(struct http1_str s, int64_t now, int64_t *t)
 		if (y < 0)
 			return -1;
 		/* the most recent year with these two digits that is not
-		 * more than 50 years ahead of now */
+		 * more than 50 years ahead of now: in now's century, the next
+		 * (a clock in 1970 reads -09 as 2009) or the one before */
 		y += cachectl_year_of(now) / 100 * 100;
-		if (y > cachectl_year_of(now) + 50)
+		if (y + 100 <= cachectl_year_of(now) + 50)
+			y += 100;
+		else if (y > cachectl_year_of(now) + 50)
 			y -= 100;
 		return cachectl_ymd(y, mon, d, secs, t);
 	}

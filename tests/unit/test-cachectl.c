@@ -468,6 +468,23 @@ static void test_dates(void)
 
 		tap_is_int(r < 0 ? -1 : v, t[i].want, "date \"%s\"", t[i].s);
 	}
+	/* RFC 850's two-digit year against a clock early in a century:
+	 * 2009 is 39 years ahead of 1970, so -09 is 2009, not 1909 (the
+	 * cachectl fuzzer's find); -21 is 51 years ahead, so 1921 */
+	{
+		const char *s850 = "Sunday, 06-Nov-09 08:49:18 GMT";
+		struct http1_str s = { s850, strlen(s850) };
+		int64_t v = -1, now1970 = 5570745;   /* 1970-03-06 */
+		int r = cachectl_date(s, now1970, &v);
+
+		tap_ok(r == 0 && v == 1257497358,
+		       "\"%s\" with the clock in 1970: 2009 (%lld)", s850, (long long)v);
+		s850 = "Sunday, 06-Nov-21 08:49:18 GMT";
+		s = (struct http1_str){ s850, strlen(s850) };
+		r = cachectl_date(s, now1970, &v);
+		tap_ok(r == 0 && v == -1519571442,
+		       "\"%s\" with the clock in 1970: 1921 (%lld)", s850, (long long)v);
+	}
 	/* the formatter and the parser agree over two centuries */
 	for (i = 0; i < 20000; i++) {
 		int64_t tt = (int64_t)i * 317539 + 13, v;
