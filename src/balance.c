@@ -357,7 +357,11 @@ enum balance_verdict balance_check(const struct snapshot *s, int i, uint64_t pos
 	return balance_verdict(s, i, pos, false, s->ring->weights[i], &limit, NULL);
 }
 
-void balance_explain(const struct snapshot *s, int i, uint64_t pos, struct balance_why *why)
+/* The verdict for backend i with its numbers in why, as a request for
+ * the key at pos would meet it (held: on a warm ramp's previous owner,
+ * capped at weight w). */
+static void balance_explain_as(const struct snapshot *s, int i, uint64_t pos, bool held, double w,
+			       struct balance_why *why)
 {
 	long limit;
 
@@ -367,20 +371,17 @@ void balance_explain(const struct snapshot *s, int i, uint64_t pos, struct balan
 	why->ramp = 1;
 	why->max_inflight = s->be[i].conf->max_inflight;
 	why->inflight = atomic_load_explicit(&s->be[i].state->inflight, memory_order_relaxed);
-	why->verdict = balance_verdict(s, i, pos, false, s->ring->weights[i], &limit, why);
+	why->verdict = balance_verdict(s, i, pos, held, w, &limit, why);
+}
+
+void balance_explain(const struct snapshot *s, int i, uint64_t pos, struct balance_why *why)
+{
+	balance_explain_as(s, i, pos, false, s->ring->weights[i], why);
 }
 
 void balance_explain_held(const struct snapshot *s, int i, uint64_t pos, struct balance_why *why)
 {
-	long limit;
-
-	memset(why, 0, sizeof(*why));
-	why->cap = -1;
-	why->rare_cap = -1;
-	why->ramp = 1;
-	why->max_inflight = s->be[i].conf->max_inflight;
-	why->inflight = atomic_load_explicit(&s->be[i].state->inflight, memory_order_relaxed);
-	why->verdict = balance_verdict(s, i, pos, true, s->ramp->weight[i], &limit, why);
+	balance_explain_as(s, i, pos, true, s->ramp->weight[i], why);
 }
 
 int balance_explain_walk(const struct snapshot *s, uint64_t pos, int *order,

@@ -25,21 +25,14 @@
 #define NB 4
 #define EXPLAIN_N 4
 
-static struct snapshot *test_snap(const char *extra_ring, const char *extra_be,
-				  const char *extra_health)
+/* A snapshot of the config text; NULL on error (printed). */
+static struct snapshot *test_snap_text(const char *text)
 {
-	char text[4096], err[512];
+	char err[512];
 	struct conf_errors errs = { 0 };
-	struct conf *c;
+	struct conf *c = conf_load_string("t.ini", text, &errs);
 	struct snapshot *s;
-	int n = snprintf(text, sizeof(text), "[ring]\nvnodes = 160\n%s\n[health]\n%s\n",
-			 extra_ring, extra_health);
 
-	for (int i = 0; i < NB; i++)
-		n += snprintf(text + n, sizeof(text) - (size_t)n,
-			      "[backend cache-%d]\nurl = http://127.0.0.1:%d\n%s\n",
-			      i, 9100 + i, extra_be);
-	c = conf_load_string("t.ini", text, &errs);
 	if (!c) {
 		for (size_t i = 0; i < errs.n; i++)
 			tap_diag("%s", errs.msg[i]);
@@ -53,6 +46,20 @@ static struct snapshot *test_snap(const char *extra_ring, const char *extra_be,
 		conf_free(c);
 	}
 	return s;
+}
+
+static struct snapshot *test_snap(const char *extra_ring, const char *extra_be,
+				  const char *extra_health)
+{
+	char text[4096];
+	int n = snprintf(text, sizeof(text), "[ring]\nvnodes = 160\n%s\n[health]\n%s\n",
+			 extra_ring, extra_health);
+
+	for (int i = 0; i < NB; i++)
+		n += snprintf(text + n, sizeof(text) - (size_t)n,
+			      "[backend cache-%d]\nurl = http://127.0.0.1:%d\n%s\n",
+			      i, 9100 + i, extra_be);
+	return test_snap_text(text);
 }
 
 static void test_reset(struct snapshot *s)
@@ -762,10 +769,7 @@ static void test_explain(void)
  * [ring] lines ring; NULL on error (printed). */
 static struct snapshot *test_snap_of(const char *ring, const char *list)
 {
-	char text[4096], err[512], name[64];
-	struct conf_errors errs = { 0 };
-	struct conf *c;
-	struct snapshot *s;
+	char text[4096], name[64];
 	int n = snprintf(text, sizeof(text), "[ring]\nvnodes = 160\n%s\n", ring);
 	double w;
 	int used;
@@ -776,20 +780,7 @@ static struct snapshot *test_snap_of(const char *ring, const char *list)
 			      9100 + (int)strlen(text) % 800, w);
 		list += used;
 	}
-	c = conf_load_string("t.ini", text, &errs);
-	if (!c) {
-		for (size_t i = 0; i < errs.n; i++)
-			tap_diag("%s", errs.msg[i]);
-		conf_errors_free(&errs);
-		return NULL;
-	}
-	conf_errors_free(&errs);
-	s = snapshot_new(c, 1, err, sizeof(err));
-	if (!s) {
-		tap_diag("snapshot_new: %s", err);
-		conf_free(c);
-	}
-	return s;
+	return test_snap_text(text);
 }
 
 /* Index of backend name in s, -1 if absent. */
