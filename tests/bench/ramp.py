@@ -13,75 +13,17 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 
+from benchproc import PROCS, get, start, start_varnish, stop, stop_from, wait_for, wait_log
+
 ENV = {k: os.environ[k] for k in ("RAMP", "STEADY", "TAIL", "RATE", "KEYS", "ZIPF", "ONEHIT", "CONNS")}
 RAMP, STEADY, TAIL = float(ENV["RAMP"]), float(ENV["STEADY"]), float(ENV["TAIL"])
 RATE, KEYS, ZIPF = float(ENV["RATE"]), int(ENV["KEYS"]), float(ENV["ZIPF"])
 ONEHIT, CONNS = float(ENV["ONEHIT"]), int(ENV["CONNS"])
-PROCS = []      # (Popen, whole process group?)
-
-
-def stop(p, group=False):
-    """SIGTERM to p (its group for varnishd), SIGKILL after 10 s."""
-    if p.poll() is not None:
-        return
-    kill = (lambda s: os.killpg(p.pid, s)) if group else p.send_signal
-    try:
-        kill(signal.SIGTERM)
-        p.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        kill(signal.SIGKILL)
-        p.wait(timeout=10)
-    except ProcessLookupError:
-        pass
-
-
-def stop_all():
-    for p, group in reversed(PROCS):
-        stop(p, group)
-    PROCS.clear()
-
-
-def start(argv, log, group=False):
-    with open(log, "ab") as f:
-        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=f, start_new_session=group)
-    PROCS.append((p, group))
-    return p
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def get(port, path, timeout=5):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        c.request("GET", path)
-        r = c.getresponse()
-        return r.status, r.read()
-    finally:
-        c.close()
-
-
-def wait_for(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if pred():
-                return
-        except OSError:
-            pass
-        time.sleep(0.05)
-    raise RuntimeError(f"{what} did not come up in {timeout:.0f}s")
 
 
 def start_origin(tc, tmp):
@@ -90,26 +32,6 @@ def start_origin(tc, tmp):
            "--count-prefix", "/z/"], os.path.join(tmp, "origin.log"))
     wait_for(lambda: os.path.exists(pf), 20, "the origin")
     return int(open(pf).read())
-
-
-def start_varnish(name, vcl_text, tmp):
-    """One varnishd -F with its own working directory; its port."""
-    wd = os.path.join(tmp, name)
-    os.makedirs(wd, exist_ok=True)
-    vcl = os.path.join(wd, "thumbs.vcl")
-    with open(vcl, "w") as f:
-        f.write(vcl_text)
-    for _ in range(5):
-        port = free_port()
-        p = start(["varnishd", "-F", "-n", wd, "-a", f"127.0.0.1:{port}", "-f", vcl, "-s", "malloc,64m",
-                   "-T", "none", "-j", "none", "-l", "2m", "-p", "thread_pools=1", "-p", "thread_pool_min=10",
-                   "-p", "thread_pool_max=200"], os.path.join(wd, "varnishd.log"), group=True)
-        try:
-            wait_for(lambda: p.poll() is None and get(port, "/health", 2)[0] == 200, 30, f"varnishd {name}")
-            return port
-        except RuntimeError:
-            stop(p, True)
-    raise RuntimeError(f"varnishd {name} did not start; see {wd}/varnishd.log")
 
 
 def conf(ports, names, ramp):
@@ -121,19 +43,6 @@ def conf(ports, names, ramp):
     for n in names:
         s += f"[backend {n}]\nurl = http://127.0.0.1:{ports[n]}\n"
     return s
-
-
-def wait_log(path, pattern, timeout, since=0):
-    rx = re.compile(pattern)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with open(path, "rb") as f:
-            f.seek(since)
-            m = rx.search(f.read().decode("utf-8", "replace"))
-        if m:
-            return m
-        time.sleep(0.02)
-    raise RuntimeError(f"no '{pattern}' in {path} within {timeout}s")
 
 
 def warm(port, keys):
@@ -194,7 +103,7 @@ def run(label, ramp, args, origin, vcl_text):
     tmp = os.path.join(args.tmp, label)
     os.makedirs(tmp, exist_ok=True)
     names = [f"thumbs-{i}" for i in range(1, 6)]
-    ports = {n: start_varnish(n, vcl_text, tmp) for n in names}
+    ports = {n: start_varnish(n, vcl_text, tmp, "malloc,64m") for n in names}
     cfg = os.path.join(tmp, "ringproxy.ini")
     with open(cfg, "w") as f:
         f.write(conf(ports, names[:4], ramp))
@@ -331,7 +240,7 @@ def main():
             results.append(r)
             print(f"# {r['name']}: {r['line']}", flush=True)
     finally:
-        stop_all()
+        stop_from()
     off, on = results
     print()
     print(f"Zipf s = {ZIPF:g} over {KEYS} keys (4 KiB), {ONEHIT * 100:g}% of requests for keys seen once; "
