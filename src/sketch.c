@@ -3,7 +3,13 @@
  * blocks of 64-bit words, each word holding 16 four-bit or 8 eight-bit
  * counters. A key's hash, mixed again, picks one block and, in each of
  * four rows, one of two words and one counter in it; the estimate is the
- * smallest of the four (Cormode and Muthukrishnan's count-min).
+ * smallest of the four (Cormode and Muthukrishnan's count-min). With the
+ * doorkeeper, a block holds one counter word a row and, in its other four
+ * words, the doorkeeper's bits for the keys of that block (a blocked Bloom
+ * filter: a key's two bits in one word), so whatever a key's occurrence
+ * reads or writes is one cache line: the shards' sketches are written by
+ * every worker, and each line a lookup touches is one more the cores pass
+ * between them.
  *
  * Any thread, no lock: counters change by compare-and-swap on their word,
  * the doorkeeper by fetch-or, and the halving by compare-and-swap word by
@@ -39,9 +45,9 @@ struct sketch {
 					   after a word is shifted right */
 	uint64_t window;
 	uint64_t batch;                 /* power of two, <= SKETCH_BATCH */
-	_Atomic uint64_t *door;         /* doorkeeper bits, NULL if none */
-	uint64_t door_mask;             /* doorkeeper bits - 1 */
-	size_t door_words;
+	bool door;                      /* SKETCH_DOORKEEPER */
+	unsigned row_words;             /* words a row has in a block: 2, or
+					   1 with the doorkeeper */
 	size_t nwords;
 	bool locked;                    /* SKETCH_LOCKED */
 	uint64_t next_halve;            /* SKETCH_LOCKED: total that halves */
@@ -75,7 +81,7 @@ struct sketch *sketch_new(size_t expected, unsigned bits, uint64_t window,
 			  unsigned flags)
 {
 	struct sketch *s = NULL;
-	uint64_t keys, nblocks, dbits;
+	uint64_t keys, nblocks;
 
 	if (bits != 4 && bits != 8)
 		goto fail;
@@ -84,8 +90,14 @@ struct sketch *sketch_new(size_t expected, unsigned bits, uint64_t window,
 		goto fail;
 	memset(s, 0, sizeof(*s));
 	keys = sketch_pow2(expected < 16 ? 16 : expected);
-	/* 16 counters a key in each case: ample for a count-min of 4 rows */
-	s->nwords = (size_t)(bits == 4 ? keys : 2 * keys);
+	/* 16 counters a key in each case: ample for a count-min of 4 rows;
+	 * with the doorkeeper, blocks are half counters, half filter (64
+	 * filter bits a key: about 6 a key seen in a window, so a false
+	 * positive rate near 8% at the window's end, less before; a false
+	 * positive only costs one count) */
+	s->door = (flags & SKETCH_DOORKEEPER) != 0;
+	s->row_words = s->door ? 1 : 2;
+	s->nwords = (size_t)(bits == 4 ? keys : 2 * keys) * (s->door ? 2 : 1);
 	nblocks = s->nwords / SKETCH_WORDS;
 	s->block_mask = nblocks - 1;
 	s->bits = bits;
@@ -103,18 +115,6 @@ struct sketch *sketch_new(size_t expected, unsigned bits, uint64_t window,
 	if (s->words == NULL)
 		goto fail;
 	memset((void *)s->words, 0, s->nwords * sizeof(uint64_t));
-	if (flags & SKETCH_DOORKEEPER) {
-		/* about 4 bits a key seen in a window: with two probes that is
-		 * a false positive rate near 15% at the window's end, less
-		 * before; a false positive only costs one count */
-		dbits = sketch_pow2(s->window * 4 < 512 ? 512 : s->window * 4);
-		s->door_mask = dbits - 1;
-		s->door_words = (size_t)(dbits / 64);
-		s->door = aligned_alloc(64, s->door_words * sizeof(uint64_t));
-		if (s->door == NULL)
-			goto fail;
-		memset((void *)s->door, 0, s->door_words * sizeof(uint64_t));
-	}
 	return s;
 fail:
 	sketch_free(s);
@@ -126,7 +126,6 @@ void sketch_free(struct sketch *s)
 	if (s == NULL)
 		return;
 	free((void *)s->words);
-	free((void *)s->door);
 	free(s);
 }
 
@@ -137,35 +136,45 @@ static _Atomic uint64_t *sketch_cell(const struct sketch *s, uint64_t g,
 	_Atomic uint64_t *blk = s->words + ((g >> 32) & s->block_mask) * SKETCH_WORDS;
 
 	*shift = (unsigned)((g >> (4 * r)) & s->index_mask) * s->bits;
-	return blk + 2 * r + ((g >> (16 + r)) & 1);
+	return blk + s->row_words * r + ((g >> (16 + r)) & (s->row_words - 1));
+}
+
+/* The key's doorkeeper word (one of its block's last four) and its two
+ * bits there. */
+static _Atomic uint64_t *sketch_door_word(const struct sketch *s, uint64_t g,
+					  uint64_t *mask)
+{
+	uint64_t h = sketch_mix(g);
+
+	*mask = (UINT64_C(1) << (h & 63)) | (UINT64_C(1) << ((h >> 6) & 63));
+	return s->words + ((g >> 32) & s->block_mask) * SKETCH_WORDS
+	       + SKETCH_ROWS + ((h >> 12) & 3);
 }
 
 /* Set the key's doorkeeper bits; true if they were not all set before
  * (the first occurrence in this window, as far as the filter knows). */
 static bool sketch_door_add(struct sketch *s, uint64_t g)
 {
-	uint64_t h = sketch_mix(g), b1 = h & s->door_mask,
-		 b2 = (h >> 32) & s->door_mask;
-	uint64_t m1 = UINT64_C(1) << (b1 & 63), m2 = UINT64_C(1) << (b2 & 63);
-	uint64_t o1, o2;
+	uint64_t m, old;
+	_Atomic uint64_t *w = sketch_door_word(s, g, &m);
 
-	if ((atomic_load_explicit(&s->door[b1 >> 6], memory_order_relaxed) & m1)
-	    && (atomic_load_explicit(&s->door[b2 >> 6], memory_order_relaxed) & m2))
+	old = atomic_load_explicit(w, memory_order_relaxed);
+	if ((old & m) == m)
 		return false;
-	o1 = atomic_fetch_or_explicit(&s->door[b1 >> 6], m1, memory_order_relaxed);
-	o2 = atomic_fetch_or_explicit(&s->door[b2 >> 6], m2, memory_order_relaxed);
-	return !((o1 & m1) && (o2 & m2));
+	if (s->locked) {
+		atomic_store_explicit(w, old | m, memory_order_relaxed);
+		return true;
+	}
+	old = atomic_fetch_or_explicit(w, m, memory_order_relaxed);
+	return (old & m) != m;
 }
 
 static bool sketch_door_has(const struct sketch *s, uint64_t g)
 {
-	uint64_t h = sketch_mix(g), b1 = h & s->door_mask,
-		 b2 = (h >> 32) & s->door_mask;
+	uint64_t m;
+	_Atomic uint64_t *w = sketch_door_word(s, g, &m);
 
-	return (atomic_load_explicit(&s->door[b1 >> 6], memory_order_relaxed)
-		& (UINT64_C(1) << (b1 & 63)))
-	    && (atomic_load_explicit(&s->door[b2 >> 6], memory_order_relaxed)
-		& (UINT64_C(1) << (b2 & 63)));
+	return (atomic_load_explicit(w, memory_order_relaxed) & m) == m;
 }
 
 /* Raise the key's four counters, each unless saturated. (Conservative
@@ -210,8 +219,14 @@ void sketch_halve(struct sketch *s)
 	size_t i;
 
 	for (i = 0; i < s->nwords; i++) {
-		uint64_t old = atomic_load_explicit(&s->words[i], memory_order_relaxed);
+		uint64_t old;
 
+		if (s->door && i % SKETCH_WORDS >= SKETCH_ROWS) {
+			/* a doorkeeper word: cleared */
+			atomic_store_explicit(&s->words[i], 0, memory_order_relaxed);
+			continue;
+		}
+		old = atomic_load_explicit(&s->words[i], memory_order_relaxed);
 		if (s->locked) {
 			atomic_store_explicit(&s->words[i], (old >> 1) & s->half_mask,
 					      memory_order_relaxed);
@@ -222,8 +237,6 @@ void sketch_halve(struct sketch *s)
 				memory_order_relaxed, memory_order_relaxed))
 			;
 	}
-	for (i = 0; i < s->door_words; i++)
-		atomic_store_explicit(&s->door[i], 0, memory_order_relaxed);
 }
 
 /* Count the increment in this thread's slot; publish a batch to the total,
@@ -257,25 +270,10 @@ static void sketch_count(struct sketch *s)
 		sketch_halve(s);
 }
 
-unsigned sketch_increment(struct sketch *s, uint64_t hash)
+/* The smallest of the key's four counters. */
+static unsigned sketch_least(const struct sketch *s, uint64_t g)
 {
-	uint64_t g = sketch_mix(hash);
-	unsigned est;
-
-	if (s->door == NULL) {
-		est = sketch_raise(s, g);
-	} else if (!sketch_door_add(s, g)) {
-		est = sketch_raise(s, g) + 1;
-	} else {
-		est = sketch_estimate(s, hash);
-	}
-	sketch_count(s);
-	return est;
-}
-
-unsigned sketch_estimate(const struct sketch *s, uint64_t hash)
-{
-	uint64_t g = sketch_mix(hash), min = s->max;
+	uint64_t min = s->max;
 	unsigned r, sh;
 
 	for (r = 0; r < SKETCH_ROWS; r++) {
@@ -285,9 +283,29 @@ unsigned sketch_estimate(const struct sketch *s, uint64_t hash)
 		if (v < min)
 			min = v;
 	}
-	if (s->door != NULL && sketch_door_has(s, g))
-		min++;
 	return (unsigned)min;
+}
+
+unsigned sketch_increment(struct sketch *s, uint64_t hash)
+{
+	uint64_t g = sketch_mix(hash);
+	unsigned est;
+
+	if (!s->door)
+		est = sketch_raise(s, g);
+	else if (!sketch_door_add(s, g))
+		est = sketch_raise(s, g) + 1;
+	else                    /* the filter took it: the counters, + 1 */
+		est = sketch_least(s, g) + 1;
+	sketch_count(s);
+	return est;
+}
+
+unsigned sketch_estimate(const struct sketch *s, uint64_t hash)
+{
+	uint64_t g = sketch_mix(hash);
+
+	return sketch_least(s, g) + (s->door && sketch_door_has(s, g));
 }
 
 uint64_t sketch_window(const struct sketch *s)
@@ -302,7 +320,7 @@ uint64_t sketch_samples(const struct sketch *s)
 
 size_t sketch_bytes(const struct sketch *s)
 {
-	return sizeof(*s) + (s->nwords + s->door_words) * sizeof(uint64_t);
+	return sizeof(*s) + s->nwords * sizeof(uint64_t);
 }
 
 unsigned sketch_max(const struct sketch *s)

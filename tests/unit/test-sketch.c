@@ -52,6 +52,35 @@ static void test_increment_returns(void)
 	tap_ok(first_one > 4 * 700 * 9 / 10, "a key's first occurrence reads 1 (%u of %u)", first_one, 4 * 700);
 }
 
+/* A long tail: many more distinct keys than the sketch was sized for, as
+ * a shard sees when URLs rarely repeat. Its default window (10 x expected
+ * increments) fills each counter a few times over, so without the
+ * doorkeeper a key never seen reads 2 or more (the cache's min_uses would
+ * take it for a repeat and store it); with it, new keys are absorbed by
+ * the filter and the counters hold only keys seen twice. */
+static unsigned tail_false_repeats(unsigned flags)
+{
+	struct sketch *s = sketch_new(1024, 4, 0, flags);
+	unsigned i, fresh = 0;
+
+	/* 2.5 windows of keys each seen once, then new keys' first reads */
+	for (i = 0; i < 25600; i++)
+		sketch_increment(s, key(1000000 + i));
+	for (i = 0; i < 1000; i++)
+		fresh += sketch_increment(s, key(5000000 + i)) >= 2;
+	sketch_free(s);
+	return fresh;
+}
+
+static void test_long_tail(void)
+{
+	unsigned plain = tail_false_repeats(SKETCH_LOCKED);
+	unsigned door = tail_false_repeats(SKETCH_LOCKED | SKETCH_DOORKEEPER);
+
+	tap_ok(door <= 200, "long tail, doorkeeper: %u of 1000 new keys read as repeats", door);
+	tap_ok(plain >= 400, "without it: %u of 1000 do (the test tells them apart)", plain);
+}
+
 static void test_counts(void)
 {
 	struct sketch *s = sketch_new(1000, 4, 1000000, 0);
@@ -251,6 +280,7 @@ int main(void)
 	test_locked();
 	test_default_window();
 	test_doorkeeper();
+	test_long_tail();
 	test_accuracy();
 	test_threads();
 	return tap_done();
