@@ -12,10 +12,11 @@
  * takes its own under the shard lock. Whoever drops the last reference
  * frees the object, outside any lock.
  *
- * Policies (per shard, in bytes; the default is S3-FIFO, measured by
- * tests/bench/cachesim.c: the two are within 1.1 points of each other on
- * every trace, S3-FIFO ahead on most, and its hit only bumps a 2-bit
- * count in the object instead of moving list nodes):
+ * Policies (per shard, in bytes; the default is W-TinyLFU, measured by
+ * tests/bench/cachesim.c: the two admission policies are within a point
+ * of each other on every trace, and W-TinyLFU stores a third to a tenth
+ * as many objects for it, which is what the cache costs a request that
+ * does not hit):
  *  - W-TinyLFU (Einziger, Friedman, Manes, ACM ToS 2017): new objects
  *    enter a 1% LRU window; the window's victim is admitted to the main
  *    segmented LRU (probation 20%, protected 80%) only if the sketch says
@@ -25,6 +26,9 @@
  *    small-queue object never hit goes to main only if the sketch ranks it
  *    above main's victim.
  *  - LRU, no admission: the simulator's baseline.
+ * Both admission policies also make TinyLFU's comparison when a fetch
+ * starts (cache_door_refuses), and their sketches have the doorkeeper, so
+ * a long tail of rare keys neither inflates the counts nor gets stored.
  */
 #include "cache.h"
 
@@ -70,6 +74,9 @@ enum { CACHE_Q_NONE = 0, CACHE_Q_A, CACHE_Q_B, CACHE_Q_C, CACHE_NQ };
 
 #define CACHE_O_MARKER 0x80u    /* flags: an uncacheable-key marker */
 
+/* Why a fill is stored only if others come to wait for it. */
+enum { CACHE_PROBE_NONE = 0, CACHE_PROBE_MIN_USES, CACHE_PROBE_ADMISSION };
+
 struct cache_node {
 	uint64_t hash;
 	uint8_t kind;
@@ -107,8 +114,8 @@ struct cache_fill {
 	bool registered;                /* in its table: waiters may attach */
 	bool doomed;                    /* invalidated in flight: not stored */
 	bool had_waiters;
-	bool probe;                     /* the key's first use: stored only if
-					   others wait (cache_fill_want) */
+	uint8_t probe;                  /* CACHE_PROBE_*: stored only if others
+					   wait (cache_fill_want) */
 	uint8_t ae;
 	struct cache_waiter *waiters;   /* shard lock */
 	struct cache_obj *obj;          /* being built, after begin */
@@ -148,6 +155,7 @@ struct cache {
 	unsigned nshards, shard_shift;
 	enum cache_policy policy;
 	bool doorkeeper;
+	bool door_admission;
 	uint64_t seed;
 	_Atomic size_t size, max_object;
 	_Atomic unsigned min_uses;
@@ -789,8 +797,9 @@ struct cache *cache_new(const struct cache_params *p, char *err, size_t len)
 	c->shard_shift = 64;
 	for (i = n; i > 1; i >>= 1)
 		c->shard_shift--;
-	c->policy = p->policy == CACHE_POLICY_DEFAULT ? CACHE_POLICY_S3FIFO : p->policy;
-	c->doorkeeper = p->doorkeeper;
+	c->policy = p->policy == CACHE_POLICY_DEFAULT ? CACHE_POLICY_WTINYLFU : p->policy;
+	c->doorkeeper = !p->no_doorkeeper;
+	c->door_admission = !p->late_admission;
 	c->seed = p->seed;
 	if (c->seed == 0 && getrandom(&c->seed, sizeof(c->seed), 0) != sizeof(c->seed))
 		c->seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)c;
@@ -986,6 +995,40 @@ static void cache_attach(struct cache_fill *f, struct cache_waiter *w,
 }
 
 /*
+ * TinyLFU's comparison, made when the fetch starts as well as when the
+ * object would leave W-TinyLFU's window (or S3-FIFO's small queue): with
+ * the main space full, a key the sketch ranks no higher than main's
+ * victim is not stored. Such an object would most likely have been
+ * refused there anyway, after its body had been copied, allocated and
+ * queued: on a long tail that repeats too rarely to hit, that was most of
+ * what the cache cost a request. S3-FIFO's main tail is its victim only
+ * when it has no hits to spend (it is reinserted otherwise); comparing
+ * with a tail that has them froze the cache at its first contents and
+ * cost up to 5 points of hit ratio (tests/bench/cachesim.c).
+ */
+static bool cache_door_refuses(const struct cache *c, struct cache_shard *s,
+			       unsigned seen)
+{
+	size_t main_bytes, main_target;
+	struct cache_obj *v;
+
+	if (c->policy == CACHE_POLICY_LRU || !c->door_admission)
+		return false;
+	if (c->policy == CACHE_POLICY_S3FIFO) {
+		main_target = s->budget - s->budget * CACHE_SMALL_PCT / 100;
+		main_bytes = s->q[CACHE_Q_B].bytes;
+		v = s->q[CACHE_Q_B].tail;
+	} else {
+		main_target = s->budget - s->budget * CACHE_WINDOW_PCT / 100;
+		main_bytes = s->q[CACHE_Q_B].bytes + s->q[CACHE_Q_C].bytes;
+		v = cache_wt_victim(s);
+	}
+	return v != NULL && main_bytes + CACHE_TYPICAL > main_target
+	       && (c->policy != CACHE_POLICY_S3FIFO || v->freq == 0)
+	       && seen <= cache_freq(s, v);
+}
+
+/*
  * The decision, under the shard lock, once the table has been searched.
  * A fresh object is a hit; otherwise a fetch in flight is waited for, and
  * failing that the caller leads one. A fill is "private" (not in the
@@ -1035,11 +1078,14 @@ static enum cache_result cache_decide(struct cache *c, struct cache_shard *s,
 	*fill = cache_fill_new(c, s, idx, r, !private && fd->fill == NULL);
 	if (*fill == NULL)
 		return CACHE_PASS;
-	/* nothing stored for the key and seen fewer than min_uses times
-	 * (this request included): store only if others come to wait */
+	/* nothing stored for the key, and seen fewer than min_uses times
+	 * (this request included) or ranked below what its store would
+	 * evict: store only if others come to wait */
 	if (fd->obj == NULL
 	    && fd->seen < atomic_load_explicit(&c->min_uses, memory_order_relaxed))
-		(*fill)->probe = true;
+		(*fill)->probe = CACHE_PROBE_MIN_USES;
+	else if (fd->obj == NULL && cache_door_refuses(c, s, fd->seen))
+		(*fill)->probe = CACHE_PROBE_ADMISSION;
 	if (o != NULL && (r->flags & CACHE_L_KEEP_STALE))
 		*obj = cache_obj_ref(o);
 	return CACHE_MISS;
@@ -1219,7 +1265,10 @@ int cache_fill_want(struct cache_fill *f)
 		cache_tab_del(s, &f->node);
 		f->registered = false;
 	}
-	CACHE_ADD(s, below_min_uses, 1);
+	if (f->probe == CACHE_PROBE_MIN_USES)
+		CACHE_ADD(s, below_min_uses, 1);
+	else
+		CACHE_ADD(s, admissions_refused, 1);
 	pthread_mutex_unlock(&s->lock);
 	cache_fill_free(f);
 	return -1;

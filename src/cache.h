@@ -41,7 +41,7 @@ struct cache_fill;
 #define CACHE_MAX_SHARDS 64u
 
 enum cache_policy {
-	CACHE_POLICY_DEFAULT = 0,   /* the measured choice: S3-FIFO */
+	CACHE_POLICY_DEFAULT = 0,   /* the measured choice: W-TinyLFU */
 	CACHE_POLICY_WTINYLFU,      /* TinyLFU + window LRU + segmented LRU */
 	CACHE_POLICY_S3FIFO,        /* TinyLFU + S3-FIFO's small and main FIFOs */
 	CACHE_POLICY_LRU,           /* plain LRU, no admission (a baseline) */
@@ -54,7 +54,14 @@ struct cache_params {
 				   shard per 4 MiB of size (64 MiB if size is
 				   0), at most 16 */
 	enum cache_policy policy;
-	bool doorkeeper;        /* TinyLFU's doorkeeper in front of the sketch */
+	bool no_doorkeeper;     /* no doorkeeper in front of the sketch (it
+				   absorbs first occurrences, so a long tail
+				   of rare keys does not inflate the counts
+				   min_uses and admission read) */
+	bool late_admission;    /* TinyLFU's comparison only when an object
+				   leaves the window (or small queue), not
+				   also when its fetch starts
+				   (cache_fill_want) */
 	uint64_t seed;          /* key hash seed; 0: random */
 	unsigned min_uses;      /* a miss of a key nothing is stored for is
 				   kept only from its min_uses-th request
@@ -70,7 +77,7 @@ struct cache_params {
 	X(misses, counter, "cacheable requests that found no usable object and went to a backend") \
 	X(coalesced, counter, "requests that waited for another request's fetch of the same object") \
 	X(stores, counter, "objects stored") \
-	X(admissions_refused, counter, "objects dropped because the frequency sketch ranked them below the eviction victim") \
+	X(admissions_refused, counter, "misses not stored, or objects dropped, because the frequency sketch ranked the key no higher than the eviction victim") \
 	X(evictions, counter, "objects evicted to make room") \
 	X(below_min_uses, counter, "misses not stored: the key's first request within the sketch's window ([cache] min_uses) and nobody waiting for it") \
 	X(invalidations, counter, "objects removed by unsafe methods and purges") \
@@ -232,14 +239,17 @@ size_t cache_invalidate(struct cache *c, const struct cache_key *k);
 /*
  * The response head arrived; call this before analysing it. Returns 0
  * when the fill goes on (analyse the response, then cache_fill_begin);
- * -1 when the cache does not want it: nothing is stored for the key, the
- * lookup was the key's first request within the sketch's window
- * (min_uses) and no request waits for this fetch. f is then over (freed,
- * and requests that come from now on lead their own fill, which stores).
- * This keeps one-hit wonders, most of a long tail, from costing a copy,
- * an allocation and an eviction each (NGINX's proxy_cache_min_uses,
- * TinyLFU's doorkeeper), while a burst of concurrent misses still makes
- * one fetch and stores it.
+ * -1 when the cache does not want it: nothing is stored for the key, no
+ * request waits for this fetch, and either the lookup was the key's first
+ * request within the sketch's window (min_uses; counted below_min_uses)
+ * or the cache is full and the sketch ranks the key no higher than the
+ * object its store would evict (TinyLFU's comparison, made now rather
+ * than after the copy; counted admissions_refused). f is then over
+ * (freed, and requests that come from now on lead their own fill).
+ * This keeps one-hit wonders and a long tail that repeats too rarely to
+ * hit from costing a copy, an allocation and an eviction each (NGINX's
+ * proxy_cache_min_uses, TinyLFU's doorkeeper and admission), while a
+ * burst of concurrent misses still makes one fetch and stores it.
  */
 int cache_fill_want(struct cache_fill *f);
 

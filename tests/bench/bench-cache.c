@@ -240,8 +240,8 @@ int main(int argc, char **argv)
 		{ 4, "sketch_increment, one shared sketch", B_KEYS / 2 },
 		{ 5, "sketch_increment, a sketch per thread", B_KEYS / 2 },
 	};
-	struct cache_params p = { (size_t)64 << 20, 1 << 20, 0, CACHE_POLICY_DEFAULT,
-				  false, 0x5eed, 0 };
+	struct cache_params p = { .size = (size_t)64 << 20, .max_object = 1 << 20,
+				  .seed = 0x5eed };
 	char err[128];
 	unsigned i;
 

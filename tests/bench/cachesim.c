@@ -1,18 +1,23 @@
 /*
  * cachesim.c -- hit ratios of the real cache.c policies over synthetic
- * traces, to choose the eviction order (README "Cache policy").
+ * traces, to choose the eviction order and admission (README "Cache
+ * policy"), and how many objects each stores to get them: a store copies
+ * and allocates a body and evicts another, so stores are what the cache
+ * costs a request that does not hit.
  *
- * Every request goes through cache_lookup() and, on a miss, a whole fill
- * (cache_fill_begin/body/done) of a 4 KiB body, exactly as the proxy will
- * drive it: the objects are real, so the byte accounting (struct, key,
- * head, body) is the one the proxy has, and a cache of 1% of the object
- * set holds a little under 1% of the objects. The baseline LRU is cache.c
- * with CACHE_POLICY_LRU on one shard (a plain global LRU, no admission);
- * the admission policies run with the shard count the proxy would pick
- * for that size (1, 2 and 16 shards here), each shard evicting against
- * its share of the size. "static" is an oracle: the hit ratio of keeping, forever,
- * the N objects most requested in the measured part of the trace, N
- * being what fits.
+ * Every request goes through cache_lookup() and, on a miss, through what
+ * the proxy does with it: cache_fill_want(), then a whole fill
+ * (cache_fill_begin/body/done) of a 4 KiB body. The objects are real, so
+ * the byte accounting (struct, key, head, body) is the one the proxy has,
+ * and a cache of 1% of the object set holds a little under 1% of the
+ * objects. The baseline LRU is cache.c with CACHE_POLICY_LRU on one shard
+ * storing every miss (a plain global LRU, no admission); the admission
+ * policies run with the shard count the proxy would pick for that size
+ * (1, 2 and 16 shards here), each shard evicting against its share of the
+ * size, and with the proxy's min_uses (2), doorkeeper and admission at
+ * the fetch's start unless a column says otherwise. "static" is an
+ * oracle: the hit ratio of keeping, forever, the N objects most requested
+ * in the measured part of the trace, N being what fits.
  *
  * Traces (fixed seed, generated in process), 200,000 objects of 4 KiB:
  *   zipf-0.7 / zipf-0.9 / zipf-1.1  Zipf popularity with exponent s
@@ -20,13 +25,16 @@
  *               Zipf 0.9 over the objects
  *   scan        Zipf 0.9, with every 100,000 requests a 20,000-request
  *               sequential crawl over the object set (20% of requests)
+ *   uniform-1m  uniform over 1,000,000 keys: a long tail that repeats,
+ *               too rarely to hit (tests/bench/compare.sh URLS=1000000)
  * Each trace has 3,000,000 requests; the first 1,000,000 warm the cache,
- * the hit ratio is over the rest. Cache sizes: 0.1%, 1%, 8% of the
- * object set (800 KiB, 8 MiB, 64 MiB).
+ * the hit ratio and stores are over the rest. Cache sizes: 0.1%, 1%, 8%
+ * of the object set (800 KiB, 8 MiB, 64 MiB).
  *
  * Usage: cachesim [--detail] [--requests N]
- *   --detail  also compare shard counts and the doorkeeper for S3-FIFO
- * Run on a release build; it takes a minute or two.
+ *   --detail  also compare shard counts, the doorkeeper, min_uses and
+ *             where admission is decided
+ * Run on a release build; it takes a minute, --detail four more.
  */
 #include "cache.h"
 
@@ -40,6 +48,7 @@
 #define SIM_BODY     4096u
 #define SIM_NOW      INT64_C(1700000000)
 #define SIM_SEED     0x51a5eedu
+#define SIM_TAIL     1000000u   /* keys of the uniform long tail */
 
 static uint64_t sim_rng;
 
@@ -95,16 +104,16 @@ static uint32_t sim_zipf_draw(const struct sim_zipf *z)
 	return lo;
 }
 
-enum sim_trace { T_ZIPF07, T_ZIPF09, T_ZIPF11, T_ONEHIT, T_SCAN, T_COUNT };
+enum sim_trace { T_ZIPF07, T_ZIPF09, T_ZIPF11, T_ONEHIT, T_SCAN, T_TAIL, T_COUNT };
 
 static const char *const sim_trace_names[T_COUNT] = {
-	"zipf-0.7", "zipf-0.9", "zipf-1.1", "onehit-60", "scan",
+	"zipf-0.7", "zipf-0.9", "zipf-1.1", "onehit-60", "scan", "uniform-1m",
 };
 
 /* The trace's object ids; ids >= SIM_OBJECTS are one-hit wonders. */
 static uint32_t *sim_make_trace(enum sim_trace t, size_t n)
 {
-	static const double s_of[T_COUNT] = { 0.7, 0.9, 1.1, 0.9, 0.9 };
+	static const double s_of[T_COUNT] = { 0.7, 0.9, 1.1, 0.9, 0.9, 0.9 };
 	uint32_t *ids = malloc(n * sizeof(*ids)), unique = SIM_OBJECTS, crawl = 0;
 	struct sim_zipf z;
 	size_t i;
@@ -119,6 +128,8 @@ static uint32_t *sim_make_trace(enum sim_trace t, size_t n)
 			ids[i] = unique++;
 		else if (t == T_SCAN && i % 100000 >= 80000)
 			ids[i] = crawl++ % SIM_OBJECTS;
+		else if (t == T_TAIL)
+			ids[i] = (uint32_t)(sim_rand() % SIM_TAIL);
 		else
 			ids[i] = sim_zipf_draw(&z);
 	}
@@ -126,10 +137,19 @@ static uint32_t *sim_make_trace(enum sim_trace t, size_t n)
 	return ids;
 }
 
+/* A policy as cache_params sets it; min_uses as [cache] min_uses (the
+ * proxy's default is 2; 1 makes every miss a candidate). */
 struct sim_run {
 	enum cache_policy policy;
 	unsigned shards;        /* 0: what the proxy picks */
-	bool doorkeeper;
+	unsigned min_uses;
+	bool no_doorkeeper, late_admission;
+};
+
+/* What a replay measured, over the part after the warm-up. */
+struct sim_result {
+	double hit;             /* hit ratio */
+	double stores;          /* objects stored per request */
 };
 
 /* Parsed once: every miss stores this head with a 4 KiB body. */
@@ -160,18 +180,24 @@ static size_t sim_key(char *buf, uint32_t id)
 }
 
 /*
- * Replay ids[0..n) through a cache of size bytes; the hit ratio of
- * ids[warm..n). *charge gets one object's charge (for the oracle).
+ * Replay ids[0..n) through a cache of size bytes, each miss driven as the
+ * proxy drives it (cache_fill_want, then the fill). *charge gets one
+ * object's charge (for the oracle).
  */
-static double sim_replay(const uint32_t *ids, size_t n, size_t warm, size_t size,
-			 const struct sim_run *run, const struct sim_resp *resp,
-			 size_t *charge)
+static struct sim_result sim_replay(const uint32_t *ids, size_t n, size_t warm,
+				    size_t size, const struct sim_run *run,
+				    const struct sim_resp *resp, size_t *charge)
 {
 	static char body[SIM_BODY];
-	struct cache_params p = { size, 1 << 20, run->shards, run->policy,
-				  run->doorkeeper, SIM_SEED, 0 };
+	struct cache_params p = { .size = size, .max_object = 1 << 20,
+				  .shards = run->shards, .policy = run->policy,
+				  .no_doorkeeper = run->no_doorkeeper,
+				  .late_admission = run->late_admission,
+				  .seed = SIM_SEED, .min_uses = run->min_uses };
+	struct cache_stats st;
+	struct sim_result res;
 	struct cache *c;
-	size_t i, hits = 0;
+	size_t i, hits = 0, stores0 = 0;
 	char err[128], key[48];
 
 	c = cache_new(&p, err, sizeof(err));
@@ -184,6 +210,10 @@ static double sim_replay(const uint32_t *ids, size_t n, size_t warm, size_t size
 		struct cache_obj *o;
 		struct cache_fill *f;
 
+		if (i == warm) {
+			cache_stats(c, &st);
+			stores0 = st.stores;
+		}
 		memset(&r, 0, sizeof(r));
 		cache_key_init(c, &r.key, key, sim_key(key, ids[i]));
 		r.now = SIM_NOW;
@@ -196,7 +226,8 @@ static double sim_replay(const uint32_t *ids, size_t n, size_t warm, size_t size
 			cache_obj_release(o);
 			break;
 		case CACHE_MISS:
-			if (cache_fill_begin(f, &resp->m, &resp->meta, "sim", 3) == 0
+			if (cache_fill_want(f) == 0
+			    && cache_fill_begin(f, &resp->m, &resp->meta, "sim", 3) == 0
 			    && cache_fill_body(f, body, sizeof(body)) == 0)
 				cache_fill_done(f);
 			break;
@@ -205,8 +236,11 @@ static double sim_replay(const uint32_t *ids, size_t n, size_t warm, size_t size
 			exit(1);
 		}
 	}
+	cache_stats(c, &st);
 	cache_free(c);
-	return (double)hits / (double)(n - warm);
+	res.hit = (double)hits / (double)(n - warm);
+	res.stores = (double)(st.stores - stores0) / (double)(n - warm);
+	return res;
 }
 
 static int sim_cmp_desc(const void *a, const void *b)
@@ -247,29 +281,38 @@ static double sim_now(void)
 
 static const double sim_pcts[] = { 0.1, 1.0, 8.0 };
 
-/* The main table: LRU, the two admission policies, the oracle. */
+static size_t sim_size(unsigned k)
+{
+	return (size_t)(sim_pcts[k] / 100 * SIM_OBJECTS * SIM_BODY);
+}
+
+/* The main table: LRU (every miss stored), the two admission policies as
+ * the proxy runs them, the oracle; and what each stores. */
 static void sim_table(uint32_t *const *traces, size_t n, size_t warm,
 		      const struct sim_resp *resp)
 {
-	static const struct sim_run lru = { CACHE_POLICY_LRU, 1, false },
-		wt = { CACHE_POLICY_WTINYLFU, 0, false },
-		s3 = { CACHE_POLICY_S3FIFO, 0, false };
+	static const struct sim_run lru = { CACHE_POLICY_LRU, 1, 1, true, true },
+		wt = { CACHE_POLICY_WTINYLFU, 0, 2, false, false },
+		s3 = { CACHE_POLICY_S3FIFO, 0, 2, false, false };
 	unsigned t, k;
 
-	printf("| trace | cache size | objects it holds | LRU | W-TinyLFU | S3-FIFO | static (oracle) | S3-FIFO / LRU |\n");
-	printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+	printf("| trace | cache size | objects it holds | LRU | W-TinyLFU | S3-FIFO | static (oracle) | W-TinyLFU / LRU | stored per 100 requests: LRU | W-TinyLFU | S3-FIFO |\n");
+	printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 	for (t = 0; t < T_COUNT; t++) {
 		for (k = 0; k < 3; k++) {
-			size_t size = (size_t)(sim_pcts[k] / 100 * SIM_OBJECTS * SIM_BODY), charge = 1;
-			double t0 = sim_now(), h_lru, h_wt, h_s3, h_st;
+			size_t size = sim_size(k), charge = 1;
+			double t0 = sim_now(), h_st;
+			struct sim_result r_lru, r_wt, r_s3;
 
-			h_lru = sim_replay(traces[t], n, warm, size, &lru, resp, &charge);
-			h_wt = sim_replay(traces[t], n, warm, size, &wt, resp, NULL);
-			h_s3 = sim_replay(traces[t], n, warm, size, &s3, resp, NULL);
+			r_lru = sim_replay(traces[t], n, warm, size, &lru, resp, &charge);
+			r_wt = sim_replay(traces[t], n, warm, size, &wt, resp, NULL);
+			r_s3 = sim_replay(traces[t], n, warm, size, &s3, resp, NULL);
 			h_st = sim_static(traces[t], n, warm, size / charge);
-			printf("| %s | %.1f%% | %zu | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.2f |\n",
-			       sim_trace_names[t], sim_pcts[k], size / charge, 100 * h_lru,
-			       100 * h_wt, 100 * h_s3, 100 * h_st, h_lru > 0 ? h_s3 / h_lru : 0);
+			printf("| %s | %.1f%% | %zu | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.2f | %.1f | %.1f | %.1f |\n",
+			       sim_trace_names[t], sim_pcts[k], size / charge, 100 * r_lru.hit,
+			       100 * r_wt.hit, 100 * r_s3.hit, 100 * h_st,
+			       r_lru.hit > 0 ? r_wt.hit / r_lru.hit : 0,
+			       100 * r_lru.stores, 100 * r_wt.stores, 100 * r_s3.stores);
 			fflush(stdout);
 			fprintf(stderr, "  %s %.1f%%: %.1f s\n", sim_trace_names[t],
 				sim_pcts[k], sim_now() - t0);
@@ -277,30 +320,37 @@ static void sim_table(uint32_t *const *traces, size_t n, size_t warm,
 	}
 }
 
-/* S3-FIFO on 1 shard, the proxy's count, 16; with the doorkeeper;
- * W-TinyLFU on 16 shards. */
+/* W-TinyLFU on 1 shard, the proxy's count, 16; without admission at the
+ * fetch's start, without the doorkeeper, with every miss a candidate, with
+ * none of the three (as before they were added); S3-FIFO likewise. */
 static void sim_detail(uint32_t *const *traces, size_t n, size_t warm,
 		       const struct sim_resp *resp)
 {
 	static const struct sim_run runs[] = {
-		{ CACHE_POLICY_S3FIFO, 1, false },
-		{ CACHE_POLICY_S3FIFO, 0, false },
-		{ CACHE_POLICY_S3FIFO, 16, false },
-		{ CACHE_POLICY_S3FIFO, 0, true },
-		{ CACHE_POLICY_WTINYLFU, 16, false },
+		{ CACHE_POLICY_WTINYLFU, 1, 2, false, false },
+		{ CACHE_POLICY_WTINYLFU, 0, 2, false, false },
+		{ CACHE_POLICY_WTINYLFU, 16, 2, false, false },
+		{ CACHE_POLICY_WTINYLFU, 0, 2, false, true },
+		{ CACHE_POLICY_WTINYLFU, 0, 2, true, false },
+		{ CACHE_POLICY_WTINYLFU, 0, 1, false, false },
+		{ CACHE_POLICY_WTINYLFU, 0, 1, true, true },
+		{ CACHE_POLICY_S3FIFO, 0, 2, false, true },
+		{ CACHE_POLICY_S3FIFO, 0, 1, true, true },
 	};
 	unsigned t, k, j;
 
-	printf("\n| trace | cache size | S3-FIFO 1 shard | S3-FIFO as the proxy shards it | S3-FIFO 16 shards | S3-FIFO + doorkeeper | W-TinyLFU 16 shards |\n");
-	printf("|---|---:|---:|---:|---:|---:|---:|\n");
+	printf("\nHit ratio, and (after the slash) objects stored per 100 requests:\n\n");
+	printf("| trace | cache size | W-TinyLFU 1 shard | W-TinyLFU as the proxy shards it | 16 shards | admission only when leaving the window | no doorkeeper | min_uses 1 | min_uses 1, no doorkeeper, admission only when leaving the window | S3-FIFO, admission only when leaving the small queue | S3-FIFO, min_uses 1, no doorkeeper, admission only when leaving |\n");
+	printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 	for (t = 0; t < T_COUNT; t++) {
 		for (k = 0; k < 3; k++) {
-			size_t size = (size_t)(sim_pcts[k] / 100 * SIM_OBJECTS * SIM_BODY);
-
 			printf("| %s | %.1f%% |", sim_trace_names[t], sim_pcts[k]);
-			for (j = 0; j < sizeof(runs) / sizeof(runs[0]); j++)
-				printf(" %.1f%% |", 100 * sim_replay(traces[t], n, warm, size,
-								     &runs[j], resp, NULL));
+			for (j = 0; j < sizeof(runs) / sizeof(runs[0]); j++) {
+				struct sim_result r = sim_replay(traces[t], n, warm, sim_size(k),
+								 &runs[j], resp, NULL);
+
+				printf(" %.1f%% / %.1f |", 100 * r.hit, 100 * r.stores);
+			}
 			printf("\n");
 			fflush(stdout);
 		}

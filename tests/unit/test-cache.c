@@ -24,7 +24,8 @@ static const struct http1_limits lim = { 16384, 64 };
 static struct cache *mk(size_t size, size_t max_object, unsigned shards,
 			enum cache_policy policy)
 {
-	struct cache_params p = { size, max_object, shards, policy, false, 42, 0 };
+	struct cache_params p = { .size = size, .max_object = max_object, .shards = shards,
+				  .policy = policy, .seed = 42 };
 	char err[128];
 	struct cache *c = cache_new(&p, err, sizeof(err));
 
@@ -1021,7 +1022,8 @@ static void mu_wake(struct cache_waiter *w, struct cache_obj *obj)
  * others wait for is stored, and wakes them with the object. */
 static void test_min_uses(void)
 {
-	struct cache_params p = { 1 << 20, 1 << 16, 1, CACHE_POLICY_DEFAULT, false, 42, 2 };
+	struct cache_params p = { .size = 1 << 20, .max_object = 1 << 16, .shards = 1,
+				  .seed = 42, .min_uses = 2 };
 	const char *head = "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 5\r\n\r\n";
 	struct mu_waiter mw = { .w = { .wake = mu_wake } };
 	struct cache_req r;
@@ -1060,6 +1062,91 @@ static void test_min_uses(void)
 	tap_is_int(cache_fill_want(f), 0, "... and its fill is wanted at once");
 	cache_fill_abort(f);
 	cache_free(c);
+}
+
+/* Request key n times without storing it (the sketch counts each). */
+static void seen(struct cache *c, const char *key, unsigned n)
+{
+	while (n-- > 0)
+		get(c, key, 0, 0, NOW, NULL);
+}
+
+/* TinyLFU's comparison at the fetch's start: in a full cache whose main
+ * space holds keys requested often, a key seen twice is refused by
+ * cache_fill_want (before its response is read, so its body is never
+ * copied), one seen more often than the victim is stored, and a refused
+ * key with requests waiting on its fetch is stored all the same. */
+static void door_admission(enum cache_policy policy, const char *name)
+{
+	struct cache_params p = { .size = 24 * 4400, .max_object = 1 << 16, .shards = 1,
+				  .policy = policy, .seed = 42, .min_uses = 2 };
+	char head[128], err[128], key[32], *body = malloc(4096);
+	struct mu_waiter mw = { .w = { .wake = mu_wake } };
+	struct cache *c = cache_new(&p, err, sizeof(err));
+	struct cache_fill *f, *f2;
+	struct cache_obj *o;
+	struct cache_req r;
+	struct cache_stats st;
+	unsigned i;
+
+	memset(body, 'd', 4096);
+	snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n"
+		 "Content-Length: 4096\r\n\r\n");
+	for (i = 0; i < 40; i++) {
+		snprintf(key, sizeof(key), "often/%u", i);
+		seen(c, key, 6);
+		put(c, key, 4096, 'o', NULL, 0, NOW);
+	}
+	st = stats(c);
+	tap_ok(st.objects >= 18, "%s: a full cache of keys seen 7 times (%llu objects)", name,
+	       (unsigned long long)st.objects);
+
+	seen(c, "door/rare", 1);
+	rq(c, &r, "door/rare", 0, 0, NOW);
+	tap_is_int(cache_lookup(c, &r, NULL, &o, &f), CACHE_MISS, "%s: a key's second request misses", name);
+	tap_is_int(cache_fill_want(f), -1, "%s: ... and is refused at the fetch's start", name);
+	tap_is_int(stats(c).admissions_refused - st.admissions_refused, 1,
+		   "%s: counted as an admission refused", name);
+	tap_is_int(get(c, "door/rare", 0, 0, NOW, NULL), CACHE_MISS, "%s: nothing stored", name);
+
+	seen(c, "door/often", 12);
+	rq(c, &r, "door/often", 0, 0, NOW);
+	tap_is_int(cache_lookup(c, &r, NULL, &o, &f), CACHE_MISS, "%s: a key seen 13 times misses", name);
+	tap_is_int(cache_fill_want(f), 0, "%s: ... and ranks above the victim: its fill goes on", name);
+	tap_is_int(fill_all(f, head, body, 4096, 0, NOW), 0, "%s: stored", name);
+	tap_ok(hits(c, "door/often", NOW), "%s: and hit", name);
+
+	seen(c, "door/burst", 1);
+	rq(c, &r, "door/burst", 0, 0, NOW);
+	tap_is_int(cache_lookup(c, &r, NULL, &o, &f), CACHE_MISS, "%s: a rare key's fetch leads", name);
+	tap_is_int(cache_lookup(c, &r, &mw.w, &o, &f2), CACHE_WAIT, "%s: another request waits on it", name);
+	tap_is_int(cache_fill_want(f), 0, "%s: with a waiter it is wanted", name);
+	tap_is_int(fill_all(f, head, body, 4096, 0, NOW), 0, "%s: stored", name);
+	tap_ok(mw.woken == 1 && mw.obj != NULL, "%s: the waiter gets the object", name);
+	cache_obj_release(mw.obj);
+	cache_free(c);
+
+	/* the same with the comparison only at the small queue's end */
+	p.late_admission = true;
+	c = cache_new(&p, err, sizeof(err));
+	for (i = 0; i < 40; i++) {
+		snprintf(key, sizeof(key), "often/%u", i);
+		seen(c, key, 6);
+		put(c, key, 4096, 'o', NULL, 0, NOW);
+	}
+	seen(c, "door/rare", 1);
+	rq(c, &r, "door/rare", 0, 0, NOW);
+	cache_lookup(c, &r, NULL, &o, &f);
+	tap_is_int(cache_fill_want(f), 0, "%s, late admission: the fill goes on (the test tells them apart)", name);
+	cache_fill_abort(f);
+	cache_free(c);
+	free(body);
+}
+
+static void test_door_admission(void)
+{
+	door_admission(CACHE_POLICY_S3FIFO, "S3-FIFO");
+	door_admission(CACHE_POLICY_WTINYLFU, "W-TinyLFU");
 }
 
 /* What the cache holds outside its objects counts too: the table's slots
@@ -1110,6 +1197,7 @@ int main(void)
 {
 	test_overhead();
 	test_min_uses();
+	test_door_admission();
 	test_peek();
 	test_not_modified();
 	test_store_and_hit();
