@@ -14,9 +14,9 @@
  *
  * Policies (per shard, in bytes; the default is W-TinyLFU, measured by
  * tests/bench/cachesim.c: the two admission policies are within a point
- * of each other on every trace, and W-TinyLFU stores a third to a tenth
- * as many objects for it, which is what the cache costs a request that
- * does not hit):
+ * of each other on every trace, and W-TinyLFU stores no more objects for
+ * it on any (a third as many on a long tail at 64 MiB, a tenth on Zipf
+ * 0.7), which is what the cache costs a request that does not hit):
  *  - W-TinyLFU (Einziger, Friedman, Manes, ACM ToS 2017): new objects
  *    enter a 1% LRU window; the window's victim is admitted to the main
  *    segmented LRU (probation 20%, protected 80%) only if the sketch says

@@ -7,10 +7,12 @@
  * any lock: the caller points its iovecs at cache_obj_head() and
  * cache_obj_body() and calls cache_obj_release() when the bytes are gone.
  *
- * Admission and eviction: TinyLFU (sketch.c) in front of S3-FIFO's small
- * and main FIFO queues, chosen over W-TinyLFU's segmented LRU by
- * tests/bench/cachesim.c (README "Cache policy"). Each shard runs its own
- * policy against size / shards bytes.
+ * Admission and eviction: TinyLFU (sketch.c, with its doorkeeper) in front
+ * of W-TinyLFU's window and segmented LRU, its comparison made when a
+ * fetch starts as well as when an object leaves the window; chosen over
+ * S3-FIFO's small and main FIFO queues by tests/bench/cachesim.c (README
+ * "Cache policy"). Each shard runs its own policy against size / shards
+ * bytes.
  * Bytes are accounted exactly: the object struct, key, backend name,
  * ETag, stored head and body of every linked object count against size.
  *

@@ -6,7 +6,8 @@ invalidation by unsafe methods, Range forwarded, chunked responses stored
 de-chunked within max_object, coalescing of concurrent misses into one
 backend fetch across the workers, waiters released when the fetch fails,
 eviction under a small size, the cache surviving SIGHUP (and emptied by
-size = 0), its stats, and the RSS bound (full, and after churn).
+size = 0), its stats, admission in a full cache, and the RSS bound (full,
+and after churn).
 
 The backend is scripted (harness.Fake): each path says its status,
 headers, body, delay and framing, and every request it receives is
@@ -334,6 +335,30 @@ def main():
             "stored (others waited on it): the next request is a hit", (fetches("/slow-viral.jpg"), h))
     c = stats(A)["cache"]
     t.check(c.get("below_min_uses", 0) >= 1, "/stats counts misses not stored below min_uses", c)
+
+    # ---- admission when the fetch starts: a full cache keeps what is asked for more ------
+    # 256k holds about 50 objects of 4 KiB; 80 URLs asked for 4 times each fill
+    # it (the reload to a far smaller size starts a fresh sketch). A URL asked
+    # for twice then is not stored, its response never copied; one asked for
+    # more often than what it would evict is.
+    harness.write("cache.ini", conf(fake, {"size": "256k", "max_object": "64k"}))
+    proxy.reload()
+    for i in range(80):
+        for _ in range(4):
+            harness.get(P, f"/size4k/often/{i}")
+    c0 = stats(A)["cache"]
+    harness.get(P, "/size4k/rare")
+    st, h, b = harness.get(P, "/size4k/rare")
+    c1 = stats(A)["cache"]
+    t.check(st == 200 and cs(h) == "ringproxy; fwd=miss" and fetches("/size4k/rare") == 2
+            and c1["admissions_refused"] > c0["admissions_refused"] and c1["stores"] == c0["stores"],
+            "a full cache: a URL's second request (enough for min_uses) is not stored, because the sketch ranks "
+            "it below what it would evict; /stats counts it in admissions_refused", (h, c0, c1))
+    seq = [cs(harness.get(P, "/size4k/new")[1]) for _ in range(8)]
+    stored = [i for i, v in enumerate(seq) if v == "ringproxy; fwd=miss; stored"]
+    t.check(len(stored) == 1 and 2 <= stored[0] <= 5 and seq[stored[0] + 1].startswith("ringproxy; hit"),
+            "... a URL asked for more often than the objects there is stored (request %s of 8) and hit"
+            % (stored[0] + 1 if stored else "none"), seq)
     harness.write("cache.ini", conf(fake, base_cache))
     proxy.reload()
 
