@@ -420,8 +420,10 @@ def main():
             t.check(c["bytes"] > (size_mb << 20) * 3 // 4 and rss <= base + size_mb * 1024 * 1.1,
                     "RSS with a full cache (%dm) stays within size + 10%% + the proxy's base: %d kB, base %d kB, "
                     "%d bytes cached" % (size_mb, rss, base, c["bytes"]), c)
-        # Churn on the full 64m cache: new keys, each asked twice (stored,
-        # then a hit), from several connections at once, so every
+        # Churn on the full 64m cache: new keys, each asked three times
+        # (stored on the second request, or the third when admission wants
+        # a count above its victim's; then hits), from several
+        # connections at once, so every
         # worker stores and evicts objects another worker allocated (each
         # worker allocates from its own malloc arena: what one frees there
         # the other does not reuse) and the freed chunks must be reused or
@@ -439,7 +441,7 @@ def main():
             for i in range(k, 14000, 4):
                 if time.monotonic() > deadline:
                     break
-                for _ in range(2):
+                for _ in range(3):
                     conn.request("GET", f"/size4k/churn/{i}")
                     conn.getresponse().read()
             conn.close()
