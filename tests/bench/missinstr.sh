@@ -6,26 +6,34 @@
 # Usage (from the source tree):
 #   bash tests/bench/missinstr.sh [BUILD_DIR]       # default: build-rel
 #   CONFIGS="0 64m 64m:1" N=3000 bash tests/bench/missinstr.sh
+#   URLS=128000 CONFIGS="0 8m" WARM_N=60000 N=5000 bash tests/bench/missinstr.sh
 #
 # Environment (defaults in brackets):
 #   CONFIGS ["0 64m 64m:1"]  one run each: [cache] size, and after a colon
 #                  its min_uses (none: the default)
 #   N [3000], WARM_N [500]   measured and unmeasured requests
 #   SIZE [4096]    body bytes (testcache --size)
+#   URLS [0]       0: every URL new (one-hit wonders); K: each request's URL
+#                  drawn uniformly from K (a fixed seed per phase, the same
+#                  for every config): a long tail that repeats, mostly too
+#                  rarely to hit. Give WARM_N enough requests to fill the
+#                  cache, so what is measured is its steady state.
 #
 # Per config: one testcache, the proxy (one worker) under
 # `valgrind --tool=callgrind`, WARM_N keep-alive GETs like wrk's (Host
 # only), the counters zeroed (callgrind_control -z), N more GETs, a dump
-# (callgrind_control -d); every URL is new, so every request misses. It
-# prints the proxy's instructions per measured request (all its threads,
-# user space). Every load is bounded by `timeout`; every process started
-# is stopped by PID.
+# (callgrind_control -d); every URL is new, so every request misses (or,
+# with URLS, drawn from a set). It prints the proxy's instructions per
+# measured request (all its threads, user space), and from its /stats the
+# measured requests' hits and stores per 100. Every load is bounded by
+# `timeout`; every process started is stopped by PID.
 set -euo pipefail
 
 CONFIGS=${CONFIGS:-0 64m 64m:1}
 N=${N:-3000}
 WARM_N=${WARM_N:-500}
 SIZE=${SIZE:-4096}
+URLS=${URLS:-0}
 
 [ -n "${1:-}" ] && BUILD=$1
 . "$(dirname "$0")/lib.sh"
@@ -36,14 +44,18 @@ command -v valgrind >/dev/null && command -v callgrind_control >/dev/null ||
 bench_caches 1 1 --size "$SIZE"
 bench_wait_http "${PORTS[1]}" /__stats
 
-# load PORT N PREFIX: N keep-alive GETs of /PREFIX/<i>/x.jpg, each new
+# load PORT N PREFIX SEED: N keep-alive GETs of /PREFIX/<i>/x.jpg, each
+# new; with URLS, of /t/<i>/x.jpg with i drawn from URLS (seeded)
 load() {
-	timeout 600 python3 - "$@" <<'PY'
-import re, socket, sys
-port, n, prefix = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+	timeout 1800 python3 - "$@" "$URLS" <<'PY'
+import random, re, socket, sys
+port, n, prefix, seed, urls = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+rnd = random.Random(seed)
 s = socket.create_connection(("127.0.0.1", port), timeout=30)
 buf = b""
 for i in range(n):
+    if urls:
+        prefix, i = "t", rnd.randrange(urls)
     s.sendall(b"GET /%s/%d/x.jpg HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % (prefix.encode(), i, port))
     while b"\r\n\r\n" not in buf:
         d = s.recv(65536)
@@ -60,14 +72,21 @@ for i in range(n):
 PY
 }
 
-echo "| [cache] | instructions / request |"
-echo "|---|---:|"
+# cache_stat PORT: "hits stores" from the admin listener's /stats
+cache_stat() {
+	curl -s --max-time 60 "http://127.0.0.1:$1/stats" |
+	    python3 -c 'import json,sys; c=json.load(sys.stdin).get("cache",{}); print(c.get("hits",0), c.get("stores",0))'
+}
+
+echo "| [cache] | instructions / request | hits / 100 requests | stores / 100 requests |"
+echo "|---|---:|---:|---:|"
 for cfg in $CONFIGS; do
 	size=${cfg%%:*}; mu=
 	[[ $cfg == *:* ]] && mu=${cfg#*:}
-	port=$(bench_free_ports 1)
+	read -r port aport <<<"$(bench_free_ports 2)"
 	{
-		printf '[proxy]\nlisten = 127.0.0.1:%s\nworkers = 1\nlog_level = warn\n' "$port"
+		printf '[proxy]\nlisten = 127.0.0.1:%s\nadmin_listen = 127.0.0.1:%s\nworkers = 1\nlog_level = warn\n' \
+		    "$port" "$aport"
 		printf '[health]\npassive = off\n[backend cache-1]\nurl = http://127.0.0.1:%s\n' "${PORTS[1]}"
 		printf '[cache]\nsize = %s\n' "$size"
 		[ -n "$mu" ] && printf 'min_uses = %s\n' "$mu"
@@ -81,12 +100,16 @@ for cfg in $CONFIGS; do
 		curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$port/__up" && break
 		sleep 0.1
 	done
-	load "$port" "$WARM_N" "w$size$mu"
+	load "$port" "$WARM_N" "w$size$mu" 1
+	read -r h0 s0 <<<"$(cache_stat "$aport")"
 	callgrind_control -z "$pid" >/dev/null 2>&1
-	load "$port" "$N" "m$size$mu"
+	load "$port" "$N" "m$size$mu" 2
 	callgrind_control -d "$pid" >/dev/null 2>&1
+	read -r h1 s1 <<<"$(cache_stat "$aport")"
 	sleep 0.5
 	kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
 	ir=$(cat "$TMP"/cg.out* | awk '/^summary:/ { s += $2 } END { printf "%.0f", s }')
-	echo "| size = $size${mu:+, min_uses = $mu} | $((ir / N)) |"
+	echo "| size = $size${mu:+, min_uses = $mu} | $((ir / N)) |" \
+	    "$(awk -v a=$((h1 - h0)) -v n="$N" 'BEGIN { printf "%.1f", 100 * a / n }') |" \
+	    "$(awk -v a=$((s1 - s0)) -v n="$N" 'BEGIN { printf "%.1f", 100 * a / n }') |"
 done
