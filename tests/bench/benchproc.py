@@ -1,7 +1,7 @@
 """benchproc.py -- processes for the Python bench drivers (ramp.py,
 varnish-spill.py): start, stop by PID (varnishd by its process group),
-free loopback ports, plain GETs, waiting for a condition or a log line, and
-one varnishd. Every process started here is in PROCS until stopped."""
+free loopback ports, plain GETs, waiting for a condition or a log line,
+one varnishd, and a pass over every Zipf key. Every process started here is in PROCS until stopped."""
 
 import http.client
 import os
@@ -9,6 +9,7 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 PROCS = []      # (Popen, whole process group?)
@@ -59,6 +60,21 @@ def get(port, path, timeout=10):
         return r.status, r.read()
     finally:
         c.close()
+
+
+def warm(port, keys):
+    """GET every Zipf key once through the proxy (4 keep-alive clients)."""
+    def client(part):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        for k in part:
+            c.request("GET", f"/z/{k}.jpg")
+            c.getresponse().read()
+        c.close()
+    threads = [threading.Thread(target=client, args=(range(i + 1, keys + 1, 4),)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def wait_for(pred, timeout, what):

@@ -8,17 +8,15 @@ process it starts is stopped by its PID, also when a step fails."""
 
 import argparse
 import html
-import http.client
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 
-from benchproc import PROCS, get, start, start_varnish, stop, stop_from, wait_for, wait_log
+from benchproc import PROCS, get, start, start_varnish, stop, stop_from, wait_for, wait_log, warm
 
 ENV = {k: os.environ[k] for k in ("RAMP", "STEADY", "TAIL", "RATE", "KEYS", "ZIPF", "ONEHIT", "CONNS")}
 RAMP, STEADY, TAIL = float(ENV["RAMP"]), float(ENV["STEADY"]), float(ENV["TAIL"])
@@ -43,21 +41,6 @@ def conf(ports, names, ramp):
     for n in names:
         s += f"[backend {n}]\nurl = http://127.0.0.1:{ports[n]}\n"
     return s
-
-
-def warm(port, keys):
-    """GET every Zipf key once through the proxy (4 keep-alive clients)."""
-    def client(part):
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        for k in part:
-            c.request("GET", f"/z/{k}.jpg")
-            c.getresponse().read()
-        c.close()
-    threads = [threading.Thread(target=client, args=(range(i + 1, keys + 1, 4),)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
 
 
 LUA = """

@@ -7,17 +7,15 @@ the table. Every process it starts is stopped by its PID (varnishd by its
 process group), also when a step fails."""
 
 import argparse
-import http.client
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 
-from benchproc import PROCS, get, start, start_varnish, stop_from, wait_for, wait_log
+from benchproc import PROCS, get, start, start_varnish, stop_from, wait_for, wait_log, warm
 
 SECS, CLIENTS = int(os.environ["SECS"]), int(os.environ["CLIENTS"])
 KEYS, ZIPF, DELAY = int(os.environ["KEYS"]), float(os.environ["ZIPF"]), int(os.environ["DELAY"])
@@ -32,21 +30,6 @@ def conf(ports):
     for n, p in ports.items():
         s += f"[backend {n}]\nurl = http://127.0.0.1:{p}\n"
     return s
-
-
-def warm_every_key(port):
-    """GET every key once through the proxy (4 keep-alive clients)."""
-    def client(part):
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        for k in part:
-            c.request("GET", f"/z/{k}.jpg")
-            c.getresponse().read()
-        c.close()
-    threads = [threading.Thread(target=client, args=(range(i + 1, KEYS + 1, 4),)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
 
 
 def counts(admin):
@@ -76,7 +59,7 @@ def run(label, binary, args, origin, vcl_text):
         port = int(wait_log(log, r"listening on 127\.0\.0\.1:(\d+)", 20).group(1))
         admin = int(wait_log(log, r"stats on http://127\.0\.0\.1:(\d+)/", 20).group(1))
         t0 = time.monotonic()
-        warm_every_key(port)
+        warm(port, KEYS)
         if WARM_SECS:
             wrk(port, WARM_SECS, args.lua)
         warm_s = time.monotonic() - t0
