@@ -1,11 +1,13 @@
 """client.py -- HTTP clients of the end-to-end tests: http.client
-requests, and a raw HTTP/1.1 response reader for what http.client hides
-(pipelining, framing, interim responses, connection close). Standard
+requests, a raw HTTP/1.1 response reader for what http.client hides
+(pipelining, framing, interim responses, connection close), and a sender
+for pipelined bursts. Standard
 library only."""
 
 import http.client
 import re
 import socket
+import threading
 import time
 
 # ---- clients ----------------------------------------------------------------
@@ -182,3 +184,20 @@ def raw(port, data, n=1, timeout=30, head_only=False):
         if r.status >= 200:
             out.append(r)
     return out, rd
+
+
+class Sender(threading.Thread):
+    """Sends data on socket s from a thread of its own, so that a test can
+    read the replies to a pipelined burst while it is still being sent.
+    sent: the bytes sent once run (all of data, or 0 if the send failed)."""
+
+    def __init__(self, s, data):
+        super().__init__(daemon=True)
+        self.s, self.data, self.sent = s, data, 0
+
+    def run(self):
+        try:
+            self.s.sendall(self.data)
+            self.sent = len(self.data)
+        except OSError:
+            pass

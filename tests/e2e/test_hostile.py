@@ -273,15 +273,7 @@ def pipelined_floods(caches):
     px = H.Proxy(RP, H.conf_text(caches, proxy={"client_timeout": "2s"}), "pipeflood")
     burst = b"".join(b"GET /pf/%d?size=16 HTTP/1.1\r\nHost: x\r\n\r\n" % i for i in range(n))
     s = px.sock(timeout=60)
-    sent = [0]
-
-    def writer():
-        try:
-            s.sendall(burst)
-            sent[0] = len(burst)
-        except OSError:
-            pass
-    wt = threading.Thread(target=writer, daemon=True)
+    wt = H.Sender(s, burst)
     t0 = time.monotonic()
     wt.start()
     rd = H.Reader(s)
@@ -299,7 +291,7 @@ def pipelined_floods(caches):
     dt = time.monotonic() - t0
     wt.join(10)
     s.close()
-    t.check(got == n and not bad and sent[0] == len(burst),
+    t.check(got == n and not bad and wt.sent == len(burst),
             f"{n} pipelined GETs in one burst ({len(burst)} bytes): {got} answered in order by the "
             f"cache, {dt:.1f}s", bad[:3])
 

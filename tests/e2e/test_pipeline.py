@@ -12,7 +12,6 @@ import re
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -113,14 +112,6 @@ def main():
     burst = b"".join(f"{m} /p/{i} HTTP/1.1\r\nHost: x\r\n\r\n".encode() for i, m in enumerate(methods))
     s = p.sock(timeout=30)
     deadline = time.monotonic() + DEADLINE
-    sent = [0]
-
-    def writer():
-        try:
-            s.sendall(burst)
-            sent[0] = len(burst)
-        except OSError:
-            pass
 
     # another client on the same worker, asking now and then while the
     # burst is served: a deep pipeline must not keep the worker from it.
@@ -130,7 +121,7 @@ def main():
     harness._procs.append(probe)
     time.sleep(0.3)
 
-    wt = threading.Thread(target=writer, daemon=True)
+    wt = harness.Sender(s, burst)
     t0 = time.monotonic()
     wt.start()
     got, bad, rids = read_replies(s, N, methods, deadline)
@@ -146,7 +137,7 @@ def main():
             probe_times.append((int(st), float(lat)))
     t.note(f"{got} replies in {dt:.1f}s; {len(probe_times)} probes on another connection meanwhile, "
            f"slowest {max((x[1] for x in probe_times), default=0) * 1000:.0f} ms")
-    t.check(sent[0] == len(burst), f"the client sent all {N} requests in one burst ({len(burst)} bytes)")
+    t.check(wt.sent == len(burst), f"the client sent all {N} requests in one burst ({len(burst)} bytes)")
     t.check(got == N and not bad, f"{N} pipelined requests, backend down: {got} replies, each a 503",
             bad[:5])
     seq = [int(r[10:], 16) if r else -1 for r in rids]
