@@ -182,21 +182,24 @@ static struct access_fields sample(char *ip)
 	return f;
 }
 
+/* access_format's line, as a string. */
+static void format_line(char *line, struct access_buf *b, const struct access_fields *f, bool json)
+{
+	*access_format(line, b, f, json) = '\0';
+}
+
 static void test_lines(void)
 {
 	struct access_buf b = { .sec = -1 };
 	char ip[ACCESS_IP_BUF] = { 0 }, line[ACCESS_LINE_MAX];
 	struct access_fields f = sample(ip);
-	char *e;
 
-	e = access_format(line, &b, &f, false);
-	*e = '\0';
+	format_line(line, &b, &f, false);
 	tap_is_str(line, "127.0.0.1 - - [30/Nov/2026:16:41:49 +0000] \"GET /img/a\\x22b.jpg?x=1 HTTP/1.1\" "
 		   "200 4321 \"http://example.com/\" \"curl/7.88.1\" duration=1.234567 backend=cache-1 "
 		   "cache=miss why=owner request_id=692c5f8d010000000001\n",
 		   "a combined line, field by field");
-	e = access_format(line, &b, &f, true);
-	*e = '\0';
+	format_line(line, &b, &f, true);
 	tap_is_str(line, "{\"client\":\"127.0.0.1\",\"time\":\"2026-11-30T16:41:49.007Z\",\"method\":\"GET\","
 		   "\"target\":\"/img/a\\\"b.jpg?x=1\",\"protocol\":\"HTTP/1.1\",\"status\":200,\"bytes\":4321,"
 		   "\"referer\":\"http://example.com/\",\"user_agent\":\"curl/7.88.1\",\"duration\":1.234567,"
@@ -214,14 +217,12 @@ static void test_lines(void)
 	f.iplen = strlen(ip);
 	f.now.tv_sec = 951782400;       /* 2000-02-29 00:00:00, a leap day */
 	f.now.tv_usec = 999999;
-	e = access_format(line, &b, &f, false);
-	*e = '\0';
+	format_line(line, &b, &f, false);
 	tap_is_str(line, "2001:db8:85a3:0:0:8a2e:370:7334 - - [29/Feb/2000:00:00:00 +0000] \"GET /img/a\\x22b.jpg?x=1 "
 		   "HTTP/1.0\" 499 0 \"-\" \"-\" duration=0.000042 backend=- cache=- why=- "
 		   "request_id=692c5f8d010000000001\n",
 		   "no backend, no referer or user agent, an IPv6 client, HTTP/1.0, a leap day's stamp");
-	e = access_format(line, &b, &f, true);
-	*e = '\0';
+	format_line(line, &b, &f, true);
 	tap_ok(strstr(line, "\"time\":\"2000-02-29T00:00:00.999Z\"") && strstr(line, "\"backend\":null") &&
 	       strstr(line, "\"referer\":\"\",\"user_agent\":\"\""), "JSON: the stamp's milliseconds, null backend, "
 	       "empty referer and user agent");

@@ -1072,8 +1072,9 @@ static uint64_t test_key(int k)
 	return ring_hash(key, (size_t)len);
 }
 
-/* A request as req_serve places it: balance_start counts the key. */
-static int test_request(const struct snapshot *s, uint64_t pos, int *owner)
+/* A request as req_serve places it (balance_start counts the key), its
+ * in-flight slot released at once: the pick. */
+static struct balance_pick test_served(const struct snapshot *s, uint64_t pos)
 {
 	struct ring_walk w;
 	struct balance_pick p;
@@ -1082,6 +1083,13 @@ static int test_request(const struct snapshot *s, uint64_t pos, int *owner)
 	balance_next(s, &w, pos, &p);
 	if (p.backend >= 0)
 		balance_release(s->be[p.backend].state);
+	return p;
+}
+
+static int test_request(const struct snapshot *s, uint64_t pos, int *owner)
+{
+	struct balance_pick p = test_served(s, pos);
+
 	*owner = p.owner;
 	return p.backend;
 }
@@ -1159,13 +1167,8 @@ static void test_hot(void)
 	tap_ok(why.hot && why.verdict == BALANCE_BOUNDED && why.cap == 37,
 	       "a key with 1 in 10 of the requests is hot; its owner over the cap (40 of 37) is bounded");
 	{
-		struct ring_walk w;
-		struct balance_pick p;
+		struct balance_pick p = test_served(s, hot);
 
-		balance_start(s, &w, &p, hot, 0);
-		balance_next(s, &w, hot, &p);
-		if (p.backend >= 0)
-			balance_release(s->be[p.backend].state);
 		tap_ok(p.owner == order[0] && p.backend == order[1] && p.owner_hot,
 		       "the hot key spills to the next distinct backend, counted as hot (spilled_hot)");
 	}
@@ -1221,17 +1224,13 @@ static void test_hot(void)
 		for (int k = 0; k < 3000 && n < 20; k++) {
 			uint64_t kp = test_key(k);
 			int o[NB];
-			struct ring_walk w;
 			struct balance_pick p;
 
 			test_order(s, kp, o);
 			if (o[0] != order[0])
 				continue;
 			n++;
-			balance_start(s, &w, &p, kp, 0);
-			balance_next(s, &w, kp, &p);
-			if (p.backend >= 0)
-				balance_release(s->be[p.backend].state);
+			p = test_served(s, kp);
 			moved += p.backend == o[1];
 			counted_hot += p.owner_hot;
 		}
