@@ -13,7 +13,6 @@
  */
 #include "request.h"
 
-#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -474,17 +473,6 @@ void req_abort(struct request *rq)
 
 /* ---- the proxy's own replies ------------------------------------------------ */
 
-/* A request id: the process's start time (Unix seconds), the worker and
- * the worker's count of requests, in hex: 8 + 2 + 10 digits, e.g.
- * 66a1f3c0 01 000000002a without the spaces. Unique within a process
- * run (and across runs started in different seconds); it costs a counter
- * per request, and is formatted only for a reply or a log line. */
-static void req_rid(const struct request *rq, char *out, size_t len)
-{
-	snprintf(out, len, "%08" PRIx32 "%02x%010" PRIx64, rq->w->started_at,
-		 (unsigned)rq->w->id & 0xffu, rq->rid & 0xffffffffffu);
-}
-
 /* v's 8 hex digits at out, a word at a time (the log formats one a
  * request): each nibble spread into a byte, then '0' or 'a' - 10 added. */
 static void req_hex8(char *out, uint32_t v)
@@ -502,12 +490,33 @@ static void req_hex8(char *out, uint32_t v)
 	memcpy(out, &x, 8);
 }
 
-void req_log_fields(struct request *rq, struct req_log *l)
+/* A request id: the process's start time (Unix seconds), the worker and
+ * the worker's count of requests, in hex: 8 + 2 + 10 digits, e.g.
+ * 66a1f3c0 01 000000002a without the spaces, at out (21 bytes with the
+ * NUL). Unique within a process run (and across runs started in
+ * different seconds); it costs a counter per request, and is formatted
+ * only for a reply or a log line, without printf: the worker's part is
+ * the same for all its requests. */
+static void req_rid(const struct request *rq, char *out)
 {
 	static const char hex[] = "0123456789abcdef";
-	uint64_t v;
-	int k = 0;
+	struct worker *w = rq->w;
+	uint64_t v = rq->rid & 0xffffffffffu;
 
+	if (!w->rid_prefix[0]) {
+		req_hex8(w->rid_prefix, w->started_at);
+		w->rid_prefix[8] = hex[((unsigned)w->id >> 4) & 15];
+		w->rid_prefix[9] = hex[(unsigned)w->id & 15];
+	}
+	memcpy(out, w->rid_prefix, 10);
+	out[10] = hex[v >> 36 & 15];
+	out[11] = hex[v >> 32 & 15];
+	req_hex8(out + 12, (uint32_t)v);
+	out[20] = '\0';
+}
+
+void req_log_fields(struct request *rq, struct req_log *l)
+{
 	l->line_copied = rq->line_copied;
 	if (rq->line_copied) {
 		l->method.p = rq->line;
@@ -532,20 +541,7 @@ void req_log_fields(struct request *rq, struct req_log *l)
 	}
 	l->cache = rq->end_kind == REQ_END_CACHE ? (rq->collapsed ? "collapsed" : "hit") :
 		   rq->cache_fwd ? rq->cache_fwd : "-";
-	/* req_rid's digits, without printf: the worker's part (start time
-	 * and id) is the same for all its requests */
-	if (!rq->w->rid_prefix[0]) {
-		for (int s = 28; s >= 0; s -= 4)
-			rq->w->rid_prefix[k++] = hex[rq->w->started_at >> s & 15];
-		rq->w->rid_prefix[k++] = hex[((unsigned)rq->w->id >> 4) & 15];
-		rq->w->rid_prefix[k++] = hex[(unsigned)rq->w->id & 15];
-	}
-	memcpy(l->rid, rq->w->rid_prefix, 10);
-	v = rq->rid & 0xffffffffffu;
-	l->rid[10] = hex[v >> 36 & 15];
-	l->rid[11] = hex[v >> 32 & 15];
-	req_hex8(l->rid + 12, (uint32_t)v);
-	l->rid[20] = '\0';
+	req_rid(rq, l->rid);
 }
 
 /* Log lines of the proxy's own replies, per worker and second: a flood of
@@ -768,7 +764,7 @@ static void req_reply(struct request *rq, int status, const char *why, bool forc
 		return;
 	if (rq->up)
 		fwd_close(rq->up);
-	req_rid(rq, rid, sizeof(rid));
+	req_rid(rq, rid);
 	req_log_reply(rq, status, rid, why);
 	blen = snprintf(body, sizeof(body), "ringproxy: %s (request %s)\n", req_public(status, why), rid);
 	if (blen < 0 || (size_t)blen >= sizeof(body))
