@@ -91,15 +91,12 @@ static uint64_t balance_decayed(uint64_t samples, uint64_t window)
 	return samples % window + (k >= 64 ? window : window - (window >> k));
 }
 
-bool balance_is_hot(uint64_t pos, long total)
+/* Whether a key whose estimate in sketch s is est is hot (see
+ * balance_is_hot). */
+static bool balance_hot_est(struct sketch *s, unsigned est, long total)
 {
-	struct sketch *s = atomic_load_explicit(&balance_sketch, memory_order_acquire);
 	uint64_t window, seen;
-	unsigned est;
 
-	if (s == NULL)
-		return false;
-	est = sketch_estimate(s, pos);
 	if (est < BALANCE_HOT_MIN)
 		return false;
 	/* a saturated counter: 255 of at most 2,048 requests, 1 in 8 */
@@ -110,6 +107,13 @@ bool balance_is_hot(uint64_t pos, long total)
 	/* the key's expected share of the requests in flight, p x (total +
 	 * 1), is at least one whole request: moving it frees a slot */
 	return (uint64_t)est * (uint64_t)(total + 1) >= seen;
+}
+
+bool balance_is_hot(uint64_t pos, long total)
+{
+	struct sketch *s = atomic_load_explicit(&balance_sketch, memory_order_acquire);
+
+	return s != NULL && balance_hot_est(s, sketch_estimate(s, pos), total);
 }
 
 /*
@@ -454,9 +458,12 @@ void balance_release(struct backend *b)
 void balance_start(const struct snapshot *s, struct ring_walk *w, struct balance_pick *pick,
 		   uint64_t pos, uint64_t u)
 {
-	balance_seen(pos);
-	if (s->conf->balance_factor > 0 &&
-	    balance_is_hot(pos, atomic_load_explicit(&registry_total_inflight, memory_order_relaxed)))
+	struct sketch *sk = balance_hot_sketch();
+	/* balance_seen, whose increment also gives the key's estimate */
+	unsigned est = sk != NULL ? sketch_increment(sk, pos) : 0;
+
+	if (sk != NULL && s->conf->balance_factor > 0 &&
+	    balance_hot_est(sk, est, atomic_load_explicit(&registry_total_inflight, memory_order_relaxed)))
 		balance_count_hot();
 	ring_walk_init(w, s->ring, pos);
 	pick->backend = -1;
