@@ -22,8 +22,6 @@
 
 #define EXPLAIN_HOST "ringproxy.invalid"
 
-__extension__ typedef unsigned __int128 explain_u128;
-
 int explain_target_parse(struct explain_target *t, int mode, const char *target, size_t len,
 			 const char *host, char *err, size_t errlen)
 {
@@ -100,9 +98,7 @@ static void explain_ramp(struct explain *e, const struct snapshot *s, uint64_t u
 	if (to != prev)
 		return;
 	e->ramp_held = true;
-	/* step 0's window: start + span x u / 2^64 */
-	e->ramp_switch_in_ms = r->step[0].start_ms - now_ms +
-			       (int64_t)(((explain_u128)u * r->step[0].span_ms) >> 64);
+	e->ramp_switch_in_ms = ring_ramp_moment(&r->step[0], u) - now_ms;
 	if (e->ramp_switch_in_ms < 0)
 		e->ramp_switch_in_ms = 0;
 	balance_explain_held(s, prev, e->pos, &e->held_why);

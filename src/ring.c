@@ -443,6 +443,13 @@ int ring_ramp_switched(const struct ring_ramp *st, uint64_t u, int64_t now_ms)
 	return (ring_u128)u * st->span_ms <= (ring_u128)(uint64_t)e << 64;
 }
 
+int64_t ring_ramp_moment(const struct ring_ramp *st, uint64_t u)
+{
+	ring_u128 x = (ring_u128)u * st->span_ms;
+
+	return st->start_ms + (int64_t)(uint64_t)(x >> 64) + ((uint64_t)x != 0);
+}
+
 /* The owner of pos in step st, as an index of the current ring's
  * backends (-1: none, or not in the current file). */
 static int ring_ramp_at(const struct ring_ramp *st, uint64_t pos)

@@ -133,6 +133,10 @@ struct ring_ramp {
 /* Whether a key with value u has switched to step st's ring at now_ms. */
 int ring_ramp_switched(const struct ring_ramp *st, uint64_t u, int64_t now_ms);
 
+/* When it does: start_ms + span_ms x u / 2^64, rounded up, the first
+ * millisecond at which ring_ramp_switched says so. */
+int64_t ring_ramp_moment(const struct ring_ramp *st, uint64_t u);
+
 /* The owner of the key at pos (u its ramp value) at now_ms under the n
  * steps st[] (n >= 1): an index of st[0].ring's backends, or -1 when
  * st[0].ring has no points. That is the key's previous owner while the

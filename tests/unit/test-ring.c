@@ -1036,6 +1036,21 @@ out:
 /* A backend removed and another added in one change: the removed one's
  * keys move at once (nothing to ramp from), the others ramp. A drained
  * backend (weight 0, still listed) holds its keys until their moment. */
+/* ring_ramp_moment is the first millisecond ring_ramp_switched says yes. */
+static void test_ramp_moment(void)
+{
+	struct ring_ramp st = { NULL, NULL, 1700000000000, 60000 };
+	unsigned bad = 0;
+
+	for (int k = 0; k < 10000; k++) {
+		uint64_t u = k == 0 ? 0 : k == 1 ? UINT64_MAX : test_rand();
+		int64_t m = ring_ramp_moment(&st, u);
+
+		bad += !ring_ramp_switched(&st, u, m) || (m > st.start_ms && ring_ramp_switched(&st, u, m - 1));
+	}
+	tap_is_int(bad, 0, "a key's ramp moment is the first millisecond it has switched");
+}
+
 static void test_ramp_remove_drain(void)
 {
 	struct ring_member m[5] = { { "c1", 1 }, { "c2", 1 }, { "c3", 1 }, { "c4", 1 }, { "c5", 1 } };
@@ -1205,6 +1220,7 @@ int main(void)
 	test_hash2();
 	test_ramp_keys();
 	test_ramp_add();
+	test_ramp_moment();
 	test_ramp_remove_drain();
 	test_ramp_chain();
 	test_walk_skip();
