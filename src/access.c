@@ -474,33 +474,11 @@ static inline __attribute__((always_inline)) bool access_plain_copy(char *p, con
 #endif
 }
 
-/* A field: plain ones copied inline, the others escaped. */
-static inline __attribute__((always_inline)) char *access_field(char *p, const char *s, size_t n,
-								 size_t max, bool json)
-{
-	if (!s || !n) {
-		if (!json)
-			*p++ = '-';
-		return p;
-	}
-	if (n <= max && access_plain_copy(p, s, n))
-		return p + n;
-	return access_escape(p, s, n, max, json);
-}
-
-char *access_escape(char *p, const char *s, size_t n, size_t max, bool json)
+/* s[0..n) (n > 0) that access_plain_copy found not plain, escaped. */
+static char *access_escape_some(char *p, const char *s, size_t n, bool json)
 {
 	size_t i = 0;
 
-	if (!s)
-		n = 0;
-	if (n > max)
-		n = max;
-	if (!n && !json)
-		return ACCESS_PUTS(p, "-");
-	/* (access_field tried this already; the unit test calls this alone) */
-	if (n && access_plain_copy(p, s, n))
-		return p + n;
 	if (n < 8) {
 		/* short (a method, a name): byte by byte */
 		for (; i < n; i++) {
@@ -547,6 +525,29 @@ char *access_escape(char *p, const char *s, size_t n, size_t max, bool json)
 		i++;
 	}
 	return p;
+}
+
+/* A field: plain ones copied inline, the others escaped. */
+static inline __attribute__((always_inline)) char *access_field(char *p, const char *s, size_t n,
+								 size_t max, bool json)
+{
+	if (!s)
+		n = 0;
+	if (n > max)
+		n = max;
+	if (!n) {
+		if (!json)
+			*p++ = '-';
+		return p;
+	}
+	if (access_plain_copy(p, s, n))
+		return p + n;
+	return access_escape_some(p, s, n, json);
+}
+
+char *access_escape(char *p, const char *s, size_t n, size_t max, bool json)
+{
+	return access_field(p, s, n, max, json);
 }
 
 /* The second's stamps, made once a second (civil from days: Howard
