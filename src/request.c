@@ -85,6 +85,20 @@ static void req_copy_line(struct request *rq)
 	rq->line_copied = true;
 }
 
+/* The request's method and target for a log line: the copy when there is
+ * one (a request with a body: its head may be gone from the read buffer,
+ * compacted while the body streamed). */
+static void req_line(const struct request *rq, struct http1_str *method, struct http1_str *target)
+{
+	if (rq->line_copied) {
+		*method = (struct http1_str){ rq->line, rq->line_mlen };
+		*target = (struct http1_str){ rq->line + rq->line_mlen, rq->line_tlen };
+	} else {
+		*method = rq->msg.method;
+		*target = rq->msg.target;
+	}
+}
+
 void req_begin(struct request *rq, size_t head_len, uint64_t rid)
 {
 	struct worker *w = rq->w;
@@ -518,15 +532,7 @@ static void req_rid(const struct request *rq, char *out)
 void req_log_fields(struct request *rq, struct req_log *l)
 {
 	l->line_copied = rq->line_copied;
-	if (rq->line_copied) {
-		l->method.p = rq->line;
-		l->method.len = rq->line_mlen;
-		l->target.p = rq->line + rq->line_mlen;
-		l->target.len = rq->line_tlen;
-	} else {
-		l->method = rq->msg.method;
-		l->target = rq->msg.target;
-	}
+	req_line(rq, &l->method, &l->target);
 	l->status = rq->status ? rq->status : 499;
 	l->bytes = rq->out->sent - rq->out_sent0;
 	l->backend = NULL;
@@ -569,19 +575,14 @@ static void req_log_reply(struct request *rq, int status, const char *rid, const
 {
 	struct worker *w = rq->w;
 	enum log_level level = status == 502 || status == 504 ? LOG_WARN : LOG_INFO;
-	struct http1_str method = rq->msg.method, target = rq->msg.target;
+	struct http1_str method, target;
 	int ml, tl;
 
 	if ((int)level > (int)log_get_level())
 		return;
 	if (!worker_log_allow(w, REQ_LOG_PER_SEC))
 		return;
-	/* a request with a body: its head may be gone from the read buffer
-	 * (compacted while the body streamed), its copy is not */
-	if (rq->line_copied) {
-		method = (struct http1_str){ rq->line, rq->line_mlen };
-		target = (struct http1_str){ rq->line + rq->line_mlen, rq->line_tlen };
-	}
+	req_line(rq, &method, &target);
 	ml = req_printable(method, 32);
 	tl = req_printable(target, REQ_LOG_TARGET);
 	log_msg(level, "request %s: %d for %.*s %.*s%s from %s: %s", rid, status,
