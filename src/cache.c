@@ -558,6 +558,24 @@ static unsigned cache_freq(const struct cache_shard *s, const struct cache_obj *
 	return sketch_estimate(s->sk, o->node.hash);
 }
 
+/* What W-TinyLFU's main space (probation and protected) may hold, and
+ * what it holds. */
+static size_t cache_wt_main_target(const struct cache_shard *s)
+{
+	return s->budget - s->budget * CACHE_WINDOW_PCT / 100;
+}
+
+static size_t cache_wt_main_bytes(const struct cache_shard *s)
+{
+	return s->q[CACHE_Q_B].bytes + s->q[CACHE_Q_C].bytes;
+}
+
+/* What S3-FIFO's main queue may hold. */
+static size_t cache_s3_main_target(const struct cache_shard *s)
+{
+	return s->budget - s->budget * CACHE_SMALL_PCT / 100;
+}
+
 /* The W-TinyLFU main space's next victim: probation's LRU end, else
  * protected's. */
 static struct cache_obj *cache_wt_victim(struct cache_shard *s)
@@ -569,19 +587,17 @@ static struct cache_obj *cache_wt_victim(struct cache_shard *s)
 static void cache_wt_admit(struct cache_shard *s, struct cache_obj *cand,
 			   struct cache_dead *d)
 {
-	size_t main_target = s->budget - s->budget * CACHE_WINDOW_PCT / 100;
+	size_t main_target = cache_wt_main_target(s);
 	struct cache_obj *v = cache_wt_victim(s);
 
-	if (v != NULL && s->q[CACHE_Q_B].bytes + s->q[CACHE_Q_C].bytes + cand->charge
-	    > main_target) {
+	if (v != NULL && cache_wt_main_bytes(s) + cand->charge > main_target) {
 		if (cache_freq(s, cand) <= cache_freq(s, v)) {
 			cache_unlink(s, cand, d);
 			CACHE_ADD(s, admissions_refused, 1);
 			return;
 		}
 		while ((v = cache_wt_victim(s)) != NULL
-		       && s->q[CACHE_Q_B].bytes + s->q[CACHE_Q_C].bytes + cand->charge
-		       > main_target)
+		       && cache_wt_main_bytes(s) + cand->charge > main_target)
 			cache_evict(s, v, d);
 	}
 	cache_list_push(s, CACHE_Q_B, cand);
@@ -605,8 +621,7 @@ static void cache_wt_balance(struct cache_shard *s, struct cache_dead *d)
 
 static void cache_wt_hit(struct cache_shard *s, struct cache_obj *o)
 {
-	size_t prot_target = (s->budget - s->budget * CACHE_WINDOW_PCT / 100)
-			     * CACHE_PROTECTED_PCT / 100;
+	size_t prot_target = cache_wt_main_target(s) * CACHE_PROTECTED_PCT / 100;
 	struct cache_obj *t;
 	int q = o->q == CACHE_Q_A ? CACHE_Q_A : CACHE_Q_C;
 
@@ -622,12 +637,11 @@ static void cache_wt_hit(struct cache_shard *s, struct cache_obj *o)
 /* S3-FIFO: the small queue's oldest object leaves it. */
 static void cache_s3_small_out(struct cache_shard *s, struct cache_dead *d)
 {
-	size_t main_target = s->budget - s->budget * CACHE_SMALL_PCT / 100;
 	struct cache_obj *o = s->q[CACHE_Q_A].tail, *v = s->q[CACHE_Q_B].tail;
 
 	cache_list_remove(s, o);
 	if (o->freq == 0 && v != NULL
-	    && s->q[CACHE_Q_B].bytes + o->charge > main_target
+	    && s->q[CACHE_Q_B].bytes + o->charge > cache_s3_main_target(s)
 	    && cache_freq(s, o) <= cache_freq(s, v)) {
 		cache_unlink(s, o, d);
 		CACHE_ADD(s, admissions_refused, 1);
@@ -1009,23 +1023,21 @@ static void cache_attach(struct cache_fill *f, struct cache_waiter *w,
 static bool cache_door_refuses(const struct cache *c, struct cache_shard *s,
 			       unsigned seen)
 {
-	size_t main_bytes, main_target;
 	struct cache_obj *v;
 
 	if (c->policy == CACHE_POLICY_LRU || !c->door_admission)
 		return false;
 	if (c->policy == CACHE_POLICY_S3FIFO) {
-		main_target = s->budget - s->budget * CACHE_SMALL_PCT / 100;
-		main_bytes = s->q[CACHE_Q_B].bytes;
 		v = s->q[CACHE_Q_B].tail;
+		if (v == NULL || v->freq != 0
+		    || s->q[CACHE_Q_B].bytes + CACHE_TYPICAL <= cache_s3_main_target(s))
+			return false;
 	} else {
-		main_target = s->budget - s->budget * CACHE_WINDOW_PCT / 100;
-		main_bytes = s->q[CACHE_Q_B].bytes + s->q[CACHE_Q_C].bytes;
 		v = cache_wt_victim(s);
+		if (v == NULL || cache_wt_main_bytes(s) + CACHE_TYPICAL <= cache_wt_main_target(s))
+			return false;
 	}
-	return v != NULL && main_bytes + CACHE_TYPICAL > main_target
-	       && (c->policy != CACHE_POLICY_S3FIFO || v->freq == 0)
-	       && seen <= cache_freq(s, v);
+	return seen <= cache_freq(s, v);
 }
 
 /*
