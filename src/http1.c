@@ -1310,6 +1310,37 @@ static void http1_out_init(struct http1_out *o, struct iovec *iov, int iovmax,
 	o->bad = false;
 }
 
+/* The request target sent for m: prefix, the path, the query. */
+static void http1_put_target(struct http1_out *o, const struct http1_msg *m, struct http1_str prefix)
+{
+	if (!(m->path.len == 1 && m->path.p[0] == '*'))
+		http1_put_str(o, prefix);
+	if (!m->path_dots)
+		http1_put_str(o, m->path);
+	else if ((size_t)(o->end - o->p) < m->path.len)
+		o->bad = true;
+	else                    /* a prefix confines only a clean path */
+		o->p += http1_path_clean(m->path.p, m->path.len, o->p);
+	if (m->has_query) {
+		HTTP1_PUTS(o, "?");
+		http1_put_str(o, m->query);
+	}
+}
+
+ssize_t http1_write_target(const struct http1_msg *m, struct http1_str prefix, char *out, size_t outlen)
+{
+	struct http1_out o;
+
+	if (outlen == 0)
+		return -1;
+	http1_out_init(&o, NULL, 0, out, outlen - 1);
+	http1_put_target(&o, m, prefix);
+	if (o.bad)
+		return -1;
+	*o.p = '\0';
+	return o.p - out;
+}
+
 int http1_write_request(const struct http1_msg *m, const struct http1_fwd_req *f,
 			struct iovec *iov, int iovmax, char *scratch,
 			size_t scratchlen)
@@ -1320,18 +1351,7 @@ int http1_write_request(const struct http1_msg *m, const struct http1_fwd_req *f
 	http1_out_init(&o, iov, iovmax, scratch, scratchlen);
 	http1_put_str(&o, m->method);
 	HTTP1_PUTS(&o, " ");
-	if (!(m->path.len == 1 && m->path.p[0] == '*'))
-		http1_put_str(&o, f->prefix);
-	if (!m->path_dots)
-		http1_put_str(&o, m->path);
-	else if ((size_t)(o.end - o.p) < m->path.len)
-		o.bad = true;
-	else                    /* a prefix confines only a clean path */
-		o.p += http1_path_clean(m->path.p, m->path.len, o.p);
-	if (m->has_query) {
-		HTTP1_PUTS(&o, "?");
-		http1_put_str(&o, m->query);
-	}
+	http1_put_target(&o, m, f->prefix);
 	HTTP1_PUTS(&o, " HTTP/1.1\r\n");
 	if (m->authority.len != 0) {
 		HTTP1_PUTS(&o, "Host: ");

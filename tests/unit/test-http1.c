@@ -1004,6 +1004,20 @@ static void test_write_request(void)
 	n = http1_write_request(&m, &f, iov, 16, scratch, sizeof(scratch));
 	gather(iov, n, out);
 	tap_is_str(out, wantabsdots, "writer: absolute-form dot-segments removed before the prefix");
+
+	/* the target alone, for the proxy's own requests: the request
+	 * line's, byte for byte */
+	tap_is_int(http1_write_target(&m, f.prefix, out, sizeof(out)), 11, "target: its length");
+	tap_is_str(out, "/pre/secret", "target: absolute-form dot-segments removed before the prefix");
+	http1_msg_init(&m);
+	http1_parse_request(&m, h, indots, sizeof(indots) - 1, &lim_default);
+	tap_is_int(http1_write_target(&m, f.prefix, out, sizeof(out)), 19, "target: with a query");
+	tap_is_str(out, "/pre/secret?x=/../y", "target: %%2e%%2e removed as .., the query untouched");
+	http1_msg_init(&m);
+	http1_parse_request(&m, h, in, sizeof(in) - 1, &lim_default);
+	tap_is_int(http1_write_target(&m, f.prefix, out, 19), 18, "target: exactly room -> written");
+	tap_is_str(out, "/pre/img/a.jpg?w=1", "target: a clean path as sent");
+	tap_is_int(http1_write_target(&m, f.prefix, out, 18), -1, "target: no room for its NUL -> -1");
 }
 
 static void test_write_response(void)
