@@ -39,6 +39,7 @@
 #include "balance.h"
 #include "cachectl.h"
 #include "conn.h"
+#include "curlev.h"
 #include "explain.h"
 #include "log.h"
 #include "page.h"
@@ -342,7 +343,7 @@ static void admin_purge_send(const struct snapshot *s, struct admin_purge_be *be
 		const struct snap_backend *sb = &s->be[be[i].index];
 
 		snprintf(be[i].err, sizeof(be[i].err), "not sent");
-		be[i].easy = multi ? curl_easy_init() : NULL;
+		be[i].easy = multi ? curlev_easy_new() : NULL;
 		if (!be[i].easy)
 			continue;
 		snprintf(url, sizeof(url), "http://%s%s%.*s%s%.*s", sb->addr_text, sb->conf->prefix,
@@ -353,8 +354,6 @@ static void admin_purge_send(const struct snapshot *s, struct admin_purge_be *be
 		curl_easy_setopt(be[i].easy, CURLOPT_URL, url);
 		curl_easy_setopt(be[i].easy, CURLOPT_CUSTOMREQUEST, "PURGE");
 		curl_easy_setopt(be[i].easy, CURLOPT_HTTPHEADER, be[i].hdrs);
-		curl_easy_setopt(be[i].easy, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(be[i].easy, CURLOPT_PROTOCOLS_STR, "http");
 		curl_easy_setopt(be[i].easy, CURLOPT_TIMEOUT_MS, timeout);
 		curl_easy_setopt(be[i].easy, CURLOPT_CONNECTTIMEOUT_MS, (long)conf->connect_timeout_ms);
 		curl_easy_setopt(be[i].easy, CURLOPT_WRITEFUNCTION, admin_discard);

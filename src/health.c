@@ -197,13 +197,11 @@ static void health_url(char *out, size_t len, const struct conf_backend *cb, con
 static void health_easy_setup(CURL *easy, const char *url, uint64_t timeout_ms, char *errbuf)
 {
 	curl_easy_setopt(easy, CURLOPT_URL, url);
-	curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
 	curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms);
 	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, health_discard);
 	curl_easy_setopt(easy, CURLOPT_USERAGENT, "ringproxy-health/" RINGPROXY_VERSION);
 	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, errbuf);
-	curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http");
 	errbuf[0] = '\0';
 }
 
@@ -479,7 +477,7 @@ void health_apply(struct health *h, struct snapshot *s)
 		hc->settings = cb->health;
 		hc->settings.path = NULL;
 		memcpy(hc->url, url, sizeof(url));
-		hc->easy = curl_easy_init();
+		hc->easy = curlev_easy_new();
 		hc->timer = evtimer_new(h->base, health_on_timer, hc);
 		if (!hc->easy || !hc->timer) {
 			log_error("health: out of memory; backend %s is not checked", cb->name);
@@ -530,7 +528,7 @@ int health_probe(const struct conf *c, FILE *out)
 		const struct conf_backend *cb = &c->backends[i];
 
 		health_url(url[i], sizeof(url[i]), cb, cb->health.path[0] ? cb->health.path : "/");
-		easy[i] = curl_easy_init();
+		easy[i] = curlev_easy_new();
 		if (!easy[i]) {
 			rc = 1;
 			goto out;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "conf.h"
+#include "curlev.h"
 #include "health.h"
 #include "log.h"
 #include "plan.h"
@@ -96,7 +97,7 @@ static int main_purge(int argc, char **argv)
 	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", c->admin_token);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	for (; i < argc; i++) {
-		CURL *easy = curl_easy_init();
+		CURL *easy = curlev_easy_new();
 		struct curl_slist *h = NULL;
 		char *esc = easy ? curl_easy_escape(easy, argv[i], 0) : NULL;
 		long status = 0;

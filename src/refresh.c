@@ -184,7 +184,7 @@ void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_
 		     (int)rq->msg.target.len, rq->msg.target.p);
 	if (n < 0 || (size_t)n >= sizeof(url))
 		goto fail;
-	r->easy = curl_easy_init();
+	r->easy = curlev_easy_new();
 	if (!r->easy)
 		goto fail;
 	if (host) {
@@ -217,8 +217,6 @@ void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_
 	}
 	r->hdrs = curl_slist_append(r->hdrs, "Via: 1.1 ringproxy");
 	curl_easy_setopt(r->easy, CURLOPT_URL, url);
-	curl_easy_setopt(r->easy, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(r->easy, CURLOPT_PROTOCOLS_STR, "http");
 	curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->hdrs);
 	curl_easy_setopt(r->easy, CURLOPT_USERAGENT, NULL);
 	curl_easy_setopt(r->easy, CURLOPT_HTTP_TRANSFER_DECODING, 0L);
