@@ -334,7 +334,7 @@ static void admin_purge_send(const struct snapshot *s, struct admin_purge_be *be
 	const struct conf *conf = s->conf;
 	long timeout = (long)(conf->connect_timeout_ms + conf->response_timeout_ms);
 	CURLM *multi = curl_multi_init();
-	char url[8192], line[600];
+	char url[300], target[8192], line[600];
 	int running = 0;
 
 	if (timeout > 5000)
@@ -343,15 +343,19 @@ static void admin_purge_send(const struct snapshot *s, struct admin_purge_be *be
 		const struct snap_backend *sb = &s->be[be[i].index];
 
 		snprintf(be[i].err, sizeof(be[i].err), "not sent");
+		/* the target a request for the URL would be sent with */
+		if (http1_write_target(m, (struct http1_str){ sb->conf->prefix, sb->prefix_len },
+				       target, sizeof(target)) < 0)
+			continue;
 		be[i].easy = multi ? curlev_easy_new() : NULL;
 		if (!be[i].easy)
 			continue;
-		snprintf(url, sizeof(url), "http://%s%s%.*s%s%.*s", sb->addr_text, sb->conf->prefix,
-			 (int)m->path.len, m->path.p, m->has_query ? "?" : "", (int)m->query.len, m->query.p);
+		snprintf(url, sizeof(url), "http://%s/", sb->addr_text);
 		snprintf(line, sizeof(line), "Host: %s", host);
 		be[i].hdrs = curl_slist_append(NULL, line);
 		be[i].err[0] = '\0';
 		curl_easy_setopt(be[i].easy, CURLOPT_URL, url);
+		curl_easy_setopt(be[i].easy, CURLOPT_REQUEST_TARGET, target);
 		curl_easy_setopt(be[i].easy, CURLOPT_CUSTOMREQUEST, "PURGE");
 		curl_easy_setopt(be[i].easy, CURLOPT_HTTPHEADER, be[i].hdrs);
 		curl_easy_setopt(be[i].easy, CURLOPT_TIMEOUT_MS, timeout);

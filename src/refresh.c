@@ -5,7 +5,8 @@
  * the first refresh, so that a worker that never serves stale pays
  * nothing). Curl is told not to decode the transfer coding: the body
  * reaches cache_fill_body() framed as the backend sent it, as the
- * request path's fills get it.
+ * request path's fills get it. The request target is the one the request
+ * path would send (http1_write_target), handed to curl verbatim.
  */
 #include "refresh.h"
 
@@ -155,10 +156,9 @@ void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_
 	const struct http1_header *host = NULL;
 	struct worker *w = rq->w;
 	struct refresh *r = NULL;
-	char url[4096], line[600], ae[32];
+	char url[80], target[4096], line[600], ae[32];
 	int i = refresh_backend(rq);
 	const struct snap_backend *sb;
-	int n;
 
 	for (unsigned h = 0; h < rq->msg.nheaders && !host; h++)
 		if (http1_str_ieq(rq->msg.headers[h].name, "host"))
@@ -166,6 +166,10 @@ void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_
 	if (i < 0 || rq->msg.target.len == 0 || rq->msg.target.p[0] != '/')
 		goto fail;
 	sb = &rq->snap->be[i];
+	if (http1_write_target(&rq->msg, (struct http1_str){ sb->conf->prefix, sb->prefix_len },
+			       target, sizeof(target)) < 0)
+		goto fail;
+	snprintf(url, sizeof(url), "http://%s/", sb->addr_text);
 	if (!w->refresh_ce) {
 		w->refresh_ce = curlev_new(w->base, refresh_on_done, NULL);
 		if (!w->refresh_ce)
@@ -180,10 +184,6 @@ void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_
 	r->grace = (int64_t)(conf->cache_grace_ms / 1000);
 	r->sent_at = (int64_t)time(NULL);
 	snprintf(r->name, sizeof(r->name), "%s", sb->conf->name);
-	n = snprintf(url, sizeof(url), "http://%s%s%.*s", sb->addr_text, sb->conf->prefix,
-		     (int)rq->msg.target.len, rq->msg.target.p);
-	if (n < 0 || (size_t)n >= sizeof(url))
-		goto fail;
 	r->easy = curlev_easy_new();
 	if (!r->easy)
 		goto fail;
@@ -217,6 +217,7 @@ void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_
 	}
 	r->hdrs = curl_slist_append(r->hdrs, "Via: 1.1 ringproxy");
 	curl_easy_setopt(r->easy, CURLOPT_URL, url);
+	curl_easy_setopt(r->easy, CURLOPT_REQUEST_TARGET, target);
 	curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->hdrs);
 	curl_easy_setopt(r->easy, CURLOPT_USERAGENT, NULL);
 	curl_easy_setopt(r->easy, CURLOPT_HTTP_TRANSFER_DECODING, 0L);
