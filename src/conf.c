@@ -140,6 +140,8 @@ static const struct conf_keydef conf_keys[] = {
 	  "how long a request waits for another request's fetch of the same object before going itself" },
 	{ CONF_IN_CACHE, "grace", CONF_T_DURATION, P(cache_grace_ms), "0", 0, 31536000000.0, NULL,
 	  "stale window (stale-while-revalidate and stale-if-error) of a response that names none; its own values win" },
+	{ CONF_IN_CACHE, "refresh_max", CONF_T_UINT, P(cache_refresh_max), "8", 1, 10000, NULL,
+	  "background refreshes (stale-while-revalidate) one worker runs at once; a stale hit past it is served without one" },
 	{ CONF_IN_CACHE, "purge_fanout", CONF_T_UINT, P(cache_purge_fanout), "3", 0, 16, NULL,
 	  "a purge goes to the first N distinct backends of the URL's walk (the owner and where spill-over and failover put copies); 0 = local only" },
 	{ CONF_IN_CACHE, "purge_allow", CONF_T_STRING, P(cache_purge_allow), "", 0, 0, NULL,

@@ -96,6 +96,8 @@ struct conf {
 	uint64_t cache_lock_timeout_ms;
 	uint64_t cache_grace_ms;        /* stale window of responses naming
 					   none (cachectl_response) */
+	unsigned cache_refresh_max;     /* background refreshes a worker
+					   runs at once */
 	unsigned cache_purge_fanout;    /* backends of the walk a purge reaches */
 	char *cache_purge_allow;        /* who may PURGE/BAN on the proxy port */
 
