@@ -56,6 +56,17 @@ class Fake:
         head, _, rest = buf.partition(b"\r\n\r\n")
         return head, rest
 
+    def requests(self, s):
+        """Each request head on s until EOF, as (method, target, head);
+        a request body is the handler's to read (none is expected)."""
+        rest = b""
+        while True:
+            head, rest = self.read_head(s, rest)
+            if not head:
+                return
+            method, target = head.split(b"\r\n")[0].decode().split(" ")[:2]
+            yield method, target, head
+
     def stop(self):
         """Stop listening and close every accepted connection."""
         self.ls.close()
