@@ -37,6 +37,9 @@
  * "host:port" otherwise; twemproxy hashes a server's name when its line
  * has one ("127.0.0.1:11212:1 cache-a") and else the same "host" or
  * "host:port" rule. Whoever reads such a config passes that string as id.
+ * (twemproxy builds "identity-j" in an 86-byte buffer, so a name of more
+ * than about 80 bytes hashes there as nothing defines; libmemcached has
+ * no such limit, nor has this builder.)
  *
  * A server of weight w among k servers of total weight W gets
  * floor((float)w / W * 40 * k) * 4 points, in float arithmetic as both
@@ -46,6 +49,9 @@
  * the first point when the hash is past the last; equal positions go to
  * the lower server index (libmemcached sorts them so; twemproxy's qsort,
  * glibc's merge sort, keeps them in build order, which is index order).
+ * Not this ring: libmemcached's unweighted ketama, which it falls back to
+ * when every server has weight 1 and MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED is
+ * off (MEMCACHED_POINTS_PER_SERVER points a server, one a digest).
  *
  * Refused with a message in err: an empty identity, a weight that is not
  * a whole number in [0, 2^32), a total weight of 2^32 or more, more than
