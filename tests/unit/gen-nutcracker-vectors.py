@@ -11,11 +11,16 @@ Servers have mixed weights; some have a name on their line (ketama hashes
 the name), the others none (ketama hashes "127.0.0.1:PORT").
 
 Usage: python3 tests/unit/gen-nutcracker-vectors.py [OUT]   (default stdout)
+       python3 tests/unit/gen-nutcracker-vectors.py --run-test TEST-BINARY
+The second form (meson test compat-ring-live) records afresh into a
+temporary file and runs test-compat-ring on it, so the check is made
+against the nutcracker on this machine (TAP skip when there is none).
 Needs the nutcracker binary (Debian package nutcracker). Standard library
 only; every wait is bounded.
 """
 import os
 import random
+import shutil
 import socket
 import socketserver
 import subprocess
@@ -103,7 +108,7 @@ def wait_listening(port, deadline):
     raise SystemExit("nutcracker did not listen on %d" % port)
 
 
-def main():
+def record(out):
     fakes, lines = [], []
     for label, weight, name in SERVERS:
         srv = FakeServer(("127.0.0.1", 0), Fake)
@@ -141,7 +146,7 @@ def main():
         proc.wait(timeout=10)
         for srv in fakes:
             srv.shutdown()
-    out = open(sys.argv[1], "w") if len(sys.argv) > 1 else sys.stdout
+        shutil.rmtree(tmp, ignore_errors=True)
     out.write("# Made by tests/unit/gen-nutcracker-vectors.py: the server that a real\n"
               "# %s (Debian 12 package) sent each key to, pools with\n"
               "# distribution: ketama and hash: md5 / fnv1a_64 over the servers below.\n"
@@ -152,6 +157,24 @@ def main():
     for line, ident, weight, label in lines:
         out.write("server %s %d %s\n" % (ident, weight, label))
     out.write("\n".join(rows) + "\n")
+
+
+def main():
+    if sys.argv[1:2] == ["--run-test"] and len(sys.argv) == 3:
+        if shutil.which("nutcracker") is None:
+            print("1..0 # SKIP nutcracker is not installed")
+            return
+        fd, path = tempfile.mkstemp(prefix="vectors-nutcracker-", suffix=".txt")
+        with os.fdopen(fd, "w") as out:
+            record(out)
+        rc = subprocess.run([sys.argv[2], path]).returncode
+        os.unlink(path)
+        sys.exit(rc)
+    if len(sys.argv) > 1:
+        with open(sys.argv[1], "w") as out:
+            record(out)
+    else:
+        record(sys.stdout)
 
 
 if __name__ == "__main__":
