@@ -164,8 +164,8 @@ static void test_ketama_nutcracker(const char *path)
 		char a[600], b[600], c[64];
 		unsigned w;
 
-		if (sscanf(line, "server %63s %u %31s", nc.ids[nc.n], &w, nc.labels[nc.n]) == 3 &&
-		    nc.n < TEST_NC_MAX) {
+		if (nc.n < TEST_NC_MAX &&
+		    sscanf(line, "server %63s %u %31s", nc.ids[nc.n], &w, nc.labels[nc.n]) == 3) {
 			nc.m[nc.n] = (struct ring_member){ nc.labels[nc.n], nc.ids[nc.n], w };
 			nc.n++;
 			continue;
@@ -220,8 +220,6 @@ static void test_ketama_fnv(void)
 		   "fnv1a_64: a byte >= 0x80 is widened as twemproxy's signed char");
 }
 
-/* A ring of members m and the same with a member of weight 0 put in at
- * index z: the same points, the indexes past z shifted by one. */
 typedef int test_build_fn(const struct ring_member *m, size_t n, struct ring_point **out,
 			  size_t *nout, char *err, size_t errlen);
 
@@ -238,6 +236,8 @@ static int test_envoy_build(const struct ring_member *m, size_t n, struct ring_p
 				 out, nout, err, errlen);
 }
 
+/* A ring and the same with a member of weight 0 put in at index 1: the
+ * same points, the indexes past it shifted by one. */
 static void test_drained(const char *scheme, test_build_fn *build)
 {
 	const struct ring_member live[] = { { "a", NULL, 1 }, { "c", "10.0.0.3:80", 3 } };
