@@ -24,6 +24,7 @@
  * duration of ring_build() only (the ring keeps its own copy). */
 struct ring_member {
 	const char *name;
+	const char *id;         /* identity a compat scheme hashes; NULL = name */
 	double weight;          /* >= 0; 0 = listed, drained, no points */
 };
 

@@ -4,18 +4,20 @@
 # Usage: bash tests/deps.sh [build|test|bench]   (default: build)
 #   build: compile and run (the demo); test: + clang/libFuzzer and the tools
 #   the tests use (scdoc, man and groff for the man pages, Varnish for the
-#   test in front of real caches, promtool from prometheus checks /metrics,
-#   headless chromium renders the admin page, wrk drives the soak); bench:
+#   test in front of real caches, nutcracker for ketama's owners, promtool
+#   from prometheus checks /metrics, headless chromium renders the admin
+#   page, wrk drives the soak); bench:
 #   + haproxy, nginx, wrk and Varnish (tests/bench/ramp.sh)
 set -euo pipefail
 
 want=(gcc libc6-dev meson ninja-build pkg-config libevent-dev libssl-dev
-      libinih-dev libcurl4-openssl-dev python3 curl procps)
+      libinih-dev libcurl4-openssl-dev libxxhash-dev python3 curl procps)
 case "${1:-build}" in
 build) ;;
 test) want+=(clang libclang-rt-14-dev iproute2 util-linux
             scdoc man-db groff-base        # the man pages, built and rendered
             varnish                        # tests/e2e/test_varnish.py
+            nutcracker                     # tests/unit compat-ring-live
             prometheus chromium            # promtool for /metrics, the page
             wrk) ;;                        # tests/bench/soak.sh
 bench) want+=(haproxy nginx-light wrk varnish) ;;

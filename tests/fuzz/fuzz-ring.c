@@ -312,7 +312,7 @@ static void fuzz_built(struct fuzz_in *in, struct ring **ra, struct ring **rb)
 
 		if (used & (1u << (x % FUZZ_NAMES))) {
 			/* a name twice: refused, whatever the weights */
-			struct ring_member two[2] = { { name, wa }, { name, wb } };
+			struct ring_member two[2] = { { name, NULL, wa }, { name, NULL, wb } };
 			struct ring *r;
 
 			err[0] = '\0';
@@ -328,10 +328,10 @@ static void fuzz_built(struct fuzz_in *in, struct ring **ra, struct ring **rb)
 		used |= 1u << (x % FUZZ_NAMES);
 		if (x & 0x08) {
 			ina |= 1u << (x % FUZZ_NAMES);
-			ma[na++] = (struct ring_member){ name, wa };
+			ma[na++] = (struct ring_member){ name, NULL, wa };
 		}
 		if (x & 0x10)
-			mb[nb++] = (struct ring_member){ name, wb };
+			mb[nb++] = (struct ring_member){ name, NULL, wb };
 	}
 	*ra = ring_build(ma, na, va, err, sizeof(err));
 	*rb = ring_build(mb, nb, vb, err, sizeof(err));
