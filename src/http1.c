@@ -689,7 +689,12 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 			return http1_fail(m, 400, "empty header name");
 		if (m->nheaders >= lim->max_headers)
 			return http1_fail(m, 431, "too many headers");
-		h = &hdrs[m->nheaders++];
+		/* counted only once its value is known good: a refused
+		 * request's headers are still read (the access log's
+		 * Referer and User-Agent), and a slot counted early would
+		 * show the previous message's value, a slice of a buffer
+		 * that another connection may own or that is freed */
+		h = &hdrs[m->nheaders];
 		h->name.p = s;
 		h->name.len = (size_t)(p - s);
 		h->flags = memchr(s, '_', h->name.len) ? HTTP1_HDR_UNDERSCORE : 0;
@@ -706,6 +711,7 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 		while (p > s && HTTP1_OWS(p[-1]))
 			p--;
 		h->value.len = (size_t)(p - s);
+		m->nheaders++;
 		while (*p != '\r')
 			p++;
 		p += 2;
