@@ -1404,11 +1404,12 @@ static void cache_fill_uncacheable(struct cache_fill *f, int64_t now)
 }
 
 /* A stored header line: not hop-by-hop, not framing (we write our own
- * Content-Length), not Age (sent afresh), not X-Forwarded-Proto. Via
- * stays: the sender's own Via line follows it. */
+ * Content-Length), not Age (sent afresh), not X-Forwarded-Proto, not one
+ * the caller dropped (the backend's own of our backend header's name: a
+ * hit sends ours). Via stays: the sender's own Via line follows it. */
 static bool cache_head_keep(const struct http1_header *h)
 {
-	if (h->flags & (HTTP1_HDR_HOP | HTTP1_HDR_FRAMING))
+	if (h->flags & (HTTP1_HDR_HOP | HTTP1_HDR_FRAMING | HTTP1_HDR_DROP))
 		return false;
 	if ((h->flags & HTTP1_HDR_GENERATED) && h->name.len != 3)
 		return false;

@@ -516,6 +516,7 @@ static int fwd_head(struct upstream *u, size_t head_len)
 	memset(&fr, 0, sizeof(fr));
 	fr.backend_hdr.p = conf->backend_header;
 	fr.backend_hdr.len = rq->snap->backend_header_len;
+	http1_drop_named(&u->resp, fr.backend_hdr);
 	fr.backend_name.p = sb->conf->name;
 	fr.backend_name.len = sb->name_len;
 	fr.via.p = u->resp.minor == 0 ? "1.0 ringproxy" : "1.1 ringproxy";

@@ -1316,6 +1316,15 @@ static void http1_out_init(struct http1_out *o, struct iovec *iov, int iovmax,
 	o->bad = false;
 }
 
+void http1_drop_named(struct http1_msg *m, struct http1_str name)
+{
+	if (name.len == 0)
+		return;
+	for (unsigned i = 0; i < m->nheaders; i++)
+		if (http1_slice_ieq(m->headers[i].name, name))
+			m->headers[i].flags |= HTTP1_HDR_DROP;
+}
+
 int http1_write_request(const struct http1_msg *m, const struct http1_fwd_req *f,
 			struct iovec *iov, int iovmax, char *scratch,
 			size_t scratchlen)

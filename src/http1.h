@@ -54,7 +54,9 @@ enum http1_framing {
 #define HTTP1_HDR_HOST     0x10u  /* Host (requests) */
 #define HTTP1_HDR_DROP     0x40u  /* set by the caller, not the parser:
 				     the request writer leaves the line out
-				     (the caller sends its own in extra) */
+				     (the caller sends its own in extra);
+				     in a response, the cache does not
+				     store it (http1_drop_named) */
 #define HTTP1_HDR_UNDERSCORE 0x20u /* a '_' in the name: dropped from
 				     forwarded requests unless asked to keep
 				     (servers that map headers to variables
@@ -260,6 +262,11 @@ ssize_t http1_write_simple(char *out, size_t outlen, int status, bool close,
 
 /* Reason phrase for a status code ("Bad Gateway"), "Unknown" if none. */
 const char *http1_reason(int status);
+
+/* Flag every header of m named name (any case; len 0: none)
+ * HTTP1_HDR_DROP: a backend's own header of the name of ours is neither
+ * stored by the cache nor, through f->backend_hdr, relayed. Pure. */
+void http1_drop_named(struct http1_msg *m, struct http1_str name);
 
 /* Case-insensitive compare of a slice with a NUL-terminated lowercase
  * literal. */
