@@ -57,6 +57,11 @@ enum http1_framing {
 				     (the caller sends its own in extra);
 				     in a response, the cache does not
 				     store it (http1_drop_named) */
+#define HTTP1_HDR_FWD      0x80u  /* requests: a forwarding header a
+				     client can set (Forwarded,
+				     X-Forwarded-Host, -Port, X-Original-URL,
+				     ...: see http1.c); dropped when the
+				     writer is told to (drop_fwd) */
 #define HTTP1_HDR_UNDERSCORE 0x20u /* a '_' in the name: dropped from
 				     forwarded requests unless asked to keep
 				     (servers that map headers to variables
@@ -218,6 +223,9 @@ struct http1_fwd_req {
 	struct http1_str extra;     /* more header lines of ours, each ending
 				       in CRLF (a revalidation's
 				       If-None-Match); len 0: none */
+	bool drop_fwd;              /* leave out HTTP1_HDR_FWD headers: the
+				       answer may be stored under a key
+				       they are not part of */
 };
 
 /* What the proxy adds to a response head it relays. */

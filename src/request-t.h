@@ -115,6 +115,9 @@ struct request {
 					   released by req_end) */
 	const char *cache_fwd;          /* Cache-Status fwd= of a forwarded
 					   response, NULL: no Cache-Status */
+	bool shared;                    /* the cache may serve or store its
+					   answer: the client's forwarding
+					   headers are not forwarded */
 	bool collapsed;                 /* it waited for another's fetch */
 	struct cache_obj *stale;        /* the expired object it found (a
 					   reference): answers instead of a

@@ -131,6 +131,7 @@ void req_begin(struct request *rq, size_t head_len, uint64_t rid)
 	}
 	rq->close_after = !rq->msg.keep_alive || w->stopping;
 	rq->cache_fwd = NULL;
+	rq->shared = false;
 	rq->collapsed = false;
 	rq->stale = NULL;
 	rq->cond_len = 0;
@@ -1072,6 +1073,7 @@ static bool req_cache_lookup(struct request *rq)
 		rq->cache_fwd = "bypass";
 		return false;
 	}
+	rq->shared = true;
 	klen = cachectl_key(&rq->msg, key, sizeof(key));
 	if (klen < 0) {
 		rq->cache_fwd = "bypass";       /* a key too long to keep */

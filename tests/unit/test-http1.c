@@ -449,7 +449,7 @@ static int round_trip_request(const struct http1_msg *m)
 {
 	static const struct http1_fwd_req f = {
 		{ "", 0 }, { "10.0.0.1", 8 }, { "http", 4 }, { "1.1 ringproxy", 13 },
-		{ "backend", 7 }, false, { "", 0 },
+		{ "backend", 7 }, false, { "", 0 }, false,
 	};
 	struct iovec iov[64];
 	char scratch[4096], out[16384];
@@ -966,7 +966,7 @@ static void test_write_request(void)
 		"X-Forwarded-For: 10.0.0.9\r\nVia: 1.1 ringproxy\r\n\r\n";
 	struct http1_fwd_req f = {
 		{ "/pre", 4 }, { "10.0.0.9", 8 }, { "http", 4 }, { "1.1 ringproxy", 13 },
-		{ "be", 2 }, false, { "", 0 },
+		{ "be", 2 }, false, { "", 0 }, false,
 	};
 	struct http1_header h[32];
 	struct http1_msg m;
@@ -1024,6 +1024,45 @@ static void test_write_request(void)
 	n = http1_write_request(&m, &f, iov, 16, scratch, sizeof(scratch));
 	gather(iov, n, out);
 	tap_is_str(out, wantabsdots, "writer: absolute-form dot-segments removed before the prefix");
+
+	/* the forwarding headers a client can set: left out when the answer
+	 * may be shared, relayed otherwise (or when Connection names one) */
+	{
+		static const char infwd[] =
+			"GET /f HTTP/1.1\r\nHost: h\r\nX-Forwarded-Host: evil.example\r\n"
+			"Forwarded: host=evil.example;proto=https\r\nX-Forwarded-Port: 8443\r\n"
+			"X-Original-URL: /admin\r\nx-rewrite-url: /a\r\nX-Forwarded-Prefix: /p\r\n"
+			"X-Forwarded-Scheme: https\r\nX-Forwarded-Server: s\r\nX-Forwarded-Ssl: on\r\n"
+			"X-Host: x\r\nX-Forwarded-Hostx: kept\r\n\r\n";
+		static const char wantfwd[] =
+			"GET /f HTTP/1.1\r\nHost: h\r\nX-Forwarded-Hostx: kept\r\n"
+			"X-Forwarded-For: 10.0.0.9\r\nVia: 1.1 ringproxy\r\n\r\n";
+		static const char inconn[] =
+			"GET /f HTTP/1.1\r\nHost: h\r\nConnection: X-Forwarded-Host\r\n"
+			"X-Forwarded-Host: e\r\n\r\n";
+		static const char wantconn[] =
+			"GET /f HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 10.0.0.9\r\nVia: 1.1 ringproxy\r\n\r\n";
+
+		f.prefix = (struct http1_str){ "", 0 };
+		http1_msg_init(&m);
+		tap_ok(http1_parse_request(&m, h, infwd, sizeof(infwd) - 1, &lim_default) > 0,
+		       "writer: forwarding headers parse");
+		f.drop_fwd = true;
+		n = http1_write_request(&m, &f, iov, 16, scratch, sizeof(scratch));
+		gather(iov, n, out);
+		tap_is_str(out, wantfwd, "writer: drop_fwd leaves out Forwarded, X-Forwarded-Host/-Port/..., "
+			   "X-Original-URL, X-Rewrite-URL, X-Host");
+		f.drop_fwd = false;
+		n = http1_write_request(&m, &f, iov, 16, scratch, sizeof(scratch));
+		gather(iov, n, out);
+		tap_ok(strstr(out, "X-Forwarded-Host: evil.example\r\n") && strstr(out, "X-Original-URL: /admin\r\n"),
+		       "writer: without drop_fwd they are relayed");
+		http1_msg_init(&m);
+		http1_parse_request(&m, h, inconn, sizeof(inconn) - 1, &lim_default);
+		n = http1_write_request(&m, &f, iov, 16, scratch, sizeof(scratch));
+		gather(iov, n, out);
+		tap_is_str(out, wantconn, "writer: Connection can still make one hop-by-hop");
+	}
 }
 
 static void test_write_response(void)
@@ -1140,7 +1179,7 @@ static void test_write_dropped(void)
 		"HTTP/1.1 200 OK\r\nx-ringproxy-backend: evil\r\nX-Ringproxy-Backend2: ok\r\n"
 		"Content-Length: 0\r\nX-Cache-Node: cache1\r\n\r\n";
 	struct http1_fwd_req f = {
-		{ "", 0 }, { "10.0.0.9", 8 }, { "", 0 }, { "1.1 ringproxy", 13 }, { "be", 2 }, false, { "", 0 },
+		{ "", 0 }, { "10.0.0.9", 8 }, { "", 0 }, { "1.1 ringproxy", 13 }, { "be", 2 }, false, { "", 0 }, false,
 	};
 	struct http1_fwd_resp fr = {
 		{ "X-Ringproxy-Backend", 19 }, { "cache1", 6 }, { "", 0 }, false, false, false, { "", 0 },
