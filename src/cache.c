@@ -369,10 +369,10 @@ static bool cache_node_is(const struct cache_node *n, uint64_t hash,
 	if (n->kind == CACHE_K_OBJ) {
 		const struct cache_obj *o = (const struct cache_obj *)n;
 
-		return o->keylen == len && memcmp(cache_obj_key(o), key, len) == 0;
+		return o->keylen == len && (!key || memcmp(cache_obj_key(o), key, len) == 0);
 	}
 	return ((const struct cache_fill *)n)->keylen == len
-	       && memcmp(((const struct cache_fill *)n)->key, key, len) == 0;
+	       && (!key || memcmp(((const struct cache_fill *)n)->key, key, len) == 0);
 }
 
 /* The next node of key (hash, key, len) from slot *pos on (start at
