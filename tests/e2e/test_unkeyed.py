@@ -24,36 +24,6 @@ t = harness.Tap()
 ECHOED = ("host", "x-forwarded-host", "forwarded", "x-forwarded-port", "x-original-url")
 
 
-def read_body(fake, s, head, rest):
-    """The request body after head (Content-Length or chunked), decoded,
-    and the bytes after it."""
-    h = {k.strip().lower(): v.strip() for k, _, v in
-         (ln.partition(":") for ln in head.decode("latin-1").split("\r\n")[1:])}
-    if "content-length" in h:
-        n = int(h["content-length"])
-        while len(rest) < n:
-            d = s.recv(65536)
-            if not d:
-                break
-            rest += d
-        return h, rest[:n], rest[n:]
-    if h.get("transfer-encoding", "").lower() == "chunked":
-        body = b""
-        while True:
-            while b"\r\n" not in rest:
-                rest += s.recv(65536)
-            line, _, rest = rest.partition(b"\r\n")
-            size = int(line.split(b";")[0], 16)
-            while len(rest) < size + 2:
-                rest += s.recv(65536)
-            # the last chunk's CRLF is the end of the (empty) trailers:
-            # ringproxy forwards none
-            body, rest = body + rest[:size], rest[size + 2:]
-            if size == 0:
-                return h, body, rest
-    return h, b"", rest
-
-
 class Origin:
     """The backend: answers every request 200 with the headers in ECHOED
     and the request body echoed in its body, cacheable (max-age=60, or
@@ -69,12 +39,7 @@ class Origin:
         self.port = self.fake.port
 
     def serve(self, fake, s, n):
-        rest = b""
-        while True:
-            head, rest = fake.read_head(s, rest)
-            if not head:
-                return
-            h, body, rest = read_body(fake, s, head, rest)
+        for head, h, body in fake.requests(s):
             method, target = head.split(b" ")[:2]
             with self.lock:
                 self.seen.append((method.decode(), target.decode(), h, body))
