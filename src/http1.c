@@ -453,9 +453,9 @@ static enum http1_kind http1_kind(struct http1_str n)
 	case 4:
 		return HTTP1_IEQ(n, "host") ? K_HOST : K_OTHER;
 	case 6:
-		if (HTTP1_IEQ(n, "x-host"))
-			return K_FWD;
-		return HTTP1_IEQ(n, "expect") ? K_EXPECT : K_OTHER;
+		if (HTTP1_IEQ(n, "expect"))
+			return K_EXPECT;
+		return HTTP1_IEQ(n, "x-host") ? K_FWD : K_OTHER;
 	case 7:
 		if (HTTP1_IEQ(n, "upgrade"))
 			return K_UPGRADE;
@@ -469,17 +469,17 @@ static enum http1_kind http1_kind(struct http1_str n)
 	case 13:
 		return HTTP1_IEQ(n, "x-rewrite-url") ? K_FWD : K_OTHER;
 	case 14:
-		if (HTTP1_IEQ(n, "x-original-url"))
-			return K_FWD;
-		return HTTP1_IEQ(n, "content-length") ? K_CL : K_OTHER;
+		if (HTTP1_IEQ(n, "content-length"))
+			return K_CL;
+		return HTTP1_IEQ(n, "x-original-url") ? K_FWD : K_OTHER;
 	case 15:
-		if (HTTP1_IEQ(n, "x-forwarded-ssl"))
-			return K_FWD;
-		return HTTP1_IEQ(n, "x-forwarded-for") ? K_XFF : K_OTHER;
+		if (HTTP1_IEQ(n, "x-forwarded-for"))
+			return K_XFF;
+		return HTTP1_IEQ(n, "x-forwarded-ssl") ? K_FWD : K_OTHER;
 	case 16:
-		if (HTTP1_IEQ(n, "x-forwarded-host") || HTTP1_IEQ(n, "x-forwarded-port"))
-			return K_FWD;
-		return HTTP1_IEQ(n, "proxy-connection") ? K_HOP : K_OTHER;
+		if (HTTP1_IEQ(n, "proxy-connection"))
+			return K_HOP;
+		return HTTP1_IEQ(n, "x-forwarded-host") || HTTP1_IEQ(n, "x-forwarded-port") ? K_FWD : K_OTHER;
 	case 17:
 		if (HTTP1_IEQ(n, "transfer-encoding"))
 			return K_TE;
