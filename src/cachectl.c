@@ -392,6 +392,23 @@ void cachectl_request(const struct http1_msg *req, struct cachectl_req *out)
 		out->why = "method not cached";
 		return;
 	}
+	/* a GET with a body (RFC 9110 9.3.1 gives it no meaning) goes to
+	 * the backend with it, but its answer is keyed by the URL alone:
+	 * stored, it would serve what the body asked for to everyone
+	 * (fat-GET poisoning). Such requests bypass the cache instead:
+	 * neither served from it, nor stored, nor coalesced */
+	if (req->framing == HTTP1_BODY_CHUNKED ||
+	    (req->framing == HTTP1_BODY_LENGTH && req->content_length > 0)) {
+		out->why = "request body";
+		return;
+	}
+	/* no Host (HTTP/1.0) or an empty one: the backend gets its URL's
+	 * host or an empty Host, chosen per backend after the lookup, so
+	 * no one key names what was fetched */
+	if (req->authority.len == 0 && req->host.len == 0) {
+		out->why = "no Host";
+		return;
+	}
 	/* one pass over the header lines (this runs on every cacheable
 	 * request, hit or miss): the names' lengths tell most apart */
 	memset(&cc, 0, sizeof(cc));

@@ -373,6 +373,7 @@ static int fwd_begin(struct request *rq, int i, bool fresh, char *why, size_t wh
 	f.default_host.p = sb->host_hdr;
 	f.default_host.len = sb->host_hdr_len;
 	f.keep_underscores = rq->snap->conf->underscores_in_headers;
+	f.drop_fwd = rq->shared;
 	f.extra.p = rq->cond;
 	f.extra.len = rq->cond_len + rq->ae_len;
 	n = worker_scratch_fit(w, &u->scratch, &u->scratch_cap) < 0 ? -1 :
@@ -516,6 +517,7 @@ static int fwd_head(struct upstream *u, size_t head_len)
 	memset(&fr, 0, sizeof(fr));
 	fr.backend_hdr.p = conf->backend_header;
 	fr.backend_hdr.len = rq->snap->backend_header_len;
+	http1_drop_named(&u->resp, fr.backend_hdr);
 	fr.backend_name.p = sb->conf->name;
 	fr.backend_name.len = sb->name_len;
 	fr.via.p = u->resp.minor == 0 ? "1.0 ringproxy" : "1.1 ringproxy";

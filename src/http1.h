@@ -54,7 +54,14 @@ enum http1_framing {
 #define HTTP1_HDR_HOST     0x10u  /* Host (requests) */
 #define HTTP1_HDR_DROP     0x40u  /* set by the caller, not the parser:
 				     the request writer leaves the line out
-				     (the caller sends its own in extra) */
+				     (the caller sends its own in extra);
+				     in a response, the cache does not
+				     store it (http1_drop_named) */
+#define HTTP1_HDR_FWD      0x80u  /* requests: a forwarding header a
+				     client can set (Forwarded,
+				     X-Forwarded-Host, -Port, X-Original-URL,
+				     ...: see http1.c); dropped when the
+				     writer is told to (drop_fwd) */
 #define HTTP1_HDR_UNDERSCORE 0x20u /* a '_' in the name: dropped from
 				     forwarded requests unless asked to keep
 				     (servers that map headers to variables
@@ -216,6 +223,9 @@ struct http1_fwd_req {
 	struct http1_str extra;     /* more header lines of ours, each ending
 				       in CRLF (a revalidation's
 				       If-None-Match); len 0: none */
+	bool drop_fwd;              /* leave out HTTP1_HDR_FWD headers: the
+				       answer may be stored under a key
+				       they are not part of */
 };
 
 /* What the proxy adds to a response head it relays. */
@@ -271,6 +281,11 @@ ssize_t http1_write_simple(char *out, size_t outlen, int status, bool close,
 
 /* Reason phrase for a status code ("Bad Gateway"), "Unknown" if none. */
 const char *http1_reason(int status);
+
+/* Flag every header of m named name (any case; len 0: none)
+ * HTTP1_HDR_DROP: a backend's own header of the name of ours is neither
+ * stored by the cache nor, through f->backend_hdr, relayed. Pure. */
+void http1_drop_named(struct http1_msg *m, struct http1_str name);
 
 /* Case-insensitive compare of a slice with a NUL-terminated lowercase
  * literal. */

@@ -110,6 +110,10 @@ static void refresh_begin(struct refresh *r)
 		r->fill = NULL;
 		return;
 	}
+	/* the backend's own header of our backend header's name is not
+	 * stored (as fwd_head): a hit sends ours */
+	http1_drop_named(&resp, (struct http1_str){ r->w->snap->conf->backend_header,
+						    r->w->snap->backend_header_len });
 	if (resp.status == 304 && r->stale) {
 		struct cache_obj *o = NULL;
 

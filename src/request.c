@@ -131,6 +131,8 @@ void req_begin(struct request *rq, size_t head_len, uint64_t rid)
 	}
 	rq->close_after = !rq->msg.keep_alive || w->stopping;
 	rq->cache_fwd = NULL;
+	rq->shared = false;
+	rq->inval.len = 0;
 	rq->collapsed = false;
 	rq->stale = NULL;
 	rq->cond_len = 0;
@@ -391,18 +393,8 @@ static void req_cache_response(struct request *rq, const struct http1_msg *resp,
 		if (!stored)
 			rq->fill = NULL;        /* freed by begin or abort */
 	}
-	if (rq->cc.kind == CACHECTL_INVALIDATE && rq->cache_fwd &&
-	    cachectl_invalidates(rq->msg.method_id, resp->status)) {
-		char key[REQ_KEY_MAX];
-		ssize_t klen = cachectl_key(&rq->msg, key, sizeof(key));
-
-		if (klen >= 0) {
-			struct cache_key k;
-
-			cache_key_init(cache, &k, key, (size_t)klen);
-			cache_invalidate(cache, &k);
-		}
-	}
+	if (rq->inval.len && cachectl_invalidates(rq->msg.method_id, resp->status))
+		cache_invalidate(cache, &rq->inval);
 	if (!rq->cache_fwd)
 		return;
 	fr->extra.p = req_cache_status(rq->cache_fwd, stored);
@@ -1068,10 +1060,21 @@ static bool req_cache_lookup(struct request *rq)
 	if (rq->snap->conf->cache_size == 0)
 		return false;           /* off: no Cache-Status either */
 	cachectl_request(&rq->msg, &rq->cc);
+	if (rq->cc.kind == CACHECTL_INVALIDATE) {
+		/* the key now (RFC 9111 4.4 names the request's URL): once a
+		 * large body has streamed through the read buffer, its head's
+		 * bytes are gone */
+		klen = cachectl_key(&rq->msg, key, sizeof(key));
+		if (klen > 0) {
+			cache_key_init(cache, &rq->inval, key, (size_t)klen);
+			rq->inval.p = NULL;
+		}
+	}
 	if (rq->cc.kind == CACHECTL_PASS || rq->cc.kind == CACHECTL_INVALIDATE) {
 		rq->cache_fwd = "bypass";
 		return false;
 	}
+	rq->shared = true;
 	klen = cachectl_key(&rq->msg, key, sizeof(key));
 	if (klen < 0) {
 		rq->cache_fwd = "bypass";       /* a key too long to keep */

@@ -58,7 +58,7 @@ class Backend:
         self.port = self.fake.port
 
     def handler(self, fake, s, n):
-        for method, target, head in fake.requests(s):
+        for method, target, head, _, _ in fake.requests(s):
             client = re.search(rb"\r\nx-client:", head, re.I) is not None
             with self.lock:
                 self.reqs.append((method, target, n, client))

@@ -50,7 +50,7 @@ class Backend:
             return self.counts.get((method, path), 0)
 
     def handler(self, fake, s, n):
-        for method, target, head in fake.requests(s):
+        for method, target, head, _, _ in fake.requests(s):
             p = target.split("?")[0]
             host = re.search(rb"\r\nhost: *([^\r]*)", head, re.I)
             with lock:

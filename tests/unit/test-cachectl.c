@@ -239,6 +239,17 @@ static const struct req_case req_cases[] = {
 	RQ("no-store", "Cache-Control: no-store\r\n", CACHECTL_LOOKUP, CACHECTL_RQ_NO_STORE, -1, 0),
 	RQ("Authorization", "Authorization: Bearer x\r\n", CACHECTL_LOOKUP, CACHECTL_RQ_AUTH, -1, 0),
 	RQ("Pragma: no-cache not read", "Pragma: no-cache\r\n", CACHECTL_LOOKUP, 0, -1, 0),
+	/* a body, or no Host to key by: neither served nor stored */
+	{ "GET with a body", "GET /page HTTP/1.1\r\nHost: h.example\r\nCache-Control: no-cache\r\n"
+	  "Content-Length: 12\r\n\r\nPOISON-CL-01", CACHECTL_PASS, 0, -1, 0 },
+	{ "GET with a chunked body", "GET /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+	  CACHECTL_PASS, 0, -1, 0 },
+	{ "HEAD with a body", "HEAD /x HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\nx",
+	  CACHECTL_PASS, CACHECTL_RQ_HEAD, -1, 0 },
+	RQ("Content-Length: 0 is no body", "Content-Length: 0\r\n", CACHECTL_LOOKUP, 0, -1, 0),
+	{ "HTTP/1.0 without Host", "GET /x HTTP/1.0\r\n\r\n", CACHECTL_PASS, 0, -1, 0 },
+	{ "empty Host", "GET /x HTTP/1.1\r\nHost: \r\n\r\n", CACHECTL_PASS, 0, -1, 0 },
+	{ "HTTP/1.0 absolute-form: its authority", "GET http://a/x HTTP/1.0\r\n\r\n", CACHECTL_LOOKUP, 0, -1, 0 },
 };
 
 static void test_requests(void)
