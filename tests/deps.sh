@@ -5,7 +5,8 @@
 #   build: compile and run (the demo); test: + clang/libFuzzer and the tools
 #   the tests use (scdoc, man and groff for the man pages, Varnish for the
 #   test in front of real caches, promtool from prometheus checks /metrics,
-#   headless chromium renders the admin page, wrk drives the soak); bench:
+#   headless chromium renders the admin page, wrk drives the soak, nginx,
+#   haproxy and nutcracker place keys for the compatible schemes); bench:
 #   + haproxy, nginx, wrk and Varnish (tests/bench/ramp.sh)
 set -euo pipefail
 
@@ -16,6 +17,7 @@ build) ;;
 test) want+=(clang libclang-rt-14-dev iproute2 util-linux
             scdoc man-db groff-base        # the man pages, built and rendered
             varnish                        # tests/e2e/test_varnish.py
+            nginx-light haproxy nutcracker # tests/e2e/test_compat.py
             prometheus chromium            # promtool for /metrics, the page
             wrk) ;;                        # tests/bench/soak.sh
 bench) want+=(haproxy nginx-light wrk varnish) ;;
