@@ -301,6 +301,13 @@ def test_nginx(caches, urls, host):
             "nginx: ringproxy import nginx reads it: scheme = nginx, 5 backends", err)
     t.check(f"id = {host}:{caches[1].port}\n" in ini,
             "nginx: the server by host name keeps its string as written as its id", ini)
+    # the same file with a placement ringproxy does not reproduce
+    modulo = H.write("nginx-modulo.conf", conf.replace("hash $request_uri consistent;", "hash $request_uri;"))
+    line = conf.splitlines().index("        hash $request_uri consistent;") + 1
+    rc2, out2, err2 = imported("nginx", modulo)
+    t.check(rc2 == 1 and out2 == "" and err2.startswith(f"{modulo}:{line}: hash without consistent"),
+            f"nginx: hash without consistent is refused as FILE:{line}, exit 1, nothing printed",
+            f"exit {rc2}\n{out2[:500]}\n{err2}")
     if rc == 0 and ok:
         through_ringproxy("nginx", ini, urls, placed)
 
@@ -503,6 +510,9 @@ def test_nutcracker(keys, hash_name):
 
 
 def main():
+    r = subprocess.run([RP, "import", "nginx"], capture_output=True, text=True, timeout=30)
+    t.check(r.returncode == 2 and r.stderr.startswith("usage: ringproxy import nginx FILE"),
+            "ringproxy import without a file: usage, exit 2", f"exit {r.returncode}\n{r.stderr}")
     missing = [n for n, exe in (("nginx", NGINX), ("haproxy", HAPROXY), ("nutcracker", NUTCRACKER)) if not exe]
     if missing:
         raise RuntimeError(f"{', '.join(missing)} not installed: bash tests/deps.sh test")
