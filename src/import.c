@@ -237,6 +237,46 @@ static struct import_server *import_server_add(struct import_src *s, struct impo
 	return &r->srv[r->n++];
 }
 
+/* The sections of a file a reader may take (upstream blocks, backends,
+ * pools), as it meets them, and the words of the messages about them. */
+struct import_choice {
+	const char *word;               /* "upstream" */
+	const char *none;               /* the message when there is none */
+	const char *several;            /* "upstream blocks" */
+	const char *option;             /* "--upstream" */
+	int found;
+	char names[512];                /* for a message */
+};
+
+/* A section named name was met: list it, and take it into r->pool when it
+ * is the one asked for (which), or the first without. */
+static void import_offer(struct import_choice *c, struct import_ring *r, const char *name, const char *which)
+{
+	size_t l = strlen(c->names);
+
+	c->found++;
+	if (which ? strcmp(name, which) == 0 : c->found == 1)
+		snprintf(r->pool, sizeof(r->pool), "%s", name);
+	if (l + strlen(name) + 3 < sizeof(c->names))
+		snprintf(c->names + l, sizeof(c->names) - l, "%s%s", l ? ", " : "", name);
+}
+
+/* Once every section has been offered: 0 when one is taken, else -1 with
+ * the error (none, not the one asked for, several and none asked for). */
+static int import_chosen(struct import_src *s, const struct import_choice *c, const struct import_ring *r,
+			 const char *which)
+{
+	if (c->found == 0)
+		import_err(s, 0, "%s", c->none);
+	else if (which && strcmp(r->pool, which) != 0)
+		import_err(s, 0, "no %s %s; there is %s", c->word, which, c->names);
+	else if (!which && c->found > 1)
+		import_err(s, 0, "%d %s (%s); choose one with %s NAME", c->found, c->several, c->names, c->option);
+	else
+		return 0;
+	return -1;
+}
+
 /*
  * host[:port] (or [v6][:port]) of addr into sv; dport when no port is
  * written (-1: a port is required). 0, or -1 with an error at line.
@@ -652,8 +692,10 @@ static void import_ngx_upstream(struct import_ngx *x, struct import_ring *r)
 static void import_nginx(struct import_src *src, const char *which, struct import_ring *r)
 {
 	struct import_ngx *x = calloc(1, sizeof(*x));
-	char names[512] = "";
-	int rc, depth = 0, found = 0;
+	struct import_choice ch = { "upstream", "no upstream block; import reads the file that holds it "
+				    "(an include is not followed: give it the output of nginx -T)",
+				    "upstream blocks", "--upstream", 0, "" };
+	int rc, depth = 0;
 
 	if (!x) {
 		import_err(src, 0, "out of memory");
@@ -680,15 +722,7 @@ static void import_nginx(struct import_src *src, const char *which, struct impor
 			if (!up)
 				continue;
 			if (pass == 0) {
-				size_t l = strlen(names);
-
-				found++;
-				if (found == 1)
-					snprintf(r->pool, sizeof(r->pool), "%s", x->arg[1]);
-				if (which && strcmp(x->arg[1], which) == 0)
-					snprintf(r->pool, sizeof(r->pool), "%s", x->arg[1]);
-				if (l + strlen(x->arg[1]) + 3 < sizeof(names))
-					snprintf(names + l, sizeof(names) - l, "%s%s", l ? ", " : "", x->arg[1]);
+				import_offer(&ch, r, x->arg[1], which);
 				continue;
 			}
 			if (strcmp(x->arg[1], r->pool) == 0 && !r->pool_line) {
@@ -705,19 +739,8 @@ static void import_nginx(struct import_src *src, const char *which, struct impor
 		}
 		if (pass > 0)
 			break;
-		if (found == 0) {
-			import_err(src, 0, "no upstream block; import reads the file that holds it (an include "
-				   "is not followed: give it the output of nginx -T)");
+		if (import_chosen(src, &ch, r, which) < 0)
 			goto out;
-		}
-		if (which && strcmp(r->pool, which) != 0) {
-			import_err(src, 0, "no upstream %s; there is %s", which, names);
-			goto out;
-		}
-		if (!which && found > 1) {
-			import_err(src, 0, "%d upstream blocks (%s); choose one with --upstream NAME", found, names);
-			goto out;
-		}
 	}
 	if (src->m->nerr == 0 && r->n == 0)
 		import_err(src, r->pool_line, "upstream %s has no server", r->pool);
@@ -1042,9 +1065,10 @@ static void import_hap_line(struct import_src *s, struct import_hap_proxy *px, b
 static void import_haproxy(struct import_src *src, const char *which, struct import_ring *r)
 {
 	struct import_hap_proxy *dflt = NULL, cur;
-	char *buf = malloc(16384), *arg[IMPORT_MAX_ARGS], names[512] = "";
+	char *buf = malloc(16384), *arg[IMPORT_MAX_ARGS];
+	struct import_choice ch = { "backend", "no backend or listen section with servers",
+				    "backends with servers", "--backend", 0, "" };
 	size_t ndflt = 0;
-	int found = 0;
 
 	r->fmt = "haproxy";
 	r->scheme = "haproxy";
@@ -1094,15 +1118,8 @@ static void import_haproxy(struct import_src *src, const char *which, struct imp
 					}
 					dflt[0] = cur;
 				}
-				if (pass == 0 && in_proxy && cur.has_servers) {
-					size_t l = strlen(names);
-
-					found++;
-					if (found == 1 || (which && strcmp(cur.name, which) == 0))
-						snprintf(r->pool, sizeof(r->pool), "%s", cur.name);
-					if (l + strlen(cur.name) + 3 < sizeof(names))
-						snprintf(names + l, sizeof(names) - l, "%s%s", l ? ", " : "", cur.name);
-				}
+				if (pass == 0 && in_proxy && cur.has_servers)
+					import_offer(&ch, r, cur.name, which);
 				if (pass == 1 && chosen)
 					import_hap_check(&s, &cur, r);
 				in_proxy = strcmp(arg[0], "defaults") == 0 || strcmp(arg[0], "backend") == 0 ||
@@ -1120,32 +1137,15 @@ static void import_haproxy(struct import_src *src, const char *which, struct imp
 			if (in_proxy)
 				import_hap_line(&s, &cur, chosen, r, arg, n);
 		}
-		if (pass == 0 && in_proxy && cur.has_servers) {
-			size_t l = strlen(names);
-
-			found++;
-			if (found == 1 || (which && strcmp(cur.name, which) == 0))
-				snprintf(r->pool, sizeof(r->pool), "%s", cur.name);
-			if (l + strlen(cur.name) + 3 < sizeof(names))
-				snprintf(names + l, sizeof(names) - l, "%s%s", l ? ", " : "", cur.name);
-		}
+		if (pass == 0 && in_proxy && cur.has_servers)
+			import_offer(&ch, r, cur.name, which);
 		if (pass == 1) {
 			if (chosen)
 				import_hap_check(&s, &cur, r);
 			break;
 		}
-		if (found == 0) {
-			import_err(src, 0, "no backend or listen section with servers");
+		if (import_chosen(src, &ch, r, which) < 0)
 			goto out;
-		}
-		if (which && strcmp(r->pool, which) != 0) {
-			import_err(src, 0, "no backend %s with servers; there is %s", which, names);
-			goto out;
-		}
-		if (!which && found > 1) {
-			import_err(src, 0, "%d backends with servers (%s); choose one with --backend NAME", found, names);
-			goto out;
-		}
 	}
 	import_hap_number(r);
 out:
@@ -1260,9 +1260,9 @@ static void import_nc_key(struct import_src *s, struct import_ring *r, const cha
 static void import_ketama(struct import_src *src, const char *which, struct import_ring *r)
 {
 	struct import_src s = *src;
-	char *line = NULL, names[512] = "", hash[32] = "";
+	struct import_choice ch = { "pool", "no pool", "pools", "--pool", 0, "" };
+	char *line = NULL, hash[32] = "";
 	bool in_pool = false, in_servers = false;
-	int found = 0, taken = 0;
 
 	r->fmt = "ketama";
 	r->scheme = "ketama";
@@ -1296,17 +1296,11 @@ static void import_ketama(struct import_src *src, const char *which, struct impo
 				continue;
 			}
 			*colon = '\0';
-			found++;
-			in_pool = which ? strcmp(k, which) == 0 : found == 1;
+			import_offer(&ch, r, k, which);
+			in_pool = !r->pool_line && strcmp(r->pool, k) == 0;
 			in_servers = false;
-			if (in_pool) {
-				snprintf(r->pool, sizeof(r->pool), "%s", k);
+			if (in_pool)
 				r->pool_line = s.line;
-				taken++;
-			}
-			if (strlen(names) + strlen(k) + 3 < sizeof(names))
-				snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
-					 *names ? ", " : "", k);
 			continue;
 		}
 		if (!in_pool)
@@ -1343,15 +1337,8 @@ static void import_ketama(struct import_src *src, const char *which, struct impo
 	free(line);
 	if (src->m->nerr)
 		return;
-	if (found == 0) {
-		import_err(src, 0, "no pool");
-	} else if (!taken) {
-		import_err(src, 0, "no pool %s; there is %s", which, names);
-	} else if (!which && found > 1) {
-		import_err(src, 0, "%d pools (%s); choose one with --pool NAME", found, names);
-	} else if (r->n == 0) {
+	if (import_chosen(src, &ch, r, which) == 0 && r->n == 0)
 		import_err(src, r->pool_line, "pool %s has no server", r->pool);
-	}
 	/* twemproxy's defaults: distribution ketama, hash fnv1a_64 */
 	if (!*hash || strcmp(hash, "fnv1a_64") == 0)
 		r->key_hash = "fnv1a_64";

@@ -27,7 +27,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -155,6 +154,14 @@ def counts(placed):
     return ", ".join(f"{k} {n[k]}" for k in sorted(n))
 
 
+def answered(tag, placed, keys, what="URLs", by="caches"):
+    """Check that every key was answered by one of the five; True if so."""
+    ok = len(placed) == len(keys) and all(v in NAMES for v in placed.values())
+    t.check(ok, f"{tag}: {len(placed)} of {len(keys)} {what} answered by the 5 {by} ({counts(placed)})",
+            "\n".join(f"{k[:120]}: {v}" for k, v in placed.items() if v not in NAMES))
+    return ok
+
+
 def wait_port(port, proc, timeout=30):
     """True once something accepts on port, False if proc exited first."""
     def up():
@@ -180,12 +187,32 @@ def start(args, tag, port):
     return p
 
 
+def real_placement(tag, args, port, urls, during=None):
+    """Run a real proxy (args), send urls through it, stop it: its
+    placement, whether all five caches answered it, and what during()
+    returned while it ran."""
+    p = start(args, tag, port)
+    got = during() if during else None
+    placed = fetch(port, urls)
+    H.stop_pid(p)
+    return placed, answered(tag, placed, urls), got
+
+
 # ---- ringproxy ------------------------------------------------------------------
 
 def imported(fmt, path, *opts):
     """`ringproxy import FMT PATH OPTS`: (exit status, stdout, stderr)."""
     r = subprocess.run([RP, "import", fmt, path, *opts], capture_output=True, text=True, timeout=60)
     return r.returncode, r.stdout, r.stderr
+
+
+def import_ok(tag, fmt, path, more="", want=lambda ini: True):
+    """Check that `ringproxy import FMT path` printed scheme = FMT and 5
+    backends, and want(ini) (said as more): (exit status, the INI)."""
+    rc, ini, err = imported(fmt, path)
+    t.check(rc == 0 and f"\nscheme = {fmt} " in ini and ini.count("[backend ") == 5 and want(ini),
+            f"{tag}: ringproxy import {fmt} reads it: scheme = {fmt}, 5 backends{more}", err or ini)
+    return rc, ini
 
 
 def local(ini):
@@ -287,18 +314,12 @@ def test_nginx(caches, urls, host):
         servers.append(addr + (f" weight={w}" if w != 1 or i == 3 else ""))
     conf = nginx_conf(prefix, port, servers)
     path = H.write("nginx.conf", conf)
-    p = start([NGINX, "-p", prefix, "-e", f"{prefix}/error.log", "-c", path], "nginx", port)
-    placed = fetch(port, urls)
-    H.stop_pid(p)
-    ok = len(placed) == len(urls) and all(v in NAMES for v in placed.values())
-    t.check(ok, f"nginx: {len(placed)} of {len(urls)} URLs answered by the 5 caches ({counts(placed)})",
-            "\n".join(f"{u[:120]}: {v}" for u, v in placed.items() if v not in NAMES))
+    placed, ok, _ = real_placement("nginx", [NGINX, "-p", prefix, "-e", f"{prefix}/error.log", "-c", path],
+                                   port, urls)
     save_vectors("nginx", NGINX, conf, f"{NGINX} -p PREFIX -c nginx.conf",
                  [f"{s.split()[0]} weight {w}" for s, w in zip(servers, WEIGHTS)],
                  "the server string, ports included, is the identity", urls, placed)
-    rc, ini, err = imported("nginx", path)
-    t.check(rc == 0 and "scheme = nginx" in ini and ini.count("[backend ") == 5,
-            "nginx: ringproxy import nginx reads it: scheme = nginx, 5 backends", err)
+    rc, ini = import_ok("nginx", "nginx", path)
     t.check(f"id = {host}:{caches[1].port}\n" in ini,
             "nginx: the server by host name keeps its string as written as its id", ini)
     # the same file with a placement ringproxy does not reproduce
@@ -365,19 +386,12 @@ def test_haproxy(caches, urls):
     port = free_port()
     conf = haproxy_conf(prefix, port, caches)
     path = H.write("haproxy.cfg", conf)
-    p = start([HAPROXY, "-db", "-f", path], "haproxy", port)
-    ids = haproxy_ids(f"{prefix}/admin.sock")
-    placed = fetch(port, urls)
-    H.stop_pid(p)
-    ok = len(placed) == len(urls) and all(v in NAMES for v in placed.values())
-    t.check(ok, f"haproxy: {len(placed)} of {len(urls)} URLs answered by the 5 caches ({counts(placed)})",
-            "\n".join(f"{u[:120]}: {v}" for u, v in placed.items() if v not in NAMES))
+    placed, ok, ids = real_placement("haproxy", [HAPROXY, "-db", "-f", path], port, urls,
+                                     lambda: haproxy_ids(f"{prefix}/admin.sock"))
     save_vectors("haproxy", HAPROXY, conf, f"{HAPROXY} -db -f haproxy.cfg",
                  [f"{c.name} id {ids.get(c.name)} weight {w}" for c, w in zip(caches, WEIGHTS)],
                  "the id, from its stats socket, is the identity", urls, placed)
-    rc, ini, err = imported("haproxy", path)
-    t.check(rc == 0 and "scheme = haproxy" in ini and ini.count("[backend ") == 5,
-            "haproxy: ringproxy import haproxy reads it: scheme = haproxy, 5 backends", err)
+    rc, ini = import_ok("haproxy", "haproxy", path)
     written = dict(re.findall(r"\[backend (\S+)\]\nurl = [^\n]*\nweight = [^\n]*\nid = (\d+)\n", ini))
     t.check(written == ids and ids.get("c2") == "4" and ids.get("c4") == "5",
             f"haproxy: the ids written are haproxy's own ({', '.join(f'{k} {v}' for k, v in sorted(ids.items()))})",
@@ -388,53 +402,27 @@ def test_haproxy(caches, urls):
 
 # ---- nutcracker -----------------------------------------------------------------
 
-class FakeMemcached:
-    """A memcached on 127.0.0.1 for nutcracker's gets: `get KEY` is
-    answered with a value naming this server."""
-
-    def __init__(self, name):
-        self.name = name
-        self.ls = socket.socket()
-        self.ls.bind(("127.0.0.1", 0))
-        self.ls.listen(16)
-        self.port = self.ls.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                s, _ = self.ls.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(s,), daemon=True).start()
-
-    def _serve(self, s):
+def memcached(name):
+    """A fake memcached on 127.0.0.1 (a harness Fake) for nutcracker's
+    gets: `get KEY...` is answered with a value naming the server."""
+    def serve(fake, s, n):
         buf = b""
-        s.settimeout(60)
-        try:
-            while True:
-                while b"\r\n" not in buf:
-                    d = s.recv(65536)
-                    if not d:
-                        return
-                    buf += d
-                line, _, buf = buf.partition(b"\r\n")
-                words = line.split()
-                if len(words) >= 2 and words[0] == b"get":
-                    out = b""
-                    for k in words[1:]:
-                        v = self.name.encode()
-                        out += b"VALUE %s 0 %d\r\n%s\r\n" % (k, len(v), v)
-                    s.sendall(out + b"END\r\n")
-                else:
-                    s.sendall(b"ERROR\r\n")
-        except OSError:
-            pass
-        finally:
-            s.close()
-
-    def stop(self):
-        self.ls.close()
+        while True:
+            while b"\r\n" not in buf:
+                d = s.recv(65536)
+                if not d:
+                    return
+                buf += d
+            line, _, buf = buf.partition(b"\r\n")
+            words = line.split()
+            if len(words) < 2 or words[0] != b"get":
+                s.sendall(b"ERROR\r\n")
+                continue
+            v = name.encode()
+            s.sendall(b"".join(b"VALUE %s 0 %d\r\n%s\r\n" % (k, len(v), v) for k in words[1:]) + b"END\r\n")
+    f = H.Fake(serve)
+    f.name = name
+    return f
 
 
 def nutcracker_get(port, keys, deadline_s=120):
@@ -462,7 +450,7 @@ def nutcracker_get(port, keys, deadline_s=120):
 
 
 def test_nutcracker(keys, hash_name):
-    mcs = [FakeMemcached(n) for n in NAMES]
+    mcs = [memcached(n) for n in NAMES]
     port, stats = free_port(), free_port()
     # c3 without a name: its identity is host:port; the rest by name
     lines = "".join(f"   - 127.0.0.1:{m.port}:{w}{'' if i == 2 else ' ' + m.name}\n"
@@ -481,13 +469,9 @@ def test_nutcracker(keys, hash_name):
                  "the name, else host:port, is the identity; keys are memcached keys", keys, placed)
     for m in mcs:
         m.stop()
-    ok = len(placed) == len(keys) and all(v in NAMES for v in placed.values())
-    t.check(ok, f"{tag}: {len(placed)} of {len(keys)} keys answered by the 5 servers ({counts(placed)})",
-            "\n".join(f"{k[:120]}: {v}" for k, v in placed.items() if v not in NAMES))
-    rc, ini, err = imported("ketama", path)
-    t.check(rc == 0 and "scheme = ketama" in ini and ini.count("[backend ") == 5 and
-            ("key_hash = fnv1a_64" in ini) == (hash_name == "fnv1a_64"),
-            f"{tag}: ringproxy import ketama reads it: scheme = ketama, 5 backends", err)
+    ok = answered(tag, placed, keys, "keys", "servers")
+    rc, ini = import_ok(tag, "ketama", path, f", key_hash = fnv1a_64 {'' if hash_name == 'fnv1a_64' else 'not '}written",
+                        lambda ini: ("\nkey_hash = fnv1a_64\n" in ini) == (hash_name == "fnv1a_64"))
     if rc != 0 or not ok:
         return
     # the backend a url's port names is the server of that port

@@ -13,24 +13,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *buf = NULL;
-	size_t cap = 0;
-	ssize_t n;
-
-	if (!f)
-		return NULL;
-	n = getdelim(&buf, &cap, '\0', f);
-	fclose(f);
-	if (n < 0) {
-		free(buf);
-		return strdup("");
-	}
-	return buf;
-}
-
 static int format_of(const char *file)
 {
 	const char *dot = strrchr(file, '.');
@@ -78,8 +60,8 @@ static void check_file(const char *file, const char *which)
 
 	snprintf(ini_path, sizeof(ini_path), "%s%s%s.ini", file, which ? "." : "", which ? which : "");
 	snprintf(err_path, sizeof(err_path), "%s%s%s.err", file, which ? "." : "", which ? which : "");
-	ini = slurp(ini_path);
-	err = slurp(err_path);
+	ini = tap_slurp(ini_path);
+	err = tap_slurp(err_path);
 	rc = import_file(format_of(file), file, which, f, &m);
 	fclose(f);
 	msgs = joined(&m);
@@ -226,6 +208,7 @@ int main(int argc, char **argv)
 		{ "bad-nginx-brace.conf", NULL },
 		{ "haproxy.cfg", "thumbs" },
 		{ "haproxy.cfg", NULL },
+		{ "haproxy.cfg", "static-2" },
 		{ "haproxy-ids.cfg", NULL },
 		{ "bad-haproxy-balance.cfg", "thumbs" },
 		{ "bad-haproxy-balance.cfg", "other" },
@@ -235,6 +218,7 @@ int main(int argc, char **argv)
 		{ "nutcracker.yml", "thumbs" },
 		{ "nutcracker.yml", "sessions" },
 		{ "nutcracker.yml", NULL },
+		{ "nutcracker.yml", "memcached" },
 		{ "bad-nutcracker.yml", NULL },
 		{ "missing.conf", NULL },
 	};
