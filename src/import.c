@@ -237,6 +237,18 @@ static struct import_server *import_server_add(struct import_src *s, struct impo
 	return &r->srv[r->n++];
 }
 
+/* The server of r before the last one with the last one's id, or NULL:
+ * two servers the scheme hashes the same would get the same points. */
+static const struct import_server *import_same_id(const struct import_ring *r)
+{
+	const struct import_server *sv = &r->srv[r->n - 1];
+
+	for (size_t i = 0; i + 1 < r->n; i++)
+		if (strcmp(r->srv[i].id, sv->id) == 0)
+			return &r->srv[i];
+	return NULL;
+}
+
 /* The sections of a file a reader may take (upstream blocks, backends,
  * pools), as it meets them, and the words of the messages about them. */
 struct import_choice {
@@ -581,6 +593,7 @@ static void import_ngx_hash(struct import_ngx *x, struct import_ring *r)
 static void import_ngx_server(struct import_ngx *x, struct import_ring *r)
 {
 	struct import_src *s = &x->s;
+	const struct import_server *twin;
 	struct import_server *sv;
 	const char *addr = x->arg[1];
 	int line = x->dline, bad = 0;
@@ -634,6 +647,12 @@ static void import_ngx_server(struct import_ngx *x, struct import_ring *r)
 	}
 	/* the identity is the server string as written (ngx_http_upstream_hash_module) */
 	snprintf(sv->id, sizeof(sv->id), "%s", addr);
+	if ((twin = import_same_id(r))) {
+		import_err(s, line, "server %s is also written at line %d: nginx gives both the same "
+			   "points, which ringproxy does not reproduce; keep one", addr, twin->line);
+		r->n--;
+		return;
+	}
 	import_name(r, addr, sv->name);
 	sv->weight = down ? 0 : weight;
 	sv->was = down ? weight : -1;
@@ -896,18 +915,19 @@ static void import_hap_server(struct import_src *s, const struct import_hap_prox
 		r->n--;
 		return;
 	}
-	for (size_t i = 0; id && i + 1 < r->n; i++)
-		if (r->srv[i].explicit_id && strtol(r->srv[i].id, NULL, 10) == id) {
+	if (id) {
+		const struct import_server *twin;
+
+		snprintf(sv->id, sizeof(sv->id), "%ld", id);
+		sv->explicit_id = true;
+		if ((twin = import_same_id(r))) {
 			import_err(s, s->line, "server %s: id %ld is also server %s's (line %d)", arg[1], id,
-				   r->srv[i].name, r->srv[i].line);
+				   twin->name, twin->line);
 			r->n--;
 			return;
 		}
-	import_name(r, arg[1], sv->name);
-	if (id) {
-		snprintf(sv->id, sizeof(sv->id), "%ld", id);
-		sv->explicit_id = true;
 	}
+	import_name(r, arg[1], sv->name);
 	sv->weight = disabled ? 0 : weight;
 	sv->was = disabled ? weight : -1;
 	import_join(sv->src, sizeof(sv->src), arg, n);
@@ -1192,6 +1212,7 @@ static char *import_nc_scalar(char *v)
 /* `- host:port:weight [name]` of a pool's servers. */
 static void import_nc_server(struct import_src *s, struct import_ring *r, char *v)
 {
+	const struct import_server *twin;
 	struct import_server *sv;
 	char *name = strpbrk(v, " \t"), *w;
 	long weight;
@@ -1225,6 +1246,13 @@ static void import_nc_server(struct import_src *s, struct import_ring *r, char *
 		snprintf(sv->id, sizeof(sv->id), "%s", sv->host);
 	else
 		snprintf(sv->id, sizeof(sv->id), "%s", v);
+	if ((twin = import_same_id(r))) {
+		import_err(s, s->line, "server %s: its identity '%s' is also the server's at line %d: "
+			   "ketama gives both the same points; give one a name of its own", v, sv->id,
+			   twin->line);
+		r->n--;
+		return;
+	}
 	import_name(r, name && *name ? name : v, sv->name);
 	sv->weight = weight;
 	snprintf(sv->src, sizeof(sv->src), "- %s:%ld%s%s", v, weight, name ? " " : "", name ? name : "");
