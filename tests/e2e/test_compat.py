@@ -224,7 +224,12 @@ def local(ini):
 
 def through_ringproxy(tag, ini, urls, want):
     """Start ringproxy with ini, send urls, check each reaches the cache
-    it reached in want (the real proxy's placement)."""
+    it reached in want (the real proxy's placement). ini None: the import
+    or the real proxy failed, and so do both checks."""
+    if ini is None:
+        t.check(False, f"{tag}: ringproxy starts with the imported config (not run: nothing to compare)")
+        t.check(False, f"{tag}: every URL reaches the cache it reached before (not run: nothing to compare)")
+        return
     try:
         p = H.Proxy(RP, local(ini), tag=tag)
     except RuntimeError as e:
@@ -329,8 +334,7 @@ def test_nginx(caches, urls, host):
     t.check(rc2 == 1 and out2 == "" and err2.startswith(f"{modulo}:{line}: hash without consistent"),
             f"nginx: hash without consistent is refused as FILE:{line}, exit 1, nothing printed",
             f"exit {rc2}\n{out2[:500]}\n{err2}")
-    if rc == 0 and ok:
-        through_ringproxy("nginx", ini, urls, placed)
+    through_ringproxy("nginx", ini if rc == 0 and ok else None, urls, placed)
 
 
 # ---- haproxy --------------------------------------------------------------------
@@ -396,8 +400,7 @@ def test_haproxy(caches, urls):
     t.check(written == ids and ids.get("c2") == "4" and ids.get("c4") == "5",
             f"haproxy: the ids written are haproxy's own ({', '.join(f'{k} {v}' for k, v in sorted(ids.items()))})",
             f"haproxy: {ids}\nimport: {written}")
-    if rc == 0 and ok:
-        through_ringproxy("haproxy", ini, urls, placed)
+    through_ringproxy("haproxy", ini if rc == 0 and ok else None, urls, placed)
 
 
 # ---- nutcracker -----------------------------------------------------------------
@@ -473,6 +476,7 @@ def test_nutcracker(keys, hash_name):
     rc, ini = import_ok(tag, "ketama", path, f", key_hash = fnv1a_64 {'' if hash_name == 'fnv1a_64' else 'not '}written",
                         lambda ini: ("\nkey_hash = fnv1a_64\n" in ini) == (hash_name == "fnv1a_64"))
     if rc != 0 or not ok:
+        t.check(False, f"{tag}: ringproxy's ring names the same server for every key (not run: nothing to compare)")
         return
     # the backend a url's port names is the server of that port
     by_port = {str(m.port): m.name for m in mcs}
