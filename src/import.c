@@ -133,6 +133,15 @@ void import_msgs_free(struct import_msgs *m)
 
 /* ---- what every format shares ------------------------------------------ */
 
+/* A control character (a quoted newline) would end a comment of the INI
+ * early: each becomes '?'. In place. */
+static void import_clean(char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			*s = '?';
+}
+
 /* words[0..n) joined by spaces into out (a comment of the INI). */
 static void import_join(char *out, size_t len, char **words, int n)
 {
@@ -141,6 +150,7 @@ static void import_join(char *out, size_t len, char **words, int n)
 	out[0] = '\0';
 	for (int i = 0; i < n && used + 1 < len; i++)
 		used += (size_t)snprintf(out + used, len - used, "%s%s", i ? " " : "", words[i]);
+	import_clean(out);
 }
 
 /* Add what to r->dropped once: a directive or parameter the import
@@ -361,6 +371,7 @@ static void import_write(const struct import_ring *r, const char *file, FILE *ou
 		 "(line %d): the same placement, server for server, so that the caches keep their keys "
 		 "when ringproxy takes over. Check it: ringproxy -t -c FILE", r->fmt, r->what, r->pool,
 		 file, r->pool_line);
+	import_clean(text);
 	import_comment(out, text);
 	if (strcmp(r->fmt, "ketama") == 0)
 		import_comment(out, "A url below is the pool's memcached address: point it at the HTTP "
@@ -1240,6 +1251,12 @@ static void import_nc_server(struct import_src *s, struct import_ring *r, char *
 	}
 	/* twemproxy's identity (nc_conf.c): the name, else the host, with
 	 * ":port" unless the port is memcached's 11211 (libmemcached's rule) */
+	if (name && name[strcspn(name, " \t;#")]) {
+		import_err(s, s->line, "server %s: name '%s' holds a blank, ';' or '#', which an INI "
+			   "value cannot carry", v, name);
+		r->n--;
+		return;
+	}
 	if (name && *name)
 		snprintf(sv->id, sizeof(sv->id), "%s", name);
 	else if (sv->port == 11211)
