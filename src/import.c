@@ -998,12 +998,14 @@ static void import_hap_check(struct import_src *s, const struct import_hap_proxy
 				whole = true;
 			else if (strcmp(b[i], "path-only") == 0)
 				path_only = true;
-			else if ((strcmp(b[i], "len") == 0 || strcmp(b[i], "depth") == 0) && i + 1 < nb)
-				import_err(s, bl, "balance uri %s %s is not reproduced; ringproxy reproduces "
-					   "balance uri [whole | path-only]", b[i], b[i + 1]), i++;
-			else
-				import_err(s, bl, "balance uri %s is not reproduced; ringproxy reproduces "
-					   "balance uri [whole | path-only]", b[i]);
+			else {
+				/* len N and depth N: the parameter and its value in one message */
+				bool arg = (strcmp(b[i], "len") == 0 || strcmp(b[i], "depth") == 0) && i + 1 < nb;
+
+				import_err(s, bl, "balance uri %s%s%s is not reproduced; ringproxy reproduces "
+					   "balance uri [whole | path-only]", b[i], arg ? " " : "", arg ? b[i + 1] : "");
+				i += arg;
+			}
 		}
 		if (whole && path_only)
 			import_err(s, bl, "balance uri with both whole and path-only is not reproduced; "
@@ -1035,7 +1037,7 @@ static void import_hap_section(struct import_src *s, char **arg, int n, struct i
 	memset(cur, 0, sizeof(*cur));
 	cur->dflt_weight = 1;
 	cur->hbf = -1;
-	for (int i = 2; i + 1 < n; i++)
+	for (int i = 1; i + 1 < n; i++)
 		if (strcmp(arg[i], "from") == 0) {
 			from = NULL;
 			for (size_t j = 1; j < ndflt; j++)
