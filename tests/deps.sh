@@ -4,9 +4,9 @@
 # Usage: bash tests/deps.sh [build|test|bench]   (default: build)
 #   build: compile and run (the demo); test: + clang/libFuzzer and the tools
 #   the tests use (scdoc, man and groff for the man pages, Varnish for the
-#   test in front of real caches, nutcracker for ketama's owners, promtool
-#   from prometheus checks /metrics, headless chromium renders the admin
-#   page, wrk drives the soak); bench:
+#   test in front of real caches, promtool from prometheus checks /metrics,
+#   headless chromium renders the admin page, wrk drives the soak, nginx,
+#   haproxy and nutcracker place keys for the compatible schemes); bench:
 #   + haproxy, nginx, wrk and Varnish (tests/bench/ramp.sh)
 set -euo pipefail
 
@@ -17,7 +17,7 @@ build) ;;
 test) want+=(clang libclang-rt-14-dev iproute2 util-linux
             scdoc man-db groff-base        # the man pages, built and rendered
             varnish                        # tests/e2e/test_varnish.py
-            nutcracker                     # tests/unit compat-ring-live
+            nginx-light haproxy nutcracker # test_compat, unit compat-ring-live
             prometheus chromium            # promtool for /metrics, the page
             wrk) ;;                        # tests/bench/soak.sh
 bench) want+=(haproxy nginx-light wrk varnish) ;;

@@ -10,24 +10,6 @@
 #include <dirent.h>
 #include <stdlib.h>
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *buf = NULL;
-	size_t cap = 0;
-	ssize_t n;
-
-	if (!f)
-		return NULL;
-	n = getdelim(&buf, &cap, '\0', f);
-	fclose(f);
-	if (n < 0) {
-		free(buf);
-		return strdup("");
-	}
-	return buf;
-}
-
 static void check_defaults(void)
 {
 	struct conf_errors errs;
@@ -153,7 +135,7 @@ static void check_bad(const char *dir, const char *name)
 
 	snprintf(ini, sizeof(ini), "%s/%s.ini", dir, name);
 	snprintf(err, sizeof(err), "%s/%s.err", dir, name);
-	want = slurp(err);
+	want = tap_slurp(err);
 	if (!tap_ok(want != NULL, "%s.err exists", name))
 		return;
 	c = conf_load(ini, &errs);
