@@ -22,7 +22,7 @@
 
 #define EXPLAIN_HOST "ringproxy.invalid"
 
-int explain_target_parse(struct explain_target *t, int mode, const char *target, size_t len,
+int explain_target_parse(struct explain_target *t, int scheme, int mode, const char *target, size_t len,
 			 const char *host, char *err, size_t errlen)
 {
 	static const struct http1_limits lim = { .max_head = SIZE_MAX / 4, .max_headers = 4 };
@@ -67,7 +67,7 @@ int explain_target_parse(struct explain_target *t, int mode, const char *target,
 		memcpy(p + head + t->keylen, v[i].iov_base, v[i].iov_len);
 		t->keylen += v[i].iov_len;
 	}
-	t->pos = ring_hash_parts2(v, n, &t->u);
+	t->pos = ring_key_pos((enum ring_scheme)scheme, v, n, &t->u);
 	return 0;
 }
 
@@ -86,12 +86,20 @@ void explain_target_free(struct explain_target *t)
 static void explain_ramp(struct explain *e, const struct snapshot *s, uint64_t u, int64_t now_ms)
 {
 	const struct snap_ramp *r = s->ramp;
+	uint64_t pos[SNAP_RAMP_STEPS];
+	struct iovec v = { (void *)(uintptr_t)e->key, e->keylen };
 	int prev, to;
 
 	e->ramp_prev = -1;
 	if (!r || now_ms >= r->end_ms || e->owner < 0)
 		return;
-	to = ring_ramp_owner(r->step, r->nsteps, e->pos, u, now_ms, &prev);
+	/* a step's ring made under another scheme places the key by its
+	 * own hash (the key as given: one of another [ring] key is not
+	 * known here) */
+	for (size_t i = 0; i < r->nsteps; i++)
+		pos[i] = r->step[i].ring->scheme == s->ring->scheme ? e->pos :
+			 ring_key_pos(r->step[i].ring->scheme, &v, 1, NULL);
+	to = ring_ramp_owner_at(r->step, r->nsteps, pos, u, now_ms, &prev);
 	if (prev < 0 || prev == e->owner)
 		return;
 	e->ramp_prev = prev;
@@ -116,7 +124,7 @@ void explain_key(struct explain *e, const struct snapshot *s, const char *key, s
 	memset(e, 0, sizeof(*e));
 	e->key = key;
 	e->keylen = len;
-	e->pos = ring_hash2(key, len, &u);
+	e->pos = ring_key_pos(s->ring->scheme, &(struct iovec){ (void *)(uintptr_t)key, len }, 1, &u);
 	e->owner = ring_lookup(s->ring, e->pos);
 	if (walk < 1)
 		walk = 1;

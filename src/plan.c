@@ -38,8 +38,9 @@ struct ring *plan_ring(const struct conf *c, char *err, size_t errlen)
 	for (size_t i = 0; i < c->nbackends; i++) {
 		m[i].name = c->backends[i].name;
 		m[i].weight = c->backends[i].weight;
+		m[i].id = *c->backends[i].id ? c->backends[i].id : NULL;
 	}
-	r = ring_build(m, c->nbackends, c->vnodes, err, errlen);
+	r = ring_build(m, c->nbackends, (enum ring_scheme)c->scheme, c->vnodes, err, errlen);
 	free(m);
 	return r;
 }
@@ -65,18 +66,21 @@ static size_t plan_key_count(const char *line, size_t len, uint64_t *count)
 	return k;
 }
 
-/* The position of line[0..n) under mode, in *pos: 1, 0 to skip it (an
- * empty line under a key mode), or -1 with err (not a request target). */
-static int plan_key_pos(struct explain_target *t, int mode, const char *line, size_t n,
+/* The position of line[0..n) under scheme and mode, in *pos: 1, 0 to skip
+ * it (an empty line under a key mode), or -1 with err (not a request
+ * target). */
+static int plan_key_pos(struct explain_target *t, int scheme, int mode, const char *line, size_t n,
 			uint64_t *pos, uint64_t *u, char *err, size_t errlen)
 {
 	if (mode == PLAN_RAW) {
-		*pos = ring_hash2(line, n, u);
+		struct iovec v = { (void *)(uintptr_t)line, n };
+
+		*pos = ring_key_pos((enum ring_scheme)scheme, &v, 1, u);
 		return 1;
 	}
 	if (n == 0)
 		return 0;
-	if (explain_target_parse(t, mode, line, n, NULL, err, errlen) < 0)
+	if (explain_target_parse(t, scheme, mode, line, n, NULL, err, errlen) < 0)
 		return -1;
 	*pos = t->pos;
 	*u = t->u;
@@ -127,8 +131,8 @@ static int plan_keys_grow(struct plan_keys *k, size_t *alloc, size_t *text_alloc
 	return 0;
 }
 
-int plan_keys_read(struct plan_keys *k, const char *path, int mode1, int mode2, int keep,
-		   int progress, char *err, size_t errlen)
+int plan_keys_read(struct plan_keys *k, const char *path, int scheme1, int mode1, int scheme2,
+		   int mode2, int keep, int progress, char *err, size_t errlen)
 {
 	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
 	struct explain_target t = { 0 };
@@ -146,7 +150,7 @@ int plan_keys_read(struct plan_keys *k, const char *path, int mode1, int mode2, 
 	if (md5_thread_init(err, errlen) < 0)
 		goto fail;
 	/* a first element, so that pos2 is grown with pos from then on */
-	if (mode2 != mode1 && !(k->pos2 = malloc(sizeof(*k->pos2)))) {
+	if ((mode2 != mode1 || scheme2 != scheme1) && !(k->pos2 = malloc(sizeof(*k->pos2)))) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
@@ -162,9 +166,9 @@ int plan_keys_read(struct plan_keys *k, const char *path, int mode1, int mode2, 
 		if (n > 0 && line[n - 1] == '\r')
 			n--;
 		len = plan_key_count(line, (size_t)n, &cnt);
-		r = plan_key_pos(&t, mode1, line, len, &p1, &u, why, sizeof(why));
+		r = plan_key_pos(&t, scheme1, mode1, line, len, &p1, &u, why, sizeof(why));
 		if (r > 0 && k->pos2)
-			r = plan_key_pos(&t, mode2, line, len, &p2, &u, why, sizeof(why));
+			r = plan_key_pos(&t, scheme2, mode2, line, len, &p2, &u, why, sizeof(why));
 		if (r < 0) {
 			snprintf(err, errlen, "%s:%zu: '%.*s' is %s; keys are request targets keyed by [ring] key, "
 				 "or give --raw-keys to hash lines as written", path, lineno, n > 80 ? 80 : (int)n, line, why);
@@ -903,8 +907,9 @@ static int plan_compute(struct plan_run *r, char *err, size_t errlen)
 	/* each file keys requests its own way ([ring] key) */
 	m1 = r->raw_keys ? PLAN_RAW : r->a.conf->key;
 	m2 = r->raw_keys || r->nfiles < 2 ? m1 : r->b.conf->key;
-	if (r->keyfile && plan_keys_read(&r->keys, r->keyfile, m1, m2, r->per_key, isatty(STDERR_FILENO),
-					 err, errlen) < 0)
+	if (r->keyfile && plan_keys_read(&r->keys, r->keyfile, r->a.conf->scheme, m1,
+					 r->nfiles < 2 ? r->a.conf->scheme : r->b.conf->scheme, m2, r->per_key,
+					 isatty(STDERR_FILENO), err, errlen) < 0)
 		return -1;
 	if (plan_side_ring(&r->a, keys, r->bf, err, errlen) < 0)
 		return -1;

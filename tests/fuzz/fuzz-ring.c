@@ -318,9 +318,9 @@ static void fuzz_built(struct fuzz_in *in, struct ring **ra, struct ring **rb)
 			err[0] = '\0';
 			if (ina & (1u << (x % FUZZ_NAMES))) {
 				ma[na] = two[0];
-				r = ring_build(ma, na + 1, va, err, sizeof(err));
+				r = ring_build(ma, na + 1, RING_SCHEME_RINGPROXY, va, err, sizeof(err));
 			} else {
-				r = ring_build(two, 2, va, err, sizeof(err));
+				r = ring_build(two, 2, RING_SCHEME_RINGPROXY, va, err, sizeof(err));
 			}
 			FUZZ_CHECK(r == NULL && strstr(err, "listed twice") != NULL);
 			continue;
@@ -333,8 +333,8 @@ static void fuzz_built(struct fuzz_in *in, struct ring **ra, struct ring **rb)
 		if (x & 0x10)
 			mb[nb++] = (struct ring_member){ name, wb };
 	}
-	*ra = ring_build(ma, na, va, err, sizeof(err));
-	*rb = ring_build(mb, nb, vb, err, sizeof(err));
+	*ra = ring_build(ma, na, RING_SCHEME_RINGPROXY, va, err, sizeof(err));
+	*rb = ring_build(mb, nb, RING_SCHEME_RINGPROXY, vb, err, sizeof(err));
 	FUZZ_CHECK(*ra != NULL && *rb != NULL);
 	for (size_t i = 0; i < na; i++)
 		FUZZ_CHECK((*ra)->npoints_of[i] == ring_points_for(va, ma[i].weight) &&

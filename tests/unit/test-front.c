@@ -64,7 +64,7 @@ static void check(int mode, const char *target, const char *want, const char *wh
 	else
 		tap_ok(klen == strlen(want) && memcmp(key, want, klen) == 0,
 		       "%s (%s): the whole %zu-byte key", what, mode_name(mode), strlen(want));
-	tap_ok(front_key_pos(mode, &m, NULL) == ring_hash(want, strlen(want)),
+	tap_ok(front_key_pos(RING_SCHEME_RINGPROXY, mode, &m, NULL) == ring_hash(want, strlen(want)),
 	       "%s (%s): position is MD5 of the whole key", what, mode_name(mode));
 	free(key);
 	free(req);
