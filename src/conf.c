@@ -1227,8 +1227,8 @@ static void conf_validate_scheme(struct conf_parse *ps)
 		return;
 	if (conf_line(c, "vnodes"))
 		conf_error(ps, conf_line(c, "vnodes"),
-			   "vnodes applies to scheme ringproxy only; scheme %s has %s's own points per unit of "
-			   "weight: remove vnodes", scheme, scheme);
+			   "vnodes applies to scheme ringproxy only (scheme %s has its proxy's fixed points per "
+			   "unit of weight); remove vnodes", scheme);
 	if (c->scheme == RING_SCHEME_HAPROXY && !conf_line(c, "key"))
 		c->key = CONF_KEY_URI;
 	for (size_t i = 0; i < c->nbackends; i++) {
@@ -1237,16 +1237,30 @@ static void conf_validate_scheme(struct conf_parse *ps)
 
 		if (be->weight != floor(be->weight) || be->weight > wmax)
 			conf_error(ps, conf_be_line(be, "weight"),
-				   "[backend %s] weight %g: scheme %s takes whole weights from 0 to %g, as %s does",
-				   be->name, be->weight, scheme, wmax, scheme);
+				   "[backend %s] weight %g: scheme %s takes whole weights from 0 to %g",
+				   be->name, be->weight, scheme, wmax);
 		if (c->scheme == RING_SCHEME_HAPROXY && *be->id && !conf_haproxy_id(be->id))
 			conf_error(ps, conf_be_line(be, "id"),
 				   "[backend %s] id '%s' is not a HAProxy server id; write a whole number from 1 to %u",
 				   be->name, be->id, RING_HAPROXY_ID_MAX);
 		if (c->scheme == RING_SCHEME_NGINX && !*be->id && be->url) {
 			free(be->id);
-			if (!(be->id = conf_url_authority(be->url)))
+			if (!(be->id = conf_url_authority(be->url))) {
 				conf_error(ps, 0, "out of memory");
+				return;
+			}
+		}
+		/* HAProxy's own numbers (below) never take a written id */
+		for (size_t j = 0; *be->id && j < i; j++) {
+			const struct conf_backend *o = &c->backends[j];
+
+			if (strcmp(o->id, be->id) == 0) {
+				conf_error(ps, conf_be_line(be, "id"),
+					   "[backend %s] has the %s identity '%s' of [backend %s] (line %d); "
+					   "%s would give both the same points: give each backend its own id",
+					   be->name, scheme, be->id, o->name, conf_be_line(o, "id"), scheme);
+				break;
+			}
 		}
 	}
 	/* HAProxy numbers the servers without an id in their order, each
@@ -1261,27 +1275,14 @@ static void conf_validate_scheme(struct conf_parse *ps)
 		for (size_t j = 0; j < c->nbackends; j++) {
 			if (conf_haproxy_id(c->backends[j].id) == next) {
 				next++;
-				j = (size_t)-1;
+				j = (size_t)-1;         /* from the first again */
 			}
 		}
 		snprintf(num, sizeof(num), "%lu", next);
 		free(be->id);
-		if (!(be->id = strdup(num)))
+		if (!(be->id = strdup(num))) {
 			conf_error(ps, 0, "out of memory");
-	}
-	for (size_t i = 0; i < c->nbackends; i++) {
-		const struct conf_backend *be = &c->backends[i];
-
-		for (size_t j = 0; be->id && *be->id && j < i; j++) {
-			const struct conf_backend *o = &c->backends[j];
-
-			if (o->id && strcmp(o->id, be->id) == 0) {
-				conf_error(ps, conf_be_line(be, "id"),
-					   "[backend %s] has the %s identity '%s' of [backend %s] (line %d); "
-					   "%s would give both the same points: give each backend its own id",
-					   be->name, scheme, be->id, o->name, conf_be_line(o, "id"), scheme);
-				break;
-			}
+			return;
 		}
 	}
 }
