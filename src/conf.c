@@ -1549,7 +1549,11 @@ int conf_write(const struct conf *c, FILE *out)
 			last = (int)k->where;
 		}
 		conf_format(k, (const char *)c + k->offset, v, sizeof(v));
-		fprintf(out, "%s = %s%s\n", k->key, v, c->lines[i] ? "" : "   ; default");
+		/* a compat scheme refuses vnodes: it has its own count */
+		if (k->offset == P(vnodes) && c->scheme != RING_SCHEME_RINGPROXY)
+			fprintf(out, "; %s = %s   (scheme ringproxy only)\n", k->key, v);
+		else
+			fprintf(out, "%s = %s%s\n", k->key, v, c->lines[i] ? "" : "   ; default");
 	}
 	for (size_t b = 0; b < c->nbackends; b++) {
 		const struct conf_backend *be = &c->backends[b];

@@ -391,8 +391,12 @@ static void plan_text_backends(FILE *out, const struct plan_side *s,
 	for (size_t b = 0; b < s->ring->nbackends; b++)
 		if (strlen(s->ring->names[b]) > wname)
 			wname = strlen(s->ring->names[b]);
-	fprintf(out, "%s: %zu backends, %zu points, vnodes %u\n\n", s->path,
-		s->ring->nbackends, s->ring->npoints, s->ring->vnodes);
+	if (s->ring->scheme == RING_SCHEME_RINGPROXY)
+		fprintf(out, "%s: %zu backends, %zu points, vnodes %u\n\n", s->path,
+			s->ring->nbackends, s->ring->npoints, s->ring->vnodes);
+	else
+		fprintf(out, "%s: %zu backends, %zu points, scheme %s\n\n", s->path,
+			s->ring->nbackends, s->ring->npoints, ring_scheme_name(s->ring->scheme));
 	fprintf(out, "  %-*s  %8s  %7s  %8s", (int)wname, "backend", "weight", "points", "share");
 	if (keys)
 		fprintf(out, "  %10s  %8s", "keys", "of keys");
@@ -499,7 +503,11 @@ static enum plan_change plan_change_of(const struct plan_side *a, const struct p
 		return PLAN_ADDED;
 	if (!y)
 		return PLAN_REMOVED;
-	if (x->weight != y->weight || a->conf->vnodes != b->conf->vnodes)
+	/* what places its keys: the weight, and the scheme with what it
+	 * counts (vnodes) and hashes (a compat scheme's id) */
+	if (x->weight != y->weight || a->conf->scheme != b->conf->scheme ||
+	    (b->conf->scheme == RING_SCHEME_RINGPROXY ? a->conf->vnodes != b->conf->vnodes :
+	     strcmp(x->id, y->id) != 0))
 		return PLAN_REWEIGHTED;
 	if (strcmp(x->url, y->url) != 0)
 		return PLAN_READDRESSED;
@@ -569,7 +577,9 @@ static void plan_list_text(FILE *out, const struct plan_side *a, const struct pl
 
 			if (x->weight != y->weight)
 				fprintf(out, " (weight %g -> %g)", x->weight, y->weight);
-			else
+			else if (a->conf->scheme == b->conf->scheme && b->conf->scheme != RING_SCHEME_RINGPROXY)
+				fprintf(out, " (id %s -> %s)", x->id, y->id);
+			else if (a->conf->scheme == b->conf->scheme)
 				fprintf(out, " (vnodes %u -> %u)", a->conf->vnodes, b->conf->vnodes);
 		} else if (ch == PLAN_READDRESSED) {
 			fprintf(out, " (url %s -> %s; no key moves)",
@@ -644,8 +654,12 @@ int plan_summary(const struct conf *a, const struct ring *ra,
 			const struct conf_backend *x = conf_backend_find(a, name);
 			const struct conf_backend *y = conf_backend_find(b, name);
 
-			plan_cat(out, len, "%s~%s (weight %g -> %g)", changes++ ? " " : "", name,
-				 x->weight, y->weight);
+			/* a new scheme is said once, below */
+			if (x->weight != y->weight)
+				plan_cat(out, len, "%s~%s (weight %g -> %g)", changes++ ? " " : "", name,
+					 x->weight, y->weight);
+			else if (a->scheme == b->scheme && b->scheme != RING_SCHEME_RINGPROXY)
+				plan_cat(out, len, "%s~%s (id %s -> %s)", changes++ ? " " : "", name, x->id, y->id);
 			break;
 		}
 		case PLAN_READDRESSED:
@@ -659,7 +673,10 @@ int plan_summary(const struct conf *a, const struct ring *ra,
 	for (size_t i = 0; i < ra->nbackends; i++)
 		if (!conf_backend_find(b, ra->names[i]))
 			plan_cat(out, len, "%s-%s", changes++ ? " " : "", ra->names[i]);
-	if (a->vnodes != b->vnodes)
+	if (a->scheme != b->scheme)
+		plan_cat(out, len, "%sscheme %s -> %s", changes++ ? " " : "", ring_scheme_name(ra->scheme),
+			 ring_scheme_name(rb->scheme));
+	else if (a->vnodes != b->vnodes && b->scheme == RING_SCHEME_RINGPROXY)
 		plan_cat(out, len, "%svnodes %u -> %u", changes++ ? " " : "", a->vnodes, b->vnodes);
 	if (!changes)
 		plan_cat(out, len, "no backend changed");
@@ -1051,6 +1068,11 @@ static void plan_text_compare(const struct plan_run *r, FILE *out)
 	plan_list_text(out, &r->a, &r->b, PLAN_ADDED, "added:");
 	plan_list_text(out, &r->a, &r->b, PLAN_REMOVED, "removed:");
 	plan_list_text(out, &r->a, &r->b, PLAN_REWEIGHTED, "changed:");
+	if (r->a.conf->scheme != r->b.conf->scheme)
+		fprintf(out, "  %-9s[ring] scheme %s -> %s: each places a key by its own hash, so the moved share is "
+			"the expectation, 1 - the sum of each backend's share x share%s\n", "scheme:",
+			ring_scheme_name(r->a.ring->scheme), ring_scheme_name(r->b.ring->scheme),
+			r->keyfile ? "; the key list is placed both ways" : "; give --keys to count a key list");
 	if (r->a.conf->key != r->b.conf->key)
 		fprintf(out, "  %-9s[ring] key %s -> %s%s\n", "key:", conf_key_mode_name(r->a.conf->key),
 			conf_key_mode_name(r->b.conf->key),

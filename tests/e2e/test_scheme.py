@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""test_scheme.py -- [ring] scheme as a tier switching to ringproxy sees it:
+the proxy started with scheme = haproxy or scheme = nginx in front of test
+caches sends every request target of the unit test's vectors (made by the
+real HAProxy 2.6 and the real NGINX, tests/unit/scheme/) to the cache that
+proxy chose, each backend given by the identity the proxy hashed (a HAProxy
+id, an NGINX server string) while its url is a test cache's; the key mode
+follows the scheme (HAProxy's uri up to '?', NGINX's $request_uri) and
+[ring] key still overrides it (a reload to key = path is HAProxy's
+path-only).
+
+Then the move off the old placement: a reload from scheme = nginx to the
+native ring with [ring] ramp says the scheme change and the share moved,
+and during the window each moved key stays on its NGINX owner until its own
+moment (start + ramp x u, u from the key's MD5 bytes 8..15), then goes to
+its native owner (ringref.py), as the warm ramp does within one scheme.
+usage: test_scheme.py RINGPROXY TESTCACHE"""
+
+import hashlib
+import http.client
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as H  # noqa: E402
+import ringref  # noqa: E402
+
+RP, TC = H.cli_args()
+t = H.Tap()
+VECTORS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "unit", "scheme")
+RAMP = 6.0
+
+
+def routes(port, targets):
+    """[(target, backend, t_sent, t_answered)] for GETs of targets, one
+    keep-alive connection; backend from X-Ringproxy-Backend."""
+    out = []
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        for tg in targets:
+            t0 = time.time()
+            c.putrequest("GET", tg, skip_host=True, skip_accept_encoding=True)
+            c.putheader("Host", "thumbs.example")
+            c.endheaders()
+            r = c.getresponse()
+            r.read()
+            out.append((tg, r.getheader("X-Ringproxy-Backend") if r.status == 200 else f"status {r.status}",
+                        t0, time.time()))
+    finally:
+        c.close()
+    return out
+
+
+def mismatches(port, want):
+    """The (target, got, wanted) of want's targets that went elsewhere."""
+    got = routes(port, list(want))
+    return [(tg, b, want[tg]) for tg, b, _, _ in got if b != want[tg]]
+
+
+def haproxy_vectors():
+    """servers [(name, id or None, weight)] and {mode: {target: backend}}."""
+    servers, modes = [], {}
+    with open(os.path.join(VECTORS, "haproxy-uri.txt")) as f:
+        for line in f:
+            w = line.split()
+            if not w or w[0].startswith("#"):
+                continue
+            if w[0] == "server":
+                servers.append((w[1], None if w[2] == "-" else w[2], int(w[3])))
+            else:
+                modes.setdefault(w[0], {})[w[1]] = w[2]
+    return servers, modes
+
+
+def test_haproxy():
+    servers, modes = haproxy_vectors()
+    caches = [H.Cache(TC, name) for name, _, _ in servers]
+    backend = {name: {"weight": w, **({"id": sid} if sid else {})} for name, sid, w in servers}
+    path = H.write(f"haproxy.{time.monotonic_ns()}.ini",
+                   H.conf_text(caches, ring={"scheme": "haproxy", "balance_factor": 0}, backend=backend))
+    p = H.Proxy(RP, path=path)
+    bad = mismatches(p.port, modes["uri"])
+    t.check(not bad, f"scheme = haproxy: each of {len(modes['uri'])} targets (origin and absolute form, queries, "
+            f"%-escapes) reaches the cache real HAProxy's balance uri chose", bad[:5])
+    for mode, key in (("path", "path"), ("uri+query", "uri+query")):
+        text = H.conf_text(caches, ring={"scheme": "haproxy", "balance_factor": 0, "key": key}, backend=backend)
+        with open(path, "w") as f:
+            f.write(text)
+        line = p.reload()
+        t.check(line and line.startswith("reload"), f"reload to key = {key}", line)
+        bad = mismatches(p.port, modes[mode])
+        t.check(not bad, f"scheme = haproxy, key = {key}: each target reaches the cache HAProxy's balance uri "
+                f"{'path-only' if key == 'path' else 'whole'} chose", bad[:5])
+    p.stop()
+    for c in caches:
+        c.stop()
+
+
+def nginx_vectors():
+    """{uri: server string} as real NGINX placed them."""
+    want = {}
+    with open(os.path.join(VECTORS, "nginx-upstream.csv")) as f:
+        for line in f:
+            if line.startswith("#") or "," not in line:
+                continue
+            uri, server = line.strip().split(",")
+            want[uri] = server
+    return want
+
+
+def u_of(key):
+    return int.from_bytes(hashlib.md5(key.encode()).digest()[8:16], "big") / 2.0 ** 64
+
+
+def test_nginx_and_ramp():
+    want = nginx_vectors()
+    names = [f"s{k}" for k in range(1, 10)]
+    caches = [H.Cache(TC, n) for n in names]
+    # the url is the test cache; the identity NGINX hashed is the id
+    backend = {n: {"weight": 100, "id": f"10.0.0.{k}:443"} for k, n in enumerate(names, 1)}
+    ring = {"scheme": "nginx", "balance_factor": 0, "ramp": "6s"}
+    path = H.write(f"nginx.{time.monotonic_ns()}.ini", H.conf_text(caches, ring=ring, backend=backend))
+    p = H.Proxy(RP, path=path)
+    by_name = {f"10.0.0.{k}:443": n for k, n in enumerate(names, 1)}
+    old = {uri: by_name[s] for uri, s in want.items()}
+    bad = mismatches(p.port, old)
+    t.check(not bad, f"scheme = nginx: each of {len(old)} URIs real NGINX placed reaches that server's cache, "
+            "the server string given as id", bad[:5])
+
+    # the move to the native ring, ramped
+    del ring["scheme"]
+    with open(path, "w") as f:
+        f.write(H.conf_text(caches, ring=ring, backend={n: {"weight": 100} for n in names}))
+    native = ringref.Ring([(n, 100) for n in names])
+    new = {uri: native.lookup(uri.encode()) for uri in want}
+    moved = [uri for uri in want if new[uri] != old[uri]]
+    t0 = time.time()
+    line = p.reload()
+    t1 = time.time()
+    t.check(line and "scheme nginx -> ringproxy" in line and "ramping over 6s" in line,
+            "the reload says the scheme change, the share moved and the ramp", line)
+    # a key's moment is in [t0, t1] + RAMP x u: before it, its NGINX owner;
+    # after, its native one
+    wrong, early, late = [], 0, 0
+    deadline = t1 + RAMP + 2
+    while time.time() < deadline:
+        for uri, b, ts, ta in routes(p.port, moved):
+            m = RAMP * u_of(uri)
+            if ta < t0 + m - 0.03:
+                early += 1
+                if b != old[uri]:
+                    wrong.append((uri, b, "held on", old[uri], round(ta - t0, 3), round(m, 3)))
+            elif ts > t1 + m + 0.03:
+                late += 1
+                if b != new[uri]:
+                    wrong.append((uri, b, "moved to", new[uri], round(ts - t1, 3), round(m, 3)))
+    t.check(not wrong and early > len(moved) // 2 and late > len(moved) // 2,
+            f"ramp nginx -> ringproxy: {len(moved)} of {len(want)} keys move; {early} answers before a key's "
+            f"moment from its NGINX owner, {late} after from its native owner", wrong[:5])
+    bad = mismatches(p.port, new)
+    t.check(not bad, "after the window every key is at its native owner", bad[:5])
+    p.stop()
+    for c in caches:
+        c.stop()
+
+
+def main():
+    test_haproxy()
+    test_nginx_and_ramp()
+
+
+H.run_main(t, main)
