@@ -7,7 +7,9 @@ proxy chose, each backend given by the identity the proxy hashed (a HAProxy
 id, an NGINX server string) while its url is a test cache's; the key mode
 follows the scheme (HAProxy's uri up to '?', NGINX's $request_uri) and
 [ring] key still overrides it (a reload to key = path is HAProxy's
-path-only).
+path-only). The admin listener's /ring?url= names the same owner, and
+`ringproxy plan OLD NEW --keys` between the NGINX file and the native one
+counts exactly the keys that move.
 
 Then the move off the old placement: a reload from scheme = nginx to the
 native ring with [ring] ramp says the scheme change and the share moved,
@@ -18,9 +20,13 @@ usage: test_scheme.py RINGPROXY TESTCACHE"""
 
 import hashlib
 import http.client
+import json
 import os
+import re
+import subprocess
 import sys
 import time
+import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
@@ -77,14 +83,29 @@ def test_haproxy():
     servers, modes = haproxy_vectors()
     caches = [H.Cache(TC, name) for name, _, _ in servers]
     backend = {name: {"weight": w, **({"id": sid} if sid else {})} for name, sid, w in servers}
+    admin = {"admin_listen": "127.0.0.1:0"}
     path = H.write(f"haproxy.{time.monotonic_ns()}.ini",
-                   H.conf_text(caches, ring={"scheme": "haproxy", "balance_factor": 0}, backend=backend))
+                   H.conf_text(caches, proxy=admin, ring={"scheme": "haproxy", "balance_factor": 0},
+                               backend=backend))
     p = H.Proxy(RP, path=path)
     bad = mismatches(p.port, modes["uri"])
     t.check(not bad, f"scheme = haproxy: each of {len(modes['uri'])} targets (origin and absolute form, queries, "
             f"%-escapes) reaches the cache real HAProxy's balance uri chose", bad[:5])
+    m = p.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10)
+    wrong = []
+    c = http.client.HTTPConnection("127.0.0.1", int(m.group(1)) if m else 1, timeout=10)
+    for tg in list(modes["uri"])[:100]:
+        c.request("GET", "/ring?" + urllib.parse.urlencode({"url": tg, "host": "thumbs.example"}))
+        r = c.getresponse()
+        body = r.read().decode()
+        owner = json.loads(body).get("owner") if r.status == 200 else body
+        if owner != modes["uri"][tg]:
+            wrong.append((tg, owner, modes["uri"][tg]))
+    c.close()
+    t.check(m and not wrong, "/ring?url= names the owner HAProxy chose for each of 100 targets", wrong[:5])
     for mode, key in (("path", "path"), ("uri+query", "uri+query")):
-        text = H.conf_text(caches, ring={"scheme": "haproxy", "balance_factor": 0, "key": key}, backend=backend)
+        text = H.conf_text(caches, proxy=admin, ring={"scheme": "haproxy", "balance_factor": 0, "key": key},
+                           backend=backend)
         with open(path, "w") as f:
             f.write(text)
         line = p.reload()
@@ -130,11 +151,19 @@ def test_nginx_and_ramp():
 
     # the move to the native ring, ramped
     del ring["scheme"]
-    with open(path, "w") as f:
-        f.write(H.conf_text(caches, ring=ring, backend={n: {"weight": 100} for n in names}))
+    native_path = H.write(f"native.{time.monotonic_ns()}.ini",
+                          H.conf_text(caches, ring=ring, backend={n: {"weight": 100} for n in names}))
     native = ringref.Ring([(n, 100) for n in names])
     new = {uri: native.lookup(uri.encode()) for uri in want}
     moved = [uri for uri in want if new[uri] != old[uri]]
+    keys = H.write(f"keys.{time.monotonic_ns()}.txt", "".join(u + "\n" for u in want))
+    out = subprocess.run([RP, "plan", path, native_path, "--keys", keys], capture_output=True, text=True).stdout
+    m = re.search(r"moved: +([0-9.]+)% of the keyspace, (\d+) of (\d+) keys", out)
+    t.check(m and int(m.group(2)) == len(moved) and int(m.group(3)) == len(want) and "scheme nginx -> ringproxy" in out,
+            f"plan nginx.ini native.ini --keys: {len(moved)} of {len(want)} keys move, each file keying by its "
+            "own scheme", out[-600:])
+    with open(native_path) as f, open(path, "w") as g:
+        g.write(f.read())
     t0 = time.time()
     line = p.reload()
     t1 = time.time()
