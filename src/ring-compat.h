@@ -26,6 +26,10 @@
 
 #include "ring.h"
 
+/* For a builder, before it allocates: 0 when total points fit the ring's
+ * limit (RING_MAX_POINTS), else -1 with err saying so. */
+int ring_compat_limit(uint64_t total, char *err, size_t errlen);
+
 /* NGINX's `hash $request_uri consistent` (ngx_http_upstream_hash_module.c):
  * identity the server string as written ("10.0.0.1:8080"), split into host
  * and port at the last ':' followed by digits only; 160 points per unit of
@@ -46,5 +50,7 @@ uint64_t ring_nginx_key(const void *key, size_t len);
 int ring_haproxy_points(const struct ring_member *m, size_t n, struct ring_point **out, size_t *nout,
 			char *err, size_t errlen);
 uint64_t ring_haproxy_key(const void *key, size_t len);
+/* HAProxy's full_hash: a node at full_hash(id x 4096 + j). */
+uint32_t ring_haproxy_full_hash(uint32_t a);
 
 #endif

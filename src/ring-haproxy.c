@@ -36,7 +36,7 @@
 #define RING_HAPROXY_RANGE 4096u        /* SRV_EWGHT_RANGE: 256 x 16 */
 #define RING_HAPROXY_MAX_WEIGHT 256u    /* SRV_UWGHT_MAX */
 
-static uint32_t ring_haproxy_full_hash(uint32_t a)
+uint32_t ring_haproxy_full_hash(uint32_t a)
 {
 	a = (a + 0x7ed55d16u) + (a << 12);
 	a = (a ^ 0xc761c23cu) ^ (a >> 19);
@@ -119,11 +119,8 @@ int ring_haproxy_points(const struct ring_member *m, size_t n, struct ring_point
 			goto out;
 		total += (uint64_t)w * RING_HAPROXY_SCALE;
 	}
-	if (total > RING_MAX_POINTS) {
-		snprintf(err, errlen, "ring would have %llu points, more than the limit of %u; "
-			 "lower the weights", (unsigned long long)total, RING_MAX_POINTS);
+	if (ring_compat_limit(total, err, errlen) != 0)
 		goto out;
-	}
 	node = malloc((total ? total : 1) * sizeof(*node));
 	p = malloc((total ? total : 1) * sizeof(*p));
 	if (!node || !p) {

@@ -87,11 +87,8 @@ int ring_nginx_points(const struct ring_member *m, size_t n, struct ring_point *
 			goto out;
 		total += (uint64_t)w * RING_NGINX_POINTS;
 	}
-	if (total > RING_MAX_POINTS) {
-		snprintf(err, errlen, "ring would have %llu points, more than the limit of %u; "
-			 "lower the weights", (unsigned long long)total, RING_MAX_POINTS);
+	if (ring_compat_limit(total, err, errlen) != 0)
 		goto out;
-	}
 	p = malloc((total ? total : 1) * sizeof(*p));
 	if (!p) {
 		snprintf(err, errlen, "out of memory");

@@ -16,6 +16,7 @@
 #include "ring.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +105,15 @@ static const struct ring_scheme_def ring_schemes[RING_NSCHEMES] = {
 	[RING_SCHEME_KETAMA] = { "ketama", NULL, NULL },
 	[RING_SCHEME_ENVOY] = { "envoy", NULL, NULL },
 };
+
+int ring_compat_limit(uint64_t total, char *err, size_t errlen)
+{
+	if (total <= RING_MAX_POINTS)
+		return 0;
+	snprintf(err, errlen, "ring would have %llu points, more than the limit of %u; lower the weights",
+		 (unsigned long long)total, RING_MAX_POINTS);
+	return -1;
+}
 
 const char *ring_scheme_name(enum ring_scheme s)
 {
@@ -304,25 +314,45 @@ out:
 	return byname;
 }
 
-/* Hash every point, then sort by (pos, name). */
-static int ring_build_points(struct ring *r, char *err, size_t errlen)
+/* The n points sp[] into r->points, sorted by (pos, rank), and each
+ * backend's count; collapse: equal neighbours kept once, the first. */
+static void ring_sort_points(struct ring *r, struct ring_sortpt *sp, size_t n, bool collapse)
+{
+	size_t k = 0;
+
+	qsort(sp, n, sizeof(*sp), ring_sortpt_cmp);
+	memset(r->npoints_of, 0, r->nbackends * sizeof(*r->npoints_of));
+	r->nactive = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (collapse && k > 0 && r->points[k - 1].pos == sp[i].pos)
+			continue;
+		r->points[k].pos = sp[i].pos;
+		r->points[k].backend = sp[i].backend;
+		if (r->npoints_of[sp[i].backend]++ == 0)
+			r->nactive++;
+		k++;
+	}
+	r->npoints = k;
+}
+
+/* The fixed scheme's points, each ranked by its backend's name (ties go
+ * by name): n = r->npoints of them, the caller frees. NULL with err. */
+static struct ring_sortpt *ring_hash_points(struct ring *r, size_t *n, char *err, size_t errlen)
 {
 	struct ring_byname *byname = NULL;
 	struct ring_sortpt *sp = NULL;
 	uint32_t *rank = NULL;
 	size_t k = 0;
-	int rc = -1;
 
 	rank = malloc((r->nbackends ? r->nbackends : 1) * sizeof(*rank));
 	sp = malloc((r->npoints ? r->npoints : 1) * sizeof(*sp));
-	r->points = malloc((r->npoints ? r->npoints : 1) * sizeof(*r->points));
-	if (rank == NULL || sp == NULL || r->points == NULL) {
+	if (rank == NULL || sp == NULL) {
 		snprintf(err, errlen, "out of memory");
-		goto out;
+		goto fail;
 	}
 	byname = ring_byname_distinct(r, rank, err, errlen);
 	if (byname == NULL)
-		goto out;
+		goto fail;
 	for (size_t b = 0; b < r->nbackends; b++) {
 		size_t nlen = strlen(r->names[b]);
 
@@ -332,37 +362,33 @@ static int ring_build_points(struct ring *r, char *err, size_t errlen)
 			struct iovec v[2] = { { r->names[b], nlen }, { suffix, (size_t)slen } };
 
 			if (ring_digest(v, 2, &sp[k].pos, NULL, err, errlen) != 0)
-				goto out;
+				goto fail;
 			sp[k].rank = rank[b];
 			sp[k].backend = (uint32_t)b;
 			k++;
 		}
 	}
-	qsort(sp, r->npoints, sizeof(*sp), ring_sortpt_cmp);
-	for (size_t i = 0; i < r->npoints; i++) {
-		r->points[i].pos = sp[i].pos;
-		r->points[i].backend = sp[i].backend;
-	}
-	rc = 0;
-out:
+	*n = k;
+	goto out;
+fail:
 	free(sp);
+	sp = NULL;
+out:
 	free(rank);
 	free(byname);
-	return rc;
+	return sp;
 }
 
-/* A compat scheme's points from its builder: sorted by position, ties in
- * the builder's order (the rank is the point's place in it), equal
- * neighbours collapsed to the first, as NGINX does (a lookup finds the
- * first of equal points anyway; the collapse keeps the walk and the
- * counts to the points that own keys). */
-static int ring_build_compat(struct ring *r, const struct ring_member *m, char *err, size_t errlen)
+/* A compat scheme's points from its builder, each ranked by its place in
+ * the builder's order (ties keep it): n of them, the caller frees. NULL
+ * with err. */
+static struct ring_sortpt *ring_compat_points(struct ring *r, const struct ring_member *m, size_t *n,
+					      char *err, size_t errlen)
 {
 	struct ring_byname *byname = NULL;
 	struct ring_sortpt *sp = NULL;
 	struct ring_point *p = NULL;
-	size_t np = 0, k = 0;
-	int rc = -1;
+	size_t np = 0;
 
 	if (!ring_scheme_built(r->scheme)) {
 		snprintf(err, errlen, "scheme %s is not built in this version", ring_scheme_name(r->scheme));
@@ -370,16 +396,11 @@ static int ring_build_compat(struct ring *r, const struct ring_member *m, char *
 	}
 	byname = ring_byname_distinct(r, NULL, err, errlen);
 	if (byname == NULL ||
-	    ring_schemes[r->scheme].points(m, r->nbackends, &p, &np, err, errlen) != 0)
+	    ring_schemes[r->scheme].points(m, r->nbackends, &p, &np, err, errlen) != 0 ||
+	    ring_compat_limit(np, err, errlen) != 0)
 		goto out;
-	if (np > RING_MAX_POINTS) {
-		snprintf(err, errlen, "ring would have %zu points, more than the limit of %u; "
-			 "lower the weights", np, RING_MAX_POINTS);
-		goto out;
-	}
 	sp = malloc((np ? np : 1) * sizeof(*sp));
-	r->points = malloc((np ? np : 1) * sizeof(*r->points));
-	if (sp == NULL || r->points == NULL) {
+	if (sp == NULL) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
@@ -388,22 +409,37 @@ static int ring_build_compat(struct ring *r, const struct ring_member *m, char *
 		sp[i].rank = (uint32_t)i;
 		sp[i].backend = p[i].backend;
 	}
-	qsort(sp, np, sizeof(*sp), ring_sortpt_cmp);
-	for (size_t i = 0; i < np; i++) {
-		if (k > 0 && r->points[k - 1].pos == sp[i].pos)
-			continue;
-		r->points[k].pos = sp[i].pos;
-		r->points[k].backend = sp[i].backend;
-		if (r->npoints_of[sp[i].backend]++ == 0)
-			r->nactive++;
-		k++;
+	*n = np;
+out:
+	free(p);
+	free(byname);
+	return sp;
+}
+
+/* Hash every point, then sort by (pos, rank). A compat scheme's equal
+ * neighbours are collapsed to the first, as NGINX does (a lookup finds
+ * the first of equal points anyway; the collapse keeps the walk and the
+ * counts to the points that own keys); the fixed scheme keeps both, in
+ * name order. */
+static int ring_build_points(struct ring *r, const struct ring_member *m, char *err, size_t errlen)
+{
+	bool fixed = r->scheme == RING_SCHEME_RINGPROXY;
+	size_t n = 0;
+	struct ring_sortpt *sp = fixed ? ring_hash_points(r, &n, err, errlen) :
+				 ring_compat_points(r, m, &n, err, errlen);
+	int rc = -1;
+
+	if (sp == NULL)
+		goto out;
+	r->points = malloc((n ? n : 1) * sizeof(*r->points));
+	if (r->points == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
 	}
-	r->npoints = k;
+	ring_sort_points(r, sp, n, !fixed);
 	rc = 0;
 out:
 	free(sp);
-	free(p);
-	free(byname);
 	return rc;
 }
 
@@ -466,8 +502,7 @@ struct ring *ring_build(const struct ring_member *members, size_t n, enum ring_s
 	if (r->names == NULL || r->weights == NULL || r->npoints_of == NULL)
 		goto nomem;
 	if (ring_build_members(r, members, n, err, errlen) != 0 ||
-	    (scheme == RING_SCHEME_RINGPROXY ? ring_build_points(r, err, errlen) :
-	     ring_build_compat(r, members, err, errlen)) != 0 ||
+	    ring_build_points(r, members, err, errlen) != 0 ||
 	    ring_build_index(r, err, errlen) != 0)
 		goto fail;
 	goto out;

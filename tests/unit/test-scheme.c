@@ -34,8 +34,8 @@ static struct conf *test_conf(const char *text)
 	struct conf_errors errs;
 	struct conf *c = conf_load_string("t.ini", text, &errs);
 
-	for (size_t i = 0; i < errs.n; i++)
-		tap_diag("%s", errs.msg[i]);
+	if (!c)
+		tap_diag("%s", errs.n ? errs.msg[0] : "no config");
 	conf_errors_free(&errs);
 	return c;
 }
@@ -260,30 +260,10 @@ static void test_haproxy_vectors(void)
 	}
 }
 
-/* HAProxy's full_hash (include/haproxy/intops.h), for the node keys the
- * nearest-node test needs. */
-static uint32_t test_full_hash(uint32_t a)
-{
-	a = (a + 0x7ed55d16u) + (a << 12);
-	a = (a ^ 0xc761c23cu) ^ (a >> 19);
-	a = (a + 0x165667b1u) + (a << 5);
-	a = (a + 0xd3a2646cu) ^ (a << 9);
-	a = (a + 0xfd7046c5u) + (a << 3);
-	a = (a ^ 0xb55a4f09u) ^ (a >> 16);
-	return a * 3221225473u;
-}
-
 struct test_node {
 	uint32_t key;
 	int backend;
 };
-
-static int test_node_cmp(const void *x, const void *y)
-{
-	const struct test_node *a = x, *b = y;
-
-	return a->key < b->key ? -1 : a->key > b->key;
-}
 
 /* chash_get_server_hash as written: the node >= h (else the first), the
  * one before it (else the last), prev when dp <= dn. */
@@ -311,10 +291,17 @@ static void test_haproxy_nearest(void)
 
 	if (!tap_ok(r != NULL, "haproxy: a ring of ids 1, 7, 3"))
 		return;
-	for (int b = 0; b < 3; b++)
-		for (uint32_t j = 0; j < (uint32_t)m[b].weight * 16; j++)
-			node[n++] = (struct test_node){ test_full_hash((uint32_t)atoi(m[b].id) * 4096 + j), b };
-	qsort(node, n, sizeof(node[0]), test_node_cmp);
+	/* HAProxy's tree: every node, in key order (insertion sort) */
+	for (int b = 0; b < 3; b++) {
+		for (uint32_t j = 0; j < (uint32_t)m[b].weight * 16; j++) {
+			struct test_node x = { ring_haproxy_full_hash((uint32_t)atoi(m[b].id) * 4096 + j), b };
+			size_t at = n++;
+
+			for (; at > 0 && node[at - 1].key > x.key; at--)
+				node[at] = node[at - 1];
+			node[at] = x;
+		}
+	}
 	for (size_t i = 0; i < n; i++) {
 		uint32_t gap = node[(i + 1) % n].key - node[i].key, mid = node[i].key + gap / 2;
 		uint32_t probe[] = { node[i].key - 1, node[i].key, node[i].key + 1, mid - 1, mid, mid + 1, mid + 2 };
@@ -331,6 +318,17 @@ static void test_haproxy_nearest(void)
 	ring_free(r);
 }
 
+/* The nginx and the native ring of the three members m[] (ids: the
+ * NGINX servers), or 0 with the failure said. */
+static int test_two_rings(const struct ring_member *m, struct ring **rn, struct ring **rp)
+{
+	char err[256];
+
+	*rn = ring_build(m, 3, RING_SCHEME_NGINX, 0, err, sizeof(err));
+	*rp = ring_build(m, 3, RING_SCHEME_RINGPROXY, 160, err, sizeof(err));
+	return tap_ok(*rn && *rp, "the nginx and the native ring of %s, %s, %s", m[0].name, m[1].name, m[2].name);
+}
+
 /* Two schemes place a key by unrelated hashes: the diff is the share of
  * keys expected to change owner, 1 - sum of share_a x share_b, and a key
  * list hashed both ways moves that much. */
@@ -338,15 +336,14 @@ static void test_cross_diff(void)
 {
 	const struct ring_member m[] = { { "a", 1, "10.0.0.1:80" }, { "b", 2, "10.0.0.2:80" },
 					 { "c", 1, "10.0.0.3:80" } };
-	char err[256], key[64];
-	struct ring *rn = ring_build(m, 3, RING_SCHEME_NGINX, 0, err, sizeof(err));
-	struct ring *rp = ring_build(m, 3, RING_SCHEME_RINGPROXY, 160, err, sizeof(err));
+	char key[64];
+	struct ring *rn, *rp;
 	double sn[3], sp[3], keep = 0;
 	struct ring_diff d;
 	struct ring_arc *arcs = NULL;
 	int moved = 0, n = 200000;
 
-	if (!tap_ok(rn && rp && ring_diff(rn, rp, &d) == 0, "cross-scheme diff runs"))
+	if (!test_two_rings(m, &rn, &rp) || !tap_ok(ring_diff(rn, rp, &d) == 0, "cross-scheme diff runs"))
 		goto out;
 	ring_shares(rn, sn);
 	ring_shares(rp, sp);
@@ -378,16 +375,15 @@ out:
  * owner of its native position. */
 static void test_cross_ramp(void)
 {
-	const struct ring_member m[] = { { "a", 1, "10.0.0.1:80" }, { "b", 1, "10.0.0.2:80" },
-					 { "c", 1, "10.0.0.3:80" } };
-	char err[256], key[64];
-	struct ring *rn = ring_build(m, 3, RING_SCHEME_NGINX, 0, err, sizeof(err));
-	struct ring *rp = ring_build(m, 3, RING_SCHEME_RINGPROXY, 160, err, sizeof(err));
-	int32_t *map = rn && rp ? ring_map(rn, rp) : NULL;
+	const struct ring_member m[] = { { "d", 1, "10.0.0.1:80" }, { "e", 1, "10.0.0.2:80" },
+					 { "f", 1, "10.0.0.3:80" } };
+	char key[64];
+	struct ring *rn, *rp;
+	int32_t *map = test_two_rings(m, &rn, &rp) ? ring_map(rn, rp) : NULL;
 	struct ring_ramp st[2] = { { rp, NULL, 1000, 60000 }, { rn, map, 0, 0 } };
 	int bad = 0, held = 0;
 
-	if (!tap_ok(map != NULL, "ramp nginx -> ringproxy: rings and map"))
+	if (!tap_ok(map != NULL, "ramp nginx -> ringproxy: the map by name"))
 		goto out;
 	for (int i = 0; i < 5000; i++) {
 		int len = snprintf(key, sizeof(key), "/r/%d.jpg", i);
