@@ -1758,8 +1758,9 @@ int conf_diff(const struct conf *a, const struct conf *b, char *out, size_t len)
 	int n = 0;
 
 	out[0] = '\0';
+	/* [ring] scheme is the ring's, as a backend's url and weight are */
 	for (size_t i = 0; i < CONF_NKEYS; i++)
-		if (conf_keys[i].where != CONF_IN_BACKEND)
+		if (conf_keys[i].where != CONF_IN_BACKEND && conf_keys[i].offset != P(scheme))
 			n += conf_diff_key(&conf_keys[i], a, b, NULL, out, len, n);
 	for (size_t j = 0; j < b->nbackends; j++) {
 		const struct conf_backend *y = &b->backends[j];

@@ -169,8 +169,9 @@ int conf_write(const struct conf *c, FILE *out);
 /* The settings that differ from a to b, driven by the key table, as
  * "balance_factor 1.25 -> 2, log_file (empty) -> /var/log/rp.log,
  * cache-1 max_inflight 0 -> 10" into out (cut to len): [proxy], [ring]
- * and [health] keys, then the keys of backends in both, but not a
- * backend's url and weight (the ring's changes, which `plan` says) and not
+ * and [health] keys, then the keys of backends in both, but not [ring]
+ * scheme nor a backend's url, weight and id (the ring's changes, which
+ * `plan` says) and not
  * the value of admin_token. Returns the number of differences. */
 int conf_diff(const struct conf *a, const struct conf *b, char *out, size_t len);
 
