@@ -411,6 +411,45 @@ out:
 	ring_free(rp);
 }
 
+/* ringproxy -T: a compat config written out (ids the defaults gave,
+ * vnodes commented out) loads back to the same ring. */
+static void test_write_back(void)
+{
+	static const char *const text[] = {
+		"[ring]\nscheme = haproxy\n[backend a]\nurl = http://127.0.0.1:1\n"
+		"[backend b]\nurl = http://127.0.0.1:2\nid = 1\nweight = 3\n",
+		"[ring]\nscheme = nginx\n[backend a]\nurl = http://thumbs-1.example:6081/p\n"
+		"[backend b]\nurl = http://[::1]:8080\nweight = 2\n",
+	};
+
+	for (size_t i = 0; i < sizeof(text) / sizeof(text[0]); i++) {
+		struct conf *c = test_conf(text[i]), *c2 = NULL;
+		struct ring *r = NULL, *r2 = NULL;
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&buf, &len);
+
+		if (c && f && conf_write(c, f) == 0 && fclose(f) == 0) {
+			f = NULL;
+			c2 = test_conf(buf);
+		}
+		if (f)
+			fclose(f);
+		if (c && c2) {
+			r = plan_ring(c, (char[256]){ 0 }, 256);
+			r2 = plan_ring(c2, (char[256]){ 0 }, 256);
+		}
+		tap_ok(r && r2 && test_same_points(r, r2) && strcmp(c->backends[0].id, c2->backends[0].id) == 0,
+		       "-T of a %s config loads back to the same ring (a's id %s)", c ? ring_scheme_name(c->scheme) : "?",
+		       c ? c->backends[0].id : "?");
+		ring_free(r);
+		ring_free(r2);
+		conf_free(c);
+		conf_free(c2);
+		free(buf);
+	}
+}
+
 /* The builders refuse what their proxy cannot express. */
 static void test_refusals(void)
 {
@@ -442,6 +481,7 @@ int main(int argc, char **argv)
 	test_haproxy_nearest();
 	test_cross_diff();
 	test_cross_ramp();
+	test_write_back();
 	test_refusals();
 	return tap_done();
 }
