@@ -259,10 +259,9 @@ static void admin_on_ring(struct evhttp_request *req, void *arg)
 
 			if (n >= 0)
 				cache_key_init(a->p->cache, &ck, ckbuf, (size_t)n);
-			explain_key(e, s, t.key, t.keylen, nwalk, n >= 0 ? a->p->cache : NULL, &ck,
-				    (int64_t)time(NULL));
+			explain_url(e, s, &t, nwalk, n >= 0 ? a->p->cache : NULL, &ck, (int64_t)time(NULL));
 		} else {
-			explain_key(e, s, t.key, t.keylen, nwalk, NULL, NULL, 0);
+			explain_url(e, s, &t, nwalk, NULL, NULL, 0);
 		}
 	}
 	if (text)

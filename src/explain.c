@@ -83,7 +83,8 @@ void explain_target_free(struct explain_target *t)
  * asked of that previous owner first until its own moment of the window,
  * and goes there if that backend would take it; otherwise the walk's
  * target stands. */
-static void explain_ramp(struct explain *e, const struct snapshot *s, uint64_t u, int64_t now_ms)
+static void explain_ramp(struct explain *e, const struct snapshot *s, const struct http1_msg *req,
+			 uint64_t u, int64_t now_ms)
 {
 	const struct snap_ramp *r = s->ramp;
 	uint64_t pos[SNAP_RAMP_STEPS];
@@ -93,12 +94,14 @@ static void explain_ramp(struct explain *e, const struct snapshot *s, uint64_t u
 	e->ramp_prev = -1;
 	if (!r || now_ms >= r->end_ms || e->owner < 0)
 		return;
-	/* a step's ring made under another scheme places the key by its
-	 * own hash (the key as given: one of another [ring] key is not
-	 * known here) */
+	/* a step's ring made under another scheme or [ring] key places the
+	 * key elsewhere: from the request as the request path does, or for
+	 * a key given as such by each scheme's hash of it */
 	for (size_t i = 0; i < r->nsteps; i++)
-		pos[i] = r->step[i].ring->scheme == s->ring->scheme ? e->pos :
+		pos[i] = req || r->step[i].ring->scheme == s->ring->scheme ? e->pos :
 			 ring_key_pos(r->step[i].ring->scheme, &v, 1, NULL);
+	if (req)
+		front_key_ramp(s, req, pos);
 	to = ring_ramp_owner_at(r->step, r->nsteps, pos, u, now_ms, &prev);
 	if (prev < 0 || prev == e->owner)
 		return;
@@ -116,8 +119,10 @@ static void explain_ramp(struct explain *e, const struct snapshot *s, uint64_t u
 	}
 }
 
-void explain_key(struct explain *e, const struct snapshot *s, const char *key, size_t len,
-		 int walk, const struct cache *cache, const struct cache_key *ckey, int64_t now)
+/* explain_key's body; req: the request the key is of, or NULL. */
+static void explain_key_of(struct explain *e, const struct snapshot *s, const char *key, size_t len,
+			   const struct http1_msg *req, int walk, const struct cache *cache,
+			   const struct cache_key *ckey, int64_t now)
 {
 	uint64_t u;
 
@@ -131,11 +136,23 @@ void explain_key(struct explain *e, const struct snapshot *s, const char *key, s
 	if (walk > EXPLAIN_MAX_WALK)
 		walk = EXPLAIN_MAX_WALK;
 	e->target = e->owner < 0 ? -1 : balance_explain_walk(s, e->pos, e->order, e->why, walk, &e->n);
-	explain_ramp(e, s, u, registry_now_ms());
+	explain_ramp(e, s, req, u, registry_now_ms());
 	if (cache && ckey) {
 		e->cache_known = true;
 		cache_peek(cache, ckey, now, &e->peek);
 	}
+}
+
+void explain_key(struct explain *e, const struct snapshot *s, const char *key, size_t len,
+		 int walk, const struct cache *cache, const struct cache_key *ckey, int64_t now)
+{
+	explain_key_of(e, s, key, len, NULL, walk, cache, ckey, now);
+}
+
+void explain_url(struct explain *e, const struct snapshot *s, const struct explain_target *t, int walk,
+		 const struct cache *cache, const struct cache_key *ckey, int64_t now)
+{
+	explain_key_of(e, s, t->key, t->keylen, &t->msg, walk, cache, ckey, now);
 }
 
 static const char *explain_verdict_name(enum balance_verdict v)

@@ -80,6 +80,11 @@ struct explain {
  * registry_now_ms(), as balance_next reads it. */
 void explain_key(struct explain *e, const struct snapshot *s, const char *key, size_t len,
 		 int walk, const struct cache *cache, const struct cache_key *ckey, int64_t now);
+/* The same for the key of target t (parsed under s's [ring] scheme and
+ * key; borrowed by e): a warm ramp from a ring of another scheme or key
+ * places it as the request path would (front_key_ramp). */
+void explain_url(struct explain *e, const struct snapshot *s, const struct explain_target *t, int walk,
+		 const struct cache *cache, const struct cache_key *ckey, int64_t now);
 
 /* Why a backend would not take it, in words ("" when it would). */
 void explain_why_text(const struct balance_why *w, const struct snapshot *s, int i,

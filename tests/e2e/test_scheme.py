@@ -11,7 +11,10 @@ path-only). The admin listener's /ring?url= names the same owner, and
 `ringproxy plan OLD NEW --keys` between the NGINX file and the native one
 counts exactly the keys that move.
 
-Then the move off the old placement: a reload from scheme = nginx to the
+Then the move off the old placement: a reload from scheme = haproxy (key
+uri) to the native ring (key path+query) with a long [ring] ramp keeps each
+key whose moment is still ahead on HAProxy's choice, and /ring?url= says
+so (previous owner, held, target); a reload from scheme = nginx to the
 native ring with [ring] ramp says the scheme change and the share moved,
 and during the window each moved key stays on its NGINX owner until its own
 moment (start + ramp x u, u from the key's MD5 bytes 8..15), then goes to
@@ -64,6 +67,11 @@ def mismatches(port, want):
     return [(tg, b, want[tg]) for tg, b, _, _ in got if b != want[tg]]
 
 
+def u_of(key):
+    """A key's place in a ramp's window: MD5 bytes 8..15 over 2^64."""
+    return int.from_bytes(hashlib.md5(key.encode()).digest()[8:16], "big") / 2.0 ** 64
+
+
 def haproxy_vectors():
     """servers [(name, id or None, weight)] and {mode: {target: backend}}."""
     servers, modes = [], {}
@@ -113,6 +121,36 @@ def test_haproxy():
         bad = mismatches(p.port, modes[mode])
         t.check(not bad, f"scheme = haproxy, key = {key}: each target reaches the cache HAProxy's balance uri "
                 f"{'path-only' if key == 'path' else 'whole'} chose", bad[:5])
+
+    # from the last of those (balance uri whole) to the native ring (and
+    # its own key, path+query) over a long ramp: a key whose moment is
+    # more than 20 s away is still where HAProxy put it, and /ring?url=
+    # says it is held there
+    prev = modes["uri+query"]
+    with open(path, "w") as f:
+        f.write(H.conf_text(caches, proxy=admin, ring={"balance_factor": 0, "ramp": "10m"},
+                            backend={name: {"weight": w} for name, _, w in servers}))
+    line = p.reload()
+    t0 = time.time()
+    t.check(line and "scheme haproxy -> ringproxy" in line and "ramping over 10m" in line,
+            "reload scheme = haproxy -> the native ring, ramped", line)
+    late = [tg for tg in prev if u_of(tg[len("http://thumbs.example"):] if tg.startswith("http:")
+                                              else tg) * 600 > 20 + time.time() - t0]
+    got = routes(p.port, late)
+    c = http.client.HTTPConnection("127.0.0.1", int(m.group(1)) if m else 1, timeout=10)
+    wrong, held = [], 0
+    for tg, b, _, _ in got:
+        c.request("GET", "/ring?" + urllib.parse.urlencode({"url": tg, "host": "thumbs.example"}))
+        r = c.getresponse()
+        j = json.loads(r.read().decode()) if r.status == 200 else {}
+        held += j.get("owner") != prev[tg]
+        if b != prev[tg] or j.get("target") != prev[tg] or \
+                (j.get("owner") != prev[tg] and (j.get("ramp") or {}).get("held") is not True):
+            wrong.append((tg, b, j.get("owner"), j.get("target"), j.get("ramp"), prev[tg]))
+    c.close()
+    t.check(time.time() - t0 < 20 and not wrong and held > len(late) // 2,
+            f"ramp haproxy -> ringproxy: {len(late)} keys before their moment stay on HAProxy's choice, "
+            f"{held} of them moved and held there as /ring?url= says", wrong[:3])
     p.stop()
     for c in caches:
         c.stop()
@@ -128,10 +166,6 @@ def nginx_vectors():
             uri, server = line.strip().split(",")
             want[uri] = server
     return want
-
-
-def u_of(key):
-    return int.from_bytes(hashlib.md5(key.encode()).digest()[8:16], "big") / 2.0 ** 64
 
 
 def test_nginx_and_ramp():
