@@ -249,7 +249,8 @@ static void admin_on_ring(struct evhttp_request *req, void *arg)
 	if (key) {
 		explain_key(e, s, key, strlen(key), nwalk, NULL, NULL, 0);
 	} else {
-		if (explain_target_parse(&t, s->conf->key, url, strlen(url), host, err, sizeof(err)) < 0) {
+		if (explain_target_parse(&t, s->conf->scheme, s->conf->key, url, strlen(url), host, err,
+					 sizeof(err)) < 0) {
 			snprintf(ckbuf, sizeof(ckbuf), "url=%.200s: %s\n", url, err);
 			admin_reply_text(req, 400, "Bad Request", ckbuf);
 			goto done;
@@ -259,10 +260,9 @@ static void admin_on_ring(struct evhttp_request *req, void *arg)
 
 			if (n >= 0)
 				cache_key_init(a->p->cache, &ck, ckbuf, (size_t)n);
-			explain_key(e, s, t.key, t.keylen, nwalk, n >= 0 ? a->p->cache : NULL, &ck,
-				    (int64_t)time(NULL));
+			explain_url(e, s, &t, nwalk, n >= 0 ? a->p->cache : NULL, &ck, (int64_t)time(NULL));
 		} else {
-			explain_key(e, s, t.key, t.keylen, nwalk, NULL, NULL, 0);
+			explain_url(e, s, &t, nwalk, NULL, NULL, 0);
 		}
 	}
 	if (text)
@@ -427,7 +427,8 @@ static void admin_on_purge(struct evhttp_request *req, void *arg)
 		admin_reply_text(req, 400, "Bad Request", "give url=URL (a full URL, or a target with host=)\n");
 		goto done;
 	}
-	if (explain_target_parse(&t, s->conf->key, url, strlen(url), host, err, sizeof(err)) < 0) {
+	if (explain_target_parse(&t, s->conf->scheme, s->conf->key, url, strlen(url), host, err,
+				 sizeof(err)) < 0) {
 		snprintf(ck, sizeof(ck), "url=%.200s: %s\n", url, err);
 		admin_reply_text(req, 400, "Bad Request", ck);
 		goto done;

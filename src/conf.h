@@ -18,7 +18,12 @@ enum conf_key {
 	CONF_KEY_PATH_QUERY = 0,     /* "path+query": the target as sent */
 	CONF_KEY_PATH,               /* "path": the query is ignored */
 	CONF_KEY_PATH_SORTED_QUERY,  /* "path+sorted-query": parameters sorted */
+	CONF_KEY_URI,                /* "uri": the request target as sent up
+					to its '?' (HAProxy's balance uri) */
+	CONF_KEY_URI_QUERY,          /* "uri+query": the whole request target
+					as sent (balance uri whole) */
 };
+#define CONF_NKEYMODES 5
 
 /* Active health check settings: [health], overridable per backend. */
 struct conf_health {
@@ -31,7 +36,13 @@ struct conf_health {
 };
 
 struct conf_backend {
-	char *name;             /* identity on the ring */
+	char *name;             /* what ringproxy knows it by; the identity
+				   on the ring of scheme ringproxy */
+	char *id;               /* the identity a compat scheme hashes: as
+				   written, else the scheme's default (the
+				   url's host[:port] for nginx, HAProxy's
+				   automatic number); "" under ringproxy
+				   unless written */
 	char *url;              /* as written */
 	char *host;             /* from the URL, brackets removed for IPv6 */
 	uint16_t port;
@@ -78,6 +89,7 @@ struct conf {
 
 	/* [ring] */
 	int hash;                       /* enum conf_hash */
+	int scheme;                     /* enum ring_scheme */
 	unsigned vnodes;
 	int key;                        /* enum conf_key */
 	double balance_factor;
@@ -159,8 +171,9 @@ int conf_write(const struct conf *c, FILE *out);
 /* The settings that differ from a to b, driven by the key table, as
  * "balance_factor 1.25 -> 2, log_file (empty) -> /var/log/rp.log,
  * cache-1 max_inflight 0 -> 10" into out (cut to len): [proxy], [ring]
- * and [health] keys, then the keys of backends in both, but not a
- * backend's url and weight (the ring's changes, which `plan` says) and not
+ * and [health] keys, then the keys of backends in both, but not [ring]
+ * scheme nor a backend's url, weight and id (the ring's changes, which
+ * `plan` says) and not
  * the value of admin_token. Returns the number of differences. */
 int conf_diff(const struct conf *a, const struct conf *b, char *out, size_t len);
 

@@ -195,8 +195,13 @@ static void page_ring(struct evbuffer *out, const struct stats *st)
 	for (size_t i = 0; i < st->nmoved; i++)
 		page_arc(out, "moved", NULL, "#d92d20", PAGE_R_MOVED, st->moved[i].start, st->moved[i].end);
 	evbuffer_add_printf(out, "</g>\n<text x=\"150\" y=\"146\" text-anchor=\"middle\" class=\"big\">%zu points</text>\n"
-			    "<text x=\"150\" y=\"166\" text-anchor=\"middle\" class=\"small\">%u per unit of weight</text>\n"
-			    "</svg><figcaption>", r ? r->npoints : 0, st->vnodes);
+			    "<text x=\"150\" y=\"166\" text-anchor=\"middle\" class=\"small\">", r ? r->npoints : 0);
+	/* a compat scheme has its proxy's count, not vnodes */
+	if (st->vnodes)
+		evbuffer_add_printf(out, "%u per unit of weight", st->vnodes);
+	else
+		evbuffer_add_printf(out, "scheme %s", st->scheme);
+	PAGE_ADD(out, "</text>\n</svg><figcaption>");
 	if (runs > PAGE_MAX_ARCS)
 		evbuffer_add_printf(out, "%zu runs of points, drawn in half-degree steps. ", runs);
 	if (st->nmoved)

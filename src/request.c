@@ -160,12 +160,14 @@ static bool req_purge_refused(struct request *rq)
 
 void req_serve(struct request *rq)
 {
-	uint64_t keyu;
+	uint64_t keyu = 0;
 
 	if (req_purge_refused(rq))
 		return;
-	rq->keypos = front_key_pos(rq->snap->conf->key, &rq->msg, &keyu);
+	rq->keypos = front_key_pos(rq->snap->conf->scheme, rq->snap->conf->key, &rq->msg,
+				   rq->snap->ramp ? &keyu : NULL);
 	balance_start(rq->snap, &rq->walk, &rq->pick, rq->keypos, keyu);
+	front_key_ramp(rq->snap, &rq->msg, rq->pick.ramp_pos);
 	/* [cache]: the lookup goes here, between the key and the walk: a
 	 * hit answers with req_response_head + req_body + req_done, a fetch
 	 * in flight elsewhere parks the request with req_wait (the walk is

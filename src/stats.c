@@ -274,7 +274,8 @@ int stats_collect(struct stats *st, const struct proxy *p)
 		STATS_HIST_PROXY(STATS_HSUM)
 #undef STATS_HSUM
 	}
-	st->vnodes = s->conf->vnodes;
+	st->scheme = ring_scheme_name(s->ring->scheme);
+	st->vnodes = s->ring->vnodes;
 	st->npoints = s->ring->npoints;
 	st->nbe = s->nbe;
 	st->be = calloc(s->nbe ? s->nbe : 1, sizeof(*st->be));
@@ -464,7 +465,8 @@ void stats_json(const struct stats *st, struct evbuffer *out)
 	} else {
 		evbuffer_add(out, "null", 4);
 	}
-	evbuffer_add_printf(out, ", \"vnodes\": %u, \"points\": %zu, \"last_reload\": ", st->vnodes, st->npoints);
+	evbuffer_add_printf(out, ", \"scheme\": \"%s\", \"vnodes\": %u, \"points\": %zu, \"last_reload\": ", st->scheme,
+			    st->vnodes, st->npoints);
 	if (st->reload_time && st->nreloads)
 		stats_json_reload(out, st->reloads[st->nreloads - 1]);
 	else
@@ -522,7 +524,8 @@ void stats_json(const struct stats *st, struct evbuffer *out)
 
 void stats_ring_json(const struct stats *st, struct evbuffer *out)
 {
-	evbuffer_add_printf(out, "{\"vnodes\": %u, \"points\": %zu, \"backends\": [", st->vnodes, st->npoints);
+	evbuffer_add_printf(out, "{\"scheme\": \"%s\", \"vnodes\": %u, \"points\": %zu, \"backends\": [", st->scheme,
+			    st->vnodes, st->npoints);
 	for (size_t i = 0; i < st->nbe; i++) {
 		const struct stats_backend *b = &st->be[i];
 

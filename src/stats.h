@@ -68,7 +68,8 @@ struct stats_build {
 struct stats {
 	STATS_PROXY(STATS_FIELD)
 #undef STATS_FIELD
-	unsigned vnodes;
+	const char *scheme;             /* [ring] scheme (ring_scheme_name) */
+	unsigned vnodes;                /* the fixed scheme's; 0 for another */
 	size_t npoints;
 	struct stats_backend *be;
 	size_t nbe;

@@ -11,7 +11,7 @@
 set -euo pipefail
 
 want=(gcc libc6-dev meson ninja-build pkg-config libevent-dev libssl-dev
-      libinih-dev libcurl4-openssl-dev libxxhash-dev python3 curl procps)
+      libinih-dev libcurl4-openssl-dev libxxhash-dev zlib1g-dev python3 curl procps)
 case "${1:-build}" in
 build) ;;
 test) want+=(clang libclang-rt-14-dev iproute2 util-linux

@@ -82,8 +82,7 @@ static void test_ketama_libmemcached(void)
 	char err[256] = "";
 
 	for (size_t i = 0; i < TEST_N(m); i++)
-		m[i] = (struct ring_member){ vectors_ketama_servers[i].host, NULL,
-					     vectors_ketama_servers[i].weight };
+		m[i] = (struct ring_member){ vectors_ketama_servers[i].host, vectors_ketama_servers[i].weight, NULL };
 	if (!tap_ok(ring_ketama_points(m, TEST_N(m), &p, &np, err, sizeof(err)) == 0,
 		    "ketama: libmemcached's 8 weighted servers build (%s)", err))
 		return;
@@ -166,7 +165,7 @@ static void test_ketama_nutcracker(const char *path)
 
 		if (nc.n < TEST_NC_MAX &&
 		    sscanf(line, "server %63s %u %31s", nc.ids[nc.n], &w, nc.labels[nc.n]) == 3) {
-			nc.m[nc.n] = (struct ring_member){ nc.labels[nc.n], nc.ids[nc.n], w };
+			nc.m[nc.n] = (struct ring_member){ nc.labels[nc.n], w, nc.ids[nc.n] };
 			nc.n++;
 			continue;
 		}
@@ -240,9 +239,9 @@ static int test_envoy_build(const struct ring_member *m, size_t n, struct ring_p
  * same points, the indexes past it shifted by one. */
 static void test_drained(const char *scheme, test_build_fn *build)
 {
-	const struct ring_member live[] = { { "a", NULL, 1 }, { "c", "10.0.0.3:80", 3 } };
-	const struct ring_member with[] = { { "a", NULL, 1 }, { "b", NULL, 0 },
-					    { "c", "10.0.0.3:80", 3 } };
+	const struct ring_member live[] = { { "a", 1, NULL }, { "c", 3, "10.0.0.3:80" } };
+	const struct ring_member with[] = { { "a", 1, NULL }, { "b", 0, NULL },
+					    { "c", 3, "10.0.0.3:80" } };
 	struct ring_point *p = NULL, *q = NULL;
 	size_t np = 0, nq = 0, same = 0;
 	char err[256] = "";
@@ -272,10 +271,10 @@ static void test_refused(const char *what, int rc, struct ring_point **p, const 
 
 static void test_ketama_refusals(void)
 {
-	const struct ring_member half[] = { { "a", NULL, 1 }, { "b", NULL, 0.5 } };
-	const struct ring_member noid[] = { { "a", NULL, 1 }, { "b", "", 1 } };
-	const struct ring_member heavy[] = { { "a", NULL, 4294967295.0 }, { "b", NULL, 1 } };
-	const struct ring_member none[] = { { "a", NULL, 0 } };
+	const struct ring_member half[] = { { "a", 1, NULL }, { "b", 0.5, NULL } };
+	const struct ring_member noid[] = { { "a", 1, NULL }, { "b", 1, "" } };
+	const struct ring_member heavy[] = { { "a", 4294967295.0, NULL }, { "b", 1, NULL } };
+	const struct ring_member none[] = { { "a", 0, NULL } };
 	struct ring_point *p = (void *)1;
 	size_t np = 1;
 	char err[256] = "";
@@ -360,7 +359,7 @@ static void test_envoy_ring(const struct test_envoy_ring *t)
 	char err[256] = "";
 
 	while (n < TEST_N(t->ids) && t->ids[n] != NULL) {
-		m[n] = (struct ring_member){ t->ids[n], NULL, t->weights[n] };
+		m[n] = (struct ring_member){ t->ids[n], t->weights[n], NULL };
 		n++;
 	}
 	if (!tap_ok(ring_envoy_points(m, n, t->min, t->max, &p, &np, err, sizeof(err)) == 0,
@@ -395,8 +394,8 @@ static void test_envoy_ring(const struct test_envoy_ring *t)
  * search agree. */
 static void test_envoy_search(void)
 {
-	const struct ring_member m[] = { { "a", "10.0.0.1:80", 1 }, { "b", "10.0.0.2:80", 3 },
-					 { "c", "[2001:db8::3]:80", 2 } };
+	const struct ring_member m[] = { { "a", 1, "10.0.0.1:80" }, { "b", 3, "10.0.0.2:80" },
+					 { "c", 2, "[2001:db8::3]:80" } };
 	struct ring_point *p = NULL;
 	size_t np = 0, tried = 0, agree = 0;
 	char err[256] = "";
@@ -436,10 +435,10 @@ static void test_envoy_key(void)
 
 static void test_envoy_refusals(void)
 {
-	const struct ring_member m[] = { { "a", NULL, 1 }, { "b", NULL, 2 } };
-	const struct ring_member half[] = { { "a", NULL, 1.5 } };
-	const struct ring_member none[] = { { "a", NULL, 0 }, { "b", NULL, 0 } };
-	const struct ring_member big[] = { { "a", NULL, 1 }, { "b", NULL, 100000000 } };
+	const struct ring_member m[] = { { "a", 1, NULL }, { "b", 2, NULL } };
+	const struct ring_member half[] = { { "a", 1.5, NULL } };
+	const struct ring_member none[] = { { "a", 0, NULL }, { "b", 0, NULL } };
+	const struct ring_member big[] = { { "a", 1, NULL }, { "b", 100000000, NULL } };
 	struct ring_point *p = (void *)1;
 	size_t np = 1;
 	char err[256] = "";
