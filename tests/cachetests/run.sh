@@ -38,6 +38,8 @@ set -euo pipefail
 VERSION=0.4.5
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=../bench/lib.sh
+. "$ROOT/tests/bench/lib.sh"    # bench_stop
 
 # --- inside the private network namespace -----------------------------------
 
@@ -54,22 +56,12 @@ wait_line() {
 	done
 }
 
-# stop_all: every PID in PIDS gets TERM, and KILL when still there 5 s later.
-stop_all() {
-	local p
-	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	for p in "${PIDS[@]}"; do
-		for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-		kill -KILL "$p" 2>/dev/null || true
-	done
-}
-
 # scenario TMP SUITE RP: origin, proxy, client; the client's JSON goes to
 # TMP/results.json. Every process started is stopped by its PID.
 scenario() {
 	local tmp=$1 suite=$2 rp=$3 op pp rc=0
 	PIDS=()
-	trap stop_all EXIT
+	trap 'bench_stop "${PIDS[@]}"' EXIT
 	trap 'exit 2' INT TERM
 	ip link set lo up
 
