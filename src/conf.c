@@ -1153,22 +1153,46 @@ static bool conf_addrs_clash(const char *a, const char *b)
 }
 
 /* An admin listener any other host can reach serves the ring, the
- * backends' addresses and the traffic: only with a token. */
-static void conf_validate_admin(struct conf_parse *ps)
+ * backends' addresses and the traffic: only with a token. Is listen ("" or
+ * NULL for none) such an address, with token ""? */
+static bool conf_admin_exposed(const char *listen, const char *token)
 {
-	const struct conf *c = ps->c;
 	struct sockaddr_storage ss;
 	socklen_t sslen;
 	char why[256];
 
-	if (!c->admin_listen || !*c->admin_listen || *c->admin_token ||
-	    addr_parse(c->admin_listen, &ss, &sslen, why, sizeof(why)) < 0 || addr_is_loopback(&ss))
+	return listen && *listen && !*token && addr_parse(listen, &ss, &sslen, why, sizeof(why)) == 0 &&
+	       !addr_is_loopback(&ss);
+}
+
+static void conf_validate_admin(struct conf_parse *ps)
+{
+	const struct conf *c = ps->c;
+
+	if (!conf_admin_exposed(c->admin_listen, c->admin_token))
 		return;
 	conf_error(ps, conf_line(c, "admin_listen"),
 		   "admin_listen %s is not a loopback address and no admin_token is set: any host that reaches it "
 		   "could read the stats, the ring and the backends' addresses; set [proxy] admin_token "
 		   "(admin requests then need Authorization: Bearer TOKEN) or listen on 127.0.0.1",
 		   c->admin_listen);
+}
+
+int conf_check_admin_running(const struct conf *c, const char *running, char *err, size_t len)
+{
+	int line = conf_line(c, "admin_token");
+	char where[16] = "";
+
+	if (!conf_admin_exposed(running, c->admin_token))
+		return 0;
+	if (!line)
+		line = conf_line(c, "admin_listen");
+	if (line)
+		snprintf(where, sizeof(where), ":%d", line);
+	snprintf(err, len, "%s%s: no admin_token, but the admin listener running on %s is not a loopback "
+		 "address (admin_listen changes only with a restart): keep [proxy] admin_token set, or "
+		 "restart with admin_listen on 127.0.0.1", c->path, where, running);
+	return -1;
 }
 
 /* Checks that need the whole file. */
