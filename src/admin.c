@@ -3,7 +3,7 @@
  * on the main thread's event base: what stats.c collects, as JSON
  * (/stats), Prometheus text (/metrics), an HTML page (/), the ring (/ring),
  * and a health answer for the proxy itself (/health: 200 while some backend
- * is up, 503 when none is). Read-only: GET and HEAD, else 405; except
+ * is up and not failing, 503 when none is). Read-only: GET and HEAD, else 405; except
  * POST /purge?url=, which removes a URL from the cache and the backends.
  *
  * evhttp buffers whatever a client sends unless told otherwise, so the
@@ -285,7 +285,7 @@ static void admin_on_health(struct evhttp_request *req, void *arg)
 	struct admin *a = arg;
 	struct evbuffer *out;
 	struct stats st;
-	size_t up = 0;
+	size_t up = 0, failing = 0;
 
 	if (!admin_gate(a, req))
 		return;
@@ -296,9 +296,16 @@ static void admin_on_health(struct evhttp_request *req, void *arg)
 			evbuffer_free(out);
 		return;
 	}
-	for (size_t i = 0; i < st.nbe; i++)
-		up += st.be[i].up && st.be[i].points;
-	evbuffer_add_printf(out, "%s: %zu of %zu backends up\n", up ? "ok" : "unavailable", up, st.nbe);
+	/* a failing backend is up only because it is the last one (health.c):
+	 * it serves nothing well */
+	for (size_t i = 0; i < st.nbe; i++) {
+		up += st.be[i].up && st.be[i].points && strcmp(st.be[i].state, "failing") != 0;
+		failing += strcmp(st.be[i].state, "failing") == 0;
+	}
+	evbuffer_add_printf(out, "%s: %zu of %zu backends up", up ? "ok" : "unavailable", up, st.nbe);
+	if (failing)
+		evbuffer_add_printf(out, "; %zu failing (the last one up, kept in service)", failing);
+	evbuffer_add_printf(out, "\n");
 	stats_free(&st);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain");
 	evhttp_send_reply(req, up ? HTTP_OK : HTTP_SERVUNAVAIL, up ? "OK" : "Service Unavailable", out);

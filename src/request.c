@@ -198,11 +198,8 @@ void req_close_after(struct request *rq)
  * second backend lost the request the same way: count it now. */
 static void req_settle(struct request *rq)
 {
-	if (rq->lost >= 0 && rq->snap) {
-		const struct snap_backend *sb = &rq->snap->be[rq->lost];
-
-		health_request_failed(sb->state, rq->snap->conf, sb->conf, REQ_LOST_WHAT);
-	}
+	if (rq->lost >= 0 && rq->snap)
+		health_request_failed(rq->snap, rq->lost, REQ_LOST_WHAT);
 	rq->lost = -1;
 }
 
@@ -904,7 +901,7 @@ void req_failed(struct request *rq, int status, enum req_fail kind, const char *
 		if (retry)
 			rq->lost = i;
 		else
-			health_request_failed(s->be[i].state, s->conf, s->be[i].conf, REQ_LOST_WHAT);
+			health_request_failed(s, i, REQ_LOST_WHAT);
 	}
 	if (retry) {
 		atomic_fetch_add(&s->be[i].state->retries_away, 1);

@@ -47,6 +47,7 @@
 #define STATS_BACKEND(X) \
 	X(up, flag, DERIVED, "whether the backend is up (false while health checks have it down)") \
 	X(inflight, gauge, DERIVED, "requests in flight to the backend, all workers") \
+	X(fails, gauge, DERIVED, "failed requests in a row (passive health); at [health] fall the backend goes down, or, the last one up, stays in service as failing") \
 	X(requests, counter, WORKER, "requests sent to the backend") \
 	X(responses, counter, WORKER, "responses relayed completely from the backend") \
 	X(responses_2xx, counter, WORKER, "final responses from the backend with a 2xx status") \
