@@ -23,10 +23,10 @@ TOKEN = "3f9a1c0e2b7d4c65a8e1f0b9d2c37e4f"
 PATHS = ["/", "/stats", "/metrics", "/ring", "/ring?key=/a.jpg", "/health", "/nope"]
 
 
-def ask(port, path, auth=None, method="GET", host="127.0.0.1"):
+def ask(port, path, auth=None, method="GET", host="127.0.0.1", headers=None):
     c = http.client.HTTPConnection(host, port, timeout=10)
     try:
-        c.request(method, path, headers={"Authorization": auth} if auth else {})
+        c.request(method, path, headers=dict({"Authorization": auth} if auth else {}, **(headers or {})))
         r = c.getresponse()
         return r.status, r.getheader("WWW-Authenticate"), r.read().decode()
     finally:
@@ -67,6 +67,13 @@ def tokens(cache):
             "the right token: every path answers as without a token", str(good))
     st, _, _ = ask(port, "/stats", "bearer  " + TOKEN)
     t.check(st == 200, "the scheme is case-insensitive (RFC 9110 11.1)", str(st))
+    st, _, _ = ask(port, "/stats", "Bearer " + TOKEN, headers={"Host": "admin.example.net"})
+    t.check(st == 200, "with a token, any Host name (a page cannot send the token)", str(st))
+    st, _, _ = ask(port, "/stats", headers={"Host": "admin.example.net"})
+    t.check(st == 401, "... and without it, 401", str(st))
+    st, _, body = ask(port, "/purge?url=http://h.example/a.jpg", "Bearer " + TOKEN, "POST",
+                      headers={"Origin": "http://attacker.example", "Sec-Fetch-Site": "cross-site"})
+    t.check(st == 403 and "cross-site" in body, "a cross-site POST /purge with the token: 403", [st, body])
     st, www, _ = ask(port, "/stats", method="POST")
     t.check(st == 401, "a POST without a token: 401 before 405", str(st))
     st, _, _ = ask(port, "/stats", "Bearer " + TOKEN, method="POST")
