@@ -140,6 +140,8 @@ static const struct conf_keydef conf_keys[] = {
 	  "how long a request waits for another request's fetch of the same object before going itself" },
 	{ CONF_IN_CACHE, "grace", CONF_T_DURATION, P(cache_grace_ms), "0", 0, 31536000000.0, NULL,
 	  "stale window (stale-while-revalidate and stale-if-error) of a response that names none; its own values win" },
+	{ CONF_IN_CACHE, "honor_client_no_cache", CONF_T_BOOL, P(cache_honor_client_no_cache), "off", 0, 0, NULL,
+	  "a request's Cache-Control no-cache, max-age and min-fresh may send it past a stored object to the backend (RFC 9111 allows it); off, as in NGINX and Varnish, so that no client can force origin fetches" },
 	{ CONF_IN_CACHE, "purge_fanout", CONF_T_UINT, P(cache_purge_fanout), "3", 0, 16, NULL,
 	  "a purge goes to the first N distinct backends of the URL's walk (the owner and where spill-over and failover put copies); 0 = local only" },
 	{ CONF_IN_CACHE, "purge_allow", CONF_T_STRING, P(cache_purge_allow), "", 0, 0, NULL,

@@ -96,6 +96,8 @@ struct conf {
 	uint64_t cache_lock_timeout_ms;
 	uint64_t cache_grace_ms;        /* stale window of responses naming
 					   none (cachectl_response) */
+	bool cache_honor_client_no_cache; /* a request's no-cache, max-age and
+					   min-fresh are followed */
 	unsigned cache_purge_fanout;    /* backends of the walk a purge reaches */
 	char *cache_purge_allow;        /* who may PURGE/BAN on the proxy port */
 

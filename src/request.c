@@ -1065,6 +1065,8 @@ static bool req_cache_lookup(struct request *rq)
 	if (rq->snap->conf->cache_size == 0)
 		return false;           /* off: no Cache-Status either */
 	cachectl_request(&rq->msg, &rq->cc);
+	if (!rq->snap->conf->cache_honor_client_no_cache)
+		cachectl_request_plain(&rq->cc);
 	if (rq->cc.kind == CACHECTL_PASS || rq->cc.kind == CACHECTL_INVALIDATE) {
 		rq->cache_fwd = "bypass";
 		return false;
