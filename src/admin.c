@@ -3,8 +3,12 @@
  * on the main thread's event base: what stats.c collects, as JSON
  * (/stats), Prometheus text (/metrics), an HTML page (/), the ring (/ring),
  * and a health answer for the proxy itself (/health: 200 while some backend
- * is up and not failing, 503 when none is). Read-only: GET and HEAD, else 405; except
- * POST /purge?url=, which removes a URL from the cache and the backends.
+ * is up and not failing, 503 when none is). Read-only: GET and HEAD, else
+ * 405; except POST /purge?url=, which removes a URL from the cache and the
+ * backends.
+ * A browser is kept from using it for a web page elsewhere: without a
+ * token a Host must name the listener (DNS rebinding), and nothing
+ * cross-site gets past GET and HEAD (admin_admit).
  *
  * evhttp buffers whatever a client sends unless told otherwise, so the
  * listener is bounded: a request head to ADMIN_MAX_HEAD (else 400), a body
