@@ -160,6 +160,7 @@ static int admin_host_ok(struct admin *a, struct evhttp_request *req)
 {
 	const char *host = evhttp_find_header(evhttp_request_get_input_headers(req), "Host");
 	char text[640];
+	bool bound;
 
 	if (*a->p->current->conf->admin_token || !host)
 		return 1;
@@ -171,9 +172,12 @@ static int admin_host_ok(struct admin *a, struct evhttp_request *req)
 		    (a->port == 80 && n > 3 && strncasecmp(host, a->hosts[i], n - 3) == 0 && !host[n - 3]))
 			return 1;
 	}
+	/* the bound address is said when it is not one of the others */
+	bound = strcmp(a->hosts[3], a->hosts[0]) != 0 && strcmp(a->hosts[3], a->hosts[2]) != 0;
 	snprintf(text, sizeof(text), "Host: %.100s does not name this admin listener: without [proxy] admin_token "
-		 "it answers requests for %s, %s, %s or %s only (a web page must not reach it through a name "
-		 "of its own that points here)\n", host, a->hosts[0], a->hosts[1], a->hosts[2], a->hosts[3]);
+		 "it answers requests for %s, %s%s%s or %s only (a web page must not reach it through a name "
+		 "of its own that points here)\n", host, a->hosts[0], a->hosts[1], bound ? ", " : "",
+		 bound ? a->hosts[3] : "", a->hosts[2]);
 	admin_reply_text(req, 421, "Misdirected Request", text);
 	return 0;
 }
@@ -199,8 +203,8 @@ static bool admin_form_type(const char *v)
  * browser POST here (a form needs no script), so a request other than GET
  * and HEAD is refused with 403 when the browser says it is cross-site
  * (Sec-Fetch-Site other than same-origin or none: same-site takes in other
- * ports of localhost), when its Origin is not this listener as the Host
- * names it, or, from a browser that sends neither (its User-Agent starts
+ * ports of localhost), when its Origin does not name the Host it was sent
+ * to, or, from a browser that sends neither (its User-Agent starts
  * "Mozilla/"), when it carries a form's content type. Programs (curl,
  * `ringproxy purge`) send none of these and pass. The order of the checks
  * is the one of Go's net/http CrossOriginProtection (Go 1.25).
@@ -222,7 +226,10 @@ static int admin_same_origin(struct evhttp_request *req)
 		if (strcasecmp(site, "same-origin") != 0 && strcasecmp(site, "none") != 0)
 			why = "Sec-Fetch-Site";
 	} else if (origin) {
-		if (!host || strncasecmp(origin, "http://", 7) != 0 || strcasecmp(origin + 7, host) != 0)
+		/* the scheme aside: a TLS proxy in front makes it https */
+		const char *o = strstr(origin, "://");
+
+		if (!host || !o || strcasecmp(o + 3, host) != 0)
 			why = "Origin";
 	} else if (ua && strncmp(ua, "Mozilla/", 8) == 0 &&
 		   admin_form_type(evhttp_find_header(in, "Content-Type"))) {

@@ -188,7 +188,7 @@ def cross_site(proxy, port):
     for path in ("/", "/stats", "/metrics", "/ring", "/health", "/nope"):
         st, body = send(port, f"GET {path} HTTP/1.1\r\nHost: rebound.attacker.example\r\n")
         t.check(st == 421 and "Host: rebound.attacker.example does not name this admin listener" in body and
-                f"127.0.0.1:{port}, localhost:{port}, [::1]:{port}" in body and "backends" not in body,
+                f"127.0.0.1:{port}, localhost:{port} or [::1]:{port} only" in body and "backends" not in body,
                 f"DNS rebinding: GET {path} with Host: rebound.attacker.example: 421, saying why", [st, body])
     st, body = send(port, "POST /purge?url=http://h.example/a.jpg HTTP/1.1\r\nHost: rebound.attacker.example\r\n"
                     "Content-Length: 0\r\n")
@@ -202,6 +202,26 @@ def cross_site(proxy, port):
     t.check(all(v == 200 for v in got.values()), "the listener's own names: 200", got)
     st, _ = send(port, "GET /stats HTTP/1.0\r\n")
     t.check(st == 200, "HTTP/1.0 without Host (no browser sends that): 200", st)
+    st, _ = send(port, purge + f"Origin: https://{host}\r\n")
+    t.check(st == 200, "an Origin naming the Host under https (a TLS proxy in front): 200", st)
+
+    # a listener on another loopback address is named by it too
+    other = harness.Proxy(RP, harness.conf_text([caches[0]], proxy={"admin_listen": "127.0.0.2:0"}), "admin-2")
+    m = other.wait_log(r"stats on http://127\.0\.0\.2:(\d+)/", 10)
+    p2 = int(m.group(1))
+
+    def on_other(host_line):
+        s2 = socket.create_connection(("127.0.0.2", p2), timeout=10)
+        s2.sendall(b"GET /stats HTTP/1.1\r\n" + host_line + b"\r\nConnection: close\r\n\r\n")
+        r = harness.Reader(s2).response()
+        s2.close()
+        return r
+    r = on_other(b"Host: 127.0.0.2:%d" % p2)
+    r2 = on_other(b"Host: evil.example")
+    t.check(r.status == 200 and r2.status == 421 and b"127.0.0.2:%d" % p2 in r2.body,
+            "admin_listen = 127.0.0.2:0: Host 127.0.0.2:PORT is served, another name gets 421 naming it",
+            [r.status, r2.status, r2.body])
+    other.stop()
 
 
 names = ("a1", "a2", "a3")
