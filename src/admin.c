@@ -207,7 +207,8 @@ static bool admin_form_type(const char *v)
  * to, or, from a browser that sends neither (its User-Agent starts
  * "Mozilla/"), when it carries a form's content type. Programs (curl,
  * `ringproxy purge`) send none of these and pass. The order of the checks
- * is the one of Go's net/http CrossOriginProtection (Go 1.25).
+ * is the one of Go's net/http CrossOriginProtection (Go 1.25, proposed in
+ * golang/go#73626).
  */
 static int admin_same_origin(struct evhttp_request *req)
 {
