@@ -462,6 +462,20 @@ void cachectl_request(const struct http1_msg *req, struct cachectl_req *out)
 	}
 }
 
+/* A request's freshness directives are the client's preference (RFC 9111
+ * 5.2.1.4: it "prefers" a validated response); NGINX and Varnish decline
+ * it by default, since every client could otherwise send any request past
+ * the cache, and replace the stored object for everyone. */
+void cachectl_request_plain(struct cachectl_req *r)
+{
+	if (r->kind == CACHECTL_REFRESH) {
+		r->kind = CACHECTL_LOOKUP;
+		r->why = NULL;
+	}
+	r->max_age = -1;
+	r->min_fresh = 0;
+}
+
 bool cachectl_invalidates(enum http1_method method, int status)
 {
 	switch (method) {

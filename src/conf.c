@@ -150,6 +150,8 @@ static const struct conf_keydef conf_keys[] = {
 	  "stale window (stale-while-revalidate and stale-if-error) of a response that names none; its own values win" },
 	{ CONF_IN_CACHE, "refresh_max", CONF_T_UINT, P(cache_refresh_max), "8", 1, 10000, NULL,
 	  "background refreshes (stale-while-revalidate) one worker runs at once; a stale hit past it is served without one" },
+	{ CONF_IN_CACHE, "honor_client_no_cache", CONF_T_BOOL, P(cache_honor_client_no_cache), "off", 0, 0, NULL,
+	  "a request's Cache-Control no-cache, max-age and min-fresh may send it past a stored object to the backend (RFC 9111 allows it); off, as in NGINX and Varnish, so that no client can force origin fetches" },
 	{ CONF_IN_CACHE, "purge_fanout", CONF_T_UINT, P(cache_purge_fanout), "3", 0, 16, NULL,
 	  "a purge goes to the first N distinct backends of the URL's walk (the owner and where spill-over and failover put copies); 0 = local only" },
 	{ CONF_IN_CACHE, "purge_allow", CONF_T_STRING, P(cache_purge_allow), "", 0, 0, NULL,
@@ -1169,16 +1171,23 @@ static bool conf_addrs_clash(const char *a, const char *b)
 }
 
 /* An admin listener any other host can reach serves the ring, the
- * backends' addresses and the traffic: only with a token. */
-static void conf_validate_admin(struct conf_parse *ps)
+ * backends' addresses and the traffic: only with a token. Is listen ("" or
+ * NULL for none) such an address, with token ""? */
+static bool conf_admin_exposed(const char *listen, const char *token)
 {
-	const struct conf *c = ps->c;
 	struct sockaddr_storage ss;
 	socklen_t sslen;
 	char why[256];
 
-	if (!c->admin_listen || !*c->admin_listen || *c->admin_token ||
-	    addr_parse(c->admin_listen, &ss, &sslen, why, sizeof(why)) < 0 || addr_is_loopback(&ss))
+	return listen && *listen && !*token && addr_parse(listen, &ss, &sslen, why, sizeof(why)) == 0 &&
+	       !addr_is_loopback(&ss);
+}
+
+static void conf_validate_admin(struct conf_parse *ps)
+{
+	const struct conf *c = ps->c;
+
+	if (!conf_admin_exposed(c->admin_listen, c->admin_token))
 		return;
 	conf_error(ps, conf_line(c, "admin_listen"),
 		   "admin_listen %s is not a loopback address and no admin_token is set: any host that reaches it "
@@ -1287,6 +1296,23 @@ static void conf_validate_scheme(struct conf_parse *ps)
 			return;
 		}
 	}
+}
+
+int conf_check_admin_running(const struct conf *c, const char *running, char *err, size_t len)
+{
+	int line = conf_line(c, "admin_token");
+	char where[16] = "";
+
+	if (!conf_admin_exposed(running, c->admin_token))
+		return 0;
+	if (!line)
+		line = conf_line(c, "admin_listen");
+	if (line)
+		snprintf(where, sizeof(where), ":%d", line);
+	snprintf(err, len, "%s%s: no admin_token, but the admin listener running on %s is not a loopback "
+		 "address (admin_listen changes only with a restart): keep [proxy] admin_token set, or "
+		 "restart with admin_listen on 127.0.0.1", c->path, where, running);
+	return -1;
 }
 
 /* Checks that need the whole file. */

@@ -110,6 +110,8 @@ struct conf {
 					   none (cachectl_response) */
 	unsigned cache_refresh_max;     /* background refreshes a worker
 					   runs at once */
+	bool cache_honor_client_no_cache; /* a request's no-cache, max-age and
+					   min-fresh are followed */
 	unsigned cache_purge_fanout;    /* backends of the walk a purge reaches */
 	char *cache_purge_allow;        /* who may PURGE/BAN on the proxy port */
 
@@ -148,6 +150,13 @@ void conf_hostport(const struct conf_backend *b, char *out, size_t len);
 int conf_line(const struct conf *c, const char *key);
 /* The same for a key of one backend (url, weight, health_path...). */
 int conf_backend_line(const struct conf_backend *be, const char *key);
+
+/* A reload's admin rule, against the listener that runs: admin_listen
+ * changes only with a restart, so the one bound at start on running ("" for
+ * none) keeps needing a token while it is not a loopback address, whatever
+ * c's own admin_listen says. 0, or -1 with "FILE:LINE: what; what to do"
+ * in err. Pure. */
+int conf_check_admin_running(const struct conf *c, const char *running, char *err, size_t len);
 
 /* Find a backend by name; NULL if none. */
 const struct conf_backend *conf_backend_find(const struct conf *c,

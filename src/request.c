@@ -202,11 +202,8 @@ void req_close_after(struct request *rq)
  * second backend lost the request the same way: count it now. */
 static void req_settle(struct request *rq)
 {
-	if (rq->lost >= 0 && rq->snap) {
-		const struct snap_backend *sb = &rq->snap->be[rq->lost];
-
-		health_request_failed(sb->state, rq->snap->conf, sb->conf, REQ_LOST_WHAT);
-	}
+	if (rq->lost >= 0 && rq->snap)
+		health_request_failed(rq->snap, rq->lost, REQ_LOST_WHAT);
 	rq->lost = -1;
 }
 
@@ -898,7 +895,7 @@ void req_failed(struct request *rq, int status, enum req_fail kind, const char *
 		if (retry)
 			rq->lost = i;
 		else
-			health_request_failed(s->be[i].state, s->conf, s->be[i].conf, REQ_LOST_WHAT);
+			health_request_failed(s, i, REQ_LOST_WHAT);
 	}
 	if (retry) {
 		atomic_fetch_add(&s->be[i].state->retries_away, 1);
@@ -1072,6 +1069,8 @@ static bool req_cache_lookup(struct request *rq)
 			rq->inval.p = NULL;
 		}
 	}
+	if (!rq->snap->conf->cache_honor_client_no_cache)
+		cachectl_request_plain(&rq->cc);
 	if (rq->cc.kind == CACHECTL_PASS || rq->cc.kind == CACHECTL_INVALIDATE) {
 		rq->cache_fwd = "bypass";
 		return false;

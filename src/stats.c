@@ -52,6 +52,11 @@ static uint64_t stats_backend_up(const struct backend *b)
 	return !atomic_load(&b->down);
 }
 
+static uint64_t stats_backend_fails(const struct backend *b)
+{
+	return atomic_load(&b->fails);
+}
+
 static uint64_t stats_backend_inflight(const struct backend *b)
 {
 	long n = atomic_load(&b->inflight);
@@ -206,7 +211,10 @@ static void stats_collect_view(struct stats_backend *o, const struct snapshot *s
 	o->max_inflight = why.max_inflight;
 	o->cap = why.cap;
 	o->ramp = why.ramp;
-	o->state = !o->points ? "drained" : !o->up ? "down" : why.ramp < 1 ? "ramping" :
+	/* up at fall failures in a row: kept as the last one up (health.c) */
+	o->state = !o->points ? "drained" : !o->up ? "down" :
+		   s->conf->passive && o->fails >= s->be[i].conf->health.fall ? "failing" :
+		   why.ramp < 1 ? "ramping" :
 		   o->max_inflight && (long)o->inflight >= o->max_inflight ? "full" : "up";
 	if (!p->rates)
 		return;

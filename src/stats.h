@@ -48,8 +48,9 @@ struct stats_backend {
 #define STATS_FIELD(n, type, where, help) uint64_t n;
 	STATS_BACKEND(STATS_FIELD)
 	uint32_t id;                    /* registry id */
-	const char *state;              /* "up", "down", "ramping", "full",
-					   "drained": what the page shows */
+	const char *state;              /* "up", "down", "failing", "ramping",
+					   "full", "drained": what the page
+					   shows */
 	long max_inflight;              /* hard cap; 0 = none */
 	long cap;                       /* bounded-load cap now; -1 = off */
 	double ramp;                    /* slow start: share of keys back */
