@@ -1368,9 +1368,38 @@ static struct cache_obj *cache_obj_alloc(const struct cache_fill *f, size_t cap)
 	return o;
 }
 
+/* Whether o can still answer a request by itself: fresh, or within its
+ * stale-while-revalidate or stale-if-error window. */
+static bool cache_obj_usable(const struct cache_obj *o, int64_t now)
+{
+	int64_t ttl = cache_obj_ttl(o, now);
+
+	if (o->flags & CACHE_O_MARKER)
+		return false;
+	return cache_obj_stale_if_error(o, now)
+	       || (!(o->flags & CACHECTL_M_REVALIDATE) && -ttl < o->swr);
+}
+
+/* Under the shard lock: whether a stored response of f's key is usable.
+ * A marker would unlink it (cache_publish), and a copy that answers while
+ * the backend fails (stale-if-error) is worth more than the queueing a
+ * marker saves. */
+static bool cache_key_usable(const struct cache_shard *s, const struct cache_fill *f,
+			     int64_t now)
+{
+	size_t pos = f->node.hash & (s->nslots - 1);
+	struct cache_node *n;
+
+	while ((n = cache_tab_next(s, f->node.hash, f->key, f->keylen, &pos)) != NULL)
+		if (n->kind == CACHE_K_OBJ && cache_obj_usable((const struct cache_obj *)n, now))
+			return true;
+	return false;
+}
+
 /* The response was not storable. If requests queued behind it, remember
  * the key as uncacheable for a while (a marker object), so the next ones
- * go to the backend at once instead of queueing for nothing. */
+ * go to the backend at once instead of queueing for nothing; unless a
+ * usable response is stored for it (cache_key_usable). */
 static void cache_fill_uncacheable(struct cache_fill *f, int64_t now)
 {
 	struct cache_shard *s = &f->c->shards[f->shard];
@@ -1393,7 +1422,7 @@ static void cache_fill_uncacheable(struct cache_fill *f, int64_t now)
 		m->charge = sizeof(*m) + m->keylen;
 		m->head_off = m->body_off = m->keylen;
 		pthread_mutex_lock(&s->lock);
-		if (s->budget >= m->charge)
+		if (s->budget >= m->charge && !cache_key_usable(s, f, now))
 			cache_publish(f->c, s, m, &d);
 		else
 			cache_drop(&d, m);

@@ -262,7 +262,12 @@ int cache_fill_want(struct cache_fill *f);
  * Otherwise returns -1 and the fill is over (f is freed; its waiters are
  * woken with NULL; when some were waiting, the key is remembered as
  * uncacheable for a minute so that later requests go straight to the
- * backend instead of queueing behind each other).
+ * backend instead of queueing behind each other, unless a response
+ * stored for it can still answer: fresh, or within its
+ * stale-while-revalidate or stale-if-error window; a marker never
+ * displaces one). A caller whose answer is not the URL's own (a 304 to
+ * the request's own validators, a 400 for its header) ends the fill with
+ * cache_fill_abort() instead: no marker.
  * The stored head is resp's status line and headers without hop-by-hop,
  * framing, Age and X-Forwarded-Proto lines, plus a Content-Length of our
  * own; resp's buffer may change once this returns.

@@ -49,6 +49,7 @@ static void req_on_wake(struct mbox_msg *m);
 static bool req_cache_lookup(struct request *rq);
 static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *how);
 static bool req_stale_if_error(struct request *rq);
+static bool req_conditional(const struct http1_msg *m);
 static int req_revalidated(struct request *rq, const struct http1_msg *resp);
 
 void req_init(struct request *rq, struct client *c, const struct rbuf *in,
@@ -363,6 +364,16 @@ static const char *req_cache_status(const char *fwd, bool stored)
 	return "Cache-Status: ringproxy; fwd=bypass\r\n";
 }
 
+/* Whether the backend's answer to this request is the URL's own, so that
+ * a non-storable one may mark the key uncacheable for everyone
+ * (cache_fill_begin): not when the request was conditional (a 304 to its
+ * own validators), and not for a status that speaks of this request or of
+ * a passing state (a 400 for its oversized header, a 503 in an outage). */
+static bool req_answer_of_url(const struct request *rq, const struct http1_msg *resp)
+{
+	return cachectl_status_ok(resp->status) && !req_conditional(&rq->msg);
+}
+
 /* The cache's part in a backend's response head: start storing it when
  * this request leads a fill and it may be stored, invalidate the URL after
  * a successful unsafe method, and say what happened (Cache-Status, in
@@ -383,8 +394,9 @@ static void req_cache_response(struct request *rq, const struct http1_msg *resp,
 
 		cachectl_response(&rq->cc, rq->msg.method_id, resp, rq->sent_at, (int64_t)time(NULL),
 				  (int64_t)(rq->snap->conf->cache_grace_ms / 1000), &meta);
-		if (fr->dechunk)        /* bytes go out decoded: not what a fill takes */
-			cache_fill_abort(rq->fill);
+		if (fr->dechunk ||      /* bytes go out decoded: not what a fill takes */
+		    (!meta.storable && !req_answer_of_url(rq, resp)))
+			cache_fill_abort(rq->fill);     /* waiters go on, no marker */
 		else
 			stored = cache_fill_begin(rq->fill, resp, &meta, fr->backend_name.p,
 						  fr->backend_name.len) == 0;
