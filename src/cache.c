@@ -1258,7 +1258,7 @@ static void cache_fill_free(struct cache_fill *f)
 {
 	if (f->reserved != 0)
 		atomic_fetch_sub_explicit(&f->c->filling, f->reserved, memory_order_relaxed);
-	free(f->obj);
+	cache_obj_release(f->obj);      /* a hold (cache_fill_hold) keeps it */
 	free(f);
 }
 
@@ -1532,8 +1532,16 @@ fail:
 	return -1;
 }
 
+struct cache_obj *cache_fill_hold(struct cache_fill *f)
+{
+	if (f->obj == NULL || f->framing != HTTP1_BODY_LENGTH)
+		return NULL;
+	return cache_obj_ref(f->obj);
+}
+
 /* Append n body bytes, growing the object (not yet visible to anyone)
- * up to max_object. */
+ * up to max_object; a Content-Length body never grows (cache_fill_begin
+ * allocated all of it), so a held object stays where it is. */
 static int cache_fill_append(struct cache_fill *f, const char *p, size_t n)
 {
 	size_t maxo = atomic_load_explicit(&f->c->max_object, memory_order_relaxed);
@@ -1612,7 +1620,9 @@ static void cache_obj_finish(struct cache_fill *f)
 		o->headlen += 16 + n + 2;
 	}
 	used = cache_obj_cap(o->body_off + o->bodylen);
-	if (used < f->cap && (t = realloc(o, sizeof(*o) + used)) != NULL) {
+	/* never moved while its leader holds it (cache_fill_hold) */
+	if (used < f->cap && atomic_load_explicit(&o->refs, memory_order_relaxed) == 1
+	    && (t = realloc(o, sizeof(*o) + used)) != NULL) {
 		f->obj = o = t;
 		f->cap = used;
 	}
@@ -1651,8 +1661,9 @@ int cache_fill_done_ref(struct cache_fill *f, struct cache_obj **out)
 	list = cache_fill_detach(s, f);
 	for (w = list; w != NULL; w = w->next_)
 		refs += cache_variant_ok(o, w->ae_);
-	/* every reference exists before anyone else can see o */
-	atomic_store_explicit(&o->refs, refs, memory_order_relaxed);
+	/* every reference exists before anyone else can see o (the fill's
+	 * own becomes the table's, a hold stays its leader's) */
+	atomic_fetch_add_explicit(&o->refs, refs - 1, memory_order_relaxed);
 	if (!f->doomed && s->budget >= o->charge) {
 		cache_publish(f->c, s, o, &d);
 		stored = true;

@@ -276,6 +276,19 @@ int cache_fill_begin(struct cache_fill *f, const struct http1_msg *resp,
 		     const struct cachectl_meta *m, const char *backend,
 		     size_t backend_len);
 
+/*
+ * The object being filled, a reference for the leader (cache_fill_begin
+ * said 0): its body (cache_obj_body) holds the bytes cache_fill_body took
+ * so far, at a place that stays put, and stays valid until the leader
+ * releases it whatever becomes of the fill (done, aborted, not stored).
+ * So the leader sends its own client the body from here and reads the
+ * backend at the backend's pace, not its client's (NGINX's cache lock,
+ * Varnish's busy object). NULL when the body's length is not known
+ * (chunked, to the close): such an object grows, and moves, as it fills.
+ * Leader's thread; nobody else sees the object before it is published.
+ */
+struct cache_obj *cache_fill_hold(struct cache_fill *f);
+
 /* Body bytes as they came from the backend (chunked framing included if
  * the response was chunked: it is stored decoded). Returns 0, or -1 when
  * the body grew past max_object or its chunked framing is broken: the

@@ -133,6 +133,7 @@ void req_begin(struct request *rq, size_t head_len, uint64_t rid)
 	rq->close_after = !rq->msg.keep_alive || w->stopping;
 	rq->cache_fwd = NULL;
 	rq->collapsed = false;
+	rq->from_fill = false;
 	rq->stale = NULL;
 	rq->cond_len = 0;
 	rq->ae_len = 0;
@@ -226,6 +227,7 @@ bool req_end(struct request *rq)
 	}
 	cache_obj_release(rq->obj);
 	rq->obj = NULL;
+	rq->from_fill = false;
 	cache_obj_release(rq->stale);
 	rq->stale = NULL;
 	req_settle(rq);
@@ -443,16 +445,36 @@ int req_response_head(struct request *rq, const struct http1_msg *resp, struct h
 	outq_grow(rq->out, n);
 	rq->resp_started = true;
 	rq->status = resp->status;
+	/* a fill of known length: the client reads the body from the object
+	 * as it fills, once the head (slices of the backend's buffer) is out */
+	if (rq->fill && (rq->obj = cache_fill_hold(rq->fill)) != NULL) {
+		rq->from_fill = true;
+		rq->fill_head_end = rq->out->sent + outq_bytes(rq->out);
+	}
 	return 0;
 }
 
 int req_body(struct request *rq, const void *p, size_t n)
 {
 	/* a fill that grows past max_object (or whose framing breaks) is
-	 * dropped; the client's copy streams on */
-	if (rq->fill && n && cache_fill_body(rq->fill, p, n) < 0)
+	 * dropped; the client's copy streams on (from here on from the
+	 * backend's buffer: the object holds only what came before) */
+	if (rq->fill && n && cache_fill_body(rq->fill, p, n) < 0) {
 		rq->fill = NULL;
+		rq->from_fill = false;
+	}
+	if (rq->from_fill) {
+		struct iovec b = cache_obj_body(rq->obj);
+
+		/* the n bytes just copied: the end of what it holds */
+		return outq_append(rq->out, (const char *)b.iov_base + b.iov_len - n, n);
+	}
 	return outq_add(rq->out, p, n);
+}
+
+bool req_reads_object(const struct request *rq)
+{
+	return rq->from_fill && rq->out->sent >= rq->fill_head_end;
 }
 
 void req_response_end(struct request *rq)
@@ -487,8 +509,14 @@ int req_send(struct request *rq)
 void req_done(struct request *rq)
 {
 	req_response_end(rq);
-	rq->state = REQ_DONE;
 	rq->end_kind = REQ_END_BACKEND;
+	if (!req_sent_all(rq)) {
+		/* the rest goes from the object (req_reads_object), as a hit's
+		 * would: req_client_drained ends it */
+		rq->state = REQ_REPLY;
+		return;
+	}
+	rq->state = REQ_DONE;
 	front_request_done(rq->cl);
 }
 
