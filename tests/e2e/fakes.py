@@ -56,6 +56,16 @@ class Fake:
         head, _, rest = buf.partition(b"\r\n\r\n")
         return head, rest
 
+    def heads(self, s):
+        """Each request head on s until EOF (a body is the caller's to
+        read, from the bytes after its head: none here)."""
+        rest = b""
+        while True:
+            head, rest = self.read_head(s, rest)
+            if not head:
+                return
+            yield head
+
     def stop(self):
         """Stop listening and close every accepted connection."""
         self.ls.close()
@@ -65,3 +75,27 @@ class Fake:
                     s.close()
                 except OSError:
                     pass
+
+
+class Script:
+    """What a scripted backend does per path, shared by its handler
+    threads and the test: the mode the test set for a path, and how many
+    requests the path got."""
+
+    def __init__(self, default="ok"):
+        self.lock = threading.Lock()
+        self.counts, self.modes, self.default = {}, {}, default
+
+    def seen(self, path):
+        """Count a request for path; returns its mode."""
+        with self.lock:
+            self.counts[path] = self.counts.get(path, 0) + 1
+            return self.modes.get(path, self.default)
+
+    def fetches(self, path):
+        with self.lock:
+            return self.counts.get(path, 0)
+
+    def set_mode(self, path, mode):
+        with self.lock:
+            self.modes[path] = mode

@@ -33,31 +33,13 @@ LOCK_TIMEOUT = 3.0
 BIG = b"".join(b"%07d\n" % i for i in range(1 << 20))      # 8 MiB, every line different
 SIE_BODY = b"the copy stored before the outage\n" * 8
 
-lock = threading.Lock()
-counts = {}             # path -> requests received
-modes = {}              # path -> "ok" | "outage" | "nostore" | "503"
-
-
-def fetches(path):
-    with lock:
-        return counts.get(path, 0)
-
-
-def set_mode(path, mode):
-    with lock:
-        modes[path] = mode
+script = harness.Script()     # modes: "ok" | "outage" | "nostore" | "503"
 
 
 def handler(fake, s, n):
-    rest = b""
-    while True:
-        head, rest = fake.read_head(s, rest)
-        if not head:
-            return
+    for head in fake.heads(s):
         p = head.split(b"\r\n")[0].decode().split(" ")[1].split("?")[0]
-        with lock:
-            counts[p] = counts.get(p, 0) + 1
-            mode = modes.get(p, "ok")
+        mode = script.seen(p)
         if p.startswith("/big/"):
             time.sleep(0.5)             # the waiters attach meanwhile
             s.sendall(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: %d\r\n\r\n"
@@ -123,9 +105,9 @@ def stalled_leader(P):
     t.check(all("collapsed" in cs(o[1]) or cs(o[1]).startswith("ringproxy; hit") for o in out),
             "... answered from the leader's fetch (Cache-Status collapsed or hit)", [cs(o[1]) for o in out])
     st, h, b = harness.get(P, path, timeout=20)
-    t.check(st == 200 and b == BIG and cs(h).startswith("ringproxy; hit") and fetches(path) == 1,
+    t.check(st == 200 and b == BIG and cs(h).startswith("ringproxy; hit") and script.fetches(path) == 1,
             "the object is stored: the next GET is a hit, and the backend was asked once",
-            (st, cs(h), fetches(path)))
+            (st, cs(h), script.fetches(path)))
     # now the leader reads, all of it, then asks again on the same connection
     rd = harness.Reader(s)
     r = rd.response()
@@ -147,7 +129,7 @@ def outage(P, path, leader_headers, leader_status, what):
     t.check(st == 200 and b == SIE_BODY and cs(h).endswith("stored"),
             f"{what}: an object with stale-if-error=60 is stored", (st, cs(h)))
     time.sleep(2.2)                     # past its max-age=1
-    set_mode(path, "nostore" if leader_status == 200 else "outage")
+    script.set_mode(path, "nostore" if leader_status == 200 else "outage")
     out = [None, None]
     lt = threading.Thread(target=timed_get, args=(out, 0, P, path, leader_headers))
     lt.start()
@@ -159,7 +141,7 @@ def outage(P, path, leader_headers, leader_status, what):
     t.check(out[0][0] == leader_status, f"{what}: the leader gets the backend's {leader_status}",
             (out[0][0], cs(out[0][1]), out[0][2][:40]))
     t.check(out[1][0] == 200, f"{what}: the request that waited for it gets an answer", (out[1][0], out[1][2][:40]))
-    set_mode(path, "503")
+    script.set_mode(path, "503")
     res = [harness.get(P, path) for _ in range(3)]
     t.check(all(st == 200 and b == SIE_BODY and cs(h).startswith("ringproxy; hit; fwd=stale; detail=stale-if-error")
                 for st, h, b in res),
