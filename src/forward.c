@@ -534,6 +534,7 @@ static int fwd_head(struct upstream *u, size_t head_len)
 		return -1;
 	}
 	u->in.pos += head_len;
+	u->head_end = u->in.pos;
 	u->state = UP_BODY;
 	u->body_left = u->resp.content_length;
 	http1_chunked_init(&u->chunk);
@@ -667,9 +668,11 @@ static void fwd_process(struct upstream *u)
 		if (rc == 0 && req_reads_object(rq)) {
 			/* the client reads from the object being filled: the
 			 * backend goes on at its own pace, and the connection
-			 * is done with once the response is in */
+			 * is done with once the response is in; until the
+			 * client has the head, its slices keep their place and
+			 * the body is read after it */
 			if (u->in.pos == u->in.len)
-				u->in.pos = u->in.len = 0;
+				u->in.pos = u->in.len = req_head_out(rq) ? 0 : u->head_end;
 			if (u->state == UP_BODY && u->resp_done)
 				fwd_finish(u);
 			return;

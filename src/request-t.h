@@ -120,7 +120,7 @@ struct request {
 					   not from the backend's buffer */
 	uint64_t fill_head_end;         /* out->sent once the response head
 					   (which points into the backend's
-					   buffer) is written */
+					   buffer) is written (req_head_out) */
 	const char *cache_fwd;          /* Cache-Status fwd= of a forwarded
 					   response, NULL: no Cache-Status */
 	bool collapsed;                 /* it waited for another's fetch */

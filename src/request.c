@@ -474,7 +474,12 @@ int req_body(struct request *rq, const void *p, size_t n)
 
 bool req_reads_object(const struct request *rq)
 {
-	return rq->from_fill && rq->out->sent >= rq->fill_head_end;
+	return rq->from_fill;
+}
+
+bool req_head_out(const struct request *rq)
+{
+	return rq->out->sent >= rq->fill_head_end;
 }
 
 void req_response_end(struct request *rq)

@@ -153,11 +153,14 @@ int req_body(struct request *rq, const void *p, size_t n);
  * client to read it. May be called more than once. */
 void req_response_end(struct request *rq);
 /* Does the client take the response body from the object this request
- * fills (cache_fill_hold), with nothing queued of the backend's buffer?
- * Then the backend is read at its own pace, not the client's, and its
- * connection is done with once the response has arrived (req_done with
- * bytes still queued: they go out as a hit's would). */
+ * fills (cache_fill_hold), not from the backend's buffer? Then the
+ * backend is read at its own pace, not the client's, and its connection
+ * is done with once the response has arrived (req_done with bytes still
+ * queued: they go out as a hit's would). Of the backend's buffer only the
+ * response head (and interim responses before it) may still be queued,
+ * until req_head_out. */
 bool req_reads_object(const struct request *rq);
+bool req_head_out(const struct request *rq);
 /* Has the client taken every queued byte? */
 bool req_sent_all(const struct request *rq);
 /* Room in the client's queue for more slices. */
