@@ -1258,7 +1258,7 @@ static void cache_fill_free(struct cache_fill *f)
 {
 	if (f->reserved != 0)
 		atomic_fetch_sub_explicit(&f->c->filling, f->reserved, memory_order_relaxed);
-	free(f->obj);
+	cache_obj_release(f->obj);      /* a hold (cache_fill_hold) keeps it */
 	free(f);
 }
 
@@ -1368,9 +1368,38 @@ static struct cache_obj *cache_obj_alloc(const struct cache_fill *f, size_t cap)
 	return o;
 }
 
+/* Whether o can still answer a request by itself: fresh, or within its
+ * stale-while-revalidate or stale-if-error window. */
+static bool cache_obj_usable(const struct cache_obj *o, int64_t now)
+{
+	int64_t ttl = cache_obj_ttl(o, now);
+
+	if (o->flags & CACHE_O_MARKER)
+		return false;
+	return cache_obj_stale_if_error(o, now)
+	       || (!(o->flags & CACHECTL_M_REVALIDATE) && -ttl < o->swr);
+}
+
+/* Under the shard lock: whether a stored response of f's key is usable.
+ * A marker would unlink it (cache_publish), and a copy that answers while
+ * the backend fails (stale-if-error) is worth more than the queueing a
+ * marker saves. */
+static bool cache_key_usable(const struct cache_shard *s, const struct cache_fill *f,
+			     int64_t now)
+{
+	size_t pos = f->node.hash & (s->nslots - 1);
+	struct cache_node *n;
+
+	while ((n = cache_tab_next(s, f->node.hash, f->key, f->keylen, &pos)) != NULL)
+		if (n->kind == CACHE_K_OBJ && cache_obj_usable((const struct cache_obj *)n, now))
+			return true;
+	return false;
+}
+
 /* The response was not storable. If requests queued behind it, remember
  * the key as uncacheable for a while (a marker object), so the next ones
- * go to the backend at once instead of queueing for nothing. */
+ * go to the backend at once instead of queueing for nothing; unless a
+ * usable response is stored for it (cache_key_usable). */
 static void cache_fill_uncacheable(struct cache_fill *f, int64_t now)
 {
 	struct cache_shard *s = &f->c->shards[f->shard];
@@ -1393,7 +1422,7 @@ static void cache_fill_uncacheable(struct cache_fill *f, int64_t now)
 		m->charge = sizeof(*m) + m->keylen;
 		m->head_off = m->body_off = m->keylen;
 		pthread_mutex_lock(&s->lock);
-		if (s->budget >= m->charge)
+		if (s->budget >= m->charge && !cache_key_usable(s, f, now))
 			cache_publish(f->c, s, m, &d);
 		else
 			cache_drop(&d, m);
@@ -1504,8 +1533,16 @@ fail:
 	return -1;
 }
 
+struct cache_obj *cache_fill_hold(struct cache_fill *f)
+{
+	if (f->obj == NULL || f->framing != HTTP1_BODY_LENGTH)
+		return NULL;
+	return cache_obj_ref(f->obj);
+}
+
 /* Append n body bytes, growing the object (not yet visible to anyone)
- * up to max_object. */
+ * up to max_object; a Content-Length body never grows (cache_fill_begin
+ * allocated all of it), so a held object stays where it is. */
 static int cache_fill_append(struct cache_fill *f, const char *p, size_t n)
 {
 	size_t maxo = atomic_load_explicit(&f->c->max_object, memory_order_relaxed);
@@ -1584,7 +1621,9 @@ static void cache_obj_finish(struct cache_fill *f)
 		o->headlen += 16 + n + 2;
 	}
 	used = cache_obj_cap(o->body_off + o->bodylen);
-	if (used < f->cap && (t = realloc(o, sizeof(*o) + used)) != NULL) {
+	/* never moved while its leader holds it (cache_fill_hold) */
+	if (used < f->cap && atomic_load_explicit(&o->refs, memory_order_relaxed) == 1
+	    && (t = realloc(o, sizeof(*o) + used)) != NULL) {
 		f->obj = o = t;
 		f->cap = used;
 	}
@@ -1623,8 +1662,9 @@ int cache_fill_done_ref(struct cache_fill *f, struct cache_obj **out)
 	list = cache_fill_detach(s, f);
 	for (w = list; w != NULL; w = w->next_)
 		refs += cache_variant_ok(o, w->ae_);
-	/* every reference exists before anyone else can see o */
-	atomic_store_explicit(&o->refs, refs, memory_order_relaxed);
+	/* every reference exists before anyone else can see o (the fill's
+	 * own becomes the table's, a hold stays its leader's) */
+	atomic_fetch_add_explicit(&o->refs, refs - 1, memory_order_relaxed);
 	if (!f->doomed && s->budget >= o->charge) {
 		cache_publish(f->c, s, o, &d);
 		stored = true;

@@ -265,7 +265,12 @@ int cache_fill_want(struct cache_fill *f);
  * Otherwise returns -1 and the fill is over (f is freed; its waiters are
  * woken with NULL; when some were waiting, the key is remembered as
  * uncacheable for a minute so that later requests go straight to the
- * backend instead of queueing behind each other).
+ * backend instead of queueing behind each other, unless a response
+ * stored for it can still answer: fresh, or within its
+ * stale-while-revalidate or stale-if-error window; a marker never
+ * displaces one). A caller whose answer is not the URL's own (a 304 to
+ * the request's own validators, a 400 for its header) ends the fill with
+ * cache_fill_abort() instead: no marker.
  * The stored head is resp's status line and headers without hop-by-hop,
  * framing, Age and X-Forwarded-Proto lines, plus a Content-Length of our
  * own; resp's buffer may change once this returns.
@@ -273,6 +278,19 @@ int cache_fill_want(struct cache_fill *f);
 int cache_fill_begin(struct cache_fill *f, const struct http1_msg *resp,
 		     const struct cachectl_meta *m, const char *backend,
 		     size_t backend_len);
+
+/*
+ * The object being filled, a reference for the leader (cache_fill_begin
+ * said 0): its body (cache_obj_body) holds the bytes cache_fill_body took
+ * so far, at a place that stays put, and stays valid until the leader
+ * releases it whatever becomes of the fill (done, aborted, not stored).
+ * So the leader sends its own client the body from here and reads the
+ * backend at the backend's pace, not its client's (NGINX's cache lock,
+ * Varnish's busy object). NULL when the body's length is not known
+ * (chunked, to the close): such an object grows, and moves, as it fills.
+ * Leader's thread; nobody else sees the object before it is published.
+ */
+struct cache_obj *cache_fill_hold(struct cache_fill *f);
 
 /* Body bytes as they came from the backend (chunked framing included if
  * the response was chunked: it is stored decoded). Returns 0, or -1 when

@@ -510,7 +510,7 @@ ssize_t cachectl_key(const struct http1_msg *req, char *buf, size_t len)
 
 /* ---- responses -------------------------------------------------------- */
 
-static bool cachectl_status_ok(int status)
+bool cachectl_status_ok(int status)
 {
 	switch (status) {
 	case 200: case 203: case 204: case 300: case 301: case 308:

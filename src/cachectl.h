@@ -162,6 +162,11 @@ bool cachectl_response(const struct cachectl_req *rq, enum http1_method method,
 		       const struct http1_msg *resp, int64_t req_time,
 		       int64_t resp_time, int64_t grace, struct cachectl_meta *out);
 
+/* Whether a response of this status may be stored (the list above): one
+ * that says something of the resource itself, not of the request (a 400,
+ * a 304 to its own validators) nor of a passing state (a 5xx). */
+bool cachectl_status_ok(int status);
+
 /* A client's conditional GET/HEAD against a stored response with etag
  * (len 0: none) and last_modified (-1: none): true when the answer is
  * 304. If-None-Match (weak comparison, "*" matching any) decides when

@@ -67,6 +67,32 @@ static inline int outq_add(struct outq *q, const void *p, size_t n)
 	return 0;
 }
 
+/* Append a slice that may continue the last one in memory (a body sent
+ * from one buffer as it fills): then that slice grows, so a body of any
+ * length takes one. -1 when the queue is full. */
+static inline int outq_append(struct outq *q, const void *p, size_t n)
+{
+	if (n > 0 && q->cnt > q->idx) {
+		struct iovec *v = &q->iov[q->cnt - 1];
+
+		if ((const char *)v->iov_base + v->iov_len == (const char *)p) {
+			v->iov_len += n;
+			return 0;
+		}
+	}
+	return outq_add(q, p, n);
+}
+
+/* Bytes queued and not yet written. */
+static inline size_t outq_bytes(const struct outq *q)
+{
+	size_t n = 0;
+
+	for (int i = q->idx; i < q->cnt; i++)
+		n += q->iov[i].iov_len;
+	return n;
+}
+
 /* Where a writer that fills iovecs in place (http1_write_response) puts
  * them: the free tail of q, *room slots; outq_grow then counts the n it
  * filled. */

@@ -11,7 +11,11 @@
  * taken them; meanwhile this connection's read event is removed, so a slow
  * client slows the backend instead of growing memory. The same holds the
  * other way for a request body. Memory per request is bounded by the two
- * buffers whatever the body size.
+ * buffers whatever the body size. Except for a cache fill of known length
+ * (req_reads_object): its client reads from the object being filled, so
+ * the backend is read at its own pace (the object is bounded by
+ * max_object) and the fill, and the requests waiting for it, never wait
+ * for the leader's client.
  *
  * An idle pooled connection keeps its read event armed: a backend that
  * closes it is noticed at once and the connection is dropped, never handed
@@ -532,6 +536,7 @@ static int fwd_head(struct upstream *u, size_t head_len)
 		return -1;
 	}
 	u->in.pos += head_len;
+	u->head_end = u->in.pos;
 	u->state = UP_BODY;
 	u->body_left = u->resp.content_length;
 	http1_chunked_init(&u->chunk);
@@ -662,6 +667,18 @@ static void fwd_process(struct upstream *u)
 		rc = req_send(rq);
 		if (rc < 0)
 			return;         /* the client is gone, and u with it */
+		if (rc == 0 && req_reads_object(rq)) {
+			/* the client reads from the object being filled: the
+			 * backend goes on at its own pace, and the connection
+			 * is done with once the response is in; until the
+			 * client has the head, its slices keep their place and
+			 * the body is read after it */
+			if (u->in.pos == u->in.len)
+				u->in.pos = u->in.len = req_head_out(rq) ? 0 : u->head_end;
+			if (u->state == UP_BODY && u->resp_done)
+				fwd_finish(u);
+			return;
+		}
 		if (rc == 0) {
 			fwd_pause(u);
 			return;

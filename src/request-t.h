@@ -112,7 +112,15 @@ struct request {
 					   if none: ended by req_done (stored)
 					   or req_end (aborted) */
 	struct cache_obj *obj;          /* the object being sent (a reference,
-					   released by req_end) */
+					   released by req_end): a stored one,
+					   or the one this request fills
+					   (from_fill) */
+	bool from_fill;                 /* the client gets the response body
+					   from obj as the fill copies it there,
+					   not from the backend's buffer */
+	uint64_t fill_head_end;         /* out->sent once the response head
+					   (which points into the backend's
+					   buffer) is written (req_head_out) */
 	const char *cache_fwd;          /* Cache-Status fwd= of a forwarded
 					   response, NULL: no Cache-Status */
 	bool shared;                    /* the cache may serve or store its

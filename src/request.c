@@ -49,6 +49,7 @@ static void req_on_wake(struct mbox_msg *m);
 static bool req_cache_lookup(struct request *rq);
 static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *how);
 static bool req_stale_if_error(struct request *rq);
+static bool req_conditional(const struct http1_msg *m);
 static int req_revalidated(struct request *rq, const struct http1_msg *resp);
 
 void req_init(struct request *rq, struct client *c, const struct rbuf *in,
@@ -134,6 +135,7 @@ void req_begin(struct request *rq, size_t head_len, uint64_t rid)
 	rq->shared = false;
 	rq->inval.len = 0;
 	rq->collapsed = false;
+	rq->from_fill = false;
 	rq->stale = NULL;
 	rq->cond_len = 0;
 	rq->ae_len = 0;
@@ -226,6 +228,7 @@ bool req_end(struct request *rq)
 	}
 	cache_obj_release(rq->obj);
 	rq->obj = NULL;
+	rq->from_fill = false;
 	cache_obj_release(rq->stale);
 	rq->stale = NULL;
 	req_settle(rq);
@@ -364,6 +367,16 @@ static const char *req_cache_status(const char *fwd, bool stored)
 	return "Cache-Status: ringproxy; fwd=bypass\r\n";
 }
 
+/* Whether the backend's answer to this request is the URL's own, so that
+ * a non-storable one may mark the key uncacheable for everyone
+ * (cache_fill_begin): not when the request was conditional (a 304 to its
+ * own validators), and not for a status that speaks of this request or of
+ * a passing state (a 400 for its oversized header, a 503 in an outage). */
+static bool req_answer_of_url(const struct request *rq, const struct http1_msg *resp)
+{
+	return cachectl_status_ok(resp->status) && !req_conditional(&rq->msg);
+}
+
 /* The cache's part in a backend's response head: start storing it when
  * this request leads a fill and it may be stored, invalidate the URL after
  * a successful unsafe method, and say what happened (Cache-Status, in
@@ -384,8 +397,9 @@ static void req_cache_response(struct request *rq, const struct http1_msg *resp,
 
 		cachectl_response(&rq->cc, rq->msg.method_id, resp, rq->sent_at, (int64_t)time(NULL),
 				  (int64_t)(rq->snap->conf->cache_grace_ms / 1000), &meta);
-		if (fr->dechunk)        /* bytes go out decoded: not what a fill takes */
-			cache_fill_abort(rq->fill);
+		if (fr->dechunk ||      /* bytes go out decoded: not what a fill takes */
+		    (!meta.storable && !req_answer_of_url(rq, resp)))
+			cache_fill_abort(rq->fill);     /* waiters go on, no marker */
 		else
 			stored = cache_fill_begin(rq->fill, resp, &meta, fr->backend_name.p,
 						  fr->backend_name.len) == 0;
@@ -422,16 +436,41 @@ int req_response_head(struct request *rq, const struct http1_msg *resp, struct h
 	outq_grow(rq->out, n);
 	rq->resp_started = true;
 	rq->status = resp->status;
+	/* a fill of known length: the client reads the body from the object
+	 * as it fills, once the head (slices of the backend's buffer) is out */
+	if (rq->fill && (rq->obj = cache_fill_hold(rq->fill)) != NULL) {
+		rq->from_fill = true;
+		rq->fill_head_end = rq->out->sent + outq_bytes(rq->out);
+	}
 	return 0;
 }
 
 int req_body(struct request *rq, const void *p, size_t n)
 {
 	/* a fill that grows past max_object (or whose framing breaks) is
-	 * dropped; the client's copy streams on */
-	if (rq->fill && n && cache_fill_body(rq->fill, p, n) < 0)
+	 * dropped; the client's copy streams on (from here on from the
+	 * backend's buffer: the object holds only what came before) */
+	if (rq->fill && n && cache_fill_body(rq->fill, p, n) < 0) {
 		rq->fill = NULL;
+		rq->from_fill = false;
+	}
+	if (rq->from_fill) {
+		struct iovec b = cache_obj_body(rq->obj);
+
+		/* the n bytes just copied: the end of what it holds */
+		return outq_append(rq->out, (const char *)b.iov_base + b.iov_len - n, n);
+	}
 	return outq_add(rq->out, p, n);
+}
+
+bool req_reads_object(const struct request *rq)
+{
+	return rq->from_fill;
+}
+
+bool req_head_out(const struct request *rq)
+{
+	return rq->out->sent >= rq->fill_head_end;
 }
 
 void req_response_end(struct request *rq)
@@ -466,8 +505,14 @@ int req_send(struct request *rq)
 void req_done(struct request *rq)
 {
 	req_response_end(rq);
-	rq->state = REQ_DONE;
 	rq->end_kind = REQ_END_BACKEND;
+	if (!req_sent_all(rq)) {
+		/* the rest goes from the object (req_reads_object), as a hit's
+		 * would: req_client_drained ends it */
+		rq->state = REQ_REPLY;
+		return;
+	}
+	rq->state = REQ_DONE;
 	front_request_done(rq->cl);
 }
 

@@ -152,6 +152,15 @@ int req_body(struct request *rq, const void *p, size_t n);
  * leads is complete (stored, its waiters woken) without waiting for the
  * client to read it. May be called more than once. */
 void req_response_end(struct request *rq);
+/* Does the client take the response body from the object this request
+ * fills (cache_fill_hold), not from the backend's buffer? Then the
+ * backend is read at its own pace, not the client's, and its connection
+ * is done with once the response has arrived (req_done with bytes still
+ * queued: they go out as a hit's would). Of the backend's buffer only the
+ * response head (and interim responses before it) may still be queued,
+ * until req_head_out. */
+bool req_reads_object(const struct request *rq);
+bool req_head_out(const struct request *rq);
 /* Has the client taken every queued byte? */
 bool req_sent_all(const struct request *rq);
 /* Room in the client's queue for more slices. */
@@ -161,8 +170,8 @@ bool req_body_room(const struct request *rq, int slices);
  * closed and the caller's part was ended with it (touch nothing more). */
 int req_send(struct request *rq);
 
-/* The response is complete and the client has all of it; the caller has
- * unbound. */
+/* The response is complete and the client has all of it, or
+ * req_reads_object; the caller has unbound. */
 void req_done(struct request *rq);
 /* The backend failed before any response byte reached the client: a
  * connect failure or a lost connection is retried on the next distinct

@@ -106,3 +106,27 @@ class Fake:
                     s.close()
                 except OSError:
                     pass
+
+
+class Script:
+    """What a scripted backend does per path, shared by its handler
+    threads and the test: the mode the test set for a path, and how many
+    requests the path got."""
+
+    def __init__(self, default="ok"):
+        self.lock = threading.Lock()
+        self.counts, self.modes, self.default = {}, {}, default
+
+    def seen(self, path):
+        """Count a request for path; returns its mode."""
+        with self.lock:
+            self.counts[path] = self.counts.get(path, 0) + 1
+            return self.modes.get(path, self.default)
+
+    def fetches(self, path):
+        with self.lock:
+            return self.counts.get(path, 0)
+
+    def set_mode(self, path, mode):
+        with self.lock:
+            self.modes[path] = mode

@@ -710,6 +710,72 @@ static void test_uncacheable(void)
 	tap_is_int(fill_all(f, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 1\r\n\r\n",
 			    "c", 1, 0, NOW + 61), 0, "the URL turns cacheable");
 	tap_ok(hits(c, "u/1", NOW + 61), "and is stored over the marker");
+
+	/* a copy within its stale-if-error window is never displaced */
+	tap_is_int(put(c, "u/sie", 4, 's', "Cache-Control: max-age=1, stale-if-error=60\r\n", 0, NOW), 0,
+		   "an object with stale-if-error stored");
+	rq(c, &r, "u/sie", CACHE_L_KEEP_STALE, 0, NOW + 10);
+	cache_lookup(c, &r, NULL, &o, &f);
+	cache_obj_release(o);
+	a.woken = 0;
+	tap_is_int(cache_lookup(c, &r, &a.w, &o, &f2), CACHE_WAIT, "expired: the next one waits");
+	cache_obj_release(o);
+	tap_is_int(fill_all(f, priv, NULL, 0, 0, NOW + 10), -1, "the fetch answers private");
+	tap_ok(a.woken == 1 && a.obj == NULL, "its waiter woken with NULL");
+	tap_is_int(cache_lookup(c, &r, &a.w, &o, &f), CACHE_MISS, "the next request leads a fetch");
+	tap_ok(o != NULL && iov_is(cache_obj_body(o), "ssss"),
+	       "... and still has the stale-if-error copy to answer with: no marker unlinked it");
+	cache_obj_release(o);
+	cache_fill_abort(f);
+	cache_free(c);
+}
+
+/* The leader's hold on the object it fills: the bytes stay put and valid
+ * whatever becomes of the fill; none for a body of unknown length. */
+static void test_hold(void)
+{
+	struct cache *c = mk(1 << 20, 1 << 16, 1, CACHE_POLICY_DEFAULT);
+	struct cache_req r;
+	struct cache_obj *o, *h, *g;
+	struct cache_fill *f;
+	struct resp rs;
+	struct iovec b;
+	const char *base;
+
+	rq(c, &r, "h/1", 0, 0, NOW);
+	cache_lookup(c, &r, NULL, &o, &f);
+	mkresp(&rs, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 10\r\n\r\n", 0, NOW);
+	cache_fill_begin(f, &rs.m, &rs.meta, "b", 1);
+	h = cache_fill_hold(f);
+	tap_ok(h != NULL, "a Content-Length fill can be held");
+	cache_fill_body(f, "01234", 5);
+	base = cache_obj_body(h).iov_base;
+	cache_fill_body(f, "56789", 5);
+	b = cache_obj_body(h);
+	tap_ok(b.iov_base == base && iov_is(b, "0123456789"), "its body fills in place");
+	cache_fill_done(f);
+	tap_is_int(get(c, "h/1", 0, 0, NOW, &g), CACHE_HIT, "stored");
+	tap_ok(g == h, "... the held object itself");
+	cache_obj_release(g);
+	cache_obj_release(h);
+
+	rq(c, &r, "h/2", 0, 0, NOW);
+	cache_lookup(c, &r, NULL, &o, &f);
+	mkresp(&rs, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 10\r\n\r\n", 0, NOW);
+	cache_fill_begin(f, &rs.m, &rs.meta, "b", 1);
+	h = cache_fill_hold(f);
+	cache_fill_body(f, "abc", 3);
+	cache_fill_abort(f);
+	tap_ok(iov_is(cache_obj_body(h), "abc"), "an aborted fill's held bytes stay valid");
+	cache_obj_release(h);
+	tap_is_int(get(c, "h/2", 0, 0, NOW, NULL), CACHE_MISS, "and nothing was stored");
+
+	rq(c, &r, "h/3", 0, 0, NOW);
+	cache_lookup(c, &r, NULL, &o, &f);
+	mkresp(&rs, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nTransfer-Encoding: chunked\r\n\r\n", 0, NOW);
+	cache_fill_begin(f, &rs.m, &rs.meta, "b", 1);
+	tap_ok(cache_fill_hold(f) == NULL, "a chunked fill (it grows, and moves) cannot");
+	cache_fill_abort(f);
 	cache_free(c);
 }
 
@@ -1212,6 +1278,7 @@ int main(void)
 	test_variants();
 	test_fills();
 	test_uncacheable();
+	test_hold();
 	test_coalescing(CO_DONE, "completion");
 	test_coalescing(CO_ABORT, "leader abort");
 	test_coalescing(CO_UNCACHEABLE, "not storable");
