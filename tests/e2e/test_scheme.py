@@ -81,6 +81,31 @@ def u_of(key):
     return int.from_bytes(hashlib.md5(key.encode()).digest()[8:16], "big") / 2.0 ** 64
 
 
+def ring_owners(admin_port, targets):
+    """[(target, owner /ring?url= names)] for targets."""
+    out = []
+    c = http.client.HTTPConnection("127.0.0.1", admin_port, timeout=10)
+    for tg in targets:
+        c.request("GET", "/ring?" + urllib.parse.urlencode({"url": tg, "host": "thumbs.example"}))
+        r = c.getresponse()
+        body = r.read().decode()
+        out.append((tg, json.loads(body).get("owner") if r.status == 200 else body))
+    c.close()
+    return out
+
+
+def plan_owners(path, targets):
+    """{target: backend} as `ringproxy plan FILE --keys --per-key` names them."""
+    keys = H.write(f"keys.{time.monotonic_ns()}.txt", "".join(k + "\n" for k in targets))
+    out = subprocess.run([RP, "plan", path, "--keys", keys, "--per-key"], capture_output=True, text=True,
+                         timeout=120).stdout
+    got = {}
+    for line in out.splitlines():
+        k, _, b = line.rpartition("\t")
+        got[k] = b
+    return got
+
+
 def haproxy_vectors():
     """servers [(name, id or None, weight)] and {mode: {target: backend}}."""
     servers, modes = [], {}
@@ -109,16 +134,8 @@ def test_haproxy():
     t.check(not bad, f"scheme = haproxy: each of {len(modes['uri'])} targets (origin and absolute form, queries, "
             f"%-escapes) reaches the cache real HAProxy's balance uri chose", bad[:5])
     m = p.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10)
-    wrong = []
-    c = http.client.HTTPConnection("127.0.0.1", int(m.group(1)) if m else 1, timeout=10)
-    for tg in list(modes["uri"])[:100]:
-        c.request("GET", "/ring?" + urllib.parse.urlencode({"url": tg, "host": "thumbs.example"}))
-        r = c.getresponse()
-        body = r.read().decode()
-        owner = json.loads(body).get("owner") if r.status == 200 else body
-        if owner != modes["uri"][tg]:
-            wrong.append((tg, owner, modes["uri"][tg]))
-    c.close()
+    wrong = [(tg, o, modes["uri"][tg]) for tg, o in ring_owners(int(m.group(1)) if m else 1, list(modes["uri"])[:100])
+             if o != modes["uri"][tg]]
     t.check(m and not wrong, "/ring?url= names the owner HAProxy chose for each of 100 targets", wrong[:5])
     for mode, key in (("path", "path"), ("uri+query", "uri+query")):
         text = H.conf_text(caches, proxy=admin, ring={"scheme": "haproxy", "balance_factor": 0, "key": key},
@@ -163,31 +180,6 @@ def test_haproxy():
     p.stop()
     for c in caches:
         c.stop()
-
-
-def ring_owners(admin_port, targets):
-    """[(target, owner /ring?url= names)] for targets."""
-    out = []
-    c = http.client.HTTPConnection("127.0.0.1", admin_port, timeout=10)
-    for tg in targets:
-        c.request("GET", "/ring?" + urllib.parse.urlencode({"url": tg, "host": "thumbs.example"}))
-        r = c.getresponse()
-        body = r.read().decode()
-        out.append((tg, json.loads(body).get("owner") if r.status == 200 else body))
-    c.close()
-    return out
-
-
-def plan_owners(path, targets):
-    """{target: backend} as `ringproxy plan FILE --keys --per-key` names them."""
-    keys = H.write(f"keys.{time.monotonic_ns()}.txt", "".join(k + "\n" for k in targets))
-    out = subprocess.run([RP, "plan", path, "--keys", keys, "--per-key"], capture_output=True, text=True,
-                         timeout=120).stdout
-    got = {}
-    for line in out.splitlines():
-        k, _, b = line.rpartition("\t")
-        got[k] = b
-    return got
 
 
 def nutcracker_vectors(hash_name):
