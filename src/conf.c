@@ -14,6 +14,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <arpa/inet.h>
 #include <ini.h>
 #include <openssl/evp.h>
 #include <limits.h>
@@ -103,12 +104,18 @@ static const struct conf_keydef conf_keys[] = {
 
 	{ CONF_IN_RING, "hash", CONF_T_ENUM, P(hash), "md5", 0, 0, "md5",
 	  "hash of points and keys (fixed scheme: MD5, first 8 bytes big-endian)" },
-	{ CONF_IN_RING, "scheme", CONF_T_ENUM, P(scheme), "ringproxy", 0, 0, "ringproxy|nginx|haproxy",
-	  "whose placement the ring reproduces, key for key: ringproxy's own, nginx (hash $request_uri consistent) "
-	  "or haproxy (balance uri, hash-type consistent); a compat scheme hashes each backend's id, has its "
-	  "proxy's points per unit of weight (vnodes does not apply) and takes whole weights" },
+	{ CONF_IN_RING, "scheme", CONF_T_ENUM, P(scheme), "ringproxy", 0, 0,
+	  "ringproxy|nginx|haproxy|ketama|envoy",
+	  "whose placement the ring reproduces, key for key: ringproxy's own, nginx (hash $request_uri consistent), "
+	  "haproxy (balance uri, hash-type consistent), ketama (libmemcached's weighted ketama, twemproxy) or "
+	  "envoy (ring_hash, xxHash64, ring sizes 1024 to 8388608); a compat scheme hashes each backend's id, has "
+	  "its proxy's points per unit of weight (vnodes does not apply) and takes whole weights" },
+	{ CONF_IN_RING, "key_hash", CONF_T_ENUM, P(key_hash), "md5", 0, 0, "md5|fnv1a_64",
+	  "scheme ketama only: the hash of a key, md5 (libmemcached's ketama) or fnv1a_64 (twemproxy's default, "
+	  "its 32-bit FNV-1a)" },
 	{ CONF_IN_RING, "vnodes", CONF_T_UINT, P(vnodes), "160", 1, 10000, NULL,
-	  "points per backend of weight 1 (scheme ringproxy only: nginx has 160, haproxy 16)" },
+	  "points per backend of weight 1 (scheme ringproxy only: nginx has 160, haproxy 16, ketama 160 at an "
+	  "even share, envoy at least 1024 a ring)" },
 	{ CONF_IN_RING, "key", CONF_T_ENUM, P(key), "path+query", 0, 0,
 	  "path+query|path|path+sorted-query|uri|uri+query",
 	  "what of the request target is hashed: path+query as sent (nginx's $request_uri), the path, "
@@ -165,13 +172,15 @@ static const struct conf_keydef conf_keys[] = {
 	{ CONF_IN_BACKEND, "url", CONF_T_URL, B(url), NULL, 0, 0, NULL,
 	  "http://host[:port][/prefix] of the cache" },
 	{ CONF_IN_BACKEND, "weight", CONF_T_DOUBLE, B(weight), "1", 0, 1000, NULL,
-	  "relative share of the ring; fractional allowed (whole under nginx and haproxy, at most 256 under "
+	  "relative share of the ring; fractional allowed (whole under a compat scheme, at most 256 under "
 	  "haproxy); 0 = drained (listed, no keys)" },
 	{ CONF_IN_BACKEND, "id", CONF_T_STRING, B(id), "", 0, 0, NULL,
 	  "the identity a compat scheme hashes, apart from url so that the address can change without moving "
 	  "a key: nginx: the server string as written (default: the url's host[:port] as written); haproxy: the "
-	  "server id, 1 to 1048575 (default: HAProxy's automatic numbering); scheme ringproxy does not use it "
-	  "(the name is the identity)" },
+	  "server id, 1 to 1048575 (default: HAProxy's automatic numbering); ketama: the server's name (default: "
+	  "the url's host, host:port when the port is not 11211, as libmemcached and twemproxy hash a server "
+	  "without a name); envoy: the hash_key (default: the url's ip:port as Envoy prints it); scheme "
+	  "ringproxy does not use it (the name is the identity)" },
 	{ CONF_IN_BACKEND, "max_inflight", CONF_T_UINT, B(max_inflight), "0", 0, 1000000, NULL,
 	  "hard cap of requests in flight to this backend; 0 = none" },
 	{ CONF_IN_BACKEND, "slow_start", CONF_T_DURATION, B(slow_start_ms), "0", 0, 3600000, NULL,
@@ -1206,6 +1215,37 @@ static char *conf_url_authority(const char *url)
 	return strndup(a, strcspn(a, "/"));
 }
 
+/* The identity a backend without an id has under scheme nginx, ketama or
+ * envoy, from its url, malloc'd (NULL: out of memory). nginx: the
+ * authority as written. ketama: the host, or host:port when the port is
+ * not 11211, as libmemcached and twemproxy hash a server line without a
+ * name. envoy: the address as Envoy prints it, "10.0.0.1:8080" or
+ * "[2001:db8::1]:8080" (an IP literal in its canonical form; a host name
+ * as written, where Envoy would print the address it resolved: write id
+ * then). */
+static char *conf_scheme_identity(int scheme, const struct conf_backend *be)
+{
+	unsigned char a[sizeof(struct in6_addr)];
+	char ip[INET6_ADDRSTRLEN], *id = NULL;
+	const char *fmt = "%s:%u", *h = be->host;
+
+	if (scheme == RING_SCHEME_NGINX)
+		return conf_url_authority(be->url);
+	if (scheme == RING_SCHEME_KETAMA && be->port == 11211)
+		return strdup(h);
+	if (scheme == RING_SCHEME_ENVOY && inet_pton(AF_INET6, h, a) == 1 &&
+	    inet_ntop(AF_INET6, a, ip, sizeof(ip))) {
+		h = ip;
+		fmt = "[%s]:%u";
+	} else if (scheme == RING_SCHEME_ENVOY && inet_pton(AF_INET, h, a) == 1 &&
+		   inet_ntop(AF_INET, a, ip, sizeof(ip))) {
+		h = ip;
+	}
+	if (asprintf(&id, fmt, h, (unsigned)be->port) < 0)
+		return NULL;
+	return id;
+}
+
 /* A HAProxy server id as written: 1 to RING_HAPROXY_ID_MAX, else 0. */
 static unsigned long conf_haproxy_id(const char *v)
 {
@@ -1234,6 +1274,10 @@ static void conf_validate_scheme(struct conf_parse *ps)
 	const char *scheme = ring_scheme_name((enum ring_scheme)c->scheme);
 	unsigned long next = 1;
 
+	if (conf_line(c, "key_hash") && c->scheme != RING_SCHEME_KETAMA)
+		conf_error(ps, conf_line(c, "key_hash"),
+			   "key_hash applies to scheme ketama only (scheme %s has its proxy's key hash); "
+			   "remove key_hash", scheme);
 	if (c->scheme == RING_SCHEME_RINGPROXY)
 		return;
 	if (conf_line(c, "vnodes"))
@@ -1254,9 +1298,9 @@ static void conf_validate_scheme(struct conf_parse *ps)
 			conf_error(ps, conf_be_line(be, "id"),
 				   "[backend %s] id '%s' is not a HAProxy server id; write a whole number from 1 to %u",
 				   be->name, be->id, RING_HAPROXY_ID_MAX);
-		if (c->scheme == RING_SCHEME_NGINX && !*be->id && be->url) {
+		if (c->scheme != RING_SCHEME_HAPROXY && !*be->id && be->url) {
 			free(be->id);
-			if (!(be->id = conf_url_authority(be->url))) {
+			if (!(be->id = conf_scheme_identity(c->scheme, be))) {
 				conf_error(ps, 0, "out of memory");
 				return;
 			}
@@ -1296,6 +1340,10 @@ static void conf_validate_scheme(struct conf_parse *ps)
 			return;
 		}
 	}
+	/* twemproxy's key hash is ketama's other ring: the same points,
+	 * its own row so that placing a key stays one call */
+	if (c->scheme == RING_SCHEME_KETAMA && c->key_hash == CONF_KEY_HASH_FNV1A64)
+		c->scheme = RING_SCHEME_KETAMA_FNV1A64;
 }
 
 int conf_check_admin_running(const struct conf *c, const char *running, char *err, size_t len)
@@ -1538,6 +1586,11 @@ static void conf_format(const struct conf_keydef *k, const char *field, char *ou
 	case CONF_T_ENUM: {
 		const char *p = k->choices;
 
+		/* ketama with key_hash fnv1a_64 is its own ring scheme */
+		if (k->where == CONF_IN_RING && k->offset == P(scheme)) {
+			snprintf(out, len, "%s", ring_scheme_name((enum ring_scheme)*(const int *)field));
+			break;
+		}
 		for (int i = *(const int *)field; i > 0 && strchr(p, '|'); i--)
 			p = strchr(p, '|') + 1;
 		snprintf(out, len, "%.*s", (int)strcspn(p, "|"), p);
@@ -1577,9 +1630,13 @@ int conf_write(const struct conf *c, FILE *out)
 			last = (int)k->where;
 		}
 		conf_format(k, (const char *)c + k->offset, v, sizeof(v));
-		/* a compat scheme refuses vnodes: it has its own count */
+		/* a compat scheme refuses vnodes (it has its own count), a
+		 * scheme but ketama key_hash (it has its own key hash) */
 		if (k->offset == P(vnodes) && c->scheme != RING_SCHEME_RINGPROXY)
 			fprintf(out, "; %s = %s   (scheme ringproxy only)\n", k->key, v);
+		else if (k->offset == P(key_hash) && c->scheme != RING_SCHEME_KETAMA &&
+			 c->scheme != RING_SCHEME_KETAMA_FNV1A64)
+			fprintf(out, "; %s = %s   (scheme ketama only)\n", k->key, v);
 		else
 			fprintf(out, "%s = %s%s\n", k->key, v, c->lines[i] ? "" : "   ; default");
 	}
@@ -1786,9 +1843,11 @@ int conf_diff(const struct conf *a, const struct conf *b, char *out, size_t len)
 	int n = 0;
 
 	out[0] = '\0';
-	/* [ring] scheme is the ring's, as a backend's url and weight are */
+	/* [ring] scheme and key_hash are the ring's, as a backend's url and
+	 * weight are */
 	for (size_t i = 0; i < CONF_NKEYS; i++)
-		if (conf_keys[i].where != CONF_IN_BACKEND && conf_keys[i].offset != P(scheme))
+		if (conf_keys[i].where != CONF_IN_BACKEND && conf_keys[i].offset != P(scheme) &&
+		    conf_keys[i].offset != P(key_hash))
 			n += conf_diff_key(&conf_keys[i], a, b, NULL, out, len, n);
 	for (size_t j = 0; j < b->nbackends; j++) {
 		const struct conf_backend *y = &b->backends[j];

@@ -41,7 +41,8 @@ struct conf_backend {
 	char *id;               /* the identity a compat scheme hashes: as
 				   written, else the scheme's default (the
 				   url's host[:port] for nginx, HAProxy's
-				   automatic number); "" under ringproxy
+				   automatic number, host or host:port for
+				   ketama, ip:port for envoy); "" under ringproxy
 				   unless written */
 	char *url;              /* as written */
 	char *host;             /* from the URL, brackets removed for IPv6 */
@@ -55,6 +56,9 @@ struct conf_backend {
 	int *lines;             /* where each of its keys was set, 0 = not
 				   set: read with conf_backend_line() */
 };
+
+/* [ring] key_hash: ketama's hash of a key. */
+enum conf_key_hash { CONF_KEY_HASH_MD5, CONF_KEY_HASH_FNV1A64 };
 
 enum conf_access_format { CONF_ACCESS_COMBINED, CONF_ACCESS_JSON };
 
@@ -89,7 +93,10 @@ struct conf {
 
 	/* [ring] */
 	int hash;                       /* enum conf_hash */
-	int scheme;                     /* enum ring_scheme */
+	int scheme;                     /* enum ring_scheme: as written, but
+					   RING_SCHEME_KETAMA_FNV1A64 for
+					   ketama with key_hash fnv1a_64 */
+	int key_hash;                   /* enum conf_key_hash (ketama) */
 	unsigned vnodes;
 	int key;                        /* enum conf_key */
 	double balance_factor;

@@ -55,7 +55,6 @@ struct import_ring {
 	char rule[320];                 /* the placement rule, for the comment */
 	const char *key;                /* [ring] key; NULL: the scheme's own */
 	const char *key_why;
-	const char *hash_key;           /* [ring] hash_key; NULL: none */
 	const char *key_hash;           /* [ring] key_hash; NULL: none */
 	long balance_factor;            /* percent; -1: ringproxy's default */
 	char dropped[512];              /* directives that change no placement */
@@ -390,8 +389,6 @@ static void import_write(const struct import_ring *r, const char *file, FILE *ou
 		snprintf(kv, sizeof(kv), "key = %s", r->key);
 		fprintf(out, "%-32s; %s\n", kv, r->key_why);
 	}
-	if (r->hash_key)
-		fprintf(out, "hash_key = %s\n", r->hash_key);
 	if (r->key_hash)
 		fprintf(out, "key_hash = %s\n", r->key_hash);
 	if (r->balance_factor >= 0) {
@@ -1010,7 +1007,9 @@ static void import_hap_check(struct import_src *s, const struct import_hap_proxy
 		if (whole && path_only)
 			import_err(s, bl, "balance uri with both whole and path-only is not reproduced; "
 				   "ringproxy reproduces one of them or neither");
-		r->hash_key = whole ? "whole" : path_only ? "path-only" : NULL;
+		/* the haproxy scheme's own key is uri; written all the same */
+		r->key = whole ? "uri+query" : path_only ? "path" : "uri";
+		r->key_why = whole ? "balance uri whole" : path_only ? "balance uri path-only" : "balance uri";
 	}
 	/* hash-type consistent alone is sdbm with avalanche (cfgparse-listen.c);
 	 * naming sdbm without avalanche is another hash */

@@ -383,6 +383,13 @@ static void plan_json_backends(FILE *out, const struct plan_side *s, int with_ke
 	fputc(']', out);
 }
 
+/* A ring's scheme as the config says it: ketama's two key hashes are
+ * two rings of one scheme, so a move between them names the key_hash. */
+static const char *plan_scheme_name(enum ring_scheme s)
+{
+	return s == RING_SCHEME_KETAMA_FNV1A64 ? "ketama (key_hash fnv1a_64)" : ring_scheme_name(s);
+}
+
 static void plan_text_backends(FILE *out, const struct plan_side *s,
 			       const struct plan_keys *keys)
 {
@@ -396,7 +403,7 @@ static void plan_text_backends(FILE *out, const struct plan_side *s,
 			s->ring->nbackends, s->ring->npoints, s->ring->vnodes);
 	else
 		fprintf(out, "%s: %zu backends, %zu points, scheme %s\n\n", s->path,
-			s->ring->nbackends, s->ring->npoints, ring_scheme_name(s->ring->scheme));
+			s->ring->nbackends, s->ring->npoints, plan_scheme_name(s->ring->scheme));
 	fprintf(out, "  %-*s  %8s  %7s  %8s", (int)wname, "backend", "weight", "points", "share");
 	if (keys)
 		fprintf(out, "  %10s  %8s", "keys", "of keys");
@@ -674,8 +681,8 @@ int plan_summary(const struct conf *a, const struct ring *ra,
 		if (!conf_backend_find(b, ra->names[i]))
 			plan_cat(out, len, "%s-%s", changes++ ? " " : "", ra->names[i]);
 	if (a->scheme != b->scheme)
-		plan_cat(out, len, "%sscheme %s -> %s", changes++ ? " " : "", ring_scheme_name(ra->scheme),
-			 ring_scheme_name(rb->scheme));
+		plan_cat(out, len, "%sscheme %s -> %s", changes++ ? " " : "", plan_scheme_name(ra->scheme),
+			 plan_scheme_name(rb->scheme));
 	else if (a->vnodes != b->vnodes && b->scheme == RING_SCHEME_RINGPROXY)
 		plan_cat(out, len, "%svnodes %u -> %u", changes++ ? " " : "", a->vnodes, b->vnodes);
 	if (!changes)
@@ -1071,7 +1078,7 @@ static void plan_text_compare(const struct plan_run *r, FILE *out)
 	if (r->a.conf->scheme != r->b.conf->scheme)
 		fprintf(out, "  %-9s[ring] scheme %s -> %s: each places a key by its own hash, so the moved share is "
 			"the expectation, 1 - the sum of each backend's share x share%s\n", "scheme:",
-			ring_scheme_name(r->a.ring->scheme), ring_scheme_name(r->b.ring->scheme),
+			plan_scheme_name(r->a.ring->scheme), plan_scheme_name(r->b.ring->scheme),
 			r->keyfile ? "; the key list is placed both ways" : "; give --keys to count a key list");
 	if (r->a.conf->key != r->b.conf->key)
 		fprintf(out, "  %-9s[ring] key %s -> %s%s\n", "key:", conf_key_mode_name(r->a.conf->key),

@@ -88,6 +88,16 @@ typedef int ring_points_fn(const struct ring_member *m, size_t n, struct ring_po
 			   size_t *nout, char *err, size_t errlen);
 typedef uint64_t ring_key_fn(const void *key, size_t len);
 
+/* Envoy's ring at its default sizes, minimum_ring_size 1024 and
+ * maximum_ring_size 8388608: a tier's Envoy config rarely sets them, and
+ * a ring of a size that differs places keys elsewhere anyway. */
+static int ring_envoy_default_points(const struct ring_member *m, size_t n, struct ring_point **out,
+				     size_t *nout, char *err, size_t errlen)
+{
+	return ring_envoy_points(m, n, RING_ENVOY_MIN_RING_SIZE, RING_ENVOY_MAX_RING_SIZE, out, nout,
+				 err, errlen);
+}
+
 /* A scheme: its name in [ring] scheme, and for a compat scheme its
  * builder and key hash (NULL for the fixed scheme, whose are this file's;
  * and for a scheme this build lacks). */
@@ -101,9 +111,9 @@ static const struct ring_scheme_def ring_schemes[RING_NSCHEMES] = {
 	[RING_SCHEME_RINGPROXY] = { "ringproxy", NULL, NULL },
 	[RING_SCHEME_NGINX] = { "nginx", ring_nginx_points, ring_nginx_key },
 	[RING_SCHEME_HAPROXY] = { "haproxy", ring_haproxy_points, ring_haproxy_key },
-	/* ring-ketama.c and ring-envoy.c give these rows their functions */
-	[RING_SCHEME_KETAMA] = { "ketama", NULL, NULL },
-	[RING_SCHEME_ENVOY] = { "envoy", NULL, NULL },
+	[RING_SCHEME_KETAMA] = { "ketama", ring_ketama_points, ring_ketama_key },
+	[RING_SCHEME_ENVOY] = { "envoy", ring_envoy_default_points, ring_envoy_key },
+	[RING_SCHEME_KETAMA_FNV1A64] = { "ketama", ring_ketama_points, ring_ketama_key_fnv1a64 },
 };
 
 int ring_compat_limit(uint64_t total, char *err, size_t errlen)

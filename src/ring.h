@@ -32,8 +32,13 @@ enum ring_scheme {
 	RING_SCHEME_HAPROXY,    /* balance uri + hash-type consistent */
 	RING_SCHEME_KETAMA,     /* libmemcached / twemproxy ketama */
 	RING_SCHEME_ENVOY,      /* ring_hash */
+	/* Not a [ring] scheme of its own: ketama with [ring] key_hash =
+	 * fnv1a_64 (twemproxy's default), the same points and another key
+	 * hash, chosen when the config is read so that placing a key stays
+	 * one call through the scheme's row. Named "ketama". */
+	RING_SCHEME_KETAMA_FNV1A64,
 };
-#define RING_NSCHEMES 5
+#define RING_NSCHEMES 6
 
 /* What the ring needs to know of a backend. name and id are borrowed for
  * the duration of ring_build() only (the ring keeps its own copy of the

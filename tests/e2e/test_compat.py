@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_compat.py -- ringproxy's compatible schemes against the real
 programs: Debian's nginx (hash $request_uri consistent), haproxy (balance
-uri, hash-type consistent) and nutcracker (ketama, md5 and fnv1a_64), each
+uri, alone, whole and path-only; hash-type consistent) and nutcracker (ketama, md5 and fnv1a_64), each
 configured as an operator would (5 caches, mixed weights; one nginx
 server by hostname, one HAProxy server with an explicit id, one
 nutcracker server without a name) in front of 5 testcaches (memcached
@@ -339,16 +339,17 @@ def test_nginx(caches, urls, host):
 
 # ---- haproxy --------------------------------------------------------------------
 
-def haproxy_conf(prefix, port, caches):
+def haproxy_conf(sock, port, caches, opt=""):
     """An operator's haproxy.cfg: server c2 with an explicit id 4 (so c4
-    is numbered 5, skipping it), weights mixed."""
+    is numbered 5, skipping it), weights mixed; balance uri with opt
+    ("", "whole" or "path-only")."""
     lines = ""
     for i, (c, w) in enumerate(zip(caches, WEIGHTS)):
         extra = (f" weight {w}" if w != 1 else "") + (" id 4" if i == 1 else "")
         lines += f"    server {c.name} 127.0.0.1:{c.port}{extra}\n"
     return f"""# thumbnail tier, as an operator writes it
 global
-    stats socket {prefix}/admin.sock level admin
+    stats socket {sock} level admin
 defaults
     mode http
     timeout connect 5s
@@ -358,13 +359,15 @@ frontend thumbs_front
     bind 127.0.0.1:{port}
     default_backend thumbs
 backend thumbs
-    balance uri
+    balance uri{" " + opt if opt else ""}
     hash-type consistent
 {lines}"""
 
 
 def haproxy_ids(sock):
     """{server name: id} from the stats socket's `show servers state`."""
+    # haproxy may accept on its port before the socket file exists
+    H.wait_until(lambda: os.path.exists(sock), 10)
     s = socket.socket(socket.AF_UNIX)
     s.settimeout(10)
     s.connect(sock)
@@ -384,23 +387,33 @@ def haproxy_ids(sock):
     return ids
 
 
-def test_haproxy(caches, urls):
+# balance uri's option -> the [ring] key the import must write for it
+HAPROXY_KEYS = {"": "uri", "whole": "uri+query", "path-only": "path"}
+
+
+def test_haproxy(caches, urls, opt=""):
+    tag = "haproxy" + (f" {opt}" if opt else "")
     prefix = H.tmp_path("haproxy")
     os.makedirs(prefix, exist_ok=True)
+    # a unix socket's path has 107 bytes at most: "admin", "w", "p"
+    sock = f"{prefix}/{opt[:1] or 'admin'}.sock"
     port = free_port()
-    conf = haproxy_conf(prefix, port, caches)
-    path = H.write("haproxy.cfg", conf)
-    placed, ok, ids = real_placement("haproxy", [HAPROXY, "-db", "-f", path], port, urls,
-                                     lambda: haproxy_ids(f"{prefix}/admin.sock"))
-    save_vectors("haproxy", HAPROXY, conf, f"{HAPROXY} -db -f haproxy.cfg",
-                 [f"{c.name} id {ids.get(c.name)} weight {w}" for c, w in zip(caches, WEIGHTS)],
-                 "the id, from its stats socket, is the identity", urls, placed)
-    rc, ini = import_ok("haproxy", "haproxy", path)
+    conf = haproxy_conf(sock, port, caches, opt)
+    path = H.write(f"haproxy{opt}.cfg", conf)
+    placed, ok, ids = real_placement(tag, [HAPROXY, "-db", "-f", path], port, urls,
+                                     lambda: haproxy_ids(sock))
+    if not opt:
+        save_vectors("haproxy", HAPROXY, conf, f"{HAPROXY} -db -f haproxy.cfg",
+                     [f"{c.name} id {ids.get(c.name)} weight {w}" for c, w in zip(caches, WEIGHTS)],
+                     "the id, from its stats socket, is the identity", urls, placed)
+    key = HAPROXY_KEYS[opt]
+    rc, ini = import_ok(tag, "haproxy", path, f", key = {key}",
+                        lambda ini: re.search(rf"(?m)^key = {re.escape(key)} +; balance uri", ini))
     written = dict(re.findall(r"\[backend (\S+)\]\nurl = [^\n]*\nweight = [^\n]*\nid = (\d+)\n", ini))
     t.check(written == ids and ids.get("c2") == "4" and ids.get("c4") == "5",
-            f"haproxy: the ids written are haproxy's own ({', '.join(f'{k} {v}' for k, v in sorted(ids.items()))})",
+            f"{tag}: the ids written are haproxy's own ({', '.join(f'{k} {v}' for k, v in sorted(ids.items()))})",
             f"haproxy: {ids}\nimport: {written}")
-    through_ringproxy("haproxy", ini if rc == 0 and ok else None, urls, placed)
+    through_ringproxy(tag, ini if rc == 0 and ok else None, urls, placed)
 
 
 # ---- nutcracker -----------------------------------------------------------------
@@ -510,7 +523,8 @@ def main():
            f"{sum(1 for u in urls if '%' in u)} with %-escapes, {sum(1 for u in urls if len(u) > 1000)} "
            f"longer than 1000 bytes (the longest {max(map(len, urls))})")
     test_nginx(caches, urls, v4_only_name())
-    test_haproxy(caches, urls)
+    for opt in HAPROXY_KEYS:
+        test_haproxy(caches, urls, opt)
     # memcached keys: no longer than 250 bytes
     keys = [u for u in urls if len(u) <= 250]
     for h in ("md5", "fnv1a_64"):

@@ -19,6 +19,13 @@ native ring with [ring] ramp says the scheme change and the share moved,
 and during the window each moved key stays on its NGINX owner until its own
 moment (start + ramp x u, u from the key's MD5 bytes 8..15), then goes to
 its native owner (ringref.py), as the warm ramp does within one scheme.
+
+scheme = ketama sends the keys the real nutcracker placed (md5, then
+key_hash = fnv1a_64 after a reload; tests/unit/vectors/) to the cache of
+the server nutcracker chose, and scheme = envoy, each backend known by its
+url's ip:port, sends targets where Envoy's ring_hash on :path would
+(envoyref.py, itself held to the Basic ring of Envoy's test); /ring?url=
+and plan --keys --per-key name the same owners.
 usage: test_scheme.py RINGPROXY TESTCACHE"""
 
 import hashlib
@@ -32,12 +39,14 @@ import time
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import envoyref  # noqa: E402
 import harness as H  # noqa: E402
 import ringref  # noqa: E402
 
 RP, TC = H.cli_args()
 t = H.Tap()
 VECTORS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "unit", "scheme")
+PLACED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "unit", "vectors")
 RAMP = 6.0
 
 
@@ -72,6 +81,31 @@ def u_of(key):
     return int.from_bytes(hashlib.md5(key.encode()).digest()[8:16], "big") / 2.0 ** 64
 
 
+def ring_owners(admin_port, targets):
+    """[(target, owner /ring?url= names)] for targets."""
+    out = []
+    c = http.client.HTTPConnection("127.0.0.1", admin_port, timeout=10)
+    for tg in targets:
+        c.request("GET", "/ring?" + urllib.parse.urlencode({"url": tg, "host": "thumbs.example"}))
+        r = c.getresponse()
+        body = r.read().decode()
+        out.append((tg, json.loads(body).get("owner") if r.status == 200 else body))
+    c.close()
+    return out
+
+
+def plan_owners(path, targets):
+    """{target: backend} as `ringproxy plan FILE --keys --per-key` names them."""
+    keys = H.write(f"keys.{time.monotonic_ns()}.txt", "".join(k + "\n" for k in targets))
+    out = subprocess.run([RP, "plan", path, "--keys", keys, "--per-key"], capture_output=True, text=True,
+                         timeout=120).stdout
+    got = {}
+    for line in out.splitlines():
+        k, _, b = line.rpartition("\t")
+        got[k] = b
+    return got
+
+
 def haproxy_vectors():
     """servers [(name, id or None, weight)] and {mode: {target: backend}}."""
     servers, modes = [], {}
@@ -100,16 +134,8 @@ def test_haproxy():
     t.check(not bad, f"scheme = haproxy: each of {len(modes['uri'])} targets (origin and absolute form, queries, "
             f"%-escapes) reaches the cache real HAProxy's balance uri chose", bad[:5])
     m = p.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10)
-    wrong = []
-    c = http.client.HTTPConnection("127.0.0.1", int(m.group(1)) if m else 1, timeout=10)
-    for tg in list(modes["uri"])[:100]:
-        c.request("GET", "/ring?" + urllib.parse.urlencode({"url": tg, "host": "thumbs.example"}))
-        r = c.getresponse()
-        body = r.read().decode()
-        owner = json.loads(body).get("owner") if r.status == 200 else body
-        if owner != modes["uri"][tg]:
-            wrong.append((tg, owner, modes["uri"][tg]))
-    c.close()
+    wrong = [(tg, o, modes["uri"][tg]) for tg, o in ring_owners(int(m.group(1)) if m else 1, list(modes["uri"])[:100])
+             if o != modes["uri"][tg]]
     t.check(m and not wrong, "/ring?url= names the owner HAProxy chose for each of 100 targets", wrong[:5])
     for mode, key in (("path", "path"), ("uri+query", "uri+query")):
         text = H.conf_text(caches, proxy=admin, ring={"scheme": "haproxy", "balance_factor": 0, "key": key},
@@ -151,6 +177,101 @@ def test_haproxy():
     t.check(time.time() - t0 < 20 and not wrong and held > len(late) // 2,
             f"ramp haproxy -> ringproxy: {len(late)} keys before their moment stay on HAProxy's choice, "
             f"{held} of them moved and held there as /ring?url= says", wrong[:3])
+    p.stop()
+    for c in caches:
+        c.stop()
+
+
+def nutcracker_vectors(hash_name):
+    """servers [(identity, weight)] and {key: index} as the real nutcracker
+    placed them (tests/unit/vectors/, made by test_compat.py), the keys
+    those an HTTP request can carry as its target."""
+    servers, placed = [], {}
+    with open(os.path.join(PLACED, f"nutcracker-{hash_name}-placement.csv"), "rb") as f:
+        for raw in f:
+            line = raw.decode("latin-1").rstrip("\n")
+            m = re.match(r"#\s+- ([0-9.]+):(\d+):(\d+)(?: (\S+))?$", line)
+            if m:
+                ident = m.group(4) or (m.group(1) if m.group(2) == "11211" else f"{m.group(1)}:{m.group(2)}")
+                servers.append((ident, int(m.group(3))))
+            elif not line.startswith("#") and "," in line:
+                i, _, key = line.partition(",")
+                if key.startswith("/") and all(0x21 <= b < 0x7f for b in key.encode("latin-1")):
+                    placed[key] = int(i)
+    return servers, placed
+
+
+def test_ketama():
+    """scheme = ketama: the keys real nutcracker placed (md5, then
+    key_hash = fnv1a_64 after a reload) sent as request targets reach the
+    cache of the server it chose, the ids its identities; /ring?url= and
+    plan --keys name the same."""
+    caches = [H.Cache(TC, f"k{i}") for i in range(5)]
+    admin = {"admin_listen": "127.0.0.1:0"}
+    path = H.write(f"ketama.{time.monotonic_ns()}.ini", "")
+    p = None
+    for hash_name in ("md5", "fnv1a_64"):
+        servers, placed = nutcracker_vectors(hash_name)
+        want = {k: f"k{i}" for k, i in list(placed.items())[:600]}
+        ring = {"scheme": "ketama", "balance_factor": 0, **({"key_hash": "fnv1a_64"} if hash_name != "md5" else {})}
+        backend = {f"k{i}": {"weight": w, "id": ident} for i, (ident, w) in enumerate(servers)}
+        with open(path, "w") as f:
+            f.write(H.conf_text(caches, proxy=admin, ring=ring, backend=backend))
+        if p is None:
+            p = H.Proxy(RP, path=path)
+            m = p.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10)
+        else:
+            line = p.reload()
+            t.check(line and "scheme ketama" in line, f"reload to key_hash = {hash_name}", line)
+        bad = mismatches(p.port, want)
+        t.check(len(servers) == 5 and len(want) >= 500 and not bad,
+                f"scheme = ketama, key_hash {hash_name}: each of {len(want)} keys real nutcracker placed, sent as "
+                "a request target, reaches the cache of the server it chose", bad[:5])
+        wrong = [(tg, o, want[tg]) for tg, o in ring_owners(int(m.group(1)) if m else 1, list(want)[:100])
+                 if o != want[tg]]
+        t.check(m and not wrong, f"key_hash {hash_name}: /ring?url= names nutcracker's server for 100 keys", wrong[:5])
+        got = plan_owners(path, list(want))
+        wrong = [(k, got.get(k), b) for k, b in want.items() if got.get(k) != b]
+        t.check(not wrong, f"key_hash {hash_name}: plan --keys --per-key names nutcracker's server for each of "
+                f"{len(want)} keys", wrong[:5])
+    p.stop()
+    for c in caches:
+        c.stop()
+
+
+def test_envoy():
+    """scheme = envoy: the identity by default is the url's ip:port as
+    Envoy prints it, the key the :path; each target reaches the host of
+    envoyref's ring, itself checked against the Basic ring of Envoy's
+    ring_hash_lb_test.cc."""
+    basic = envoyref.Ring([(f"127.0.0.1:{p}", 1) for p in range(90, 96)], min_ring_size=12)
+    t.check([(pos, int(i[-2:]) - 90) for pos, i in basic.points][:4] ==
+            [(833437586790550860, 4), (928266305478181108, 2), (1033482794131418490, 0), (3551244743356806947, 5)]
+            and len(basic.points) == 12, "envoyref: the Basic ring of Envoy's test, point for point",
+            basic.points[:4])
+    caches = [H.Cache(TC, f"e{i}") for i in range(5)]
+    weights = [3, 1, 2, 1, 5]
+    ref = envoyref.Ring([(f"127.0.0.1:{c.port}", w) for c, w in zip(caches, weights)])
+    by_id = {f"127.0.0.1:{c.port}": c.name for c in caches}
+    targets = list(nginx_vectors())[:400] + [f"/t/{i}.webp?w={i % 97}&h={i * 7}" for i in range(200)] + \
+        ["/a%20b?x=%41", "/", "/?", "/x//y/../z?q=1&q=2", "/~user/!$&'()*+,;=:@"]
+    want = {tg: by_id[ref.lookup(tg.encode())] for tg in targets}
+    admin = {"admin_listen": "127.0.0.1:0"}
+    path = H.write(f"envoy.{time.monotonic_ns()}.ini",
+                   H.conf_text(caches, proxy=admin, ring={"scheme": "envoy", "balance_factor": 0},
+                               backend={c.name: {"weight": w} for c, w in zip(caches, weights)}))
+    p = H.Proxy(RP, path=path)
+    bad = mismatches(p.port, want)
+    t.check(not bad and len(set(want.values())) == 5,
+            f"scheme = envoy: each of {len(want)} targets reaches the host Envoy's ring_hash on :path chooses, "
+            "each backend known by its url's ip:port", bad[:5])
+    m = p.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10)
+    wrong = [(tg, o, want[tg]) for tg, o in ring_owners(int(m.group(1)) if m else 1, targets[:100]) if o != want[tg]]
+    t.check(m and not wrong, "scheme = envoy: /ring?url= names the same host for 100 targets", wrong[:5])
+    got = plan_owners(path, targets)
+    wrong = [(k, got.get(k), b) for k, b in want.items() if got.get(k) != b]
+    t.check(not wrong, f"scheme = envoy: plan --keys --per-key names the same host for each of {len(targets)} targets",
+            wrong[:5])
     p.stop()
     for c in caches:
         c.stop()
@@ -231,6 +352,8 @@ def test_nginx_and_ramp():
 def main():
     test_haproxy()
     test_nginx_and_ramp()
+    test_ketama()
+    test_envoy()
 
 
 H.run_main(t, main)

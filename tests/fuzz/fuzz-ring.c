@@ -20,9 +20,10 @@
  * members of a pool of names, vnodes and weights from the input, with
  * backends added, removed, reweighted or left alone between ring a and
  * ring b (and vnodes changed if byte 1 says so); a repeated name must be
- * refused. Bits 1-2 of byte 0 pick the scheme of both rings: ringproxy,
- * nginx or haproxy (whole weights; ids "1".."8" by name for haproxy), so
- * the compat builders' rings meet the same model. Synthetic (byte 0 odd): the points themselves come from the
+ * refused. Bits 1-3 of byte 0 pick the scheme of both rings: ringproxy,
+ * nginx, haproxy, ketama (either key hash) or envoy (whole weights; ids
+ * "1".."8" by name for haproxy, the names for the others), so the compat
+ * builders' rings meet the same model. Synthetic (byte 0 odd): the points themselves come from the
  * input, so positions 0, 2^64-1 and ties between backends (broken by
  * name), which MD5 never produces in practice, reach shares and diff;
  * the struct is laid out as ring_build documents it (sorted by position
@@ -54,6 +55,12 @@ static const char *const fuzz_names[FUZZ_NAMES] = {
 };
 /* scheme haproxy's server id of each name */
 static const char *const fuzz_ids[FUZZ_NAMES] = { "1", "2", "3", "4", "5", "6", "7", "4095" };
+
+/* The scheme bits 1-3 of byte 0 pick, the fixed one twice as often. */
+static const enum ring_scheme fuzz_schemes[8] = {
+	RING_SCHEME_RINGPROXY, RING_SCHEME_NGINX, RING_SCHEME_HAPROXY, RING_SCHEME_KETAMA,
+	RING_SCHEME_ENVOY, RING_SCHEME_KETAMA_FNV1A64, RING_SCHEME_RINGPROXY, RING_SCHEME_RINGPROXY,
+};
 
 /* Input reader: bytes past the end read as 0. */
 struct fuzz_in {
@@ -349,9 +356,15 @@ static void fuzz_built(struct fuzz_in *in, enum ring_scheme scheme, struct ring 
 	for (size_t i = 0; i < na; i++) {
 		uint32_t w = (uint32_t)ma[i].weight, n = (*ra)->npoints_of[i];
 
-		/* NGINX collapses a CRC-32 shared by two points */
+		/* NGINX collapses a CRC-32 shared by two points; ketama gives
+		 * a server of the largest share (3 of 3) 160 x 8 points at most;
+		 * with weights of 0 to 3 and 8 servers no share rounds to none */
 		FUZZ_CHECK(scheme == RING_SCHEME_NGINX ? n <= 160 * w && (n > 0) == (w > 0) :
-			   scheme == RING_SCHEME_HAPROXY ? n == 16 * w : n == ring_points_for(va, ma[i].weight));
+			   scheme == RING_SCHEME_HAPROXY ? n == 16 * w :
+			   scheme == RING_SCHEME_KETAMA || scheme == RING_SCHEME_KETAMA_FNV1A64 ?
+			   n <= 160 * FUZZ_NAMES && (n > 0) == (w > 0) :
+			   scheme == RING_SCHEME_ENVOY ? (n > 0) == (w > 0) :
+			   n == ring_points_for(va, ma[i].weight));
 		FUZZ_CHECK(strcmp((*ra)->names[i], ma[i].name) == 0);
 	}
 }
@@ -442,8 +455,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		a = fuzz_synthetic(&in);
 		b = fuzz_synthetic(&in);
 	} else {
-		fuzz_built(&in, (kind >> 1) % 4 == 3 ? RING_SCHEME_RINGPROXY : (enum ring_scheme)((kind >> 1) % 4),
-			   &a, &b);
+		fuzz_built(&in, fuzz_schemes[(kind >> 1) % 8], &a, &b);
 	}
 	while (ns < FUZZ_SAMPLES && in.off < in.n)
 		samples[ns++] = fuzz_u64(&in);

@@ -411,6 +411,50 @@ out:
 	ring_free(rp);
 }
 
+/* The identity each scheme gives a backend without an id, from its url:
+ * libmemcached's and twemproxy's host, or host:port off port 11211;
+ * Envoy's address as it prints it, an IPv6 literal canonical. And ketama
+ * with key_hash fnv1a_64 is twemproxy's key hash on the same points. */
+static void test_default_ids(void)
+{
+	static const struct { const char *text, *ids[3]; } t[] = {
+		{ "[ring]\nscheme = ketama\n[backend a]\nurl = http://10.0.0.1:11211/p\n"
+		  "[backend b]\nurl = http://10.0.0.2:6081\n[backend c]\nurl = http://thumbs-3.example\n",
+		  { "10.0.0.1", "10.0.0.2:6081", "thumbs-3.example:80" } },
+		{ "[ring]\nscheme = envoy\n[backend a]\nurl = http://[2001:DB8:0:0::1]:8080/p\n"
+		  "[backend b]\nurl = http://10.0.0.2\n[backend c]\nurl = http://thumbs-3.example:6081\n",
+		  { "[2001:db8::1]:8080", "10.0.0.2:80", "thumbs-3.example:6081" } },
+	};
+	struct conf *c;
+	struct ring *md5 = NULL, *fnv = NULL;
+	const char *key = "/thumbs/1.jpg";
+	struct iovec v = { (void *)(uintptr_t)key, strlen(key) };
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		int same = 0;
+
+		c = test_conf(t[i].text);
+		for (size_t b = 0; c && b < 3 && b < c->nbackends; b++)
+			same += strcmp(c->backends[b].id, t[i].ids[b]) == 0;
+		tap_is_int(same, 3, "%s: the default ids %s, %s, %s", c ? ring_scheme_name(c->scheme) : "?",
+			   t[i].ids[0], t[i].ids[1], t[i].ids[2]);
+		if (i == 0 && c)
+			md5 = plan_ring(c, (char[256]){ 0 }, 256);
+		conf_free(c);
+	}
+	c = test_conf("[ring]\nscheme = ketama\nkey_hash = fnv1a_64\n[backend a]\nurl = http://10.0.0.1:11211/p\n"
+		      "[backend b]\nurl = http://10.0.0.2:6081\n[backend c]\nurl = http://thumbs-3.example\n");
+	if (c)
+		fnv = plan_ring(c, (char[256]){ 0 }, 256);
+	tap_ok(md5 && fnv && md5->scheme == RING_SCHEME_KETAMA && fnv->scheme == RING_SCHEME_KETAMA_FNV1A64 &&
+	       test_same_points(md5, fnv) && ring_key_pos(fnv->scheme, &v, 1, NULL) == ring_ketama_key_fnv1a64(key, v.iov_len) &&
+	       ring_key_pos(md5->scheme, &v, 1, NULL) == ring_ketama_key(key, v.iov_len),
+	       "ketama: key_hash fnv1a_64 keeps the points and hashes a key as twemproxy's fnv1a_64");
+	conf_free(c);
+	ring_free(md5);
+	ring_free(fnv);
+}
+
 /* ringproxy -T: a compat config written out (ids the defaults gave,
  * vnodes commented out) loads back to the same ring. */
 static void test_write_back(void)
@@ -420,6 +464,10 @@ static void test_write_back(void)
 		"[backend b]\nurl = http://127.0.0.1:2\nid = 1\nweight = 3\n",
 		"[ring]\nscheme = nginx\n[backend a]\nurl = http://thumbs-1.example:6081/p\n"
 		"[backend b]\nurl = http://[::1]:8080\nweight = 2\n",
+		"[ring]\nscheme = ketama\nkey_hash = fnv1a_64\n[backend a]\nurl = http://10.0.0.1:6081\n"
+		"[backend b]\nurl = http://10.0.0.2:11211\nweight = 2\n",
+		"[ring]\nscheme = envoy\n[backend a]\nurl = http://[2001:db8:0::1]:8080\n"
+		"[backend b]\nurl = http://10.0.0.2\nweight = 2\n",
 	};
 
 	for (size_t i = 0; i < sizeof(text) / sizeof(text[0]); i++) {
@@ -439,7 +487,8 @@ static void test_write_back(void)
 			r = plan_ring(c, (char[256]){ 0 }, 256);
 			r2 = plan_ring(c2, (char[256]){ 0 }, 256);
 		}
-		tap_ok(r && r2 && test_same_points(r, r2) && strcmp(c->backends[0].id, c2->backends[0].id) == 0,
+		tap_ok(r && r2 && test_same_points(r, r2) && r->scheme == r2->scheme &&
+		       strcmp(c->backends[0].id, c2->backends[0].id) == 0,
 		       "-T of a %s config loads back to the same ring (a's id %s)", c ? ring_scheme_name(c->scheme) : "?",
 		       c ? c->backends[0].id : "?");
 		ring_free(r);
@@ -482,6 +531,7 @@ int main(int argc, char **argv)
 	test_cross_diff();
 	test_cross_ramp();
 	test_write_back();
+	test_default_ids();
 	test_refusals();
 	return tap_done();
 }
