@@ -109,18 +109,7 @@ def refused(port, src, data, shut=False):
 def access_lines(path, want, timeout=5):
     """The access log's lines once every one of want (substrings) is in
     it, or what it has after timeout."""
-    got = []
-
-    def enough():
-        nonlocal got
-        try:
-            with open(path) as f:
-                got = f.read().splitlines()
-        except FileNotFoundError:
-            got = []
-        return all(any(w in x for x in got) for w in want)
-    harness.wait_until(enough, timeout)
-    return got
+    return harness.lines_until(path, lambda got: all(any(w in x for x in got) for w in want), timeout)
 
 
 def client_of(lines, ua):
