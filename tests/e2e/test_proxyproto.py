@@ -162,6 +162,12 @@ def main():
     t.check(len(rs) == 2 and all(r.status == 200 and xff(r) == "192.0.2.8" for r in rs),
             "two pipelined requests after the header, one segment: both answered for 192.0.2.8",
             [r.headers for r in rs])
+    body = bytes(range(256)) * 800
+    post = b"POST /pp/up HTTP/1.1\r\nHost: img.test\r\nContent-Length: %d\r\n\r\n" % len(body)
+    rs, _ = exchange(P, LB, [v1("192.0.2.13") + post + body[:1000], body[1000:]])
+    t.check(len(rs) == 1 and rs[0].status == 200 and rs[0].body == body and xff(rs[0]) == "192.0.2.13",
+            "a POST of 204,800 bytes after the header, its head in the header's segment: the body echoed intact",
+            rs and (rs[0].status, len(rs[0].body)))
     rs, _ = exchange(P, OTHER, [GET % (9, 9)])
     t.check(len(rs) == 1 and rs[0].status == 200 and xff(rs[0]) == OTHER,
             "a source not in proxy_protocol_from is served without a header, as itself", rs and rs[0].headers)
