@@ -494,10 +494,9 @@ static void front_proxy(struct client *c)
 	}
 	if (proxyproto_src_text(&h, c->ip, sizeof(c->ip)) == 0) {
 		/* the request was set up with the socket's address when the
-		 * memory was lent; it has not begun: it starts again with the
-		 * client's */
+		 * memory was lent, and has not begun */
 		c->iplen = strlen(c->ip);
-		req_init(c->rq, c, &c->in, c->out, &c->scratch, &c->scratch_cap, c->ip, c->iplen);
+		req_client_ip(c->rq, c->ip, c->iplen);
 	}
 	c->in.pos = (size_t)r;
 	if (c->in.pos == c->in.len)

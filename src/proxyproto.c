@@ -262,9 +262,85 @@ ssize_t proxyproto_parse(const void *buf, size_t len, size_t max, struct proxypr
 	return len < PROXYPROTO_SIG1_LEN ? 0 : proxyproto_v1(b, len, h);
 }
 
+/* ---- the client's address as text -------------------------------------- */
+
+/* Formatted here, not by inet_ntop, which prints each number with
+ * sprintf: this runs once per connection on the request path. */
+
+static char *proxyproto_put_v4(char *p, const unsigned char a[4])
+{
+	for (int i = 0; i < 4; i++) {
+		unsigned v = a[i];
+
+		if (i)
+			*p++ = '.';
+		if (v >= 100)
+			*p++ = (char)('0' + v / 100);
+		if (v >= 10)
+			*p++ = (char)('0' + v / 10 % 10);
+		*p++ = (char)('0' + v % 10);
+	}
+	return p;
+}
+
+/* RFC 5952's text (section 4): lower-case hex groups without heading
+ * zeros, the longest run of two or more zero groups (the first of equal
+ * ones) as "::"; an IPv4-mapped address (and a deprecated IPv4-compatible
+ * one) ends in dotted form, as inet_ntop writes it, so an address reads
+ * the same whether the socket or a header named it. */
+static char *proxyproto_put_v6(char *p, const unsigned char a[16])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned w[8];
+	int best = -1, bestlen = 0, cur = -1;
+
+	for (int i = 0; i < 8; i++) {
+		w[i] = (unsigned)a[2 * i] << 8 | a[2 * i + 1];
+		if (w[i] != 0) {
+			cur = -1;
+			continue;
+		}
+		if (cur < 0)
+			cur = i;
+		if (i + 1 - cur > bestlen) {
+			best = cur;
+			bestlen = i + 1 - cur;
+		}
+	}
+	if (bestlen < 2)
+		best = -1;
+	for (int i = 0; i < 8; i++) {
+		if (best >= 0 && i >= best && i < best + bestlen) {
+			if (i == best)
+				*p++ = ':';
+			continue;
+		}
+		if (i)
+			*p++ = ':';
+		if (i == 6 && best == 0 && (bestlen == 6 || (bestlen == 5 && w[5] == 0xffff)))
+			return proxyproto_put_v4(p, a + 12);
+		for (int sh = 12; sh >= 0; sh -= 4)
+			if (w[i] >> sh || sh == 0)
+				*p++ = hex[(w[i] >> sh) & 0xf];
+	}
+	if (best >= 0 && best + bestlen == 8)
+		*p++ = ':';
+	return p;
+}
+
 int proxyproto_src_text(const struct proxyproto_hdr *h, char *out, size_t len)
 {
-	if (h->family != AF_INET && h->family != AF_INET6)
+	char text[INET6_ADDRSTRLEN], *e;
+
+	if (h->family == AF_INET)
+		e = proxyproto_put_v4(text, h->src);
+	else if (h->family == AF_INET6)
+		e = proxyproto_put_v6(text, h->src);
+	else
 		return -1;
-	return inet_ntop(h->family, h->src, out, (socklen_t)len) ? 0 : -1;
+	if ((size_t)(e - text) >= len)
+		return -1;
+	memcpy(out, text, (size_t)(e - text));
+	out[e - text] = '\0';
+	return 0;
 }

@@ -50,9 +50,9 @@ ssize_t proxyproto_parse(const void *buf, size_t len, size_t max, struct proxypr
  * shorter than a signature and equal to its beginning. */
 int proxyproto_sniff(const void *buf, size_t len);
 
-/* h's source address as text ("192.0.2.1", "2001:db8::1") in out; 0, or
- * -1 when h has none (AF_UNSPEC) or out is too small (INET6_ADDRSTRLEN
- * always fits). */
+/* h's source address as text ("192.0.2.1", "2001:db8::1"; the same text
+ * as inet_ntop's) in out; 0, or -1 when h has none (AF_UNSPEC) or out is
+ * too small (INET6_ADDRSTRLEN always fits). */
 int proxyproto_src_text(const struct proxyproto_hdr *h, char *out, size_t len);
 
 #endif

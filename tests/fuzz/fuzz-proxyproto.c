@@ -11,8 +11,9 @@
  *     follow it (the request after a header is never read), and every
  *     piece of it shorter than the header waits (0);
  *   - a version 2 header longer than max is refused;
- *   - a TCP4 line's source and destination read back as the text the line
- *     has (canonical IPv4: no heading zeros).
+ *   - the source's text is inet_ntop's, and a TCP4 line's source and
+ *     destination read back as the text the line has (canonical IPv4:
+ *     no heading zeros).
  */
 #include "proxyproto.h"
 
@@ -87,6 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		char src[INET6_ADDRSTRLEN], dst[INET6_ADDRSTRLEN], line[PROXYPROTO_V1_MAX + 1];
 
 		FUZZ_CHECK(proxyproto_src_text(&h, src, sizeof(src)) == 0);
+		FUZZ_CHECK(inet_ntop(h.family, h.src, dst, sizeof(dst)) != NULL && strcmp(src, dst) == 0);
 		if (h.version == 1 && h.family == AF_INET) {
 			FUZZ_CHECK(inet_ntop(AF_INET, h.dst, dst, sizeof(dst)) != NULL);
 			snprintf(line, sizeof(line), "PROXY TCP4 %s %s %u %u\r\n", src, dst, h.src_port, h.dst_port);

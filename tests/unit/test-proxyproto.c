@@ -254,6 +254,55 @@ static void test_unix(void)
 	tap_is_int(proxyproto_parse(b, sizeof(b), MAX, &h), -1, "v2: AF_UNIX with 215 address bytes is refused");
 }
 
+/* The client's address as text is inet_ntop's, which the socket's peer
+ * is written with: fixed cases (RFC 5952's compression rules, mapped and
+ * compatible IPv4) and 50,000 addresses from a fixed-seed generator whose
+ * groups are mostly zero, so every arrangement of zero runs comes up. */
+static void test_text(void)
+{
+	static const char *const fixed[] = {
+		"::", "::1", "1::", "2001:db8::1", "2001:db8:0:0:1:0:0:1", "2001:0:0:1:0:0:0:1",
+		"1:0:1:0:1:0:1:0", "0:1:0:0:1:0:0:0", "::ffff:192.0.2.1", "::192.0.2.1", "::ffff:0:192.0.2.1",
+		"::1:0:0:0:1", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "0.0.0.0", "255.255.255.255", "10.0.0.1",
+	};
+	struct proxyproto_hdr h;
+	char got[INET6_ADDRSTRLEN], want[INET6_ADDRSTRLEN];
+	unsigned long x = 12345;
+	unsigned bad = 0;
+
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+		memset(&h, 0, sizeof(h));
+		h.family = strchr(fixed[i], ':') ? AF_INET6 : AF_INET;
+		inet_pton(h.family, fixed[i], h.src);
+		inet_ntop(h.family, h.src, want, sizeof(want));
+		tap_ok(proxyproto_src_text(&h, got, sizeof(got)) == 0 && strcmp(got, want) == 0,
+		       "text of %s is inet_ntop's (%s): %s", fixed[i], want, got);
+	}
+	for (int n = 0; n < 50000; n++) {
+		memset(&h, 0, sizeof(h));
+		h.family = n % 5 ? AF_INET6 : AF_INET;
+		for (int g = 0; g < 8; g++) {
+			x = x * 6364136223846793005ul + 1442695040888963407ul;
+			if ((x >> 60) < 4) {    /* a quarter of the groups non-zero */
+				h.src[2 * g] = (unsigned char)(x >> 24) & (x >> 40 & 1 ? 0xff : 0);
+				h.src[2 * g + 1] = (unsigned char)(x >> 32);
+			}
+		}
+		if (n % 7 == 0)
+			memcpy(h.src, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12);
+		inet_ntop(h.family, h.src, want, sizeof(want));
+		if (proxyproto_src_text(&h, got, sizeof(got)) != 0 || strcmp(got, want) != 0) {
+			if (bad++ < 5)
+				tap_diag("  got %s, inet_ntop %s", got, want);
+		}
+	}
+	tap_is_int(bad, 0, "50,000 generated addresses: the text is inet_ntop's for each");
+	h.family = AF_INET6;
+	memset(h.src, 0xff, 16);
+	tap_is_int(proxyproto_src_text(&h, got, 39), -1, "a buffer one byte short of the text is refused");
+	tap_is_int(proxyproto_src_text(&h, got, 40), 0, "one that fits is filled");
+}
+
 static void test_sniff(void)
 {
 	static const struct {
@@ -283,6 +332,7 @@ int main(void)
 		pp_check(&pp_cases[i]);
 	test_max();
 	test_unix();
+	test_text();
 	test_sniff();
 	return tap_done();
 }
