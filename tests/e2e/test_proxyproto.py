@@ -144,6 +144,10 @@ def main():
     rs, _ = exchange(P, LB, [v2("2001:db8::5", "::1", tlv=b"\x04\x00\x02zz") + GET % (2, 2)])
     t.check(len(rs) == 1 and rs[0].status == 200 and xff(rs[0]) == "2001:db8::5",
             "v2 TCP over IPv6 with a TLV: X-Forwarded-For 2001:db8::5", rs and rs[0].headers)
+    rs, _ = exchange(P, LB, [v2("192.0.2.14", "127.0.0.1", tlv=b"\xea\x17\x70" + b"t" * 6000) + GET % (13, 13)])
+    t.check(len(rs) == 1 and rs[0].status == 200 and xff(rs[0]) == "192.0.2.14",
+            "a v2 header of 6,031 bytes (a 6,000-byte TLV), larger than a connection's first 4 KB buffer: "
+            "X-Forwarded-For 192.0.2.14", rs and rs[0].headers)
     rs, _ = exchange(P, LB, [v1("2001:db8::6", "::1") + GET % (3, 3)])
     t.check(len(rs) == 1 and xff(rs[0]) == "2001:db8::6", "v1 TCP6: X-Forwarded-For 2001:db8::6",
             rs and rs[0].headers)
@@ -213,6 +217,8 @@ def main():
          rf"from {LB}: v1: the source is not an IPv4 address \(TCP4\)"),
         ("a v2 block of version 3", LB, SIG2 + b"\x31\x11\x00\x0c" + b"\x00" * 12, False,
          rf"from {LB}: v2: the version is not 2"),
+        ("a v2 header of 65,551 bytes, longer than buffer_size (64k)", LB, SIG2 + b"\x21\x11\xff\xff" + b"\x00" * 12,
+         False, rf"from {LB}: v2: the header is longer than the read buffer \(\[proxy\] buffer_size\)"),
         ("a truncated v2 block, then EOF", LB, v2("192.0.2.67", "127.0.0.1")[:20], True,
          rf"from {LB}: the connection ended inside the PROXY header \(20 bytes received\)"),
     ]
