@@ -456,6 +456,7 @@ static void front_serve(struct client *c)
  * where (the socket's peer: the balancer, or whoever it is). */
 static void front_proxy_refuse(struct client *c, const char *why)
 {
+	atomic_fetch_add(&c->w->proxy->proxy_protocol_refused, 1);
 	if (worker_log_allow(c->w, FRONT_PROXY_LOG_PER_SEC))
 		log_warn("PROXY protocol: closed the connection from %s: %s (%zu bytes received)",
 			 c->ip, why, c->in.len);

@@ -16,14 +16,15 @@ address in the access log and in the X-Forwarded-For the backend saw.
 Sources are loopback addresses of their own (127.0.0.2 is the balancer).
 usage: test_proxyproto.py RINGPROXY TESTCACHE"""
 
+import json
 import os
-import re
 import shutil
 import socket
 import struct
 import subprocess
 import sys
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -129,12 +130,16 @@ def main():
     cache = harness.Cache(TC, "c1")
     log = harness.tmp_path(f"pp-access.{time.monotonic_ns()}.log")
     conf = harness.conf_text([cache], proxy={"proxy_protocol": "on", "proxy_protocol_from": f"{LB}, 10.0.0.0/8",
-                                             "client_timeout": "1s"},
+                                             "client_timeout": "1s", "admin_listen": "127.0.0.1:0"},
                              cache={"size": 0, "purge_allow": "192.0.2.0/24"})
     conf += f"\n[log]\naccess = {log}\n"
     path = harness.write("pp.ini", conf)
     proxy = harness.Proxy(RP, path=path)
     P = proxy.port
+    aport = int(proxy.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10).group(1))
+
+    def stats():
+        return json.loads(urllib.request.urlopen(f"http://127.0.0.1:{aport}/stats", timeout=10).read())
 
     # ---- the header names the client ------------------------------------------
     rs, _ = exchange(P, LB, [v1("192.0.2.7") + GET % (1, 1)])
@@ -250,6 +255,9 @@ def main():
     s.close()
     rs, _ = exchange(P, LB, [v1("192.0.2.11") + GET % (10, 10)])
     t.check(len(rs) == 1 and xff(rs[0]) == "192.0.2.11", "the proxy serves on after every refusal")
+    n = stats().get("proxy_protocol_refused")
+    t.check(n == len(cases) + 1, f"/stats proxy_protocol_refused counts the {len(cases) + 1} refusals "
+            "(not the connection that sent nothing)", n)
 
     # ---- off (a reload): a header is a bad request, nothing more ---------------
     harness.write("pp.ini", conf.replace("proxy_protocol = on", "proxy_protocol = off"))
