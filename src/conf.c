@@ -63,6 +63,11 @@ struct conf_keydef {
 static const struct conf_keydef conf_keys[] = {
 	{ CONF_IN_PROXY, "listen", CONF_T_ADDR, P(listen), "127.0.0.1:8080", 0, 0, NULL,
 	  "address:port the proxy accepts clients on (port 0: any free port)" },
+	{ CONF_IN_PROXY, "proxy_protocol", CONF_T_BOOL, P(proxy_protocol), "off", 0, 0, NULL,
+	  "on: a connection from proxy_protocol_from must begin with a PROXY protocol header (v1 or v2), whose client "
+	  "address is the client's everywhere; one from elsewhere must not (either is closed)" },
+	{ CONF_IN_PROXY, "proxy_protocol_from", CONF_T_STRING, P(proxy_protocol_from), "", 0, 0, NULL,
+	  "the balancers that send PROXY headers: addresses and CIDR blocks (0.0.0.0/0, ::/0 for every source)" },
 	{ CONF_IN_PROXY, "admin_listen", CONF_T_ADDR, P(admin_listen), "", 0, 0, NULL,
 	  "address:port of the stats listener (/stats /metrics / /ring /health); empty = none" },
 	{ CONF_IN_PROXY, "admin_token", CONF_T_STRING, P(admin_token), "", 0, 0, NULL,
@@ -1363,6 +1368,27 @@ int conf_check_admin_running(const struct conf *c, const char *running, char *er
 	return -1;
 }
 
+/* A list of addresses and CIDR blocks (purge_allow, proxy_protocol_from). */
+static void conf_validate_list(struct conf_parse *ps, const char *key, const char *list)
+{
+	char why[160];
+
+	if (list && *list && addr_in_list(list, NULL, why, sizeof(why)) < 0)
+		conf_error(ps, conf_line(ps->c, key), "%s: %s", key, why);
+}
+
+/* proxy_protocol believes the header's address: only from named sources. */
+static void conf_validate_proxyproto(struct conf_parse *ps)
+{
+	const struct conf *c = ps->c;
+
+	conf_validate_list(ps, "proxy_protocol_from", c->proxy_protocol_from);
+	if (c->proxy_protocol && !*c->proxy_protocol_from)
+		conf_error(ps, conf_line(c, "proxy_protocol"),
+			   "proxy_protocol = on needs proxy_protocol_from: the addresses of the balancers whose PROXY "
+			   "headers are believed (0.0.0.0/0, ::/0 to require one from every source)");
+}
+
 /* Checks that need the whole file. */
 static void conf_validate(struct conf_parse *ps)
 {
@@ -1396,12 +1422,8 @@ static void conf_validate(struct conf_parse *ps)
 	}
 	conf_validate_scheme(ps);
 	conf_validate_admin(ps);
-	if (c->cache_purge_allow && *c->cache_purge_allow) {
-		char why[160];
-
-		if (addr_in_list(c->cache_purge_allow, NULL, why, sizeof(why)) < 0)
-			conf_error(ps, conf_line(c, "purge_allow"), "purge_allow: %s", why);
-	}
+	conf_validate_proxyproto(ps);
+	conf_validate_list(ps, "purge_allow", c->cache_purge_allow);
 	if (c->buffer_size < c->max_head_size)
 		conf_error(ps, conf_line(c, "buffer_size"),
 			   "buffer_size (%llu) is smaller than max_head_size (%llu); a head must fit in the buffer",

@@ -68,6 +68,9 @@ struct conf {
 
 	/* [proxy] */
 	char *listen;
+	bool proxy_protocol;            /* a PROXY header from the sources
+					   of proxy_protocol_from */
+	char *proxy_protocol_from;      /* addresses, CIDR blocks; "" = none */
 	char *admin_listen;             /* "" = no admin listener */
 	char *admin_token;              /* "" = none: admin requests need no
 					   Authorization */

@@ -23,6 +23,18 @@
  * is compacted only between requests, or during a request with a body once
  * its head has been sent (such requests are never retried): the request
  * says from where (req_keep_from).
+ *
+ * PROXY protocol ([proxy] proxy_protocol = on): a new connection starts in
+ * CL_PROXY, where its first bytes are read before any request
+ * (front_proxy): from a proxy_protocol_from source they must be a PROXY
+ * header (proxyproto.c), whose source becomes the connection's client
+ * address, c->ip, which every later reader takes (X-Forwarded-For, the
+ * access log, purge_allow, the log lines of replies); from any other
+ * source they must not be one. Which of the two is decided by the
+ * socket's peer alone, never guessed from the bytes (the spec forbids
+ * guessing). The header is parsed once, in the read buffer, and what
+ * follows it there is the first request's. With proxy_protocol off a
+ * connection starts in CL_HEAD and nothing of this runs.
  */
 #include "front.h"
 
@@ -35,9 +47,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "addr.h"
 #include "conf.h"
 #include "conn.h"
+#include "log.h"
 #include "proxy.h"
+#include "proxyproto.h"
 #include "request.h"
 #include "snapshot.h"
 #include "worker.h"
@@ -242,12 +257,18 @@ int front_accept(struct worker *w, int fd, const struct sockaddr_storage *peer)
 	}
 	event_add(&c->tev, w->tv_client);
 	c->state = CL_HEAD;
+	if (w->snap->conf->proxy_protocol) {
+		char err[8];
+
+		c->state = CL_PROXY;
+		c->proxied = addr_in_list(w->snap->conf->proxy_protocol_from, c->ip, err, sizeof(err)) == 1;
+	}
 	return 0;
 }
 
 void front_drain(struct client *c)
 {
-	if (c->state == CL_HEAD && c->in.len == c->in.pos)
+	if ((c->state == CL_HEAD && c->in.len == c->in.pos) || c->state == CL_PROXY)
 		front_close(c);
 	else if (c->state == CL_FORWARD)
 		req_close_after(c->rq);
@@ -446,6 +467,66 @@ static void front_serve(struct client *c)
 	}
 }
 
+/* ---- the PROXY protocol header ------------------------------------------ */
+
+/* Log lines of refused PROXY headers a worker writes in a second at most
+ * (a flood of garbage must not flood the log). */
+#define FRONT_PROXY_LOG_PER_SEC 100
+
+/* Close a connection whose first bytes are refused, saying why and from
+ * where (the socket's peer: the balancer, or whoever it is). */
+static void front_proxy_refuse(struct client *c, const char *why)
+{
+	atomic_fetch_add(&c->w->proxy->proxy_protocol_refused, 1);
+	if (worker_log_allow(c->w, FRONT_PROXY_LOG_PER_SEC))
+		log_warn("PROXY protocol: closed the connection from %s: %s (%zu bytes received)",
+			 c->ip, why, c->in.len);
+	front_close(c);
+}
+
+/* CL_PROXY: what the connection's first bytes are. The spec's receiver
+ * "MUST NOT start processing the connection before it receives a complete
+ * and valid PROXY protocol header": until then nothing is parsed as
+ * HTTP; a header in pieces waits for the rest (under the client timer),
+ * anything not exactly a header closes the connection at once. */
+static void front_proxy(struct client *c)
+{
+	const struct conf *conf = c->w->snap->conf;
+	struct proxyproto_hdr h;
+	ssize_t r;
+
+	if (!c->proxied) {
+		int s = proxyproto_sniff(c->in.data, c->in.len);
+
+		if (s > 0)
+			front_proxy_refuse(c, "a PROXY header from a source not in proxy_protocol_from");
+		if (s != 0)
+			return;
+		c->state = CL_HEAD;
+		front_serve(c);
+		return;
+	}
+	r = proxyproto_parse(c->in.data, c->in.len,
+			     c->in.cap > conf->buffer_size ? c->in.cap : conf->buffer_size, &h);
+	if (r == 0)
+		return;
+	if (r < 0) {
+		front_proxy_refuse(c, h.error);
+		return;
+	}
+	if (proxyproto_src_text(&h, c->ip, sizeof(c->ip)) == 0) {
+		/* the request was set up with the socket's address when the
+		 * memory was lent, and has not begun */
+		c->iplen = strlen(c->ip);
+		req_client_ip(c->rq, c->ip, c->iplen);
+	}
+	c->in.pos = (size_t)r;
+	if (c->in.pos == c->in.len)
+		c->in.pos = c->in.len = 0;
+	c->state = CL_HEAD;
+	front_serve(c);
+}
+
 /* ---- events ------------------------------------------------------------ */
 
 /* Room to read into, compacting when the buffer allows it. */
@@ -456,7 +537,7 @@ static size_t front_room(struct client *c)
 
 	if (b->len < b->cap)
 		return b->cap - b->len;
-	if (c->state == CL_HEAD) {
+	if (c->state == CL_HEAD || c->state == CL_PROXY) {
 		if (b->pos > 0) {
 			memmove(b->data, b->data + b->pos, b->len - b->pos);
 			b->len -= b->pos;
@@ -513,6 +594,8 @@ static void front_on_read(evutil_socket_t fd, short what, void *arg)
 		} else if (c->state == CL_FORWARD && !c->rq->body_done) {
 			event_add(&c->tev, c->w->tv_client);
 			req_client_data(c->rq);
+		} else if (c->state == CL_PROXY) {
+			front_proxy(c);
 		}
 		return;
 	}
@@ -524,6 +607,10 @@ static void front_on_read(evutil_socket_t fd, short what, void *arg)
 	if (c->state == CL_FORWARD && c->rq->body_done && n == 0)
 		return; /* a half-close after a complete request: answer it and
 			   any pipelined after it, then close */
+	if (c->state == CL_PROXY && c->proxied && c->in.len > 0) {
+		front_proxy_refuse(c, "the connection ended inside the PROXY header");
+		return;
+	}
 	front_close(c);
 }
 
@@ -555,6 +642,14 @@ static void front_on_timeout(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (c->yielded) {               /* front_serve yielded: go on */
 		front_serve(c);
+		return;
+	}
+	if (c->state == CL_PROXY) {
+		/* nothing sent (a balancer's TCP check) closes quietly */
+		if (c->proxied && c->in.len > 0)
+			front_proxy_refuse(c, "the PROXY header was not complete within client_timeout");
+		else
+			front_close(c);
 		return;
 	}
 	{

@@ -73,6 +73,12 @@ void req_init(struct request *rq, struct client *c, const struct rbuf *in,
 	http1_msg_init(&rq->msg);
 }
 
+void req_client_ip(struct request *rq, const char *ip, size_t iplen)
+{
+	rq->ip = ip;
+	rq->iplen = iplen;
+}
+
 /* Keep the method and target of a request with a body for its log line. */
 static void req_copy_line(struct request *rq)
 {

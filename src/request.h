@@ -40,6 +40,9 @@
 void req_init(struct request *rq, struct client *c, const struct rbuf *in,
 	      struct outq *out, char **scratch, size_t *scratch_cap,
 	      const char *ip, size_t iplen);
+/* The client's address as a PROXY header named it, before any request of
+ * the connection began (front.c): ip and iplen as for req_init. */
+void req_client_ip(struct request *rq, const char *ip, size_t iplen);
 
 /* A head of head_len bytes at in->pos was parsed into rq->msg: take the
  * worker's current snapshot (held until req_end), set up the body's

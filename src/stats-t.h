@@ -33,6 +33,7 @@
 	X(connections, gauge, DERIVED, "client connections open") \
 	X(accepted, counter, SHARED, "client connections accepted") \
 	X(refused, counter, SHARED, "client connections closed at once over max_connections") \
+	X(proxy_protocol_refused, counter, SHARED, "client connections closed for their first bytes (proxy_protocol: a PROXY header missing, malformed, incomplete, or from a source not in proxy_protocol_from)") \
 	X(inflight, gauge, DERIVED, "requests in flight to all backends") \
 	X(replies_400, counter, SHARED, "the proxy's own 400 replies (a request it could not parse)") \
 	X(replies_408, counter, SHARED, "the proxy's own 408 replies (a request head too slow)") \

@@ -121,6 +121,8 @@ enum cl_state {
 	CL_FORWARD,             /* its request is being served */
 	CL_LINGER,              /* reply sent, our side shut: draining what
 				   the client still sends, then close */
+	CL_PROXY,               /* [proxy] proxy_protocol on: the first bytes,
+				   a PROXY header or not (front_proxy) */
 };
 
 /* What a client connection holds only while it has bytes to parse or a
@@ -154,6 +156,9 @@ struct client {
 					   gives the struct back as it ends */
 	bool yielded;                   /* front_serve yielded: the timer,
 					   due at once, resumes it */
+	bool proxied;                   /* CL_PROXY: from proxy_protocol_from,
+					   so a PROXY header must come first
+					   (else none may) */
 	uint64_t delivered;             /* bytes the client had acknowledged
 					   when its timer last fired */
 	uint64_t sent;                  /* out->sent while no mem is lent */
@@ -174,7 +179,8 @@ struct client {
 					   (lent to rq) */
 	size_t scratch_cap;
 	size_t iplen;
-	char ip[48];
+	char ip[48];                    /* the client: the socket's peer, or
+					   the source its PROXY header names */
 };
 
 /* A worker thread: its own event base, listener and pools. */

@@ -20,8 +20,11 @@
 #
 # Environment: N [2000], W [200], MODES ["off combined json"], KEEP [0],
 # BARE [0] (1: requests without Referer and User-Agent, as wrk sends them
-# in compare.sh), CALLERS [0] (1: the functions of each mode by their own
-# instructions; KEEPDIR: where to copy the profiles).
+# in compare.sh), CLOSE [0] (1: a connection per request, Connection:
+# close, so the accept path counts too), PROXY [0] (1: [proxy]
+# proxy_protocol = on from 127.0.0.1 and curl's --haproxy-protocol, a v1
+# header on every connection), CALLERS [0] (1: the functions of each mode
+# by their own instructions; KEEPDIR: where to copy the profiles).
 # Every process it starts is stopped by its PID on exit.
 set -euo pipefail
 
@@ -43,6 +46,8 @@ if [ "${BARE:-0}" = 1 ]; then
 else
 	HDRS=(-e "https://example.com/page?a=1")
 fi
+[ "${CLOSE:-0}" = 1 ] && HDRS+=(-H "Connection: close")
+[ "${PROXY:-0}" = 1 ] && HDRS+=(--haproxy-protocol)
 
 # run MODE: prints "MODE IR_PER_REQUEST"
 run() {
@@ -50,6 +55,7 @@ run() {
 	port=$(bench_free_ports 1)
 	{
 		printf '[proxy]\nlisten = 127.0.0.1:%s\nworkers = 1\nlog_level = warn\n' "$port"
+		[ "${PROXY:-0}" = 1 ] && printf 'proxy_protocol = on\nproxy_protocol_from = 127.0.0.1\n'
 		printf '[ring]\nvnodes = 160\n[cache]\nsize = 0\n'
 		for i in $(seq $NCACHES); do
 			printf '[backend cache-%s]\nurl = http://127.0.0.1:%s\n' "$i" "${PORTS[i]}"
@@ -65,7 +71,7 @@ run() {
 	pid=$!
 	PIDS+=($pid)
 	for _ in $(seq 300); do
-		curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$port/" && break
+		curl -s -o /dev/null --max-time 2 "${HDRS[@]}" "http://127.0.0.1:$port/" && break
 		kill -0 "$pid" 2>/dev/null || { cat "$TMP/$mode.out" >&2; exit 1; }
 		sleep 0.2
 	done

@@ -92,6 +92,24 @@ def wait_until(pred, timeout, step=0.05):
         time.sleep(step)
 
 
+def lines_until(path, enough, timeout=5):
+    """The lines of the file at path once enough(lines) is true (a log
+    written in batches, e.g. the access log every 100 ms), or what it
+    has after timeout s; [] while it does not exist."""
+    got = []
+
+    def read():
+        nonlocal got
+        try:
+            with open(path) as f:
+                got = f.read().splitlines()
+        except FileNotFoundError:
+            got = []
+        return enough(got)
+    wait_until(read, timeout)
+    return got
+
+
 # ---- TAP ------------------------------------------------------------------
 
 class Tap:

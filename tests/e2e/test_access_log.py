@@ -45,18 +45,7 @@ def dead_port():
 def lines_of(path, n, timeout=5):
     """The file's lines once it has at least n (the workers write every
     100 ms), or what it has after timeout."""
-    got = []
-
-    def enough():
-        nonlocal got
-        try:
-            with open(path) as f:
-                got = f.read().splitlines()
-        except FileNotFoundError:
-            got = []
-        return len(got) >= n
-    harness.wait_until(enough, timeout)
-    return got
+    return harness.lines_until(path, lambda got: len(got) >= n, timeout)
 
 
 def conf_with_log(caches, log, fmt="combined", **kw):

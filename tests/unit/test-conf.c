@@ -275,6 +275,8 @@ int main(int argc, char **argv)
 	check_bad(dir, "bad-scheme-nginx");
 	check_bad(dir, "bad-scheme-ketama");
 	check_bad(dir, "bad-scheme-envoy");
+	check_bad(dir, "bad-proxyproto");
+	check_bad(dir, "bad-proxyproto-from");
 
 	tap_ok(conf_load_string("buf.ini", "[proxy]\nmax_head_size = 64k\nbuffer_size = 32k\n"
 				"[backend a]\nurl = http://127.0.0.1:1\n", &errs) == NULL && errs.n == 1 &&
