@@ -29,6 +29,9 @@ def conf(ports, names, ramp):
     # bounded loads off: the caps would send some held keys to the new
     # cache at this low concurrency, and the run is about the ramp
     s += f"[ring]\nbalance_factor = 0\nramp = {ramp}\n"
+    # the proxy's own cache off: it would hold the hot keys and keep them
+    # from the caches, whose fetches the run counts
+    s += "[cache]\nsize = 0\n"
     s += "[health]\npath = /health\ninterval = 1s\n"
     for n in names:
         s += f"[backend {n}]\nurl = http://127.0.0.1:{ports[n]}\n"
