@@ -218,8 +218,8 @@ def move(label, ramp, args, origin, vcl_text):
         held = sum(b.get("ramp_held", 0) for b in json.loads(get(admin, "/stats")[1])["backends"])
     finally:
         stop_from(mark)
-    return {"label": label, **around(per_second(origin, t_reload, 2 - STEADY, RAMP + TAIL)), **wrk_figures(out),
-            "line": line, "held": held}
+    return {"label": label, "ramp": ramp, **around(per_second(origin, t_reload, 2 - STEADY, RAMP + TAIL)),
+            **wrk_figures(out), "line": line, "held": held}
 
 
 def verdict(ok):
@@ -242,7 +242,7 @@ def main():
     text, source = compat_ini(rp, nginx_conf(wd, ports, 8080), ports)
     why = refused(rp, wd, bench_ini(text, "nginx", f"{RAMP}s"))
     if why:
-        print(f"# this ringproxy refuses scheme = nginx, the compat half is not run:\n#   " +
+        print("# this ringproxy refuses scheme = nginx, the compat half is not run:\n#   " +
               why.replace("\n", "\n#   "), flush=True)
     switches, moves = [], []
     try:
@@ -288,7 +288,7 @@ def main():
               "origin fetches | of warmed thumbnails | requests held on old owners |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for r in moves:
-            print(f"| {r['label'].replace('ramp-off', 'ramp = 0').replace('ramp-on', f'ramp = {RAMP}s')} | "
+            print(f"| ramp = {r['ramp']} | "
                   f"{r['rps']:.0f} | {r['steady']:.1f} | {r['peak']} | {r['over']:.0f} | {r['after_total']} | "
                   f"{r['extra']} | {r['held']} |")
     print()
