@@ -3,8 +3,12 @@
  * on the main thread's event base: what stats.c collects, as JSON
  * (/stats), Prometheus text (/metrics), an HTML page (/), the ring (/ring),
  * and a health answer for the proxy itself (/health: 200 while some backend
- * is up, 503 when none is). Read-only: GET and HEAD, else 405; except
- * POST /purge?url=, which removes a URL from the cache and the backends.
+ * is up and not failing, 503 when none is). Read-only: GET and HEAD, else
+ * 405; except POST /purge?url=, which removes a URL from the cache and the
+ * backends.
+ * A browser is kept from using it for a web page elsewhere: without a
+ * token a Host must name the listener (DNS rebinding), and nothing
+ * cross-site gets past GET and HEAD (admin_admit).
  *
  * evhttp buffers whatever a client sends unless told otherwise, so the
  * listener is bounded: a request head to ADMIN_MAX_HEAD (else 400), a body
@@ -23,6 +27,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -39,6 +44,7 @@
 #include "balance.h"
 #include "cachectl.h"
 #include "conn.h"
+#include "curlev.h"
 #include "explain.h"
 #include "log.h"
 #include "page.h"
@@ -49,12 +55,16 @@
 #define ADMIN_MAX_HEAD  (16 * 1024)    /* request line + headers */
 #define ADMIN_MAX_BODY  1024            /* a small body still gets its 405 */
 #define ADMIN_MAX_CONNS 64              /* scrapers and a few browsers */
+#define ADMIN_NHOSTS    4               /* names a Host may give the listener */
 
 struct admin {
 	struct evhttp *http;
 	struct evconnlistener *listener;    /* owned by http */
 	const struct proxy *p;
 	int port;
+	/* what a Host names the listener by without a token, with ":PORT"
+	 * (admin_host_ok): 127.0.0.1, localhost, [::1], the bound address */
+	char hosts[ADMIN_NHOSTS][INET6_ADDRSTRLEN + 16];
 	unsigned conns;                 /* connections open (pending included) */
 	bool paused;                    /* listener disabled at ADMIN_MAX_CONNS */
 	bool closing;                   /* in admin_free */
@@ -138,10 +148,115 @@ static int admin_authorized(struct admin *a, struct evhttp_request *req)
 	return 0;
 }
 
-/* Every request passes here first: the token, then the method. */
+/*
+ * DNS rebinding: a web page the operator's browser visits can point a name
+ * of its own at 127.0.0.1 and then read our answers as its own origin's;
+ * only the Host it sends gives it away. Without admin_token the listener is
+ * on loopback (conf.c) and its clients are local programs, which name it by
+ * its address or localhost: any other Host is refused with 421 (RFC 9110
+ * 15.5.20). A request without Host (HTTP/1.0) is no browser's and passes.
+ * With a token a page cannot authenticate, and any name is fine.
+ */
+static int admin_host_ok(struct admin *a, struct evhttp_request *req)
+{
+	const char *host = evhttp_find_header(evhttp_request_get_input_headers(req), "Host");
+	char text[640];
+	bool bound;
+
+	if (*a->p->current->conf->admin_token || !host)
+		return 1;
+	for (int i = 0; i < ADMIN_NHOSTS; i++) {
+		size_t n = strlen(a->hosts[i]);
+
+		/* a browser leaves out port 80 */
+		if (strcasecmp(host, a->hosts[i]) == 0 ||
+		    (a->port == 80 && n > 3 && strncasecmp(host, a->hosts[i], n - 3) == 0 && !host[n - 3]))
+			return 1;
+	}
+	/* the bound address is said when it is not one of the others */
+	bound = strcmp(a->hosts[3], a->hosts[0]) != 0 && strcmp(a->hosts[3], a->hosts[2]) != 0;
+	snprintf(text, sizeof(text), "Host: %.100s does not name this admin listener: without [proxy] admin_token "
+		 "it answers requests for %s, %s%s%s or %s only (a web page must not reach it through a name "
+		 "of its own that points here)\n", host, a->hosts[0], a->hosts[1], bound ? ", " : "",
+		 bound ? a->hosts[3] : "", a->hosts[2]);
+	admin_reply_text(req, 421, "Misdirected Request", text);
+	return 0;
+}
+
+/* Does Content-Type value v name a type an HTML form (or a page's fetch
+ * without a CORS preflight) can send: urlencoded, multipart or text/plain? */
+static bool admin_form_type(const char *v)
+{
+	static const char *const types[] = { "application/x-www-form-urlencoded", "multipart/form-data",
+					     "text/plain" };
+
+	for (size_t i = 0; v && i < sizeof(types) / sizeof(types[0]); i++) {
+		size_t n = strlen(types[i]);
+
+		if (strncasecmp(v, types[i], n) == 0 && (!v[n] || v[n] == ';' || v[n] == ' '))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Cross-site request forgery: a page elsewhere can make the operator's
+ * browser POST here (a form needs no script), so a request other than GET
+ * and HEAD is refused with 403 when the browser says it is cross-site
+ * (Sec-Fetch-Site other than same-origin or none: same-site takes in other
+ * ports of localhost), when its Origin does not name the Host it was sent
+ * to, or, from a browser that sends neither (its User-Agent starts
+ * "Mozilla/"), when it carries a form's content type. Programs (curl,
+ * `ringproxy purge`) send none of these and pass. The order of the checks
+ * is the one of Go's net/http CrossOriginProtection (Go 1.25, proposed in
+ * golang/go#73626).
+ */
+static int admin_same_origin(struct evhttp_request *req)
+{
+	struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+	enum evhttp_cmd_type m = evhttp_request_get_command(req);
+	const char *site = evhttp_find_header(in, "Sec-Fetch-Site");
+	const char *origin = evhttp_find_header(in, "Origin");
+	const char *host = evhttp_find_header(in, "Host");
+	const char *ua = evhttp_find_header(in, "User-Agent");
+	const char *why = NULL;
+	char text[400];
+
+	if (m == EVHTTP_REQ_GET || m == EVHTTP_REQ_HEAD)
+		return 1;
+	if (site) {
+		if (strcasecmp(site, "same-origin") != 0 && strcasecmp(site, "none") != 0)
+			why = "Sec-Fetch-Site";
+	} else if (origin) {
+		/* the scheme aside: a TLS proxy in front makes it https */
+		const char *o = strstr(origin, "://");
+
+		if (!host || !o || strcasecmp(o + 3, host) != 0)
+			why = "Origin";
+	} else if (ua && strncmp(ua, "Mozilla/", 8) == 0 &&
+		   admin_form_type(evhttp_find_header(in, "Content-Type"))) {
+		why = "Content-Type";
+	}
+	if (!why)
+		return 1;
+	snprintf(text, sizeof(text), "a cross-site request is refused (%s: %.100s): the admin listener "
+		 "changes state only for requests of its own origin or from programs\n", why,
+		 evhttp_find_header(in, why));
+	admin_reply_text(req, 403, "Forbidden", text);
+	return 0;
+}
+
+/* Every request passes here first: the Host, the token, where it comes
+ * from. */
+static int admin_admit(struct admin *a, struct evhttp_request *req)
+{
+	return admin_host_ok(a, req) && admin_authorized(a, req) && admin_same_origin(req);
+}
+
+/* ... then the method. */
 static int admin_gate(struct admin *a, struct evhttp_request *req)
 {
-	return admin_authorized(a, req) && admin_method_ok(req);
+	return admin_admit(a, req) && admin_method_ok(req);
 }
 
 static void admin_send(struct evhttp_request *req, const struct proxy *p, admin_render_fn render,
@@ -248,7 +363,8 @@ static void admin_on_ring(struct evhttp_request *req, void *arg)
 	if (key) {
 		explain_key(e, s, key, strlen(key), nwalk, NULL, NULL, 0);
 	} else {
-		if (explain_target_parse(&t, s->conf->key, url, strlen(url), host, err, sizeof(err)) < 0) {
+		if (explain_target_parse(&t, s->conf->scheme, s->conf->key, url, strlen(url), host, err,
+					 sizeof(err)) < 0) {
 			snprintf(ckbuf, sizeof(ckbuf), "url=%.200s: %s\n", url, err);
 			admin_reply_text(req, 400, "Bad Request", ckbuf);
 			goto done;
@@ -258,10 +374,9 @@ static void admin_on_ring(struct evhttp_request *req, void *arg)
 
 			if (n >= 0)
 				cache_key_init(a->p->cache, &ck, ckbuf, (size_t)n);
-			explain_key(e, s, t.key, t.keylen, nwalk, n >= 0 ? a->p->cache : NULL, &ck,
-				    (int64_t)time(NULL));
+			explain_url(e, s, &t, nwalk, n >= 0 ? a->p->cache : NULL, &ck, (int64_t)time(NULL));
 		} else {
-			explain_key(e, s, t.key, t.keylen, nwalk, NULL, NULL, 0);
+			explain_url(e, s, &t, nwalk, NULL, NULL, 0);
 		}
 	}
 	if (text)
@@ -285,7 +400,7 @@ static void admin_on_health(struct evhttp_request *req, void *arg)
 	struct admin *a = arg;
 	struct evbuffer *out;
 	struct stats st;
-	size_t up = 0;
+	size_t up = 0, failing = 0;
 
 	if (!admin_gate(a, req))
 		return;
@@ -296,9 +411,16 @@ static void admin_on_health(struct evhttp_request *req, void *arg)
 			evbuffer_free(out);
 		return;
 	}
-	for (size_t i = 0; i < st.nbe; i++)
-		up += st.be[i].up && st.be[i].points;
-	evbuffer_add_printf(out, "%s: %zu of %zu backends up\n", up ? "ok" : "unavailable", up, st.nbe);
+	/* a failing backend is up only because it is the last one (health.c):
+	 * it serves nothing well */
+	for (size_t i = 0; i < st.nbe; i++) {
+		up += st.be[i].up && st.be[i].points && strcmp(st.be[i].state, "failing") != 0;
+		failing += strcmp(st.be[i].state, "failing") == 0;
+	}
+	evbuffer_add_printf(out, "%s: %zu of %zu backends up", up ? "ok" : "unavailable", up, st.nbe);
+	if (failing)
+		evbuffer_add_printf(out, "; %zu failing (the last one up, kept in service)", failing);
+	evbuffer_add_printf(out, "\n");
 	stats_free(&st);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain");
 	evhttp_send_reply(req, up ? HTTP_OK : HTTP_SERVUNAVAIL, up ? "OK" : "Service Unavailable", out);
@@ -333,7 +455,7 @@ static void admin_purge_send(const struct snapshot *s, struct admin_purge_be *be
 	const struct conf *conf = s->conf;
 	long timeout = (long)(conf->connect_timeout_ms + conf->response_timeout_ms);
 	CURLM *multi = curl_multi_init();
-	char url[8192], line[600];
+	char url[300], target[8192], line[600];
 	int running = 0;
 
 	if (timeout > 5000)
@@ -342,19 +464,21 @@ static void admin_purge_send(const struct snapshot *s, struct admin_purge_be *be
 		const struct snap_backend *sb = &s->be[be[i].index];
 
 		snprintf(be[i].err, sizeof(be[i].err), "not sent");
-		be[i].easy = multi ? curl_easy_init() : NULL;
+		/* the target a request for the URL would be sent with */
+		if (http1_write_target(m, (struct http1_str){ sb->conf->prefix, sb->prefix_len },
+				       target, sizeof(target)) < 0)
+			continue;
+		be[i].easy = multi ? curlev_easy_new() : NULL;
 		if (!be[i].easy)
 			continue;
-		snprintf(url, sizeof(url), "http://%s%s%.*s%s%.*s", sb->addr_text, sb->conf->prefix,
-			 (int)m->path.len, m->path.p, m->has_query ? "?" : "", (int)m->query.len, m->query.p);
+		snprintf(url, sizeof(url), "http://%s/", sb->addr_text);
 		snprintf(line, sizeof(line), "Host: %s", host);
 		be[i].hdrs = curl_slist_append(NULL, line);
 		be[i].err[0] = '\0';
 		curl_easy_setopt(be[i].easy, CURLOPT_URL, url);
+		curl_easy_setopt(be[i].easy, CURLOPT_REQUEST_TARGET, target);
 		curl_easy_setopt(be[i].easy, CURLOPT_CUSTOMREQUEST, "PURGE");
 		curl_easy_setopt(be[i].easy, CURLOPT_HTTPHEADER, be[i].hdrs);
-		curl_easy_setopt(be[i].easy, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(be[i].easy, CURLOPT_PROTOCOLS_STR, "http");
 		curl_easy_setopt(be[i].easy, CURLOPT_TIMEOUT_MS, timeout);
 		curl_easy_setopt(be[i].easy, CURLOPT_CONNECTTIMEOUT_MS, (long)conf->connect_timeout_ms);
 		curl_easy_setopt(be[i].easy, CURLOPT_WRITEFUNCTION, admin_discard);
@@ -410,7 +534,7 @@ static void admin_on_purge(struct evhttp_request *req, void *arg)
 	size_t removed = 0;
 	ssize_t cklen;
 
-	if (!admin_authorized(a, req))
+	if (!admin_admit(a, req))
 		return;
 	if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "POST");
@@ -424,7 +548,8 @@ static void admin_on_purge(struct evhttp_request *req, void *arg)
 		admin_reply_text(req, 400, "Bad Request", "give url=URL (a full URL, or a target with host=)\n");
 		goto done;
 	}
-	if (explain_target_parse(&t, s->conf->key, url, strlen(url), host, err, sizeof(err)) < 0) {
+	if (explain_target_parse(&t, s->conf->scheme, s->conf->key, url, strlen(url), host, err,
+				 sizeof(err)) < 0) {
 		snprintf(ck, sizeof(ck), "url=%.200s: %s\n", url, err);
 		admin_reply_text(req, 400, "Bad Request", ck);
 		goto done;
@@ -492,7 +617,7 @@ done:
 
 static void admin_on_other(struct evhttp_request *req, void *arg)
 {
-	if (!admin_authorized(arg, req))
+	if (!admin_admit(arg, req))
 		return;
 	evhttp_send_error(req, HTTP_NOTFOUND, "try / /stats /metrics /ring /health");
 }
@@ -566,6 +691,19 @@ static void admin_resolve(evutil_socket_t fd, short what, void *arg)
 	a->npending = 0;
 }
 
+/* The names of admin_host_ok, for the listener bound to addr. */
+static void admin_names(struct admin *a, const struct sockaddr_storage *addr)
+{
+	char ip[INET6_ADDRSTRLEN];
+	bool v6 = addr->ss_family == AF_INET6;
+
+	conn_peer_ip(addr, ip, sizeof(ip));
+	snprintf(a->hosts[0], sizeof(a->hosts[0]), "127.0.0.1:%d", a->port);
+	snprintf(a->hosts[1], sizeof(a->hosts[1]), "localhost:%d", a->port);
+	snprintf(a->hosts[2], sizeof(a->hosts[2]), "[::1]:%d", a->port);
+	snprintf(a->hosts[3], sizeof(a->hosts[3]), "%s%s%s:%d", v6 ? "[" : "", ip, v6 ? "]" : "", a->port);
+}
+
 struct admin *admin_new(struct event_base *base, const char *listen, const struct proxy *p,
 			char *err, size_t errlen)
 {
@@ -586,6 +724,7 @@ struct admin *admin_new(struct event_base *base, const char *listen, const struc
 	if (fd < 0)
 		goto fail;
 	a->port = conn_local_port(fd);
+	admin_names(a, &addr);
 	a->ev_resolve = event_new(base, -1, 0, admin_resolve, a);
 	a->http = a->ev_resolve ? evhttp_new(base) : NULL;
 	bound = a->http ? evhttp_accept_socket_with_handle(a->http, fd) : NULL;

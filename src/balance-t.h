@@ -17,6 +17,9 @@ enum balance_verdict {
 	BALANCE_RAMPING,        /* slow start: not taking this key yet */
 };
 
+/* The rings a warm ramp keeps at most (snapshot.h's SNAP_RAMP_STEPS). */
+#define BALANCE_RAMP_STEPS 4
+
 /* Outcome of a walk; balance_start sets it up per request (or the caller
  * zeroes it, owner = -1). */
 struct balance_pick {
@@ -30,6 +33,10 @@ struct balance_pick {
 				   moving a rare one (stats: spilled_hot) */
 	int any_full;           /* some candidate was at its hard cap */
 	uint64_t key_u;         /* the key's ramp value (ring_hash2) */
+	uint64_t ramp_pos[BALANCE_RAMP_STEPS];  /* the key's position in each
+				   step of a warm ramp: balance_start's pos,
+				   unless front_key_ramp found the step's
+				   ring keyed otherwise */
 	int ramp;               /* 0 = the warm ramp not asked yet, 1 = asked,
 				   2 = a moved key going to its new side
 				   (counted once it is placed), 3 = held on

@@ -472,6 +472,8 @@ void balance_start(const struct snapshot *s, struct ring_walk *w, struct balance
 	pick->owner_hot = 0;
 	pick->any_full = 0;
 	pick->key_u = u;
+	for (size_t i = 0; i < BALANCE_RAMP_STEPS; i++)
+		pick->ramp_pos[i] = pos;
 	pick->ramp = 0;
 }
 
@@ -498,7 +500,7 @@ static bool balance_held(const struct snapshot *s, struct ring_walk *w, uint64_t
 	if (now >= r->end_ms)
 		return false;
 	owner = w->start >= 0 ? (int)s->ring->points[w->start].backend : -1;
-	to = ring_ramp_owner(r->step, r->nsteps, pos, pick->key_u, now, &prev);
+	to = ring_ramp_owner_at(r->step, r->nsteps, pick->ramp_pos, pick->key_u, now, &prev);
 	if (prev < 0 || prev == owner)
 		return false;           /* not moved, or nothing to ramp from */
 	if (to == prev) {

@@ -369,10 +369,10 @@ static bool cache_node_is(const struct cache_node *n, uint64_t hash,
 	if (n->kind == CACHE_K_OBJ) {
 		const struct cache_obj *o = (const struct cache_obj *)n;
 
-		return o->keylen == len && memcmp(cache_obj_key(o), key, len) == 0;
+		return o->keylen == len && (!key || memcmp(cache_obj_key(o), key, len) == 0);
 	}
 	return ((const struct cache_fill *)n)->keylen == len
-	       && memcmp(((const struct cache_fill *)n)->key, key, len) == 0;
+	       && (!key || memcmp(((const struct cache_fill *)n)->key, key, len) == 0);
 }
 
 /* The next node of key (hash, key, len) from slot *pos on (start at
@@ -1404,11 +1404,12 @@ static void cache_fill_uncacheable(struct cache_fill *f, int64_t now)
 }
 
 /* A stored header line: not hop-by-hop, not framing (we write our own
- * Content-Length), not Age (sent afresh), not X-Forwarded-Proto. Via
- * stays: the sender's own Via line follows it. */
+ * Content-Length), not Age (sent afresh), not X-Forwarded-Proto, not one
+ * the caller dropped (the backend's own of our backend header's name: a
+ * hit sends ours). Via stays: the sender's own Via line follows it. */
 static bool cache_head_keep(const struct http1_header *h)
 {
-	if (h->flags & (HTTP1_HDR_HOP | HTTP1_HDR_FRAMING))
+	if (h->flags & (HTTP1_HDR_HOP | HTTP1_HDR_FRAMING | HTTP1_HDR_DROP))
 		return false;
 	if ((h->flags & HTTP1_HDR_GENERATED) && h->name.len != 3)
 		return false;

@@ -233,7 +233,10 @@ bool cache_wait_cancel(struct cache *c, struct cache_waiter *w);
 
 /* Remove every stored variant of key (a successful unsafe method, a
  * purge); fetches in flight for it will not be stored. Returns the number
- * of objects removed. */
+ * of objects removed. k->p NULL: every key of k's hash and length (a
+ * request whose head left the buffer keeps only those; another key that
+ * shares both, at odds of 2^-64 with the seeded hash, loses its copy
+ * too: a miss, never a wrong answer). */
 size_t cache_invalidate(struct cache *c, const struct cache_key *k);
 
 /* ---- the leader's fill ------------------------------------------------ */

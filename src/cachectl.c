@@ -392,6 +392,23 @@ void cachectl_request(const struct http1_msg *req, struct cachectl_req *out)
 		out->why = "method not cached";
 		return;
 	}
+	/* a GET with a body (RFC 9110 9.3.1 gives it no meaning) goes to
+	 * the backend with it, but its answer is keyed by the URL alone:
+	 * stored, it would serve what the body asked for to everyone
+	 * (fat-GET poisoning). Such requests bypass the cache instead:
+	 * neither served from it, nor stored, nor coalesced */
+	if (req->framing == HTTP1_BODY_CHUNKED ||
+	    (req->framing == HTTP1_BODY_LENGTH && req->content_length > 0)) {
+		out->why = "request body";
+		return;
+	}
+	/* no Host (HTTP/1.0) or an empty one: the backend gets its URL's
+	 * host or an empty Host, chosen per backend after the lookup, so
+	 * no one key names what was fetched */
+	if (req->authority.len == 0 && req->host.len == 0) {
+		out->why = "no Host";
+		return;
+	}
 	/* one pass over the header lines (this runs on every cacheable
 	 * request, hit or miss): the names' lengths tell most apart */
 	memset(&cc, 0, sizeof(cc));
@@ -443,6 +460,20 @@ void cachectl_request(const struct http1_msg *req, struct cachectl_req *out)
 			out->why = "request max-age=0";
 		}
 	}
+}
+
+/* A request's freshness directives are the client's preference (RFC 9111
+ * 5.2.1.4: it "prefers" a validated response); NGINX and Varnish decline
+ * it by default, since every client could otherwise send any request past
+ * the cache, and replace the stored object for everyone. */
+void cachectl_request_plain(struct cachectl_req *r)
+{
+	if (r->kind == CACHECTL_REFRESH) {
+		r->kind = CACHECTL_LOOKUP;
+		r->why = NULL;
+	}
+	r->max_age = -1;
+	r->min_fresh = 0;
 }
 
 bool cachectl_invalidates(enum http1_method method, int status)

@@ -102,6 +102,11 @@ struct cachectl_req {
 /* What the cache may do for request req. */
 void cachectl_request(const struct http1_msg *req, struct cachectl_req *out);
 
+/* [cache] honor_client_no_cache = off: forget the freshness the client
+ * asked for in r (no-cache, max-age, min-fresh: a REFRESH becomes a
+ * LOOKUP), so that r is served as a plain request would be. Pure. */
+void cachectl_request_plain(struct cachectl_req *r);
+
 /* Whether a response with status to a request of method invalidates the
  * stored responses for the request's URL: an unsafe method (POST, PUT,
  * DELETE, PATCH, or one whose safety is unknown) and a non-error status

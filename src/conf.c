@@ -27,6 +27,7 @@
 #include "addr.h"
 #include "log.h"
 #include "ring.h"
+#include "ring-compat.h"
 
 enum conf_type {
 	CONF_T_UINT,
@@ -102,10 +103,17 @@ static const struct conf_keydef conf_keys[] = {
 
 	{ CONF_IN_RING, "hash", CONF_T_ENUM, P(hash), "md5", 0, 0, "md5",
 	  "hash of points and keys (fixed scheme: MD5, first 8 bytes big-endian)" },
+	{ CONF_IN_RING, "scheme", CONF_T_ENUM, P(scheme), "ringproxy", 0, 0, "ringproxy|nginx|haproxy",
+	  "whose placement the ring reproduces, key for key: ringproxy's own, nginx (hash $request_uri consistent) "
+	  "or haproxy (balance uri, hash-type consistent); a compat scheme hashes each backend's id, has its "
+	  "proxy's points per unit of weight (vnodes does not apply) and takes whole weights" },
 	{ CONF_IN_RING, "vnodes", CONF_T_UINT, P(vnodes), "160", 1, 10000, NULL,
-	  "points per backend of weight 1" },
-	{ CONF_IN_RING, "key", CONF_T_ENUM, P(key), "path+query", 0, 0, "path+query|path|path+sorted-query",
-	  "what of the request target is hashed" },
+	  "points per backend of weight 1 (scheme ringproxy only: nginx has 160, haproxy 16)" },
+	{ CONF_IN_RING, "key", CONF_T_ENUM, P(key), "path+query", 0, 0,
+	  "path+query|path|path+sorted-query|uri|uri+query",
+	  "what of the request target is hashed: path+query as sent (nginx's $request_uri), the path, "
+	  "the path with sorted parameters, uri: the target as sent up to '?' (HAProxy's balance uri; "
+	  "the default under scheme haproxy), uri+query: all of it (balance uri whole)" },
 	{ CONF_IN_RING, "balance_factor", CONF_T_DOUBLE, P(balance_factor), "1.25", 0, 100, NULL,
 	  "bounded-load factor c: a backend takes at most c x its fair share of requests in flight; 0 = off" },
 	{ CONF_IN_RING, "ramp", CONF_T_DURATION, P(ramp_ms), "0", 0, 86400000, NULL,
@@ -140,6 +148,10 @@ static const struct conf_keydef conf_keys[] = {
 	  "how long a request waits for another request's fetch of the same object before going itself" },
 	{ CONF_IN_CACHE, "grace", CONF_T_DURATION, P(cache_grace_ms), "0", 0, 31536000000.0, NULL,
 	  "stale window (stale-while-revalidate and stale-if-error) of a response that names none; its own values win" },
+	{ CONF_IN_CACHE, "refresh_max", CONF_T_UINT, P(cache_refresh_max), "8", 1, 10000, NULL,
+	  "background refreshes (stale-while-revalidate) one worker runs at once; a stale hit past it is served without one" },
+	{ CONF_IN_CACHE, "honor_client_no_cache", CONF_T_BOOL, P(cache_honor_client_no_cache), "off", 0, 0, NULL,
+	  "a request's Cache-Control no-cache, max-age and min-fresh may send it past a stored object to the backend (RFC 9111 allows it); off, as in NGINX and Varnish, so that no client can force origin fetches" },
 	{ CONF_IN_CACHE, "purge_fanout", CONF_T_UINT, P(cache_purge_fanout), "3", 0, 16, NULL,
 	  "a purge goes to the first N distinct backends of the URL's walk (the owner and where spill-over and failover put copies); 0 = local only" },
 	{ CONF_IN_CACHE, "purge_allow", CONF_T_STRING, P(cache_purge_allow), "", 0, 0, NULL,
@@ -153,7 +165,13 @@ static const struct conf_keydef conf_keys[] = {
 	{ CONF_IN_BACKEND, "url", CONF_T_URL, B(url), NULL, 0, 0, NULL,
 	  "http://host[:port][/prefix] of the cache" },
 	{ CONF_IN_BACKEND, "weight", CONF_T_DOUBLE, B(weight), "1", 0, 1000, NULL,
-	  "relative share of the ring; fractional allowed; 0 = drained (listed, no keys)" },
+	  "relative share of the ring; fractional allowed (whole under nginx and haproxy, at most 256 under "
+	  "haproxy); 0 = drained (listed, no keys)" },
+	{ CONF_IN_BACKEND, "id", CONF_T_STRING, B(id), "", 0, 0, NULL,
+	  "the identity a compat scheme hashes, apart from url so that the address can change without moving "
+	  "a key: nginx: the server string as written (default: the url's host[:port] as written); haproxy: the "
+	  "server id, 1 to 1048575 (default: HAProxy's automatic numbering); scheme ringproxy does not use it "
+	  "(the name is the identity)" },
 	{ CONF_IN_BACKEND, "max_inflight", CONF_T_UINT, B(max_inflight), "0", 0, 1000000, NULL,
 	  "hard cap of requests in flight to this backend; 0 = none" },
 	{ CONF_IN_BACKEND, "slow_start", CONF_T_DURATION, B(slow_start_ms), "0", 0, 3600000, NULL,
@@ -1153,22 +1171,148 @@ static bool conf_addrs_clash(const char *a, const char *b)
 }
 
 /* An admin listener any other host can reach serves the ring, the
- * backends' addresses and the traffic: only with a token. */
-static void conf_validate_admin(struct conf_parse *ps)
+ * backends' addresses and the traffic: only with a token. Is listen ("" or
+ * NULL for none) such an address, with token ""? */
+static bool conf_admin_exposed(const char *listen, const char *token)
 {
-	const struct conf *c = ps->c;
 	struct sockaddr_storage ss;
 	socklen_t sslen;
 	char why[256];
 
-	if (!c->admin_listen || !*c->admin_listen || *c->admin_token ||
-	    addr_parse(c->admin_listen, &ss, &sslen, why, sizeof(why)) < 0 || addr_is_loopback(&ss))
+	return listen && *listen && !*token && addr_parse(listen, &ss, &sslen, why, sizeof(why)) == 0 &&
+	       !addr_is_loopback(&ss);
+}
+
+static void conf_validate_admin(struct conf_parse *ps)
+{
+	const struct conf *c = ps->c;
+
+	if (!conf_admin_exposed(c->admin_listen, c->admin_token))
 		return;
 	conf_error(ps, conf_line(c, "admin_listen"),
 		   "admin_listen %s is not a loopback address and no admin_token is set: any host that reaches it "
 		   "could read the stats, the ring and the backends' addresses; set [proxy] admin_token "
 		   "(admin requests then need Authorization: Bearer TOKEN) or listen on 127.0.0.1",
 		   c->admin_listen);
+}
+
+/* The nginx identity a backend has by default: its url's authority as
+ * written (http://AUTH/prefix), so that a url copied from an NGINX
+ * `server` line ("10.0.0.1:8080", "thumbs-1.example") places as it did. */
+static char *conf_url_authority(const char *url)
+{
+	const char *a = url + 7;        /* conf_parse_url checked "http://" */
+
+	return strndup(a, strcspn(a, "/"));
+}
+
+/* A HAProxy server id as written: 1 to RING_HAPROXY_ID_MAX, else 0. */
+static unsigned long conf_haproxy_id(const char *v)
+{
+	uint64_t id;
+
+	if (*v < '1' || *v > '9' || conf_parse_uint(v, &id) < 0 || id > RING_HAPROXY_ID_MAX)
+		return 0;
+	return (unsigned long)id;
+}
+
+/* The line of a backend's key, else of its [backend] header. */
+static int conf_be_line(const struct conf_backend *be, const char *key)
+{
+	int line = conf_backend_line(be, key);
+
+	return line ? line : be->line;
+}
+
+/* What [ring] scheme asks of the rest of the file: no vnodes under a
+ * compat scheme (each has its proxy's count), whole weights, each
+ * backend's identity (written, or the scheme's default) and no two on
+ * one; and HAProxy's key by default. */
+static void conf_validate_scheme(struct conf_parse *ps)
+{
+	struct conf *c = ps->c;
+	const char *scheme = ring_scheme_name((enum ring_scheme)c->scheme);
+	unsigned long next = 1;
+
+	if (c->scheme == RING_SCHEME_RINGPROXY)
+		return;
+	if (conf_line(c, "vnodes"))
+		conf_error(ps, conf_line(c, "vnodes"),
+			   "vnodes applies to scheme ringproxy only (scheme %s has its proxy's fixed points per "
+			   "unit of weight); remove vnodes", scheme);
+	if (c->scheme == RING_SCHEME_HAPROXY && !conf_line(c, "key"))
+		c->key = CONF_KEY_URI;
+	for (size_t i = 0; i < c->nbackends; i++) {
+		struct conf_backend *be = &c->backends[i];
+		double wmax = c->scheme == RING_SCHEME_HAPROXY ? 256 : 1000;
+
+		if (be->weight != floor(be->weight) || be->weight > wmax)
+			conf_error(ps, conf_be_line(be, "weight"),
+				   "[backend %s] weight %g: scheme %s takes whole weights from 0 to %g",
+				   be->name, be->weight, scheme, wmax);
+		if (c->scheme == RING_SCHEME_HAPROXY && *be->id && !conf_haproxy_id(be->id))
+			conf_error(ps, conf_be_line(be, "id"),
+				   "[backend %s] id '%s' is not a HAProxy server id; write a whole number from 1 to %u",
+				   be->name, be->id, RING_HAPROXY_ID_MAX);
+		if (c->scheme == RING_SCHEME_NGINX && !*be->id && be->url) {
+			free(be->id);
+			if (!(be->id = conf_url_authority(be->url))) {
+				conf_error(ps, 0, "out of memory");
+				return;
+			}
+		}
+		/* HAProxy's own numbers (below) never take a written id */
+		for (size_t j = 0; *be->id && j < i; j++) {
+			const struct conf_backend *o = &c->backends[j];
+
+			if (strcmp(o->id, be->id) == 0) {
+				conf_error(ps, conf_be_line(be, "id"),
+					   "[backend %s] has the %s identity '%s' of [backend %s] (line %d); "
+					   "%s would give both the same points: give each backend its own id",
+					   be->name, scheme, be->id, o->name, conf_be_line(o, "id"), scheme);
+				break;
+			}
+		}
+	}
+	/* HAProxy numbers the servers without an id in their order, each
+	 * the first number from its position up that no server has taken
+	 * (cfgparse.c, get_next_id) */
+	for (size_t i = 0; c->scheme == RING_SCHEME_HAPROXY && i < c->nbackends; i++, next++) {
+		struct conf_backend *be = &c->backends[i];
+		char num[16];
+
+		if (*be->id)
+			continue;
+		for (size_t j = 0; j < c->nbackends; j++) {
+			if (conf_haproxy_id(c->backends[j].id) == next) {
+				next++;
+				j = (size_t)-1;         /* from the first again */
+			}
+		}
+		snprintf(num, sizeof(num), "%lu", next);
+		free(be->id);
+		if (!(be->id = strdup(num))) {
+			conf_error(ps, 0, "out of memory");
+			return;
+		}
+	}
+}
+
+int conf_check_admin_running(const struct conf *c, const char *running, char *err, size_t len)
+{
+	int line = conf_line(c, "admin_token");
+	char where[16] = "";
+
+	if (!conf_admin_exposed(running, c->admin_token))
+		return 0;
+	if (!line)
+		line = conf_line(c, "admin_listen");
+	if (line)
+		snprintf(where, sizeof(where), ":%d", line);
+	snprintf(err, len, "%s%s: no admin_token, but the admin listener running on %s is not a loopback "
+		 "address (admin_listen changes only with a restart): keep [proxy] admin_token set, or "
+		 "restart with admin_listen on 127.0.0.1", c->path, where, running);
+	return -1;
 }
 
 /* Checks that need the whole file. */
@@ -1198,8 +1342,11 @@ static void conf_validate(struct conf_parse *ps)
 			conf_error(ps, be->line, "[backend %s] has no url; add url = http://host:port", be->name);
 		if (be->weight > 0)
 			live++;
-		points += ring_points_for(c->vnodes, be->weight);
+		/* a compat scheme's builder counts its own */
+		if (c->scheme == RING_SCHEME_RINGPROXY)
+			points += ring_points_for(c->vnodes, be->weight);
 	}
+	conf_validate_scheme(ps);
 	conf_validate_admin(ps);
 	if (c->cache_purge_allow && *c->cache_purge_allow) {
 		char why[160];
@@ -1330,6 +1477,7 @@ void conf_free(struct conf *c)
 		struct conf_backend *be = &c->backends[i];
 
 		free(be->name);
+		free(be->id);
 		free(be->url);
 		free(be->host);
 		free(be->prefix);
@@ -1429,7 +1577,11 @@ int conf_write(const struct conf *c, FILE *out)
 			last = (int)k->where;
 		}
 		conf_format(k, (const char *)c + k->offset, v, sizeof(v));
-		fprintf(out, "%s = %s%s\n", k->key, v, c->lines[i] ? "" : "   ; default");
+		/* a compat scheme refuses vnodes: it has its own count */
+		if (k->offset == P(vnodes) && c->scheme != RING_SCHEME_RINGPROXY)
+			fprintf(out, "; %s = %s   (scheme ringproxy only)\n", k->key, v);
+		else
+			fprintf(out, "%s = %s%s\n", k->key, v, c->lines[i] ? "" : "   ; default");
 	}
 	for (size_t b = 0; b < c->nbackends; b++) {
 		const struct conf_backend *be = &c->backends[b];
@@ -1494,7 +1646,7 @@ static void conf_range_text(const struct conf_keydef *k, char *out, size_t len)
 		snprintf(out, len, "http://host[:port][/prefix]; an IPv6 address in brackets");
 		break;
 	case CONF_T_STRING:
-		snprintf(out, len, "a header name, or empty");
+		snprintf(out, len, k->where == CONF_IN_BACKEND ? "text, or empty" : "a header name, or empty");
 		break;
 	default:
 		conf_type_text(k, out, len);
@@ -1613,14 +1765,14 @@ static int conf_diff_key(const struct conf_keydef *k, const void *x, const void 
 
 const char *conf_key_mode_name(int mode)
 {
-	static char names[3][32];
+	static char names[CONF_NKEYMODES][32];
 
 	for (size_t i = 0; i < CONF_NKEYS; i++) {
 		struct conf c = { .key = mode };
 
 		if (conf_keys[i].where != CONF_IN_RING || strcmp(conf_keys[i].key, "key") != 0)
 			continue;
-		if (mode < 0 || mode > 2)
+		if (mode < 0 || mode >= CONF_NKEYMODES)
 			return "?";
 		if (!names[mode][0])
 			conf_value_text(&conf_keys[i], &c, names[mode], sizeof(names[mode]));
@@ -1634,8 +1786,9 @@ int conf_diff(const struct conf *a, const struct conf *b, char *out, size_t len)
 	int n = 0;
 
 	out[0] = '\0';
+	/* [ring] scheme is the ring's, as a backend's url and weight are */
 	for (size_t i = 0; i < CONF_NKEYS; i++)
-		if (conf_keys[i].where != CONF_IN_BACKEND)
+		if (conf_keys[i].where != CONF_IN_BACKEND && conf_keys[i].offset != P(scheme))
 			n += conf_diff_key(&conf_keys[i], a, b, NULL, out, len, n);
 	for (size_t j = 0; j < b->nbackends; j++) {
 		const struct conf_backend *y = &b->backends[j];
@@ -1647,8 +1800,9 @@ int conf_diff(const struct conf *a, const struct conf *b, char *out, size_t len)
 			const struct conf_keydef *k = &conf_keys[i];
 			char v[320], g[320];
 
-			/* url and weight are the ring's: plan_summary says them */
-			if (k->where != CONF_IN_BACKEND || k->offset == B(url) || k->offset == B(weight))
+			/* url, weight and id are the ring's: plan_summary says them */
+			if (k->where != CONF_IN_BACKEND || k->offset == B(url) || k->offset == B(weight) ||
+			    k->offset == B(id))
 				continue;
 			/* a health value inherited on both sides changed in
 			 * [health], said once there */

@@ -18,7 +18,12 @@ enum conf_key {
 	CONF_KEY_PATH_QUERY = 0,     /* "path+query": the target as sent */
 	CONF_KEY_PATH,               /* "path": the query is ignored */
 	CONF_KEY_PATH_SORTED_QUERY,  /* "path+sorted-query": parameters sorted */
+	CONF_KEY_URI,                /* "uri": the request target as sent up
+					to its '?' (HAProxy's balance uri) */
+	CONF_KEY_URI_QUERY,          /* "uri+query": the whole request target
+					as sent (balance uri whole) */
 };
+#define CONF_NKEYMODES 5
 
 /* Active health check settings: [health], overridable per backend. */
 struct conf_health {
@@ -31,7 +36,13 @@ struct conf_health {
 };
 
 struct conf_backend {
-	char *name;             /* identity on the ring */
+	char *name;             /* what ringproxy knows it by; the identity
+				   on the ring of scheme ringproxy */
+	char *id;               /* the identity a compat scheme hashes: as
+				   written, else the scheme's default (the
+				   url's host[:port] for nginx, HAProxy's
+				   automatic number); "" under ringproxy
+				   unless written */
 	char *url;              /* as written */
 	char *host;             /* from the URL, brackets removed for IPv6 */
 	uint16_t port;
@@ -78,6 +89,7 @@ struct conf {
 
 	/* [ring] */
 	int hash;                       /* enum conf_hash */
+	int scheme;                     /* enum ring_scheme */
 	unsigned vnodes;
 	int key;                        /* enum conf_key */
 	double balance_factor;
@@ -96,6 +108,10 @@ struct conf {
 	uint64_t cache_lock_timeout_ms;
 	uint64_t cache_grace_ms;        /* stale window of responses naming
 					   none (cachectl_response) */
+	unsigned cache_refresh_max;     /* background refreshes a worker
+					   runs at once */
+	bool cache_honor_client_no_cache; /* a request's no-cache, max-age and
+					   min-fresh are followed */
 	unsigned cache_purge_fanout;    /* backends of the walk a purge reaches */
 	char *cache_purge_allow;        /* who may PURGE/BAN on the proxy port */
 
@@ -135,6 +151,13 @@ int conf_line(const struct conf *c, const char *key);
 /* The same for a key of one backend (url, weight, health_path...). */
 int conf_backend_line(const struct conf_backend *be, const char *key);
 
+/* A reload's admin rule, against the listener that runs: admin_listen
+ * changes only with a restart, so the one bound at start on running ("" for
+ * none) keeps needing a token while it is not a loopback address, whatever
+ * c's own admin_listen says. 0, or -1 with "FILE:LINE: what; what to do"
+ * in err. Pure. */
+int conf_check_admin_running(const struct conf *c, const char *running, char *err, size_t len);
+
 /* Find a backend by name; NULL if none. */
 const struct conf_backend *conf_backend_find(const struct conf *c,
 					     const char *name);
@@ -157,8 +180,9 @@ int conf_write(const struct conf *c, FILE *out);
 /* The settings that differ from a to b, driven by the key table, as
  * "balance_factor 1.25 -> 2, log_file (empty) -> /var/log/rp.log,
  * cache-1 max_inflight 0 -> 10" into out (cut to len): [proxy], [ring]
- * and [health] keys, then the keys of backends in both, but not a
- * backend's url and weight (the ring's changes, which `plan` says) and not
+ * and [health] keys, then the keys of backends in both, but not [ring]
+ * scheme nor a backend's url, weight and id (the ring's changes, which
+ * `plan` says) and not
  * the value of admin_token. Returns the number of differences. */
 int conf_diff(const struct conf *a, const struct conf *b, char *out, size_t len);
 

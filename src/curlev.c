@@ -3,7 +3,9 @@
  * pattern libcurl documents for event loops: libcurl says which sockets to
  * watch (CURLMOPT_SOCKETFUNCTION) and when to wake it (CURLMOPT_
  * TIMERFUNCTION); events and the timer call curl_multi_socket_action; ended
- * transfers are drained with curl_multi_info_read. Main thread only.
+ * transfers are drained with curl_multi_info_read. One curlev is used by
+ * one thread: the main thread's for health checks, a worker's for its
+ * refreshes. curlev_easy_new makes every easy handle ringproxy uses.
  */
 #include "curlev.h"
 
@@ -113,6 +115,23 @@ static int curlev_timer_cb(CURLM *multi, long timeout_ms, void *userp)
 	return evtimer_add(ce->timer, &tv);
 }
 
+CURL *curlev_easy_new(void)
+{
+	CURL *easy = curl_easy_init();
+
+	if (!easy)
+		return NULL;
+	if (curl_easy_setopt(easy, CURLOPT_PROXY, "") != CURLE_OK ||
+	    curl_easy_setopt(easy, CURLOPT_NOPROXY, "*") != CURLE_OK ||
+	    curl_easy_setopt(easy, CURLOPT_PATH_AS_IS, 1L) != CURLE_OK ||
+	    curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http") != CURLE_OK ||
+	    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L) != CURLE_OK) {
+		curl_easy_cleanup(easy);
+		return NULL;
+	}
+	return easy;
+}
+
 struct curlev *curlev_new(struct event_base *base, curlev_done_fn done, void *arg)
 {
 	struct curlev *ce = calloc(1, sizeof(*ce));
@@ -140,7 +159,7 @@ int curlev_add(struct curlev *ce, CURL *easy)
 	CURLMcode rc = curl_multi_add_handle(ce->multi, easy);
 
 	if (rc != CURLM_OK) {
-		log_warn("health: cannot start a check: %s", curl_multi_strerror(rc));
+		log_warn("curl: cannot start a transfer: %s", curl_multi_strerror(rc));
 		return -1;
 	}
 	return 0;

@@ -22,7 +22,7 @@
 
 #define EXPLAIN_HOST "ringproxy.invalid"
 
-int explain_target_parse(struct explain_target *t, int mode, const char *target, size_t len,
+int explain_target_parse(struct explain_target *t, int scheme, int mode, const char *target, size_t len,
 			 const char *host, char *err, size_t errlen)
 {
 	static const struct http1_limits lim = { .max_head = SIZE_MAX / 4, .max_headers = 4 };
@@ -67,7 +67,7 @@ int explain_target_parse(struct explain_target *t, int mode, const char *target,
 		memcpy(p + head + t->keylen, v[i].iov_base, v[i].iov_len);
 		t->keylen += v[i].iov_len;
 	}
-	t->pos = ring_hash_parts2(v, n, &t->u);
+	t->pos = ring_key_pos((enum ring_scheme)scheme, v, n, &t->u);
 	return 0;
 }
 
@@ -83,15 +83,26 @@ void explain_target_free(struct explain_target *t)
  * asked of that previous owner first until its own moment of the window,
  * and goes there if that backend would take it; otherwise the walk's
  * target stands. */
-static void explain_ramp(struct explain *e, const struct snapshot *s, uint64_t u, int64_t now_ms)
+static void explain_ramp(struct explain *e, const struct snapshot *s, const struct http1_msg *req,
+			 uint64_t u, int64_t now_ms)
 {
 	const struct snap_ramp *r = s->ramp;
+	uint64_t pos[SNAP_RAMP_STEPS];
+	struct iovec v = { (void *)(uintptr_t)e->key, e->keylen };
 	int prev, to;
 
 	e->ramp_prev = -1;
 	if (!r || now_ms >= r->end_ms || e->owner < 0)
 		return;
-	to = ring_ramp_owner(r->step, r->nsteps, e->pos, u, now_ms, &prev);
+	/* a step's ring made under another scheme or [ring] key places the
+	 * key elsewhere: from the request as the request path does, or for
+	 * a key given as such by each scheme's hash of it */
+	for (size_t i = 0; i < r->nsteps; i++)
+		pos[i] = req || r->step[i].ring->scheme == s->ring->scheme ? e->pos :
+			 ring_key_pos(r->step[i].ring->scheme, &v, 1, NULL);
+	if (req)
+		front_key_ramp(s, req, pos);
+	to = ring_ramp_owner_at(r->step, r->nsteps, pos, u, now_ms, &prev);
 	if (prev < 0 || prev == e->owner)
 		return;
 	e->ramp_prev = prev;
@@ -108,26 +119,40 @@ static void explain_ramp(struct explain *e, const struct snapshot *s, uint64_t u
 	}
 }
 
-void explain_key(struct explain *e, const struct snapshot *s, const char *key, size_t len,
-		 int walk, const struct cache *cache, const struct cache_key *ckey, int64_t now)
+/* explain_key's body; req: the request the key is of, or NULL. */
+static void explain_key_of(struct explain *e, const struct snapshot *s, const char *key, size_t len,
+			   const struct http1_msg *req, int walk, const struct cache *cache,
+			   const struct cache_key *ckey, int64_t now)
 {
 	uint64_t u;
 
 	memset(e, 0, sizeof(*e));
 	e->key = key;
 	e->keylen = len;
-	e->pos = ring_hash2(key, len, &u);
+	e->pos = ring_key_pos(s->ring->scheme, &(struct iovec){ (void *)(uintptr_t)key, len }, 1, &u);
 	e->owner = ring_lookup(s->ring, e->pos);
 	if (walk < 1)
 		walk = 1;
 	if (walk > EXPLAIN_MAX_WALK)
 		walk = EXPLAIN_MAX_WALK;
 	e->target = e->owner < 0 ? -1 : balance_explain_walk(s, e->pos, e->order, e->why, walk, &e->n);
-	explain_ramp(e, s, u, registry_now_ms());
+	explain_ramp(e, s, req, u, registry_now_ms());
 	if (cache && ckey) {
 		e->cache_known = true;
 		cache_peek(cache, ckey, now, &e->peek);
 	}
+}
+
+void explain_key(struct explain *e, const struct snapshot *s, const char *key, size_t len,
+		 int walk, const struct cache *cache, const struct cache_key *ckey, int64_t now)
+{
+	explain_key_of(e, s, key, len, NULL, walk, cache, ckey, now);
+}
+
+void explain_url(struct explain *e, const struct snapshot *s, const struct explain_target *t, int walk,
+		 const struct cache *cache, const struct cache_key *ckey, int64_t now)
+{
+	explain_key_of(e, s, t->key, t->keylen, &t->msg, walk, cache, ckey, now);
 }
 
 static const char *explain_verdict_name(enum balance_verdict v)

@@ -40,11 +40,12 @@ struct explain_target {
 /*
  * Key target[0..len) (origin form "/p?q" or absolute form
  * "http://host/p?q") under mode (enum conf_key) exactly as the request
- * path keys a request with that target. host (NULL: none) is the Host
+ * path keys a request with that target, its position that of a ring of
+ * scheme (enum ring_scheme). host (NULL: none) is the Host
  * header sent with an origin-form target, which the cache key uses.
  * 0, or -1 with err when the target is not one a client could send.
  */
-int explain_target_parse(struct explain_target *t, int mode, const char *target, size_t len,
+int explain_target_parse(struct explain_target *t, int scheme, int mode, const char *target, size_t len,
 			 const char *host, char *err, size_t errlen);
 void explain_target_free(struct explain_target *t);
 
@@ -79,6 +80,11 @@ struct explain {
  * registry_now_ms(), as balance_next reads it. */
 void explain_key(struct explain *e, const struct snapshot *s, const char *key, size_t len,
 		 int walk, const struct cache *cache, const struct cache_key *ckey, int64_t now);
+/* The same for the key of target t (parsed under s's [ring] scheme and
+ * key; borrowed by e): a warm ramp from a ring of another scheme or key
+ * places it as the request path would (front_key_ramp). */
+void explain_url(struct explain *e, const struct snapshot *s, const struct explain_target *t, int walk,
+		 const struct cache *cache, const struct cache_key *ckey, int64_t now);
 
 /* Why a backend would not take it, in words ("" when it would). */
 void explain_why_text(const struct balance_why *w, const struct snapshot *s, int i,

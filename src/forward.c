@@ -169,7 +169,7 @@ static void fwd_fail(struct upstream *u, int status, enum req_fail kind, const c
 	/* a lost connection is counted by request.c, which can tell whether
 	 * the request or the backend is to blame */
 	if (!resend && kind != REQ_FAIL_LOST)
-		health_request_failed(sb->state, rq->snap->conf, sb->conf, what);
+		health_request_failed(rq->snap, i, what);
 	if (!resend)
 		fwd_warn(sb->state, "backend %s (%s): %s", sb->conf->name, sb->addr_text, what);
 	fwd_close(u);
@@ -283,7 +283,7 @@ static struct upstream *fwd_connect(struct worker *w, const struct snapshot *s,
 		atomic_fetch_add(&sb->state->connect_errors, 1);
 		snprintf(why, whylen, "connect: %s", strerror(errno));
 		fwd_warn(sb->state, "backend %s (%s): %s", sb->conf->name, sb->addr_text, why);
-		health_request_failed(sb->state, s->conf, sb->conf, strerror(errno));
+		health_request_failed(s, (int)(sb - s->be), strerror(errno));
 		return NULL;
 	}
 	u = worker_up_get(w);
@@ -373,6 +373,7 @@ static int fwd_begin(struct request *rq, int i, bool fresh, char *why, size_t wh
 	f.default_host.p = sb->host_hdr;
 	f.default_host.len = sb->host_hdr_len;
 	f.keep_underscores = rq->snap->conf->underscores_in_headers;
+	f.drop_fwd = rq->shared;
 	f.extra.p = rq->cond;
 	f.extra.len = rq->cond_len + rq->ae_len;
 	n = worker_scratch_fit(w, &u->scratch, &u->scratch_cap) < 0 ? -1 :
@@ -501,7 +502,7 @@ static int fwd_head(struct upstream *u, size_t head_len)
 
 	fwd_count_class(u);
 	if (u->resp.status >= 500 && conf->passive_5xx)
-		health_request_failed(sb->state, conf, sb->conf, "5xx responses");
+		health_request_failed(rq->snap, u->ring_index, "5xx responses");
 	else
 		health_request_ok(sb->state, sb->conf);
 	/* a response before the whole request body arrived: the rest of the
@@ -516,6 +517,7 @@ static int fwd_head(struct upstream *u, size_t head_len)
 	memset(&fr, 0, sizeof(fr));
 	fr.backend_hdr.p = conf->backend_header;
 	fr.backend_hdr.len = rq->snap->backend_header_len;
+	http1_drop_named(&u->resp, fr.backend_hdr);
 	fr.backend_name.p = sb->conf->name;
 	fr.backend_name.len = sb->name_len;
 	fr.via.p = u->resp.minor == 0 ? "1.0 ringproxy" : "1.1 ringproxy";

@@ -70,6 +70,13 @@ size_t front_key(int mode, const struct http1_msg *req, struct iovec *v)
 	size_t np = 0, n = 0;
 	const char *p, *e;
 
+	/* HAProxy's balance uri: the target as the client sent it, up to
+	 * its '?' unless "whole" */
+	if (mode == CONF_KEY_URI || mode == CONF_KEY_URI_QUERY) {
+		e = mode == CONF_KEY_URI ? memchr(req->target.p, '?', req->target.len) : NULL;
+		front_part(v, &n, req->target.p, e ? (size_t)(e - req->target.p) : req->target.len);
+		return n;
+	}
 	front_part(v, &n, req->path.p, req->path.len);
 	if (mode == CONF_KEY_PATH || !req->has_query)
 		return n;
@@ -121,12 +128,26 @@ size_t front_key(int mode, const struct http1_msg *req, struct iovec *v)
 	return n;
 }
 
-uint64_t front_key_pos(int mode, const struct http1_msg *req, uint64_t *u)
+uint64_t front_key_pos(int scheme, int mode, const struct http1_msg *req, uint64_t *u)
 {
 	struct iovec v[FRONT_KEY_PARTS];
 	size_t n = front_key(mode, req, v);
 
-	return ring_hash_parts2(v, n, u);
+	return ring_key_pos((enum ring_scheme)scheme, v, n, u);
+}
+
+void front_key_ramp(const struct snapshot *s, const struct http1_msg *req, uint64_t *ramp_pos)
+{
+	const struct snap_ramp *r = s->ramp;
+
+	/* a step whose ring a reload made under another scheme or key
+	 * places the key elsewhere; the others share step 0's position */
+	for (size_t i = 1; r && i < r->nsteps; i++) {
+		const struct ring_ramp *st = &r->step[i];
+
+		if (st->ring->scheme != s->ring->scheme || r->key[i] != s->conf->key)
+			ramp_pos[i] = front_key_pos(st->ring->scheme, r->key[i], req, NULL);
+	}
 }
 
 /* ---- connection plumbing --------------------------------------------- */

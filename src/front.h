@@ -15,6 +15,7 @@
 #include <sys/uio.h>
 
 #include "http1.h"
+#include "snapshot.h"
 #include "worker-t.h"
 
 /* Query parameters sorted for a path+sorted-query key; a query with more
@@ -30,10 +31,16 @@
  * "http://h?q"). v has room for FRONT_KEY_PARTS. Never fails: a key of any
  * length is hashed whole, as `ringproxy plan --keys` hashes it. Pure. */
 size_t front_key(int mode, const struct http1_msg *req, struct iovec *v);
-/* The key's position on the ring: MD5 of the whole key (ring_hash_parts
- * of front_key's pieces); in *u (unless NULL) the same digest's second
- * half, the key's place in a warm ramp's window (ring_hash_parts2). Pure. */
-uint64_t front_key_pos(int mode, const struct http1_msg *req, uint64_t *u);
+/* The key's position on a ring of scheme (enum ring_scheme): the
+ * scheme's hash of the whole key (ring_key_pos of front_key's pieces); in
+ * *u (unless NULL) MD5's second half, the key's place in a warm ramp's
+ * window (ring_hash_parts2). Pure. */
+uint64_t front_key_pos(int scheme, int mode, const struct http1_msg *req, uint64_t *u);
+/* While snapshot s has a warm ramp: ramp_pos[i] (balance_start set every
+ * one to the key's position on s's ring) becomes the key's position in
+ * the ring of each step i whose ring a reload made under another [ring]
+ * scheme or key, for ring_ramp_owner_at. Without a ramp, nothing. Pure. */
+void front_key_ramp(const struct snapshot *s, const struct http1_msg *req, uint64_t *ramp_pos);
 
 /* A new client connection on fd; 0, or -1 (the caller closes fd). */
 int front_accept(struct worker *w, int fd, const struct sockaddr_storage *peer);

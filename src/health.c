@@ -4,7 +4,13 @@
  * Passive (worker threads): consecutive failed requests (connect errors,
  * timeouts, optionally 5xx) reaching [health] fall mark a backend down.
  * Without active checks, a down backend gets one trial request per
- * back-off period and is up again when it succeeds.
+ * back-off period and is up again when it succeeds. Passive checks never
+ * take down the last backend up of a snapshot (NGINX never marks the only
+ * server of a group unavailable): with none to send its requests to, a
+ * down backend would turn failures of a few requests into a 503 for every
+ * request of the back-off; kept in service, it goes on failing only what
+ * fails, counts the failures (stats: "failing") and is back as soon as a
+ * request succeeds.
  *
  * Active (main thread): a libcurl GET of the health path every interval
  * per backend, through curlev.c on the main event base. rise passed checks
@@ -30,6 +36,7 @@
 #include <curl/curl.h>
 #include <event2/event.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,9 +89,27 @@ void health_request_ok(struct backend *b, const struct conf_backend *cb)
 	}
 }
 
-void health_request_failed(struct backend *b, const struct conf *conf,
-			   const struct conf_backend *cb, const char *why)
+/* Is a backend of s other than i up, with points and an address: one
+ * the walk can send i's requests to? */
+static bool health_other_up(const struct snapshot *s, int i)
 {
+	for (size_t j = 0; j < s->nbe; j++)
+		if ((int)j != i && s->ring->npoints_of[j] && s->be[j].addrlen &&
+		    !atomic_load(&s->be[j].state->down))
+			return true;
+	return false;
+}
+
+/* Passive take-downs one at a time, so that two backends failing at once
+ * on two workers cannot both see the other up and both go down. Taken
+ * only by a request that failed with its backend at fall. */
+static pthread_mutex_t health_fall_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void health_request_failed(const struct snapshot *s, int i, const char *why)
+{
+	const struct conf *conf = s->conf;
+	const struct conf_backend *cb = s->be[i].conf;
+	struct backend *b = s->be[i].state;
 	unsigned n;
 
 	if (!conf->passive)
@@ -96,10 +121,17 @@ void health_request_failed(struct backend *b, const struct conf *conf,
 		atomic_store(&b->retry_at_ms, registry_now_ms() + (int64_t)conf->backoff_ms);
 		return;
 	}
-	if (n >= cb->health.fall) {
+	if (n < cb->health.fall)
+		return;
+	pthread_mutex_lock(&health_fall_lock);
+	if (health_other_up(s, i)) {
 		atomic_store(&b->retry_at_ms, registry_now_ms() + (int64_t)conf->backoff_ms);
 		health_set(b, 1, cb, "%s x%u", why, n);
+	} else if (n == cb->health.fall) {
+		log_warn("backend %s: %s x%u, but it is the last backend up: it stays in service "
+			 "(passive checks never take the last one down)", b->name, why, n);
 	}
+	pthread_mutex_unlock(&health_fall_lock);
 }
 
 bool health_trial(struct backend *b, const struct conf_backend *cb, const struct conf *conf)
@@ -197,13 +229,11 @@ static void health_url(char *out, size_t len, const struct conf_backend *cb, con
 static void health_easy_setup(CURL *easy, const char *url, uint64_t timeout_ms, char *errbuf)
 {
 	curl_easy_setopt(easy, CURLOPT_URL, url);
-	curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
 	curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms);
 	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, health_discard);
 	curl_easy_setopt(easy, CURLOPT_USERAGENT, "ringproxy-health/" RINGPROXY_VERSION);
 	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, errbuf);
-	curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http");
 	errbuf[0] = '\0';
 }
 
@@ -479,7 +509,7 @@ void health_apply(struct health *h, struct snapshot *s)
 		hc->settings = cb->health;
 		hc->settings.path = NULL;
 		memcpy(hc->url, url, sizeof(url));
-		hc->easy = curl_easy_init();
+		hc->easy = curlev_easy_new();
 		hc->timer = evtimer_new(h->base, health_on_timer, hc);
 		if (!hc->easy || !hc->timer) {
 			log_error("health: out of memory; backend %s is not checked", cb->name);
@@ -530,7 +560,7 @@ int health_probe(const struct conf *c, FILE *out)
 		const struct conf_backend *cb = &c->backends[i];
 
 		health_url(url[i], sizeof(url[i]), cb, cb->health.path[0] ? cb->health.path : "/");
-		easy[i] = curl_easy_init();
+		easy[i] = curlev_easy_new();
 		if (!easy[i]) {
 			rc = 1;
 			goto out;

@@ -20,10 +20,12 @@ struct snapshot;
 
 /* Worker threads: a request to b succeeded (a response head arrived). */
 void health_request_ok(struct backend *b, const struct conf_backend *cb);
-/* Worker threads: a request to b failed (connect error, timeout, or a 5xx
- * when passive_5xx); why is a short reason for the log. */
-void health_request_failed(struct backend *b, const struct conf *conf,
-			   const struct conf_backend *cb, const char *why);
+/* Worker threads: a request to backend i of snapshot s (the request's)
+ * failed (connect error, timeout, or a 5xx when passive_5xx); why is a
+ * short reason for the log. At [health] fall failures in a row it goes
+ * down, unless it is the last backend of s up: then it stays in service,
+ * its failures counted (stats: "failing"). */
+void health_request_failed(const struct snapshot *s, int i, const char *why);
 /* Worker threads: may a down backend take one request as a trial? Only
  * without active checks, once per back-off period. */
 bool health_trial(struct backend *b, const struct conf_backend *cb, const struct conf *conf);

@@ -42,6 +42,10 @@
  *    followed by ";" is 400 (see http1_path_dots). %2f itself is relayed.
  *  - Connection may not make Host or the headers the writer generates
  *    (framing, X-Forwarded-For, X-Forwarded-Proto, Via) hop-by-hop.
+ *  - Forwarding headers a client can set and a backend may build URLs
+ *    from (Forwarded, X-Forwarded-Host/-Port/-Prefix/-Scheme/-Server/-Ssl,
+ *    X-Host, X-Original-URL, X-Rewrite-URL) are flagged, so the writer
+ *    leaves them out of a request whose answer may be shared.
  */
 #include "http1.h"
 
@@ -435,7 +439,7 @@ static ssize_t http1_target(struct http1_msg *m)
 
 /* What a header name means to the proxy. */
 enum http1_kind {
-	K_OTHER = 0, K_CONNECTION, K_HOP, K_TE, K_CL, K_XFF, K_GEN, K_HOST,
+	K_OTHER = 0, K_CONNECTION, K_HOP, K_TE, K_CL, K_XFF, K_GEN, K_HOST, K_FWD,
 	K_EXPECT, K_UPGRADE,
 };
 
@@ -449,25 +453,40 @@ static enum http1_kind http1_kind(struct http1_str n)
 	case 4:
 		return HTTP1_IEQ(n, "host") ? K_HOST : K_OTHER;
 	case 6:
-		return HTTP1_IEQ(n, "expect") ? K_EXPECT : K_OTHER;
+		if (HTTP1_IEQ(n, "expect"))
+			return K_EXPECT;
+		return HTTP1_IEQ(n, "x-host") ? K_FWD : K_OTHER;
 	case 7:
 		if (HTTP1_IEQ(n, "upgrade"))
 			return K_UPGRADE;
 		return HTTP1_IEQ(n, "trailer") ? K_HOP : K_OTHER;
+	case 9:
+		return HTTP1_IEQ(n, "forwarded") ? K_FWD : K_OTHER;
 	case 10:
 		if (HTTP1_IEQ(n, "connection"))
 			return K_CONNECTION;
 		return HTTP1_IEQ(n, "keep-alive") ? K_HOP : K_OTHER;
+	case 13:
+		return HTTP1_IEQ(n, "x-rewrite-url") ? K_FWD : K_OTHER;
 	case 14:
-		return HTTP1_IEQ(n, "content-length") ? K_CL : K_OTHER;
+		if (HTTP1_IEQ(n, "content-length"))
+			return K_CL;
+		return HTTP1_IEQ(n, "x-original-url") ? K_FWD : K_OTHER;
 	case 15:
-		return HTTP1_IEQ(n, "x-forwarded-for") ? K_XFF : K_OTHER;
+		if (HTTP1_IEQ(n, "x-forwarded-for"))
+			return K_XFF;
+		return HTTP1_IEQ(n, "x-forwarded-ssl") ? K_FWD : K_OTHER;
 	case 16:
-		return HTTP1_IEQ(n, "proxy-connection") ? K_HOP : K_OTHER;
+		if (HTTP1_IEQ(n, "proxy-connection"))
+			return K_HOP;
+		return HTTP1_IEQ(n, "x-forwarded-host") || HTTP1_IEQ(n, "x-forwarded-port") ? K_FWD : K_OTHER;
 	case 17:
 		if (HTTP1_IEQ(n, "transfer-encoding"))
 			return K_TE;
 		return HTTP1_IEQ(n, "x-forwarded-proto") ? K_GEN : K_OTHER;
+	case 18:
+		return HTTP1_IEQ(n, "x-forwarded-prefix") || HTTP1_IEQ(n, "x-forwarded-scheme")
+		       || HTTP1_IEQ(n, "x-forwarded-server") ? K_FWD : K_OTHER;
 	}
 	return K_OTHER;
 }
@@ -571,7 +590,7 @@ static void http1_connection(struct http1_msg *m, struct http1_str v,
 		for (i = 0; i < m->nheaders; i++) {
 			struct http1_header *h = &m->headers[i];
 
-			if (h->flags == 0 && http1_slice_ieq(h->name, el)
+			if ((h->flags & ~HTTP1_HDR_FWD) == 0 && http1_slice_ieq(h->name, el)
 			    && !HTTP1_IEQ(h->name, "host"))
 				h->flags = HTTP1_HDR_HOP;
 		}
@@ -689,7 +708,12 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 			return http1_fail(m, 400, "empty header name");
 		if (m->nheaders >= lim->max_headers)
 			return http1_fail(m, 431, "too many headers");
-		h = &hdrs[m->nheaders++];
+		/* counted only once its value is known good: a refused
+		 * request's headers are still read (the access log's
+		 * Referer and User-Agent), and a slot counted early would
+		 * show the previous message's value, a slice of a buffer
+		 * that another connection may own or that is freed */
+		h = &hdrs[m->nheaders];
 		h->name.p = s;
 		h->name.len = (size_t)(p - s);
 		h->flags = memchr(s, '_', h->name.len) ? HTTP1_HDR_UNDERSCORE : 0;
@@ -706,6 +730,7 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 		while (p > s && HTTP1_OWS(p[-1]))
 			p--;
 		h->value.len = (size_t)(p - s);
+		m->nheaders++;
 		while (*p != '\r')
 			p++;
 		p += 2;
@@ -739,6 +764,10 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 			break;
 		case K_GEN:
 			h->flags = HTTP1_HDR_GENERATED;
+			break;
+		case K_FWD:
+			if (request)
+				h->flags = HTTP1_HDR_FWD;
 			break;
 		case K_HOST:
 			if (request) {
@@ -1310,6 +1339,46 @@ static void http1_out_init(struct http1_out *o, struct iovec *iov, int iovmax,
 	o->bad = false;
 }
 
+/* The request target sent for m: prefix, the path, the query. */
+static void http1_put_target(struct http1_out *o, const struct http1_msg *m, struct http1_str prefix)
+{
+	if (!(m->path.len == 1 && m->path.p[0] == '*'))
+		http1_put_str(o, prefix);
+	if (!m->path_dots)
+		http1_put_str(o, m->path);
+	else if ((size_t)(o->end - o->p) < m->path.len)
+		o->bad = true;
+	else                    /* a prefix confines only a clean path */
+		o->p += http1_path_clean(m->path.p, m->path.len, o->p);
+	if (m->has_query) {
+		HTTP1_PUTS(o, "?");
+		http1_put_str(o, m->query);
+	}
+}
+
+ssize_t http1_write_target(const struct http1_msg *m, struct http1_str prefix, char *out, size_t outlen)
+{
+	struct http1_out o;
+
+	if (outlen == 0)
+		return -1;
+	http1_out_init(&o, NULL, 0, out, outlen - 1);
+	http1_put_target(&o, m, prefix);
+	if (o.bad)
+		return -1;
+	*o.p = '\0';
+	return o.p - out;
+}
+
+void http1_drop_named(struct http1_msg *m, struct http1_str name)
+{
+	if (name.len == 0)
+		return;
+	for (unsigned i = 0; i < m->nheaders; i++)
+		if (http1_slice_ieq(m->headers[i].name, name))
+			m->headers[i].flags |= HTTP1_HDR_DROP;
+}
+
 int http1_write_request(const struct http1_msg *m, const struct http1_fwd_req *f,
 			struct iovec *iov, int iovmax, char *scratch,
 			size_t scratchlen)
@@ -1320,18 +1389,7 @@ int http1_write_request(const struct http1_msg *m, const struct http1_fwd_req *f
 	http1_out_init(&o, iov, iovmax, scratch, scratchlen);
 	http1_put_str(&o, m->method);
 	HTTP1_PUTS(&o, " ");
-	if (!(m->path.len == 1 && m->path.p[0] == '*'))
-		http1_put_str(&o, f->prefix);
-	if (!m->path_dots)
-		http1_put_str(&o, m->path);
-	else if ((size_t)(o.end - o.p) < m->path.len)
-		o.bad = true;
-	else                    /* a prefix confines only a clean path */
-		o.p += http1_path_clean(m->path.p, m->path.len, o.p);
-	if (m->has_query) {
-		HTTP1_PUTS(&o, "?");
-		http1_put_str(&o, m->query);
-	}
+	http1_put_target(&o, m, f->prefix);
 	HTTP1_PUTS(&o, " HTTP/1.1\r\n");
 	if (m->authority.len != 0) {
 		HTTP1_PUTS(&o, "Host: ");
@@ -1345,7 +1403,8 @@ int http1_write_request(const struct http1_msg *m, const struct http1_fwd_req *f
 	http1_flush(&o);
 	http1_copy_headers(&o, m, HTTP1_HDR_HOP | HTTP1_HDR_FRAMING | HTTP1_HDR_XFF
 			   | HTTP1_HDR_GENERATED | HTTP1_HDR_DROP | (m->authority.len ? HTTP1_HDR_HOST : 0u)
-			   | (f->keep_underscores ? 0u : HTTP1_HDR_UNDERSCORE), (struct http1_str){ NULL, 0 });
+			   | (f->keep_underscores ? 0u : HTTP1_HDR_UNDERSCORE)
+			   | (f->drop_fwd ? HTTP1_HDR_FWD : 0u), (struct http1_str){ NULL, 0 });
 	http1_framing_line(&o, m);
 	http1_merge(&o, m, HTTP1_HDR_XFF, 0, xff, sizeof(xff) - 1, f->client_ip);
 	if (f->proto.len != 0) {

@@ -1,6 +1,7 @@
 /*
  * main.c -- the command line: run the proxy (`ringproxy [-c FILE]`), check
- * a config (`-t`), plan a membership change (`plan`), print help. Runs on
+ * a config (`-t`), plan a membership change (`plan`), import another
+ * proxy's placement (`import`), print help. Runs on
  * the main thread; the proxy itself lives in proxy.c.
  */
 #include <curl/curl.h>
@@ -13,7 +14,9 @@
 #include <string.h>
 
 #include "conf.h"
+#include "curlev.h"
 #include "health.h"
+#include "import.h"
 #include "log.h"
 #include "plan.h"
 #include "preflight.h"
@@ -29,6 +32,8 @@ static void main_usage(FILE *f)
 		"       ringproxy -T [-c FILE]           print FILE's effective config, defaults filled in\n"
 		"       ringproxy plan OLD.ini [NEW.ini] [--keys FILE [--raw-keys] [--per-key]]\n"
 		"                      [--balance-factor C] [--ramp DURATION [--period DURATION]] [--json]\n"
+		"       ringproxy import nginx|haproxy|ketama FILE [--upstream|--backend|--pool NAME]\n"
+		"                      print a ringproxy.ini placing keys as that proxy does\n"
 		"       ringproxy purge [-c FILE] URL...  remove URLs from the cache and the backends\n"
 		"                      (POST /purge on FILE's admin listener)\n"
 		"       ringproxy --help-config          every config key with default and range\n"
@@ -96,7 +101,7 @@ static int main_purge(int argc, char **argv)
 	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", c->admin_token);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	for (; i < argc; i++) {
-		CURL *easy = curl_easy_init();
+		CURL *easy = curlev_easy_new();
 		struct curl_slist *h = NULL;
 		char *esc = easy ? curl_easy_escape(easy, argv[i], 0) : NULL;
 		long status = 0;
@@ -225,6 +230,8 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "plan") == 0)
 		return plan_main(argc - 1, argv + 1, stdout);
+	if (argc > 1 && strcmp(argv[1], "import") == 0)
+		return import_main(argc - 1, argv + 1, stdout);
 	if (argc > 1 && strcmp(argv[1], "purge") == 0)
 		return main_purge(argc - 1, argv + 1);
 

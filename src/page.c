@@ -195,8 +195,13 @@ static void page_ring(struct evbuffer *out, const struct stats *st)
 	for (size_t i = 0; i < st->nmoved; i++)
 		page_arc(out, "moved", NULL, "#d92d20", PAGE_R_MOVED, st->moved[i].start, st->moved[i].end);
 	evbuffer_add_printf(out, "</g>\n<text x=\"150\" y=\"146\" text-anchor=\"middle\" class=\"big\">%zu points</text>\n"
-			    "<text x=\"150\" y=\"166\" text-anchor=\"middle\" class=\"small\">%u per unit of weight</text>\n"
-			    "</svg><figcaption>", r ? r->npoints : 0, st->vnodes);
+			    "<text x=\"150\" y=\"166\" text-anchor=\"middle\" class=\"small\">", r ? r->npoints : 0);
+	/* a compat scheme has its proxy's count, not vnodes */
+	if (st->vnodes)
+		evbuffer_add_printf(out, "%u per unit of weight", st->vnodes);
+	else
+		evbuffer_add_printf(out, "scheme %s", st->scheme);
+	PAGE_ADD(out, "</text>\n</svg><figcaption>");
 	if (runs > PAGE_MAX_ARCS)
 		evbuffer_add_printf(out, "%zu runs of points, drawn in half-degree steps. ", runs);
 	if (st->nmoved)
@@ -277,6 +282,7 @@ static void page_spark(struct evbuffer *out, const struct stats_backend *b, cons
 static const char *page_state_word(const char *state)
 {
 	return strcmp(state, "up") == 0 ? "up" : strcmp(state, "down") == 0 ? "down" :
+	       strcmp(state, "failing") == 0 ? "failing (the last one up: kept in service)" :
 	       strcmp(state, "ramping") == 0 ? "ramping up" : strcmp(state, "full") == 0 ? "at its hard cap" :
 	       "drained (weight 0)";
 }
@@ -423,7 +429,7 @@ static const char page_style[] =
 	"th{font-weight:600;color:var(--mute);font-size:12px}.l{text-align:left}"
 	".url{color:var(--mute);font-size:12px;overflow-wrap:anywhere}.name{font-weight:600}"
 	".sw{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:6px}"
-	".state{font-weight:600}.st-up{color:var(--ok)}.st-down{color:var(--bad)}"
+	".state{font-weight:600}.st-up{color:var(--ok)}.st-down,.st-failing{color:var(--bad)}"
 	".st-ramping,.st-full{color:var(--warn)}.st-drained{color:var(--mute)}"
 	".reloads{padding-left:22px}.reloads li{margin:3px 0;overflow-wrap:anywhere}.reloads .fail b{color:var(--bad)}"
 	".reloads time{color:var(--mute);font-size:12px}details{margin-top:16px}summary{cursor:pointer;font-weight:600}"

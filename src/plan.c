@@ -38,8 +38,9 @@ struct ring *plan_ring(const struct conf *c, char *err, size_t errlen)
 	for (size_t i = 0; i < c->nbackends; i++) {
 		m[i].name = c->backends[i].name;
 		m[i].weight = c->backends[i].weight;
+		m[i].id = *c->backends[i].id ? c->backends[i].id : NULL;
 	}
-	r = ring_build(m, c->nbackends, c->vnodes, err, errlen);
+	r = ring_build(m, c->nbackends, (enum ring_scheme)c->scheme, c->vnodes, err, errlen);
 	free(m);
 	return r;
 }
@@ -65,18 +66,21 @@ static size_t plan_key_count(const char *line, size_t len, uint64_t *count)
 	return k;
 }
 
-/* The position of line[0..n) under mode, in *pos: 1, 0 to skip it (an
- * empty line under a key mode), or -1 with err (not a request target). */
-static int plan_key_pos(struct explain_target *t, int mode, const char *line, size_t n,
+/* The position of line[0..n) under scheme and mode, in *pos: 1, 0 to skip
+ * it (an empty line under a key mode), or -1 with err (not a request
+ * target). */
+static int plan_key_pos(struct explain_target *t, int scheme, int mode, const char *line, size_t n,
 			uint64_t *pos, uint64_t *u, char *err, size_t errlen)
 {
 	if (mode == PLAN_RAW) {
-		*pos = ring_hash2(line, n, u);
+		struct iovec v = { (void *)(uintptr_t)line, n };
+
+		*pos = ring_key_pos((enum ring_scheme)scheme, &v, 1, u);
 		return 1;
 	}
 	if (n == 0)
 		return 0;
-	if (explain_target_parse(t, mode, line, n, NULL, err, errlen) < 0)
+	if (explain_target_parse(t, scheme, mode, line, n, NULL, err, errlen) < 0)
 		return -1;
 	*pos = t->pos;
 	*u = t->u;
@@ -127,8 +131,8 @@ static int plan_keys_grow(struct plan_keys *k, size_t *alloc, size_t *text_alloc
 	return 0;
 }
 
-int plan_keys_read(struct plan_keys *k, const char *path, int mode1, int mode2, int keep,
-		   int progress, char *err, size_t errlen)
+int plan_keys_read(struct plan_keys *k, const char *path, int scheme1, int mode1, int scheme2,
+		   int mode2, int keep, int progress, char *err, size_t errlen)
 {
 	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
 	struct explain_target t = { 0 };
@@ -146,7 +150,7 @@ int plan_keys_read(struct plan_keys *k, const char *path, int mode1, int mode2, 
 	if (md5_thread_init(err, errlen) < 0)
 		goto fail;
 	/* a first element, so that pos2 is grown with pos from then on */
-	if (mode2 != mode1 && !(k->pos2 = malloc(sizeof(*k->pos2)))) {
+	if ((mode2 != mode1 || scheme2 != scheme1) && !(k->pos2 = malloc(sizeof(*k->pos2)))) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
@@ -162,9 +166,9 @@ int plan_keys_read(struct plan_keys *k, const char *path, int mode1, int mode2, 
 		if (n > 0 && line[n - 1] == '\r')
 			n--;
 		len = plan_key_count(line, (size_t)n, &cnt);
-		r = plan_key_pos(&t, mode1, line, len, &p1, &u, why, sizeof(why));
+		r = plan_key_pos(&t, scheme1, mode1, line, len, &p1, &u, why, sizeof(why));
 		if (r > 0 && k->pos2)
-			r = plan_key_pos(&t, mode2, line, len, &p2, &u, why, sizeof(why));
+			r = plan_key_pos(&t, scheme2, mode2, line, len, &p2, &u, why, sizeof(why));
 		if (r < 0) {
 			snprintf(err, errlen, "%s:%zu: '%.*s' is %s; keys are request targets keyed by [ring] key, "
 				 "or give --raw-keys to hash lines as written", path, lineno, n > 80 ? 80 : (int)n, line, why);
@@ -387,8 +391,12 @@ static void plan_text_backends(FILE *out, const struct plan_side *s,
 	for (size_t b = 0; b < s->ring->nbackends; b++)
 		if (strlen(s->ring->names[b]) > wname)
 			wname = strlen(s->ring->names[b]);
-	fprintf(out, "%s: %zu backends, %zu points, vnodes %u\n\n", s->path,
-		s->ring->nbackends, s->ring->npoints, s->ring->vnodes);
+	if (s->ring->scheme == RING_SCHEME_RINGPROXY)
+		fprintf(out, "%s: %zu backends, %zu points, vnodes %u\n\n", s->path,
+			s->ring->nbackends, s->ring->npoints, s->ring->vnodes);
+	else
+		fprintf(out, "%s: %zu backends, %zu points, scheme %s\n\n", s->path,
+			s->ring->nbackends, s->ring->npoints, ring_scheme_name(s->ring->scheme));
 	fprintf(out, "  %-*s  %8s  %7s  %8s", (int)wname, "backend", "weight", "points", "share");
 	if (keys)
 		fprintf(out, "  %10s  %8s", "keys", "of keys");
@@ -495,7 +503,11 @@ static enum plan_change plan_change_of(const struct plan_side *a, const struct p
 		return PLAN_ADDED;
 	if (!y)
 		return PLAN_REMOVED;
-	if (x->weight != y->weight || a->conf->vnodes != b->conf->vnodes)
+	/* what places its keys: the weight, and the scheme with what it
+	 * counts (vnodes) and hashes (a compat scheme's id) */
+	if (x->weight != y->weight || a->conf->scheme != b->conf->scheme ||
+	    (b->conf->scheme == RING_SCHEME_RINGPROXY ? a->conf->vnodes != b->conf->vnodes :
+	     strcmp(x->id, y->id) != 0))
 		return PLAN_REWEIGHTED;
 	if (strcmp(x->url, y->url) != 0)
 		return PLAN_READDRESSED;
@@ -565,7 +577,9 @@ static void plan_list_text(FILE *out, const struct plan_side *a, const struct pl
 
 			if (x->weight != y->weight)
 				fprintf(out, " (weight %g -> %g)", x->weight, y->weight);
-			else
+			else if (a->conf->scheme == b->conf->scheme && b->conf->scheme != RING_SCHEME_RINGPROXY)
+				fprintf(out, " (id %s -> %s)", x->id, y->id);
+			else if (a->conf->scheme == b->conf->scheme)
 				fprintf(out, " (vnodes %u -> %u)", a->conf->vnodes, b->conf->vnodes);
 		} else if (ch == PLAN_READDRESSED) {
 			fprintf(out, " (url %s -> %s; no key moves)",
@@ -640,8 +654,12 @@ int plan_summary(const struct conf *a, const struct ring *ra,
 			const struct conf_backend *x = conf_backend_find(a, name);
 			const struct conf_backend *y = conf_backend_find(b, name);
 
-			plan_cat(out, len, "%s~%s (weight %g -> %g)", changes++ ? " " : "", name,
-				 x->weight, y->weight);
+			/* a new scheme is said once, below */
+			if (x->weight != y->weight)
+				plan_cat(out, len, "%s~%s (weight %g -> %g)", changes++ ? " " : "", name,
+					 x->weight, y->weight);
+			else if (a->scheme == b->scheme && b->scheme != RING_SCHEME_RINGPROXY)
+				plan_cat(out, len, "%s~%s (id %s -> %s)", changes++ ? " " : "", name, x->id, y->id);
 			break;
 		}
 		case PLAN_READDRESSED:
@@ -655,7 +673,10 @@ int plan_summary(const struct conf *a, const struct ring *ra,
 	for (size_t i = 0; i < ra->nbackends; i++)
 		if (!conf_backend_find(b, ra->names[i]))
 			plan_cat(out, len, "%s-%s", changes++ ? " " : "", ra->names[i]);
-	if (a->vnodes != b->vnodes)
+	if (a->scheme != b->scheme)
+		plan_cat(out, len, "%sscheme %s -> %s", changes++ ? " " : "", ring_scheme_name(ra->scheme),
+			 ring_scheme_name(rb->scheme));
+	else if (a->vnodes != b->vnodes && b->scheme == RING_SCHEME_RINGPROXY)
 		plan_cat(out, len, "%svnodes %u -> %u", changes++ ? " " : "", a->vnodes, b->vnodes);
 	if (!changes)
 		plan_cat(out, len, "no backend changed");
@@ -903,8 +924,9 @@ static int plan_compute(struct plan_run *r, char *err, size_t errlen)
 	/* each file keys requests its own way ([ring] key) */
 	m1 = r->raw_keys ? PLAN_RAW : r->a.conf->key;
 	m2 = r->raw_keys || r->nfiles < 2 ? m1 : r->b.conf->key;
-	if (r->keyfile && plan_keys_read(&r->keys, r->keyfile, m1, m2, r->per_key, isatty(STDERR_FILENO),
-					 err, errlen) < 0)
+	if (r->keyfile && plan_keys_read(&r->keys, r->keyfile, r->a.conf->scheme, m1,
+					 r->nfiles < 2 ? r->a.conf->scheme : r->b.conf->scheme, m2, r->per_key,
+					 isatty(STDERR_FILENO), err, errlen) < 0)
 		return -1;
 	if (plan_side_ring(&r->a, keys, r->bf, err, errlen) < 0)
 		return -1;
@@ -1046,6 +1068,11 @@ static void plan_text_compare(const struct plan_run *r, FILE *out)
 	plan_list_text(out, &r->a, &r->b, PLAN_ADDED, "added:");
 	plan_list_text(out, &r->a, &r->b, PLAN_REMOVED, "removed:");
 	plan_list_text(out, &r->a, &r->b, PLAN_REWEIGHTED, "changed:");
+	if (r->a.conf->scheme != r->b.conf->scheme)
+		fprintf(out, "  %-9s[ring] scheme %s -> %s: each places a key by its own hash, so the moved share is "
+			"the expectation, 1 - the sum of each backend's share x share%s\n", "scheme:",
+			ring_scheme_name(r->a.ring->scheme), ring_scheme_name(r->b.ring->scheme),
+			r->keyfile ? "; the key list is placed both ways" : "; give --keys to count a key list");
 	if (r->a.conf->key != r->b.conf->key)
 		fprintf(out, "  %-9s[ring] key %s -> %s%s\n", "key:", conf_key_mode_name(r->a.conf->key),
 			conf_key_mode_name(r->b.conf->key),

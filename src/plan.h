@@ -16,7 +16,7 @@
 
 /* A list of key positions, in file order. */
 struct plan_keys {
-	uint64_t *pos;          /* under the first key mode */
+	uint64_t *pos;          /* under the first scheme and key mode */
 	uint64_t *pos2;         /* under the second, when there is one that
 				   keys differently; else NULL */
 	uint64_t *u;            /* each key's ramp value (ring_hash2) under
@@ -40,12 +40,13 @@ struct plan_keys {
  * or absolute ("http://host/p?q"), keyed as the proxy keys a request for
  * it (explain_target_parse); empty lines are skipped, and a line that is
  * not a target is an error naming FILE:LINE. Under PLAN_RAW it is hashed
- * as written. mode2 (PLAN_RAW or a mode; the same as mode1 when there is
- * one file) fills pos2 when it keys differently. keep: keep the lines
+ * as written. Positions are scheme1's (enum ring_scheme) for mode1's
+ * keys; scheme2 and mode2 (PLAN_RAW or a mode; the same as the first
+ * when there is one file) fill pos2 when they key differently. keep: keep the lines
  * (for --per-key). progress: a counter on stderr. 0, or -1 with err.
  */
-int plan_keys_read(struct plan_keys *k, const char *path, int mode1, int mode2, int keep,
-		   int progress, char *err, size_t errlen);
+int plan_keys_read(struct plan_keys *k, const char *path, int scheme1, int mode1, int scheme2,
+		   int mode2, int keep, int progress, char *err, size_t errlen);
 void plan_keys_free(struct plan_keys *k);
 
 /*

@@ -216,6 +216,31 @@ static void proxy_ramp_report(const struct snap_ramp_info *r, uint64_t span_ms, 
 	}
 }
 
+/* The admin listener's address with its port as bound ("127.0.0.1:9091";
+ * "" without one). */
+static void proxy_admin_bound(const struct proxy_main *m, char *out, size_t len)
+{
+	out[0] = '\0';
+	if (m->admin)
+		snprintf(out, len, "%.*s:%d", (int)(strrchr(m->admin_conf, ':') - m->admin_conf),
+			 m->admin_conf, admin_port(m->admin));
+}
+
+/* A reload refused after the file loaded (err says why, as a config
+ * error would): the same shape as a config error, the error then the
+ * sum; the running config stays. */
+static void proxy_reload_refused(struct proxy_main *m, const char *err)
+{
+	char text[sizeof(m->p.last_reload.text)];
+
+	log_error("%s", err);
+	snprintf(text, sizeof(text), "%s: 1 error; still serving generation %llu: %s", m->path,
+		 (unsigned long long)m->snap->generation, err);
+	log_error("reload failed: %s", text);
+	proxy_record(m, false, text, 0);
+	proxy_status(m);
+}
+
 static void proxy_reload(struct proxy_main *m)
 {
 	const struct conf *old = m->snap->conf;
@@ -223,6 +248,7 @@ static void proxy_reload(struct proxy_main *m)
 	struct snapshot *s;
 	struct conf *c;
 	char err[512], report[1024], settings[768], text[sizeof(m->p.last_reload.text)];
+	char running[340];
 	struct ring_arc *arcs = NULL;
 	long narcs;
 	uint64_t gen = m->snap->generation + 1;
@@ -246,6 +272,14 @@ static void proxy_reload(struct proxy_main *m)
 		return;
 	}
 	conf_errors_free(&errs);
+	/* the listener that runs keeps its token rule: admin_listen is
+	 * start-only, admin_token is not */
+	proxy_admin_bound(m, running, sizeof(running));
+	if (conf_check_admin_running(c, running, err, sizeof(err)) < 0) {
+		proxy_reload_refused(m, err);
+		conf_free(c);
+		return;
+	}
 	/* compared with the first load, not the previous one: a reload that
 	 * changed them did not apply them */
 	if (strcmp(c->listen, m->listen_conf) != 0 || c->workers != m->workers_conf)
@@ -256,14 +290,8 @@ static void proxy_reload(struct proxy_main *m)
 			 m->admin ? "serving stats on " : "without an admin listener", m->admin ? m->admin_conf : "");
 	s = snapshot_new(c, gen, err, sizeof(err));
 	if (!s) {
-		/* the same shape as a config error: the error, then the sum */
-		log_error("%s", err);
-		snprintf(text, sizeof(text), "%s: 1 error; still serving generation %llu: %s", m->path,
-			 (unsigned long long)m->snap->generation, err);
-		log_error("reload failed: %s", text);
-		proxy_record(m, false, text, 0);
+		proxy_reload_refused(m, err);
 		conf_free(c);
-		proxy_status(m);
 		return;
 	}
 	if (snapshot_ramp(s, m->snap, registry_now_ms(), proxy_wall_ms(), &ramp) < 0) {
@@ -541,7 +569,7 @@ int proxy_run(const char *path, struct conf *conf, unsigned flags)
 	struct event *sigev[PROXY_NSIGNALS] = { 0 };
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
-	char err[512], host[64];
+	char err[512], host[64], admin_where[340];
 	unsigned nworkers;
 	int port = -1, rc = 1;
 	long ncpu;
@@ -632,9 +660,10 @@ int proxy_run(const char *path, struct conf *conf, unsigned flags)
 		 addr.ss_family == AF_INET6 ? "[" : "", host, addr.ss_family == AF_INET6 ? "]" : "", port);
 	log_info("listening on %s with %u workers; %zu backends, %zu ring points (%s)",
 		 m.listen_text, m.p.nworkers, m.snap->nbe, m.snap->ring->npoints, path);
-	if (m.admin)
-		log_info("stats on http://%.*s:%d/ (/stats /metrics /ring /health)",
-			 (int)(strrchr(m.admin_conf, ':') - m.admin_conf), m.admin_conf, admin_port(m.admin));
+	if (m.admin) {
+		proxy_admin_bound(&m, admin_where, sizeof(admin_where));
+		log_info("stats on http://%s/ (/stats /metrics /ring /health)", admin_where);
+	}
 	proxy_status(&m);
 	event_base_dispatch(m.base);
 	rc = 0;

@@ -5,7 +5,18 @@
  * the first refresh, so that a worker that never serves stale pays
  * nothing). Curl is told not to decode the transfer coding: the body
  * reaches cache_fill_body() framed as the backend sent it, as the
- * request path's fills get it.
+ * request path's fills get it. The request target is the one the request
+ * path would send (http1_write_target), handed to curl verbatim.
+ *
+ * A refresh is a request to its backend like any other: it holds an
+ * in-flight slot (balance_acquire, under max_inflight) while it runs, and
+ * a worker runs at most [cache] refresh_max at once. When there is no
+ * room, the stale hit is served without a refresh (counted): its client
+ * has its answer already, so nothing waits, and the next stale hit of the
+ * key tries again. The transfers reuse the connections kept in the
+ * worker's one curl multi handle (its connection cache), so successive
+ * refreshes to a backend share a few connections; the data path's pooled
+ * connections speak our own codec and are not lent to curl.
  */
 #include "refresh.h"
 
@@ -22,7 +33,7 @@
 #include "log.h"
 #include "request.h"
 #include "snapshot.h"
-#include "worker-t.h"
+#include "worker.h"
 
 /* The response head is collected here; a larger one is not stored. */
 #define REFRESH_HEAD_MAX 16384
@@ -35,6 +46,7 @@ struct refresh {
 	struct cache_fill *fill;        /* NULL once ended */
 	struct cache_obj *stale;        /* revalidated (a reference) */
 	struct cachectl_req cc;
+	struct backend *slot;           /* the in-flight slot it holds */
 	int64_t sent_at, grace;
 	bool began;                     /* the head was handed to the fill */
 	size_t hlen;
@@ -53,6 +65,8 @@ static void refresh_end(struct refresh *r)
 		r->w->refreshes = r->next;
 	if (r->next)
 		r->next->prev = r->prev;
+	r->w->nrefreshes--;
+	balance_release(r->slot);
 	cache_obj_release(r->stale);
 	curl_slist_free_all(r->hdrs);
 	curl_easy_cleanup(r->easy);
@@ -96,6 +110,10 @@ static void refresh_begin(struct refresh *r)
 		r->fill = NULL;
 		return;
 	}
+	/* the backend's own header of our backend header's name is not
+	 * stored (as fwd_head): a hit sends ours */
+	http1_drop_named(&resp, (struct http1_str){ r->w->snap->conf->backend_header,
+						    r->w->snap->backend_header_len });
 	if (resp.status == 304 && r->stale) {
 		struct cache_obj *o = NULL;
 
@@ -140,13 +158,17 @@ static void refresh_on_done(CURL *easy, CURLcode rc, void *arg)
 	refresh_end(r);
 }
 
-/* The backend a request for rq's key would go to now, -1 if none. */
-static int refresh_backend(const struct request *rq)
+/* The backend a request for rq's key would go to now, -1 if none would
+ * take it (down, or at max_inflight); *owner the key's owner then (-1:
+ * the ring is empty). */
+static int refresh_backend(const struct request *rq, int *owner)
 {
-	int order[1], nout = 0;
+	int order[1], nout = 0, i;
 	struct balance_why why[1];
 
-	return balance_explain_walk(rq->snap, rq->keypos, order, why, 1, &nout);
+	i = balance_explain_walk(rq->snap, rq->keypos, order, why, 1, &nout);
+	*owner = i >= 0 ? i : nout > 0 ? order[0] : -1;
+	return i;
 }
 
 void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_obj *stale)
@@ -155,17 +177,32 @@ void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_
 	const struct http1_header *host = NULL;
 	struct worker *w = rq->w;
 	struct refresh *r = NULL;
-	char url[4096], line[600], ae[32];
-	int i = refresh_backend(rq);
+	struct backend *slot = NULL;
+	char url[80], target[4096], line[600], ae[32];
+	int owner, i = refresh_backend(rq, &owner);
 	const struct snap_backend *sb;
-	int n;
+	struct pool *pool = NULL;
 
 	for (unsigned h = 0; h < rq->msg.nheaders && !host; h++)
 		if (http1_str_ieq(rq->msg.headers[h].name, "host"))
 			host = &rq->msg.headers[h];
-	if (i < 0 || rq->msg.target.len == 0 || rq->msg.target.p[0] != '/')
+	if (owner < 0 || rq->msg.target.len == 0 || rq->msg.target.p[0] != '/')
 		goto fail;
+	/* a refresh nobody has room for is counted on the backend that
+	 * would take it, or on the key's owner when none would */
+	pool = worker_pool(w, rq->snap->be[i >= 0 ? i : owner].state->id);
+	if (i < 0 || w->nrefreshes >= conf->cache_refresh_max ||
+	    !balance_acquire(rq->snap->be[i].state, rq->snap->be[i].conf)) {
+		if (pool)
+			worker_count(&pool->refreshes_skipped);
+		goto fail;
+	}
 	sb = &rq->snap->be[i];
+	slot = sb->state;
+	if (http1_write_target(&rq->msg, (struct http1_str){ sb->conf->prefix, sb->prefix_len },
+			       target, sizeof(target)) < 0)
+		goto fail;
+	snprintf(url, sizeof(url), "http://%s/", sb->addr_text);
 	if (!w->refresh_ce) {
 		w->refresh_ce = curlev_new(w->base, refresh_on_done, NULL);
 		if (!w->refresh_ce)
@@ -180,11 +217,7 @@ void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_
 	r->grace = (int64_t)(conf->cache_grace_ms / 1000);
 	r->sent_at = (int64_t)time(NULL);
 	snprintf(r->name, sizeof(r->name), "%s", sb->conf->name);
-	n = snprintf(url, sizeof(url), "http://%s%s%.*s", sb->addr_text, sb->conf->prefix,
-		     (int)rq->msg.target.len, rq->msg.target.p);
-	if (n < 0 || (size_t)n >= sizeof(url))
-		goto fail;
-	r->easy = curl_easy_init();
+	r->easy = curlev_easy_new();
 	if (!r->easy)
 		goto fail;
 	if (host) {
@@ -217,29 +250,38 @@ void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_
 	}
 	r->hdrs = curl_slist_append(r->hdrs, "Via: 1.1 ringproxy");
 	curl_easy_setopt(r->easy, CURLOPT_URL, url);
-	curl_easy_setopt(r->easy, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(r->easy, CURLOPT_PROTOCOLS_STR, "http");
+	curl_easy_setopt(r->easy, CURLOPT_REQUEST_TARGET, target);
 	curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->hdrs);
 	curl_easy_setopt(r->easy, CURLOPT_USERAGENT, NULL);
 	curl_easy_setopt(r->easy, CURLOPT_HTTP_TRANSFER_DECODING, 0L);
 	curl_easy_setopt(r->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)conf->connect_timeout_ms);
 	curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS,
 			 (long)(conf->connect_timeout_ms + conf->response_timeout_ms));
+	/* an idle connection in the multi's cache is reused as long as a
+	 * pooled one would be kept (curl counts whole seconds) */
+	curl_easy_setopt(r->easy, CURLOPT_MAXAGE_CONN,
+			 conf->backend_idle_timeout_ms < 1000 ? 1L : (long)(conf->backend_idle_timeout_ms / 1000));
 	curl_easy_setopt(r->easy, CURLOPT_HEADERFUNCTION, refresh_on_header);
 	curl_easy_setopt(r->easy, CURLOPT_HEADERDATA, r);
 	curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, refresh_on_body);
 	curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, r);
 	curl_easy_setopt(r->easy, CURLOPT_PRIVATE, (char *)r);
+	r->slot = slot;                 /* refresh_end gives it back */
 	r->next = w->refreshes;
 	if (w->refreshes)
 		w->refreshes->prev = r;
 	w->refreshes = r;
+	w->nrefreshes++;
 	if (curlev_add(w->refresh_ce, r->easy) < 0) {
 		refresh_end(r);
 		return;
 	}
+	if (pool)
+		worker_count(&pool->refreshes);
 	return;
 fail:
+	if (slot)
+		balance_release(slot);
 	if (r) {
 		curl_slist_free_all(r->hdrs);
 		curl_easy_cleanup(r->easy);

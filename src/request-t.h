@@ -115,6 +115,13 @@ struct request {
 					   released by req_end) */
 	const char *cache_fwd;          /* Cache-Status fwd= of a forwarded
 					   response, NULL: no Cache-Status */
+	bool shared;                    /* the cache may serve or store its
+					   answer: the client's forwarding
+					   headers are not forwarded */
+	struct cache_key inval;         /* an unsafe method's URL key as it
+					   started (its head may be gone by
+					   the response): hash and length
+					   only, p NULL; len 0: none */
 	bool collapsed;                 /* it waited for another's fetch */
 	struct cache_obj *stale;        /* the expired object it found (a
 					   reference): answers instead of a

@@ -131,6 +131,8 @@ void req_begin(struct request *rq, size_t head_len, uint64_t rid)
 	}
 	rq->close_after = !rq->msg.keep_alive || w->stopping;
 	rq->cache_fwd = NULL;
+	rq->shared = false;
+	rq->inval.len = 0;
 	rq->collapsed = false;
 	rq->stale = NULL;
 	rq->cond_len = 0;
@@ -158,12 +160,14 @@ static bool req_purge_refused(struct request *rq)
 
 void req_serve(struct request *rq)
 {
-	uint64_t keyu;
+	uint64_t keyu = 0;
 
 	if (req_purge_refused(rq))
 		return;
-	rq->keypos = front_key_pos(rq->snap->conf->key, &rq->msg, &keyu);
+	rq->keypos = front_key_pos(rq->snap->conf->scheme, rq->snap->conf->key, &rq->msg,
+				   rq->snap->ramp ? &keyu : NULL);
 	balance_start(rq->snap, &rq->walk, &rq->pick, rq->keypos, keyu);
+	front_key_ramp(rq->snap, &rq->msg, rq->pick.ramp_pos);
 	/* [cache]: the lookup goes here, between the key and the walk: a
 	 * hit answers with req_response_head + req_body + req_done, a fetch
 	 * in flight elsewhere parks the request with req_wait (the walk is
@@ -198,11 +202,8 @@ void req_close_after(struct request *rq)
  * second backend lost the request the same way: count it now. */
 static void req_settle(struct request *rq)
 {
-	if (rq->lost >= 0 && rq->snap) {
-		const struct snap_backend *sb = &rq->snap->be[rq->lost];
-
-		health_request_failed(sb->state, rq->snap->conf, sb->conf, REQ_LOST_WHAT);
-	}
+	if (rq->lost >= 0 && rq->snap)
+		health_request_failed(rq->snap, rq->lost, REQ_LOST_WHAT);
 	rq->lost = -1;
 }
 
@@ -391,18 +392,8 @@ static void req_cache_response(struct request *rq, const struct http1_msg *resp,
 		if (!stored)
 			rq->fill = NULL;        /* freed by begin or abort */
 	}
-	if (rq->cc.kind == CACHECTL_INVALIDATE && rq->cache_fwd &&
-	    cachectl_invalidates(rq->msg.method_id, resp->status)) {
-		char key[REQ_KEY_MAX];
-		ssize_t klen = cachectl_key(&rq->msg, key, sizeof(key));
-
-		if (klen >= 0) {
-			struct cache_key k;
-
-			cache_key_init(cache, &k, key, (size_t)klen);
-			cache_invalidate(cache, &k);
-		}
-	}
+	if (rq->inval.len && cachectl_invalidates(rq->msg.method_id, resp->status))
+		cache_invalidate(cache, &rq->inval);
 	if (!rq->cache_fwd)
 		return;
 	fr->extra.p = req_cache_status(rq->cache_fwd, stored);
@@ -904,7 +895,7 @@ void req_failed(struct request *rq, int status, enum req_fail kind, const char *
 		if (retry)
 			rq->lost = i;
 		else
-			health_request_failed(s->be[i].state, s->conf, s->be[i].conf, REQ_LOST_WHAT);
+			health_request_failed(s, i, REQ_LOST_WHAT);
 	}
 	if (retry) {
 		atomic_fetch_add(&s->be[i].state->retries_away, 1);
@@ -1068,10 +1059,23 @@ static bool req_cache_lookup(struct request *rq)
 	if (rq->snap->conf->cache_size == 0)
 		return false;           /* off: no Cache-Status either */
 	cachectl_request(&rq->msg, &rq->cc);
+	if (rq->cc.kind == CACHECTL_INVALIDATE) {
+		/* the key now (RFC 9111 4.4 names the request's URL): once a
+		 * large body has streamed through the read buffer, its head's
+		 * bytes are gone */
+		klen = cachectl_key(&rq->msg, key, sizeof(key));
+		if (klen > 0) {
+			cache_key_init(cache, &rq->inval, key, (size_t)klen);
+			rq->inval.p = NULL;
+		}
+	}
+	if (!rq->snap->conf->cache_honor_client_no_cache)
+		cachectl_request_plain(&rq->cc);
 	if (rq->cc.kind == CACHECTL_PASS || rq->cc.kind == CACHECTL_INVALIDATE) {
 		rq->cache_fwd = "bypass";
 		return false;
 	}
+	rq->shared = true;
 	klen = cachectl_key(&rq->msg, key, sizeof(key));
 	if (klen < 0) {
 		rq->cache_fwd = "bypass";       /* a key too long to keep */

@@ -3,7 +3,9 @@
  * hashing and random trees", STOC '97) in the fixed scheme of ARCHITECTURE.md:
  * points, build, lookup, the distinct clockwise walk, exact arc shares and the
  * exact diff between two rings, and the owner of a key during a warm ramp
- * from one ring to the next.
+ * from one ring to the next. The compat schemes ([ring] scheme) come in
+ * through one table (ring_schemes): their builders (ring-compat.h) give
+ * the points and the key hash, everything after that is this file's.
  *
  * Pure: no I/O and no shared mutable state; the digest comes from md5.c,
  * which keeps one context per thread so that hashing a request key
@@ -14,12 +16,14 @@
 #include "ring.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 
 #include "md5.h"
+#include "ring-compat.h"
 
 /* Arc lengths reach 2^64 (one point owns the whole circle), so sums are
  * kept in 128 bits and only the final ratio is rounded to a double. */
@@ -75,6 +79,80 @@ uint64_t ring_hash2(const void *key, size_t len, uint64_t *u)
 uint64_t ring_hash(const void *key, size_t len)
 {
 	return ring_hash2(key, len, NULL);
+}
+
+/* ------------------------------------------------------------------ */
+/* Schemes                                                             */
+
+typedef int ring_points_fn(const struct ring_member *m, size_t n, struct ring_point **out,
+			   size_t *nout, char *err, size_t errlen);
+typedef uint64_t ring_key_fn(const void *key, size_t len);
+
+/* A scheme: its name in [ring] scheme, and for a compat scheme its
+ * builder and key hash (NULL for the fixed scheme, whose are this file's;
+ * and for a scheme this build lacks). */
+struct ring_scheme_def {
+	const char *name;
+	ring_points_fn *points;
+	ring_key_fn *key;
+};
+
+static const struct ring_scheme_def ring_schemes[RING_NSCHEMES] = {
+	[RING_SCHEME_RINGPROXY] = { "ringproxy", NULL, NULL },
+	[RING_SCHEME_NGINX] = { "nginx", ring_nginx_points, ring_nginx_key },
+	[RING_SCHEME_HAPROXY] = { "haproxy", ring_haproxy_points, ring_haproxy_key },
+	/* ring-ketama.c and ring-envoy.c give these rows their functions */
+	[RING_SCHEME_KETAMA] = { "ketama", NULL, NULL },
+	[RING_SCHEME_ENVOY] = { "envoy", NULL, NULL },
+};
+
+int ring_compat_limit(uint64_t total, char *err, size_t errlen)
+{
+	if (total <= RING_MAX_POINTS)
+		return 0;
+	snprintf(err, errlen, "ring would have %llu points, more than the limit of %u; lower the weights",
+		 (unsigned long long)total, RING_MAX_POINTS);
+	return -1;
+}
+
+const char *ring_scheme_name(enum ring_scheme s)
+{
+	return (unsigned)s < RING_NSCHEMES ? ring_schemes[s].name : "?";
+}
+
+int ring_scheme_built(enum ring_scheme s)
+{
+	return s == RING_SCHEME_RINGPROXY || ((unsigned)s < RING_NSCHEMES && ring_schemes[s].points);
+}
+
+uint64_t ring_key_pos(enum ring_scheme s, const struct iovec *v, size_t n, uint64_t *u)
+{
+	char buf[RING_KEY_JOIN], *join = buf;
+	size_t len = 0;
+	uint64_t pos;
+
+	if (s == RING_SCHEME_RINGPROXY || !ring_scheme_built(s))
+		return ring_hash_parts2(v, n, u);
+	if (u)
+		(void)ring_hash_parts2(v, n, u);
+	if (n == 1)
+		return ring_schemes[s].key(v[0].iov_base, v[0].iov_len);
+	/* The proxies hash one string: pieces (sorted parameters, the
+	 * parser's literal "/") are joined, on the stack unless long. */
+	for (size_t i = 0; i < n; i++)
+		len += v[i].iov_len;
+	if (len > sizeof(buf) && !(join = malloc(len)))
+		abort();        /* no memory for one key: as ring_hash_parts2 */
+	len = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].iov_len)
+			memcpy(join + len, v[i].iov_base, v[i].iov_len);
+		len += v[i].iov_len;
+	}
+	pos = ring_schemes[s].key(join, len);
+	if (join != buf)
+		free(join);
+	return pos;
 }
 
 /* ------------------------------------------------------------------ */
@@ -206,20 +284,15 @@ out:
 	return rc;
 }
 
-/* Hash every point, then sort by (pos, name). */
-static int ring_build_points(struct ring *r, char *err, size_t errlen)
+/* The names sorted, each backend's rank in that order into rank[] (when
+ * not NULL), refusing a name listed twice: the caller frees the result.
+ * NULL with err. */
+static struct ring_byname *ring_byname_distinct(const struct ring *r, uint32_t *rank, char *err,
+						size_t errlen)
 {
-	struct ring_byname *byname = NULL;
-	struct ring_sortpt *sp = NULL;
-	uint32_t *rank = NULL;
-	size_t k = 0;
-	int rc = -1;
+	struct ring_byname *byname = ring_byname_new(r->names, r->nbackends);
 
-	byname = ring_byname_new(r->names, r->nbackends);
-	rank = malloc((r->nbackends ? r->nbackends : 1) * sizeof(*rank));
-	sp = malloc((r->npoints ? r->npoints : 1) * sizeof(*sp));
-	r->points = malloc((r->npoints ? r->npoints : 1) * sizeof(*r->points));
-	if (byname == NULL || rank == NULL || sp == NULL || r->points == NULL) {
+	if (byname == NULL) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
@@ -230,10 +303,56 @@ static int ring_build_points(struct ring *r, char *err, size_t errlen)
 			snprintf(err, errlen, "backend %s is listed twice; "
 				 "give each backend its own name",
 				 byname[i].name);
+			free(byname);
+			byname = NULL;
 			goto out;
 		}
-		rank[byname[i].idx] = (uint32_t)i;
+		if (rank)
+			rank[byname[i].idx] = (uint32_t)i;
 	}
+out:
+	return byname;
+}
+
+/* The n points sp[] into r->points, sorted by (pos, rank), and each
+ * backend's count; collapse: equal neighbours kept once, the first. */
+static void ring_sort_points(struct ring *r, struct ring_sortpt *sp, size_t n, bool collapse)
+{
+	size_t k = 0;
+
+	qsort(sp, n, sizeof(*sp), ring_sortpt_cmp);
+	memset(r->npoints_of, 0, r->nbackends * sizeof(*r->npoints_of));
+	r->nactive = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (collapse && k > 0 && r->points[k - 1].pos == sp[i].pos)
+			continue;
+		r->points[k].pos = sp[i].pos;
+		r->points[k].backend = sp[i].backend;
+		if (r->npoints_of[sp[i].backend]++ == 0)
+			r->nactive++;
+		k++;
+	}
+	r->npoints = k;
+}
+
+/* The fixed scheme's points, each ranked by its backend's name (ties go
+ * by name): n = r->npoints of them, the caller frees. NULL with err. */
+static struct ring_sortpt *ring_hash_points(struct ring *r, size_t *n, char *err, size_t errlen)
+{
+	struct ring_byname *byname = NULL;
+	struct ring_sortpt *sp = NULL;
+	uint32_t *rank = NULL;
+	size_t k = 0;
+
+	rank = malloc((r->nbackends ? r->nbackends : 1) * sizeof(*rank));
+	sp = malloc((r->npoints ? r->npoints : 1) * sizeof(*sp));
+	if (rank == NULL || sp == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	byname = ring_byname_distinct(r, rank, err, errlen);
+	if (byname == NULL)
+		goto fail;
 	for (size_t b = 0; b < r->nbackends; b++) {
 		size_t nlen = strlen(r->names[b]);
 
@@ -243,22 +362,84 @@ static int ring_build_points(struct ring *r, char *err, size_t errlen)
 			struct iovec v[2] = { { r->names[b], nlen }, { suffix, (size_t)slen } };
 
 			if (ring_digest(v, 2, &sp[k].pos, NULL, err, errlen) != 0)
-				goto out;
+				goto fail;
 			sp[k].rank = rank[b];
 			sp[k].backend = (uint32_t)b;
 			k++;
 		}
 	}
-	qsort(sp, r->npoints, sizeof(*sp), ring_sortpt_cmp);
-	for (size_t i = 0; i < r->npoints; i++) {
-		r->points[i].pos = sp[i].pos;
-		r->points[i].backend = sp[i].backend;
+	*n = k;
+	goto out;
+fail:
+	free(sp);
+	sp = NULL;
+out:
+	free(rank);
+	free(byname);
+	return sp;
+}
+
+/* A compat scheme's points from its builder, each ranked by its place in
+ * the builder's order (ties keep it): n of them, the caller frees. NULL
+ * with err. */
+static struct ring_sortpt *ring_compat_points(struct ring *r, const struct ring_member *m, size_t *n,
+					      char *err, size_t errlen)
+{
+	struct ring_byname *byname = NULL;
+	struct ring_sortpt *sp = NULL;
+	struct ring_point *p = NULL;
+	size_t np = 0;
+
+	if (!ring_scheme_built(r->scheme)) {
+		snprintf(err, errlen, "scheme %s is not built in this version", ring_scheme_name(r->scheme));
+		goto out;
 	}
+	byname = ring_byname_distinct(r, NULL, err, errlen);
+	if (byname == NULL ||
+	    ring_schemes[r->scheme].points(m, r->nbackends, &p, &np, err, errlen) != 0 ||
+	    ring_compat_limit(np, err, errlen) != 0)
+		goto out;
+	sp = malloc((np ? np : 1) * sizeof(*sp));
+	if (sp == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < np; i++) {
+		sp[i].pos = p[i].pos;
+		sp[i].rank = (uint32_t)i;
+		sp[i].backend = p[i].backend;
+	}
+	*n = np;
+out:
+	free(p);
+	free(byname);
+	return sp;
+}
+
+/* Hash every point, then sort by (pos, rank). A compat scheme's equal
+ * neighbours are collapsed to the first, as NGINX does (a lookup finds
+ * the first of equal points anyway; the collapse keeps the walk and the
+ * counts to the points that own keys); the fixed scheme keeps both, in
+ * name order. */
+static int ring_build_points(struct ring *r, const struct ring_member *m, char *err, size_t errlen)
+{
+	bool fixed = r->scheme == RING_SCHEME_RINGPROXY;
+	size_t n = 0;
+	struct ring_sortpt *sp = fixed ? ring_hash_points(r, &n, err, errlen) :
+				 ring_compat_points(r, m, &n, err, errlen);
+	int rc = -1;
+
+	if (sp == NULL)
+		goto out;
+	r->points = malloc((n ? n : 1) * sizeof(*r->points));
+	if (r->points == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	ring_sort_points(r, sp, n, !fixed);
 	rc = 0;
 out:
 	free(sp);
-	free(rank);
-	free(byname);
 	return rc;
 }
 
@@ -298,7 +479,7 @@ out:
 	return rc;
 }
 
-struct ring *ring_build(const struct ring_member *members, size_t n,
+struct ring *ring_build(const struct ring_member *members, size_t n, enum ring_scheme scheme,
 			unsigned vnodes, char *err, size_t errlen)
 {
 	struct ring *r = NULL;
@@ -312,14 +493,16 @@ struct ring *ring_build(const struct ring_member *members, size_t n,
 	r = calloc(1, sizeof(*r));
 	if (r == NULL)
 		goto nomem;
-	r->vnodes = vnodes;
+	r->scheme = scheme;
+	/* a compat scheme counts its own points (ring_build_compat) */
+	r->vnodes = scheme == RING_SCHEME_RINGPROXY ? vnodes : 0;
 	r->names = calloc(cap, sizeof(*r->names));
 	r->weights = calloc(cap, sizeof(*r->weights));
 	r->npoints_of = calloc(cap, sizeof(*r->npoints_of));
 	if (r->names == NULL || r->weights == NULL || r->npoints_of == NULL)
 		goto nomem;
 	if (ring_build_members(r, members, n, err, errlen) != 0 ||
-	    ring_build_points(r, err, errlen) != 0 ||
+	    ring_build_points(r, members, err, errlen) != 0 ||
 	    ring_build_index(r, err, errlen) != 0)
 		goto fail;
 	goto out;
@@ -461,10 +644,12 @@ static int ring_ramp_at(const struct ring_ramp *st, uint64_t pos)
 	return st->map[b];
 }
 
-int ring_ramp_owner(const struct ring_ramp *st, size_t n, uint64_t pos, uint64_t u,
-		    int64_t now_ms, int *prev)
+/* ring_ramp_owner's body: the key's position in step i is pos[i * stride]
+ * (stride 0: one position for every step). */
+static int ring_ramp_owner_of(const struct ring_ramp *st, size_t n, const uint64_t *pos, size_t stride,
+			      uint64_t u, int64_t now_ms, int *prev)
 {
-	int owner = ring_lookup(st[0].ring, pos);
+	int owner = ring_lookup(st[0].ring, pos[0]);
 	int p = -1;
 
 	if (n > 1) {
@@ -475,17 +660,31 @@ int ring_ramp_owner(const struct ring_ramp *st, size_t n, uint64_t pos, uint64_t
 		 * step after it began, or the last step, a plain ring. */
 		while (i + 1 < n && !ring_ramp_switched(&st[i], u, st[i - 1].start_ms))
 			i++;
-		p = ring_ramp_at(&st[i], pos);
+		p = ring_ramp_at(&st[i], pos[i * stride]);
 		/* an owner no longer in the file holds nothing back: the key
 		 * was where the newer step put it */
-		while (p < 0 && i > 1)
-			p = ring_ramp_at(&st[--i], pos);
+		while (p < 0 && i > 1) {
+			i--;
+			p = ring_ramp_at(&st[i], pos[i * stride]);
+		}
 	}
 	if (prev)
 		*prev = p;
 	if (p >= 0 && p != owner && !ring_ramp_switched(&st[0], u, now_ms))
 		owner = p;
 	return owner;
+}
+
+int ring_ramp_owner(const struct ring_ramp *st, size_t n, uint64_t pos, uint64_t u,
+		    int64_t now_ms, int *prev)
+{
+	return ring_ramp_owner_of(st, n, &pos, 0, u, now_ms, prev);
+}
+
+int ring_ramp_owner_at(const struct ring_ramp *st, size_t n, const uint64_t *pos, uint64_t u,
+		       int64_t now_ms, int *prev)
+{
+	return ring_ramp_owner_of(st, n, pos, 1, u, now_ms, prev);
 }
 
 /* ------------------------------------------------------------------ */
@@ -702,6 +901,67 @@ static int ring_sweep(const struct ring *a, const struct ring *b, const uint32_t
 	return 0;
 }
 
+/* Each backend's exact share of the circle in 2^-64 units (2^64: the
+ * whole of it) into sum[], r->nbackends entries. */
+static void ring_sums(const struct ring *r, ring_u128 *sum)
+{
+	memset(sum, 0, r->nbackends * sizeof(*sum));
+	for (size_t j = 0; j < r->npoints; j++)
+		sum[r->points[j].backend] += ring_arc(r->points, r->npoints, j);
+}
+
+/* x y / 2^64 for x, y <= 2^64, exactly rounded down. */
+static ring_u128 ring_mul_share(ring_u128 x, ring_u128 y)
+{
+	if (x == (ring_u128)1 << 64)
+		return y;
+	if (y == (ring_u128)1 << 64)
+		return x;
+	return x * y >> 64;
+}
+
+/* The sweep's counterpart for rings of two schemes (ring.h, ring_diff):
+ * every pair of owners (x in a, y in b, y not x's name) as one "segment"
+ * of length share_a(x) share_b(y), in no keyspace (start = end = 0); a
+ * ring without points contributes its "none" owner with the whole
+ * circle. 0, or -1 if moved stopped it or memory ran out. */
+static int ring_cross(const struct ring *a, const struct ring *b, const uint32_t *map,
+		      ring_moved_fn *moved, void *arg)
+{
+	ring_u128 one = (ring_u128)1 << 64, *sa, *sb;
+	size_t na = a->npoints ? a->nbackends : 1, nb = b->npoints ? b->nbackends : 1;
+	int rc = -1;
+
+	sa = malloc(na * sizeof(*sa));
+	sb = malloc(nb * sizeof(*sb));
+	if (!sa || !sb)
+		goto out;
+	if (a->npoints)
+		ring_sums(a, sa);
+	else
+		sa[0] = one;
+	if (b->npoints)
+		ring_sums(b, sb);
+	else
+		sb[0] = one;
+	for (size_t i = 0; i < na; i++) {
+		uint32_t x = a->npoints ? (uint32_t)i : RING_NONE;
+
+		for (size_t j = 0; j < nb && sa[i]; j++) {
+			uint32_t y = b->npoints ? (uint32_t)j : RING_NONE;
+
+			if (sb[j] && !ring_same(map, x, y) &&
+			    moved(arg, 0, 0, x, y, ring_mul_share(sa[i], sb[j])) != 0)
+				goto out;
+		}
+	}
+	rc = 0;
+out:
+	free(sa);
+	free(sb);
+	return rc;
+}
+
 struct ring_diff_acc {
 	struct ring_flowtab t;
 	ring_u128 moved;
@@ -728,7 +988,8 @@ int ring_diff(const struct ring *a, const struct ring *b, struct ring_diff *d)
 
 	memset(d, 0, sizeof(*d));
 	map = ring_match(a, b);
-	if (map == NULL || ring_sweep(a, b, map, ring_diff_moved, &acc) != 0)
+	if (map == NULL || (a->scheme == b->scheme ? ring_sweep : ring_cross)(a, b, map, ring_diff_moved,
+									     &acc) != 0)
 		goto out;
 	d->moved_share = (double)acc.moved / RING_CIRCLE;
 	if (t->n > 0) {
@@ -799,6 +1060,10 @@ long ring_moved_arcs(const struct ring *a, const struct ring *b, size_t max, str
 	long rc = -1;
 
 	*arcs = NULL;
+	if (map != NULL && a->scheme != b->scheme) {
+		rc = 0;         /* no keyspace in common: no arcs */
+		goto out;
+	}
 	if (map == NULL || ring_sweep(a, b, map, ring_arcs_moved, &acc) != 0)
 		goto out;
 	/* the wrapping segment may continue the first arc */

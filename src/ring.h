@@ -2,7 +2,10 @@
  * ring.h -- the consistent-hash ring (Karger et al. 1997) in the fixed scheme
  * of ARCHITECTURE.md: a backend NAME with round(vnodes * weight) points, point
  * i at MD5("NAME#i") read big-endian (first 8 bytes), a key at MD5(key), the
- * owner being the first point at or after the key, wrapping.
+ * owner being the first point at or after the key, wrapping. Or, with
+ * another [ring] scheme, the ring another proxy builds (ring-compat.h):
+ * its points and its key hash, on the same 64-bit circle, so that lookup,
+ * walk, shares, diffs and warm ramps are the same code for every scheme.
  *
  * Pure: no I/O, no locks; the only state outside a ring is each thread's
  * MD5 context (md5.c). A built ring is immutable and may be read by any
@@ -20,11 +23,28 @@
 #define RING_MAX_POINTS   (1u << 21)
 #define RING_MAX_BACKENDS 4096u
 
-/* What the ring needs to know of a backend. name is borrowed for the
- * duration of ring_build() only (the ring keeps its own copy). */
+/* Whose placement a ring reproduces ([ring] scheme). RINGPROXY is the
+ * fixed scheme above; each other one is another proxy's, bit for bit, with
+ * its own identity, point count and key hash (ring-compat.h). */
+enum ring_scheme {
+	RING_SCHEME_RINGPROXY = 0,
+	RING_SCHEME_NGINX,      /* hash $request_uri consistent */
+	RING_SCHEME_HAPROXY,    /* balance uri + hash-type consistent */
+	RING_SCHEME_KETAMA,     /* libmemcached / twemproxy ketama */
+	RING_SCHEME_ENVOY,      /* ring_hash */
+};
+#define RING_NSCHEMES 5
+
+/* What the ring needs to know of a backend. name and id are borrowed for
+ * the duration of ring_build() only (the ring keeps its own copy of the
+ * name). */
 struct ring_member {
 	const char *name;
 	double weight;          /* >= 0; 0 = listed, drained, no points */
+	const char *id;         /* the identity a compat scheme hashes (the
+				   nginx server string, the HAProxy server
+				   id...); NULL = the name. The fixed scheme
+				   hashes the name alone. */
 };
 
 /* One point on the ring: its position and the index of its backend in the
@@ -41,7 +61,8 @@ struct ring {
 	char **names;               /* nbackends copies, same order as members */
 	double *weights;
 	uint32_t *npoints_of;       /* points per backend */
-	unsigned vnodes;
+	enum ring_scheme scheme;
+	unsigned vnodes;            /* the fixed scheme's; 0 for the others */
 	uint32_t nactive;           /* backends with at least one point: the
 				     * walk stops after yielding this many */
 	/* Lookup accelerator: index[k] is the first point with pos >=
@@ -69,15 +90,36 @@ uint64_t ring_hash_parts(const struct iovec *v, size_t n);
 uint64_t ring_hash_parts2(const struct iovec *v, size_t n, uint64_t *u);
 uint64_t ring_hash2(const void *key, size_t len, uint64_t *u);
 
+/* The position of a key given as n pieces v[] one after the other under
+ * scheme s: the fixed scheme's (ring_hash_parts2), or the scheme's own key
+ * hash (ring-compat.h) of their concatenation. *u, unless NULL, gets the
+ * ramp value of ring_hash_parts2 whatever the scheme (MD5 of the key), so
+ * pass NULL when no warm ramp runs: a compat scheme then hashes once.
+ * Thread-safe, and allocation-free unless a key of several pieces under a
+ * compat scheme is longer than RING_KEY_JOIN bytes. */
+uint64_t ring_key_pos(enum ring_scheme s, const struct iovec *v, size_t n, uint64_t *u);
+#define RING_KEY_JOIN 4096
+
+/* "ringproxy", "nginx", ... as [ring] scheme writes it. */
+const char *ring_scheme_name(enum ring_scheme s);
+/* Whether this build has scheme s's builder. */
+int ring_scheme_built(enum ring_scheme s);
+
 /* The number of points a backend of weight w gets: round(vnodes * w). */
 uint32_t ring_points_for(unsigned vnodes, double weight);
 
-/* Build a ring from n members. Names must be non-empty and distinct (the
- * name is the identity); weights finite and >= 0. vnodes 0 (or all weights
- * 0) gives a ring without points. Returns NULL on error with a message in err
- * (e.g. "ring would have 3000000 points, more than the limit of 2097152;
- * lower vnodes or the weights"). The caller owns the result: ring_free(). */
-struct ring *ring_build(const struct ring_member *members, size_t n,
+/* Build a ring from n members under scheme s. Names must be non-empty and
+ * distinct (the name is what the rest of ringproxy knows a backend by);
+ * weights finite and >= 0. The fixed scheme's identity is the name, with
+ * round(vnodes x weight) points each; vnodes 0 (or all weights 0) gives a
+ * ring without points. A compat scheme ignores vnodes: its builder
+ * (ring-compat.h) makes the points from the members' ids, and they are
+ * sorted by position, ties in the builder's order, equal neighbours
+ * collapsed to the first, as nginx does. Returns NULL on error with a
+ * message in err (e.g. "ring would have 3000000 points, more than the
+ * limit of 2097152; lower vnodes or the weights"). The caller owns the
+ * result: ring_free(). */
+struct ring *ring_build(const struct ring_member *members, size_t n, enum ring_scheme s,
 			unsigned vnodes, char *err, size_t errlen);
 void ring_free(struct ring *r);
 
@@ -146,6 +188,11 @@ int64_t ring_ramp_moment(const struct ring_ramp *st, uint64_t u);
  * (-1 when not in the current file, or with n = 1), held or not. Pure. */
 int ring_ramp_owner(const struct ring_ramp *st, size_t n, uint64_t pos, uint64_t u,
 		    int64_t now_ms, int *prev);
+/* The same when the steps' rings place the key at different positions (a
+ * reload changed [ring] scheme or key): pos[i] is its position in
+ * st[i].ring, for i < n. */
+int ring_ramp_owner_at(const struct ring_ramp *st, size_t n, const uint64_t *pos, uint64_t u,
+		       int64_t now_ms, int *prev);
 
 /* Each backend's exact share of the 2^64 keyspace: the sum of the arcs
  * (previous point, own point] it owns. share[i] for i < r->nbackends, each
@@ -168,7 +215,12 @@ struct ring_diff {
 
 /* Exact diff: sweeps the union of both rings' boundaries. Returns 0, or -1
  * on allocation failure. The caller frees with ring_diff_free(). Rings with
- * no points: every key of the other ring counts as moved to/from "" (none). */
+ * no points: every key of the other ring counts as moved to/from "" (none).
+ * Rings of two schemes place a key by two unrelated hashes of it, so there
+ * is no common keyspace to sweep: a key keeps its owner b with probability
+ * share_a(b) x share_b(b), and the diff is that expectation (a flow x -> y
+ * is share_a(x) x share_b(y)), exact for keys whose two positions are
+ * independent, which is what the two hashes give. */
 int ring_diff(const struct ring *a, const struct ring *b, struct ring_diff *d);
 void ring_diff_free(struct ring_diff *d);
 
@@ -181,7 +233,8 @@ struct ring_arc {
 /* The arcs of keys whose owner changes from a to b, adjacent segments
  * merged, in keyspace order, at most max of them (the rest are left out:
  * for a picture, not for counting). Returns their number with the array
- * in *arcs (the caller frees it; NULL when none), or -1 on no memory. */
+ * in *arcs (the caller frees it; NULL when none), or -1 on no memory.
+ * Rings of two schemes have no arcs in common: 0. */
 long ring_moved_arcs(const struct ring *a, const struct ring *b, size_t max, struct ring_arc **arcs);
 /* For each backend of from, the index of the backend of the same name in
  * to, or -1. NULL when memory ran out; the caller frees the array. */

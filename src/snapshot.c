@@ -125,6 +125,7 @@ struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 	for (size_t i = 0; i < conf->nbackends; i++) {
 		m[i].name = conf->backends[i].name;
 		m[i].weight = conf->backends[i].weight;
+		m[i].id = *conf->backends[i].id ? conf->backends[i].id : NULL;
 		s->be[i].conf = &conf->backends[i];
 		s->be[i].name_len = strlen(conf->backends[i].name);
 		s->be[i].prefix_len = strlen(conf->backends[i].prefix);
@@ -136,7 +137,8 @@ struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 			goto fail;
 		}
 	}
-	s->ring = ring_build(m, conf->nbackends, conf->vnodes, why, sizeof(why));
+	s->ring = ring_build(m, conf->nbackends, (enum ring_scheme)conf->scheme, conf->vnodes, why,
+			     sizeof(why));
 	if (!s->ring) {
 		snprintf(err, errlen, "%s: %s", conf->path, why);
 		goto fail;
@@ -307,6 +309,7 @@ int snapshot_ramp(struct snapshot *s, const struct snapshot *prev, int64_t now_m
 			}
 			st.map = NULL;
 			r->step[n] = st;
+			r->key[n] = pr ? pr->key[k] : prev->conf->key;
 			r->hold[n] = h;
 			snap_ring_ref(h);
 			n++;
@@ -323,6 +326,7 @@ int snapshot_ramp(struct snapshot *s, const struct snapshot *prev, int64_t now_m
 	}
 	r->step[0].ring = s->ring;
 	r->step[0].map = NULL;
+	r->key[0] = s->conf->key;
 	if (snapshot_ramp_maps(r, s) < 0)
 		goto out;
 	info->nsteps = r->nsteps;

@@ -20,7 +20,7 @@
 
 /* The rings a warm ramp keeps at most: the current one and up to three
  * it ramps from (a chain made by reloads during ramps in progress). */
-#define SNAP_RAMP_STEPS 4
+#define SNAP_RAMP_STEPS BALANCE_RAMP_STEPS
 
 /* A ring with a reference count, so that a warm ramp can keep an older
  * snapshot's ring after that snapshot is gone (snapshot.c). */
@@ -39,6 +39,11 @@ struct snap_ramp {
 	struct snap_ring *hold[SNAP_RAMP_STEPS];/* references to the rings of
 						   steps 1.. (hold[0] NULL) */
 	int32_t *map[SNAP_RAMP_STEPS];          /* owned; map[0] NULL */
+	int key[SNAP_RAMP_STEPS];               /* the [ring] key (enum
+						   conf_key) each step's ring
+						   was keyed by: with its
+						   scheme, what places a key
+						   on it (front_key_ramp) */
 	double *weight;                         /* per backend of the
 						   snapshot: its largest weight
 						   in any step, the bounded-load

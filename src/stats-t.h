@@ -47,7 +47,10 @@
 #define STATS_BACKEND(X) \
 	X(up, flag, DERIVED, "whether the backend is up (false while health checks have it down)") \
 	X(inflight, gauge, DERIVED, "requests in flight to the backend, all workers") \
+	X(fails, gauge, DERIVED, "failed requests in a row (passive health); at [health] fall the backend goes down, or, the last one up, stays in service as failing") \
 	X(requests, counter, WORKER, "requests sent to the backend") \
+	X(refreshes, counter, WORKER, "background refreshes of stale objects sent to the backend (not in requests; in inflight while they run)") \
+	X(refreshes_skipped, counter, WORKER, "stale hits served without a refresh: no backend could take one (down, or at max_inflight: counted on the key's owner), or the worker ran [cache] refresh_max already") \
 	X(responses, counter, WORKER, "responses relayed completely from the backend") \
 	X(responses_2xx, counter, WORKER, "final responses from the backend with a 2xx status") \
 	X(responses_3xx, counter, WORKER, "final responses from the backend with a 3xx status") \

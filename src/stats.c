@@ -52,6 +52,11 @@ static uint64_t stats_backend_up(const struct backend *b)
 	return !atomic_load(&b->down);
 }
 
+static uint64_t stats_backend_fails(const struct backend *b)
+{
+	return atomic_load(&b->fails);
+}
+
 static uint64_t stats_backend_inflight(const struct backend *b)
 {
 	long n = atomic_load(&b->inflight);
@@ -206,7 +211,10 @@ static void stats_collect_view(struct stats_backend *o, const struct snapshot *s
 	o->max_inflight = why.max_inflight;
 	o->cap = why.cap;
 	o->ramp = why.ramp;
-	o->state = !o->points ? "drained" : !o->up ? "down" : why.ramp < 1 ? "ramping" :
+	/* up at fall failures in a row: kept as the last one up (health.c) */
+	o->state = !o->points ? "drained" : !o->up ? "down" :
+		   s->conf->passive && o->fails >= s->be[i].conf->health.fall ? "failing" :
+		   why.ramp < 1 ? "ramping" :
 		   o->max_inflight && (long)o->inflight >= o->max_inflight ? "full" : "up";
 	if (!p->rates)
 		return;
@@ -274,7 +282,8 @@ int stats_collect(struct stats *st, const struct proxy *p)
 		STATS_HIST_PROXY(STATS_HSUM)
 #undef STATS_HSUM
 	}
-	st->vnodes = s->conf->vnodes;
+	st->scheme = ring_scheme_name(s->ring->scheme);
+	st->vnodes = s->ring->vnodes;
 	st->npoints = s->ring->npoints;
 	st->nbe = s->nbe;
 	st->be = calloc(s->nbe ? s->nbe : 1, sizeof(*st->be));
@@ -464,7 +473,8 @@ void stats_json(const struct stats *st, struct evbuffer *out)
 	} else {
 		evbuffer_add(out, "null", 4);
 	}
-	evbuffer_add_printf(out, ", \"vnodes\": %u, \"points\": %zu, \"last_reload\": ", st->vnodes, st->npoints);
+	evbuffer_add_printf(out, ", \"scheme\": \"%s\", \"vnodes\": %u, \"points\": %zu, \"last_reload\": ", st->scheme,
+			    st->vnodes, st->npoints);
 	if (st->reload_time && st->nreloads)
 		stats_json_reload(out, st->reloads[st->nreloads - 1]);
 	else
@@ -522,7 +532,8 @@ void stats_json(const struct stats *st, struct evbuffer *out)
 
 void stats_ring_json(const struct stats *st, struct evbuffer *out)
 {
-	evbuffer_add_printf(out, "{\"vnodes\": %u, \"points\": %zu, \"backends\": [", st->vnodes, st->npoints);
+	evbuffer_add_printf(out, "{\"scheme\": \"%s\", \"vnodes\": %u, \"points\": %zu, \"backends\": [", st->scheme,
+			    st->vnodes, st->npoints);
 	for (size_t i = 0; i < st->nbe; i++) {
 		const struct stats_backend *b = &st->be[i];
 

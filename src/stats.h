@@ -48,8 +48,9 @@ struct stats_backend {
 #define STATS_FIELD(n, type, where, help) uint64_t n;
 	STATS_BACKEND(STATS_FIELD)
 	uint32_t id;                    /* registry id */
-	const char *state;              /* "up", "down", "ramping", "full",
-					   "drained": what the page shows */
+	const char *state;              /* "up", "down", "failing", "ramping",
+					   "full", "drained": what the page
+					   shows */
 	long max_inflight;              /* hard cap; 0 = none */
 	long cap;                       /* bounded-load cap now; -1 = off */
 	double ramp;                    /* slow start: share of keys back */
@@ -68,7 +69,8 @@ struct stats_build {
 struct stats {
 	STATS_PROXY(STATS_FIELD)
 #undef STATS_FIELD
-	unsigned vnodes;
+	const char *scheme;             /* [ring] scheme (ring_scheme_name) */
+	unsigned vnodes;                /* the fixed scheme's; 0 for another */
 	size_t npoints;
 	struct stats_backend *be;
 	size_t nbe;

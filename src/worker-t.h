@@ -225,6 +225,7 @@ struct worker {
 	bool stopping;
 	struct refresh *refreshes;      /* background refreshes running
 					   (refresh.c) */
+	unsigned nrefreshes;            /* how many */
 	struct curlev *refresh_ce;      /* their transfers; NULL until the
 					   first */
 

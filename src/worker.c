@@ -627,7 +627,9 @@ void worker_client_mem_put(struct worker *w, struct client *c)
 	c->scratch = NULL;
 	c->scratch_cap = 0;
 	/* a buffer grown for a large head or a body goes now; the list
-	 * keeps small ones */
+	 * keeps small ones. The header array goes with the memory still
+	 * holding slices of the old buffer: none is read again, since a
+	 * parse counts only the slots it filled (http1_fields) */
 	if (b.in.cap > WORKER_BUF_SMALL) {
 		free(b.in.data);
 		b.in.data = NULL;

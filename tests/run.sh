@@ -47,7 +47,8 @@ if command -v clang >/dev/null; then
 	fi
 	ninja -C build-tsan
 	tsan_e2e=(routing http bodies failures balance health reload reload_stop admin
-		  metrics latency access_log cache cache_w4 stale purge hostile ramp where)
+		  metrics latency access_log cache cache_w4 stale purge hostile ramp where
+		  backend_reach)
 	[ "${TSAN_E2E:-}" = all ] && tsan_e2e=(--suite e2e)
 	meson test -C build-tsan --print-errorlogs --num-processes 2 \
 		--suite unit --logbase tsan-unit || rc=1

@@ -63,7 +63,7 @@ static struct ring *bench_build(size_t n, double *best_ms)
 		double t0 = bench_now(), ms;
 
 		ring_free(r);
-		r = ring_build(m, n, BENCH_VNODES, err, sizeof(err));
+		r = ring_build(m, n, RING_SCHEME_RINGPROXY, BENCH_VNODES, err, sizeof(err));
 		ms = (bench_now() - t0) / 1e6;
 		if (r == NULL) {
 			fprintf(stderr, "bench-ring: %s\n", err);

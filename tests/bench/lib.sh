@@ -24,14 +24,20 @@ bench_init() {
 }
 
 bench_cleanup() {
+	bench_stop "${PIDS[@]}"
+	wait 2>/dev/null || true
+	if [ "${KEEP:-0}" = 1 ]; then echo "# kept $TMP" >&2; else rm -rf "$TMP"; fi
+}
+
+# bench_stop PID...: TERM to each, then KILL to those still running 5 s
+# later (tests/cachetests/run.sh stops its processes with it too).
+bench_stop() {
 	local p
-	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	for p in "${PIDS[@]}"; do
+	for p in "$@"; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in "$@"; do
 		for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
 		kill -KILL "$p" 2>/dev/null || true
 	done
-	wait 2>/dev/null || true
-	if [ "${KEEP:-0}" = 1 ]; then echo "# kept $TMP" >&2; else rm -rf "$TMP"; fi
 }
 
 # bench_caches FIRST LAST [testcache options]: test caches cache-FIRST ..

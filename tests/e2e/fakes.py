@@ -56,6 +56,47 @@ class Fake:
         head, _, rest = buf.partition(b"\r\n\r\n")
         return head, rest
 
+    def requests(self, s):
+        """Each request on s until EOF: (method, target, head, headers
+        lower-case, body), the body read by its Content-Length or decoded
+        from chunked (no trailers: ringproxy forwards none)."""
+        rest = b""
+        while True:
+            head, rest = self.read_head(s, rest)
+            if not head:
+                return
+            h = {k.strip().lower(): v.strip() for k, _, v in
+                 (ln.partition(":") for ln in head.decode("latin-1").split("\r\n")[1:])}
+            body = b""
+            if h.get("transfer-encoding", "").lower() == "chunked":
+                size = -1
+                while size != 0:
+                    while b"\r\n" not in rest:
+                        d = s.recv(65536)
+                        if not d:
+                            return
+                        rest += d
+                    line, _, rest = rest.partition(b"\r\n")
+                    size = int(line.split(b";")[0], 16)
+                    rest = self._fill(s, rest, size + 2)
+                    body, rest = body + rest[:size], rest[size + 2:]
+            else:
+                n = int(h.get("content-length", 0))
+                rest = self._fill(s, rest, n)
+                body, rest = rest[:n], rest[n:]
+            method, target = head.split(b"\r\n")[0].decode().split(" ")[:2]
+            yield method, target, head, h, body
+
+    @staticmethod
+    def _fill(s, buf, n):
+        """buf with bytes read from s until it holds n (or EOF)."""
+        while len(buf) < n:
+            d = s.recv(65536)
+            if not d:
+                break
+            buf += d
+        return buf
+
     def stop(self):
         """Stop listening and close every accepted connection."""
         self.ls.close()

@@ -210,5 +210,39 @@ def main():
             f"{ok} served in {took:.2f} s, {dropped} dropped")
     proxy.stop()
 
+    refused_headers(live)
+
+
+def refused_headers(live):
+    """A request refused for a bad byte in a header value logs only
+    bytes it sent: one worker, so the second connection gets the memory
+    the first gave back (its header array, and with a grown buffer a
+    freed one)."""
+    victim = (b"GET /account HTTP/1.1\r\nHost: h.example\r\nAccept: */*\r\n"
+              b"Cookie: session=VICTIM-TOKEN\r\nConnection: close\r\n\r\n")
+    bad = b"GET /a HTTP/1.1\r\nHost: h\r\nX: y\r\nUser-Agent: \x01\r\n\r\n"
+    big = (b"GET /big-ua HTTP/1.1\r\nHost: h\r\nUser-Agent: " + b"U" * 6000 +
+           b"\r\nConnection: close\r\n\r\n")
+    for tag, first, extra in (("cookie", victim, {}), ("grown", big, {"buffer_size": "1m"})):
+        log = harness.tmp_path(f"access-{tag}.{time.monotonic_ns()}.log")
+        proxy = harness.Proxy(RP, conf_with_log([live], log, proxy=dict(workers=1, **extra)), tag=tag)
+        got = []
+        for req in (first, bad):
+            try:
+                r, rd = harness.raw(proxy.port, req)
+                got.append(r[0].status)
+                rd.s.close()
+            except (OSError, EOFError) as e:
+                got.append(repr(e))
+        lines = lines_of(log, 2)
+        rows = [COMBINED.match(x) for x in lines]
+        second = rows[1].groupdict() if len(rows) == 2 and rows[1] else {}
+        t.check(got == [200, 400] and proxy.alive() and second.get("status") == "400" and
+                second.get("user_agent") == "-" and not any("VICTIM" in x or "UUUU" in x for x in lines[1:]),
+                f"{tag}: a request refused for \\x01 in its User-Agent after "
+                f"{'one with a session cookie' if tag == 'cookie' else 'a 6,000-byte User-Agent'} "
+                "logs no user agent (-), not the earlier request's bytes", f"{got} {lines}")
+        proxy.stop()
+
 
 harness.run_main(t, main)

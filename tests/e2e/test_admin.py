@@ -97,7 +97,7 @@ def limits(proxy, port):
     # Content-Length, nothing of the body kept
     rss0 = proxy.rss_kb()
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.sendall(b"POST /stats HTTP/1.1\r\nHost: x\r\nContent-Length: 1073741824\r\n\r\n")
+    s.sendall(b"POST /stats HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: 1073741824\r\n\r\n" % port)
     st = status_of(s, 5)
     sent = push(s, b"x" * (1 << 20), 96, 20)
     s.close()
@@ -109,7 +109,7 @@ def limits(proxy, port):
     # 6,000 header lines of 8 KB: refused at the head limit
     rss0 = proxy.rss_kb()
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.sendall(b"GET /stats HTTP/1.1\r\nHost: x\r\n")
+    s.sendall(b"GET /stats HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n" % port)
     sent = push(s, b"X-Flood: " + b"a" * 8000 + b"\r\n", 6000, 20)
     push(s, b"\r\n", 1, 1)
     st = status_of(s, 5)
@@ -124,10 +124,10 @@ def limits(proxy, port):
     time.sleep(0.5)     # the connections above are closed and counted out
     held = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(64)]
     try:
-        held[0].sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        held[0].sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % port)
         first = status_of(held[0], 5)
         extra = socket.create_connection(("127.0.0.1", port), timeout=10)
-        extra.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        extra.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % port)
         waiting = status_of(extra, 1.5)
         held[1].close()
         later = status_of(extra, 5)
@@ -140,6 +140,88 @@ def limits(proxy, port):
             h.close()
     st = harness.wait_until(lambda: fetch(port, "/health")[0] == 200, 5)
     t.check(st, "with them closed, the admin listener serves again")
+
+
+def send(port, head):
+    """One raw request (head: its lines after the request line's, without
+    the blank line; Connection: close is added): (status, body text)."""
+    (r,), rd = harness.raw(port, head.encode() + b"Connection: close\r\n\r\n")
+    rd.s.close()
+    return r.status, r.body.decode("utf-8", "replace")
+
+
+def cross_site(proxy, port):
+    """Issue 22, finding 9: a web page's form post to POST /purge, and DNS
+    rebinding (a name of the attacker's pointing at 127.0.0.1) to read the
+    listener without a token."""
+    host = f"127.0.0.1:{port}"
+    form = (f"POST /purge?url=http://h.example/a.jpg HTTP/1.1\r\nHost: {host}\r\n"
+            "Origin: http://attacker.example\r\nSec-Fetch-Site: cross-site\r\n"
+            "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 0\r\n")
+    mark = proxy.log_size()
+    st, body = send(port, form)
+    t.check(st == 403 and "cross-site request is refused" in body,
+            "a web page's form post to POST /purge (Origin, Sec-Fetch-Site: cross-site, a form's type): 403",
+            [st, body])
+    purge = f"POST /purge?url=http://h.example/a.jpg HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\n"
+    firefox = "User-Agent: Mozilla/5.0 (X11; Linux x86_64; rv:115.0) Gecko/20100101 Firefox/115.0\r\n"
+    refused = {"Sec-Fetch-Site: cross-site": "Sec-Fetch-Site: cross-site\r\n",
+               "Sec-Fetch-Site: same-site (another port of localhost)": "Sec-Fetch-Site: same-site\r\n",
+               "Origin: http://attacker.example alone": "Origin: http://attacker.example\r\n",
+               "Origin: null": "Origin: null\r\n",
+               f"Origin: http://localhost:{port} for Host {host}": f"Origin: http://localhost:{port}\r\n",
+               "a browser's form type without Origin or Sec-Fetch-Site":
+                   firefox + "Content-Type: application/x-www-form-urlencoded\r\n",
+               "text/plain from a browser": firefox + "Content-Type: text/plain;charset=UTF-8\r\n",
+               "multipart/form-data from a browser": firefox + "Content-Type: multipart/form-data; boundary=x\r\n"}
+    got = {what: send(port, purge + extra)[0] for what, extra in refused.items()}
+    t.check(all(v == 403 for v in got.values()), "each cross-site sign alone: 403", got)
+    t.check(not re.search(r"info: purge ", proxy.log()[mark:]), "... and no purge was made",
+            proxy.log()[mark:][-1500:])
+    allowed = {"same-origin (Sec-Fetch-Site, Origin = the listener)":
+                   f"Origin: http://{host}\r\nSec-Fetch-Site: same-origin\r\n",
+               "no browser headers (curl -X POST)": "User-Agent: curl/7.88.1\r\n",
+               "a program's form type (curl -d '', libcurl)": "Content-Type: application/x-www-form-urlencoded\r\n"}
+    got = {what: send(port, purge + extra)[0] for what, extra in allowed.items()}
+    t.check(all(v == 200 for v in got.values()), "a same-origin request and programs still purge: 200", got)
+
+    for path in ("/", "/stats", "/metrics", "/ring", "/health", "/nope"):
+        st, body = send(port, f"GET {path} HTTP/1.1\r\nHost: rebound.attacker.example\r\n")
+        t.check(st == 421 and "Host: rebound.attacker.example does not name this admin listener" in body and
+                f"127.0.0.1:{port}, localhost:{port} or [::1]:{port} only" in body and "backends" not in body,
+                f"DNS rebinding: GET {path} with Host: rebound.attacker.example: 421, saying why", [st, body])
+    st, body = send(port, "POST /purge?url=http://h.example/a.jpg HTTP/1.1\r\nHost: rebound.attacker.example\r\n"
+                    "Content-Length: 0\r\n")
+    t.check(st == 421, "... and POST /purge with it: 421", [st, body])
+    got = {h: send(port, f"GET /stats HTTP/1.1\r\nHost: {h}\r\n")[0]
+           for h in ("127.0.0.1", f"127.0.0.1:{port + 1 if port < 65535 else 1}", f"rebound.attacker.example:{port}",
+                     f"localhost.attacker.example:{port}", f"127.0.0.2:{port}")}
+    t.check(all(v == 421 for v in got.values()), "other names, ports or addresses: 421", got)
+    got = {h: send(port, f"GET /stats HTTP/1.1\r\nHost: {h}\r\n")[0]
+           for h in (host, f"localhost:{port}", f"LocalHost:{port}", f"[::1]:{port}")}
+    t.check(all(v == 200 for v in got.values()), "the listener's own names: 200", got)
+    st, _ = send(port, "GET /stats HTTP/1.0\r\n")
+    t.check(st == 200, "HTTP/1.0 without Host (no browser sends that): 200", st)
+    st, _ = send(port, purge + f"Origin: https://{host}\r\n")
+    t.check(st == 200, "an Origin naming the Host under https (a TLS proxy in front): 200", st)
+
+    # a listener on another loopback address is named by it too
+    other = harness.Proxy(RP, harness.conf_text([caches[0]], proxy={"admin_listen": "127.0.0.2:0"}), "admin-2")
+    m = other.wait_log(r"stats on http://127\.0\.0\.2:(\d+)/", 10)
+    p2 = int(m.group(1))
+
+    def on_other(host_line):
+        s2 = socket.create_connection(("127.0.0.2", p2), timeout=10)
+        s2.sendall(b"GET /stats HTTP/1.1\r\n" + host_line + b"\r\nConnection: close\r\n\r\n")
+        r = harness.Reader(s2).response()
+        s2.close()
+        return r
+    r = on_other(b"Host: 127.0.0.2:%d" % p2)
+    r2 = on_other(b"Host: evil.example")
+    t.check(r.status == 200 and r2.status == 421 and b"127.0.0.2:%d" % p2 in r2.body,
+            "admin_listen = 127.0.0.2:0: Host 127.0.0.2:PORT is served, another name gets 421 naming it",
+            [r.status, r2.status, r2.body])
+    other.stop()
 
 
 names = ("a1", "a2", "a3")
@@ -211,6 +293,7 @@ try:
     st, _, _ = fetch(A, "/stats", "POST")
     t.check(st == 405, "the admin listener is read-only: POST is 405")
     limits(proxy, A)
+    cross_site(proxy, A)
 
     # reloads: a failed one and a good one are both reported
     with open(proxy.conf, "a") as f:
@@ -244,10 +327,15 @@ try:
         except OSError:
             pass
     st, _, body = fetch(A, "/health")
-    t.check(st == 503 and body.startswith("unavailable: 0 of 2"), "/health: 503 when every backend is down", body)
+    t.check(st == 503 and body.startswith("unavailable: 0 of 2") and "1 failing" in body,
+            "/health: 503 when every backend is down or failing", body)
+    # passive checks keep the last backend up in service (health.c)
     doc = json.loads(fetch(A, "/stats")[2])
-    t.check(all(b["up"] is False and b["transitions"] >= 1 and b["connect_errors"] >= 1 for b in doc["backends"]),
-            "/stats: down, with the transition and the connect errors counted")
+    states = sorted((b["state"], b["up"], b["transitions"] >= 1) for b in doc["backends"])
+    t.check(states == [("down", False, True), ("failing", True, False)] and
+            all(b["connect_errors"] >= 1 for b in doc["backends"]),
+            "/stats: one down with its transition, the last one failing, the connect errors counted",
+            doc["backends"])
     t.check(proxy.stop() == 0, "SIGTERM: exit 0")
 finally:
     for c in caches:

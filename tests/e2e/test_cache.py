@@ -223,12 +223,30 @@ def main():
         t.check(st == 200 and fetches(path) == 2 and cs(h) == "ringproxy; fwd=miss",
                 f"a response with {why} is not stored: both requests reach the backend, fwd=miss", (fetches(path), h))
 
+    # ---- a client's own freshness: [cache] honor_client_no_cache ------------
+    # off (the default): no client forces an origin fetch past a stored object
+    forcing = [{"Cache-Control": "no-cache"}, {"Cache-Control": "max-age=0"}, {"Pragma": "no-cache"},
+               {"Cache-Control": "no-cache", "Pragma": "no-cache"}, {"Cache-Control": "min-fresh=3600"}]
+    got = [harness.get(P, "/a.jpg", headers=hd) for hd in forcing]
+    t.check(all(st == 200 and cs(h).startswith("ringproxy; hit") for st, h, _ in got) and fetches("/a.jpg") == 1,
+            "honor_client_no_cache = off (default): Cache-Control: no-cache, max-age=0, min-fresh, "
+            "Pragma: no-cache are hits, no backend fetch", [cs(h) for _, h, _ in got])
+    harness.write("cache.ini", conf(fake, dict(base_cache, honor_client_no_cache="on")))
+    r = proxy.reload()
+    t.check(r and r.startswith("reload ") and "honor_client_no_cache off -> on" in r,
+            "a reload turns honor_client_no_cache on", r)
     # ---- requests that do not take a stored response ----------------------
     st, h, b = harness.get(P, "/a.jpg", headers={"Cache-Control": "no-cache"})
     t.check(st == 200 and fetches("/a.jpg") == 2 and cs(h).startswith("ringproxy; fwd=request"),
-            "request Cache-Control: no-cache goes to the backend (fwd=request)", h)
+            "honor_client_no_cache = on: request Cache-Control: no-cache goes to the backend (fwd=request)", h)
     st, h, b = harness.get(P, "/a.jpg", headers={"Cache-Control": "max-age=0"})
-    t.check(st == 200 and fetches("/a.jpg") == 3, "request max-age=0 goes to the backend", h)
+    t.check(st == 200 and fetches("/a.jpg") == 3, "... request max-age=0 goes to the backend", h)
+    st, h, b = harness.get(P, "/a.jpg", headers={"Pragma": "no-cache"})
+    t.check(st == 200 and fetches("/a.jpg") == 3 and cs(h).startswith("ringproxy; hit"),
+            "... Pragma: no-cache (deprecated, not read) is still a hit", h)
+    harness.write("cache.ini", conf(fake, base_cache))
+    r = proxy.reload()
+    t.check(r and "honor_client_no_cache on -> off" in r, "and a reload turns it off again", r)
     st, h, b = harness.get(P, "/a.jpg", headers={"Range": "bytes=0-9"})
     t.check(fetches("/a.jpg") == 4 and cs(h) == "ringproxy; fwd=bypass",
             "a Range request is forwarded (fwd=bypass), not answered from the stored object", h)

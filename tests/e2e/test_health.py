@@ -8,7 +8,9 @@ status in the log, up after rise), `ringproxy -t --probe`, and [health]
 config errors with FILE:LINE.
 usage: test_health.py RINGPROXY TESTCACHE"""
 
+import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -178,8 +180,11 @@ for c in caches:
     c.kill9()
 got = served_by(p.port, list(own.values()))
 t.check(all(v[0] in (502, 503) for v in got.values()), "every cache killed: 502/503", got)
-t.check(all(p.wait_log(rf"backend {n}: up -> down", 3, mark) for n in names),
-        "every backend is marked down (log)", p.log())
+H.wait_until(lambda: len(re.findall(r"backend \S+: up -> down", p.log()[mark:])) >= 3, 3)
+fell = re.findall(r"backend (\S+): up -> down", p.log()[mark:])
+kept = re.findall(r"backend (\S+): .* but it is the last backend up: it stays in service", p.log()[mark:])
+t.check(len(fell) == 3 and len(set(fell)) == 3 and len(kept) == 1 and set(fell) | set(kept) == set(names),
+        "every backend but the last is marked down; the last one up stays in service (log)", p.log())
 for c in caches:
     c.start(c.port)
 deadline = time.monotonic() + 6
@@ -193,8 +198,66 @@ t.check(all(got[own[n]] == (200, n) for n in names),
         "caches back on their ports: after the back-off trials bring every backend up, keys at home",
         str(got) + "\n" + p.log())
 t.check(all(p.wait_log(rf"backend {n}: down -> up \(a request succeeded after the back-off\)", 3, mark)
-            for n in names), "each recovery is logged")
+            for n in fell), "each recovery is logged")
 t.check(p.stop() == 0, "SIGTERM: exit 0")
+
+
+# ---- 3c. the last backend up drops connections: not a total outage --------
+def admin_port(px):
+    m = px.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10)
+    return int(m.group(1))
+
+
+def stats_of(port, name):
+    """(state, fails, up) of backend name in /stats, and /health's (status, body)."""
+    st, _, body = H.get(port, "/stats")
+    b = next(b for b in json.loads(body)["backends"] if b["name"] == name)
+    hst, _, hbody = H.get(port, "/health")
+    return (b["state"], b.get("fails"), b["up"]), (hst, hbody.decode().strip())
+
+
+def last_up_drops(px, name, keys, what):
+    """Requests for keys that backend name (the last one up) drops after
+    reading them: errors for those requests only, and the next normal
+    request is served by it."""
+    A = admin_port(px)
+    mark = px.log_size()
+    got = served_by(px.port, [k + "?drop=1" for k in keys[:3]])
+    t.check(all(v[0] == 502 for v in got.values()), f"{what}: 3 requests it drops: 502 each", got)
+    b, hl = stats_of(A, name)
+    t.check(b == ("failing", 3, True) and hl[0] == 503 and "1 failing" in hl[1],
+            f"{what}: /stats says failing with 3 failures; /health 503, saying so", f"{b} {hl}")
+    t.check(px.wait_log(rf"backend {name}: connection lost before a response x3, but it is the last "
+                        r"backend up: it stays in service", 3, mark) and
+            not re.search(rf"backend {name}: up -> down", px.log()[mark:]),
+            f"{what}: it is not marked down, and the log says why", px.log()[-2000:])
+    got = served_by(px.port, keys[3:6])
+    t.check(all(v == (200, name) for v in got.values()),
+            f"{what}: the next normal requests are served by it (not 503 for the back-off)", got)
+    b, hl = stats_of(A, name)
+    t.check(b == ("up", 0, True) and hl[0] == 200, f"{what}: a success: up again in /stats and /health",
+            f"{b} {hl}")
+
+
+solo = H.Cache(TC, "solo")
+px = H.Proxy(RP, H.conf_text([solo], ring=RING, health={"fall": 3, "backoff": "30s"},
+                             proxy={"admin_listen": "127.0.0.1:0"}))
+last_up_drops(px, "solo", [f"/solo/{i}.jpg" for i in range(6)], "one backend")
+t.check(px.stop() == 0, "SIGTERM: exit 0")
+
+pair = [H.Cache(TC, "pair-a"), H.Cache(TC, "pair-b")]
+pring = ringref.Ring([("pair-a", 1.0), ("pair-b", 1.0)], 160)
+px = H.Proxy(RP, H.conf_text(pair, ring=RING, health={"fall": 3, "backoff": "30s"},
+                             proxy={"admin_listen": "127.0.0.1:0", "connect_timeout": "300ms"}))
+mark = px.log_size()
+pair[0].kill9()
+akeys = [k for k in (f"/pa/{i}.jpg" for i in range(200)) if pring.lookup(k.encode()) == "pair-a"]
+got = served_by(px.port, akeys[:3])
+t.check(all(v == (200, "pair-b") for v in got.values()) and
+        px.wait_log(r"backend pair-a: up -> down", 3, mark),
+        "two backends, pair-a killed: down after fall = 3, its keys served by pair-b", got)
+last_up_drops(px, "pair-b", [f"/pb/{i}.jpg" for i in range(6)], "pair-a down, pair-b the last up")
+t.check(px.stop() == 0, "SIGTERM: exit 0")
 
 # ---- 4. ringproxy -t --probe ----------------------------------------------
 def probe(text, name):

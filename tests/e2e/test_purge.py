@@ -50,12 +50,7 @@ class Backend:
             return self.counts.get((method, path), 0)
 
     def handler(self, fake, s, n):
-        rest = b""
-        while True:
-            head, rest = fake.read_head(s, rest)
-            if not head:
-                return
-            method, target = head.split(b"\r\n")[0].decode().split(" ")[:2]
+        for method, target, head, _, _ in fake.requests(s):
             p = target.split("?")[0]
             host = re.search(rb"\r\nhost: *([^\r]*)", head, re.I)
             with lock:

@@ -20,7 +20,9 @@
  * members of a pool of names, vnodes and weights from the input, with
  * backends added, removed, reweighted or left alone between ring a and
  * ring b (and vnodes changed if byte 1 says so); a repeated name must be
- * refused. Synthetic (byte 0 odd): the points themselves come from the
+ * refused. Bits 1-2 of byte 0 pick the scheme of both rings: ringproxy,
+ * nginx or haproxy (whole weights; ids "1".."8" by name for haproxy), so
+ * the compat builders' rings meet the same model. Synthetic (byte 0 odd): the points themselves come from the
  * input, so positions 0, 2^64-1 and ties between backends (broken by
  * name), which MD5 never produces in practice, reach shares and diff;
  * the struct is laid out as ring_build documents it (sorted by position
@@ -29,6 +31,7 @@
  */
 #include "ring.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +52,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static const char *const fuzz_names[FUZZ_NAMES] = {
 	"a", "b", "cache-1", "cache-10", "cache-2", "thumbs-a", "x", "x-",
 };
+/* scheme haproxy's server id of each name */
+static const char *const fuzz_ids[FUZZ_NAMES] = { "1", "2", "3", "4", "5", "6", "7", "4095" };
 
 /* Input reader: bytes past the end read as 0. */
 struct fuzz_in {
@@ -296,7 +301,7 @@ static void fuzz_check_diff(const struct ring *a, const struct ring *b,
  * a (bit 3), in b (bit 4), reweighted in b (bit 5); weight in quarters,
  * a's in the low and b's in the high nibble. A repeated name is refused
  * by ring_build (checked), and the member is then left out. */
-static void fuzz_built(struct fuzz_in *in, struct ring **ra, struct ring **rb)
+static void fuzz_built(struct fuzz_in *in, enum ring_scheme scheme, struct ring **ra, struct ring **rb)
 {
 	struct ring_member ma[FUZZ_NAMES + 1], mb[FUZZ_NAMES];
 	uint8_t ctl = fuzz_byte(in), nm = fuzz_byte(in) % (FUZZ_NAMES + 1);
@@ -308,19 +313,24 @@ static void fuzz_built(struct fuzz_in *in, struct ring **ra, struct ring **rb)
 	for (uint8_t i = 0; i < nm; i++) {
 		uint8_t x = fuzz_byte(in), w = fuzz_byte(in);
 		const char *name = fuzz_names[x % FUZZ_NAMES];
+		const char *id = scheme == RING_SCHEME_HAPROXY ? fuzz_ids[x % FUZZ_NAMES] : NULL;
 		double wa = (w & 15) / 4.0, wb = (x & 0x20) ? (w >> 4) / 4.0 : wa;
 
+		if (scheme != RING_SCHEME_RINGPROXY) {
+			wa = floor(wa);         /* the proxies' weights are whole */
+			wb = floor(wb);
+		}
 		if (used & (1u << (x % FUZZ_NAMES))) {
 			/* a name twice: refused, whatever the weights */
-			struct ring_member two[2] = { { name, wa }, { name, wb } };
+			struct ring_member two[2] = { { name, wa, id }, { name, wb, id } };
 			struct ring *r;
 
 			err[0] = '\0';
 			if (ina & (1u << (x % FUZZ_NAMES))) {
 				ma[na] = two[0];
-				r = ring_build(ma, na + 1, va, err, sizeof(err));
+				r = ring_build(ma, na + 1, scheme, va, err, sizeof(err));
 			} else {
-				r = ring_build(two, 2, va, err, sizeof(err));
+				r = ring_build(two, 2, scheme, va, err, sizeof(err));
 			}
 			FUZZ_CHECK(r == NULL && strstr(err, "listed twice") != NULL);
 			continue;
@@ -328,17 +338,22 @@ static void fuzz_built(struct fuzz_in *in, struct ring **ra, struct ring **rb)
 		used |= 1u << (x % FUZZ_NAMES);
 		if (x & 0x08) {
 			ina |= 1u << (x % FUZZ_NAMES);
-			ma[na++] = (struct ring_member){ name, wa };
+			ma[na++] = (struct ring_member){ name, wa, id };
 		}
 		if (x & 0x10)
-			mb[nb++] = (struct ring_member){ name, wb };
+			mb[nb++] = (struct ring_member){ name, wb, id };
 	}
-	*ra = ring_build(ma, na, va, err, sizeof(err));
-	*rb = ring_build(mb, nb, vb, err, sizeof(err));
-	FUZZ_CHECK(*ra != NULL && *rb != NULL);
-	for (size_t i = 0; i < na; i++)
-		FUZZ_CHECK((*ra)->npoints_of[i] == ring_points_for(va, ma[i].weight) &&
-			   strcmp((*ra)->names[i], ma[i].name) == 0);
+	*ra = ring_build(ma, na, scheme, va, err, sizeof(err));
+	*rb = ring_build(mb, nb, scheme, vb, err, sizeof(err));
+	FUZZ_CHECK(*ra != NULL && *rb != NULL && (*ra)->scheme == scheme);
+	for (size_t i = 0; i < na; i++) {
+		uint32_t w = (uint32_t)ma[i].weight, n = (*ra)->npoints_of[i];
+
+		/* NGINX collapses a CRC-32 shared by two points */
+		FUZZ_CHECK(scheme == RING_SCHEME_NGINX ? n <= 160 * w && (n > 0) == (w > 0) :
+			   scheme == RING_SCHEME_HAPROXY ? n == 16 * w : n == ring_points_for(va, ma[i].weight));
+		FUZZ_CHECK(strcmp((*ra)->names[i], ma[i].name) == 0);
+	}
 }
 
 /* A synthetic ring freed with ring_free: up to FUZZ_SYN_POINTS points,
@@ -418,14 +433,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t samples[FUZZ_SAMPLES];
 	struct ring *a, *b;
 	size_t ns = 0;
+	uint8_t kind;
 
 	if (size < 1)
 		return 0;
-	if (fuzz_byte(&in) & 1) {
+	kind = fuzz_byte(&in);
+	if (kind & 1) {
 		a = fuzz_synthetic(&in);
 		b = fuzz_synthetic(&in);
 	} else {
-		fuzz_built(&in, &a, &b);
+		fuzz_built(&in, (kind >> 1) % 4 == 3 ? RING_SCHEME_RINGPROXY : (enum ring_scheme)((kind >> 1) % 4),
+			   &a, &b);
 	}
 	while (ns < FUZZ_SAMPLES && in.off < in.n)
 		samples[ns++] = fuzz_u64(&in);

@@ -144,7 +144,7 @@ static void fuzz_key(int mode, const struct http1_msg *m)
 		fuzz_put(&got, v[i].iov_base, v[i].iov_len);
 	fuzz_model_key(mode, m, &want);
 	FUZZ_CHECK(got.len == want.len && (got.len == 0 || memcmp(got.p, want.p, got.len) == 0));
-	FUZZ_CHECK(front_key_pos(mode, m, NULL) == ring_hash(want.p, want.len));
+	FUZZ_CHECK(front_key_pos(RING_SCHEME_RINGPROXY, mode, m, NULL) == ring_hash(want.p, want.len));
 	free(got.p);
 	free(want.p);
 }
@@ -219,7 +219,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	r = http1_parse_request(&m, h, buf, size - 2, &lim);
 	if (r > 0) {
 		fuzz_key(mode, &m);
-		fuzz_walk(s, front_key_pos(mode, &m, NULL));
+		fuzz_walk(s, front_key_pos(RING_SCHEME_RINGPROXY, mode, &m, NULL));
 	}
 	free(buf);
 	return 0;

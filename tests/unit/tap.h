@@ -7,6 +7,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int tap_n;
@@ -49,6 +50,27 @@ static void tap_diag(const char *fmt, ...)
 #define tap_is_str(got, want, ...) \
 	(tap_ok(strcmp((got), (want)) == 0, __VA_ARGS__) ? 1 : \
 	 (tap_diag("  got  \"%s\"", (got)), tap_diag("  want \"%s\"", (want)), 0))
+
+/* The whole text of the file at path (a fixture, an expected output):
+ * the caller frees it; NULL when it cannot be opened. */
+__attribute__((unused))
+static char *tap_slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	size_t cap = 0;
+	ssize_t n;
+
+	if (!f)
+		return NULL;
+	n = getdelim(&buf, &cap, '\0', f);
+	fclose(f);
+	if (n < 0) {
+		free(buf);
+		return strdup("");
+	}
+	return buf;
+}
 
 /* Print the plan and return the exit status for main(). */
 static int tap_done(void)

@@ -608,15 +608,15 @@ static void test_passive(void)
 	b = s->be[0].state;
 	cb = s->be[0].conf;
 	t0 = atomic_load(&b->transitions);
-	health_request_failed(b, s->conf, cb, "connect: Connection refused");
-	health_request_failed(b, s->conf, cb, "connect: Connection refused");
+	health_request_failed(s, 0, "connect: Connection refused");
+	health_request_failed(s, 0, "connect: Connection refused");
 	tap_is_int(atomic_load(&b->down), 0, "2 failures of fall 3: still up");
 	health_request_ok(b, cb);
 	tap_is_int(atomic_load(&b->fails), 0, "a success resets the failure count");
-	health_request_failed(b, s->conf, cb, "connect: Connection refused");
-	health_request_failed(b, s->conf, cb, "connect: Connection refused");
+	health_request_failed(s, 0, "connect: Connection refused");
+	health_request_failed(s, 0, "connect: Connection refused");
 	tap_is_int(atomic_load(&b->down), 0, "failures must be consecutive");
-	health_request_failed(b, s->conf, cb, "connect: Connection refused");
+	health_request_failed(s, 0, "connect: Connection refused");
 	tap_is_int(atomic_load(&b->down), 1, "the 3rd consecutive failure: down");
 	tap_is_int(atomic_load(&b->transitions) - t0, 1, "one transition");
 	tap_ok(atomic_load(&b->retry_at_ms) > registry_now_ms() + 500, "a trial is due after the back-off");
@@ -628,7 +628,7 @@ static void test_passive(void)
 	atomic_store(&b->retry_at_ms, registry_now_ms() - 1);
 	tap_ok(health_trial(b, cb, s->conf), "after the back-off: one trial");
 	tap_ok(!health_trial(b, cb, s->conf), "and only one per back-off");
-	health_request_failed(b, s->conf, cb, "connect: Connection refused");
+	health_request_failed(s, 0, "connect: Connection refused");
 	tap_is_int(atomic_load(&b->down), 1, "a failed trial: still down");
 	tap_ok(atomic_load(&b->retry_at_ms) > registry_now_ms() + 500, "a failed trial waits a whole back-off");
 	atomic_store(&b->retry_at_ms, registry_now_ms() - 1);
@@ -644,7 +644,7 @@ static void test_passive(void)
 		return;
 	test_reset(s);
 	for (int k = 0; k < 10; k++)
-		health_request_failed(s->be[0].state, s->conf, s->be[0].conf, "timeout");
+		health_request_failed(s, 0, "timeout");
 	tap_is_int(atomic_load(&s->be[0].state->down), 0, "passive off: 10 failures leave it up");
 	test_reset(s);
 	snapshot_unref(s);
@@ -656,13 +656,98 @@ static void test_passive(void)
 	test_reset(s);
 	b = s->be[0].state;
 	cb = s->be[0].conf;
-	health_request_failed(b, s->conf, cb, "timeout");
+	health_request_failed(s, 0, "timeout");
 	tap_is_int(atomic_load(&b->down), 1, "active checks on: a passive failure still takes it down");
 	atomic_store(&b->retry_at_ms, 0);
 	tap_ok(!health_trial(b, cb, s->conf), "active checks on: no passive trial");
 	health_request_ok(b, cb);
 	tap_is_int(atomic_load(&b->down), 1,
 		   "active checks on: a late response from before the fall does not bring it up");
+	test_reset(s);
+	snapshot_unref(s);
+}
+
+/* Passive checks never take down the last backend up: it stays in
+ * service and counts its failures, and goes down once another is up. */
+static void test_passive_last(void)
+{
+	struct snapshot *s = test_snap("", "", "fall = 3\nbackoff = 30s");
+	struct backend *b;
+
+	if (!tap_ok(s != NULL, "snapshot with fall 3, backoff 30s"))
+		return;
+	test_reset(s);
+	b = s->be[0].state;
+	for (int i = 1; i < NB; i++)
+		test_set_down(s, i, 1);
+	for (int k = 0; k < 5; k++)
+		health_request_failed(s, 0, "connection lost");
+	tap_is_int(atomic_load(&b->down), 0, "the last backend up: 5 failures of fall 3 leave it up");
+	tap_is_int(atomic_load(&b->fails), 5, "... and are counted");
+	tap_is_int(test_pick(s, ring_hash("x", 1)).backend, 0, "... and it takes the requests");
+	health_request_ok(b, s->be[0].conf);
+	tap_is_int(atomic_load(&b->fails), 0, "a success: no longer failing");
+	test_set_down(s, 1, 0);
+	for (int k = 0; k < 3; k++)
+		health_request_failed(s, 0, "connection lost");
+	tap_is_int(atomic_load(&b->down), 1, "with another backend up, fall failures take it down");
+	for (int k = 0; k < 3; k++)
+		health_request_failed(s, 1, "connection lost");
+	tap_is_int(atomic_load(&s->be[1].state->down), 0, "... and that one, the last up now, stays up");
+	test_reset(s);
+	snapshot_unref(s);
+}
+
+struct test_fall_arg {
+	struct snapshot *s;
+	int i, rounds;
+	pthread_barrier_t *go, *done;   /* main and both threads, each round */
+};
+
+static void *test_fall_thread(void *arg)
+{
+	struct test_fall_arg *a = arg;
+
+	for (int r = 0; r < a->rounds; r++) {
+		pthread_barrier_wait(a->go);
+		health_request_failed(a->s, a->i, "connection lost");
+		pthread_barrier_wait(a->done);
+	}
+	return NULL;
+}
+
+/* The last two backends up, each one failure short of fall, fail at once
+ * on two threads: one of them stays up, every round. */
+static void test_passive_last_race(void)
+{
+	struct snapshot *s = test_snap("", "", "fall = 3\nbackoff = 30s");
+	enum { rounds = 20000 };
+	pthread_barrier_t go, done;
+	struct test_fall_arg a0 = { s, 0, rounds, &go, &done }, a1 = { s, 1, rounds, &go, &done };
+	pthread_t t0, t1;
+	int bad = 0;
+
+	if (!tap_ok(s != NULL, "snapshot with fall 3"))
+		return;
+	pthread_barrier_init(&go, NULL, 3);
+	pthread_barrier_init(&done, NULL, 3);
+	pthread_create(&t0, NULL, test_fall_thread, &a0);
+	pthread_create(&t1, NULL, test_fall_thread, &a1);
+	for (int r = 0; r < rounds; r++) {
+		test_reset(s);
+		for (int i = 2; i < NB; i++)
+			test_set_down(s, i, 1);
+		atomic_store(&s->be[0].state->fails, 2);
+		atomic_store(&s->be[1].state->fails, 2);
+		pthread_barrier_wait(&go);
+		pthread_barrier_wait(&done);
+		bad += atomic_load(&s->be[0].state->down) && atomic_load(&s->be[1].state->down);
+	}
+	pthread_join(t0, NULL);
+	pthread_join(t1, NULL);
+	pthread_barrier_destroy(&go);
+	pthread_barrier_destroy(&done);
+	tap_is_int(bad, 0, "%d rounds of the last two backends failing at once: one always stays up", rounds);
 	test_reset(s);
 	snapshot_unref(s);
 }
@@ -1269,6 +1354,8 @@ int main(void)
 	test_cache_pair();
 	test_ramp_race();
 	test_passive();
+	test_passive_last();
+	test_passive_last_race();
 	test_warm_snapshot();
 	test_warm_pick();
 	balance_hot_reset();

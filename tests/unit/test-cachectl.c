@@ -239,6 +239,17 @@ static const struct req_case req_cases[] = {
 	RQ("no-store", "Cache-Control: no-store\r\n", CACHECTL_LOOKUP, CACHECTL_RQ_NO_STORE, -1, 0),
 	RQ("Authorization", "Authorization: Bearer x\r\n", CACHECTL_LOOKUP, CACHECTL_RQ_AUTH, -1, 0),
 	RQ("Pragma: no-cache not read", "Pragma: no-cache\r\n", CACHECTL_LOOKUP, 0, -1, 0),
+	/* a body, or no Host to key by: neither served nor stored */
+	{ "GET with a body", "GET /page HTTP/1.1\r\nHost: h.example\r\nCache-Control: no-cache\r\n"
+	  "Content-Length: 12\r\n\r\nPOISON-CL-01", CACHECTL_PASS, 0, -1, 0 },
+	{ "GET with a chunked body", "GET /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+	  CACHECTL_PASS, 0, -1, 0 },
+	{ "HEAD with a body", "HEAD /x HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\nx",
+	  CACHECTL_PASS, CACHECTL_RQ_HEAD, -1, 0 },
+	RQ("Content-Length: 0 is no body", "Content-Length: 0\r\n", CACHECTL_LOOKUP, 0, -1, 0),
+	{ "HTTP/1.0 without Host", "GET /x HTTP/1.0\r\n\r\n", CACHECTL_PASS, 0, -1, 0 },
+	{ "empty Host", "GET /x HTTP/1.1\r\nHost: \r\n\r\n", CACHECTL_PASS, 0, -1, 0 },
+	{ "HTTP/1.0 absolute-form: its authority", "GET http://a/x HTTP/1.0\r\n\r\n", CACHECTL_LOOKUP, 0, -1, 0 },
 };
 
 static void test_requests(void)
@@ -261,6 +272,42 @@ static void test_requests(void)
 		       c->name, c->kind, c->flags, (long long)c->max_age,
 		       (long long)c->min_fresh);
 	}
+}
+
+/* honor_client_no_cache = off: the client's freshness is forgotten, the
+ * rest of the request's verdict is kept. */
+static void test_request_plain(void)
+{
+	static const char *const heads[] = {
+		"GET /x HTTP/1.1\r\nHost: a\r\nCache-Control: no-cache\r\n\r\n",
+		"GET /x HTTP/1.1\r\nHost: a\r\nCache-Control: max-age=0\r\n\r\n",
+		"GET /x HTTP/1.1\r\nHost: a\r\nCache-Control: max-age=5, min-fresh=30\r\n\r\n",
+		"HEAD /x HTTP/1.1\r\nHost: a\r\nCache-Control: no-cache, no-store\r\n\r\n",
+	};
+	static const unsigned flags[] = { 0, 0, 0, CACHECTL_RQ_HEAD | CACHECTL_RQ_NO_STORE };
+	struct http1_msg rq;
+	struct cachectl_req cr;
+
+	for (size_t i = 0; i < sizeof(heads) / sizeof(heads[0]); i++) {
+		if (parse_req(&rq, heads[i]) < 0) {
+			tap_ok(0, "plain %zu: test head parses", i);
+			continue;
+		}
+		cachectl_request(&rq, &cr);
+		cachectl_request_plain(&cr);
+		tap_ok(cr.kind == CACHECTL_LOOKUP && cr.max_age == -1 && cr.min_fresh == 0 && cr.why == NULL &&
+		       cr.flags == flags[i], "client freshness ignored: a plain lookup (%zu), flags %#x kept", i,
+		       flags[i]);
+	}
+	parse_req(&rq, "POST /x HTTP/1.1\r\nHost: a\r\nCache-Control: no-cache\r\nContent-Length: 0\r\n\r\n");
+	cachectl_request(&rq, &cr);
+	cachectl_request_plain(&cr);
+	tap_ok(cr.kind == CACHECTL_INVALIDATE, "client freshness ignored: a POST still invalidates");
+	parse_req(&rq, "GET /x HTTP/1.1\r\nHost: a\r\nRange: bytes=0-1\r\nCache-Control: no-cache\r\n\r\n");
+	cachectl_request(&rq, &cr);
+	cachectl_request_plain(&cr);
+	tap_ok(cr.kind == CACHECTL_PASS && strcmp(cr.why, "Range") == 0,
+	       "client freshness ignored: a Range request still passes");
 }
 
 static void test_invalidates(void)
@@ -505,6 +552,7 @@ int main(void)
 	test_response_methods();
 	test_validators();
 	test_requests();
+	test_request_plain();
 	test_invalidates();
 	test_ae();
 	test_key();

@@ -10,24 +10,6 @@
 #include <dirent.h>
 #include <stdlib.h>
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *buf = NULL;
-	size_t cap = 0;
-	ssize_t n;
-
-	if (!f)
-		return NULL;
-	n = getdelim(&buf, &cap, '\0', f);
-	fclose(f);
-	if (n < 0) {
-		free(buf);
-		return strdup("");
-	}
-	return buf;
-}
-
 static void check_defaults(void)
 {
 	struct conf_errors errs;
@@ -153,7 +135,7 @@ static void check_bad(const char *dir, const char *name)
 
 	snprintf(ini, sizeof(ini), "%s/%s.ini", dir, name);
 	snprintf(err, sizeof(err), "%s/%s.err", dir, name);
-	want = slurp(err);
+	want = tap_slurp(err);
 	if (!tap_ok(want != NULL, "%s.err exists", name))
 		return;
 	c = conf_load(ini, &errs);
@@ -223,6 +205,7 @@ out:
 /* The SHA-256 of the bytes read, and the admin listener's rules. */
 static void check_admin(void)
 {
+	char err[512];
 	struct conf_errors errs;
 	struct conf *c = test_load("[backend a]\nurl = http://127.0.0.1:1\n");
 
@@ -246,6 +229,28 @@ static void check_admin(void)
 		      "[backend a]\nurl = http://127.0.0.1:1\n");
 	tap_ok(c != NULL, "any admin_listen with a token (base64 padding allowed)");
 	conf_free(c);
+	/* a reload, against the listener that runs */
+	c = conf_load_string("re.ini", "[proxy]\nadmin_listen = 127.0.0.1:0\n[backend a]\nurl = http://127.0.0.1:1\n",
+			     &errs);
+	conf_errors_free(&errs);
+	tap_ok(c && conf_check_admin_running(c, "10.0.0.1:9091", err, sizeof(err)) == -1 &&
+	       strcmp(err, "re.ini:2: no admin_token, but the admin listener running on 10.0.0.1:9091 is not a "
+		      "loopback address (admin_listen changes only with a restart): keep [proxy] admin_token "
+		      "set, or restart with admin_listen on 127.0.0.1") == 0,
+	       "a reload without a token while a non-loopback listener runs: refused at admin_listen's line");
+	tap_ok(c && conf_check_admin_running(c, "127.0.0.1:9091", err, sizeof(err)) == 0 &&
+	       conf_check_admin_running(c, "", err, sizeof(err)) == 0,
+	       "... a loopback listener, or none, needs no token");
+	conf_free(c);
+	c = test_load("[backend a]\nurl = http://127.0.0.1:1\n");
+	tap_ok(c && conf_check_admin_running(c, "[::]:9091", err, sizeof(err)) == -1 &&
+	       strncmp(err, "d.ini: no admin_token, but the admin listener running on [::]:9091", 65) == 0,
+	       "... a file with neither key: the file named alone");
+	conf_free(c);
+	c = test_load("[proxy]\nadmin_token = t0k\n[backend a]\nurl = http://127.0.0.1:1\n");
+	tap_ok(c && conf_check_admin_running(c, "0.0.0.0:9091", err, sizeof(err)) == 0,
+	       "... with a token, any listener");
+	conf_free(c);
 }
 
 int main(int argc, char **argv)
@@ -266,6 +271,8 @@ int main(int argc, char **argv)
 	check_bad(dir, "bad-health");
 	check_bad(dir, "bad-values");
 	check_bad(dir, "bad-sections");
+	check_bad(dir, "bad-scheme");
+	check_bad(dir, "bad-scheme-nginx");
 
 	tap_ok(conf_load_string("buf.ini", "[proxy]\nmax_head_size = 64k\nbuffer_size = 32k\n"
 				"[backend a]\nurl = http://127.0.0.1:1\n", &errs) == NULL && errs.n == 1 &&

@@ -10,18 +10,13 @@
 #include "front.h"
 #include "http1.h"
 #include "ring.h"
+#include "ring-compat.h"
 #include "tap.h"
 
 #include <stdlib.h>
 
 /* Heads up to 1 MiB, as the largest max_head_size allows. */
 #define TEST_MAX_HEAD (1u << 20)
-
-static const char *mode_name(int mode)
-{
-	return mode == CONF_KEY_PATH ? "path" : mode == CONF_KEY_PATH_QUERY ? "path+query" :
-	       "path+sorted-query";
-}
 
 /* The key of "GET target" under mode joined from its pieces; malloc'd. */
 static char *joined(int mode, const struct http1_msg *m, size_t *len)
@@ -43,7 +38,8 @@ static char *joined(int mode, const struct http1_msg *m, size_t *len)
 }
 
 /* Parse "GET target HTTP/1.1" and check its key under mode is want (any
- * length) and its position MD5(want). */
+ * length) and its position MD5(want), and under the compat schemes their
+ * own hash of the same whole key (pieces joined however long). */
 static void check(int mode, const char *target, const char *want, const char *what)
 {
 	size_t tlen = strlen(target), rlen = tlen + 64, klen;
@@ -60,12 +56,15 @@ static void check(int mode, const char *target, const char *want, const char *wh
 	}
 	key = joined(mode, &m, &klen);
 	if (strlen(want) < 200)
-		tap_is_str(key, want, "%s (%s)", what, mode_name(mode));
+		tap_is_str(key, want, "%s (%s)", what, conf_key_mode_name(mode));
 	else
 		tap_ok(klen == strlen(want) && memcmp(key, want, klen) == 0,
-		       "%s (%s): the whole %zu-byte key", what, mode_name(mode), strlen(want));
-	tap_ok(front_key_pos(mode, &m, NULL) == ring_hash(want, strlen(want)),
-	       "%s (%s): position is MD5 of the whole key", what, mode_name(mode));
+		       "%s (%s): the whole %zu-byte key", what, conf_key_mode_name(mode), strlen(want));
+	tap_ok(front_key_pos(RING_SCHEME_RINGPROXY, mode, &m, NULL) == ring_hash(want, strlen(want)),
+	       "%s (%s): position is MD5 of the whole key", what, conf_key_mode_name(mode));
+	tap_ok(front_key_pos(RING_SCHEME_NGINX, mode, &m, NULL) == ring_nginx_key(want, strlen(want)) &&
+	       front_key_pos(RING_SCHEME_HAPROXY, mode, &m, NULL) == ring_haproxy_key(want, strlen(want)),
+	       "%s (%s): nginx's and haproxy's positions hash the whole key", what, conf_key_mode_name(mode));
 	free(key);
 	free(req);
 }
@@ -178,6 +177,15 @@ int main(void)
 	check(CONF_KEY_PATH_SORTED_QUERY, "/t?ab=1&a=1", "/t?a=1&ab=1", "sorted-query: a prefix sorts first");
 	check(CONF_KEY_PATH_SORTED_QUERY, "http://img.example?b=1&a=2", "/?a=2&b=1",
 	      "sorted-query: absolute-form, empty path");
+	/* HAProxy's balance uri: the target as sent, up to '?' unless whole */
+	check(CONF_KEY_URI, "/t/1.jpg?w=200", "/t/1.jpg", "uri stops at the '?'");
+	check(CONF_KEY_URI, "/t/1.jpg?w=200?x", "/t/1.jpg", "uri stops at the first '?'");
+	check(CONF_KEY_URI, "http://img.example/t/1.jpg?v=2", "http://img.example/t/1.jpg",
+	      "uri: absolute-form keeps scheme and host");
+	check(CONF_KEY_URI, "http://img.example?v=2", "http://img.example", "uri: absolute-form, empty path");
+	check(CONF_KEY_URI_QUERY, "/t/1.jpg?w=200&h=100", "/t/1.jpg?w=200&h=100", "uri+query: the target as sent");
+	check(CONF_KEY_URI_QUERY, "http://img.example/t?v=2", "http://img.example/t?v=2",
+	      "uri+query: absolute-form whole");
 	test_long();
 	test_many_params();
 	return tap_done();

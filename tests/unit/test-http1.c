@@ -123,6 +123,7 @@ static const struct rq_case rq_cases[] = {
 	RQE("NUL in target", "GET /a\0b HTTP/1.1\r\n" H "\r\n", -400),
 	RQE("NUL in method", "GE\0T / HTTP/1.1\r\n" H "\r\n", -400),
 	RQE("CTL 0x01 in value", "GET / HTTP/1.1\r\n" H "X: a\x01\r\n\r\n", -400),
+	RQE("CTL 0x01 as a User-Agent after two headers", "GET /a HTTP/1.1\r\nHost: h\r\nX: y\r\nUser-Agent: \x01\r\n\r\n", -400),
 	RQE("DEL in value", "GET / HTTP/1.1\r\n" H "X: a\x7f\r\n\r\n", -400),
 	RQE("VT in value", "GET / HTTP/1.1\r\n" H "X: \x0b" "a\r\n\r\n", -400),
 	RQE("'@' in name", "GET / HTTP/1.1\r\n" H "X@Y: a\r\n\r\n", -400),
@@ -448,7 +449,7 @@ static int round_trip_request(const struct http1_msg *m)
 {
 	static const struct http1_fwd_req f = {
 		{ "", 0 }, { "10.0.0.1", 8 }, { "http", 4 }, { "1.1 ringproxy", 13 },
-		{ "backend", 7 }, false, { "", 0 },
+		{ "backend", 7 }, false, { "", 0 }, false,
 	};
 	struct iovec iov[64];
 	char scratch[4096], out[16384];
@@ -493,8 +494,24 @@ static int round_trip_request(const struct http1_msg *m)
 	return 1;
 }
 
+/* Every header the parse counted is a slice of in[0..len): a refused
+ * request's headers are logged, and a slot left from an earlier message
+ * would show that message's bytes. */
+static int own_headers(const struct http1_msg *m, const char *in, size_t len)
+{
+	for (unsigned i = 0; i < m->nheaders; i++) {
+		const struct http1_header *hd = &m->headers[i];
+
+		if (hd->name.p < in || hd->name.p + hd->name.len > in + len
+		    || hd->value.p < in || hd->value.p + hd->value.len > in + len)
+			return 0;
+	}
+	return 1;
+}
+
 static void test_requests(void)
 {
+	static const char stale[] = "session=VICTIM-TOKEN";
 	static struct http1_header h[64];
 	unsigned i;
 
@@ -510,9 +527,12 @@ static void test_requests(void)
 		if (c->max_head)
 			lim.max_head = c->max_head;
 		want = c->want == OK ? (ssize_t)head_end(c->in, c->len) : c->want;
+		/* the array as an earlier message on the connection left it */
+		for (size_t k = 0; k < sizeof(h) / sizeof(h[0]); k++)
+			h[k] = (struct http1_header){ { "User-Agent", 10 }, { stale, sizeof(stale) - 1 }, 0 };
 		http1_msg_init(&m);
 		r = http1_parse_request(&m, h, c->in, c->len, &lim);
-		good = r == want;
+		good = r == want && (m.headers == NULL || own_headers(&m, c->in, c->len));
 		if (good && r > 0) {
 			good = m.framing == c->framing && m.content_length == c->cl
 			       && m.keep_alive == (c->ka != 0) && m.head_len == (size_t)r;
@@ -946,7 +966,7 @@ static void test_write_request(void)
 		"X-Forwarded-For: 10.0.0.9\r\nVia: 1.1 ringproxy\r\n\r\n";
 	struct http1_fwd_req f = {
 		{ "/pre", 4 }, { "10.0.0.9", 8 }, { "http", 4 }, { "1.1 ringproxy", 13 },
-		{ "be", 2 }, false, { "", 0 },
+		{ "be", 2 }, false, { "", 0 }, false,
 	};
 	struct http1_header h[32];
 	struct http1_msg m;
@@ -1004,6 +1024,59 @@ static void test_write_request(void)
 	n = http1_write_request(&m, &f, iov, 16, scratch, sizeof(scratch));
 	gather(iov, n, out);
 	tap_is_str(out, wantabsdots, "writer: absolute-form dot-segments removed before the prefix");
+
+	/* the target alone, for the proxy's own requests: the request
+	 * line's, byte for byte */
+	tap_is_int(http1_write_target(&m, f.prefix, out, sizeof(out)), 11, "target: its length");
+	tap_is_str(out, "/pre/secret", "target: absolute-form dot-segments removed before the prefix");
+	http1_msg_init(&m);
+	http1_parse_request(&m, h, indots, sizeof(indots) - 1, &lim_default);
+	tap_is_int(http1_write_target(&m, f.prefix, out, sizeof(out)), 19, "target: with a query");
+	tap_is_str(out, "/pre/secret?x=/../y", "target: %%2e%%2e removed as .., the query untouched");
+	http1_msg_init(&m);
+	http1_parse_request(&m, h, in, sizeof(in) - 1, &lim_default);
+	tap_is_int(http1_write_target(&m, f.prefix, out, 19), 18, "target: exactly room -> written");
+	tap_is_str(out, "/pre/img/a.jpg?w=1", "target: a clean path as sent");
+	tap_is_int(http1_write_target(&m, f.prefix, out, 18), -1, "target: no room for its NUL -> -1");
+
+	/* the forwarding headers a client can set: left out when the answer
+	 * may be shared, relayed otherwise (or when Connection names one) */
+	{
+		static const char infwd[] =
+			"GET /f HTTP/1.1\r\nHost: h\r\nX-Forwarded-Host: evil.example\r\n"
+			"Forwarded: host=evil.example;proto=https\r\nX-Forwarded-Port: 8443\r\n"
+			"X-Original-URL: /admin\r\nx-rewrite-url: /a\r\nX-Forwarded-Prefix: /p\r\n"
+			"X-Forwarded-Scheme: https\r\nX-Forwarded-Server: s\r\nX-Forwarded-Ssl: on\r\n"
+			"X-Host: x\r\nX-Forwarded-Hostx: kept\r\n\r\n";
+		static const char wantfwd[] =
+			"GET /f HTTP/1.1\r\nHost: h\r\nX-Forwarded-Hostx: kept\r\n"
+			"X-Forwarded-For: 10.0.0.9\r\nVia: 1.1 ringproxy\r\n\r\n";
+		static const char inconn[] =
+			"GET /f HTTP/1.1\r\nHost: h\r\nConnection: X-Forwarded-Host\r\n"
+			"X-Forwarded-Host: e\r\n\r\n";
+		static const char wantconn[] =
+			"GET /f HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 10.0.0.9\r\nVia: 1.1 ringproxy\r\n\r\n";
+
+		f.prefix = (struct http1_str){ "", 0 };
+		http1_msg_init(&m);
+		tap_ok(http1_parse_request(&m, h, infwd, sizeof(infwd) - 1, &lim_default) > 0,
+		       "writer: forwarding headers parse");
+		f.drop_fwd = true;
+		n = http1_write_request(&m, &f, iov, 16, scratch, sizeof(scratch));
+		gather(iov, n, out);
+		tap_is_str(out, wantfwd, "writer: drop_fwd leaves out Forwarded, X-Forwarded-Host/-Port/..., "
+			   "X-Original-URL, X-Rewrite-URL, X-Host");
+		f.drop_fwd = false;
+		n = http1_write_request(&m, &f, iov, 16, scratch, sizeof(scratch));
+		gather(iov, n, out);
+		tap_ok(strstr(out, "X-Forwarded-Host: evil.example\r\n") && strstr(out, "X-Original-URL: /admin\r\n"),
+		       "writer: without drop_fwd they are relayed");
+		http1_msg_init(&m);
+		http1_parse_request(&m, h, inconn, sizeof(inconn) - 1, &lim_default);
+		n = http1_write_request(&m, &f, iov, 16, scratch, sizeof(scratch));
+		gather(iov, n, out);
+		tap_is_str(out, wantconn, "writer: Connection can still make one hop-by-hop");
+	}
 }
 
 static void test_write_response(void)
@@ -1120,7 +1193,7 @@ static void test_write_dropped(void)
 		"HTTP/1.1 200 OK\r\nx-ringproxy-backend: evil\r\nX-Ringproxy-Backend2: ok\r\n"
 		"Content-Length: 0\r\nX-Cache-Node: cache1\r\n\r\n";
 	struct http1_fwd_req f = {
-		{ "", 0 }, { "10.0.0.9", 8 }, { "", 0 }, { "1.1 ringproxy", 13 }, { "be", 2 }, false, { "", 0 },
+		{ "", 0 }, { "10.0.0.9", 8 }, { "", 0 }, { "1.1 ringproxy", 13 }, { "be", 2 }, false, { "", 0 }, false,
 	};
 	struct http1_fwd_resp fr = {
 		{ "X-Ringproxy-Backend", 19 }, { "cache1", 6 }, { "", 0 }, false, false, false, { "", 0 },

@@ -51,7 +51,7 @@ static struct ring *test_build(const struct ring_member *m, size_t n,
 			       unsigned vnodes)
 {
 	char err[256] = "";
-	struct ring *r = ring_build(m, n, vnodes, err, sizeof(err));
+	struct ring *r = ring_build(m, n, RING_SCHEME_RINGPROXY, vnodes, err, sizeof(err));
 
 	if (r == NULL)
 		tap_diag("ring_build failed: %s", err);
@@ -188,7 +188,7 @@ static void test_points_for(void)
 static void test_small_ring(void)
 {
 	static const struct ring_member m[] = {
-		{ "a", 1 }, { "b", 1 }, { "c", 1 },
+		{ "a", 1, NULL }, { "b", 1, NULL }, { "c", 1, NULL },
 	};
 	static const struct { uint64_t pos; const char *name; } pts[] = {
 		{ UINT64_C(0x0dec7a13ef509be2), "c" },
@@ -249,8 +249,8 @@ out:
 static void test_golden(void)
 {
 	static const struct ring_member m[] = {
-		{ "cache-1", 1 }, { "cache-2", 1 }, { "cache-3", 1 },
-		{ "cache-4", 2 }, { "cache-5", 0.5 },
+		{ "cache-1", 1, NULL }, { "cache-2", 1, NULL }, { "cache-3", 1, NULL },
+		{ "cache-4", 2, NULL }, { "cache-5", 0.5, NULL },
 	};
 	static const struct { const char *key, *owner; } g[] = {
 		{ "/thumbs/0/0_200x200.jpg", "cache-4" },
@@ -300,7 +300,7 @@ static void test_refused(const struct ring_member *m, size_t n, unsigned vnodes,
 			 const char *want, const char *what)
 {
 	char err[256] = "";
-	struct ring *r = ring_build(m, n, vnodes, err, sizeof(err));
+	struct ring *r = ring_build(m, n, RING_SCHEME_RINGPROXY, vnodes, err, sizeof(err));
 
 	tap_ok(r == NULL, "refused: %s", what);
 	tap_is_str(err, want, "message: %s", what);
@@ -309,13 +309,13 @@ static void test_refused(const struct ring_member *m, size_t n, unsigned vnodes,
 
 static void test_errors(void)
 {
-	const struct ring_member nan_w[] = { { "a", NAN } };
-	const struct ring_member neg_w[] = { { "a", -1 } };
-	const struct ring_member inf_w[] = { { "a", INFINITY } };
-	const struct ring_member no_name[] = { { "a", 1 }, { NULL, 1 } };
-	const struct ring_member empty_name[] = { { "", 1 } };
-	const struct ring_member dup[] = { { "x", 1 }, { "y", 1 }, { "x", 2 } };
-	const struct ring_member big[] = { { "a", 1100 }, { "b", 1100 } };
+	const struct ring_member nan_w[] = { { "a", NAN, NULL } };
+	const struct ring_member neg_w[] = { { "a", -1, NULL } };
+	const struct ring_member inf_w[] = { { "a", INFINITY, NULL } };
+	const struct ring_member no_name[] = { { "a", 1, NULL }, { NULL, 1, NULL } };
+	const struct ring_member empty_name[] = { { "", 1, NULL } };
+	const struct ring_member dup[] = { { "x", 1, NULL }, { "y", 1, NULL }, { "x", 2, NULL } };
+	const struct ring_member big[] = { { "a", 1100, NULL }, { "b", 1100, NULL } };
 	struct ring_member *many = calloc(RING_MAX_BACKENDS + 1, sizeof(*many));
 
 	test_refused(nan_w, 1, 10, "backend a: weight nan is not a finite "
@@ -334,7 +334,7 @@ static void test_errors(void)
 		     "the limit of 2097152; lower vnodes or the weights",
 		     "over the point limit");
 	for (size_t i = 0; many != NULL && i <= RING_MAX_BACKENDS; i++)
-		many[i] = (struct ring_member){ "n", 0 };
+		many[i] = (struct ring_member){ "n", 0, NULL };
 	test_refused(many, RING_MAX_BACKENDS + 1, 1, "4097 backends, more than "
 		     "the limit of 4096; split the tier", "too many backends");
 	free(many);
@@ -350,11 +350,11 @@ struct test_oom {
  * made (and may fail) inside the build, as on a reload's first build. */
 static void *test_oom_build(void *arg)
 {
-	static const struct ring_member m[] = { { "cache-a", 1 }, { "cache-b", 2 }, { "cache-c", 0.5 } };
+	static const struct ring_member m[] = { { "cache-a", 1, NULL }, { "cache-b", 2, NULL }, { "cache-c", 0.5, NULL } };
 	struct test_oom *o = arg;
 
 	atomic_store(&test_fail_in, o->fail_at);
-	o->r = ring_build(m, 3, 40, o->err, sizeof(o->err));
+	o->r = ring_build(m, 3, RING_SCHEME_RINGPROXY, 40, o->err, sizeof(o->err));
 	atomic_store(&test_fail_in, -1);
 	return NULL;
 }
@@ -396,8 +396,8 @@ static void test_out_of_memory(void)
 
 static void test_empty(void)
 {
-	const struct ring_member m[] = { { "a", 0 }, { "b", 0 } };
-	const struct ring_member one[] = { { "a", 1 } };
+	const struct ring_member m[] = { { "a", 0, NULL }, { "b", 0, NULL } };
+	const struct ring_member one[] = { { "a", 1, NULL } };
 	struct ring *e = test_build(m, 2, 160);
 	struct ring *s = test_build(one, 1, 1);
 	struct ring_diff d = { 0 };
@@ -441,7 +441,7 @@ static void test_empty(void)
 	{
 		/* the owner is not listed in the new ring at all, and that
 		 * ring has no points: its keys move to none all the same */
-		const struct ring_member other[] = { { "b", 0 } };
+		const struct ring_member other[] = { { "b", 0, NULL } };
 		struct ring *z = test_build(NULL, 0, 160), *o = test_build(other, 1, 160);
 
 		tap_ok(z != NULL && o != NULL && ring_diff(s, z, &d) == 0 && d.moved_share == 1.0 &&
@@ -598,7 +598,7 @@ static void test_add_remove(void)
 		test_cfg_random(&c);
 		a = test_build(c.m, c.n, c.vnodes);
 		snprintf(c.names[c.n], sizeof(c.names[c.n]), "new-%d", round);
-		c.m[c.n] = (struct ring_member){ c.names[c.n], 1 };
+		c.m[c.n] = (struct ring_member){ c.names[c.n], 1, NULL };
 		b = test_build(c.m, c.n + 1, c.vnodes);
 		if (a == NULL || b == NULL) {
 			ok_add = 0;
@@ -794,7 +794,7 @@ static void test_lookup_brute(void)
 
 static void test_single(void)
 {
-	const struct ring_member m[] = { { "only", 1 }, { "gone", 0 } };
+	const struct ring_member m[] = { { "only", 1, NULL }, { "gone", 0, NULL } };
 	struct ring *r = test_build(m, 2, 160);
 	double share[2];
 
@@ -812,8 +812,8 @@ static void test_single(void)
  * of the arcs, and the arcs add up to the diff's moved share. */
 static void test_moved_arcs(void)
 {
-	struct ring_member m4[] = { { "a", 1 }, { "b", 1 }, { "c", 1 }, { "d", 1 } };
-	struct ring_member m5[] = { { "a", 1 }, { "b", 1 }, { "c", 2 }, { "d", 1 }, { "e", 1 } };
+	struct ring_member m4[] = { { "a", 1, NULL }, { "b", 1, NULL }, { "c", 1, NULL }, { "d", 1, NULL } };
+	struct ring_member m5[] = { { "a", 1, NULL }, { "b", 1, NULL }, { "c", 2, NULL }, { "d", 1, NULL }, { "e", 1, NULL } };
 	struct ring *a = test_build(m4, 4, 40), *b = test_build(m5, 5, 40);
 	struct ring_arc *arcs = NULL;
 	struct ring_diff d;
@@ -939,7 +939,7 @@ static void test_ramp_add(void)
 	int share_ok = 1, before_ok = 1, after_ok = 1;
 
 	for (int i = 0; i < 5; i++) {
-		m[i] = (struct ring_member){ na[i], 1 };
+		m[i] = (struct ring_member){ na[i], 1, NULL };
 		rm[4 - i] = m[i];
 	}
 	a = test_build(m, 4, 160);
@@ -1053,8 +1053,8 @@ static void test_ramp_moment(void)
 
 static void test_ramp_remove_drain(void)
 {
-	struct ring_member m[5] = { { "c1", 1 }, { "c2", 1 }, { "c3", 1 }, { "c4", 1 }, { "c5", 1 } };
-	struct ring_member drained[4] = { { "c1", 1 }, { "c2", 1 }, { "c3", 1 }, { "c4", 0 } };
+	struct ring_member m[5] = { { "c1", 1, NULL }, { "c2", 1, NULL }, { "c3", 1, NULL }, { "c4", 1, NULL }, { "c5", 1, NULL } };
+	struct ring_member drained[4] = { { "c1", 1, NULL }, { "c2", 1, NULL }, { "c3", 1, NULL }, { "c4", 0, NULL } };
 	struct ring *a = test_build(m, 4, 160);
 	struct ring *b = test_build(m + 1, 4, 160);     /* c1 removed, c5 added */
 	struct ring *c = test_build(drained, 4, 160);
@@ -1113,7 +1113,7 @@ out:
  */
 static void test_ramp_chain(void)
 {
-	struct ring_member m[6] = { { "c1", 1 }, { "c2", 1 }, { "c3", 1 }, { "c4", 1 }, { "c5", 1 }, { "c6", 1 } };
+	struct ring_member m[6] = { { "c1", 1, NULL }, { "c2", 1, NULL }, { "c3", 1, NULL }, { "c4", 1, NULL }, { "c5", 1, NULL }, { "c6", 1, NULL } };
 	struct ring *r4 = test_build(m, 4, 160), *r5 = test_build(m, 5, 160), *r6 = test_build(m, 6, 160);
 	struct ring *r4b = test_build(m, 4, 160);
 	const uint64_t T = 10000;
@@ -1173,7 +1173,7 @@ out:
  * once, and the walk ends; a backend without points may be skipped. */
 static void test_walk_skip(void)
 {
-	struct ring_member m[4] = { { "c1", 1 }, { "c2", 1 }, { "c3", 1 }, { "c4", 0 } };
+	struct ring_member m[4] = { { "c1", 1, NULL }, { "c2", 1, NULL }, { "c3", 1, NULL }, { "c4", 0, NULL } };
 	struct ring *r = test_build(m, 4, 160);
 	int seen[4] = { 0 }, b, n = 0, owner;
 	struct ring_walk w;
