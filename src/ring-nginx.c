@@ -99,7 +99,9 @@ int ring_nginx_points(const struct ring_member *m, size_t n, struct ring_point *
 		size_t len = strlen(id), ho, hl, po, pl;
 		unsigned char prev[4] = { 0, 0, 0, 0 };
 		uLong base = crc32(0L, Z_NULL, 0);
-		uint32_t w;
+		/* the first loop checked every weight; = 0 only for the
+		 * optimiser, which cannot see that it sets w */
+		uint32_t w = 0;
 
 		(void)ring_nginx_weight(&m[i], &w, err, errlen);
 		ring_nginx_split(id, len, &ho, &hl, &po, &pl);

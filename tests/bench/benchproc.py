@@ -1,9 +1,12 @@
 """benchproc.py -- processes for the Python bench drivers (ramp.py,
-varnish-spill.py): start, stop by PID (varnishd by its process group),
-free loopback ports, plain GETs, waiting for a condition or a log line,
-one varnishd, and a pass over every Zipf key. Every process started here is in PROCS until stopped."""
+varnish-spill.py, migrate.py): start, stop by PID (varnishd and NGINX by
+their process group), free loopback ports, plain GETs, waiting for a
+condition or a log line, the origin and its per-second counts, one
+varnishd, a pass over every Zipf key, and wrk with zipf.lua. Every
+process started here is in PROCS until stopped."""
 
 import http.client
+import json
 import os
 import re
 import signal
@@ -62,12 +65,15 @@ def get(port, path, timeout=10):
         c.close()
 
 
-def warm(port, keys):
-    """GET every Zipf key once through the proxy (4 keep-alive clients)."""
+def warm(port, keys, host=None):
+    """GET every Zipf key once through the proxy (4 keep-alive clients),
+    with the Host header host (None: 127.0.0.1:port)."""
+    headers = {"Host": host} if host else {}
+
     def client(part):
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         for k in part:
-            c.request("GET", f"/z/{k}.jpg")
+            c.request("GET", f"/z/{k}.jpg", headers=headers)
             c.getresponse().read()
         c.close()
     threads = [threading.Thread(target=client, args=(range(i + 1, keys + 1, 4),)) for i in range(4)]
@@ -103,6 +109,15 @@ def wait_log(path, pattern, timeout, since=0):
     raise RuntimeError(f"no '{pattern}' in {path} within {timeout}s")
 
 
+def start_ringproxy(binary, cfg, log):
+    """ringproxy -c cfg, its log in the file log (its listeners on port
+    0); (its Popen, its port, its admin port)."""
+    p = start([binary, "-c", cfg], log)
+    port = int(wait_log(log, r"listening on 127\.0\.0\.1:(\d+)", 20).group(1))
+    admin = int(wait_log(log, r"stats on http://127\.0\.0\.1:(\d+)/", 20).group(1))
+    return p, port, admin
+
+
 def start_varnish(name, vcl_text, tmp, storage):
     """One varnishd -F with its own working directory and -s storage
     (e.g. malloc,64m); its port."""
@@ -122,3 +137,104 @@ def start_varnish(name, vcl_text, tmp, storage):
         except RuntimeError:
             stop(p, True)
     raise RuntimeError(f"varnishd {name} did not start; see {wd}/varnishd.log")
+
+
+def start_origin(tc, tmp, *options):
+    """The origin: a testcache on a free port counting the fetches of the
+    Zipf keys (/z/) apart from the rest, with testcache options; its port."""
+    pf = os.path.join(tmp, "origin.port")
+    start([tc, "--listen", "127.0.0.1:0", "--name", "origin", "--port-file", pf, "--count-prefix", "/z/",
+           *options], os.path.join(tmp, "origin.log"))
+    wait_for(lambda: os.path.exists(pf) and os.path.getsize(pf) > 0, 20, "the origin")
+    with open(pf) as f:
+        return int(f.read())
+
+
+def varnish_vcl(path, origin):
+    """The VCL text of path (tests/e2e/varnish.vcl) for the origin on
+    127.0.0.1:origin, purges allowed from 127.0.0.1."""
+    with open(path) as f:
+        return (f.read().replace("@ORIGIN_HOST@", "127.0.0.1").replace("@ORIGIN_PORT@", str(origin))
+                .replace("@RINGPROXY@", "127.0.0.1"))
+
+
+def series(port):
+    """The origin's /__series: its start (monotonic s), the slot length
+    (s), and requests and Zipf-key requests per slot."""
+    doc = json.loads(get(port, "/__series", timeout=30)[1])
+    return doc["start_ms"] / 1000.0, doc["slot_ms"] / 1000.0, doc["requests"], doc["prefix_requests"]
+
+
+def on_slot(port):
+    """Sleep to the next boundary of the origin's 100 ms slots and return
+    the time (monotonic): 1 s buckets from it are then whole slots."""
+    o_start, slot, _, _ = series(port)
+    time.sleep(slot - (time.monotonic() - o_start) % slot)
+    return time.monotonic()
+
+
+def reload_on_slot(proxy, cfg, text, log, origin):
+    """The first reload of ringproxy (Popen proxy, logging to log): text
+    written to cfg, SIGHUP on a boundary of the origin's slots; (that
+    time, the log's 'reload 2:' line)."""
+    with open(cfg, "w") as f:
+        f.write(text)
+    since = os.path.getsize(log)
+    t = on_slot(origin)
+    proxy.send_signal(signal.SIGHUP)
+    return t, wait_log(log, r"reload 2: [^\n]*", 10, since).group(0)
+
+
+def per_second(port, t0, first, last):
+    """The origin's requests and Zipf-key requests in 1 s buckets from t0
+    (a time on_slot gave): [(k, requests, zipf requests)] for the seconds
+    k = first .. last - 1 from t0."""
+    o_start, slot, req, zreq = series(port)
+    r0 = round((t0 - o_start) / slot)
+    per = round(1 / slot)
+
+    def bucket(counts, k):
+        return sum(counts[max(0, r0 + k * per):max(0, r0 + (k + 1) * per)])
+    return [(k, bucket(req, k), bucket(zreq, k)) for k in range(first, last)]
+
+
+def around(buckets):
+    """per_second's buckets around a change at second 0 in figures: the
+    origin's steady requests/s before it, its peak second after it and
+    that peak over steady, all requests after it, and the Zipf-key
+    fetches before it and after it (extra: the keys the change cost)."""
+    before = [r for k, r, _ in buckets if k < 0]
+    after = [r for k, r, _ in buckets if k >= 0]
+    steady = sum(before) / len(before)
+    return {"steady": steady, "peak": max(after), "over": max(after) - steady, "after_total": sum(after),
+            "zipf_before": sum(z for k, _, z in buckets if k < 0), "extra": sum(z for k, _, z in buckets if k >= 0)}
+
+
+ZIPF_LUA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zipf.lua")
+
+
+def paced_zipf(keys, s, onehit, rate, conns, tag=""):
+    """The arguments of ZIPF_LUA for Zipf(s) over keys keys (/z/1.jpg the
+    hottest) paced at rate requests/s over conns connections, onehit of
+    them for keys never asked before (by a run of another tag either)."""
+    return ("zipf", str(keys), f"{s:g}", "/z/", f"{conns * 1000.0 / rate:g}", f"{onehit:g}", tag)
+
+
+def start_wrk(port, secs, lua, conns, threads=1, args=(), host=None):
+    """wrk against 127.0.0.1:port for secs s with the script lua (the
+    script's arguments args) and the Host header host (None: wrk's own),
+    in PROCS; read it with wrk_figures."""
+    p = subprocess.Popen(["wrk", f"-t{threads}", f"-c{conns}", f"-d{secs}s", "--timeout", "5s", "-s", lua,
+                          *(["-H", f"Host: {host}"] if host else []), f"http://127.0.0.1:{port}/",
+                          *(["--", *args] if args else [])],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    PROCS.append((p, False))
+    return p
+
+
+def wrk_figures(out):
+    """wrk's output: requests/s, requests, and its errors ('none' or the
+    lines that report them)."""
+    errors = re.findall(r"(Non-2xx or 3xx responses: \d+|Socket errors: [^\n]*)", out)
+    return {"rps": float(re.search(r"Requests/sec:\s*([\d.]+)", out).group(1)),
+            "total": int(re.search(r"(\d+) requests in", out).group(1)), "errors": "; ".join(errors) or "none"}

@@ -12,11 +12,11 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
 import time
 
-from benchproc import PROCS, get, start, start_varnish, stop, stop_from, wait_for, wait_log, warm
+from benchproc import (PROCS, ZIPF_LUA, around, get, paced_zipf, per_second, reload_on_slot, start_origin, start_ringproxy,
+                       start_varnish, start_wrk, stop, stop_from, varnish_vcl, warm, wrk_figures)
 
 ENV = {k: os.environ[k] for k in ("RAMP", "STEADY", "TAIL", "RATE", "KEYS", "ZIPF", "ONEHIT", "CONNS")}
 RAMP, STEADY, TAIL = float(ENV["RAMP"]), float(ENV["STEADY"]), float(ENV["TAIL"])
@@ -24,61 +24,18 @@ RATE, KEYS, ZIPF = float(ENV["RATE"]), int(ENV["KEYS"]), float(ENV["ZIPF"])
 ONEHIT, CONNS = float(ENV["ONEHIT"]), int(ENV["CONNS"])
 
 
-def start_origin(tc, tmp):
-    pf = os.path.join(tmp, "origin.port")
-    start([tc, "--listen", "127.0.0.1:0", "--name", "origin", "--port-file", pf, "--threads", "1",
-           "--count-prefix", "/z/"], os.path.join(tmp, "origin.log"))
-    wait_for(lambda: os.path.exists(pf), 20, "the origin")
-    return int(open(pf).read())
-
-
 def conf(ports, names, ramp):
     s = "[proxy]\nlisten = 127.0.0.1:0\nadmin_listen = 127.0.0.1:0\nworkers = 1\nlog_level = info\n"
     # bounded loads off: the caps would send some held keys to the new
     # cache at this low concurrency, and the run is about the ramp
     s += f"[ring]\nbalance_factor = 0\nramp = {ramp}\n"
+    # the proxy's own cache off: it would hold the hot keys and keep them
+    # from the caches, whose fetches the run counts
+    s += "[cache]\nsize = 0\n"
     s += "[health]\npath = /health\ninterval = 1s\n"
     for n in names:
         s += f"[backend {n}]\nurl = http://127.0.0.1:{ports[n]}\n"
     return s
-
-
-LUA = """
--- Zipf(s) over KEYS keys (/z/1.jpg the hottest), ONEHIT of the requests
--- for a key never asked before; each connection paced to RATE / CONNS.
-local keys, s, onehit, pause = %d, %f, %f, %f
-local cdf, n, seed = {}, 0, 0
-function setup(thread) seed = seed + 1; thread:set("seed", seed) end
-function init(args)
-  math.randomseed(seed * 7919)
-  local sum = 0
-  for i = 1, keys do sum = sum + 1 / i ^ s; cdf[i] = sum end
-  for i = 1, keys do cdf[i] = cdf[i] / sum end
-end
-local function zipf()
-  local r, lo, hi = math.random(), 1, keys
-  while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
-    if cdf[mid] < r then lo = mid + 1 else hi = mid end
-  end
-  return lo
-end
-function delay() return pause end
-function request()
-  n = n + 1
-  if math.random() < onehit then
-    return wrk.format("GET", "/u/" .. seed .. "-" .. n .. ".jpg")
-  end
-  return wrk.format("GET", "/z/" .. zipf() .. ".jpg")
-end
-"""
-
-
-def series(port):
-    """The origin's /__series: its start (monotonic s), the slot length
-    (s), and requests and Zipf-key requests per slot."""
-    doc = json.loads(get(port, "/__series", timeout=30)[1])
-    return doc["start_ms"] / 1000.0, doc["slot_ms"] / 1000.0, doc["requests"], doc["prefix_requests"]
 
 
 def run(label, ramp, args, origin, vcl_text):
@@ -91,54 +48,23 @@ def run(label, ramp, args, origin, vcl_text):
     with open(cfg, "w") as f:
         f.write(conf(ports, names[:4], ramp))
     log = os.path.join(tmp, "ringproxy.log")
-    start([args.ringproxy, "-c", cfg], log)
-    port = int(wait_log(log, r"listening on 127\.0\.0\.1:(\d+)", 20).group(1))
-    admin = int(wait_log(log, r"stats on http://127\.0\.0\.1:(\d+)/", 20).group(1))
-    proxy = PROCS[-1][0]
+    proxy, port, admin = start_ringproxy(args.ringproxy, cfg, log)
     warm(port, KEYS)
     get(origin, "/__reset")
-    lua = os.path.join(tmp, "zipf.lua")
-    with open(lua, "w") as f:
-        f.write(LUA % (KEYS, ZIPF, ONEHIT, CONNS * 1000.0 / RATE))
     secs = int(STEADY + RAMP + TAIL + 1)
-    wrk = subprocess.Popen(["wrk", "-t1", f"-c{CONNS}", f"-d{secs}s", "--timeout", "5s", "-s", lua,
-                            f"http://127.0.0.1:{port}/"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True)
-    PROCS.append((wrk, False))
+    wrk = start_wrk(port, secs, ZIPF_LUA, CONNS, args=paced_zipf(KEYS, ZIPF, ONEHIT, RATE, CONNS))
     time.sleep(STEADY)
-    with open(cfg, "w") as f:
-        f.write(conf(ports, names, ramp))
-    since = os.path.getsize(log)
-    # the reload on a boundary of the origin's 100 ms slots: the 1 s
-    # buckets below are then whole slots
-    o_start, slot, _, _ = series(origin)
-    time.sleep(slot - (time.monotonic() - o_start) % slot)
-    t_reload = time.monotonic()
-    proxy.send_signal(signal.SIGHUP)
-    line = wait_log(log, r"reload 2: [^\n]*", 10, since).group(0)
+    t_reload, line = reload_on_slot(proxy, cfg, conf(ports, names, ramp), log, origin)
     out, _ = wrk.communicate(timeout=secs + 30)
     st = json.loads(get(admin, "/stats")[1])
     stop_all_but_origin()
-    o_start, slot, req, zreq = series(origin)
-    r0 = round((t_reload - o_start) / slot)      # the first slot after the reload
-    per = round(1 / slot)
-
-    def bucket(counts, k):
-        return sum(counts[max(0, r0 + k * per):max(0, r0 + (k + 1) * per)])
     first = -int(STEADY) + 2            # wrk's first two seconds left out
     last = int(RAMP + TAIL)
-    series_ = [(k, float(bucket(req, k))) for k in range(first, last)]
-    before = [v for k, v in series_ if k < 0]
-    steady = sum(before) / len(before)
-    after = [v for k, v in series_ if k >= 0]
-    zipf_before = sum(bucket(zreq, k) for k in range(first, 0))
-    extra = sum(bucket(zreq, k) for k in range(0, last))
-    rps = float(re.search(r"Requests/sec:\s*([\d.]+)", out).group(1))
+    buckets = per_second(origin, t_reload, first, last)
+    rps = wrk_figures(out)["rps"]
     held = sum(b["ramp_held"] for b in st["backends"])
-    return {"label": label, "ramp": ramp, "series": series_, "steady": steady, "peak": max(after),
-            "over": max(after) - steady, "extra": extra, "zipf_before": zipf_before,
-            "after_total": sum(after), "rps": rps, "line": line, "held": held,
-            "moved": re.search(r"([\d.]+)% of keys moved", line).group(1)}
+    return {"label": label, "ramp": ramp, "series": [(k, float(r)) for k, r, _ in buckets], **around(buckets),
+            "rps": rps, "line": line, "held": held, "moved": re.search(r"([\d.]+)% of keys moved", line).group(1)}
 
 
 ORIGIN = []
@@ -211,11 +137,9 @@ def main():
         ap.add_argument("--" + a, required=True)
     args = ap.parse_args()
     try:
-        origin = start_origin(args.testcache, args.tmp)
+        origin = start_origin(args.testcache, args.tmp, "--threads", "1")
         ORIGIN.append(PROCS[-1][0])
-        with open(args.vcl) as f:
-            vcl_text = (f.read().replace("@ORIGIN_HOST@", "127.0.0.1").replace("@ORIGIN_PORT@", str(origin))
-                        .replace("@RINGPROXY@", "127.0.0.1"))
+        vcl_text = varnish_vcl(args.vcl, origin)
         results = []
         for label, ramp in (("off", "0"), ("on", f"{RAMP:g}s")):
             r = run(label, ramp, args, origin, vcl_text)

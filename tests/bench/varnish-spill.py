@@ -9,13 +9,12 @@ process group), also when a step fails."""
 import argparse
 import json
 import os
-import re
 import signal
-import subprocess
 import sys
 import time
 
-from benchproc import PROCS, get, start, start_varnish, stop_from, wait_for, wait_log, warm
+from benchproc import (PROCS, get, start_origin, start_ringproxy, start_varnish, start_wrk, stop_from, varnish_vcl,
+                       warm, wrk_figures)
 
 SECS, CLIENTS = int(os.environ["SECS"]), int(os.environ["CLIENTS"])
 KEYS, ZIPF, DELAY = int(os.environ["KEYS"]), float(os.environ["ZIPF"]), int(os.environ["DELAY"])
@@ -39,10 +38,8 @@ def counts(admin):
 
 
 def wrk(port, secs, lua):
-    out = subprocess.run(["wrk", "-t2", f"-c{CLIENTS}", f"-d{secs}s", "--timeout", "5s", "-s", lua,
-                          f"http://127.0.0.1:{port}/", "--", "zipf", str(KEYS), str(ZIPF), "/z/"],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=secs + 60)
-    return out.stdout
+    return start_wrk(port, secs, lua, CLIENTS, 2, ("zipf", str(KEYS), str(ZIPF), "/z/")).communicate(
+        timeout=secs + 60)[0]
 
 
 def run(label, binary, args, origin, vcl_text):
@@ -55,9 +52,7 @@ def run(label, binary, args, origin, vcl_text):
         with open(cfg, "w") as f:
             f.write(conf(ports))
         log = os.path.join(tmp, "ringproxy.log")
-        start([binary, "-c", cfg], log)
-        port = int(wait_log(log, r"listening on 127\.0\.0\.1:(\d+)", 20).group(1))
-        admin = int(wait_log(log, r"stats on http://127\.0\.0\.1:(\d+)/", 20).group(1))
+        _, port, admin = start_ringproxy(binary, cfg, log)
         t0 = time.monotonic()
         warm(port, KEYS)
         if WARM_SECS:
@@ -70,12 +65,8 @@ def run(label, binary, args, origin, vcl_text):
         r1, s1, h1 = counts(admin)
     finally:
         stop_from(mark)
-    rps = float(re.search(r"Requests/sec:\s*([\d.]+)", out).group(1))
-    total = int(re.search(r"(\d+) requests in", out).group(1))
-    errors = re.findall(r"(Non-2xx or 3xx responses: \d+|Socket errors: [^\n]*)", out)
-    return {"label": label, "rps": rps, "total": total, "fetches": o1["prefix_requests"] - o0["prefix_requests"],
-            "requests": r1 - r0, "spilled": s1 - s0, "hot": h1 - h0, "errors": "; ".join(errors) or "none",
-            "warm_s": warm_s}
+    return {"label": label, **wrk_figures(out), "fetches": o1["prefix_requests"] - o0["prefix_requests"],
+            "requests": r1 - r0, "spilled": s1 - s0, "hot": h1 - h0, "warm_s": warm_s}
 
 
 def main():
@@ -87,15 +78,8 @@ def main():
     args = ap.parse_args()
     results = []
     try:
-        pf = os.path.join(args.tmp, "origin.port")
-        start([args.testcache, "--listen", "127.0.0.1:0", "--name", "origin", "--port-file", pf,
-               "--threads", "2", "--delay", str(DELAY), "--count-prefix", "/z/"],
-              os.path.join(args.tmp, "origin.log"))
-        wait_for(lambda: os.path.exists(pf) and os.path.getsize(pf) > 0, 20, "the origin")
-        origin = int(open(pf).read())
-        with open(args.vcl) as f:
-            vcl_text = (f.read().replace("@ORIGIN_HOST@", "127.0.0.1").replace("@ORIGIN_PORT@", str(origin))
-                        .replace("@RINGPROXY@", "127.0.0.1"))
+        origin = start_origin(args.testcache, args.tmp, "--threads", "2", "--delay", str(DELAY))
+        vcl_text = varnish_vcl(args.vcl, origin)
         for b in args.build:
             label, binary = b.split("=", 1)
             r = run(label, binary, args, origin, vcl_text)

@@ -3,6 +3,13 @@
 --                                    probability r^-S / sum(k^-S), k = 1..N
 --   wrk ... -s zipf.lua URL -- hot50 N _ PREFIX   half of the requests on
 --                                    PREFIXhot.jpg, the rest uniform over N
+--   optional after PREFIX: PAUSE ONEHIT TAG   each connection waits PAUSE
+--                                    ms after a response (paced: RATE is
+--                                    connections * 1000 / PAUSE at most),
+--                                    and ONEHIT of the requests are for
+--                                    /u/TAG<thread>-<n>.jpg, a URL never
+--                                    asked before (by a run of another TAG
+--                                    either): a cache's steady misses
 -- URLs are PREFIX<rank>.jpg.  What is costly happens once per thread in
 -- init(): the cumulative distribution (one array of N numbers, 1.6 MB for
 -- N = 200,000) and the request formatted around a placeholder, so that
@@ -18,11 +25,18 @@ function setup(thread)
 end
 
 local cdf, head, tail, hot, n, mode = {}, "", "", nil, 0, "zipf"
+local onehit, tag, once = 0, "", 0
 function init(args)
 	mode = args[1] or "zipf"
 	n = tonumber(args[2]) or 200000
 	local s = tonumber(args[3]) or 0.9
 	local prefix = args[4] or "/thumbs/"
+	local pause = tonumber(args[5]) or 0
+	onehit, tag = tonumber(args[6]) or 0, args[7] or ""
+	if pause > 0 then
+		-- wrk paces only a script that has delay() after init()
+		function delay() return pause end
+	end
 	math.randomseed(7919 * (tid or 1) + os.time())
 	-- head .. rank .. tail is wrk.format("GET", prefix .. rank .. ".jpg")
 	local f = wrk.format("GET", prefix .. "@.jpg")
@@ -53,6 +67,10 @@ local function rank(u)
 end
 
 function request()
+	if onehit > 0 and math.random() < onehit then
+		once = once + 1
+		return wrk.format("GET", "/u/" .. tag .. (tid or 1) .. "-" .. once .. ".jpg")
+	end
 	if mode == "zipf" then
 		return head .. rank(math.random()) .. tail
 	end
