@@ -341,6 +341,29 @@ for lib, pc, fmt in (("libevent", "libevent", "libevent {}"), ("openssl", "libcr
 rc, out, err = run("--help-config")
 check(rc == 0 and "balance_factor" in out and "default: 1.25" in out, "--help-config lists keys with defaults")
 
+# The demo and the README's Quick start, as a new operator runs them in turn:
+# the release build must not land in the demo's build directory (meson setup
+# on a configured directory keeps its buildtype and exits 0), and the demo's
+# plan example is about the demo's own tier.
+import re  # noqa: E402
+demo_sh = open(os.path.join(ROOT, "tests", "demo.sh")).read()
+readme = open(os.path.join(ROOT, "README.md")).read()
+quick = readme[readme.index("## Quick start"):readme.index("## Configuration reference")]
+demo_dirs = set(re.findall(r"meson setup (\S+)", demo_sh)) | set(re.findall(r"ninja -C (\S+)", demo_sh))
+rel = re.search(r"meson setup (\S+) -Dbuildtype=release && ninja -C (\S+)", quick)
+inst = re.search(r"meson install -C (\S+)", quick)
+check(rel and inst and rel.group(1) == rel.group(2) == inst.group(1) and rel.group(1) not in demo_dirs,
+      f"the Quick start builds and installs the release in a directory the demo does not configure "
+      f"(demo {sorted(demo_dirs)}, release {rel.groups() if rel else None}, install {inst.group(1) if inst else None})")
+plan = re.search(r"ringproxy plan (\S+) (\S+)", demo_sh)
+started = re.search(r"ringproxy -c (\S+) &", demo_sh)
+if plan and started:
+    rc, out, err = run("plan", os.path.join(ROOT, plan.group(1)), os.path.join(ROOT, plan.group(2)))
+check(plan and started and plan.group(1) == started.group(1) and rc == 0 and
+      re.search(r"added: +cache-4\n", out) and re.search(r"removed: +\(none\)", out),
+      f"the demo's plan example grows the demo's own tier ({started.group(1) if started else None}) "
+      f"by cache-4: {plan.groups() if plan else None}")
+
 for line in SANITIZER[:20]:
     print("#", line)
 check(not SANITIZER, "no sanitizer report in any ringproxy run's stderr")
