@@ -341,6 +341,18 @@ for lib, pc, fmt in (("libevent", "libevent", "libevent {}"), ("openssl", "libcr
 rc, out, err = run("--help-config")
 check(rc == 0 and "balance_factor" in out and "default: 1.25" in out, "--help-config lists keys with defaults")
 
+# balance_factor: 0 (off) or 1 to 100, as the reference says; below 1 the
+# caps add up to less than the load
+for bf, ok in (("0.5", False), ("0.999", False), ("0", True), ("1", True), ("1.25", True)):
+    path = write(f"bf-{bf}.ini", f"[ring]\nbalance_factor = {bf}\n\n[backend a]\nurl = http://127.0.0.1:9\n")
+    rc, out, err = run("-t", "-c", path)
+    if ok:
+        check(rc == 0, f"balance_factor = {bf} is accepted {err!r}")
+    else:
+        check(rc == 1 and f"{path}:2: balance_factor: {bf} is below 1" in err and
+              "expected 0 (off), or a number from 1 to 100" in err,
+              f"balance_factor = {bf} is refused as FILE:LINE, naming what it takes {err!r}")
+
 # The demo and the README's Quick start, as a new operator runs them in turn:
 # the release build must not land in the demo's build directory (meson setup
 # on a configured directory keeps its buildtype and exits 0), and the demo's
