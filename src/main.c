@@ -62,7 +62,8 @@ static size_t main_collect(char *p, size_t size, size_t n, void *arg)
 /* ringproxy purge [-c FILE] URL...: each URL through the admin listener
  * of FILE (POST /purge?url=, with its admin_token), its JSON answer on
  * stdout (each backend's status is in it). Exit 0 when the admin
- * listener answered 200 for every URL, 1 otherwise, 2 on usage. */
+ * listener answered 200 for every URL (every backend purged it or held
+ * none), 1 otherwise (502: a backend kept its copy), 2 on usage. */
 static int main_purge(int argc, char **argv)
 {
 	const char *path = MAIN_DEFAULT_CONF;
@@ -128,6 +129,10 @@ static int main_purge(int argc, char **argv)
 		curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
 		if (cr != CURLE_OK) {
 			fprintf(stderr, "ringproxy: purge %s: %s: %s\n", argv[i], base, curl_easy_strerror(cr));
+			rc = 1;
+		} else if (status == 502) {
+			fprintf(stderr, "ringproxy: purge %s: a backend kept its copy (refused, or no answer): "
+				"see \"backends\" in the JSON\n", argv[i]);
 			rc = 1;
 		} else if (status != 200) {
 			fprintf(stderr, "ringproxy: purge %s: the admin listener answered %ld\n", argv[i], status);
