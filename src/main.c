@@ -44,9 +44,10 @@ static void main_usage(FILE *f)
 		"      --probe         with -t: also GET each backend's health path\n"
 		"  -T, --dump          check the file and print the effective config (every\n"
 		"                      key, defaults filled in) as an INI file -t accepts\n"
-		"      --share-listen  start even though another process listens on our\n"
-		"                      addresses (a binary upgrade: start the new one beside\n"
-		"                      the old, then SIGTERM the old); refused otherwise\n"
+		"      --share-listen  start even though a ringproxy listens on our addresses\n"
+		"                      (a binary upgrade: start the new one beside the old,\n"
+		"                      then SIGTERM the old); beside any other program, or\n"
+		"                      without the flag, the start is refused\n"
 		"  -h, --help          this text\n");
 }
 
