@@ -246,6 +246,18 @@ static void admin_on_ring(struct evhttp_request *req, void *arg)
 		admin_reply_text(req, 400, "Bad Request", "give key= (the string hashed) or url= (a request target), not both\n");
 		goto done;
 	}
+	if (key && (strncasecmp(key, "http://", 7) == 0 || strncasecmp(key, "https://", 8) == 0)) {
+		/* no key is a full URL ([ring] key hashes its path): one
+		 * answered as the string would send the reader elsewhere */
+		char *esc = evhttp_uriencode(key, -1, 0);
+
+		snprintf(ckbuf, sizeof(ckbuf), "key=%.200s is a full URL, and key= takes the string hashed (a path, "
+			 "as [ring] key makes it); ask /ring?url=%.2000s for where a request for that URL goes\n",
+			 key, esc ? esc : key);
+		free(esc);
+		admin_reply_text(req, 400, "Bad Request", ckbuf);
+		goto done;
+	}
 	if (key) {
 		explain_key(e, s, key, strlen(key), nwalk, NULL, NULL, 0);
 	} else {

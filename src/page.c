@@ -455,7 +455,8 @@ void page_html(const struct stats *st, struct evbuffer *out)
 	page_reloads(out, st);
 	page_counters(out, st);
 	PAGE_ADD(out, "<footer><a href=\"/stats\">/stats</a> (JSON) &middot; <a href=\"/metrics\">/metrics</a> "
-		     "(Prometheus) &middot; <a href=\"/ring\">/ring</a> &middot; <a href=\"/ring?key=/&amp;format=text\">"
-		     "/ring?key=KEY</a> (where a key goes, and why) &middot; <a href=\"/health\">/health</a>"
+		     "(Prometheus) &middot; <a href=\"/ring\">/ring</a> &middot; <a href=\"/ring?url=/&amp;format=text\">"
+		     "/ring?url=URL</a> (where a request for a URL or path goes, and why; key= takes the string "
+		     "hashed) &middot; <a href=\"/health\">/health</a>"
 		     "</footer>\n</body></html>\n");
 }
