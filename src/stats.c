@@ -11,6 +11,8 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,6 +222,32 @@ static void stats_collect_view(struct stats_backend *o, const struct snapshot *s
 	rates_series(p->rates, o->id, RATES_B_errors, STATS_SPARK_STEP, o->spark_errors);
 }
 
+/* Whether the config file on disk is still what runs: its SHA-256 now
+ * against the one of the bytes loaded (an edit not reloaded, or one a
+ * reload refused, differs). Read at each collection: a few kilobytes on
+ * the admin thread, never on the request path. */
+static void stats_conf_on_disk(struct stats *st)
+{
+	unsigned char md[EVP_MAX_MD_SIZE], buf[16384];
+	unsigned int len = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	FILE *f = fopen(st->conf_path, "rb");
+	bool ok = f && ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+	size_t n;
+
+	st->conf_on_disk = "unreadable";
+	while (ok && (n = fread(buf, 1, sizeof(buf), f)) > 0)
+		ok = EVP_DigestUpdate(ctx, buf, n);
+	if (ok && !ferror(f) && EVP_DigestFinal_ex(ctx, md, &len) && len == 32) {
+		for (unsigned i = 0; i < len; i++)
+			snprintf(st->conf_disk_sha256 + 2 * i, 3, "%02x", md[i]);
+		st->conf_on_disk = strcmp(st->conf_disk_sha256, st->conf_sha256) == 0 ? "same" : "differs";
+	}
+	if (f)
+		fclose(f);
+	EVP_MD_CTX_free(ctx);
+}
+
 int stats_collect(struct stats *st, const struct proxy *p)
 {
 	const struct snapshot *s = p->current;
@@ -237,6 +265,7 @@ int stats_collect(struct stats *st, const struct proxy *p)
 	st->conf_path = s->conf->path;
 	st->conf_sha256 = s->conf->sha256;
 	st->conf_loaded = (long long)p->conf_loaded;
+	stats_conf_on_disk(st);
 	st->balance_factor = s->conf->balance_factor;
 	if (p->rates) {
 #define STATS_WIN(sec, label) \
@@ -433,7 +462,7 @@ static void stats_json_head(const struct stats *st, struct evbuffer *out)
 	stats_json_str(out, st->conf_path);
 	evbuffer_add(out, ", \"sha256\": ", 12);
 	stats_json_str(out, st->conf_sha256);
-	evbuffer_add_printf(out, ", \"loaded\": %lld}, ", st->conf_loaded);
+	evbuffer_add_printf(out, ", \"loaded\": %lld, \"on_disk\": \"%s\"}, ", st->conf_loaded, st->conf_on_disk);
 }
 
 void stats_json(const struct stats *st, struct evbuffer *out)
