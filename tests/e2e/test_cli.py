@@ -376,6 +376,38 @@ check(plan and started and plan.group(1) == started.group(1) and rc == 0 and
       f"the demo's plan example grows the demo's own tier ({started.group(1) if started else None}) "
       f"by cache-4: {plan.groups() if plan else None}")
 
+# The demo's Ctrl-C: the terminal sends SIGINT to its foreground process
+# group; run the demo's own stop() and ringproxy line in a group of their
+# own and do the same. One signal must reach ringproxy, or it logs
+# "second Terminated: stopping now" on every normal stop.
+import signal  # noqa: E402
+import time  # noqa: E402
+stop_fn = re.search(r"^stop\(\) \{\n.*?^\}\n", demo_sh, re.M | re.S)
+start_line = re.search(r"^.*\./build/src/ringproxy -c conf/demo\.ini &$", demo_sh, re.M)
+if stop_fn and start_line:
+    ctrl_conf = write("ctrl-c.ini", "[proxy]\nlisten = 127.0.0.1:0\nworkers = 1\n\n[backend a]\nurl = http://127.0.0.1:9\n")
+    script = ("pids=()\n" + stop_fn.group(0) + "trap stop INT TERM EXIT\n" +
+              start_line.group(0).replace("./build/src/ringproxy", RP).replace("conf/demo.ini", ctrl_conf) +
+              "\npids+=($!)\nwait\n")
+    log_path = os.path.join(TMP, "ctrl-c.log")
+    with open(log_path, "w") as log:
+        demo_p = subprocess.Popen(["bash", "-c", script], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                  start_new_session=True)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and "listening on" not in open(log_path).read():
+        time.sleep(0.05)
+    os.killpg(demo_p.pid, signal.SIGINT)    # the terminal's Ctrl-C: the whole foreground group
+    try:
+        demo_p.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(demo_p.pid, signal.SIGKILL)
+        demo_p.wait(timeout=10)
+    ctrl_log = open(log_path).read()
+check(stop_fn and start_line and "stopping on" in ctrl_log and "stopped" in ctrl_log and
+      "second" not in ctrl_log,
+      f"Ctrl-C in the demo stops ringproxy with one signal, no 'second ...: stopping now': "
+      f"{ctrl_log[-600:] if stop_fn and start_line else 'no stop() or ringproxy line in demo.sh'!r}")
+
 for line in SANITIZER[:20]:
     print("#", line)
 check(not SANITIZER, "no sanitizer report in any ringproxy run's stderr")
