@@ -360,6 +360,18 @@ static void admin_on_ring(struct evhttp_request *req, void *arg)
 		admin_reply_text(req, 400, "Bad Request", "give key= (the string hashed) or url= (a request target), not both\n");
 		goto done;
 	}
+	if (key && (strncasecmp(key, "http://", 7) == 0 || strncasecmp(key, "https://", 8) == 0)) {
+		/* no key is a full URL ([ring] key hashes its path): one
+		 * answered as the string would send the reader elsewhere */
+		char *esc = evhttp_uriencode(key, -1, 0);
+
+		snprintf(ckbuf, sizeof(ckbuf), "key=%.200s is a full URL, and key= takes the string hashed (a path, "
+			 "as [ring] key makes it); ask /ring?url=%.2000s for where a request for that URL goes\n",
+			 key, esc ? esc : key);
+		free(esc);
+		admin_reply_text(req, 400, "Bad Request", ckbuf);
+		goto done;
+	}
 	if (key) {
 		explain_key(e, s, key, strlen(key), nwalk, NULL, NULL, 0);
 	} else {
@@ -436,6 +448,14 @@ struct admin_purge_be {
 	char err[CURL_ERROR_SIZE];
 };
 
+/* A backend purged the URL: 2xx, or 404 (it held nothing to purge).
+ * Anything else (501: it does not take PURGE; 403: its ACL) leaves its
+ * copy, so the purge failed. */
+static bool admin_purge_ok(const struct admin_purge_be *be)
+{
+	return (be->status >= 200 && be->status < 300) || be->status == 404;
+}
+
 static size_t admin_discard(char *p, size_t size, size_t n, void *arg)
 {
 	(void)p;
@@ -498,8 +518,10 @@ static void admin_purge_send(const struct snapshot *s, struct admin_purge_be *be
 		if (!be[i].easy)
 			continue;
 		curl_easy_getinfo(be[i].easy, CURLINFO_RESPONSE_CODE, &be[i].status);
-		if (be[i].status && be[i].err[0] == '\0')
-			snprintf(be[i].err, sizeof(be[i].err), "ok");
+		if (admin_purge_ok(&be[i]))
+			snprintf(be[i].err, sizeof(be[i].err), be[i].status == 404 ? "ok: nothing stored there" : "ok");
+		else if (be[i].status)
+			snprintf(be[i].err, sizeof(be[i].err), "refused: status %ld", be[i].status);
 		else if (be[i].err[0] == '\0')
 			snprintf(be[i].err, sizeof(be[i].err), "no response");
 		curl_multi_remove_handle(multi, be[i].easy);
@@ -533,6 +555,7 @@ static void admin_on_purge(struct evhttp_request *req, void *arg)
 	struct evbuffer *out = NULL;
 	size_t removed = 0;
 	ssize_t cklen;
+	int failed = 0;
 
 	if (!admin_admit(a, req))
 		return;
@@ -603,11 +626,14 @@ static void admin_on_purge(struct evhttp_request *req, void *arg)
 		evbuffer_add_printf(out, ", \"status\": %ld, \"result\": ", be[i].status);
 		stats_json_str(out, be[i].err);
 		evbuffer_add_printf(out, "}");
+		failed += !admin_purge_ok(&be[i]);
 	}
-	evbuffer_add_printf(out, "]}\n");
+	/* a backend that kept its copy fails the purge: 502, as a gateway
+	 * whose upstream did not do what was asked */
+	evbuffer_add_printf(out, "], \"result\": \"%s\", \"failed\": %d}\n", failed ? "failed" : "ok", failed);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-store");
-	evhttp_send_reply(req, HTTP_OK, "OK", out);
+	evhttp_send_reply(req, failed ? 502 : HTTP_OK, failed ? "Bad Gateway" : "OK", out);
 done:
 	if (out)
 		evbuffer_free(out);

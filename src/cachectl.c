@@ -483,8 +483,12 @@ bool cachectl_invalidates(enum http1_method method, int status)
 	case HTTP1_M_PUT:
 	case HTTP1_M_DELETE:
 	case HTTP1_M_PATCH:
-	case HTTP1_M_OTHER:
 		return status >= 200 && status < 400;
+	case HTTP1_M_OTHER:
+		/* PURGE, BAN and the like from a purge_allow client: the
+		 * client asked for the object to be gone, and a backend that
+		 * refuses (501) or holds none (404) does not keep our copy */
+		return status >= 200;
 	default:
 		return false;
 	}

@@ -109,8 +109,8 @@ void cachectl_request_plain(struct cachectl_req *r);
 
 /* Whether a response with status to a request of method invalidates the
  * stored responses for the request's URL: an unsafe method (POST, PUT,
- * DELETE, PATCH, or one whose safety is unknown) and a non-error status
- * (2xx, 3xx), RFC 9111 4.4. */
+ * DELETE, PATCH) and a non-error status (2xx, 3xx), RFC 9111 4.4; a
+ * method we do not know (PURGE, BAN) and any final status. */
 bool cachectl_invalidates(enum http1_method method, int status);
 
 /* The cache key: lowercased host (the absolute-form authority, else Host)

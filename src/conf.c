@@ -53,7 +53,8 @@ struct conf_keydef {
 	size_t offset;          /* into struct conf or struct conf_backend */
 	const char *def;        /* default as it would be written; NULL = required */
 	double min, max;        /* numeric range (after unit conversion) */
-	const char *choices;    /* CONF_T_ENUM: "a|b|c" */
+	const char *choices;    /* CONF_T_ENUM: "a|b|c"; CONF_T_STRING (and a
+				   CONF_T_DOUBLE with a gap): what the value is */
 	const char *help;
 };
 
@@ -70,7 +71,8 @@ static const struct conf_keydef conf_keys[] = {
 	  "the balancers that send PROXY headers: addresses and CIDR blocks (0.0.0.0/0, ::/0 for every source)" },
 	{ CONF_IN_PROXY, "admin_listen", CONF_T_ADDR, P(admin_listen), "", 0, 0, NULL,
 	  "address:port of the stats listener (/stats /metrics / /ring /health); empty = none" },
-	{ CONF_IN_PROXY, "admin_token", CONF_T_STRING, P(admin_token), "", 0, 0, NULL,
+	{ CONF_IN_PROXY, "admin_token", CONF_T_STRING, P(admin_token), "", 0, 0,
+	  "a token: letters, digits and -._~+/ then = padding (e.g. openssl rand -hex 32), or empty",
 	  "when set, every admin request needs Authorization: Bearer TOKEN (else 401); required when admin_listen is not a loopback address" },
 	{ CONF_IN_PROXY, "workers", CONF_T_UINT, P(workers), "0", 0, 256, NULL,
 	  "worker threads, each with its own listener; 0 = one per online CPU" },
@@ -96,7 +98,8 @@ static const struct conf_keydef conf_keys[] = {
 	  "idle keep-alive connections kept per worker and backend" },
 	{ CONF_IN_PROXY, "buffer_size", CONF_T_SIZE, P(buffer_size), "64k", 4096, 16777216, NULL,
 	  "per-connection read buffer; bounds memory per request" },
-	{ CONF_IN_PROXY, "backend_header", CONF_T_STRING, P(backend_header), "X-Ringproxy-Backend", 0, 0, NULL,
+	{ CONF_IN_PROXY, "backend_header", CONF_T_STRING, P(backend_header), "X-Ringproxy-Backend", 0, 0,
+	  "a header name, or empty",
 	  "response header naming the backend that served; empty turns it off" },
 	{ CONF_IN_PROXY, "underscores_in_headers", CONF_T_BOOL, P(underscores_in_headers), "off", 0, 0, NULL,
 	  "forward request headers whose names contain '_' (off: they are dropped)" },
@@ -126,7 +129,8 @@ static const struct conf_keydef conf_keys[] = {
 	  "what of the request target is hashed: path+query as sent (nginx's $request_uri), the path, "
 	  "the path with sorted parameters, uri: the target as sent up to '?' (HAProxy's balance uri; "
 	  "the default under scheme haproxy), uri+query: all of it (balance uri whole)" },
-	{ CONF_IN_RING, "balance_factor", CONF_T_DOUBLE, P(balance_factor), "1.25", 0, 100, NULL,
+	{ CONF_IN_RING, "balance_factor", CONF_T_DOUBLE, P(balance_factor), "1.25", 0, 100,
+	  "0 (off), or a number from 1 to 100",
 	  "bounded-load factor c: a backend takes at most c x its fair share of requests in flight; 0 = off" },
 	{ CONF_IN_RING, "ramp", CONF_T_DURATION, P(ramp_ms), "0", 0, 86400000, NULL,
 	  "after a reload that moves keys, each moved key keeps its previous owner until its own moment of this window; 0 = move at once" },
@@ -166,10 +170,12 @@ static const struct conf_keydef conf_keys[] = {
 	  "a request's Cache-Control no-cache, max-age and min-fresh may send it past a stored object to the backend (RFC 9111 allows it); off, as in NGINX and Varnish, so that no client can force origin fetches" },
 	{ CONF_IN_CACHE, "purge_fanout", CONF_T_UINT, P(cache_purge_fanout), "3", 0, 16, NULL,
 	  "a purge goes to the first N distinct backends of the URL's walk (the owner and where spill-over and failover put copies); 0 = local only" },
-	{ CONF_IN_CACHE, "purge_allow", CONF_T_STRING, P(cache_purge_allow), "", 0, 0, NULL,
+	{ CONF_IN_CACHE, "purge_allow", CONF_T_STRING, P(cache_purge_allow), "", 0, 0,
+	  "addresses and CIDR blocks, comma-separated, or empty",
 	  "clients (addresses, CIDR blocks) whose PURGE and BAN on the proxy port are forwarded; others get 405" },
 
-	{ CONF_IN_LOG, "access", CONF_T_STRING, P(access_log), "off", 0, 0, NULL,
+	{ CONF_IN_LOG, "access", CONF_T_STRING, P(access_log), "off", 0, 0,
+	  "off, stderr, or a file's path",
 	  "the access log: off, stderr, or a file appended to (one line per request; SIGUSR1 reopens it)" },
 	{ CONF_IN_LOG, "access_format", CONF_T_ENUM, P(access_format), "combined", 0, 0, "combined|json",
 	  "access log lines: NGINX/Apache combined with ringproxy's fields after, or JSON lines" },
@@ -538,7 +544,12 @@ static void conf_type_text(const struct conf_keydef *k, char *out, size_t len)
 {
 	switch (k->type) {
 	case CONF_T_UINT: snprintf(out, len, "a whole number from %.0f to %.0f", k->min, k->max); break;
-	case CONF_T_DOUBLE: snprintf(out, len, "a number from %g to %g", k->min, k->max); break;
+	case CONF_T_DOUBLE:
+		if (k->choices)
+			snprintf(out, len, "%s", k->choices);
+		else
+			snprintf(out, len, "a number from %g to %g", k->min, k->max);
+		break;
 	case CONF_T_DURATION: snprintf(out, len, "a duration such as 500ms, 5s or 2m"); break;
 	case CONF_T_SIZE: snprintf(out, len, "a size such as 16k or 1m"); break;
 	case CONF_T_ENUM: snprintf(out, len, "one of %s", k->choices); break;
@@ -636,6 +647,12 @@ static int conf_set_double(const struct conf_keydef *k, char *field, const char 
 	}
 	if (d < k->min || d > k->max) {
 		snprintf(why, whylen, "%s is out of range; expected %s", v, tt);
+		return -1;
+	}
+	/* below 1 the caps add up to less than the requests in flight and
+	 * every backend is over its cap (arXiv:1608.01350 takes c > 1) */
+	if (k->offset == P(balance_factor) && k->where == CONF_IN_RING && d > 0 && d < 1) {
+		snprintf(why, whylen, "%s is below 1, where every backend would be over its cap; expected %s", v, tt);
 		return -1;
 	}
 	*(double *)field = d;
@@ -1725,7 +1742,7 @@ static void conf_range_text(const struct conf_keydef *k, char *out, size_t len)
 		snprintf(out, len, "http://host[:port][/prefix]; an IPv6 address in brackets");
 		break;
 	case CONF_T_STRING:
-		snprintf(out, len, k->where == CONF_IN_BACKEND ? "text, or empty" : "a header name, or empty");
+		snprintf(out, len, "%s", k->choices ? k->choices : "text, or empty");
 		break;
 	default:
 		conf_type_text(k, out, len);

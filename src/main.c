@@ -44,9 +44,10 @@ static void main_usage(FILE *f)
 		"      --probe         with -t: also GET each backend's health path\n"
 		"  -T, --dump          check the file and print the effective config (every\n"
 		"                      key, defaults filled in) as an INI file -t accepts\n"
-		"      --share-listen  start even though another process listens on our\n"
-		"                      addresses (a binary upgrade: start the new one beside\n"
-		"                      the old, then SIGTERM the old); refused otherwise\n"
+		"      --share-listen  start even though a ringproxy listens on our addresses\n"
+		"                      (a binary upgrade: start the new one beside the old,\n"
+		"                      then SIGTERM the old); beside any other program, or\n"
+		"                      without the flag, the start is refused\n"
 		"  -h, --help          this text\n");
 }
 
@@ -62,7 +63,8 @@ static size_t main_collect(char *p, size_t size, size_t n, void *arg)
 /* ringproxy purge [-c FILE] URL...: each URL through the admin listener
  * of FILE (POST /purge?url=, with its admin_token), its JSON answer on
  * stdout (each backend's status is in it). Exit 0 when the admin
- * listener answered 200 for every URL, 1 otherwise, 2 on usage. */
+ * listener answered 200 for every URL (every backend purged it or held
+ * none), 1 otherwise (502: a backend kept its copy), 2 on usage. */
 static int main_purge(int argc, char **argv)
 {
 	const char *path = MAIN_DEFAULT_CONF;
@@ -128,6 +130,10 @@ static int main_purge(int argc, char **argv)
 		curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
 		if (cr != CURLE_OK) {
 			fprintf(stderr, "ringproxy: purge %s: %s: %s\n", argv[i], base, curl_easy_strerror(cr));
+			rc = 1;
+		} else if (status == 502) {
+			fprintf(stderr, "ringproxy: purge %s: a backend kept its copy (refused, or no answer): "
+				"see \"backends\" in the JSON\n", argv[i]);
 			rc = 1;
 		} else if (status != 200) {
 			fprintf(stderr, "ringproxy: purge %s: the admin listener answered %ld\n", argv[i], status);

@@ -80,6 +80,18 @@ static void page_rate(char *out, size_t len, double r)
 	snprintf(out, len, r >= 100 ? "%.0f" : r >= 10 ? "%.1f" : r > 0 ? "%.2f" : "0", r);
 }
 
+/* A size for people: MiB from 0.1 MiB up, KiB from 1 KiB, else bytes
+ * (a small cache does not read "0.0 MiB"). */
+static void page_size(char *out, size_t len, uint64_t b)
+{
+	if (b >= 104858)
+		snprintf(out, len, "%.1f MiB", (double)b / 1048576.0);
+	else if (b >= 1024)
+		snprintf(out, len, "%.1f KiB", (double)b / 1024.0);
+	else
+		snprintf(out, len, "%llu B", (unsigned long long)b);
+}
+
 /* ---- the ring ----------------------------------------------------------- */
 
 static double page_angle(uint64_t pos)
@@ -223,7 +235,7 @@ static void page_tile(struct evbuffer *out, const char *id, const char *label, c
 
 static void page_tiles(struct evbuffer *out, const struct stats *st)
 {
-	char v[64], m[128], a[32], b[32];
+	char v[64], m[128], a[32], b[32], size[32];
 
 	PAGE_ADD(out, "<div class=\"tiles\">\n");
 	page_rate(a, sizeof(a), st->rate[STATS_WIN_10][RATES_P_requests]);
@@ -244,8 +256,8 @@ static void page_tiles(struct evbuffer *out, const struct stats *st)
 		uint64_t asked = st->cache.hits + st->cache.misses + st->cache.coalesced;
 
 		snprintf(v, sizeof(v), "%.1f%%", asked ? 100.0 * (double)st->cache.hits / (double)asked : 0.0);
-		snprintf(m, sizeof(m), "%llu objects, %.1f MiB", (unsigned long long)st->cache.objects,
-			 (double)st->cache.bytes / 1048576.0);
+		page_size(size, sizeof(size), st->cache.bytes);
+		snprintf(m, sizeof(m), "%llu objects, %s", (unsigned long long)st->cache.objects, size);
 		page_tile(out, "t-cache", "Cache hit ratio", v, m);
 	}
 	snprintf(v, sizeof(v), "%llu", (unsigned long long)st->generation);
@@ -254,29 +266,45 @@ static void page_tiles(struct evbuffer *out, const struct stats *st)
 	PAGE_ADD(out, "</div>\n");
 }
 
-/* The last 5 minutes of a backend: requests per second, errors under. */
+/* The last 5 minutes of a backend: requests per second, and in red the
+ * errors on a scale of their own, drawn only when there were any (a red
+ * line on every baseline made healthy rows look failed); the scales are
+ * written under it. */
 static void page_spark(struct evbuffer *out, const struct stats_backend *b, const char *colour)
 {
-	double max = 1;
+	double max = 1, emax = 0, top[2];
+	char a[32], e[32];
 
-	for (size_t k = 0; k < STATS_SPARK; k++)
+	for (size_t k = 0; k < STATS_SPARK; k++) {
 		if (b->spark_requests[k] > max)
 			max = b->spark_requests[k];
+		if (b->spark_errors[k] > emax)
+			emax = b->spark_errors[k];
+	}
+	top[0] = max;
+	top[1] = emax;
+	page_rate(a, sizeof(a), max);
+	page_rate(e, sizeof(e), emax);
 	evbuffer_add_printf(out, "<svg class=\"spark\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" "
-			    "aria-label=\"requests and errors per second, last 5 minutes, at most %.1f\">",
-			    PAGE_SPARK_W, PAGE_SPARK_H, PAGE_SPARK_W, PAGE_SPARK_H, max);
-	for (int line = 0; line < 2; line++) {
+			    "aria-label=\"requests per second, last 5 minutes, at most %s%s%s\">",
+			    PAGE_SPARK_W, PAGE_SPARK_H, PAGE_SPARK_W, PAGE_SPARK_H, a,
+			    emax > 0 ? "; errors per second at most " : "", emax > 0 ? e : "");
+	for (int line = 0; line < (emax > 0 ? 2 : 1); line++) {
 		const double *v = line ? b->spark_errors : b->spark_requests;
+		double scale = top[line];
 
 		evbuffer_add_printf(out, "<polyline class=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
 				    line ? "errors" : "requests", line ? "#d92d20" : colour);
 		for (size_t k = 0; k < STATS_SPARK; k++)
 			evbuffer_add_printf(out, "%s%.1f,%.1f", k ? " " : "",
 					    (double)k * PAGE_SPARK_W / (STATS_SPARK - 1),
-					    PAGE_SPARK_H - 1 - v[k] / max * (PAGE_SPARK_H - 2));
+					    PAGE_SPARK_H - 1 - v[k] / scale * (PAGE_SPARK_H - 2));
 		PAGE_ADD(out, "\"/>");
 	}
-	PAGE_ADD(out, "</svg>");
+	evbuffer_add_printf(out, "</svg><small class=\"scale\">top %s/s", a);
+	if (emax > 0)
+		evbuffer_add_printf(out, "; <span class=\"err\">errors, top %s/s</span>", e);
+	PAGE_ADD(out, "</small>");
 }
 
 static const char *page_state_word(const char *state)
@@ -312,7 +340,8 @@ static void page_latency(struct evbuffer *out, const struct stats_hist_sum *h)
 	evbuffer_add_printf(out, "<td class=\"latency\">%s<small>p99 %s</small></td>", a, b);
 }
 
-static void page_backend_row(struct evbuffer *out, const struct stats_backend *b, size_t i)
+static void page_backend_row(struct evbuffer *out, const struct stats_backend *b, size_t i,
+			     double balance_factor)
 {
 	char colour[40], a[32], c[32];
 	double req5 = b->rate[STATS_WIN_300][RATES_B_requests], err5 = b->rate[STATS_WIN_300][RATES_B_errors];
@@ -331,9 +360,11 @@ static void page_backend_row(struct evbuffer *out, const struct stats_backend *b
 	evbuffer_add_printf(out, "</td><td>%.2f%%<small>%u points, weight %g</small></td><td>%llu</td><td class=\"l\">",
 			    100.0 * b->share, b->points, b->weight, (unsigned long long)b->inflight);
 	if (b->max_inflight)
-		evbuffer_add_printf(out, "hard cap %ld", b->max_inflight);
+		evbuffer_add_printf(out, "hard cap %ld<small>never more in flight</small>", b->max_inflight);
 	if (b->cap >= 0)
-		evbuffer_add_printf(out, "%sload cap %ld now", b->max_inflight ? "<br>" : "", b->cap);
+		evbuffer_add_printf(out, "spills at %ld in flight<small>new requests go to the next backend then "
+				    "(bounded loads: %g &times; its fair share of what is in flight now)</small>",
+				    b->cap, balance_factor);
 	if (!b->max_inflight && b->cap < 0)
 		PAGE_ADD(out, "none");
 	page_rate(a, sizeof(a), b->rate[STATS_WIN_10][RATES_B_requests]);
@@ -356,7 +387,7 @@ static void page_backends(struct evbuffer *out, const struct stats *st)
 		     "<th>Last 5 minutes</th>"
 		     "</tr></thead>\n<tbody>\n");
 	for (size_t i = 0; i < st->nbe; i++)
-		page_backend_row(out, &st->be[i], i);
+		page_backend_row(out, &st->be[i], i, st->balance_factor);
 	PAGE_ADD(out, "</tbody></table>\n");
 }
 
@@ -364,7 +395,9 @@ static void page_reloads(struct evbuffer *out, const struct stats *st)
 {
 	char when[64];
 
-	PAGE_ADD(out, "<h2>Reloads</h2>\n<ol class=\"reloads\" reversed>\n");
+	/* no list numbers: after a refused reload they would not be the
+	 * reload ids ("reload 3:" in an applied one's report) */
+	PAGE_ADD(out, "<h2>Reloads</h2>\n<ul class=\"reloads\">\n");
 	if (!st->nreloads)
 		PAGE_ADD(out, "<li class=\"none\">none since the start</li>\n");
 	for (unsigned k = st->nreloads; k-- > 0;) {
@@ -376,7 +409,7 @@ static void page_reloads(struct evbuffer *out, const struct stats *st)
 		page_str(out, r->text);
 		PAGE_ADD(out, "</li>\n");
 	}
-	PAGE_ADD(out, "</ol>\n");
+	PAGE_ADD(out, "</ul>\n");
 }
 
 /* Every counter of the lists, labelled by its help text. */
@@ -409,6 +442,21 @@ static void page_counters(struct evbuffer *out, const struct stats *st)
 	PAGE_ADD(out, "</table></details>\n");
 }
 
+/* The config file on disk when it is not what runs. */
+static void page_disk(struct evbuffer *out, const struct stats *st)
+{
+	if (strcmp(st->conf_on_disk, "differs") == 0)
+		evbuffer_add_printf(out, "<p class=\"warn\" id=\"conf-disk\" data-on-disk=\"differs\">The file on disk "
+				    "differs from the running config (SHA-256 <code>%.12s&hellip;</code>, %s): check it "
+				    "with ringproxy -t, see what it would move with ringproxy plan, then reload "
+				    "(systemctl reload ringproxy, or SIGHUP).</p>\n", st->conf_disk_sha256,
+				    st->reload_time && !st->reload_ok ? "the last reload refused it: see Reloads" :
+				    "edited since it was loaded");
+	else if (strcmp(st->conf_on_disk, "same") != 0)
+		PAGE_ADD(out, "<p class=\"warn\" id=\"conf-disk\" data-on-disk=\"unreadable\">The config file cannot "
+			 "be read now: a reload would fail.</p>\n");
+}
+
 static const char page_style[] =
 	":root{--fg:#1d232b;--mute:#5b6672;--line:#e3e7ec;--bad:#b42318;--ok:#067647;--warn:#b54708}"
 	"*{box-sizing:border-box}"
@@ -431,7 +479,8 @@ static const char page_style[] =
 	".sw{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:6px}"
 	".state{font-weight:600}.st-up{color:var(--ok)}.st-down,.st-failing{color:var(--bad)}"
 	".st-ramping,.st-full{color:var(--warn)}.st-drained{color:var(--mute)}"
-	".reloads{padding-left:22px}.reloads li{margin:3px 0;overflow-wrap:anywhere}.reloads .fail b{color:var(--bad)}"
+	".scale{font-size:11px}.scale .err{color:var(--bad)}"
+	".reloads{padding-left:0;list-style:none}.warn{color:var(--warn);font-weight:600}.reloads li{margin:3px 0;overflow-wrap:anywhere}.reloads .fail b{color:var(--bad)}"
 	".reloads time{color:var(--mute);font-size:12px}details{margin-top:16px}summary{cursor:pointer;font-weight:600}"
 	"table.all{width:auto}footer{margin-top:16px;color:var(--mute);font-size:12px}";
 
@@ -452,8 +501,9 @@ void page_html(const struct stats *st, struct evbuffer *out)
 			    b->libevent, b->openssl, b->libcurl, b->inih, up);
 	page_str(out, st->conf_path);
 	evbuffer_add_printf(out, "</code> loaded %s, SHA-256 <code title=\"%s\">%.12s&hellip;</code>, generation %llu"
-			    "</p></header>\n<section class=\"top\">\n", loaded, st->conf_sha256, st->conf_sha256,
-			    (unsigned long long)st->generation);
+			    "</p>\n", loaded, st->conf_sha256, st->conf_sha256, (unsigned long long)st->generation);
+	page_disk(out, st);
+	PAGE_ADD(out, "</header>\n<section class=\"top\">\n");
 	page_ring(out, st);
 	page_tiles(out, st);
 	PAGE_ADD(out, "</section>\n");
@@ -461,7 +511,8 @@ void page_html(const struct stats *st, struct evbuffer *out)
 	page_reloads(out, st);
 	page_counters(out, st);
 	PAGE_ADD(out, "<footer><a href=\"/stats\">/stats</a> (JSON) &middot; <a href=\"/metrics\">/metrics</a> "
-		     "(Prometheus) &middot; <a href=\"/ring\">/ring</a> &middot; <a href=\"/ring?key=/&amp;format=text\">"
-		     "/ring?key=KEY</a> (where a key goes, and why) &middot; <a href=\"/health\">/health</a>"
+		     "(Prometheus) &middot; <a href=\"/ring\">/ring</a> &middot; <a href=\"/ring?url=/&amp;format=text\">"
+		     "/ring?url=URL</a> (where a request for a URL or path goes, and why; key= takes the string "
+		     "hashed) &middot; <a href=\"/health\">/health</a>"
 		     "</footer>\n</body></html>\n");
 }

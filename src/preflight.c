@@ -21,14 +21,21 @@
  * clients between the two. The probe sees the other listener and the
  * start is refused unless --share-listen says it is meant (a binary
  * upgrade: the new process starts beside the old, which is then stopped).
+ * The holder is named when /proc shows it (the listening socket's inode
+ * in /proc/net/tcp, then the process with that inode among its fds:
+ * another user's fds are readable as root only), and --share-listen
+ * shares with a ringproxy only: another program that set SO_REUSEPORT
+ * (a cache on the same host) would take half of the clients.
  */
 #include "preflight.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +134,146 @@ static int preflight_bind(const struct sockaddr_storage *addr, socklen_t len)
 	return rc;
 }
 
+/* The inodes of the sockets listening on TCP port, IPv4 and IPv6, into
+ * ino[0..max); returns how many. */
+static size_t preflight_listeners(int port, unsigned long *ino, size_t max)
+{
+	static const char *const tables[] = { "/proc/net/tcp", "/proc/net/tcp6" };
+	size_t n = 0;
+	char line[512];
+
+	for (size_t t = 0; t < sizeof(tables) / sizeof(tables[0]); t++) {
+		FILE *f = fopen(tables[t], "r");
+		unsigned lport, state;
+		unsigned long inode;
+
+		if (!f)
+			continue;
+		while (n < max && fgets(line, sizeof(line), f))
+			if (sscanf(line, " %*d: %*[0-9A-Fa-f]:%x %*s %x %*s %*s %*s %*u %*d %lu",
+				   &lport, &state, &inode) == 3 && (int)lport == port && state == 0x0A && inode)
+				ino[n++] = inode;
+		fclose(f);
+	}
+	return n;
+}
+
+/* Whether process pid holds one of the sockets ino[0..n). */
+static bool preflight_holds(const char *pid, const unsigned long *ino, size_t n)
+{
+	char dir[300], path[600], link[64];
+	struct dirent *e;
+	bool found = false;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "/proc/%s/fd", pid);
+	d = opendir(dir);
+	if (!d)
+		return false;   /* gone, or another user's without root */
+	while (!found && (e = readdir(d))) {
+		ssize_t len;
+		unsigned long inode;
+
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		len = readlink(path, link, sizeof(link) - 1);
+		if (len <= 0)
+			continue;
+		link[len] = '\0';
+		if (sscanf(link, "socket:[%lu]", &inode) != 1)
+			continue;
+		for (size_t i = 0; i < n && !found; i++)
+			found = inode == ino[i];
+	}
+	closedir(d);
+	return found;
+}
+
+/* A process's command name (/proc/PID/comm, at most 15 bytes). */
+static void preflight_comm(const char *pid, char *comm, size_t len)
+{
+	char path[300];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%s/comm", pid);
+	comm[0] = '\0';
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	if (fgets(comm, (int)len, f))
+		comm[strcspn(comm, "\n")] = '\0';
+	fclose(f);
+}
+
+/*
+ * Who listens on TCP port: the first process found holding a listening
+ * socket of the port, its pid and command name into *pid and comm (of
+ * len bytes), and whether it is a ringproxy (its command name is ours,
+ * or "ringproxy": a binary upgrade's old binary may have another path).
+ * false with *pid 0 when none can be seen.
+ */
+static bool preflight_holder(int port, long *pid, char *comm, size_t len)
+{
+	unsigned long ino[16];
+	size_t n = preflight_listeners(port, ino, sizeof(ino) / sizeof(ino[0]));
+	char self[32], me[32];
+	struct dirent *e;
+	DIR *d;
+
+	*pid = 0;
+	comm[0] = '\0';
+	if (!n || !(d = opendir("/proc")))
+		return false;
+	snprintf(self, sizeof(self), "%ld", (long)getpid());
+	while ((e = readdir(d))) {
+		if (e->d_name[strspn(e->d_name, "0123456789")] != '\0' || strcmp(e->d_name, self) == 0)
+			continue;
+		if (preflight_holds(e->d_name, ino, n)) {
+			*pid = strtol(e->d_name, NULL, 10);
+			preflight_comm(e->d_name, comm, len);
+			break;
+		}
+	}
+	closedir(d);
+	preflight_comm(self, me, sizeof(me));
+	return *pid && comm[0] && (strcmp(comm, "ringproxy") == 0 || strcmp(comm, me) == 0);
+}
+
+/* An address in use (key, text at line): name its holder, and allow
+ * --share-listen only beside a ringproxy. */
+static void preflight_in_use(const struct conf *c, const char *key, const char *text, int line,
+			     int port, unsigned flags, struct preflight *pf)
+{
+	bool start = flags & PREFLIGHT_START, share = flags & PREFLIGHT_SHARE_LISTEN;
+	char comm[32], who[80];
+	long pid;
+	bool ours = preflight_holder(port, &pid, comm, sizeof(comm));
+
+	if (pid)
+		snprintf(who, sizeof(who), "%s (pid %ld)", comm[0] ? comm : "a process", pid);
+	if (ours && start && share)
+		return;
+	if (ours && start)
+		preflight_add(&pf->errors, c->path, line,
+			      "%s %s: %s, a ringproxy, listens there; stop it, or start with --share-listen to "
+			      "share the address with it on purpose (a binary upgrade: start the new one, then "
+			      "SIGTERM the old)", key, text, who);
+	else if (ours)
+		preflight_add(&pf->warnings, c->path, line,
+			      "%s %s: %s, a ringproxy, listens there (the running one, when this checks a reload); "
+			      "a start beside it is refused unless --share-listen", key, text, who);
+	else if (pid)
+		preflight_add(start ? &pf->errors : &pf->warnings, c->path, line,
+			      "%s %s: %s listens there, not a ringproxy; stop it or listen elsewhere%s", key, text,
+			      who, start && share ? " (--share-listen shares an address with a ringproxy only)" :
+			      start ? "" : " (a start would be refused)");
+	else
+		preflight_add(start ? &pf->errors : &pf->warnings, c->path, line,
+			      "%s %s: another process listens there, one this user cannot see (run as root, or "
+			      "ss -ltnp, to name it); stop it or listen elsewhere%s", key, text,
+			      start && share ? " (--share-listen shares an address with a ringproxy only, and "
+			      "this one cannot be told to be one)" : start ? "" : " (a start would be refused)");
+}
+
 /* Unprivileged processes may bind from this port up (a sysctl of the
  * network namespace; containers often set it to 0). */
 static int preflight_unprivileged_port_start(void)
@@ -160,15 +307,8 @@ static void preflight_addr(const struct conf *c, const char *key, const char *te
 	if (port == 0)
 		return;         /* any free port: nothing to collide with */
 	rc = preflight_bind(&addr, len);
-	if (rc == EADDRINUSE && start && !(flags & PREFLIGHT_SHARE_LISTEN))
-		preflight_add(to, c->path, line,
-			      "%s %s: another process listens there (a ringproxy already running?); "
-			      "stop it, or start with --share-listen to share the address with it on purpose "
-			      "(a binary upgrade: start the new one, then SIGTERM the old)", key, text);
-	else if (rc == EADDRINUSE && !start)
-		preflight_add(to, c->path, line,
-			      "%s %s: another process listens there (the running ringproxy, when this checks "
-			      "a reload); a start beside it is refused unless --share-listen", key, text);
+	if (rc == EADDRINUSE)
+		preflight_in_use(c, key, text, line, port, flags, pf);
 	else if (rc == EACCES && port < preflight_unprivileged_port_start())
 		preflight_add(to, c->path, line,
 			      "%s %s: a port below %d needs CAP_NET_BIND_SERVICE, which this process lacks; "

@@ -740,9 +740,11 @@ static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *ho
 	if (m < 0 || (size_t)m >= cap - (size_t)n)
 		return -1;
 	n += m;
+	/* "; cached": the bytes are this cache's, filled by be (the ring may
+	 * send the URL elsewhere now); a collapsed wait got a fresh fill */
 	if (conf->backend_header[0] && be.len) {
-		m = snprintf(rq->reply + n, cap - (size_t)n, "%s: %.*s\r\n", conf->backend_header,
-			     (int)be.len, be.p);
+		m = snprintf(rq->reply + n, cap - (size_t)n, "%s: %.*s%s\r\n", conf->backend_header,
+			     (int)be.len, be.p, strncmp(how, "fwd=miss", 8) ? "; cached" : "");
 		if (m < 0 || (size_t)m >= cap - (size_t)n)
 			return -1;
 		n += m;

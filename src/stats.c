@@ -11,6 +11,9 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,6 +230,32 @@ static void stats_collect_view(struct stats_backend *o, const struct snapshot *s
 	rates_series(p->rates, o->id, RATES_B_errors, STATS_SPARK_STEP, o->spark_errors);
 }
 
+/* Whether the config file on disk is still what runs: its SHA-256 now
+ * against the one of the bytes loaded (an edit not reloaded, or one a
+ * reload refused, differs). Read at each collection: a few kilobytes on
+ * the admin thread, never on the request path. */
+static void stats_conf_on_disk(struct stats *st)
+{
+	unsigned char md[EVP_MAX_MD_SIZE], buf[16384];
+	unsigned int len = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	FILE *f = fopen(st->conf_path, "rb");
+	bool ok = f && ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+	size_t n;
+
+	st->conf_on_disk = "unreadable";
+	while (ok && (n = fread(buf, 1, sizeof(buf), f)) > 0)
+		ok = EVP_DigestUpdate(ctx, buf, n);
+	if (ok && !ferror(f) && EVP_DigestFinal_ex(ctx, md, &len) && len == 32) {
+		for (unsigned i = 0; i < len; i++)
+			snprintf(st->conf_disk_sha256 + 2 * i, 3, "%02x", md[i]);
+		st->conf_on_disk = strcmp(st->conf_disk_sha256, st->conf_sha256) == 0 ? "same" : "differs";
+	}
+	if (f)
+		fclose(f);
+	EVP_MD_CTX_free(ctx);
+}
+
 int stats_collect(struct stats *st, const struct proxy *p)
 {
 	const struct snapshot *s = p->current;
@@ -244,6 +273,7 @@ int stats_collect(struct stats *st, const struct proxy *p)
 	st->conf_path = s->conf->path;
 	st->conf_sha256 = s->conf->sha256;
 	st->conf_loaded = (long long)p->conf_loaded;
+	stats_conf_on_disk(st);
 	st->balance_factor = s->conf->balance_factor;
 	if (p->rates) {
 #define STATS_WIN(sec, label) \
@@ -441,7 +471,7 @@ static void stats_json_head(const struct stats *st, struct evbuffer *out)
 	stats_json_str(out, st->conf_path);
 	evbuffer_add(out, ", \"sha256\": ", 12);
 	stats_json_str(out, st->conf_sha256);
-	evbuffer_add_printf(out, ", \"loaded\": %lld}, ", st->conf_loaded);
+	evbuffer_add_printf(out, ", \"loaded\": %lld, \"on_disk\": \"%s\"}, ", st->conf_loaded, st->conf_on_disk);
 }
 
 void stats_json(const struct stats *st, struct evbuffer *out)
@@ -621,15 +651,84 @@ static void stats_prom_info(const struct stats *st, struct evbuffer *out)
 			    "ringproxy_config_loaded_timestamp_seconds %lld\n", st->conf_loaded);
 }
 
+/*
+ * Counters by status as one family with a code label, as Prometheus
+ * names things (the label, not the name, carries a value; HAProxy's
+ * exporter writes code="2xx" and code="other" the same way). The older
+ * names with the code in them are written for one more release, their
+ * HELP saying which series replaces them.
+ */
+struct stats_code {
+	const char *name;               /* the counter of the lists */
+	const char *code;               /* its code label */
+	size_t off;                     /* in struct stats or struct stats_backend */
+};
+
+static const struct stats_code stats_reply_codes[] = {
+	{ "replies_400", "400", offsetof(struct stats, replies_400) },
+	{ "replies_408", "408", offsetof(struct stats, replies_408) },
+	{ "replies_431", "431", offsetof(struct stats, replies_431) },
+	{ "replies_502", "502", offsetof(struct stats, replies_502) },
+	{ "replies_503", "503", offsetof(struct stats, replies_503) },
+	{ "replies_504", "504", offsetof(struct stats, replies_504) },
+	{ "replies_other", "other", offsetof(struct stats, replies_other) },
+};
+
+static const struct stats_code stats_response_codes[] = {
+	{ "responses_2xx", "2xx", offsetof(struct stats_backend, responses_2xx) },
+	{ "responses_3xx", "3xx", offsetof(struct stats_backend, responses_3xx) },
+	{ "responses_4xx", "4xx", offsetof(struct stats_backend, responses_4xx) },
+	{ "responses_5xx", "5xx", offsetof(struct stats_backend, responses_5xx) },
+};
+
+#define STATS_NCODES(t) (sizeof(t) / sizeof((t)[0]))
+
+/* The HELP text's tail for counter name: "" or where it went. */
+static const char *stats_prom_moved(const char *name, char *buf, size_t len)
+{
+	const struct stats_code *tabs[] = { stats_reply_codes, stats_response_codes };
+	const size_t ns[] = { STATS_NCODES(stats_reply_codes), STATS_NCODES(stats_response_codes) };
+	const char *family[] = { "ringproxy_replies_total", "ringproxy_backend_http_responses_total" };
+
+	for (size_t t = 0; t < 2; t++)
+		for (size_t i = 0; i < ns[t]; i++)
+			if (strcmp(tabs[t][i].name, name) == 0) {
+				snprintf(buf, len, "; deprecated, to be removed in the next release: %s{code=\"%s\"}",
+					 family[t], tabs[t][i].code);
+				return buf;
+			}
+	return "";
+}
+
+static void stats_prom_codes(const struct stats *st, struct evbuffer *out)
+{
+	evbuffer_add_printf(out, "# HELP ringproxy_replies_total the proxy's own replies by status code "
+			    "(\"other\": any other status)\n# TYPE ringproxy_replies_total counter\n");
+	for (size_t i = 0; i < STATS_NCODES(stats_reply_codes); i++)
+		evbuffer_add_printf(out, "ringproxy_replies_total{code=\"%s\"} %llu\n", stats_reply_codes[i].code,
+				    (unsigned long long)*(const uint64_t *)((const char *)st + stats_reply_codes[i].off));
+	evbuffer_add_printf(out, "# HELP ringproxy_backend_http_responses_total final responses from the backend "
+			    "by status class\n# TYPE ringproxy_backend_http_responses_total counter\n");
+	for (size_t b = 0; b < st->nbe; b++)
+		for (size_t i = 0; i < STATS_NCODES(stats_response_codes); i++)
+			evbuffer_add_printf(out, "ringproxy_backend_http_responses_total{backend=\"%s\",code=\"%s\"} %llu\n",
+					    st->be[b].name, stats_response_codes[i].code,
+					    (unsigned long long)*(const uint64_t *)((const char *)&st->be[b] +
+										   stats_response_codes[i].off));
+}
+
 void stats_prometheus(const struct stats *st, struct evbuffer *out)
 {
+	char moved[160];
+
 	stats_prom_info(st, out);
 #define STATS_P(n, type, where, help) \
-	evbuffer_add_printf(out, "# HELP ringproxy_%s%s %s\n# TYPE ringproxy_%s%s %s\nringproxy_%s%s %llu\n", \
-			    #n, stats_suffix(#type), help, #n, stats_suffix(#type), stats_ptype(#type), \
-			    #n, stats_suffix(#type), (unsigned long long)st->n);
+	evbuffer_add_printf(out, "# HELP ringproxy_%s%s %s%s\n# TYPE ringproxy_%s%s %s\nringproxy_%s%s %llu\n", \
+			    #n, stats_suffix(#type), help, stats_prom_moved(#n, moved, sizeof(moved)), #n, \
+			    stats_suffix(#type), stats_ptype(#type), #n, stats_suffix(#type), (unsigned long long)st->n);
 	STATS_PROXY(STATS_P)
 #undef STATS_P
+	stats_prom_codes(st, out);
 #define STATS_PH(n, help) \
 	evbuffer_add_printf(out, "# HELP ringproxy_%s_seconds %s\n# TYPE ringproxy_%s_seconds histogram\n", \
 			    #n, help, #n); \
@@ -665,8 +764,9 @@ void stats_prometheus(const struct stats *st, struct evbuffer *out)
 				    st->be[i].weight);
 	/* backend names are [A-Za-z0-9._-] (conf.c): no label escaping */
 #define STATS_P(n, type, where, help) \
-	evbuffer_add_printf(out, "# HELP ringproxy_backend_%s%s %s\n# TYPE ringproxy_backend_%s%s %s\n", \
-			    #n, stats_suffix(#type), help, #n, stats_suffix(#type), stats_ptype(#type)); \
+	evbuffer_add_printf(out, "# HELP ringproxy_backend_%s%s %s%s\n# TYPE ringproxy_backend_%s%s %s\n", \
+			    #n, stats_suffix(#type), help, stats_prom_moved(#n, moved, sizeof(moved)), #n, \
+			    stats_suffix(#type), stats_ptype(#type)); \
 	for (size_t i = 0; i < st->nbe; i++) \
 		evbuffer_add_printf(out, "ringproxy_backend_%s%s{backend=\"%s\"} %llu\n", #n, \
 				    stats_suffix(#type), st->be[i].name, (unsigned long long)st->be[i].n);

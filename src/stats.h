@@ -86,6 +86,9 @@ struct stats {
 	const char *conf_path;          /* borrowed from the snapshot */
 	const char *conf_sha256;
 	long long conf_loaded;
+	const char *conf_on_disk;       /* the file now: "same" bytes as the
+					   running config, "differs", "unreadable" */
+	char conf_disk_sha256[65];      /* "" unless read */
 	double balance_factor;
 	double rate[STATS_NWIN][RATES_NPROXY];
 	/* for the page's ring (borrowed) */

@@ -1,6 +1,7 @@
 #!/bin/bash
 # tests/demo.sh -- the README's "run" command. On a fresh Debian 12 machine:
-# installs what is missing, builds, starts three test caches on
+# installs what is missing, builds (debugoptimized, in build/; the README's
+# release build is build-release/), starts three test caches on
 # 127.0.0.1:9001-9003 and ringproxy on 127.0.0.1:8080 (stats on :8081) with conf/demo.ini,
 # prints a few curl commands to try, and stops everything on Ctrl-C.
 set -euo pipefail
@@ -25,7 +26,9 @@ for i in 1 2 3; do
 	pids+=($!)
 done
 ./build/src/ringproxy -t -c conf/demo.ini
-./build/src/ringproxy -c conf/demo.ini &
+# in a session of its own: the terminal's Ctrl-C reaches this script only,
+# and stop() sends ringproxy one SIGTERM (a second signal means "stop now")
+setsid ./build/src/ringproxy -c conf/demo.ini &
 pids+=($!)
 sleep 0.5
 
@@ -33,10 +36,10 @@ cat <<'TXT'
 
 ringproxy is listening on http://127.0.0.1:8080 in front of three demo caches.
 Try:
-  curl -si http://127.0.0.1:8080/thumbs/42_200x200.jpg | head -12
+  curl -si http://127.0.0.1:8080/thumbs/42_200x200.jpg | sed '/^\r$/q'   # the whole head, ringproxy's lines too
   open http://127.0.0.1:8081/ in a browser (stats page), or curl http://127.0.0.1:8081/stats
   for i in $(seq 1 9); do curl -s -o /dev/null -D - http://127.0.0.1:8080/thumbs/$i.jpg | grep -i x-ringproxy-backend; done
-  ./build/src/ringproxy plan conf/ringproxy.ini conf/ringproxy-grow.ini
+  ./build/src/ringproxy plan conf/demo.ini conf/demo-grow.ini   # what adding cache-4 would move
 Ctrl-C stops everything.
 TXT
 wait

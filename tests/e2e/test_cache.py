@@ -198,8 +198,8 @@ def main():
     t.check(st2 == 200 and b2 == b1 and fetches("/a.jpg") == 1 and
             re.fullmatch(r"ringproxy; hit; ttl=(59|60)", cs(h2)) is not None and h2.get("age") in ("0", "1"),
             "the second is answered from memory: same body, no backend fetch, hit; ttl=60, Age", h2)
-    t.check(h2.get("x-ringproxy-backend") == "fake" and h2.get("content-length") == str(len(b1)),
-            "... naming the backend it came from, with its Content-Length", h2)
+    t.check(h2.get("x-ringproxy-backend") == "fake; cached" and h2.get("content-length") == str(len(b1)),
+            "... naming the backend that filled it, marked cached, with its Content-Length", h2)
     st, h, b = harness.get(P, "/a.jpg", method="HEAD")
     t.check(st == 200 and b == b"" and h.get("content-length") == str(len(b1)) and
             cs(h).startswith("ringproxy; hit") and fetches("/a.jpg") == 1,

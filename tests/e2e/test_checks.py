@@ -3,7 +3,9 @@
 operator would: each mistake gets a clear message, as FILE:LINE where a
 line applies, at -t and at start; what depends on the host or the moment
 (a name that does not resolve, an address in use, a privileged port) is a
-warning at -t and, where the start would misbehave, an error at start.
+warning at -t and, where the start would misbehave, an error at start. An
+address in use names its holder (program and pid); --share-listen shares
+with a ringproxy only.
 usage: test_checks.py RINGPROXY TESTCACHE"""
 
 import os
@@ -114,16 +116,16 @@ def main():
     first = H.Proxy(RP, H.conf_text([cache], proxy={"workers": 1}), tag="first")
     path = H.write("second.ini", H.conf_text([cache], proxy={"listen": f"127.0.0.1:{first.port}",
                                                             "workers": 1}))
+    holder = rf"ringproxy \(pid {first.proc.pid}\), a ringproxy, listens there"
     rc, out, err = run("-t", "-c", path)
-    t.check(rc == 0 and re.search(r"warning: " + re.escape(path) + r":2: listen 127\.0\.0\.1:\d+: another "
-                                  r"process listens there \(the running ringproxy, when this checks a reload\)",
-                                  err),
-            "-t: an address in use is a warning (systemd runs -t before each reload)", out + err)
+    t.check(rc == 0 and re.search(r"warning: " + re.escape(path) + r":2: listen 127\.0\.0\.1:\d+: " + holder +
+                                  r" \(the running one, when this checks a reload\)", err),
+            "-t: an address in use is a warning naming the ringproxy there (systemd runs -t before each reload)",
+            out + err)
     rc, err = start_fails(path)
-    t.check(rc == 1 and re.search(re.escape(path) + r":2: listen 127\.0\.0\.1:\d+: another process listens "
-                                  r"there \(a ringproxy already running\?\); stop it, or start with "
-                                  r"--share-listen", err),
-            "start: a second ringproxy on the same address is refused", err)
+    t.check(rc == 1 and re.search(re.escape(path) + r":2: listen 127\.0\.0\.1:\d+: " + holder +
+                                  r"; stop it, or start with --share-listen", err),
+            "start: a second ringproxy on the same address is refused, naming the first by pid", err)
     st, _, body = H.get(first.port, "/still/first.jpg")
     t.check(st == 200 and first.alive(), "the first keeps serving")
     second = H.Proxy(RP, tag="second", path=path, extra_args=["--share-listen"])
@@ -131,12 +133,29 @@ def main():
             "--share-listen starts a second one on the same address (a binary upgrade)")
     second.stop()
 
+    # ---- another program on the address: named, never shared -----------
+    other = H.write("beside-cache.ini", H.conf_text([cache], proxy={"listen": f"127.0.0.1:{cache.port}",
+                                                                   "workers": 1}))
+    named = rf":2: listen 127\.0\.0\.1:{cache.port}: testcache \(pid {cache.proc.pid}\) listens there, not a ringproxy"
+    rc, out, err = run("-t", "-c", other)
+    t.check(rc == 0 and re.search(re.escape(other) + named + r"; stop it or listen elsewhere \(a start would "
+                                  r"be refused\)", err) and "--share-listen" not in err,
+            "-t: a test cache on the address is named (program and pid), no --share-listen suggested", err)
+    rc, err = start_fails(other)
+    t.check(rc == 1 and re.search(re.escape(other) + named, err) and "--share-listen" not in err,
+            "start: refused, naming the test cache, without suggesting --share-listen", err)
+    rc, err = start_fails(other, "--share-listen")
+    t.check(rc == 1 and re.search(re.escape(other) + named + r".*shares an address with a ringproxy only", err),
+            "start --share-listen beside a test cache (it set SO_REUSEPORT too): refused, not bound beside it", err)
+    st, _, body = H.get(cache.port, "/still/cache.jpg")
+    t.check(st == 200, "the test cache keeps its address to itself", st)
+
     # admin_listen in use (by the first proxy's listener): refused too
     path = H.write("admin-inuse.ini", H.conf_text([cache], proxy={
         "workers": 1, "admin_listen": f"127.0.0.1:{first.port}"}))
     rc, err = start_fails(path)
-    t.check(rc == 1 and re.search(re.escape(path) + r":4: admin_listen 127\.0\.0\.1:\d+: another process", err),
-            "start: an admin_listen in use is refused", err)
+    t.check(rc == 1 and re.search(re.escape(path) + r":4: admin_listen 127\.0\.0\.1:\d+: " + holder, err),
+            "start: an admin_listen in use is refused, naming who holds it", err)
     first.stop()
 
     # ---- a port below 1024 without CAP_NET_BIND_SERVICE -----------------

@@ -341,6 +341,73 @@ for lib, pc, fmt in (("libevent", "libevent", "libevent {}"), ("openssl", "libcr
 rc, out, err = run("--help-config")
 check(rc == 0 and "balance_factor" in out and "default: 1.25" in out, "--help-config lists keys with defaults")
 
+# balance_factor: 0 (off) or 1 to 100, as the reference says; below 1 the
+# caps add up to less than the load
+for bf, ok in (("0.5", False), ("0.999", False), ("0", True), ("1", True), ("1.25", True)):
+    path = write(f"bf-{bf}.ini", f"[ring]\nbalance_factor = {bf}\n\n[backend a]\nurl = http://127.0.0.1:9\n")
+    rc, out, err = run("-t", "-c", path)
+    if ok:
+        check(rc == 0, f"balance_factor = {bf} is accepted {err!r}")
+    else:
+        check(rc == 1 and f"{path}:2: balance_factor: {bf} is below 1" in err and
+              "expected 0 (off), or a number from 1 to 100" in err,
+              f"balance_factor = {bf} is refused as FILE:LINE, naming what it takes {err!r}")
+
+# The demo and the README's Quick start, as a new operator runs them in turn:
+# the release build must not land in the demo's build directory (meson setup
+# on a configured directory keeps its buildtype and exits 0), and the demo's
+# plan example is about the demo's own tier.
+import re  # noqa: E402
+demo_sh = open(os.path.join(ROOT, "tests", "demo.sh")).read()
+readme = open(os.path.join(ROOT, "README.md")).read()
+quick = readme[readme.index("## Quick start"):readme.index("## Configuration reference")]
+demo_dirs = set(re.findall(r"meson setup (\S+)", demo_sh)) | set(re.findall(r"ninja -C (\S+)", demo_sh))
+rel = re.search(r"meson setup (\S+) -Dbuildtype=release && ninja -C (\S+)", quick)
+inst = re.search(r"meson install -C (\S+)", quick)
+check(rel and inst and rel.group(1) == rel.group(2) == inst.group(1) and rel.group(1) not in demo_dirs,
+      f"the Quick start builds and installs the release in a directory the demo does not configure "
+      f"(demo {sorted(demo_dirs)}, release {rel.groups() if rel else None}, install {inst.group(1) if inst else None})")
+plan = re.search(r"ringproxy plan (\S+) (\S+)", demo_sh)
+started = re.search(r"ringproxy -c (\S+) &", demo_sh)
+if plan and started:
+    rc, out, err = run("plan", os.path.join(ROOT, plan.group(1)), os.path.join(ROOT, plan.group(2)))
+check(plan and started and plan.group(1) == started.group(1) and rc == 0 and
+      re.search(r"added: +cache-4\n", out) and re.search(r"removed: +\(none\)", out),
+      f"the demo's plan example grows the demo's own tier ({started.group(1) if started else None}) "
+      f"by cache-4: {plan.groups() if plan else None}")
+
+# The demo's Ctrl-C: the terminal sends SIGINT to its foreground process
+# group; run the demo's own stop() and ringproxy line in a group of their
+# own and do the same. One signal must reach ringproxy, or it logs
+# "second Terminated: stopping now" on every normal stop.
+import signal  # noqa: E402
+import time  # noqa: E402
+stop_fn = re.search(r"^stop\(\) \{\n.*?^\}\n", demo_sh, re.M | re.S)
+start_line = re.search(r"^.*\./build/src/ringproxy -c conf/demo\.ini &$", demo_sh, re.M)
+if stop_fn and start_line:
+    ctrl_conf = write("ctrl-c.ini", "[proxy]\nlisten = 127.0.0.1:0\nworkers = 1\n\n[backend a]\nurl = http://127.0.0.1:9\n")
+    script = ("pids=()\n" + stop_fn.group(0) + "trap stop INT TERM EXIT\n" +
+              start_line.group(0).replace("./build/src/ringproxy", RP).replace("conf/demo.ini", ctrl_conf) +
+              "\npids+=($!)\nwait\n")
+    log_path = os.path.join(TMP, "ctrl-c.log")
+    with open(log_path, "w") as log:
+        demo_p = subprocess.Popen(["bash", "-c", script], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                  start_new_session=True)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and "listening on" not in open(log_path).read():
+        time.sleep(0.05)
+    os.killpg(demo_p.pid, signal.SIGINT)    # the terminal's Ctrl-C: the whole foreground group
+    try:
+        demo_p.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(demo_p.pid, signal.SIGKILL)
+        demo_p.wait(timeout=10)
+    ctrl_log = open(log_path).read()
+check(stop_fn and start_line and "stopping on" in ctrl_log and "stopped" in ctrl_log and
+      "second" not in ctrl_log,
+      f"Ctrl-C in the demo stops ringproxy with one signal, no 'second ...: stopping now': "
+      f"{ctrl_log[-600:] if stop_fn and start_line else 'no stop() or ringproxy line in demo.sh'!r}")
+
 for line in SANITIZER[:20]:
     print("#", line)
 check(not SANITIZER, "no sanitizer report in any ringproxy run's stderr")

@@ -81,6 +81,18 @@ check(not missing, f"every key of the table is in ringproxy.ini.5 ({len(keys) - 
       "\n".join(missing))
 check(not wrong_default, "each with the table's default", "\n".join(wrong_default))
 
+# each key's "Value:" says what it takes: only a header key takes a header name
+values = {}
+for m in re.finditer(r"^       (\S+) \(default: [^)]*\)\n(.*?)(?=^       \S+ \(default|\Z)", five, re.M | re.S):
+    v = re.search(r"Value: (.*?)\.?$", " ".join(m.group(2).split()))
+    values[m.group(1)] = v.group(1) if v else ""
+named = sorted(k for k, v in values.items() if "header name" in v)
+check(named == ["backend_header"], f"only backend_header's value is 'a header name' ({named})")
+check("Bearer" in values.get("admin_token", "") or "token" in values.get("admin_token", ""),
+      f"admin_token's value is a token: {values.get('admin_token')!r}")
+check(values.get("balance_factor", "").startswith("0 (off), or a number from 1 to 100"),
+      f"balance_factor's value is 0 or 1 to 100: {values.get('balance_factor')!r}")
+
 # every option of -h is in the .8
 usage = subprocess.run([RP, "-h"], capture_output=True, text=True).stdout
 opts = sorted(set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", usage)) - {"-"})

@@ -9,6 +9,7 @@ usage: test_metrics.py RINGPROXY TESTCACHE"""
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -104,6 +105,22 @@ def main():
             f'ringproxy_build_info{{version="{version}",' in metrics and
             'ringproxy_backend_up{backend="cache-1"} 1' in metrics,
             "/metrics: build_info, config_info, up as 0/1")
+    # a status in a label, not in the name; the old names one more release
+    series = dict(re.findall(r"^(\S+) (\S+)$", metrics, re.M))
+    ok2xx = [series.get(f'ringproxy_backend_http_responses_total{{backend="{c.name}",code="2xx"}}')
+             for c in caches]
+    old2xx = [series.get(f'ringproxy_backend_responses_2xx_total{{backend="{c.name}"}}') for c in caches]
+    t.check(None not in ok2xx and ok2xx == old2xx and sum(int(v) for v in ok2xx) >= sent,
+            "ringproxy_backend_http_responses_total{backend,code=\"2xx\"} counts the 2xx responses "
+            "(as the old responses_2xx name does)", f"{ok2xx} {old2xx} sent {sent}")
+    codes = sorted(re.findall(r'^ringproxy_replies_total\{code="([^"]+)"\} \d+$', metrics, re.M))
+    t.check(codes == sorted(["400", "408", "431", "502", "503", "504", "other"]),
+            "ringproxy_replies_total has one series per code label", str(codes))
+    t.check(re.search(r'^# HELP ringproxy_replies_400_total .*deprecated.*ringproxy_replies_total\{code="400"\}$',
+                      metrics, re.M) and
+            re.search(r'^# HELP ringproxy_backend_responses_5xx_total .*deprecated.*'
+                      r'ringproxy_backend_http_responses_total\{code="5xx"\}$', metrics, re.M),
+            "the old names are still there, their HELP naming the series that replaces them")
     if not PROMTOOL:
         t.skip("promtool check metrics", "no promtool (bash tests/deps.sh test installs prometheus)")
     else:

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -135,6 +136,7 @@ def main():
                                                    backend={"cache-2": {"max_inflight": 40}}))
     line = proxy.reload()
     t.check(line and line.startswith("reload 2: +cache-4"), "reload 2 adds cache-4", str(line))
+    time.sleep(1.5)                 # a rates sample first: cache-1's errors fall after it, in its sparkline
     caches[0].stop()                # cache-1 goes down on its first failure
     harness.load(proxy.port, lambda i: f"/img/{i % 300}.jpg", clients=8, seconds=2, max_requests=1500)
     stats = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=10).read())
@@ -190,10 +192,96 @@ def main():
                 f"fits {WIDTH} pixels without scrolling sideways (content {m.group(1)}, window {m.group(2)})")
         t.check(m.group(3) == "[]", "no script error in the page", m.group(3))
 
+    # the sparklines: a red errors line only where there were errors, with its scale
+    errs = {b["name"]: b["connect_errors"] + b["timeouts"] + b["bad_responses"] for b in stats["backends"]}
+    # the sparkline's points are 5 s steps: wait for the step with cache-1's errors
+    harness.wait_until(lambda: re.search(r'data-backend="cache-1".*?class="errors"[^\n]*</tr>',
+                                         urllib.request.urlopen(url, timeout=10).read().decode()), 12)
+    rc, dom_text, err = chromium(url, "--dump-dom")
+    lines = {}
+    for name in names:
+        row = re.search(r'<tr class="backend" data-backend="%s".*?</tr>' % re.escape(name), dom_text, re.S)
+        lines[name] = row and ('class="errors"' in row.group(0), "errors, top" in row.group(0),
+                               re.search(r"top [0-9.]+/s", row.group(0)) is not None)
+    healthy = [n for n in names if errs[n] == 0]
+    t.check(healthy and all(lines[n] == (False, False, True) for n in healthy),
+            f"healthy rows ({healthy}) draw no errors line, and say their requests' scale", str(lines))
+    failed = [n for n in names if errs[n] > 0]
+    t.check(failed and all(lines[n] == (True, True, True) for n in failed),
+            f"a row with errors ({failed}) draws them with their own scale", str(lines))
+    cap_text = dom.rows["cache-3"]["text"]
+    t.check(not re.search(r"load cap \d+ now", dom_text) and re.search(r"spills at \d+ in flight", cap_text) and
+            "next backend" in cap_text,
+            "the bounded-load cap in words: 'spills at N in flight', new requests then go to the next backend",
+            cap_text)
+
     rc, _, err = chromium(url, f"--screenshot={shot}")
     t.check(rc == 0 and os.path.getsize(shot) > 10000, f"a screenshot ({shot})", err[-1000:])
     if os.environ.get("RINGPROXY_SCREENSHOT") and os.path.exists(shot):
         shutil.copy(shot, os.environ["RINGPROXY_SCREENSHOT"])
+    proxy.stop()
+    details(names[1:], ports)
+
+
+def reload_items(dom_text):
+    """The reload list as shown: (number the browser draws or None, text)."""
+    m = re.search(r'<(ol|ul) class="reloads"([^>]*)>(.*?)</\1>', dom_text, re.S)
+    if not m:
+        return []
+    items = re.findall(r"<li[^>]*>(.*?)</li>", m.group(3), re.S)
+    texts = [re.sub(r"<[^>]+>", "", x) for x in items]
+    if m.group(1) == "ul":
+        return [(None, x) for x in texts]
+    rev = "reversed" in m.group(2)
+    return [((len(texts) - i) if rev else (i + 1), x) for i, x in enumerate(texts)]
+
+
+def details(names, ports):
+    """A small cache's size in KiB; the reload list after a refused reload;
+    the file on disk that is not what runs."""
+    kw = dict(ring={"vnodes": VNODES}, proxy={"admin_listen": "127.0.0.1:0"}, cache={"size": "4m", "min_uses": 1})
+    path = harness.write("page-details.ini", harness.conf_by_name(names[:2], ports, **kw))
+    proxy = harness.Proxy(RP, path=path, tag="page-details")
+    port = int(proxy.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10).group(1))
+    url = f"http://127.0.0.1:{port}/"
+    for i in range(3):
+        proxy.get(f"/small/{i}.jpg")
+    stats = json.loads(urllib.request.urlopen(url + "stats", timeout=10).read())
+    size = stats["cache"]["bytes"] if stats.get("cache") else 0
+    rc, dom_text, err = chromium(url, "--dump-dom")
+    tile = re.search(r'id="t-cache".*?<small>([^<]*)</small>', dom_text, re.S)
+    t.check(0 < size < 104857 and tile and re.search(r"3 objects, [0-9.]+ (KiB|B)$", tile.group(1)) and
+            "0.0 MiB" not in dom_text,
+            f"a cache holding {size} bytes reads in KiB, not '0.0 MiB'", tile and tile.group(1))
+    t.check(not re.search(r'id="conf-disk"', dom_text), "the file on disk is what runs: nothing said")
+
+    harness.write("page-details.ini", harness.conf_by_name(names, ports, **kw))
+    first = proxy.reload()
+    harness.write("page-details.ini", harness.conf_by_name(names, ports, **kw) + "\n[backend bad]\nurl = ftp://x\n")
+    refused = proxy.reload()
+    rc, dom_text, err = chromium(url, "--dump-dom")
+    disk = re.search(r'<p class="warn" id="conf-disk" data-on-disk="(\w+)">(.*?)</p>', dom_text, re.S)
+    t.check(refused and refused.startswith("reload failed") and disk and disk.group(1) == "differs" and
+            "differs from the running config" in disk.group(2) and "refused" in disk.group(2),
+            "after a refused reload the page says the file on disk differs from the running config",
+            disk and disk.group(0))
+    harness.write("page-details.ini", harness.conf_by_name(names[:2], ports, **kw))
+    second = proxy.reload()
+    with open(path, "a") as f:
+        f.write("; an edit not reloaded\n")
+    rc, dom_text, err = chromium(url, "--dump-dom")
+    items = reload_items(dom_text)
+    ids = [re.match(r".*?\b(applied|refused)\s+(reload (\d+):)?", x, re.S) for _, x in items]
+    shown = [(n, m.group(1) if m else None, m.group(3) if m else None) for (n, _), m in zip(items, ids)]
+    t.check(first and first.startswith("reload 2") and second and second.startswith("reload 3") and
+            [(k, i) for _, k, i in shown] == [("applied", "3"), ("refused", None), ("applied", "2")] and
+            all(n is None or (i is not None and n == int(i)) for n, _, i in shown),
+            "the reload list after a refused reload: no list number that is not the reload's id", str(shown))
+    disk = re.search(r'<p class="warn" id="conf-disk" data-on-disk="(\w+)">(.*?)</p>', dom_text, re.S)
+    t.check(disk and disk.group(1) == "differs" and "edited since it was loaded" in disk.group(2),
+            "a file edited and not reloaded: the page says it differs", disk and disk.group(0))
+    doc = json.loads(urllib.request.urlopen(url + "stats", timeout=10).read())
+    t.check(doc["config"].get("on_disk") == "differs", "/stats config.on_disk says so too", str(doc["config"]))
     proxy.stop()
 
 

@@ -42,6 +42,7 @@ class Backend:
         self.purge_hosts = []
         self.down = set()       # paths whose connections are dropped
         self.slow = set()       # paths answered after 1.5 s
+        self.purge_status = 200  # what a PURGE is answered with
         self.fake = harness.Fake(self.handler)
         self.port = self.fake.port
 
@@ -58,13 +59,15 @@ class Backend:
                 if method == "PURGE":
                     self.purge_hosts.append(host.group(1).decode() if host else "")
                 down, slow = p in self.down, p in self.slow
+                purge_status = self.purge_status
             if down and method == "GET":
                 return
             if slow and method == "GET":
                 time.sleep(1.5)
             body = f"{self.name} {method} {p}\n".encode()
             cc = "Cache-Control: max-age=60\r\n" if method == "GET" else ""
-            s.sendall(f"HTTP/1.1 200 OK\r\n{cc}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            status = purge_status if method == "PURGE" else 200
+            s.sendall(f"HTTP/1.1 {status} X\r\n{cc}Content-Length: {len(body)}\r\n\r\n".encode() + body)
 
 
 def conf(bes, cache=None, proxy=None, backend=None):
@@ -83,7 +86,7 @@ def purge(admin, url, method="POST", token=TOKEN):
                   headers={"Authorization": f"Bearer {token}"} if token else {})
         r = c.getresponse()
         body = r.read().decode()
-        return r.status, (json.loads(body) if r.status == 200 else body)
+        return r.status, (json.loads(body) if r.getheader("Content-Type") == "application/json" else body)
     finally:
         c.close()
 
@@ -201,6 +204,34 @@ def main():
     r = subprocess.run([RP, "purge", "-c", bad, "http://img.test/cli/1"], capture_output=True, timeout=60)
     t.check(r.returncode == 1, "... exits 1 when the admin listener refuses it (wrong token)", r.stderr)
 
+    # ---- backends that refuse: the purge fails, in the JSON and the exit ---
+    get(P, "/r/1")
+    for b in bes:
+        b.purge_status = 501
+    st, j = purge(A, "http://img.test/r/1")
+    t.check(st == 502 and isinstance(j, dict) and j.get("result") == "failed" and j.get("failed") == 3 and
+            j["removed"] == 1 and all(x["status"] == 501 and x["result"] == "refused: status 501" for x in j["backends"]),
+            "every backend answering 501: 502, result failed, each backend refused (the proxy's copy removed)", j)
+    r = subprocess.run([RP, "purge", "-c", cli_conf, "http://img.test/r/1"], capture_output=True, timeout=60)
+    out = json.loads(r.stdout) if r.stdout.strip() else {"stderr": r.stderr}
+    t.check(r.returncode == 1 and out.get("result") == "failed" and b"kept its copy" in r.stderr,
+            "ringproxy purge: the JSON says failed and it exits 1", (r.returncode, out, r.stderr))
+    order = walk(A, "/r/2", "img.test")
+    by[order[0]].purge_status = 404
+    by[order[1]].purge_status = 204
+    by[order[2]].purge_status = 403
+    st, j = purge(A, "http://img.test/r/2")
+    t.check(st == 502 and isinstance(j, dict) and [x["result"] for x in j["backends"]] ==
+            ["ok: nothing stored there", "ok", "refused: status 403"] and j.get("failed") == 1,
+            "404 is nothing to purge (ok), 204 ok, 403 refused: one failure fails the purge", j)
+    by[order[2]].purge_status = 404
+    r = subprocess.run([RP, "purge", "-c", cli_conf, "http://img.test/r/2"], capture_output=True, timeout=60)
+    out = json.loads(r.stdout) if r.returncode == 0 else {"stderr": r.stderr}
+    t.check(r.returncode == 0 and out.get("result") == "ok" and out.get("failed") == 0,
+            "ringproxy purge: 2xx and 404 from every backend is success, exit 0", out)
+    for b in bes:
+        b.purge_status = 200
+
     # ---- PURGE and BAN on the proxy port ------------------------------------
     before = sum(b.n("PURGE", "/p/1") for b in bes)
     st, h, b = get(P, "/p/1")
@@ -220,6 +251,18 @@ def main():
     st, h, b = harness.get(P, "/a/1", method="PURGE", headers={"Host": "img.test"})
     t.check(st == 200 and sum(x.n("PURGE", "/a/1") for x in bes) == before + 1,
             "a client in purge_allow (127.0.0.0/8): its PURGE is forwarded to the owner", st)
+    get(P, "/a/2")
+    st, h, b = get(P, "/a/2")
+    for x in bes:
+        x.purge_status = 501
+    st2, h2, b2 = harness.get(P, "/a/2", method="PURGE", headers={"Host": "img.test"})
+    for x in bes:
+        x.purge_status = 200
+    st3, h3, b3 = get(P, "/a/2")
+    t.check(h.get("cache-status", "").startswith("ringproxy; hit") and st2 == 501 and
+            h3.get("cache-status", "").startswith("ringproxy; fwd=miss"),
+            "a PURGE the backend answers 501: the client sees 501, and the proxy's own copy is dropped",
+            (h.get("cache-status"), st2, h3.get("cache-status")))
     get(P, "/z/1")
     before = sum(b.n("PURGE", "/z/1") for b in bes)
     st, j = purge(A, "http://img.test/z/1")

@@ -9,6 +9,7 @@ usage: test_where.py RINGPROXY TESTCACHE"""
 import http.client
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -255,6 +256,64 @@ def reasons(caches):
     victim.start(victim.port)
 
 
+def cached(caches):
+    """A hit from the proxy's cache says so in X-Ringproxy-Backend, with
+    the backend that filled it, also after a reload moved the URL (where
+    /ring names the new owner); /ring?key= given a full URL refuses and
+    names the url= to ask; the demo's curl shows the ringproxy lines."""
+    ports = {c.name: c.port for c in caches}
+    three, four = ringref.Ring([(n, 1.0) for n in NAMES[:3]]), ringref.Ring([(n, 1.0) for n in NAMES])
+    key = next(f"/moved/{i}.jpg" for i in range(10000)
+               if four.lookup(f"/moved/{i}.jpg".encode()) == NAMES[3])
+    old = three.lookup(key.encode())
+    kw = dict(ring={"key": "path"}, proxy={"admin_listen": "127.0.0.1:0", "workers": 1},
+              cache={"size": "1m", "min_uses": 1})
+    path = harness.write("where-cached.ini", harness.conf_by_name(NAMES[:3], ports, **kw))
+    proxy = harness.Proxy(RP, path=path, tag="where-cached")
+    adm = Admin(admin_port(proxy))
+    st1, h1, _ = proxy.get(key)
+    st2, h2, _ = proxy.get(key)
+    t.check(st1 == 200 and h1.get("x-ringproxy-backend") == old and
+            h2.get("cache-status", "").startswith("ringproxy; hit") and
+            h2.get("x-ringproxy-backend") == f"{old}; cached",
+            f"a miss names the backend ({old}); the hit from the proxy's cache says '{old}; cached'",
+            [h1.get("x-ringproxy-backend"), h2.get("cache-status"), h2.get("x-ringproxy-backend")])
+    harness.write("where-cached.ini", harness.conf_by_name(NAMES, ports, **kw))
+    line = proxy.reload()
+    w = adm.where(url=key)
+    st3, h3, _ = proxy.get(key)
+    got = h3.get("x-ringproxy-backend", "")
+    t.check(line and line.startswith("reload 2") and w["owner"] == NAMES[3] and
+            got == f"{old}; cached" and got.split(";")[0] == old,
+            f"after a reload gives {key} to {NAMES[3]} (/ring's owner), the hit still served from the proxy's "
+            f"cache says '{old}; cached': who filled it, and that it is not where the ring sends the URL",
+            [line, w["owner"], got])
+
+    # a full URL in key=: refused, naming the url= to ask
+    st, _, body = adm.get("/ring?key=" + urllib.parse.quote(f"http://img.test{key}", safe=""))
+    want = "/ring?url=" + urllib.parse.quote(f"http://img.test{key}", safe="")
+    t.check(st == 400 and "is a full URL" in body and want in body,
+            "/ring?key=http://...: 400 naming the url= to ask", f"{st} {body}")
+    st, _, body = adm.get(want)
+    t.check(st == 200 and json.loads(body)["key"] == key and json.loads(body)["owner"] == NAMES[3],
+            "... and that url= answers for the URL's key", body[:300])
+    st, _, body = adm.get("/")
+    t.check(st == 200 and 'href="/ring?url=' in body, "the page links the url= form", st)
+
+    # the demo's first curl shows the whole head, ringproxy's lines too
+    demo = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "demo.sh")).read()
+    m = re.search(r"^  (curl -si http://127\.0\.0\.1:8080(\S+) \| [^#\n]*?)\s*(#.*)?$", demo, re.M)
+    if m:
+        cmd = m.group(1).replace("127.0.0.1:8080", f"127.0.0.1:{proxy.port}")
+        out = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=30).stdout
+    t.check(m and re.search(r"^X-Ringproxy-Backend: \S+", out, re.M | re.I) and
+            re.search(r"^Cache-Status: ringproxy", out, re.M | re.I) and "\r\n\r\n" not in out,
+            "the demo's curl command prints the response head with X-Ringproxy-Backend and Cache-Status",
+            m and out)
+    adm.close()
+    proxy.stop()
+
+
 def main():
     caches = [harness.Cache(TC, n) for n in NAMES]
     ports = {c.name: c.port for c in caches}
@@ -269,6 +328,7 @@ def main():
     adm.close()
     proxy.stop()
     reasons(caches)
+    cached(caches)
 
 
 harness.run_main(t, main)

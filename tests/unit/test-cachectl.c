@@ -322,7 +322,8 @@ static void test_invalidates(void)
 		{ HTTP1_M_DELETE, 500, false }, { HTTP1_M_PATCH, 201, true },
 		{ HTTP1_M_OTHER, 200, true }, { HTTP1_M_GET, 200, false },
 		{ HTTP1_M_HEAD, 200, false }, { HTTP1_M_OPTIONS, 200, false },
-		{ HTTP1_M_POST, 100, false },
+		{ HTTP1_M_POST, 100, false }, { HTTP1_M_OTHER, 501, true },
+		{ HTTP1_M_OTHER, 404, true }, { HTTP1_M_OTHER, 100, false },
 	};
 	size_t i, bad = 0;
 
@@ -331,7 +332,7 @@ static void test_invalidates(void)
 			bad++;
 			tap_diag("  method %d status %d", t[i].m, t[i].status);
 		}
-	tap_is_int(bad, 0, "invalidation: unsafe methods with 2xx/3xx only (11 cases)");
+	tap_is_int(bad, 0, "invalidation: unsafe methods with 2xx/3xx, unknown ones with any final status (14 cases)");
 }
 
 /* ---- Accept-Encoding ------------------------------------------------- */

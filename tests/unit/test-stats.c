@@ -234,8 +234,10 @@ int main(void)
 	       "JSON spells up as true/false");
 	tap_ok(test_has(text, "\"build\": {\"version\": \"" RINGPROXY_VERSION "\", \"libevent\": \"2."),
 	       "JSON has the build: version and libraries");
-	tap_ok(test_has(text, "\"config\": {\"path\": \"s.ini\", \"sha256\": \"%s\", \"loaded\": 1700000000}",
-			s->conf->sha256), "JSON has the config's path, hash and load time");
+	/* the config was made from text: no s.ini to read */
+	tap_ok(test_has(text, "\"config\": {\"path\": \"s.ini\", \"sha256\": \"%s\", \"loaded\": 1700000000, "
+			"\"on_disk\": \"unreadable\"}", s->conf->sha256),
+	       "JSON has the config's path, hash, load time and whether the file is still it");
 	tap_ok(test_has(text, "\"rates\": {\"10s\": {\"accepted\": 0, \"requests\": 0, \"errors\": 0}, \"5m\": {"),
 	       "JSON has the proxy's rates over 10 s and 5 min");
 	tap_ok(test_has(text, "\"state\": \"down\""), "JSON has a backend's state in a word");
@@ -246,16 +248,29 @@ int main(void)
 	free(text);
 	stats_prometheus(&st, out);
 	text = test_text(out);
+	/* HELP is the help text, then (a name with a code in it) where its
+	 * series went */
 #define P(n, type, where, help) \
-	tap_ok(test_has(text, "# HELP ringproxy_" #n "%s " help "\n# TYPE ringproxy_" #n "%s %s\n" \
-			"ringproxy_" #n "%s %llu\n", #type[0] == 'c' ? "_total" : "", \
+	tap_ok(test_has(text, "# HELP ringproxy_" #n "%s " help, #type[0] == 'c' ? "_total" : "") && \
+	       test_has(text, "\n# TYPE ringproxy_" #n "%s %s\n" \
+			"ringproxy_" #n "%s %llu\n", \
 			#type[0] == 'c' ? "_total" : "", test_ptype(#type), #type[0] == 'c' ? "_total" : "", \
 			(unsigned long long)st.n), "Prometheus has " #n " with HELP and TYPE");
 	STATS_PROXY(P)
 #undef P
+	tap_ok(test_has(text, "# HELP ringproxy_replies_400_total the proxy's own 400 replies (a request it could not "
+			"parse); deprecated, to be removed in the next release: ringproxy_replies_total{code=\"400\"}\n") &&
+	       test_has(text, "# TYPE ringproxy_replies_total counter\nringproxy_replies_total{code=\"400\"} %llu\n",
+			(unsigned long long)st.replies_400) &&
+	       test_has(text, "ringproxy_replies_total{code=\"other\"} %llu\n", (unsigned long long)st.replies_other) &&
+	       test_has(text, "ringproxy_backend_http_responses_total{backend=\"b1\",code=\"2xx\"} %llu\n"
+			"ringproxy_backend_http_responses_total{backend=\"b1\",code=\"3xx\"} %llu\n",
+			(unsigned long long)st.be[1].responses_2xx, (unsigned long long)st.be[1].responses_3xx),
+	       "Prometheus: statuses as a code label; the old names say where their series went");
 #define P(n, type, where, help) \
-	tap_ok(test_has(text, "# HELP ringproxy_backend_" #n "%s " help "\n# TYPE ringproxy_backend_" #n "%s %s\n", \
-			#type[0] == 'c' ? "_total" : "", #type[0] == 'c' ? "_total" : "", test_ptype(#type)) && \
+	tap_ok(test_has(text, "# HELP ringproxy_backend_" #n "%s " help, #type[0] == 'c' ? "_total" : "") && \
+	       test_has(text, "\n# TYPE ringproxy_backend_" #n "%s %s\n", \
+			#type[0] == 'c' ? "_total" : "", test_ptype(#type)) && \
 	       test_has(text, "ringproxy_backend_" #n "%s{backend=\"b1\"} %llu\n", #type[0] == 'c' ? "_total" : "", \
 			(unsigned long long)st.be[1].n), "Prometheus has backend " #n " with HELP and TYPE");
 	STATS_BACKEND(P)
