@@ -283,7 +283,7 @@ static struct upstream *fwd_connect(struct worker *w, const struct snapshot *s,
 		atomic_fetch_add(&sb->state->connect_errors, 1);
 		snprintf(why, whylen, "connect: %s", strerror(errno));
 		fwd_warn(sb->state, "backend %s (%s): %s", sb->conf->name, sb->addr_text, why);
-		health_request_failed(s, (int)(sb - s->be), strerror(errno));
+		health_request_failed(s, (int)(sb - s->be), why);
 		return NULL;
 	}
 	u = worker_up_get(w);

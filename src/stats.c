@@ -57,6 +57,25 @@ static uint64_t stats_backend_fails(const struct backend *b)
 	return atomic_load(&b->fails);
 }
 
+static uint64_t stats_backend_check_fails(const struct backend *b)
+{
+	return atomic_load(&b->check_fail);
+}
+
+static uint64_t stats_backend_state_since_seconds(const struct backend *b)
+{
+	int64_t ms = registry_now_ms() - atomic_load(&b->state_ms);
+
+	return ms > 0 ? (uint64_t)ms / 1000 : 0;
+}
+
+static uint64_t stats_backend_last_check_status(const struct backend *b)
+{
+	int st = atomic_load(&b->check_status);
+
+	return st > 0 ? (uint64_t)st : 0;
+}
+
 static uint64_t stats_backend_inflight(const struct backend *b)
 {
 	long n = atomic_load(&b->inflight);
@@ -127,7 +146,20 @@ static void stats_hist_read(struct stats_hist_sum *o)
 static void stats_collect_backend(struct stats_backend *o, const struct backend *b,
 				  const struct proxy *p)
 {
+	int64_t now = registry_now_ms(), at = atomic_load(&b->check_at_ms);
+
 	STATS_BACKEND(STATS_BACKEND_GET)
+	/* why it is in its state: the times as Unix seconds */
+	o->since = (double)time(NULL) - (double)(now - atomic_load(&b->state_ms)) / 1000;
+	registry_note_get(&b->reason, o->reason, sizeof(o->reason));
+	registry_note_get(&b->last_fail, o->last_fail, sizeof(o->last_fail));
+	o->checked = at != 0;
+	if (o->checked) {
+		o->check_at = (double)time(NULL) - (double)(now - at) / 1000;
+		o->check_seconds = (double)atomic_load(&b->check_us) / 1e6;
+		o->check_passed = atomic_load(&b->check_passed);
+		registry_note_get(&b->check_text, o->check_text, sizeof(o->check_text));
+	}
 	for (unsigned w = 0; w < p->nworkers; w++) {
 		const struct pool *pool = worker_pool_peek(p->workers[w], b->id);
 
@@ -423,6 +455,25 @@ static void stats_json_reload(struct evbuffer *out, const struct proxy_reload *r
 	evbuffer_add(out, "}", 1);
 }
 
+/* , "since": .., "reason": .., "last_failure": .., "check": {..} | null:
+ * why backend b is in its state. */
+static void stats_json_why(struct evbuffer *out, const struct stats_backend *b)
+{
+	evbuffer_add_printf(out, ", \"since\": %.3f, \"reason\": ", b->since);
+	stats_json_str(out, b->reason);
+	evbuffer_add(out, ", \"last_failure\": ", 18);
+	stats_json_str(out, b->last_fail);
+	if (!b->checked) {
+		evbuffer_add(out, ", \"check\": null", 15);
+		return;
+	}
+	evbuffer_add_printf(out, ", \"check\": {\"time\": %.3f, \"seconds\": %.6f, \"passed\": %s, \"status\": %llu, "
+			    "\"result\": ", b->check_at, b->check_seconds, b->check_passed ? "true" : "false",
+			    (unsigned long long)b->last_check_status);
+	stats_json_str(out, b->check_text);
+	evbuffer_add(out, "}", 1);
+}
+
 static void stats_json_head(const struct stats *st, struct evbuffer *out)
 {
 	const struct stats_build *b = &st->build;
@@ -515,6 +566,7 @@ void stats_json(const struct stats *st, struct evbuffer *out)
 		STATS_JVAL(out, type, b->n);
 		STATS_BACKEND(STATS_J)
 #undef STATS_J
+		stats_json_why(out, b);
 		evbuffer_add(out, ", \"latency\": {", 14);
 		{
 			bool first = true;
@@ -672,6 +724,13 @@ void stats_prometheus(const struct stats *st, struct evbuffer *out)
 				    stats_suffix(#type), st->be[i].name, (unsigned long long)st->be[i].n);
 	STATS_BACKEND(STATS_P)
 #undef STATS_P
+	evbuffer_add_printf(out, "# HELP ringproxy_backend_last_check_duration_seconds how long the last active "
+			    "health check took (absent: none ran)\n"
+			    "# TYPE ringproxy_backend_last_check_duration_seconds gauge\n");
+	for (size_t i = 0; i < st->nbe; i++)
+		if (st->be[i].checked)
+			evbuffer_add_printf(out, "ringproxy_backend_last_check_duration_seconds{backend=\"%s\"} %.6f\n",
+					    st->be[i].name, st->be[i].check_seconds);
 #define STATS_PH(n, help) \
 	evbuffer_add_printf(out, "# HELP ringproxy_backend_%s_seconds %s\n" \
 			    "# TYPE ringproxy_backend_%s_seconds histogram\n", #n, help, #n); \

@@ -51,6 +51,17 @@ struct stats_backend {
 	const char *state;              /* "up", "down", "failing", "ramping",
 					   "full", "drained": what the page
 					   shows */
+	/* why it is in its state (registry.h): the last transition (Unix
+	 * seconds, since the entry's making when none) and its reason ("":
+	 * none yet), the cause of the last failed request, the last active
+	 * check (checked: one ran) */
+	double since;
+	char reason[128];
+	char last_fail[128];
+	bool checked;
+	int check_passed;
+	double check_at, check_seconds;
+	char check_text[128];
 	long max_inflight;              /* hard cap; 0 = none */
 	long cap;                       /* bounded-load cap now; -1 = off */
 	double ramp;                    /* slow start: share of keys back */
