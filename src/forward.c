@@ -39,6 +39,7 @@
 #include "log.h"
 #include "registry.h"
 #include "snapshot.h"
+#include "tier.h"
 #include "worker.h"
 
 static void fwd_on_read(evutil_socket_t fd, short what, void *arg);
@@ -472,14 +473,22 @@ void fwd_client_drained(struct upstream *u)
 		fwd_process(u);
 }
 
-/* The final response's status class, counted per backend. */
+/* The final response's status class, and for a GET or HEAD the verdict
+ * of the backend's own cache (tier.c), counted per backend. */
 static void fwd_count_class(struct upstream *u)
 {
 	struct pool *pool = worker_pool(u->w, u->backend_id);
 	int st = u->resp.status;
+	enum tier_verdict v;
 
 	if (!pool)
 		return;
+	v = u->rq->msg.method_id == HTTP1_M_GET || u->rq->msg.method_id == HTTP1_M_HEAD ?
+	    tier_verdict(&u->resp, (enum tier_status)u->rq->snap->conf->tier_status) : TIER_NONE;
+	if (v == TIER_HIT)
+		worker_count(&pool->tier_hits);
+	else if (v == TIER_MISS)
+		worker_count(&pool->tier_misses);
 	if (st >= 500)
 		worker_count(&pool->responses_5xx);
 	else if (st >= 400)

@@ -221,6 +221,15 @@ static void page_tile(struct evbuffer *out, const char *id, const char *label, c
 			    value, more ? "<small>" : "", more ? more : "", more ? "</small>" : "");
 }
 
+/* A ratio in percent, or "none" (-1: nothing to divide). */
+static void page_ratio(char *buf, size_t len, double r)
+{
+	if (r < 0)
+		snprintf(buf, len, "none");
+	else
+		snprintf(buf, len, "%.1f%%", 100.0 * r);
+}
+
 /* The backends of the snapshot up (health's word: a weight 0 one may be). */
 static size_t page_nup(const struct stats *st)
 {
@@ -261,6 +270,10 @@ static void page_tiles(struct evbuffer *out, const struct stats *st)
 			 (double)st->cache.bytes / 1048576.0);
 		page_tile(out, "t-cache", "Cache hit ratio", v, m);
 	}
+	page_ratio(v, sizeof(v), st->tier_hit_ratio_5m);
+	page_rate(a, sizeof(a), st->tier_fetches_5m);
+	snprintf(m, sizeof(m), "%s origin fetches per second, 5 min", a);
+	page_tile(out, "t-tier", "Tier hit ratio, 5 min", v, m);
 	snprintf(v, sizeof(v), "%llu", (unsigned long long)st->generation);
 	snprintf(m, sizeof(m), "%llu refused", (unsigned long long)st->reloads_failed);
 	page_tile(out, "t-generation", "Config loads", v, m);
@@ -358,7 +371,7 @@ static void page_why(struct evbuffer *out, const struct stats_backend *b)
 
 static void page_backend_row(struct evbuffer *out, const struct stats_backend *b, size_t i)
 {
-	char colour[40], a[32], c[32];
+	char colour[40], a[32], c[32], r[32];
 	double req5 = b->rate[STATS_WIN_300][RATES_B_requests], err5 = b->rate[STATS_WIN_300][RATES_B_errors];
 
 	page_colour(colour, sizeof(colour), i);
@@ -383,7 +396,9 @@ static void page_backend_row(struct evbuffer *out, const struct stats_backend *b
 		PAGE_ADD(out, "none");
 	page_rate(a, sizeof(a), b->rate[STATS_WIN_10][RATES_B_requests]);
 	page_rate(c, sizeof(c), req5);
-	evbuffer_add_printf(out, "</td><td>%s<small>%s over 5 min</small></td>", a, c);
+	page_ratio(r, sizeof(r), b->tier_hit_ratio_5m);
+	evbuffer_add_printf(out, "</td><td>%s<small>%s over 5 min</small><small class=\"tier\">its cache hits %s"
+			    "</small></td>", a, c, r);
 	page_rate(a, sizeof(a), err5);
 	evbuffer_add_printf(out, "<td>%.1f%%<small>%s per second</small></td>",
 			    req5 > 0 ? 100.0 * err5 / req5 : 0.0, a);

@@ -59,6 +59,8 @@
 	X(responses_3xx, counter, WORKER, "final responses from the backend with a 3xx status") \
 	X(responses_4xx, counter, WORKER, "final responses from the backend with a 4xx status") \
 	X(responses_5xx, counter, WORKER, "final responses from the backend with a 5xx status") \
+	X(tier_hits, counter, WORKER, "responses to GET and HEAD the backend's own cache answered from store (read as [proxy] tier_status says)") \
+	X(tier_misses, counter, WORKER, "responses to GET and HEAD the backend's own cache fetched from the origin (read as [proxy] tier_status says)") \
 	X(bytes_in, counter, WORKER, "bytes received from the backend") \
 	X(bytes_out, counter, WORKER, "bytes sent to the backend") \
 	X(connects, counter, SHARED, "connections opened to the backend") \
