@@ -40,14 +40,7 @@ def backends(port):
 
 def keys_of(names, name, n=4, prefix="/k/"):
     """n keys whose owner is name on the ring of names (bounded loads off)."""
-    ring = ringref.Ring([(x, 1.0) for x in names], 160)
-    out, i = [], 0
-    while len(out) < n:
-        k = f"{prefix}{i}.jpg"
-        if ring.lookup(k.encode()) == name:
-            out.append(k)
-        i += 1
-    return out
+    return ringref.Ring([(x, 1.0) for x in names], 160).keys_of(name, n, prefix)
 
 
 def wait_state(port, name, pred, timeout=5):
