@@ -89,6 +89,7 @@ struct conf {
 	char *backend_header;
 	bool underscores_in_headers;    /* forward header names with '_' */
 	int log_level;                  /* enum log_level */
+	int tier_status;                /* enum tier_status (tier.h) */
 	char *log_file;                 /* "" = stderr as given */
 	char *access_log;               /* [log] access: "off", "stderr" or a path */
 	int access_format;              /* enum conf_access_format */

@@ -43,6 +43,7 @@
 #include "log.h"
 #include "registry.h"
 #include "snapshot.h"
+#include "tier.h"
 #include "worker.h"
 
 static void fwd_on_read(evutil_socket_t fd, short what, void *arg);
@@ -287,7 +288,7 @@ static struct upstream *fwd_connect(struct worker *w, const struct snapshot *s,
 		atomic_fetch_add(&sb->state->connect_errors, 1);
 		snprintf(why, whylen, "connect: %s", strerror(errno));
 		fwd_warn(sb->state, "backend %s (%s): %s", sb->conf->name, sb->addr_text, why);
-		health_request_failed(s, (int)(sb - s->be), strerror(errno));
+		health_request_failed(s, (int)(sb - s->be), why);
 		return NULL;
 	}
 	u = worker_up_get(w);
@@ -476,14 +477,22 @@ void fwd_client_drained(struct upstream *u)
 		fwd_process(u);
 }
 
-/* The final response's status class, counted per backend. */
+/* The final response's status class, and for a GET or HEAD the verdict
+ * of the backend's own cache (tier.c), counted per backend. */
 static void fwd_count_class(struct upstream *u)
 {
 	struct pool *pool = worker_pool(u->w, u->backend_id);
 	int st = u->resp.status;
+	enum tier_verdict v;
 
 	if (!pool)
 		return;
+	v = u->rq->msg.method_id == HTTP1_M_GET || u->rq->msg.method_id == HTTP1_M_HEAD ?
+	    tier_verdict(&u->resp, (enum tier_status)u->rq->snap->conf->tier_status) : TIER_NONE;
+	if (v == TIER_HIT)
+		worker_count(&pool->tier_hits);
+	else if (v == TIER_MISS)
+		worker_count(&pool->tier_misses);
 	if (st >= 500)
 		worker_count(&pool->responses_5xx);
 	else if (st >= 400)

@@ -47,11 +47,14 @@
 #include "resolve.h"
 #include "snapshot.h"
 
-__attribute__((format(printf, 4, 5)))
-static void health_set(struct backend *b, int down, const struct conf_backend *cb,
+/* The transition of b to down (or up), decided here by one thread: the
+ * log line says why, and so does b's reason, prefixed with src (what saw
+ * it, "" when why says so itself) for the page and /stats. */
+__attribute__((format(printf, 5, 6)))
+static void health_set(struct backend *b, int down, const struct conf_backend *cb, const char *src,
 		       const char *fmt, ...)
 {
-	char why[256];
+	char why[256], reason[300];
 	int expect = !down;
 	va_list ap;
 
@@ -61,13 +64,19 @@ static void health_set(struct backend *b, int down, const struct conf_backend *c
 	atomic_fetch_add(&b->transitions, 1);
 	atomic_store(&b->fails, 0);
 	atomic_store(&b->check_ok, 0);
-	atomic_store(&b->check_fail, 0);
+	/* failed checks go on counting while down: the operator's "failed
+	 * in a row" */
+	if (!down)
+		atomic_store(&b->check_fail, 0);
 	atomic_store(&b->trial, 0);
+	atomic_store(&b->state_ms, registry_now_ms());
 	if (!down && cb && cb->slow_start_ms)
 		atomic_store(&b->up_since_ms, registry_now_ms());
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
+	snprintf(reason, sizeof(reason), "%s%s%s", src, src[0] ? ": " : "", why);
+	registry_note_set(&b->reason, reason);
 	if (down)
 		log_warn("backend %s: up -> down (%s)", b->name, why);
 	else
@@ -85,7 +94,7 @@ void health_request_ok(struct backend *b, const struct conf_backend *cb)
 		int expect = 1;
 
 		if (atomic_compare_exchange_strong(&b->trial, &expect, 0))
-			health_set(b, 0, cb, "a request succeeded after the back-off");
+			health_set(b, 0, cb, "", "a request succeeded after the back-off");
 	}
 }
 
@@ -115,6 +124,7 @@ void health_request_failed(const struct snapshot *s, int i, const char *why)
 	if (!conf->passive)
 		return;
 	n = atomic_fetch_add(&b->fails, 1) + 1;
+	registry_note_set(&b->last_fail, why);
 	if (atomic_load(&b->down)) {
 		/* a trial failed: wait a whole back-off again */
 		atomic_store(&b->trial, 0);
@@ -126,7 +136,7 @@ void health_request_failed(const struct snapshot *s, int i, const char *why)
 	pthread_mutex_lock(&health_fall_lock);
 	if (health_other_up(s, i)) {
 		atomic_store(&b->retry_at_ms, registry_now_ms() + (int64_t)conf->backoff_ms);
-		health_set(b, 1, cb, "%s x%u", why, n);
+		health_set(b, 1, cb, "failed requests", "%s x%u", why, n);
 	} else if (n == cb->health.fall) {
 		log_warn("backend %s: %s x%u, but it is the last backend up: it stays in service "
 			 "(passive checks never take the last one down)", b->name, why, n);
@@ -152,7 +162,7 @@ bool health_trial(struct backend *b, const struct conf_backend *cb, const struct
 
 void health_unresolved(struct backend *b, const char *host, const char *why)
 {
-	health_set(b, 1, NULL, "cannot resolve '%s': %s", host, why);
+	health_set(b, 1, NULL, "", "cannot resolve '%s': %s", host, why);
 	/* once it has an address, a passive trial may go at once */
 	atomic_store(&b->retry_at_ms, 0);
 }
@@ -165,7 +175,7 @@ bool health_trial_due(const struct backend *b, const struct conf_backend *cb)
 void health_reset(struct backend *b, const char *url)
 {
 	if (atomic_load(&b->down))
-		health_set(b, 0, NULL, "new url %s: checked afresh", url);
+		health_set(b, 0, NULL, "", "new url %s: checked afresh", url);
 	atomic_store(&b->fails, 0);
 	atomic_store(&b->check_ok, 0);
 	atomic_store(&b->check_fail, 0);
@@ -258,6 +268,37 @@ static void health_on_timer(evutil_socket_t fd, short what, void *arg)
 		health_schedule(hc, hc->cb->health.interval_ms);
 }
 
+/* What check hc saw, in words into why (the log's and the reason's), and
+ * kept in its backend as the last check: when, how long, the status. A
+ * refused or timed-out connection is said so, in the words a failed
+ * request's are (curl's own message names neither plainly). */
+static void health_check_result(struct health_check *hc, CURL *easy, CURLcode rc, long status, bool ok,
+				char *why, size_t len)
+{
+	const struct conf_health *cfg = &hc->cb->health;
+	struct backend *b = hc->b;
+	curl_off_t us = 0;
+	long oserr = 0;
+
+	curl_easy_getinfo(easy, CURLINFO_TOTAL_TIME_T, &us);
+	curl_easy_getinfo(easy, CURLINFO_OS_ERRNO, &oserr);
+	if (rc == CURLE_COULDNT_CONNECT && oserr)
+		snprintf(why, len, "connect: %s", strerror((int)oserr));
+	else if (rc == CURLE_OPERATION_TIMEDOUT)
+		snprintf(why, len, "timeout: no answer within %llums", (unsigned long long)cfg->timeout_ms);
+	else if (rc != CURLE_OK)
+		snprintf(why, len, "%s", hc->errbuf[0] ? hc->errbuf : curl_easy_strerror(rc));
+	else if (!ok)
+		snprintf(why, len, "status %ld, expected %d-%d", status, cfg->expect_lo, cfg->expect_hi);
+	else
+		snprintf(why, len, "status %ld", status);
+	atomic_store(&b->check_at_ms, registry_now_ms());
+	atomic_store(&b->check_us, us > 0 ? (uint64_t)us : 0);
+	atomic_store(&b->check_status, rc == CURLE_OK ? (int)status : 0);
+	atomic_store(&b->check_passed, ok);
+	registry_note_set(&b->check_text, why);
+}
+
 static void health_on_done(CURL *easy, CURLcode rc, void *arg)
 {
 	struct health_check *hc = NULL;
@@ -274,24 +315,20 @@ static void health_on_done(CURL *easy, CURLcode rc, void *arg)
 	cfg = &hc->cb->health;
 	curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
 	ok = rc == CURLE_OK && status >= cfg->expect_lo && status <= cfg->expect_hi;
+	health_check_result(hc, easy, rc, status, ok, why, sizeof(why));
 	if (ok) {
 		unsigned n = atomic_fetch_add(&hc->b->check_ok, 1) + 1;
 
 		atomic_store(&hc->b->check_fail, 0);
 		atomic_store(&hc->b->fails, 0);
 		if (atomic_load(&hc->b->down) && n >= cfg->rise)
-			health_set(hc->b, 0, hc->cb, "health check passed x%u", n);
+			health_set(hc->b, 0, hc->cb, "", "health check passed x%u", n);
 	} else {
 		unsigned n = atomic_fetch_add(&hc->b->check_fail, 1) + 1;
 
 		atomic_store(&hc->b->check_ok, 0);
-		if (rc != CURLE_OK)
-			snprintf(why, sizeof(why), "%s", hc->errbuf[0] ? hc->errbuf : curl_easy_strerror(rc));
-		else
-			snprintf(why, sizeof(why), "status %ld, expected %d-%d", status,
-				 cfg->expect_lo, cfg->expect_hi);
 		if (!atomic_load(&hc->b->down) && n >= cfg->fall)
-			health_set(hc->b, 1, hc->cb, "health check: %s x%u", why, n);
+			health_set(hc->b, 1, hc->cb, "", "health check: %s x%u", why, n);
 		else
 			log_debug("backend %s: health check failed: %s", hc->b->name, why);
 	}

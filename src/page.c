@@ -233,11 +233,33 @@ static void page_tile(struct evbuffer *out, const char *id, const char *label, c
 			    value, more ? "<small>" : "", more ? more : "", more ? "</small>" : "");
 }
 
+/* A ratio in percent, or "none" (-1: nothing to divide). */
+static void page_ratio(char *buf, size_t len, double r)
+{
+	if (r < 0)
+		snprintf(buf, len, "none");
+	else
+		snprintf(buf, len, "%.1f%%", 100.0 * r);
+}
+
+/* The backends of the snapshot up (health's word: a weight 0 one may be). */
+static size_t page_nup(const struct stats *st)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < st->nbe; i++)
+		n += st->be[i].up != 0;
+	return n;
+}
+
 static void page_tiles(struct evbuffer *out, const struct stats *st)
 {
 	char v[64], m[128], a[32], b[32], size[32];
 
 	PAGE_ADD(out, "<div class=\"tiles\">\n");
+	snprintf(v, sizeof(v), "%zu of %zu", page_nup(st), st->nbe);
+	snprintf(m, sizeof(m), "%zu down", st->nbe - page_nup(st));
+	page_tile(out, "t-up", "Backends up", v, m);
 	page_rate(a, sizeof(a), st->rate[STATS_WIN_10][RATES_P_requests]);
 	page_rate(b, sizeof(b), st->rate[STATS_WIN_300][RATES_P_requests]);
 	snprintf(m, sizeof(m), "%s over 5 minutes", b);
@@ -260,6 +282,10 @@ static void page_tiles(struct evbuffer *out, const struct stats *st)
 		snprintf(m, sizeof(m), "%llu objects, %s", (unsigned long long)st->cache.objects, size);
 		page_tile(out, "t-cache", "Cache hit ratio", v, m);
 	}
+	page_ratio(v, sizeof(v), st->tier_hit_ratio_5m);
+	page_rate(a, sizeof(a), st->tier_fetches_5m);
+	snprintf(m, sizeof(m), "%s origin fetches per second, 5 min", a);
+	page_tile(out, "t-tier", "Tier hit ratio, 5 min", v, m);
 	snprintf(v, sizeof(v), "%llu", (unsigned long long)st->generation);
 	snprintf(m, sizeof(m), "%llu refused", (unsigned long long)st->reloads_failed);
 	page_tile(out, "t-generation", "Config loads", v, m);
@@ -340,10 +366,41 @@ static void page_latency(struct evbuffer *out, const struct stats_hist_sum *h)
 	evbuffer_add_printf(out, "<td class=\"latency\">%s<small>p99 %s</small></td>", a, b);
 }
 
+/* Why a backend is in its state, under the word: for how long, the
+ * reason of its last transition, its failures in a row with the last
+ * one's cause, and the last active check. */
+static void page_why(struct evbuffer *out, const struct stats_backend *b)
+{
+	char d[64], t[32];
+
+	page_duration(d, sizeof(d), b->state_since_seconds);
+	evbuffer_add_printf(out, "<small class=\"since\">%s for %s</small>", b->up ? "up" : "down", d);
+	if (b->reason[0]) {
+		PAGE_ADD(out, "<small class=\"reason\">");
+		page_str(out, b->reason);
+		PAGE_ADD(out, "</small>");
+	}
+	if (b->fails && b->last_fail[0]) {
+		evbuffer_add_printf(out, "<small class=\"fails\">%llu failed requests in a row, the last: ",
+				    (unsigned long long)b->fails);
+		page_str(out, b->last_fail);
+		PAGE_ADD(out, "</small>");
+	}
+	if (b->checked) {
+		page_seconds(t, sizeof(t), b->check_seconds);
+		evbuffer_add_printf(out, "<small class=\"check\">last check %s: ", b->check_passed ? "passed" : "failed");
+		page_str(out, b->check_text);
+		evbuffer_add_printf(out, ", %s", t);
+		if (b->check_fails)
+			evbuffer_add_printf(out, " (%llu failed in a row)", (unsigned long long)b->check_fails);
+		PAGE_ADD(out, "</small>");
+	}
+}
+
 static void page_backend_row(struct evbuffer *out, const struct stats_backend *b, size_t i,
 			     double balance_factor)
 {
-	char colour[40], a[32], c[32];
+	char colour[40], a[32], c[32], r[32];
 	double req5 = b->rate[STATS_WIN_300][RATES_B_requests], err5 = b->rate[STATS_WIN_300][RATES_B_errors];
 
 	page_colour(colour, sizeof(colour), i);
@@ -357,6 +414,7 @@ static void page_backend_row(struct evbuffer *out, const struct stats_backend *b
 	evbuffer_add_printf(out, "</div></td><td class=\"l state st-%s\">%s", b->state, page_state_word(b->state));
 	if (strcmp(b->state, "ramping") == 0)
 		evbuffer_add_printf(out, " <small>%.0f%% of keys back</small>", 100.0 * b->ramp);
+	page_why(out, b);
 	evbuffer_add_printf(out, "</td><td>%.2f%%<small>%u points, weight %g</small></td><td>%llu</td><td class=\"l\">",
 			    100.0 * b->share, b->points, b->weight, (unsigned long long)b->inflight);
 	if (b->max_inflight)
@@ -369,7 +427,9 @@ static void page_backend_row(struct evbuffer *out, const struct stats_backend *b
 		PAGE_ADD(out, "none");
 	page_rate(a, sizeof(a), b->rate[STATS_WIN_10][RATES_B_requests]);
 	page_rate(c, sizeof(c), req5);
-	evbuffer_add_printf(out, "</td><td>%s<small>%s over 5 min</small></td>", a, c);
+	page_ratio(r, sizeof(r), b->tier_hit_ratio_5m);
+	evbuffer_add_printf(out, "</td><td>%s<small>%s over 5 min</small><small class=\"tier\">its cache hits %s"
+			    "</small></td>", a, c, r);
 	page_rate(a, sizeof(a), err5);
 	evbuffer_add_printf(out, "<td>%.1f%%<small>%s per second</small></td>",
 			    req5 > 0 ? 100.0 * err5 / req5 : 0.0, a);
@@ -494,8 +554,8 @@ void page_html(const struct stats *st, struct evbuffer *out)
 	evbuffer_add_printf(out, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
 			    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
 			    "<meta http-equiv=\"refresh\" content=\"5\"><link rel=\"icon\" href=\"data:,\">"
-			    "<title>ringproxy: %zu backends</title><style>%s</style></head><body>\n"
-			    "<header><h1>ringproxy</h1><p class=\"sub\">version ", st->nbe, page_style);
+			    "<title>ringproxy: %zu of %zu up</title><style>%s</style></head><body>\n"
+			    "<header><h1>ringproxy</h1><p class=\"sub\">version ", page_nup(st), st->nbe, page_style);
 	page_str(out, b->version);
 	evbuffer_add_printf(out, " (libevent %s, OpenSSL %s, libcurl %s, inih r%s) &middot; up %s &middot; config <code>",
 			    b->libevent, b->openssl, b->libcurl, b->inih, up);

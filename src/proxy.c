@@ -60,6 +60,10 @@ struct proxy_main {
 	struct event *ev_poll;          /* while stopping: are workers done? */
 	struct event *ev_deadline;      /* while stopping: shutdown_timeout */
 	struct event *ev_sample;        /* every second: stats_sample */
+	struct event *ev_tier;          /* a minute after a reload: the tier's
+					   miss ratio since (proxy_on_tier) */
+	uint64_t tier_gen;              /* the reload it tells of */
+	double tier_before;             /* its minute before; -1: no verdicts */
 	bool stopping;
 	int stop_signal;
 	char listen_text[80];           /* the address in use, port resolved:
@@ -241,6 +245,48 @@ static void proxy_reload_refused(struct proxy_main *m, const char *err)
 	proxy_status(m);
 }
 
+/* The tier's miss ratio (the backends' own caches' verdicts) in the
+ * minute before reload gen: a line after its report, when there were any
+ * verdicts (none: tier_status off, or no traffic); the minute after is a
+ * line of its own once it has passed (proxy_on_tier). The report line
+ * itself stays as it was: scripts read it. A reload within that minute
+ * takes the timer over: the earlier one's minute after is then the later
+ * one's minute before. */
+static void proxy_tier_before(struct proxy_main *m, uint64_t gen)
+{
+	struct timeval minute = { 60, 0 };
+
+	m->tier_gen = gen;
+	m->tier_before = stats_tier_miss_ratio(&m->p, 60);
+	if (m->tier_before >= 0)
+		log_info("reload %llu: tier miss ratio %.1f%% in the minute before", (unsigned long long)gen,
+			 100.0 * m->tier_before);
+	if (m->ev_tier)
+		evtimer_add(m->ev_tier, &minute);
+}
+
+static void proxy_on_tier(evutil_socket_t fd, short what, void *arg)
+{
+	struct proxy_main *m = arg;
+	double after = stats_tier_miss_ratio(&m->p, 60);
+	char b[48];
+
+	(void)fd;
+	(void)what;
+	if (after < 0 && m->tier_before < 0)
+		return;                 /* no verdicts: tier_status off, or idle */
+	if (m->tier_before >= 0)
+		snprintf(b, sizeof(b), "%.1f%%", 100.0 * m->tier_before);
+	else
+		snprintf(b, sizeof(b), "none");
+	if (after >= 0)
+		log_info("reload %llu: tier miss ratio %.1f%% in the minute after (%s before)",
+			 (unsigned long long)m->tier_gen, 100.0 * after, b);
+	else
+		log_info("reload %llu: tier miss ratio: no verdicts in the minute after (%s before)",
+			 (unsigned long long)m->tier_gen, b);
+}
+
 static void proxy_reload(struct proxy_main *m)
 {
 	const struct conf *old = m->snap->conf;
@@ -340,6 +386,7 @@ static void proxy_reload(struct proxy_main *m)
 		free(arcs);
 	snprintf(text, sizeof(text), "reload %llu: %s%s", (unsigned long long)gen, report, settings);
 	log_info("%s", text);
+	proxy_tier_before(m, gen);
 	proxy_record(m, true, text, moved);
 	proxy_status(m);
 }
@@ -636,9 +683,10 @@ int proxy_run(const char *path, struct conf *conf, unsigned flags)
 	}
 	m.ev_reload = event_new(m.base, -1, 0, proxy_on_reload, &m);
 	m.ev_sample = event_new(m.base, -1, EV_PERSIST, proxy_on_sample, &m);
+	m.ev_tier = evtimer_new(m.base, proxy_on_tier, &m);
 	m.health = health_new(m.base, proxy_on_resolved, &m);
 	m.p.rates = rates_new();
-	if (!m.ev_reload || !m.ev_sample || !m.health || !m.p.rates ||
+	if (!m.ev_reload || !m.ev_sample || !m.ev_tier || !m.health || !m.p.rates ||
 	    event_add(m.ev_sample, &(struct timeval){ 1, 0 }) < 0) {
 		log_error("out of memory");
 		goto out;
@@ -687,6 +735,8 @@ out:
 		event_free(m.ev_deadline);
 	if (m.ev_sample)
 		event_free(m.ev_sample);
+	if (m.ev_tier)
+		event_free(m.ev_tier);
 	rates_free(m.p.rates);
 	free(m.p.moved);
 	free(m.p.workers);

@@ -23,13 +23,17 @@
 #define RATES_PROXY(X) \
 	X(accepted, "client connections accepted per second") \
 	X(requests, "requests sent to backends per second") \
-	X(errors, "backend failures (connect errors, timeouts, bad responses) per second")
+	X(errors, "backend failures (connect errors, timeouts, bad responses) per second") \
+	X(tier_hits, "responses the backends' own caches answered from store per second") \
+	X(tier_misses, "responses the backends' own caches fetched from the origin per second")
 
 #define RATES_BACKEND(X) \
 	X(requests, "requests sent to the backend per second") \
 	X(responses, "responses relayed completely per second") \
 	X(errors, "connect errors, timeouts and bad responses per second") \
-	X(spilled_in, "requests taken for keys it does not own per second")
+	X(spilled_in, "requests taken for keys it does not own per second") \
+	X(tier_hits, "responses its cache answered from store per second") \
+	X(tier_misses, "responses its cache fetched from the origin per second")
 
 #define RATES_ENUM(n, help) RATES_P_##n,
 enum rates_proxy_counter { RATES_PROXY(RATES_ENUM) RATES_NPROXY };

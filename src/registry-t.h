@@ -12,6 +12,16 @@
 
 #include "stats-t.h"
 
+/* A short text that any thread may write and any thread read, without a
+ * lock: a sequence lock over atomic words (registry_note_set, _get). A
+ * writer that finds another at work gives up: both texts are news of the
+ * same moment, and either will do. */
+#define REGISTRY_NOTE_WORDS 16          /* 128 bytes, the NUL included */
+struct registry_note {
+	_Atomic uint64_t seq;           /* odd while a writer is at it */
+	_Atomic uint64_t w[REGISTRY_NOTE_WORDS];
+};
+
 /* One backend by name, for the life of the process: every snapshot that
  * names the backend points to the same entry. */
 struct backend {
@@ -34,6 +44,21 @@ struct backend {
 	_Atomic int64_t up_since_ms;    /* slow start began; 0 = not ramping */
 	_Atomic unsigned check_ok;      /* consecutive passed active checks */
 	_Atomic unsigned check_fail;    /* consecutive failed active checks */
+
+	/* why it is in its state (health.c), for the operator: since when
+	 * (registry_now_ms of the last transition, or of the entry's making),
+	 * the transition's reason, and the cause of the last failed request */
+	_Atomic int64_t state_ms;
+	struct registry_note reason;
+	struct registry_note last_fail;
+	/* the last active check (written by the main thread): when
+	 * (registry_now_ms; 0 = none yet), how long it took, its HTTP status
+	 * (0: no response), whether it passed, and what it saw in words */
+	_Atomic int64_t check_at_ms;
+	_Atomic uint64_t check_us;
+	_Atomic int check_status;
+	_Atomic int check_passed;
+	struct registry_note check_text;
 };
 
 #endif

@@ -61,6 +61,7 @@ struct backend *registry_find(const char *name, char *err, size_t errlen)
 		goto out;
 	}
 	b->id = n;
+	atomic_store(&b->state_ms, registry_now_ms());
 	atomic_store(&registry_entries[n], b);
 	atomic_store(&registry_n, n + 1);
 out:
@@ -78,6 +79,53 @@ void registry_free(void)
 		registry_entries[i] = NULL;
 	}
 	atomic_store(&registry_n, 0);
+}
+
+void registry_note_set(struct registry_note *n, const char *text)
+{
+	uint64_t seq = atomic_load_explicit(&n->seq, memory_order_relaxed);
+	size_t len = strnlen(text, sizeof(n->w) - 1);
+
+	if ((seq & 1) || !atomic_compare_exchange_strong(&n->seq, &seq, seq + 1))
+		return;
+	atomic_thread_fence(memory_order_release);
+	for (size_t i = 0; i < REGISTRY_NOTE_WORDS; i++) {
+		unsigned char bytes[8] = { 0 };
+		uint64_t w;
+
+		for (size_t k = 0; k < 8 && i * 8 + k < len; k++)
+			bytes[k] = (unsigned char)text[i * 8 + k];
+		memcpy(&w, bytes, sizeof(w));
+		atomic_store_explicit(&n->w[i], w, memory_order_relaxed);
+	}
+	atomic_store_explicit(&n->seq, seq + 2, memory_order_release);
+}
+
+void registry_note_get(const struct registry_note *n, char *buf, size_t len)
+{
+	char text[sizeof(n->w)];
+
+	if (!len)
+		return;
+	buf[0] = '\0';
+	for (int tries = 0; tries < 8; tries++) {
+		uint64_t s1 = atomic_load_explicit(&n->seq, memory_order_acquire), s2;
+
+		if (s1 & 1)
+			continue;
+		for (size_t i = 0; i < REGISTRY_NOTE_WORDS; i++) {
+			uint64_t w = atomic_load_explicit(&n->w[i], memory_order_relaxed);
+
+			memcpy(text + i * 8, &w, sizeof(w));
+		}
+		atomic_thread_fence(memory_order_acquire);
+		s2 = atomic_load_explicit(&n->seq, memory_order_relaxed);
+		if (s1 == s2) {
+			text[sizeof(text) - 1] = '\0';
+			snprintf(buf, len, "%s", text);
+			return;
+		}
+	}
 }
 
 int64_t registry_now_ms(void)

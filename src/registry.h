@@ -34,6 +34,14 @@ struct backend *registry_get(uint32_t id);
  * stopped. */
 void registry_free(void);
 
+/* Any thread: set note n to text (cut to what it holds), or, when
+ * another thread is writing it this moment, leave it to that one. No
+ * allocation, no formatting: a failing request may call it. */
+void registry_note_set(struct registry_note *n, const char *text);
+/* Any thread: n's text into buf (NUL-terminated; "" when no writer let a
+ * consistent copy be taken within a few tries). */
+void registry_note_get(const struct registry_note *n, char *buf, size_t len);
+
 /* Monotonic milliseconds (a coarse clock, cheap enough for every request):
  * the clock of the registry's times (back-off, slow start). */
 int64_t registry_now_ms(void);

@@ -49,6 +49,9 @@
 	X(up, flag, DERIVED, "whether the backend is up (false while health checks have it down)") \
 	X(inflight, gauge, DERIVED, "requests in flight to the backend, all workers") \
 	X(fails, gauge, DERIVED, "failed requests in a row (passive health); at [health] fall the backend goes down, or, the last one up, stays in service as failing") \
+	X(check_fails, gauge, DERIVED, "failed active health checks in a row; at [health] fall the backend goes down") \
+	X(state_since_seconds, gauge, DERIVED, "seconds since the backend last went up or down (since it was first configured, when it never did)") \
+	X(last_check_status, gauge, DERIVED, "HTTP status of the last active health check; 0 when it got no response, or none ran") \
 	X(requests, counter, WORKER, "requests sent to the backend") \
 	X(refreshes, counter, WORKER, "background refreshes of stale objects sent to the backend (not in requests; in inflight while they run)") \
 	X(refreshes_skipped, counter, WORKER, "stale hits served without a refresh: no backend could take one (down, or at max_inflight: counted on the key's owner), or the worker ran [cache] refresh_max already") \
@@ -57,6 +60,8 @@
 	X(responses_3xx, counter, WORKER, "final responses from the backend with a 3xx status") \
 	X(responses_4xx, counter, WORKER, "final responses from the backend with a 4xx status") \
 	X(responses_5xx, counter, WORKER, "final responses from the backend with a 5xx status") \
+	X(tier_hits, counter, WORKER, "responses to GET and HEAD the backend's own cache answered from store (read as [proxy] tier_status says)") \
+	X(tier_misses, counter, WORKER, "responses to GET and HEAD the backend's own cache fetched from the origin (read as [proxy] tier_status says)") \
 	X(bytes_in, counter, WORKER, "bytes received from the backend") \
 	X(bytes_out, counter, WORKER, "bytes sent to the backend") \
 	X(connects, counter, SHARED, "connections opened to the backend") \

@@ -60,6 +60,25 @@ static uint64_t stats_backend_fails(const struct backend *b)
 	return atomic_load(&b->fails);
 }
 
+static uint64_t stats_backend_check_fails(const struct backend *b)
+{
+	return atomic_load(&b->check_fail);
+}
+
+static uint64_t stats_backend_state_since_seconds(const struct backend *b)
+{
+	int64_t ms = registry_now_ms() - atomic_load(&b->state_ms);
+
+	return ms > 0 ? (uint64_t)ms / 1000 : 0;
+}
+
+static uint64_t stats_backend_last_check_status(const struct backend *b)
+{
+	int st = atomic_load(&b->check_status);
+
+	return st > 0 ? (uint64_t)st : 0;
+}
+
 static uint64_t stats_backend_inflight(const struct backend *b)
 {
 	long n = atomic_load(&b->inflight);
@@ -130,7 +149,20 @@ static void stats_hist_read(struct stats_hist_sum *o)
 static void stats_collect_backend(struct stats_backend *o, const struct backend *b,
 				  const struct proxy *p)
 {
+	int64_t now = registry_now_ms(), at = atomic_load(&b->check_at_ms);
+
 	STATS_BACKEND(STATS_BACKEND_GET)
+	/* why it is in its state: the times as Unix seconds */
+	o->since = (double)time(NULL) - (double)(now - atomic_load(&b->state_ms)) / 1000;
+	registry_note_get(&b->reason, o->reason, sizeof(o->reason));
+	registry_note_get(&b->last_fail, o->last_fail, sizeof(o->last_fail));
+	o->checked = at != 0;
+	if (o->checked) {
+		o->check_at = (double)time(NULL) - (double)(now - at) / 1000;
+		o->check_seconds = (double)atomic_load(&b->check_us) / 1e6;
+		o->check_passed = atomic_load(&b->check_passed);
+		registry_note_get(&b->check_text, o->check_text, sizeof(o->check_text));
+	}
 	for (unsigned w = 0; w < p->nworkers; w++) {
 		const struct pool *pool = worker_pool_peek(p->workers[w], b->id);
 
@@ -167,6 +199,33 @@ static uint64_t stats_rate_b_spilled_in(const struct stats_backend *o)
 	return o->spilled_in;
 }
 
+static uint64_t stats_rate_b_tier_hits(const struct stats_backend *o)
+{
+	return o->tier_hits;
+}
+
+static uint64_t stats_rate_b_tier_misses(const struct stats_backend *o)
+{
+	return o->tier_misses;
+}
+
+/* hits / (hits + misses); -1 when there were none. */
+static double stats_ratio(double hits, double misses)
+{
+	return hits + misses > 0 ? hits / (hits + misses) : -1;
+}
+
+double stats_tier_miss_ratio(const struct proxy *p, int seconds)
+{
+	double h, m;
+
+	if (!p->rates)
+		return -1;
+	h = rates_proxy(p->rates, RATES_P_tier_hits, seconds);
+	m = rates_proxy(p->rates, RATES_P_tier_misses, seconds);
+	return h + m > 0 ? m / (h + m) : -1;
+}
+
 void stats_sample(struct proxy *p)
 {
 	uint32_t n = registry_size();
@@ -187,6 +246,8 @@ void stats_sample(struct proxy *p)
 #undef STATS_RATE_B
 		pv[RATES_P_requests] += o.requests;
 		pv[RATES_P_errors] += stats_rate_b_errors(&o);
+		pv[RATES_P_tier_hits] += o.tier_hits;
+		pv[RATES_P_tier_misses] += o.tier_misses;
 	}
 	pv[RATES_P_accepted] = atomic_load(&p->accepted);
 	rates_add(p->rates, registry_now_ms(), pv, bv, n);
@@ -219,6 +280,7 @@ static void stats_collect_view(struct stats_backend *o, const struct snapshot *s
 		   s->conf->passive && o->fails >= s->be[i].conf->health.fall ? "failing" :
 		   why.ramp < 1 ? "ramping" :
 		   o->max_inflight && (long)o->inflight >= o->max_inflight ? "full" : "up";
+	o->tier_hit_ratio = stats_ratio((double)o->tier_hits, (double)o->tier_misses);
 	if (!p->rates)
 		return;
 #define STATS_WIN(sec, label) \
@@ -226,6 +288,8 @@ static void stats_collect_view(struct stats_backend *o, const struct snapshot *s
 		o->rate[STATS_WIN_##sec][k] = rates_backend(p->rates, o->id, k, sec);
 	RATES_WINDOWS(STATS_WIN)
 #undef STATS_WIN
+	o->tier_hit_ratio_5m = stats_ratio(o->rate[STATS_WIN_300][RATES_B_tier_hits],
+					   o->rate[STATS_WIN_300][RATES_B_tier_misses]);
 	rates_series(p->rates, o->id, RATES_B_requests, STATS_SPARK_STEP, o->spark_requests);
 	rates_series(p->rates, o->id, RATES_B_errors, STATS_SPARK_STEP, o->spark_errors);
 }
@@ -334,8 +398,14 @@ int stats_collect(struct stats *st, const struct proxy *p)
 		o->share = share[i];
 		stats_collect_backend(o, s->be[i].state, p);
 		stats_collect_view(o, s, i, p);
+		st->tier_hits += o->tier_hits;
+		st->tier_misses += o->tier_misses;
 	}
 	free(share);
+	st->tier_hit_ratio = stats_ratio((double)st->tier_hits, (double)st->tier_misses);
+	st->tier_hit_ratio_5m = stats_ratio(st->rate[STATS_WIN_300][RATES_P_tier_hits],
+					    st->rate[STATS_WIN_300][RATES_P_tier_misses]);
+	st->tier_fetches_5m = st->rate[STATS_WIN_300][RATES_P_tier_misses];
 	return 0;
 }
 
@@ -453,6 +523,34 @@ static void stats_json_reload(struct evbuffer *out, const struct proxy_reload *r
 	evbuffer_add(out, "}", 1);
 }
 
+/* A ratio, null when there was nothing to divide (-1). */
+static void stats_json_ratio(struct evbuffer *out, double r)
+{
+	if (r < 0)
+		evbuffer_add(out, "null", 4);
+	else
+		evbuffer_add_printf(out, "%.6f", r);
+}
+
+/* , "since": .., "reason": .., "last_failure": .., "check": {..} | null:
+ * why backend b is in its state. */
+static void stats_json_why(struct evbuffer *out, const struct stats_backend *b)
+{
+	evbuffer_add_printf(out, ", \"since\": %.3f, \"reason\": ", b->since);
+	stats_json_str(out, b->reason);
+	evbuffer_add(out, ", \"last_failure\": ", 18);
+	stats_json_str(out, b->last_fail);
+	if (!b->checked) {
+		evbuffer_add(out, ", \"check\": null", 15);
+		return;
+	}
+	evbuffer_add_printf(out, ", \"check\": {\"time\": %.3f, \"seconds\": %.6f, \"passed\": %s, \"status\": %llu, "
+			    "\"result\": ", b->check_at, b->check_seconds, b->check_passed ? "true" : "false",
+			    (unsigned long long)b->last_check_status);
+	stats_json_str(out, b->check_text);
+	evbuffer_add(out, "}", 1);
+}
+
 static void stats_json_head(const struct stats *st, struct evbuffer *out)
 {
 	const struct stats_build *b = &st->build;
@@ -503,6 +601,12 @@ void stats_json(const struct stats *st, struct evbuffer *out)
 	} else {
 		evbuffer_add(out, "null", 4);
 	}
+	evbuffer_add_printf(out, ", \"tier\": {\"hits\": %llu, \"misses\": %llu, \"hit_ratio\": ",
+			    (unsigned long long)st->tier_hits, (unsigned long long)st->tier_misses);
+	stats_json_ratio(out, st->tier_hit_ratio);
+	evbuffer_add_printf(out, ", \"hit_ratio_5m\": ");
+	stats_json_ratio(out, st->tier_hit_ratio_5m);
+	evbuffer_add_printf(out, ", \"origin_fetches_per_second_5m\": %.6g}", st->tier_fetches_5m);
 	evbuffer_add_printf(out, ", \"scheme\": \"%s\", \"vnodes\": %u, \"points\": %zu, \"last_reload\": ", st->scheme,
 			    st->vnodes, st->npoints);
 	if (st->reload_time && st->nreloads)
@@ -545,6 +649,11 @@ void stats_json(const struct stats *st, struct evbuffer *out)
 		STATS_JVAL(out, type, b->n);
 		STATS_BACKEND(STATS_J)
 #undef STATS_J
+		evbuffer_add_printf(out, ", \"tier_hit_ratio\": ");
+		stats_json_ratio(out, b->tier_hit_ratio);
+		evbuffer_add_printf(out, ", \"tier_hit_ratio_5m\": ");
+		stats_json_ratio(out, b->tier_hit_ratio_5m);
+		stats_json_why(out, b);
 		evbuffer_add(out, ", \"latency\": {", 14);
 		{
 			bool first = true;
@@ -752,6 +861,17 @@ void stats_prometheus(const struct stats *st, struct evbuffer *out)
 			    "switched to their new owner (1 with no ramp)\n"
 			    "# TYPE ringproxy_ramp_switched_share gauge\nringproxy_ramp_switched_share %.6f\n",
 			    st->ramp_in_progress, st->ramp_rings ? st->ramp_switched : 1.0);
+	evbuffer_add_printf(out, "# HELP ringproxy_tier_hit_ratio the backends' own caches: hits / (hits + misses) "
+			    "since start (0 before any)\n# TYPE ringproxy_tier_hit_ratio gauge\nringproxy_tier_hit_ratio %.6f\n"
+			    "# HELP ringproxy_tier_origin_fetches_per_second misses of the backends' own caches per "
+			    "second over the last 5 minutes\n# TYPE ringproxy_tier_origin_fetches_per_second gauge\n"
+			    "ringproxy_tier_origin_fetches_per_second %.6f\n",
+			    st->tier_hit_ratio < 0 ? 0 : st->tier_hit_ratio, st->tier_fetches_5m);
+	evbuffer_add_printf(out, "# HELP ringproxy_backend_tier_hit_ratio the backend's own cache: hits / (hits + "
+			    "misses) since start (0 before any)\n# TYPE ringproxy_backend_tier_hit_ratio gauge\n");
+	for (size_t i = 0; i < st->nbe; i++)
+		evbuffer_add_printf(out, "ringproxy_backend_tier_hit_ratio{backend=\"%s\"} %.6f\n", st->be[i].name,
+				    st->be[i].tier_hit_ratio < 0 ? 0 : st->be[i].tier_hit_ratio);
 	evbuffer_add_printf(out, "# HELP ringproxy_backend_share exact share of the keyspace the backend owns\n"
 			    "# TYPE ringproxy_backend_share gauge\n");
 	for (size_t i = 0; i < st->nbe; i++)
@@ -772,6 +892,13 @@ void stats_prometheus(const struct stats *st, struct evbuffer *out)
 				    stats_suffix(#type), st->be[i].name, (unsigned long long)st->be[i].n);
 	STATS_BACKEND(STATS_P)
 #undef STATS_P
+	evbuffer_add_printf(out, "# HELP ringproxy_backend_last_check_duration_seconds how long the last active "
+			    "health check took (absent: none ran)\n"
+			    "# TYPE ringproxy_backend_last_check_duration_seconds gauge\n");
+	for (size_t i = 0; i < st->nbe; i++)
+		if (st->be[i].checked)
+			evbuffer_add_printf(out, "ringproxy_backend_last_check_duration_seconds{backend=\"%s\"} %.6f\n",
+					    st->be[i].name, st->be[i].check_seconds);
 #define STATS_PH(n, help) \
 	evbuffer_add_printf(out, "# HELP ringproxy_backend_%s_seconds %s\n" \
 			    "# TYPE ringproxy_backend_%s_seconds histogram\n", #n, help, #n); \

@@ -51,6 +51,20 @@ struct stats_backend {
 	const char *state;              /* "up", "down", "failing", "ramping",
 					   "full", "drained": what the page
 					   shows */
+	/* why it is in its state (registry.h): the last transition (Unix
+	 * seconds, since the entry's making when none) and its reason ("":
+	 * none yet), the cause of the last failed request, the last active
+	 * check (checked: one ran) */
+	double since;
+	char reason[128];
+	char last_fail[128];
+	bool checked;
+	int check_passed;
+	double check_at, check_seconds;
+	char check_text[128];
+	/* its own cache's hits / (hits + misses), since the start and over
+	 * the last 5 minutes; -1: none */
+	double tier_hit_ratio, tier_hit_ratio_5m;
 	long max_inflight;              /* hard cap; 0 = none */
 	long cap;                       /* bounded-load cap now; -1 = off */
 	double ramp;                    /* slow start: share of keys back */
@@ -99,6 +113,10 @@ struct stats {
 	bool has_cache;
 	struct cache_stats cache;       /* cache.h's CACHE_STATS list */
 	double cache_hit_ratio;         /* hits / (hits + misses + coalesced) */
+	/* the tier: the backends' own caches, summed; ratios -1 when none */
+	uint64_t tier_hits, tier_misses;
+	double tier_hit_ratio, tier_hit_ratio_5m;
+	double tier_fetches_5m;         /* origin fetches (misses) per second */
 	/* the current snapshot's warm ramp ([ring] ramp); ramp_rings == 0:
 	 * none */
 	size_t ramp_rings;
@@ -110,6 +128,11 @@ struct stats {
 	STATS_HIST_PROXY(STATS_HIST_SUM)
 #undef STATS_HIST_SUM
 };
+
+/* Main thread: the tier's miss ratio (misses / (hits + misses) of the
+ * backends' own caches) over the last seconds (at most RATES_SECONDS) of
+ * the samples; -1 when there were none. */
+double stats_tier_miss_ratio(const struct proxy *p, int seconds);
 
 /* The q-quantile (0..1) of h's buckets in seconds, interpolated within
  * its bucket as Prometheus' histogram_quantile does; a quantile in the

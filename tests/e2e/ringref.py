@@ -39,6 +39,16 @@ class Ring:
         i = bisect.bisect_left(self.pos, h64(key))
         return self.owner[i % len(self.pos)]
 
+    def keys_of(self, name, n, prefix="/k/"):
+        """The first n keys {prefix}{i}.jpg (i = 0, 1, ...) name owns."""
+        out, i = [], 0
+        while len(out) < n:
+            k = f"{prefix}{i}.jpg"
+            if self.lookup(k.encode()) == name:
+                out.append(k)
+            i += 1
+        return out
+
     def walk(self, key: bytes):
         i = bisect.bisect_left(self.pos, h64(key))
         seen = []

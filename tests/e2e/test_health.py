@@ -29,13 +29,7 @@ ring = ringref.Ring([(n, 1.0) for n in names], 160)
 
 def keys_of(name, n, prefix="/k/"):
     """n keys whose ring owner is name."""
-    out, i = [], 0
-    while len(out) < n:
-        k = f"{prefix}{i}.jpg"
-        if ring.lookup(k.encode()) == name:
-            out.append(k)
-        i += 1
-    return out
+    return ring.keys_of(name, n, prefix)
 
 
 def next_up(key, down):

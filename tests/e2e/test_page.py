@@ -159,6 +159,14 @@ def main():
             "up" in dom.rows["cache-2"]["text"] and "hard cap 40" in dom.rows["cache-2"]["text"],
             "each row shows the name, the state in words and its caps",
             str({n: r["text"] for n, r in dom.rows.items()}))
+    title = re.search(r"<title>([^<]*)</title>", dom_text)
+    tile = re.search(r'<div class="tile" id="t-up"><span>[^<]*</span><b>([^<]*)</b>', dom_text)
+    t.check(title and title.group(1) == "ringproxy: 3 of 4 up" and tile and tile.group(1) == "3 of 4",
+            "the title and a tile say how many are up: 3 of 4",
+            (title.group(0) if title else "") + (tile.group(0) if tile else ""))
+    t.check("failed requests: connect: Connection refused x1" in dom.rows["cache-1"]["text"] and
+            re.search(r"down for \d+ s", dom.rows["cache-1"]["text"]),
+            "the down backend's row says for how long and why", dom.rows["cache-1"]["text"])
     ring = ringref.Ring([(n, 1.0) for n in names], vnodes=VNODES)
     want = runs(ring)
     arcs = dom.find("path", "arc")

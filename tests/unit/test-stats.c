@@ -238,7 +238,8 @@ int main(void)
 	tap_ok(test_has(text, "\"config\": {\"path\": \"s.ini\", \"sha256\": \"%s\", \"loaded\": 1700000000, "
 			"\"on_disk\": \"unreadable\"}", s->conf->sha256),
 	       "JSON has the config's path, hash, load time and whether the file is still it");
-	tap_ok(test_has(text, "\"rates\": {\"10s\": {\"accepted\": 0, \"requests\": 0, \"errors\": 0}, \"5m\": {"),
+	tap_ok(test_has(text, "\"rates\": {\"10s\": {\"accepted\": 0, \"requests\": 0, \"errors\": 0, "
+			 "\"tier_hits\": 0, \"tier_misses\": 0}, \"5m\": {"),
 	       "JSON has the proxy's rates over 10 s and 5 min");
 	tap_ok(test_has(text, "\"state\": \"down\""), "JSON has a backend's state in a word");
 	free(text);
