@@ -150,6 +150,12 @@ def send(port, head):
     return r.status, r.body.decode("utf-8", "replace")
 
 
+def purged(answer):
+    """Whether (status, body) is the purge's own answer, not a refusal."""
+    st, body = answer
+    return st in (200, 502) and '"result"' in body
+
+
 def cross_site(proxy, port):
     """Issue 22, finding 9: a web page's form post to POST /purge, and DNS
     rebinding (a name of the attacker's pointing at 127.0.0.1) to read the
@@ -182,8 +188,10 @@ def cross_site(proxy, port):
                    f"Origin: http://{host}\r\nSec-Fetch-Site: same-origin\r\n",
                "no browser headers (curl -X POST)": "User-Agent: curl/7.88.1\r\n",
                "a program's form type (curl -d '', libcurl)": "Content-Type: application/x-www-form-urlencoded\r\n"}
-    got = {what: send(port, purge + extra)[0] for what, extra in allowed.items()}
-    t.check(all(v == 200 for v in got.values()), "a same-origin request and programs still purge: 200", got)
+    # served: the purge's own JSON (the test cache answers PURGE 405, as
+    # evhttp 2.1 knows no PURGE, so the purge itself reports 502 "failed")
+    got = {what: purged(send(port, purge + extra)) for what, extra in allowed.items()}
+    t.check(all(got.values()), "a same-origin request and programs still purge: served", got)
 
     for path in ("/", "/stats", "/metrics", "/ring", "/health", "/nope"):
         st, body = send(port, f"GET {path} HTTP/1.1\r\nHost: rebound.attacker.example\r\n")
@@ -202,8 +210,8 @@ def cross_site(proxy, port):
     t.check(all(v == 200 for v in got.values()), "the listener's own names: 200", got)
     st, _ = send(port, "GET /stats HTTP/1.0\r\n")
     t.check(st == 200, "HTTP/1.0 without Host (no browser sends that): 200", st)
-    st, _ = send(port, purge + f"Origin: https://{host}\r\n")
-    t.check(st == 200, "an Origin naming the Host under https (a TLS proxy in front): 200", st)
+    got = send(port, purge + f"Origin: https://{host}\r\n")
+    t.check(purged(got), "an Origin naming the Host under https (a TLS proxy in front): served", got)
 
     # a listener on another loopback address is named by it too
     other = harness.Proxy(RP, harness.conf_text([caches[0]], proxy={"admin_listen": "127.0.0.2:0"}), "admin-2")
