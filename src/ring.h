@@ -200,6 +200,34 @@ int ring_ramp_owner_at(const struct ring_ramp *st, size_t n, const uint64_t *pos
  * the whole circle. Exact up to the final conversion to double. */
 void ring_shares(const struct ring *r, double *share);
 
+/*
+ * Replicas (Dynamo's preference list, DeCandia et al. 2007): a key's list
+ * is the first n distinct backends of its walk, the owner first. Every
+ * key of an arc (previous point, point] has the same list, the walk from
+ * that point, so shares and changes of lists are exact sums of arcs too.
+ */
+#define RING_LIST_MAX 16
+
+/* The key at pos's list: its first n (<= RING_LIST_MAX) distinct
+ * backends into list[], owner first; returns how many (fewer when fewer
+ * backends have points; 0 for a ring without points). Pure, no
+ * allocation. */
+unsigned ring_list(const struct ring *r, uint64_t pos, int *list, unsigned n);
+
+/* Each backend's exact share of the keyspace whose list of n it heads
+ * (primary[], ring_shares's figure) and whose list it is in after the
+ * head (replica[]), r->nbackends entries each: primary sums to 1, primary
+ * + replica to the list's length (n, or fewer backends). 0, or -1 on no
+ * memory. */
+int ring_list_shares(const struct ring *r, unsigned n, double *primary, double *replica);
+
+/* The fraction of keys whose list of n changes any member (as a set of
+ * names) from a to b: exact over the union of both rings' boundaries; for
+ * rings of two schemes, the expectation for independent positions, as
+ * ring_diff has it (1 - the sum over lists L of share_a(L) share_b(L)).
+ * -1 on no memory. */
+double ring_list_moved(const struct ring *a, const struct ring *b, unsigned n);
+
 /* Movement between two rings whose backends are matched by name. */
 struct ring_flow {
 	const char *from;       /* name in a (borrowed from the ring) */
