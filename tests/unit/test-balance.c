@@ -237,6 +237,141 @@ static void test_bounded(void)
 	snapshot_unref(s);
 }
 
+/* The target /ring would name for the key at pos now. */
+static int test_explain_target(const struct snapshot *s, uint64_t pos)
+{
+	int order[EXPLAIN_N], n;
+	struct balance_why why[EXPLAIN_N];
+
+	return balance_explain_walk(s, pos, order, why, 1, &n);
+}
+
+/* [ring] replicas: the least loaded of the key's first R distinct
+ * backends, ties to the first, under the bounded-load cap; past the list
+ * only when none of it can take the request; a retry goes to the list's
+ * others first. */
+static void test_replicas(void)
+{
+	struct snapshot *s = test_snap("balance_factor = 1.25\nreplicas = 2", "", "");
+	int order[NB], same = 1;
+	uint64_t pos = ring_hash("/hot.jpg", 8);
+	struct balance_pick p;
+
+	if (!tap_ok(s != NULL, "replicas = 2: snapshot of 4 backends"))
+		return;
+	test_order(s, pos, order);
+	test_reset(s);
+	p = test_pick(s, pos);
+	tap_ok(p.backend == order[0] && p.replica == 0, "replicas = 2, idle: a tie goes to the list's first");
+	same &= test_explain_target(s, pos) == p.backend;
+	/* 9 more in flight off the list: total 10 and up, cap ceil(1.25 x
+	 * 11 / 4) = 4 or more, so the cap moves nothing below */
+	test_set_inflight(s, order[3], 9);
+	test_set_inflight(s, order[0], 1);
+	p = test_pick(s, pos);
+	tap_ok(p.backend == order[1] && p.replica == 1, "primary at 1 in flight, replica at 0: the replica");
+	tap_ok(p.owner == order[1] && p.owner_verdict == BALANCE_OK,
+	       "a replica sharing the load is no spill (the request's owner is the replica)");
+	same &= test_explain_target(s, pos) == p.backend;
+	test_set_inflight(s, order[1], 1);
+	p = test_pick(s, pos);
+	tap_is_int(p.backend, order[0], "both at 1: the tie goes to the primary");
+	test_set_inflight(s, order[1], 0);
+	test_set_inflight(s, order[0], 0);
+	test_set_inflight(s, order[2], 0);
+	p = test_pick(s, pos);
+	tap_is_int(p.backend, order[0], "loaded backends off the list change nothing");
+
+	/* total 4: cap = ceil(1.25 x 5 / 4) = 2; both members at it */
+	test_reset(s);
+	test_set_inflight(s, order[0], 2);
+	test_set_inflight(s, order[1], 2);
+	p = test_pick(s, pos);
+	tap_ok(p.backend == order[2] && p.replica == -1 && p.owner == order[0] &&
+	       p.owner_verdict == BALANCE_BOUNDED,
+	       "both members at the bounded-load cap: the hot key spills past the list, counted on the primary");
+	same &= test_explain_target(s, pos) == p.backend;
+	test_set_inflight(s, order[1], 1);
+	p = test_pick(s, pos);
+	tap_is_int(p.backend, order[1], "the primary at the cap, the replica under it: the replica");
+
+	/* failure: the other member at once, the walk past the list only
+	 * when both are down */
+	test_reset(s);
+	test_set_down(s, order[0], 1);
+	test_set_inflight(s, order[3], 9);      /* cap ceil(1.25 x 11 / 3) = 5 */
+	test_set_inflight(s, order[1], 1);
+	p = test_pick(s, pos);
+	tap_ok(p.backend == order[1] && p.owner == order[0] && p.owner_verdict == BALANCE_DOWN,
+	       "primary down: its replica, though loaded and the walk's next backend idle (a failover)");
+	same &= test_explain_target(s, pos) == p.backend;
+	test_set_down(s, order[1], 1);
+	p = test_pick(s, pos);
+	tap_ok(p.backend == order[2] && p.replica == -1, "both members down: the walk's third backend");
+	same &= test_explain_target(s, pos) == p.backend;
+	test_reset(s);
+	test_set_down(s, order[1], 1);
+	p = test_pick(s, pos);
+	tap_ok(p.backend == order[0] && p.owner_verdict == BALANCE_OK, "replica down: the primary");
+
+	/* a retry (the request failed on its pick): the list's other
+	 * member, then the walk */
+	{
+		struct ring_walk w;
+		int got[3];
+
+		test_reset(s);
+		memset(&p, 0, sizeof(p));
+		p.backend = p.owner = -1;
+		ring_walk_init(&w, s->ring, pos);
+		test_set_inflight(s, order[0], 1);
+		for (int k = 0; k < 3; k++) {
+			balance_next(s, &w, pos, &p);
+			got[k] = p.backend;
+		}
+		tap_ok(got[0] == order[1] && got[1] == order[0] && got[2] == order[2],
+		       "retries: the least loaded member, the other member, then the walk past the list");
+		for (int k = 0; k < 3; k++)
+			if (got[k] >= 0)
+				balance_release(s->be[got[k]].state);
+	}
+	tap_ok(same, "/ring's target is the pick in every case above");
+	test_reset(s);
+	snapshot_unref(s);
+
+	/* three members of four */
+	s = test_snap("balance_factor = 1.25\nreplicas = 3", "", "");
+	if (!tap_ok(s != NULL, "replicas = 3: snapshot of 4 backends"))
+		return;
+	test_order(s, pos, order);
+	test_reset(s);
+	test_set_inflight(s, order[0], 1);
+	test_set_inflight(s, order[1], 1);
+	p = test_pick(s, pos);
+	tap_ok(p.backend == order[2] && p.replica == 2, "replicas = 3: the third member, the least loaded");
+	{
+		/* many keys: the pick is always on the key's list */
+		char key[64];
+		int on = 0;
+
+		test_reset(s);
+		for (int k = 0; k < 200; k++) {
+			int len = snprintf(key, sizeof(key), "/k/%d.jpg", k);
+			uint64_t kp = ring_hash(key, (size_t)len);
+			int o[NB];
+
+			test_order(s, kp, o);
+			test_set_inflight(s, o[0], 1 + k % 2);
+			p = test_pick(s, kp);
+			on += p.backend == o[0] || p.backend == o[1] || p.backend == o[2];
+			test_set_inflight(s, o[0], 0);
+		}
+		tap_is_int(on, 200, "200 keys: every pick is one of the key's 3 members");
+	}
+	test_reset(s);
+	snapshot_unref(s);
+}
+
 static void test_hard_cap(void)
 {
 	struct snapshot *s = test_snap("balance_factor = 0", "max_inflight = 2", "");
@@ -1344,6 +1479,7 @@ int main(void)
 	test_cap();
 	test_rare_cap();
 	test_bounded();
+	test_replicas();
 	test_hot();
 	test_hard_cap();
 	test_factor_off();
