@@ -1178,7 +1178,7 @@ static unsigned ring_list_ids(const struct ring *r, const uint32_t *map, uint32_
 struct ring_lists_acc {
 	const struct ring *a, *b;
 	const uint32_t *map;    /* a's index -> b's, RING_NONE */
-	unsigned n;
+	unsigned na, nb;
 	ring_u128 moved;
 };
 
@@ -1193,8 +1193,8 @@ static int ring_lists_seg(void *arg, uint64_t start, uint64_t end, uint32_t oa, 
 	(void)start;
 	(void)oa;
 	(void)ob;
-	ring_list_ids(acc->a, acc->map, (uint32_t)acc->b->nbackends, end, acc->n, la);
-	ring_list_ids(acc->b, NULL, 0, end, acc->n, lb);
+	ring_list_ids(acc->a, acc->map, (uint32_t)acc->b->nbackends, end, acc->na, la);
+	ring_list_ids(acc->b, NULL, 0, end, acc->nb, lb);
 	if (memcmp(la, lb, sizeof(la)) != 0)
 		acc->moved += len;
 	return 0;
@@ -1248,11 +1248,11 @@ static ring_u128 ring_listlen_run(const struct ring_listlen *e, size_t n, size_t
 }
 
 /* Across schemes: 1 - sum over lists L of share_a(L) share_b(L). */
-static double ring_list_cross(const struct ring *a, const struct ring *b, const uint32_t *map,
-			      unsigned n)
+static double ring_list_cross(const struct ring *a, unsigned na, const struct ring *b, unsigned nb,
+			      const uint32_t *map)
 {
-	struct ring_listlen *ea = ring_listlens(a, map, (uint32_t)b->nbackends, n);
-	struct ring_listlen *eb = ring_listlens(b, NULL, 0, n);
+	struct ring_listlen *ea = ring_listlens(a, map, (uint32_t)b->nbackends, na);
+	struct ring_listlen *eb = ring_listlens(b, NULL, 0, nb);
 	ring_u128 same = 0;
 	size_t i = 0, j = 0;
 	double moved = -1;
@@ -1279,9 +1279,10 @@ out:
 	return moved;
 }
 
-double ring_list_moved(const struct ring *a, const struct ring *b, unsigned n)
+double ring_list_moved(const struct ring *a, unsigned na, const struct ring *b, unsigned nb)
 {
-	struct ring_lists_acc acc = { a, b, NULL, n > RING_LIST_MAX ? RING_LIST_MAX : n, 0 };
+	struct ring_lists_acc acc = { a, b, NULL, na > RING_LIST_MAX ? RING_LIST_MAX : na,
+				      nb > RING_LIST_MAX ? RING_LIST_MAX : nb, 0 };
 	uint32_t *map = ring_match(a, b);
 	uint32_t *never = malloc((a->nbackends ? a->nbackends : 1) * sizeof(*never));
 	double moved = -1;
@@ -1293,7 +1294,7 @@ double ring_list_moved(const struct ring *a, const struct ring *b, unsigned n)
 		goto out;
 	}
 	if (a->scheme != b->scheme) {
-		moved = ring_list_cross(a, b, map, acc.n);
+		moved = ring_list_cross(a, acc.na, b, acc.nb, map);
 		goto out;
 	}
 	/* a map under which no owner is kept makes ring_sweep call for

@@ -221,12 +221,13 @@ unsigned ring_list(const struct ring *r, uint64_t pos, int *list, unsigned n);
  * memory. */
 int ring_list_shares(const struct ring *r, unsigned n, double *primary, double *replica);
 
-/* The fraction of keys whose list of n changes any member (as a set of
- * names) from a to b: exact over the union of both rings' boundaries; for
- * rings of two schemes, the expectation for independent positions, as
- * ring_diff has it (1 - the sum over lists L of share_a(L) share_b(L)).
- * -1 on no memory. */
-double ring_list_moved(const struct ring *a, const struct ring *b, unsigned n);
+/* The fraction of keys whose list changes any member (as a set of names)
+ * from a's list of na to b's of nb (a longer list is a change: its new
+ * member has to fill): exact over the union of both rings' boundaries;
+ * for rings of two schemes, the expectation for independent positions,
+ * as ring_diff has it (1 - the sum over lists L of share_a(L)
+ * share_b(L)). -1 on no memory. */
+double ring_list_moved(const struct ring *a, unsigned na, const struct ring *b, unsigned nb);
 
 /* Movement between two rings whose backends are matched by name. */
 struct ring_flow {
