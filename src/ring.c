@@ -1309,3 +1309,23 @@ out:
 	free(map);
 	return moved;
 }
+
+bool ring_list_changed(const struct ring *a, uint64_t pa, unsigned na, const struct ring *b,
+		       uint64_t pb, unsigned nb)
+{
+	int la[RING_LIST_MAX], lb[RING_LIST_MAX];
+	unsigned ka = ring_list(a, pa, la, na > RING_LIST_MAX ? RING_LIST_MAX : na);
+	unsigned kb = ring_list(b, pb, lb, nb > RING_LIST_MAX ? RING_LIST_MAX : nb);
+
+	if (ka != kb)
+		return true;
+	for (unsigned i = 0; i < ka; i++) {
+		unsigned j = 0;
+
+		while (j < kb && strcmp(a->names[la[i]], b->names[lb[j]]) != 0)
+			j++;
+		if (j == kb)
+			return true;
+	}
+	return false;
+}

@@ -14,6 +14,7 @@
 #ifndef RINGPROXY_RING_H
 #define RINGPROXY_RING_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -228,6 +229,10 @@ int ring_list_shares(const struct ring *r, unsigned n, double *primary, double *
  * as ring_diff has it (1 - the sum over lists L of share_a(L)
  * share_b(L)). -1 on no memory. */
 double ring_list_moved(const struct ring *a, unsigned na, const struct ring *b, unsigned nb);
+/* Whether one key's list, of na at pa in a and of nb at pb in b, changes
+ * a member (names compared). */
+bool ring_list_changed(const struct ring *a, uint64_t pa, unsigned na, const struct ring *b,
+		       uint64_t pb, unsigned nb);
 
 /* Movement between two rings whose backends are matched by name. */
 struct ring_flow {

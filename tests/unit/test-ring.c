@@ -1169,27 +1169,6 @@ out:
 	ring_free(r4b);
 }
 
-/* Whether keys' lists of n in a and b, at positions pa and pb, hold
- * different sets of names. */
-static int test_list_changed(const struct ring *a, uint64_t pa, const struct ring *b, uint64_t pb,
-			     unsigned n)
-{
-	int la[RING_LIST_MAX], lb[RING_LIST_MAX];
-	unsigned ka = ring_list(a, pa, la, n), kb = ring_list(b, pb, lb, n);
-
-	if (ka != kb)
-		return 1;
-	for (unsigned i = 0; i < ka; i++) {
-		unsigned j = 0;
-
-		while (j < kb && strcmp(a->names[la[i]], b->names[lb[j]]) != 0)
-			j++;
-		if (j == kb)
-			return 1;
-	}
-	return 0;
-}
-
 /* Preference lists (replicas): the first n distinct backends of the walk,
  * exact shares as primary and as replica, the share of keys whose list
  * changes; and the figure the seed gives for rings that do not skip
@@ -1241,7 +1220,7 @@ static void test_lists(void)
 						ok_list = 0;
 				in[list[i]]++;
 			}
-			moved += (size_t)test_list_changed(r, pos, b, pos, n);
+			moved += (size_t)ring_list_changed(r, pos, n, b, pos, n);
 		}
 		ring_shares(r, share);
 		for (size_t i = 0; i < r->nbackends; i++) {
@@ -1289,7 +1268,7 @@ static void test_lists(void)
 			ok_cross = 0;
 		} else {
 			for (size_t k = 0; k < keys; k++)
-				moved += (size_t)test_list_changed(a, test_rand(), b, test_rand(), 2);
+				moved += (size_t)ring_list_changed(a, test_rand(), 2, b, test_rand(), 2);
 			e = ring_list_moved(a, 2, b, 2);
 			if (e < 0 || fabs(e - (double)moved / (double)keys) >
 			    4 * sqrt(e * (1 - e) / (double)keys) + 1e-4)
