@@ -10,9 +10,9 @@ and /ring names the survivor; POST /purge reaches both members even with
 primary and as replica (summing to 2); a reload that adds a cache reports
 the share of keys whose list changed.
 
-The backends are scripted (harness.Fake, as in test_purge.py: testcache's
-evhttp cannot receive PURGE): each counts requests per method and path,
-answers a path under /slow/ after 0.6 s, and can be killed (its listener
+The backends are scripted (harness.Counting, as in test_purge.py:
+testcache's evhttp cannot receive PURGE): each counts requests per method
+and path, answers one path after 0.6 s, and can be killed (its listener
 and connections closed: connection refused).
 usage: test_replicas.py RINGPROXY TESTCACHE"""
 
@@ -22,7 +22,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -32,34 +31,14 @@ RP, TC = harness.cli_args()
 t = harness.Tap()
 TOKEN = "replicas-test-token"
 lock = threading.Lock()
+SLOW = "/slow/hot.jpg"
 
 
-class Backend:
-    """A scripted cache counting (method, path); /slow/ paths take 0.6 s."""
-
-    def __init__(self, name):
-        self.name = name
-        self.counts = {}
-        self.fake = harness.Fake(self.handler)
-        self.port = self.fake.port
-
-    def n(self, method, path):
-        with lock:
-            return self.counts.get((method, path), 0)
-
-    def total(self, method="GET"):
-        with lock:
-            return sum(v for (m, _), v in self.counts.items() if m == method)
-
-    def handler(self, fake, s, n):
-        for method, target, _, _, _ in fake.requests(s):
-            p = target.split("?")[0]
-            with lock:
-                self.counts[(method, p)] = self.counts.get((method, p), 0) + 1
-            if p.startswith("/slow/") and method == "GET":
-                time.sleep(0.6)
-            body = f"{self.name} {method} {p}\n".encode()
-            s.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+def backend(name):
+    """A scripted cache (harness.Counting) answering SLOW after 0.6 s."""
+    b = harness.Counting(name, slow_s=0.6)
+    b.slow.add(SLOW)
+    return b
 
 
 def conf(bes, fanout=1):
@@ -117,7 +96,7 @@ def concurrent(P, path, n):
 
 
 def main():
-    bes = [Backend(f"c{i}") for i in range(4)]
+    bes = [backend(f"c{i}") for i in range(4)]
     by = {b.name: b for b in bes}
     path = harness.tmp_path("replicas.ini")
     with open(path, "w") as f:
@@ -127,7 +106,7 @@ def main():
     A = int(proxy.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10).group(1))
 
     # ---- the list: /ring and plan agree, two distinct backends -------------
-    key = "/slow/hot.jpg"
+    key = SLOW
     j = ring(A, key)
     lst = j.get("list", [])
     walk = [w["name"] for w in j.get("walk", [])]
@@ -212,7 +191,7 @@ def main():
             "/ring?url= of another key of the dead primary names its replica")
 
     # ---- a reload that adds a cache reports the changed lists --------------
-    extra = Backend("c4")
+    extra = backend("c4")
     with open(path, "w") as f:
         f.write(conf(bes + [extra]))
     line = proxy.reload() or ""
