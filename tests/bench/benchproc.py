@@ -1,7 +1,7 @@
 """benchproc.py -- processes for the Python bench drivers (ramp.py,
-varnish-spill.py): start, stop by PID (varnishd by its process group),
+varnish-spill.py, replicas.py): start, stop by PID (varnishd by its process group),
 free loopback ports, plain GETs, waiting for a condition or a log line,
-one varnishd, and a pass over every Zipf key. Every process started here is in PROCS until stopped."""
+one varnishd, the origin and its VCL, and a pass over every Zipf key. Every process started here is in PROCS until stopped."""
 
 import http.client
 import os
@@ -122,3 +122,22 @@ def start_varnish(name, vcl_text, tmp, storage):
         except RuntimeError:
             stop(p, True)
     raise RuntimeError(f"varnishd {name} did not start; see {wd}/varnishd.log")
+
+
+def start_origin(testcache, tmp, delay, prefix="/z/"):
+    """The origin: a testcache answering after delay ms and counting its
+    requests under prefix (/__stats prefix_requests); its port."""
+    pf = os.path.join(tmp, "origin.port")
+    start([testcache, "--listen", "127.0.0.1:0", "--name", "origin", "--port-file", pf,
+           "--threads", "2", "--delay", str(delay), "--count-prefix", prefix],
+          os.path.join(tmp, "origin.log"))
+    wait_for(lambda: os.path.exists(pf) and os.path.getsize(pf) > 0, 20, "the origin")
+    with open(pf) as f:
+        return int(f.read())
+
+
+def origin_vcl(vcl_path, origin):
+    """The VCL of tests/e2e/varnish.vcl for caches in front of origin."""
+    with open(vcl_path) as f:
+        return (f.read().replace("@ORIGIN_HOST@", "127.0.0.1").replace("@ORIGIN_PORT@", str(origin))
+                .replace("@RINGPROXY@", "127.0.0.1"))

@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 
-from benchproc import PROCS, get, start, start_varnish, stop_from, wait_for, wait_log, warm
+from benchproc import PROCS, get, origin_vcl, start, start_origin, start_varnish, stop_from, wait_log, warm
 
 _spec = importlib.util.spec_from_file_location(
     "varnish_spill", os.path.join(os.path.dirname(os.path.abspath(__file__)), "varnish-spill.py"))
@@ -82,15 +82,8 @@ def main():
     args = ap.parse_args()
     results = []
     try:
-        pf = os.path.join(args.tmp, "origin.port")
-        start([args.testcache, "--listen", "127.0.0.1:0", "--name", "origin", "--port-file", pf,
-               "--threads", "2", "--delay", str(vs.DELAY), "--count-prefix", "/z/"],
-              os.path.join(args.tmp, "origin.log"))
-        wait_for(lambda: os.path.exists(pf) and os.path.getsize(pf) > 0, 20, "the origin")
-        origin = int(open(pf).read())
-        with open(args.vcl) as f:
-            vcl_text = (f.read().replace("@ORIGIN_HOST@", "127.0.0.1").replace("@ORIGIN_PORT@", str(origin))
-                        .replace("@RINGPROXY@", "127.0.0.1"))
+        origin = start_origin(args.testcache, args.tmp, vs.DELAY)
+        vcl_text = origin_vcl(args.vcl, origin)
         for r in args.replicas:
             res = run(r, args, origin, vcl_text)
             print(f"# replicas {r}: {res}", flush=True)

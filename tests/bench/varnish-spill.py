@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 
-from benchproc import PROCS, get, start, start_varnish, stop_from, wait_for, wait_log, warm
+from benchproc import PROCS, get, origin_vcl, start, start_origin, start_varnish, stop_from, wait_log, warm
 
 SECS, CLIENTS = int(os.environ["SECS"]), int(os.environ["CLIENTS"])
 KEYS, ZIPF, DELAY = int(os.environ["KEYS"]), float(os.environ["ZIPF"]), int(os.environ["DELAY"])
@@ -87,15 +87,8 @@ def main():
     args = ap.parse_args()
     results = []
     try:
-        pf = os.path.join(args.tmp, "origin.port")
-        start([args.testcache, "--listen", "127.0.0.1:0", "--name", "origin", "--port-file", pf,
-               "--threads", "2", "--delay", str(DELAY), "--count-prefix", "/z/"],
-              os.path.join(args.tmp, "origin.log"))
-        wait_for(lambda: os.path.exists(pf) and os.path.getsize(pf) > 0, 20, "the origin")
-        origin = int(open(pf).read())
-        with open(args.vcl) as f:
-            vcl_text = (f.read().replace("@ORIGIN_HOST@", "127.0.0.1").replace("@ORIGIN_PORT@", str(origin))
-                        .replace("@RINGPROXY@", "127.0.0.1"))
+        origin = start_origin(args.testcache, args.tmp, DELAY)
+        vcl_text = origin_vcl(args.vcl, origin)
         for b in args.build:
             label, binary = b.split("=", 1)
             r = run(label, binary, args, origin, vcl_text)
