@@ -536,7 +536,8 @@ static void admin_purge_send(const struct snapshot *s, struct admin_purge_be *be
  * POST /purge?url=URL[&host=HOST]: remove every stored variant of URL
  * from the hot-object cache, and PURGE it on the first [cache]
  * purge_fanout distinct backends of its walk (its owner, then where
- * spill-over and failover send its requests and so leave copies).
+ * spill-over and failover send its requests and so leave copies), and
+ * at least the [ring] replicas of its list.
  * URL is a full URL, or a target with host=. Answers JSON: the cache
  * key, the objects removed here, each backend's status.
  */
@@ -595,6 +596,9 @@ static void admin_on_purge(struct evhttp_request *req, void *arg)
 	if (s->conf->cache_purge_fanout > 0) {
 		int want = (int)s->conf->cache_purge_fanout;
 
+		/* every copy of the key's list, whatever the fanout says */
+		if (want < (int)s->conf->replicas)
+			want = (int)s->conf->replicas;
 		if (want > 16)
 			want = 16;
 		balance_explain_walk(s, t.pos, order, why, want, &n);

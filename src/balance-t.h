@@ -19,6 +19,8 @@ enum balance_verdict {
 
 /* The rings a warm ramp keeps at most (snapshot.h's SNAP_RAMP_STEPS). */
 #define BALANCE_RAMP_STEPS 4
+/* The longest preference list ([ring] replicas; ring.h's RING_LIST_MAX). */
+#define BALANCE_LIST_MAX 16
 
 /* Outcome of a walk; balance_start sets it up per request (or the caller
  * zeroes it, owner = -1). */
@@ -37,6 +39,11 @@ struct balance_pick {
 				   step of a warm ramp: balance_start's pos,
 				   unless front_key_ramp found the step's
 				   ring keyed otherwise */
+	int list[BALANCE_LIST_MAX];  /* [ring] replicas > 1: the key's
+				   preference list, -1 for a member tried */
+	int nlist;              /* its length; 0 = not read yet */
+	int replica;            /* the pick's place in the list: 0 the
+				   primary (or replicas = 1), -1 past it */
 	int ramp;               /* 0 = the warm ramp not asked yet, 1 = asked,
 				   2 = a moved key going to its new side
 				   (counted once it is placed), 3 = held on

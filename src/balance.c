@@ -18,6 +18,8 @@
 #include "registry.h"
 #include "sketch.h"
 
+_Static_assert(BALANCE_LIST_MAX == RING_LIST_MAX, "a pick holds any preference list");
+
 /*
  * Which keys are hot: a count-min sketch (sketch.h) of the keys of this
  * process's requests, 8-bit counters, halved every BALANCE_HOT_WINDOW
@@ -191,6 +193,14 @@ long balance_cap(double c, long total, double w, double W)
 	if (W <= 0)
 		return 0;
 	return (long)ceil(c * (double)(total + 1) * w / W);
+}
+
+/* Whether backend a, with load la, is less loaded than b with lb: in
+ * flight per unit of weight, as the bounded-load cap measures a fair
+ * share. */
+static bool balance_less(const struct snapshot *s, int a, long la, int b, long lb)
+{
+	return (double)la * s->ring->weights[b] < (double)lb * s->ring->weights[a];
 }
 
 bool balance_cache_get(const struct balance_cache *c, uint64_t gen, double *w)
@@ -392,10 +402,12 @@ int balance_explain_walk(const struct snapshot *s, uint64_t pos, int *order,
 			 struct balance_why *why, int n, int *nout)
 {
 	struct ring_walk w;
-	int i, k = 0, target = -1, soft = -1;
+	int i, k = 0, target = -1, soft = -1, best = -1;
+	long best_load = 0;
+	uint32_t list = s->conf->replicas;
 
 	ring_walk_init(&w, s->ring, pos);
-	while ((i = ring_walk_next(&w)) >= 0 && (k < n || target < 0)) {
+	while ((i = ring_walk_next(&w)) >= 0 && (k < n || target < 0 || w.yielded <= list)) {
 		struct balance_why one;
 
 		balance_explain(s, i, pos, &one);
@@ -403,11 +415,19 @@ int balance_explain_walk(const struct snapshot *s, uint64_t pos, int *order,
 			order[k] = i;
 			why[k++] = one;
 		}
+		/* as balance_list: the least loaded of the key's list */
+		if (list > 1 && w.yielded <= list && one.verdict == BALANCE_OK &&
+		    (best < 0 || balance_less(s, i, one.inflight, best, best_load))) {
+			best = i;
+			best_load = one.inflight;
+		}
 		if (target < 0 && one.verdict == BALANCE_OK)
 			target = i;
 		if (soft < 0 && (one.verdict == BALANCE_BOUNDED || one.verdict == BALANCE_RAMPING))
 			soft = i;
 	}
+	if (best >= 0)
+		target = best;
 	/* as balance_next: the first soft candidate, if its hard cap has
 	 * room (balance_acquire) */
 	if (target < 0 && soft >= 0 &&
@@ -474,6 +494,8 @@ void balance_start(const struct snapshot *s, struct ring_walk *w, struct balance
 	pick->key_u = u;
 	for (size_t i = 0; i < BALANCE_RAMP_STEPS; i++)
 		pick->ramp_pos[i] = pos;
+	pick->nlist = 0;
+	pick->replica = 0;
 	pick->ramp = 0;
 }
 
@@ -520,6 +542,80 @@ static bool balance_held(const struct snapshot *s, struct ring_walk *w, uint64_t
 	return false;
 }
 
+/*
+ * [ring] replicas > 1: the key's preference list, the first R distinct
+ * backends of its walk, read from w on the first call. The request goes
+ * to the least loaded member that can take it (up, under its caps), ties
+ * to the first, so every member stays warm and a hot key's load is
+ * shared by its copies before it spills: only when no member can take it
+ * does balance_next go on along the walk. Each member is looked at
+ * without a side effect (balance_explain: a down backend's trial is not
+ * claimed by a member that is not chosen), then the chosen one is asked
+ * as balance_next asks. *soft gets the first member that was only over
+ * its bounded cap or ramping up. True when a member's slot is taken.
+ */
+static bool balance_list(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
+			 struct balance_pick *pick, int *soft)
+{
+	uint32_t lost = 0;      /* members that lost a race for their slot */
+	bool first = pick->nlist == 0;
+	int i;
+
+	if (first) {
+		while (pick->nlist < (int)s->conf->replicas && pick->nlist < BALANCE_LIST_MAX &&
+		       (i = ring_walk_next(w)) >= 0)
+			pick->list[pick->nlist++] = i;
+		if (pick->nlist == 0)
+			return false;
+		pick->owner = pick->list[0];
+	}
+	for (;;) {
+		int best = -1;
+		long best_load = 0, limit;
+		enum balance_verdict v;
+
+		for (int k = 0; k < pick->nlist; k++) {
+			struct balance_why why;
+			int m = pick->list[k];
+
+			if (m < 0 || (lost >> k & 1))
+				continue;
+			balance_explain(s, m, pos, &why);
+			if (first && k == 0 && lost == 0) {
+				pick->owner_verdict = why.verdict;
+				pick->owner_hot = why.verdict == BALANCE_BOUNDED && why.hot;
+			}
+			if (why.verdict == BALANCE_FULL)
+				pick->any_full = 1;
+			if (why.verdict == BALANCE_OK &&
+			    (best < 0 || balance_less(s, m, why.inflight, pick->list[best], best_load))) {
+				best = k;
+				best_load = why.inflight;
+			}
+			if (*soft < 0 && (why.verdict == BALANCE_BOUNDED || why.verdict == BALANCE_RAMPING))
+				*soft = m;
+		}
+		if (best < 0)
+			return false;
+		i = pick->list[best];
+		v = balance_verdict(s, i, pos, false, s->ring->weights[i], &limit, NULL);
+		if (v == BALANCE_OK && balance_take(s->be[i].state, limit)) {
+			pick->backend = i;
+			pick->replica = best;
+			/* a copy shares the key's load: no spill, no failover,
+			 * unless the primary could not have taken it */
+			if (i != pick->owner && (pick->owner_verdict == BALANCE_OK ||
+						 pick->owner_verdict == BALANCE_BOUNDED)) {
+				pick->owner = i;
+				pick->owner_verdict = BALANCE_OK;
+				pick->owner_hot = 0;
+			}
+			return true;
+		}
+		lost |= UINT32_C(1) << best;
+	}
+}
+
 void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 		  struct balance_pick *pick)
 {
@@ -530,6 +626,11 @@ void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 		pick->ramp = 1;
 		if (s->ramp && balance_held(s, w, pos, pick))
 			return;
+	}
+	if (s->conf->replicas > 1) {
+		if (balance_list(s, w, pos, pick, &soft))
+			goto placed;
+		pick->replica = -1;
 	}
 	while ((i = ring_walk_next(w)) >= 0) {
 		long limit;
@@ -565,6 +666,13 @@ void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 	if (soft >= 0 && balance_acquire(s->be[soft].state, s->be[soft].conf))
 		pick->backend = soft;
 placed:
+	/* a retry goes to the list's other members first */
+	for (int k = 0; k < pick->nlist && pick->backend >= 0; k++)
+		if (pick->list[k] == pick->backend) {
+			pick->list[k] = -1;
+			if (pick->replica < 0)
+				pick->replica = k;
+		}
 	if (pick->ramp == 2 && pick->backend >= 0) {
 		pick->ramp = 1;
 		atomic_fetch_add_explicit(&s->be[pick->backend].state->ramp_moved_in, 1,

@@ -135,6 +135,8 @@ static const struct conf_keydef conf_keys[] = {
 	{ CONF_IN_RING, "balance_factor", CONF_T_DOUBLE, P(balance_factor), "1.25", 0, 100,
 	  "0 (off), or a number from 1 to 100",
 	  "bounded-load factor c: a backend takes at most c x its fair share of requests in flight; 0 = off" },
+	{ CONF_IN_RING, "replicas", CONF_T_UINT, P(replicas), "1", 1, 16, NULL,
+	  "a key's preference list: the first R distinct backends of its walk, each kept warm; a request goes to the least loaded of them under the bounded-load cap, and past them only when all are down or over it; /purge reaches them all whatever purge_fanout (unless 0); 1 = the owner alone" },
 	{ CONF_IN_RING, "ramp", CONF_T_DURATION, P(ramp_ms), "0", 0, 86400000, NULL,
 	  "after a reload that moves keys, each moved key keeps its previous owner until its own moment of this window; 0 = move at once" },
 

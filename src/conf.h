@@ -104,6 +104,8 @@ struct conf {
 	unsigned vnodes;
 	int key;                        /* enum conf_key */
 	double balance_factor;
+	unsigned replicas;              /* a key's preference list: the first
+					   R distinct backends of its walk */
 	uint64_t ramp_ms;               /* warm ramp after a reload; 0 = off */
 
 	/* [health] */

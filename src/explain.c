@@ -133,9 +133,12 @@ static void explain_key_of(struct explain *e, const struct snapshot *s, const ch
 	e->owner = ring_lookup(s->ring, e->pos);
 	if (walk < 1)
 		walk = 1;
+	if (walk < (int)s->conf->replicas)
+		walk = (int)s->conf->replicas;
 	if (walk > EXPLAIN_MAX_WALK)
 		walk = EXPLAIN_MAX_WALK;
 	e->target = e->owner < 0 ? -1 : balance_explain_walk(s, e->pos, e->order, e->why, walk, &e->n);
+	e->nlist = e->n < (int)s->conf->replicas ? e->n : (int)s->conf->replicas;
 	explain_ramp(e, s, req, u, registry_now_ms());
 	if (cache && ckey) {
 		e->cache_known = true;
@@ -203,6 +206,21 @@ void explain_why_text(const struct balance_why *w, const struct snapshot *s, int
 	}
 }
 
+/* Whether the target is a copy of the key's list other than its primary
+ * sharing its load (balance.c, balance_list): the primary up and not at
+ * its hard cap or ramping, so not a failover or a spill. */
+static bool explain_replica(const struct explain *e)
+{
+	enum balance_verdict v = e->n ? e->why[0].verdict : BALANCE_DOWN;
+
+	if (e->ramp_target || e->target == e->owner || (v != BALANCE_OK && v != BALANCE_BOUNDED))
+		return false;
+	for (int k = 1; k < e->nlist; k++)
+		if (e->order[k] == e->target)
+			return true;
+	return false;
+}
+
 /* How the target relates to the owner, in words. */
 static const char *explain_route(const struct explain *e)
 {
@@ -214,6 +232,8 @@ static const char *explain_route(const struct explain *e)
 		return "no backend of the walk would take it now: 503";
 	if (e->target == e->owner)
 		return e->why[0].verdict == BALANCE_OK ? "owner" : "owner, over its bounded-load cap or ramping, as no other backend would take it";
+	if (explain_replica(e))
+		return "replica: the least loaded of the key's list";
 	if (e->n && e->why[0].verdict == BALANCE_DOWN)
 		return "failover: the owner is down";
 	return "spill: the owner would not take it now";
@@ -228,6 +248,8 @@ static const char *explain_reason(const struct explain *e)
 		return "ramp";
 	if (e->target == e->owner)
 		return "owner";
+	if (explain_replica(e))
+		return "replica";
 	if (e->n && e->why[0].verdict == BALANCE_DOWN)
 		return "failover";
 	return e->n && e->why[0].verdict == BALANCE_RAMPING ? "ramp" : "spill";
@@ -250,6 +272,13 @@ void explain_json(const struct explain *e, const struct snapshot *s, struct evbu
 	evbuffer_add_printf(out, ", \"position\": %" PRIu64 ", \"position_hex\": \"%016" PRIx64 "\", \"owner\": ",
 			    e->pos, e->pos);
 	explain_json_name(out, s, e->owner);
+	evbuffer_add(out, ", \"list\": [", 11);
+	for (int k = 0; k < e->nlist; k++) {
+		if (k)
+			evbuffer_add(out, ", ", 2);
+		explain_json_name(out, s, e->order[k]);
+	}
+	evbuffer_add(out, "]", 1);
 	evbuffer_add(out, ", \"walk\": [", 11);
 	for (int k = 0; k < e->n; k++) {
 		const struct balance_why *w = &e->why[k];
@@ -320,6 +349,13 @@ void explain_text(const struct explain *e, const struct snapshot *s, struct evbu
 	evbuffer_add_printf(out, "\nposition  %" PRIu64 " (0x%016" PRIx64 ", %.4f%% around the ring)\n", e->pos,
 			    e->pos, 100.0 * ((double)e->pos / 18446744073709551616.0));
 	evbuffer_add_printf(out, "owner     %s\n", e->owner >= 0 ? s->ring->names[e->owner] : "(none: the ring has no points)");
+	if (e->nlist > 1) {
+		evbuffer_add(out, "list     ", 9);
+		for (int k = 0; k < e->nlist; k++)
+			evbuffer_add_printf(out, " %s", s->ring->names[e->order[k]]);
+		evbuffer_add_printf(out, " (replicas = %d: the first %d distinct backends of the walk)\n",
+				    (int)s->conf->replicas, e->nlist);
+	}
 	evbuffer_add_printf(out, "goes to   %s (%s)\n", e->target >= 0 ? s->ring->names[e->target] : "(none)",
 			    explain_route(e));
 	if (e->ramp_prev >= 0 && e->ramp_held) {

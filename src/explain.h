@@ -59,6 +59,8 @@ struct explain {
 	int order[EXPLAIN_MAX_WALK];    /* the walk's first n distinct backends */
 	struct balance_why why[EXPLAIN_MAX_WALK];
 	int n;
+	int nlist;                      /* [ring] replicas: order[0..nlist)
+					   is the key's preference list */
 	/* a warm ramp (s->ramp) in progress that moved this key: its
 	 * previous owner, held while the key has not reached its moment of
 	 * the window and that backend would take it (balance_next asks it

@@ -309,6 +309,8 @@ struct plan_side {
 	struct conf *conf;
 	struct ring *ring;
 	double *share;
+	double *replica;        /* [ring] replicas > 1: each backend's share
+				   of keys as a replica (ring_list_shares) */
 	uint64_t *counts;       /* with keys */
 	int32_t *owner;         /* with keys: backend per key */
 };
@@ -318,6 +320,7 @@ static void plan_side_free(struct plan_side *s)
 	conf_free(s->conf);
 	ring_free(s->ring);
 	free(s->share);
+	free(s->replica);
 	free(s->counts);
 	free(s->owner);
 }
@@ -357,6 +360,12 @@ static int plan_side_ring(struct plan_side *s, const struct plan_keys *keys, dou
 		return -1;
 	}
 	ring_shares(s->ring, s->share);
+	if (s->conf->replicas > 1 &&
+	    ((s->replica = calloc(s->ring->nbackends + 1, sizeof(double))) == NULL ||
+	     ring_list_shares(s->ring, s->conf->replicas, s->share, s->replica) < 0)) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
 	if (keys) {
 		s->owner = malloc((keys->n ? keys->n : 1) * sizeof(int32_t));
 		if (!s->owner) {
@@ -376,6 +385,8 @@ static void plan_json_backends(FILE *out, const struct plan_side *s, int with_ke
 		plan_json_str(out, s->ring->names[b]);
 		fprintf(out, ", \"weight\": %.17g, \"points\": %u, \"share\": %.17g",
 			s->ring->weights[b], s->ring->npoints_of[b], s->share[b]);
+		if (s->replica)
+			fprintf(out, ", \"replica_share\": %.17g", s->replica[b]);
 		if (with_keys)
 			fprintf(out, ", \"keys\": %llu", (unsigned long long)s->counts[b]);
 		fputc('}', out);
@@ -404,13 +415,21 @@ static void plan_text_backends(FILE *out, const struct plan_side *s,
 	else
 		fprintf(out, "%s: %zu backends, %zu points, scheme %s\n\n", s->path,
 			s->ring->nbackends, s->ring->npoints, plan_scheme_name(s->ring->scheme));
+	if (s->replica)
+		fprintf(out, "  replicas %u: each key on the first %u distinct backends of its walk; share is\n"
+			"  the keyspace a backend heads the list of (primary), replica where it follows\n\n",
+			s->conf->replicas, s->conf->replicas);
 	fprintf(out, "  %-*s  %8s  %7s  %8s", (int)wname, "backend", "weight", "points", "share");
+	if (s->replica)
+		fprintf(out, "  %8s", "replica");
 	if (keys)
 		fprintf(out, "  %10s  %8s", "keys", "of keys");
 	fputc('\n', out);
 	for (size_t b = 0; b < s->ring->nbackends; b++) {
 		fprintf(out, "  %-*s  %8.3g  %7u  %7.3f%%", (int)wname, s->ring->names[b],
 			s->ring->weights[b], s->ring->npoints_of[b], 100.0 * s->share[b]);
+		if (s->replica)
+			fprintf(out, "  %7.3f%%", 100.0 * s->replica[b]);
 		if (keys)
 			fprintf(out, "  %10llu  %7.3f%%", (unsigned long long)s->counts[b],
 				keys->n ? 100.0 * (double)s->counts[b] / (double)keys->n : 0.0);
@@ -636,6 +655,14 @@ static void plan_cat(char *out, size_t len, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* The share of keys whose preference list ([ring] replicas) changes a
+ * member from a to b; -1 on no memory. */
+static double plan_list_moved(const struct conf *a, const struct ring *ra, const struct conf *b,
+			      const struct ring *rb)
+{
+	return ring_list_moved(ra, a->replicas, rb, b->replicas);
+}
+
 int plan_summary(const struct conf *a, const struct ring *ra,
 		 const struct conf *b, const struct ring *rb,
 		 char *out, size_t len, double *moved)
@@ -688,6 +715,15 @@ int plan_summary(const struct conf *a, const struct ring *ra,
 	if (!changes)
 		plan_cat(out, len, "no backend changed");
 	plan_cat(out, len, "; %.3f%% of keys moved", 100.0 * d.moved_share);
+	if (a->replicas > 1 || b->replicas > 1) {
+		double lm = plan_list_moved(a, ra, b, rb);
+
+		if (lm < 0) {
+			ring_diff_free(&d);
+			return -1;
+		}
+		plan_cat(out, len, ", %.3f%% changed a member of their list of replicas", 100.0 * lm);
+	}
 	for (size_t i = 1; i < d.nflows; i++)
 		if (strcmp(d.flows[i].to, d.flows[0].to) != 0)
 			one_target = false;
@@ -750,6 +786,8 @@ struct plan_run {
 	struct plan_keys keys;
 	struct plan_side a, b;          /* b only with two files */
 	struct ring_diff d;             /* a -> b */
+	double list_moved;              /* keys whose list of [ring] replicas
+					   changed a member (a -> b) */
 	struct plan_kflow *kf;          /* with keys: flows of keys */
 	long nkf;
 	uint64_t moved_keys;
@@ -944,7 +982,8 @@ static int plan_compute(struct plan_run *r, char *err, size_t errlen)
 		kb.pos = kb.pos2;
 	if (plan_side_ring(&r->b, keys ? &kb : NULL, r->bf, err, errlen) < 0)
 		return -1;
-	if (ring_diff(r->a.ring, r->b.ring, &r->d) < 0) {
+	if (ring_diff(r->a.ring, r->b.ring, &r->d) < 0 ||
+	    (r->list_moved = plan_list_moved(r->a.conf, r->a.ring, r->b.conf, r->b.ring)) < 0) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -959,11 +998,54 @@ static int plan_compute(struct plan_run *r, char *err, size_t errlen)
 	return 0;
 }
 
+/* A key's preference list on side s at pos ([ring] replicas), names
+ * joined by commas, or as a JSON array. */
+static void plan_list_out(FILE *out, const struct plan_side *s, uint64_t pos, int json)
+{
+	int list[RING_LIST_MAX];
+	unsigned n = ring_list(s->ring, pos, list, s->conf->replicas);
+
+	if (json)
+		fputc('[', out);
+	for (unsigned i = 0; i < n; i++) {
+		if (i)
+			fputs(json ? ", " : ",", out);
+		if (json)
+			plan_json_str(out, s->ring->names[list[i]]);
+		else
+			fputs(s->ring->names[list[i]], out);
+	}
+	if (json)
+		fputc(']', out);
+}
+
+/* With [ring] replicas on either side: the key's lists, after what
+ * plan_render_per_key says of its owners. */
+static void plan_per_key_lists(const struct plan_run *r, FILE *out, size_t i)
+{
+	uint64_t pa = r->keys.pos[i], pb = r->keys.pos2 ? r->keys.pos2[i] : pa;
+
+	if (r->nfiles == 2) {
+		fputs(r->json ? ", \"old_list\": " : "\t", out);
+		plan_list_out(out, &r->a, pa, r->json);
+		fputs(r->json ? ", \"new_list\": " : "\t", out);
+		plan_list_out(out, &r->b, pb, r->json);
+		if (r->json)
+			fprintf(out, ", \"list_changed\": %s",
+				ring_list_changed(r->a.ring, pa, r->a.conf->replicas, r->b.ring, pb,
+						   r->b.conf->replicas) ? "true" : "false");
+	} else {
+		fputs(r->json ? ", \"list\": " : "\t", out);
+		plan_list_out(out, &r->a, pa, r->json);
+	}
+}
+
 /* --per-key: each key with its owner (and with two files, the new one),
- * tab-separated text or JSON lines. */
+ * tab-separated text or JSON lines; with [ring] replicas, its list too. */
 static void plan_render_per_key(const struct plan_run *r, FILE *out)
 {
 	const struct plan_keys *k = &r->keys;
+	bool lists = r->a.conf->replicas > 1 || (r->nfiles == 2 && r->b.conf->replicas > 1);
 
 	for (size_t i = 0; i < k->n; i++) {
 		const char *key = k->lines + k->off[i];
@@ -980,12 +1062,18 @@ static void plan_render_per_key(const struct plan_run *r, FILE *out)
 				plan_json_str(out, ob);
 				fprintf(out, ", \"moved\": %s", strcmp(oa, ob) ? "true" : "false");
 			}
+			if (lists)
+				plan_per_key_lists(r, out, i);
 			fputs("}\n", out);
-		} else if (ob) {
-			fprintf(out, "%s\t%s\t%s\t%s\n", key, oa, ob, strcmp(oa, ob) ? "moved" : "stays");
-		} else {
-			fprintf(out, "%s\t%s\n", key, oa);
+			continue;
 		}
+		if (ob)
+			fprintf(out, "%s\t%s\t%s\t%s", key, oa, ob, strcmp(oa, ob) ? "moved" : "stays");
+		else
+			fprintf(out, "%s\t%s", key, oa);
+		if (lists)
+			plan_per_key_lists(r, out, i);
+		fputc('\n', out);
 	}
 }
 
@@ -1052,6 +1140,8 @@ static void plan_render_json(const struct plan_run *r, FILE *out)
 		fputs(", \"changed\": ", out);
 		plan_list_json(out, &r->a, &r->b, PLAN_REWEIGHTED);
 		fprintf(out, ", \"moved_share\": %.17g", r->d.moved_share);
+		if (r->a.conf->replicas > 1 || r->b.conf->replicas > 1)
+			fprintf(out, ", \"list_moved_share\": %.17g", r->list_moved);
 		if (r->keyfile)
 			fprintf(out, ", \"moved_keys\": %llu", (unsigned long long)r->moved_keys);
 		fputs(", \"flows\": ", out);
@@ -1090,6 +1180,9 @@ static void plan_text_compare(const struct plan_run *r, FILE *out)
 		fprintf(out, ", %llu of %zu keys (%.3f%%)", (unsigned long long)r->moved_keys,
 			keys->n, keys->n ? 100.0 * (double)r->moved_keys / (double)keys->n : 0.0);
 	fputc('\n', out);
+	if (r->a.conf->replicas > 1 || r->b.conf->replicas > 1)
+		fprintf(out, "  %-9s%.3f%% of the keyspace changed a member of its list (replicas %u -> %u)\n",
+			"lists:", 100.0 * r->list_moved, r->a.conf->replicas, r->b.conf->replicas);
 	if (d->nflows) {
 		fprintf(out, "\n  %-16s %-16s %9s", "from", "to", "share");
 		if (keys)

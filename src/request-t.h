@@ -61,8 +61,8 @@ struct request {
 	/* for the access log */
 	int status;                     /* of the response, 0 = none yet */
 	uint64_t out_sent0;             /* out->sent at its start */
-	const char *route;              /* why its backend: "owner", "spill",
-					   "failover", "ramp", "retry" */
+	const char *route;              /* why its backend: "owner", "replica",
+					   "spill", "failover", "ramp", "retry" */
 	/* a request with a body: its method and target, copied (the body's
 	 * bytes may move the head's out of the read buffer) */
 	char line[256];

@@ -884,6 +884,7 @@ static void req_dispatch(struct request *rq, int last_status)
 		}
 		rq->route = rq->tries ? "retry" :
 			    i == rq->pick.owner && rq->pick.ramp == 3 ? "ramp" :
+			    i == rq->pick.owner && rq->pick.replica > 0 ? "replica" :
 			    i == rq->pick.owner || rq->pick.owner < 0 ? "owner" :
 			    rq->pick.owner_verdict == BALANCE_DOWN ? "failover" :
 			    rq->pick.owner_verdict == BALANCE_RAMPING ? "ramp" : "spill";

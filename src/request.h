@@ -92,7 +92,7 @@ struct req_log {
 					   none did (a cache hit, our reply) */
 	const char *cache;              /* hit, collapsed, miss, request,
 					   bypass, or "-" (no cache) */
-	const char *why;                /* owner, spill, failover, ramp, retry,
+	const char *why;                /* owner, replica, spill, failover, ramp, retry,
 					   cache, or "-" (no backend) */
 	char rid[24];                   /* the request id */
 	bool line_copied;               /* method and target are a copy: the

@@ -1120,3 +1120,222 @@ void ring_diff_free(struct ring_diff *d)
 		d->moved_share = 0;
 	}
 }
+
+/* ------------------------------------------------------------------ */
+/* Preference lists (replicas)                                         */
+
+unsigned ring_list(const struct ring *r, uint64_t pos, int *list, unsigned n)
+{
+	struct ring_walk w;
+	unsigned k = 0;
+	int b;
+
+	ring_walk_init(&w, r, pos);
+	while (k < n && (b = ring_walk_next(&w)) >= 0)
+		list[k++] = b;
+	return k;
+}
+
+int ring_list_shares(const struct ring *r, unsigned n, double *primary, double *replica)
+{
+	ring_u128 *sum = calloc(2 * (r->nbackends ? r->nbackends : 1), sizeof(*sum));
+	int list[RING_LIST_MAX];
+
+	if (sum == NULL)
+		return -1;
+	if (n > RING_LIST_MAX)
+		n = RING_LIST_MAX;
+	/* every key of point j's arc has the walk from point j; a point at
+	 * its predecessor's position has an empty arc */
+	for (size_t j = 0; j < r->npoints; j++) {
+		ring_u128 len = ring_arc(r->points, r->npoints, j);
+		unsigned k = len ? ring_list(r, r->points[j].pos, list, n) : 0;
+
+		for (unsigned i = 0; i < k; i++)
+			sum[2 * (size_t)list[i] + (i > 0)] += len;
+	}
+	for (size_t i = 0; i < r->nbackends; i++) {
+		primary[i] = (double)sum[2 * i] / RING_CIRCLE;
+		replica[i] = (double)sum[2 * i + 1] / RING_CIRCLE;
+	}
+	free(sum);
+	return 0;
+}
+
+/* A ring's list of n at pos as a sorted set of ids common to both rings
+ * of a change: map[] turns the ring's index into the other ring's (NULL:
+ * the identity), an index it lacks into one of its own past off. */
+static unsigned ring_list_ids(const struct ring *r, const uint32_t *map, uint32_t off, uint64_t pos,
+			      unsigned n, uint32_t *ids)
+{
+	int list[RING_LIST_MAX];
+	unsigned k = ring_list(r, pos, list, n);
+
+	for (unsigned i = 0; i < k; i++) {
+		uint32_t id = map == NULL ? (uint32_t)list[i] :
+			      map[list[i]] == RING_NONE ? off + (uint32_t)list[i] : map[list[i]];
+		unsigned j = i;
+
+		for (; j > 0 && ids[j - 1] > id; j--)
+			ids[j] = ids[j - 1];
+		ids[j] = id;
+	}
+	for (unsigned i = k; i < RING_LIST_MAX; i++)
+		ids[i] = RING_NONE;
+	return k;
+}
+
+struct ring_lists_acc {
+	const struct ring *a, *b;
+	const uint32_t *map;    /* a's index -> b's, RING_NONE */
+	unsigned na, nb;
+	ring_u128 moved;
+};
+
+/* ring_sweep's segment (start, end], called for every one (see
+ * ring_list_moved): its keys' lists are the walks from end. */
+static int ring_lists_seg(void *arg, uint64_t start, uint64_t end, uint32_t oa, uint32_t ob,
+			  ring_u128 len)
+{
+	struct ring_lists_acc *acc = arg;
+	uint32_t la[RING_LIST_MAX], lb[RING_LIST_MAX];
+
+	(void)start;
+	(void)oa;
+	(void)ob;
+	ring_list_ids(acc->a, acc->map, (uint32_t)acc->b->nbackends, end, acc->na, la);
+	ring_list_ids(acc->b, NULL, 0, end, acc->nb, lb);
+	if (memcmp(la, lb, sizeof(la)) != 0)
+		acc->moved += len;
+	return 0;
+}
+
+/* One list of a ring with the keyspace it covers (ring_list_moved across
+ * schemes). */
+struct ring_listlen {
+	uint32_t ids[RING_LIST_MAX];
+	ring_u128 len;
+};
+
+static int ring_listlen_cmp(const void *x, const void *y)
+{
+	const struct ring_listlen *p = x, *q = y;
+
+	for (unsigned i = 0; i < RING_LIST_MAX; i++)
+		if (p->ids[i] != q->ids[i])
+			return p->ids[i] < q->ids[i] ? -1 : 1;
+	return 0;
+}
+
+/* r's lists, one per point with an arc, sorted by list: NULL on no
+ * memory. */
+static struct ring_listlen *ring_listlens(const struct ring *r, const uint32_t *map, uint32_t off,
+					  unsigned n)
+{
+	struct ring_listlen *e = calloc(r->npoints ? r->npoints : 1, sizeof(*e));
+
+	if (e == NULL)
+		return NULL;
+	for (size_t j = 0; j < r->npoints; j++) {
+		e[j].len = ring_arc(r->points, r->npoints, j);
+		ring_list_ids(r, map, off, r->points[j].pos, n, e[j].ids);
+	}
+	qsort(e, r->npoints, sizeof(*e), ring_listlen_cmp);
+	return e;
+}
+
+/* The length of the run of lists equal to e[*i] from *i on, *i moved
+ * past it. */
+static ring_u128 ring_listlen_run(const struct ring_listlen *e, size_t n, size_t *i)
+{
+	ring_u128 len = 0;
+	size_t j = *i;
+
+	for (; j < n && ring_listlen_cmp(&e[j], &e[*i]) == 0; j++)
+		len += e[j].len;
+	*i = j;
+	return len;
+}
+
+/* Across schemes: 1 - sum over lists L of share_a(L) share_b(L). */
+static double ring_list_cross(const struct ring *a, unsigned na, const struct ring *b, unsigned nb,
+			      const uint32_t *map)
+{
+	struct ring_listlen *ea = ring_listlens(a, map, (uint32_t)b->nbackends, na);
+	struct ring_listlen *eb = ring_listlens(b, NULL, 0, nb);
+	ring_u128 same = 0;
+	size_t i = 0, j = 0;
+	double moved = -1;
+
+	if (ea == NULL || eb == NULL)
+		goto out;
+	while (i < a->npoints && j < b->npoints) {
+		int c = ring_listlen_cmp(&ea[i], &eb[j]);
+
+		if (c < 0) {
+			ring_listlen_run(ea, a->npoints, &i);
+		} else if (c > 0) {
+			ring_listlen_run(eb, b->npoints, &j);
+		} else {
+			ring_u128 la = ring_listlen_run(ea, a->npoints, &i);
+
+			same += ring_mul_share(la, ring_listlen_run(eb, b->npoints, &j));
+		}
+	}
+	moved = 1.0 - (double)same / RING_CIRCLE;
+out:
+	free(ea);
+	free(eb);
+	return moved;
+}
+
+double ring_list_moved(const struct ring *a, unsigned na, const struct ring *b, unsigned nb)
+{
+	struct ring_lists_acc acc = { a, b, NULL, na > RING_LIST_MAX ? RING_LIST_MAX : na,
+				      nb > RING_LIST_MAX ? RING_LIST_MAX : nb, 0 };
+	uint32_t *map = ring_match(a, b);
+	uint32_t *never = malloc((a->nbackends ? a->nbackends : 1) * sizeof(*never));
+	double moved = -1;
+
+	if (map == NULL || never == NULL)
+		goto out;
+	if (a->npoints == 0 || b->npoints == 0) {
+		moved = a->npoints == b->npoints ? 0 : 1;
+		goto out;
+	}
+	if (a->scheme != b->scheme) {
+		moved = ring_list_cross(a, acc.na, b, acc.nb, map);
+		goto out;
+	}
+	/* a map under which no owner is kept makes ring_sweep call for
+	 * every segment of the union of boundaries */
+	for (size_t i = 0; i < a->nbackends; i++)
+		never[i] = RING_NONE - 1;
+	acc.map = map;
+	if (ring_sweep(a, b, never, ring_lists_seg, &acc) == 0)
+		moved = (double)acc.moved / RING_CIRCLE;
+out:
+	free(never);
+	free(map);
+	return moved;
+}
+
+bool ring_list_changed(const struct ring *a, uint64_t pa, unsigned na, const struct ring *b,
+		       uint64_t pb, unsigned nb)
+{
+	int la[RING_LIST_MAX], lb[RING_LIST_MAX];
+	unsigned ka = ring_list(a, pa, la, na > RING_LIST_MAX ? RING_LIST_MAX : na);
+	unsigned kb = ring_list(b, pb, lb, nb > RING_LIST_MAX ? RING_LIST_MAX : nb);
+
+	if (ka != kb)
+		return true;
+	for (unsigned i = 0; i < ka; i++) {
+		unsigned j = 0;
+
+		while (j < kb && strcmp(a->names[la[i]], b->names[lb[j]]) != 0)
+			j++;
+		if (j == kb)
+			return true;
+	}
+	return false;
+}

@@ -14,6 +14,7 @@
 #ifndef RINGPROXY_RING_H
 #define RINGPROXY_RING_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -204,6 +205,39 @@ int ring_ramp_owner_at(const struct ring_ramp *st, size_t n, const uint64_t *pos
  * in [0, 1], summing to 1 (or all 0 for an empty ring). A single point owns
  * the whole circle. Exact up to the final conversion to double. */
 void ring_shares(const struct ring *r, double *share);
+
+/*
+ * Replicas (Dynamo's preference list, DeCandia et al. 2007): a key's list
+ * is the first n distinct backends of its walk, the owner first. Every
+ * key of an arc (previous point, point] has the same list, the walk from
+ * that point, so shares and changes of lists are exact sums of arcs too.
+ */
+#define RING_LIST_MAX 16
+
+/* The key at pos's list: its first n (<= RING_LIST_MAX) distinct
+ * backends into list[], owner first; returns how many (fewer when fewer
+ * backends have points; 0 for a ring without points). Pure, no
+ * allocation. */
+unsigned ring_list(const struct ring *r, uint64_t pos, int *list, unsigned n);
+
+/* Each backend's exact share of the keyspace whose list of n it heads
+ * (primary[], ring_shares's figure) and whose list it is in after the
+ * head (replica[]), r->nbackends entries each: primary sums to 1, primary
+ * + replica to the list's length (n, or fewer backends). 0, or -1 on no
+ * memory. */
+int ring_list_shares(const struct ring *r, unsigned n, double *primary, double *replica);
+
+/* The fraction of keys whose list changes any member (as a set of names)
+ * from a's list of na to b's of nb (a longer list is a change: its new
+ * member has to fill): exact over the union of both rings' boundaries;
+ * for rings of two schemes, the expectation for independent positions,
+ * as ring_diff has it (1 - the sum over lists L of share_a(L)
+ * share_b(L)). -1 on no memory. */
+double ring_list_moved(const struct ring *a, unsigned na, const struct ring *b, unsigned nb);
+/* Whether one key's list, of na at pa in a and of nb at pb in b, changes
+ * a member (names compared). */
+bool ring_list_changed(const struct ring *a, uint64_t pa, unsigned na, const struct ring *b,
+		       uint64_t pb, unsigned nb);
 
 /* Movement between two rings whose backends are matched by name. */
 struct ring_flow {

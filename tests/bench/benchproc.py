@@ -1,5 +1,5 @@
 """benchproc.py -- processes for the Python bench drivers (ramp.py,
-varnish-spill.py, migrate.py): start, stop by PID (varnishd and NGINX by
+varnish-spill.py, migrate.py, replicas.py): start, stop by PID (varnishd and NGINX by
 their process group), free loopback ports, plain GETs, waiting for a
 condition or a log line, the origin and its per-second counts, one
 varnishd, a pass over every Zipf key, and wrk with zipf.lua. Every

@@ -2,8 +2,10 @@
 (broken framing, stale keep-alive connections, recording what arrives).
 Standard library only."""
 
+import re
 import socket
 import threading
+import time
 
 
 class Fake:
@@ -130,3 +132,55 @@ class Script:
     def set_mode(self, path, mode):
         with self.lock:
             self.modes[path] = mode
+
+
+# Guards every Counting's counts, down and slow: a test that changes down
+# or slow holds it too.
+COUNTING_LOCK = threading.Lock()
+
+
+class Counting:
+    """A scripted cache that counts the (method, path) of each request and
+    answers 200 with its name, the method and the path (a GET with
+    max-age=60), a PURGE with purge_status; the Host of each PURGE in
+    purge_hosts. A GET for a path
+    in down has its connection dropped, one in slow is answered after
+    slow_s seconds (change them under COUNTING_LOCK). For the tests of
+    purge and replicas: testcache's evhttp cannot receive PURGE."""
+
+    def __init__(self, name, slow_s=1.5):
+        self.name = name
+        self.counts = {}
+        self.purge_hosts = []
+        self.down = set()
+        self.slow = set()
+        self.slow_s = slow_s
+        self.purge_status = 200     # change under COUNTING_LOCK
+        self.fake = Fake(self.handler)
+        self.port = self.fake.port
+
+    def n(self, method, path):
+        with COUNTING_LOCK:
+            return self.counts.get((method, path), 0)
+
+    def total(self, method="GET"):
+        with COUNTING_LOCK:
+            return sum(v for (m, _), v in self.counts.items() if m == method)
+
+    def handler(self, fake, s, n):
+        for method, target, head, _, _ in fake.requests(s):
+            p = target.split("?")[0]
+            host = re.search(rb"\r\nhost: *([^\r]*)", head, re.I)
+            with COUNTING_LOCK:
+                self.counts[(method, p)] = self.counts.get((method, p), 0) + 1
+                if method == "PURGE":
+                    self.purge_hosts.append(host.group(1).decode() if host else "")
+                down, slow = p in self.down, p in self.slow
+                status = self.purge_status if method == "PURGE" else 200
+            if down and method == "GET":
+                return
+            if slow and method == "GET":
+                time.sleep(self.slow_s)
+            body = f"{self.name} {method} {p}\n".encode()
+            cc = "Cache-Control: max-age=60\r\n" if method == "GET" else ""
+            s.sendall(f"HTTP/1.1 {status} X\r\n{cc}Content-Length: {len(body)}\r\n\r\n".encode() + body)

@@ -17,11 +17,9 @@ usage: test_purge.py RINGPROXY TESTCACHE"""
 import http.client
 import json
 import os
-import re
 import subprocess
 import sys
 import threading
-import time
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -30,44 +28,8 @@ import harness  # noqa: E402
 RP, TC = harness.cli_args()
 t = harness.Tap()
 TOKEN = "purge-test-token"
-lock = threading.Lock()
-
-
-class Backend:
-    """A scripted cache: counts (method, path), can be down or slow per path."""
-
-    def __init__(self, name):
-        self.name = name
-        self.counts = {}
-        self.purge_hosts = []
-        self.down = set()       # paths whose connections are dropped
-        self.slow = set()       # paths answered after 1.5 s
-        self.purge_status = 200  # what a PURGE is answered with
-        self.fake = harness.Fake(self.handler)
-        self.port = self.fake.port
-
-    def n(self, method, path):
-        with lock:
-            return self.counts.get((method, path), 0)
-
-    def handler(self, fake, s, n):
-        for method, target, head, _, _ in fake.requests(s):
-            p = target.split("?")[0]
-            host = re.search(rb"\r\nhost: *([^\r]*)", head, re.I)
-            with lock:
-                self.counts[(method, p)] = self.counts.get((method, p), 0) + 1
-                if method == "PURGE":
-                    self.purge_hosts.append(host.group(1).decode() if host else "")
-                down, slow = p in self.down, p in self.slow
-                purge_status = self.purge_status
-            if down and method == "GET":
-                return
-            if slow and method == "GET":
-                time.sleep(1.5)
-            body = f"{self.name} {method} {p}\n".encode()
-            cc = "Cache-Control: max-age=60\r\n" if method == "GET" else ""
-            status = purge_status if method == "PURGE" else 200
-            s.sendall(f"HTTP/1.1 {status} X\r\n{cc}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+lock = harness.COUNTING_LOCK
+Backend = harness.Counting
 
 
 def conf(bes, cache=None, proxy=None, backend=None):

@@ -108,6 +108,17 @@ static int test_order(const struct snapshot *s, uint64_t pos, int *order)
 	return n;
 }
 
+/* The position of key number k, "/k/K.jpg", with its walk in o[]. */
+static uint64_t test_key_order(const struct snapshot *s, int k, int *o)
+{
+	char key[64];
+	int len = snprintf(key, sizeof(key), "/k/%d.jpg", k);
+	uint64_t kp = ring_hash(key, (size_t)len);
+
+	test_order(s, kp, o);
+	return kp;
+}
+
 /* 16 requests for the key at pos: the cases test the walk for a key that
  * is all of the recent requests, one the bounded-load cap moves (test_hot
  * tests which keys it moves). */
@@ -190,15 +201,12 @@ static void test_bounded(void)
 	/* the spill target is the walk's, key by key */
 	{
 		int agree = 0, n = 0;
-		char key[64];
 
 		test_reset(s);
 		for (int k = 0; k < 200; k++) {
-			int len = snprintf(key, sizeof(key), "/k/%d.jpg", k);
-			uint64_t kp = ring_hash(key, (size_t)len);
 			int o[NB];
+			uint64_t kp = test_key_order(s, k, o);
 
-			test_order(s, kp, o);
 			test_reset(s);
 			test_set_inflight(s, o[0], 10);   /* cap ceil(1.25*11/4) = 4 */
 			p = test_pick(s, kp);
@@ -233,6 +241,142 @@ static void test_bounded(void)
 	p = test_pick(s, pos);
 	tap_is_int(p.backend, -1, "every backend down: none");
 	tap_is_int(p.any_full, 0, "every backend down: not 'full'");
+	test_reset(s);
+	snapshot_unref(s);
+}
+
+/* The target /ring would name for the key at pos now. */
+static int test_explain_target(const struct snapshot *s, uint64_t pos)
+{
+	int order[EXPLAIN_N], n;
+	struct balance_why why[EXPLAIN_N];
+
+	return balance_explain_walk(s, pos, order, why, 1, &n);
+}
+
+/* [ring] replicas: the least loaded of the key's first R distinct
+ * backends, ties to the first, under the bounded-load cap; past the list
+ * only when none of it can take the request; a retry goes to the list's
+ * others first. */
+/* A snapshot of 4 backends with [ring] replicas = r and counters reset,
+ * the walk of the key at pos in order[]; NULL (a failed check) if none. */
+static struct snapshot *test_replica_snap(int r, uint64_t pos, int *order)
+{
+	char ring[64];
+	struct snapshot *s;
+
+	snprintf(ring, sizeof(ring), "balance_factor = 1.25\nreplicas = %d", r);
+	s = test_snap(ring, "", "");
+	if (!tap_ok(s != NULL, "replicas = %d: snapshot of 4 backends", r))
+		return NULL;
+	test_order(s, pos, order);
+	test_reset(s);
+	return s;
+}
+
+/* One case of test_replicas: in-flight counts and down flags by walk
+ * position, and the pick wanted: its walk position, its place in the list
+ * (-1: past it), the request's owner (walk position) and its verdict. */
+struct test_replica_case {
+	long load[NB];
+	int down[NB];
+	int want, replica, owner;
+	enum balance_verdict verdict;
+	const char *what;
+};
+
+/* With 9 in flight off the list the total is 10 or more and the cap
+ * ceil(1.25 x 11 / 4) = 4 or more (5 with one down), so the cap moves
+ * nothing where a case does not say so. */
+static const struct test_replica_case cases[] = {
+	{ { 0, 0, 0, 0 }, { 0 }, 0, 0, 0, BALANCE_OK, "idle: a tie goes to the list's first" },
+	{ { 1, 0, 0, 9 }, { 0 }, 1, 1, 1, BALANCE_OK,
+	  "primary at 1 in flight, replica at 0: the replica, no spill (the request's owner)" },
+	{ { 1, 1, 0, 9 }, { 0 }, 0, 0, 0, BALANCE_OK, "both at 1: the tie goes to the primary" },
+	{ { 0, 0, 9, 9 }, { 0 }, 0, 0, 0, BALANCE_OK, "loaded backends off the list change nothing" },
+	/* total 4: cap = ceil(1.25 x 5 / 4) = 2 */
+	{ { 2, 2, 0, 0 }, { 0 }, 2, -1, 0, BALANCE_BOUNDED,
+	  "both members at the bounded-load cap: the hot key spills past the list, counted on the primary" },
+	{ { 2, 1, 0, 0 }, { 0 }, 1, 1, 1, BALANCE_OK, "the primary at the cap, the replica under it: the replica" },
+	{ { 0, 1, 0, 9 }, { 1, 0, 0, 0 }, 1, 1, 0, BALANCE_DOWN,
+	  "primary down: its replica, though loaded and the walk's next backend idle (a failover)" },
+	{ { 0, 1, 0, 9 }, { 1, 1, 0, 0 }, 2, -1, 0, BALANCE_DOWN, "both members down: the walk's third backend" },
+	{ { 0, 0, 0, 9 }, { 0, 1, 0, 0 }, 0, 0, 0, BALANCE_OK, "replica down: the primary" },
+};
+
+static void test_replicas(void)
+{
+	int order[NB], same = 1;
+	uint64_t pos = ring_hash("/hot.jpg", 8);
+	struct snapshot *s = test_replica_snap(2, pos, order);
+	struct balance_pick p;
+
+	if (s == NULL)
+		return;
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		const struct test_replica_case *k = &cases[c];
+
+		test_reset(s);
+		for (int i = 0; i < NB; i++) {
+			if (k->down[i])
+				test_set_down(s, order[i], 1);
+			test_set_inflight(s, order[i], k->load[i]);
+		}
+		p = test_pick(s, pos);
+		tap_ok(p.backend == order[k->want] && p.replica == k->replica &&
+		       p.owner == order[k->owner] && p.owner_verdict == k->verdict,
+		       "replicas = 2: %s", k->what);
+		same &= test_explain_target(s, pos) == p.backend;
+	}
+
+	/* a retry (the request failed on its pick): the list's other
+	 * member, then the walk */
+	{
+		struct ring_walk w;
+		int got[3];
+
+		test_reset(s);
+		memset(&p, 0, sizeof(p));
+		p.backend = p.owner = -1;
+		ring_walk_init(&w, s->ring, pos);
+		test_set_inflight(s, order[0], 1);
+		for (int k = 0; k < 3; k++) {
+			balance_next(s, &w, pos, &p);
+			got[k] = p.backend;
+		}
+		tap_ok(got[0] == order[1] && got[1] == order[0] && got[2] == order[2],
+		       "retries: the least loaded member, the other member, then the walk past the list");
+		for (int k = 0; k < 3; k++)
+			if (got[k] >= 0)
+				balance_release(s->be[got[k]].state);
+	}
+	tap_ok(same, "/ring's target is the pick in every case above");
+	test_reset(s);
+	snapshot_unref(s);
+
+	/* three members of four */
+	if ((s = test_replica_snap(3, pos, order)) == NULL)
+		return;
+	test_set_inflight(s, order[0], 1);
+	test_set_inflight(s, order[1], 1);
+	p = test_pick(s, pos);
+	tap_ok(p.backend == order[2] && p.replica == 2, "replicas = 3: the third member, the least loaded");
+	{
+		/* many keys: the pick is always on the key's list */
+		int on = 0;
+
+		test_reset(s);
+		for (int k = 0; k < 200; k++) {
+			int o[NB];
+			uint64_t kp = test_key_order(s, k, o);
+
+			test_set_inflight(s, o[0], 1 + k % 2);
+			p = test_pick(s, kp);
+			on += p.backend == o[0] || p.backend == o[1] || p.backend == o[2];
+			test_set_inflight(s, o[0], 0);
+		}
+		tap_is_int(on, 200, "200 keys: every pick is one of the key's 3 members");
+	}
 	test_reset(s);
 	snapshot_unref(s);
 }
@@ -1344,6 +1488,7 @@ int main(void)
 	test_cap();
 	test_rare_cap();
 	test_bounded();
+	test_replicas();
 	test_hot();
 	test_hard_cap();
 	test_factor_off();

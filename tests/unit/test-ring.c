@@ -1169,6 +1169,158 @@ out:
 	ring_free(r4b);
 }
 
+/* Preference lists (replicas): the first n distinct backends of the walk,
+ * exact shares as primary and as replica, the share of keys whose list
+ * changes; and the figure the seed gives for rings that do not skip
+ * repeats: at 8 nodes x 100 points, the share of starting points with a
+ * repeated machine among the next 3 (36% there). */
+static void test_lists(void)
+{
+	int ok_list = 1, ok_sum = 1, ok_prim = 1, ok_sample = 1, ok_moved = 1, ok_one = 1, ok_cross = 1;
+	char buf[128];
+
+	for (int t = 0; t < 30; t++) {
+		struct test_cfg c;
+		struct ring *r, *b;
+		unsigned n = 1 + (unsigned)(t % 4), want;
+		double prim[TEST_MAXB + 1], rep[TEST_MAXB + 1], share[TEST_MAXB + 1], total = 0;
+		size_t in[TEST_MAXB + 1] = { 0 }, keys = 20000, moved = 0;
+		struct ring_diff d;
+		double m, p;
+
+		test_cfg_random(&c);
+		r = test_build(c.m, c.n, c.vnodes);
+		/* one more backend, and the first one reweighted */
+		snprintf(c.names[c.n], sizeof(c.names[c.n]), "added-%d", t);
+		c.m[c.n].name = c.names[c.n];
+		c.m[c.n].weight = 1;
+		c.m[0].weight *= 2;
+		b = test_build(c.m, c.n + 1, c.vnodes);
+		if (!r || !b || ring_list_shares(r, n, prim, rep) != 0) {
+			ok_list = 0;
+			ring_free(r);
+			ring_free(b);
+			continue;
+		}
+		want = n < r->nactive ? n : r->nactive;
+		for (size_t k = 0; k < keys; k++) {
+			uint64_t pos = test_key(buf, sizeof(buf));
+			int list[RING_LIST_MAX];
+			unsigned got = ring_list(r, pos, list, n);
+			struct ring_walk w;
+
+			ring_walk_init(&w, r, pos);
+			if (got != want)
+				ok_list = 0;
+			for (unsigned i = 0; i < got; i++) {
+				if (list[i] != ring_walk_next(&w))
+					ok_list = 0;
+				for (unsigned j = 0; j < i; j++)
+					if (list[j] == list[i])
+						ok_list = 0;
+				in[list[i]]++;
+			}
+			moved += (size_t)ring_list_changed(r, pos, n, b, pos, n);
+		}
+		ring_shares(r, share);
+		for (size_t i = 0; i < r->nbackends; i++) {
+			double q = prim[i] + rep[i];
+
+			total += q;
+			if (fabs(prim[i] - share[i]) > 1e-12 || q > 1 + 1e-12)
+				ok_prim = 0;
+			/* a binomial count of keys, 4 sigma */
+			if (fabs((double)in[i] - q * (double)keys) > 4 * sqrt(q * (1 - q) * (double)keys) + 1)
+				ok_sample = 0;
+		}
+		if (fabs(total - want) > 1e-9)
+			ok_sum = 0;
+		m = ring_list_moved(r, n, b, n);
+		p = (double)moved / (double)keys;
+		if (m < 0 || fabs(m - p) > 4 * sqrt(m * (1 - m) / (double)keys) + 1e-4)
+			ok_moved = 0;
+		if (ring_list_moved(r, n, r, n) != 0 || (r->nactive > n && ring_list_moved(r, n, r, n + 1) != 1))
+			ok_moved = 0;
+		if (ring_diff(r, b, &d) != 0 || fabs(ring_list_moved(r, 1, b, 1) - d.moved_share) > 1e-12)
+			ok_one = 0;
+		ring_diff_free(&d);
+		ring_free(r);
+		ring_free(b);
+	}
+	tap_ok(ok_list, "a key's list is the first R distinct backends of its walk, R or every one with points");
+	tap_ok(ok_prim, "primary shares are ring_shares; a backend is on a key's list at most once");
+	tap_ok(ok_sum, "primary + replica shares sum to R (or the backends with points)");
+	tap_ok(ok_sample, "list shares match 20k keys' lists (4 sigma)");
+	tap_ok(ok_moved, "keys whose list changed: matches 20k keys (4 sigma), none against itself, all when it grows");
+	tap_ok(ok_one, "with R = 1 a changed list is a moved owner, exactly (ring_diff)");
+
+	{
+		/* two schemes: the keys' two positions are independent */
+		struct ring_member m[5] = { { "c0", 1, NULL }, { "c1", 1, NULL }, { "c2", 1, NULL },
+					    { "c3", 2, NULL }, { "c4", 1, NULL } };
+		char err[256];
+		struct ring *a = ring_build(m, 5, RING_SCHEME_RINGPROXY, 160, err, sizeof(err));
+		struct ring *b = ring_build(m, 4, RING_SCHEME_NGINX, 0, err, sizeof(err));
+		size_t keys = 40000, moved = 0;
+		double e;
+
+		if (!a || !b) {
+			ok_cross = 0;
+		} else {
+			for (size_t k = 0; k < keys; k++)
+				moved += (size_t)ring_list_changed(a, test_rand(), 2, b, test_rand(), 2);
+			e = ring_list_moved(a, 2, b, 2);
+			if (e < 0 || fabs(e - (double)moved / (double)keys) >
+			    4 * sqrt(e * (1 - e) / (double)keys) + 1e-4)
+				ok_cross = 0;
+			tap_diag("ringproxy 5 -> nginx 4, R = 2: %.4f of lists change (%.4f of 40k pairs)", e,
+				 (double)moved / (double)keys);
+		}
+		tap_ok(ok_cross, "across schemes: the expected share of changed lists matches independent positions");
+		ring_free(a);
+		ring_free(b);
+	}
+
+	{
+		/* the seed's figure: 8 nodes x 100 points */
+		struct ring_member m[8];
+		char names[8][16];
+		struct ring *r;
+		size_t rep = 0;
+		int ok3 = 1;
+
+		for (int i = 0; i < 8; i++) {
+			snprintf(names[i], sizeof(names[i]), "node%d", i);
+			m[i].name = names[i];
+			m[i].weight = 1;
+			m[i].id = NULL;
+		}
+		r = test_build(m, 8, 100);
+		if (r == NULL) {
+			tap_ok(0, "8 x 100 ring builds");
+			return;
+		}
+		for (size_t j = 0; j < r->npoints; j++) {
+			uint32_t x = r->points[j].backend, y = r->points[(j + 1) % r->npoints].backend,
+				 z = r->points[(j + 2) % r->npoints].backend;
+			int list[3];
+
+			rep += x == y || y == z || x == z;
+			if (ring_list(r, r->points[j].pos, list, 3) != 3 || list[0] == list[1] ||
+			    list[1] == list[2] || list[0] == list[2])
+				ok3 = 0;
+		}
+		tap_diag("8 nodes x 100 points: %.1f%% of starting points have a repeated machine among "
+			 "the next 3 points (expected 1 - 7/8 x 6/8 = 34.4%%)",
+			 100.0 * (double)rep / (double)r->npoints);
+		tap_ok(rep * 100 > r->npoints * 25 && rep * 100 < r->npoints * 45,
+		       "8 x 100: about a third of 3-point runs repeat a machine (%zu of %zu)", rep,
+		       r->npoints);
+		tap_ok(ok3, "8 x 100: every list of 3 from every point has 3 distinct machines");
+		ring_free(r);
+	}
+}
+
 /* ring_walk_skip: the skipped backend is not yielded, the others are,
  * once, and the walk ends; a backend without points may be skipped. */
 static void test_walk_skip(void)
@@ -1224,5 +1376,6 @@ int main(void)
 	test_ramp_remove_drain();
 	test_ramp_chain();
 	test_walk_skip();
+	test_lists();
 	return tap_done();
 }
