@@ -774,8 +774,44 @@ static void test_hold(void)
 	cache_lookup(c, &r, NULL, &o, &f);
 	mkresp(&rs, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nTransfer-Encoding: chunked\r\n\r\n", 0, NOW);
 	cache_fill_begin(f, &rs.m, &rs.meta, "b", 1);
-	tap_ok(cache_fill_hold(f) == NULL, "a chunked fill (it grows, and moves) cannot");
-	cache_fill_abort(f);
+	h = cache_fill_hold(f);
+	tap_ok(h != NULL, "a chunked fill can be held");
+	{
+		static char big[40000];
+		size_t i;
+
+		for (i = 0; i < sizeof(big); i++)
+			big[i] = (char)('a' + i % 26);
+		/* held, it is fed decoded, and never moves */
+		cache_fill_body(f, big, 100);
+		base = cache_obj_body(h).iov_base;
+		tap_is_int(cache_fill_body(f, big + 100, sizeof(big) - 100), 0,
+			   "... past the first room a growing object gets");
+		b = cache_obj_body(h);
+		tap_ok(b.iov_base == base && b.iov_len == sizeof(big)
+		       && memcmp(b.iov_base, big, sizeof(big)) == 0, "... its body fills in place, decoded");
+		cache_fill_done(f);
+		tap_is_int(get(c, "h/3", 0, 0, NOW, &g), CACHE_HIT, "stored");
+		b = cache_obj_body(g);
+		tap_ok(g != h && b.iov_len == sizeof(big) && memcmp(b.iov_base, big, sizeof(big)) == 0,
+		       "... a copy trimmed to its body, the held one still the leader's");
+		tap_ok(cache_obj_charge(g) < sizeof(big) + 2048, "... charged for what it uses, not max_object");
+		tap_ok(memcmp(cache_obj_body(h).iov_base, big, sizeof(big)) == 0, "... the held bytes stay valid");
+		cache_obj_release(g);
+		cache_obj_release(h);
+
+		rq(c, &r, "h/4", 0, 0, NOW);
+		cache_lookup(c, &r, NULL, &o, &f);
+		cache_fill_begin(f, &rs.m, &rs.meta, "b", 1);
+		h = cache_fill_hold(f);
+		cache_fill_body(f, big, sizeof(big));
+		tap_is_int(cache_fill_body(f, big, sizeof(big)), -1, "a held chunked fill past max_object is dropped");
+		tap_ok(cache_obj_body(h).iov_len == sizeof(big)
+		       && memcmp(cache_obj_body(h).iov_base, big, sizeof(big)) == 0,
+		       "... its held bytes stay valid");
+		cache_obj_release(h);
+		tap_is_int(get(c, "h/4", 0, 0, NOW, NULL), CACHE_MISS, "... and nothing was stored");
+	}
 	cache_free(c);
 }
 
