@@ -11,8 +11,9 @@
  * taken them; meanwhile this connection's read event is removed, so a slow
  * client slows the backend instead of growing memory. The same holds the
  * other way for a request body. Memory per request is bounded by the two
- * buffers whatever the body size. Except for a cache fill of known length
- * (req_reads_object): its client reads from the object being filled, so
+ * buffers whatever the body size. Except for a cache fill
+ * (req_reads_object): its client reads from the object being filled (a
+ * chunked body decoded here, to be framed again: req_rechunks), so
  * the backend is read at its own pace (the object is bounded by
  * max_object) and the fill, and the requests waiting for it, never wait
  * for the leader's client.
