@@ -126,24 +126,32 @@ def timed_head(out, i, port, path):
         out[i] = (0, None, repr(e).encode(), time.monotonic() - t0)
 
 
-def over_max_object(P):
-    """A chunked body past max_object, its leader not reading: the fill is
-    dropped when the body gets there, at the backend's pace, and the
-    requests waiting for it go to the backend on their own at once."""
-    path = "/huge/1"
+def leader_and_waiters(P, path, n, getter):
+    """A leader that sends its GET for path and then does not read, and n
+    requests for it meanwhile, each getter(out, i, P, path) in a thread.
+    Returns the leader's socket (its response unread) and their outs."""
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.settimeout(30)
     s.connect(("127.0.0.1", P))
+    # the Host http.client sends, so that the victims' key is the leader's
     s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{P}\r\n\r\n".encode())
     time.sleep(0.15)                    # the leader's fetch is in flight
-    n = 3
     out = [None] * n
-    th = [threading.Thread(target=timed_head, args=(out, i, P, path)) for i in range(n)]
+    th = [threading.Thread(target=getter, args=(out, i, P, path)) for i in range(n)]
     for x in th:
         x.start()
     for x in th:
         x.join(40)
+    return s, out
+
+
+def over_max_object(P):
+    """A chunked body past max_object, its leader not reading: the fill is
+    dropped when the body gets there, at the backend's pace, and the
+    requests waiting for it go to the backend on their own at once."""
+    n = 3
+    s, out = leader_and_waiters(P, "/huge/1", n, timed_head)
     slowest = max(o[3] for o in out)
     t.check(all(o[0] == 200 and o[2] == HUGE for o in out),
             f"{n} requests waiting for a non-reading client's chunked fill that grows past max_object "
@@ -168,20 +176,8 @@ def stalled_leader(P, path="/big/1", framing="length"):
     """A leader that sends its GET and then does not read: its client
     must not hold up the fill, nor the requests waiting for it."""
     what = {"length": "", "chunked": " (chunked)", "close": " (close-delimited)"}[framing]
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    s.settimeout(30)
-    s.connect(("127.0.0.1", P))
-    # the Host http.client sends, so that the victims' key is the leader's
-    s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{P}\r\n\r\n".encode())
-    time.sleep(0.15)                    # the leader's fetch is in flight
     n = 4
-    out = [None] * n
-    th = [threading.Thread(target=timed_get, args=(out, i, P, path)) for i in range(n)]
-    for x in th:
-        x.start()
-    for x in th:
-        x.join(30)
+    s, out = leader_and_waiters(P, path, n, timed_get)
     slowest = max(o[3] for o in out)
     t.check(all(o[0] == 200 and o[2] == BIG for o in out),
             f"{n} requests for the object a non-reading client's request is filling{what} get all of its 8 MiB",
