@@ -119,7 +119,11 @@ struct cache_fill {
 	uint8_t ae;
 	struct cache_waiter *waiters;   /* shard lock */
 	struct cache_obj *obj;          /* being built, after begin */
-	size_t cap;                     /* bytes allocated for obj */
+	size_t cap;                     /* bytes reserved for obj */
+	size_t alloc;                   /* bytes allocated for it: cap, or
+					   room for max_object when held
+					   (cache_fill_hold; reserved as
+					   it fills, as its pages are) */
 	size_t reserved;                /* of c->filling, this fill's */
 	enum http1_framing framing;
 	uint64_t expect;                /* HTTP1_BODY_LENGTH */
@@ -1523,7 +1527,7 @@ int cache_fill_begin(struct cache_fill *f, const struct http1_msg *resp,
 	o->sie = m->sie;
 	o->last_modified = m->last_modified;
 	f->obj = o;
-	f->cap = cap;
+	f->cap = f->alloc = cap;
 	f->framing = resp->framing;
 	f->expect = resp->content_length;
 	http1_chunked_init(&f->ck);
@@ -1535,14 +1539,34 @@ fail:
 
 struct cache_obj *cache_fill_hold(struct cache_fill *f)
 {
-	if (f->obj == NULL || f->framing != HTTP1_BODY_LENGTH)
+	size_t maxo = atomic_load_explicit(&f->c->max_object, memory_order_relaxed);
+	struct cache_obj *o = f->obj;
+	size_t cap;
+
+	if (o == NULL || f->framing == HTTP1_BODY_NONE)
 		return NULL;
-	return cache_obj_ref(f->obj);
+	if (f->framing != HTTP1_BODY_LENGTH) {
+		/* room for max_object now, while nobody holds it: from here on
+		 * it never moves; its pages cost nothing until filled, so it
+		 * is reserved as it fills (cache_fill_append) */
+		cap = cache_obj_cap(o->body_off + maxo);
+		if (cap > f->alloc) {
+			if ((o = realloc(o, sizeof(*o) + cap)) == NULL)
+				return NULL;
+			f->obj = o;
+			f->alloc = cap;
+		}
+		/* the holder takes the chunked framing off (and puts its own
+		 * on its client's copy) */
+		f->framing = HTTP1_BODY_CLOSE;
+	}
+	return cache_obj_ref(o);
 }
 
 /* Append n body bytes, growing the object (not yet visible to anyone)
- * up to max_object; a Content-Length body never grows (cache_fill_begin
- * allocated all of it), so a held object stays where it is. */
+ * up to max_object; a held object never grows (cache_fill_begin or
+ * cache_fill_hold allocated all of it), so it stays where it is, even
+ * when a reload raises max_object. */
 static int cache_fill_append(struct cache_fill *f, const char *p, size_t n)
 {
 	size_t maxo = atomic_load_explicit(&f->c->max_object, memory_order_relaxed);
@@ -1556,12 +1580,17 @@ static int cache_fill_append(struct cache_fill *f, const char *p, size_t n)
 		if (cap > o->body_off + maxo)
 			cap = o->body_off + maxo;
 		cap = cache_obj_cap(cap);
+		if (cap > f->alloc && atomic_load_explicit(&o->refs, memory_order_relaxed) != 1)
+			return -1;
 		if (!cache_fill_reserve(f, cap - f->cap))
 			return -1;
-		o = realloc(o, sizeof(*o) + cap);
-		if (o == NULL)
-			return -1;
-		f->obj = o;
+		if (cap > f->alloc) {
+			o = realloc(o, sizeof(*o) + cap);
+			if (o == NULL)
+				return -1;
+			f->obj = o;
+			f->alloc = cap;
+		}
 		f->cap = cap;
 	}
 	memcpy(o->data + o->body_off + o->bodylen, p, n);
@@ -1621,13 +1650,22 @@ static void cache_obj_finish(struct cache_fill *f)
 		o->headlen += 16 + n + 2;
 	}
 	used = cache_obj_cap(o->body_off + o->bodylen);
-	/* never moved while its leader holds it (cache_fill_hold) */
-	if (used < f->cap && atomic_load_explicit(&o->refs, memory_order_relaxed) == 1
-	    && (t = realloc(o, sizeof(*o) + used)) != NULL) {
+	if (used < f->alloc && atomic_load_explicit(&o->refs, memory_order_relaxed) == 1) {
+		if ((t = realloc(o, sizeof(*o) + used)) != NULL) {
+			f->obj = o = t;
+			f->alloc = used;
+		}
+	} else if (used < f->alloc && (t = malloc(sizeof(*o) + used)) != NULL) {
+		/* never moved while its leader holds it (cache_fill_hold):
+		 * what is stored is a copy of what is used, and the leader's
+		 * reference keeps the original until its client has it */
+		memcpy(t, o, sizeof(*o) + o->body_off + o->bodylen);
+		atomic_init(&t->refs, 1);
+		cache_obj_release(o);
 		f->obj = o = t;
-		f->cap = used;
+		f->alloc = used;
 	}
-	o->charge = sizeof(*o) + f->cap;
+	o->charge = sizeof(*o) + f->alloc;
 }
 
 int cache_fill_done(struct cache_fill *f)

@@ -286,14 +286,19 @@ int cache_fill_begin(struct cache_fill *f, const struct http1_msg *resp,
  * releases it whatever becomes of the fill (done, aborted, not stored).
  * So the leader sends its own client the body from here and reads the
  * backend at the backend's pace, not its client's (NGINX's cache lock,
- * Varnish's busy object). NULL when the body's length is not known
- * (chunked, to the close): such an object grows, and moves, as it fills.
- * Leader's thread; nobody else sees the object before it is published.
+ * Varnish's busy object). A body of unknown length (chunked, to the
+ * close) gets room for max_object now, so that it never moves either;
+ * the reservation (a tenth of size for all fills) may refuse it: NULL,
+ * the fill goes on without a hold. A chunked body is then fed to
+ * cache_fill_body decoded (the holder frames its client's copy itself).
+ * When the fill ends while held, what is stored is a trimmed copy.
+ * NULL too for a response without a body. Leader's thread; nobody else
+ * sees the object before it is published.
  */
 struct cache_obj *cache_fill_hold(struct cache_fill *f);
 
 /* Body bytes as they came from the backend (chunked framing included if
- * the response was chunked: it is stored decoded). Returns 0, or -1 when
+ * the response was chunked and not held: it is stored decoded). Returns 0, or -1 when
  * the body grew past max_object or its chunked framing is broken: the
  * fill is then aborted (as cache_fill_abort) and f is freed. */
 int cache_fill_body(struct cache_fill *f, const void *p, size_t n);

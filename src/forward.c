@@ -11,8 +11,9 @@
  * taken them; meanwhile this connection's read event is removed, so a slow
  * client slows the backend instead of growing memory. The same holds the
  * other way for a request body. Memory per request is bounded by the two
- * buffers whatever the body size. Except for a cache fill of known length
- * (req_reads_object): its client reads from the object being filled, so
+ * buffers whatever the body size. Except for a cache fill
+ * (req_reads_object): its client reads from the object being filled (a
+ * chunked body decoded here, to be framed again: req_rechunks), so
  * the backend is read at its own pace (the object is bounded by
  * max_object) and the fill, and the requests waiting for it, never wait
  * for the leader's client.
@@ -358,6 +359,7 @@ static int fwd_begin(struct request *rq, int i, bool fresh, char *why, size_t wh
 	u->resp_done = false;
 	u->eof = false;
 	u->dechunk = false;
+	u->decode = false;
 	u->ck_used = 0;
 	u->ck_open = false;
 	u->in.pos = u->in.len = 0;
@@ -544,6 +546,7 @@ static int fwd_head(struct upstream *u, size_t head_len)
 		fwd_fail(u, 502, REQ_FAIL_BAD, "response head too large to rewrite");
 		return -1;
 	}
+	u->decode = u->dechunk || req_rechunks(rq);
 	u->in.pos += head_len;
 	u->head_end = u->in.pos;
 	u->state = UP_BODY;
@@ -570,7 +573,7 @@ static int fwd_body(struct upstream *u)
 		u->resp_done = u->body_left == 0;
 		break;
 	case HTTP1_BODY_CHUNKED:
-		if (u->dechunk) {
+		if (u->decode) {
 			while (avail && !u->chunk.done && req_body_room(rq, 2)) {
 				size_t off, dlen;
 
@@ -703,7 +706,7 @@ static void fwd_process(struct upstream *u)
 		/* more to do only for bytes after an interim response or
 		 * chunks decoded in several passes; stop when none moved */
 		if (u->in.pos == u->in.len || u->in.pos == before ||
-		    (u->state == UP_BODY && !u->dechunk))
+		    (u->state == UP_BODY && !u->decode))
 			return;
 	}
 }
@@ -725,7 +728,10 @@ static void fwd_on_read(evutil_socket_t fd, short what, void *arg)
 	if (u->state == UP_CONNECTING)
 		return;         /* the write event reports the connect */
 	if (b->len == b->cap) {
-		if (b->pos > 0 && req_sent_all(rq)) {
+		/* the head's slices gone, nothing else points here when the
+		 * client reads from the object (a chunk-size line cut short
+		 * is what stays) */
+		if (b->pos > 0 && (req_sent_all(rq) || (req_reads_object(rq) && req_head_out(rq)))) {
 			memmove(b->data, b->data + b->pos, b->len - b->pos);
 			b->len -= b->pos;
 			b->pos = 0;
@@ -768,7 +774,7 @@ static void fwd_on_read(evutil_socket_t fd, short what, void *arg)
 		u->resp_done = true;
 		req_close_after(rq);
 		req_response_end(rq);
-		if (req_sent_all(rq))
+		if (req_sent_all(rq) || req_reads_object(rq))
 			fwd_finish(u);
 		return;
 	}

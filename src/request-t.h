@@ -118,6 +118,17 @@ struct request {
 	bool from_fill;                 /* the client gets the response body
 					   from obj as the fill copies it there,
 					   not from the backend's buffer */
+	bool rechunk;                   /* the client's copy of a chunked body
+					   is decoded and framed here: one
+					   chunk of the object's bytes at a
+					   time (req_fill_pump), then the
+					   last-chunk */
+	bool body_in;                   /* the backend's body is complete */
+	bool last_chunk;                /* the last-chunk is queued */
+	size_t fill_queued;             /* (rechunk) bytes of obj's body queued */
+	unsigned chunk_line_i;          /* chunk_line in use last */
+	char chunk_line[2][20];         /* chunk-size lines: the one queued
+					   and, while it goes out, the next */
 	uint64_t fill_head_end;         /* out->sent once the response head
 					   (which points into the backend's
 					   buffer) is written (req_head_out) */

@@ -142,6 +142,10 @@ void req_begin(struct request *rq, size_t head_len, uint64_t rid)
 	rq->inval.len = 0;
 	rq->collapsed = false;
 	rq->from_fill = false;
+	rq->rechunk = false;
+	rq->body_in = false;
+	rq->last_chunk = false;
+	rq->fill_queued = 0;
 	rq->stale = NULL;
 	rq->cond_len = 0;
 	rq->ae_len = 0;
@@ -235,6 +239,7 @@ bool req_end(struct request *rq)
 	cache_obj_release(rq->obj);
 	rq->obj = NULL;
 	rq->from_fill = false;
+	rq->rechunk = false;
 	cache_obj_release(rq->stale);
 	rq->stale = NULL;
 	req_settle(rq);
@@ -316,8 +321,12 @@ void req_client_data(struct request *rq)
 		fwd_request_body(rq->up);
 }
 
+static bool req_fill_pump(struct request *rq);
+
 void req_client_drained(struct request *rq)
 {
+	if (req_fill_pump(rq) && req_send(rq) <= 0)
+		return;
 	if (rq->up) {
 		fwd_client_drained(rq->up);
 	} else if (rq->state == REQ_REPLY) {
@@ -442,13 +451,79 @@ int req_response_head(struct request *rq, const struct http1_msg *resp, struct h
 	outq_grow(rq->out, n);
 	rq->resp_started = true;
 	rq->status = resp->status;
-	/* a fill of known length: the client reads the body from the object
-	 * as it fills, once the head (slices of the backend's buffer) is out */
+	/* the client reads the body from the object as it fills, once the
+	 * head (slices of the backend's buffer) is out; a chunked one
+	 * decoded, and framed again here */
 	if (rq->fill && (rq->obj = cache_fill_hold(rq->fill)) != NULL) {
 		rq->from_fill = true;
+		rq->rechunk = resp->framing == HTTP1_BODY_CHUNKED;
 		rq->fill_head_end = rq->out->sent + outq_bytes(rq->out);
 	}
 	return 0;
+}
+
+/* A chunk-size line for n at p: hex digits, CRLF. Returns its length. */
+static size_t req_chunk_line(char *p, size_t n)
+{
+	char d[2 * sizeof(n)];
+	size_t k = 0, i;
+
+	do {
+		d[k++] = "0123456789abcdef"[n & 15];
+		n >>= 4;
+	} while (n > 0);
+	for (i = 0; i < k; i++)
+		p[i] = d[k - 1 - i];
+	memcpy(p + k, "\r\n", 2);
+	return k + 2;
+}
+
+/* (rechunk) Queue as one chunk the object's bytes not queued yet, then
+ * p[0..n) (the backend's buffer, once the fill is dropped); and the
+ * last-chunk when the body is complete. Its chunk-size line is the one
+ * not in use: at most one other is still on its way (req_fill_pump and
+ * req_body_room queue a chunk only once the queue is empty, but for the
+ * one that takes over when the fill is dropped). Returns 1 when it
+ * queued something, 0 when there was nothing to queue, -1 when the
+ * queue is full. */
+static int req_chunk_out(struct request *rq, const char *p, size_t n)
+{
+	struct iovec b = cache_obj_body(rq->obj);
+	size_t k = b.iov_len - rq->fill_queued;
+	char *line;
+
+	if (rq->out->cnt > OUT_IOV_MAX - 5)
+		return -1;
+	if (k + n > 0) {
+		line = rq->chunk_line[rq->chunk_line_i ^= 1];
+		outq_add(rq->out, line, req_chunk_line(line, k + n));
+		outq_add(rq->out, (const char *)b.iov_base + rq->fill_queued, k);
+		outq_add(rq->out, p, n);
+		outq_add(rq->out, "\r\n", 2);
+		rq->fill_queued += k;
+	} else if (!rq->body_in || rq->last_chunk) {
+		return 0;
+	}
+	if (rq->body_in && !rq->last_chunk) {
+		/* trailers are not relayed (nor stored) */
+		outq_add(rq->out, "0\r\n\r\n", 5);
+		rq->last_chunk = true;
+	}
+	return 1;
+}
+
+/* (rechunk) Once the client has taken all that is queued, queue what the
+ * fill added since. Whether it queued anything. */
+static bool req_fill_pump(struct request *rq)
+{
+	if (!rq->rechunk || !rq->from_fill || !outq_empty(rq->out))
+		return false;
+	return req_chunk_out(rq, NULL, 0) > 0;
+}
+
+bool req_rechunks(const struct request *rq)
+{
+	return rq->rechunk;
 }
 
 int req_body(struct request *rq, const void *p, size_t n)
@@ -459,6 +534,13 @@ int req_body(struct request *rq, const void *p, size_t n)
 	if (rq->fill && n && cache_fill_body(rq->fill, p, n) < 0) {
 		rq->fill = NULL;
 		rq->from_fill = false;
+	}
+	if (rq->rechunk) {
+		if (rq->from_fill) {
+			req_fill_pump(rq);
+			return 0;
+		}
+		return req_chunk_out(rq, p, n) < 0 ? -1 : 0;
 	}
 	if (rq->from_fill) {
 		struct iovec b = cache_obj_body(rq->obj);
@@ -487,6 +569,11 @@ void req_response_end(struct request *rq)
 		cache_fill_done(rq->fill);
 		rq->fill = NULL;
 	}
+	rq->body_in = true;
+	/* relayed after a dropped fill: the last-chunk goes after the rest
+	 * (from the object, req_send queues it) */
+	if (rq->rechunk && !rq->from_fill)
+		req_chunk_out(rq, NULL, 0);
 }
 
 bool req_sent_all(const struct request *rq)
@@ -496,12 +583,20 @@ bool req_sent_all(const struct request *rq)
 
 bool req_body_room(const struct request *rq, int slices)
 {
+	if (rq->rechunk && !rq->from_fill)
+		return outq_empty(rq->out);     /* one chunk-size line at a time */
 	return rq->out->cnt <= OUT_IOV_MAX - slices;
 }
 
 int req_send(struct request *rq)
 {
-	int rc = front_send(rq->cl);
+	int rc;
+
+	/* a chunk of what the fill added, and again if the client took all */
+	req_fill_pump(rq);
+	rc = front_send(rq->cl);
+	if (rc == 1 && req_fill_pump(rq))
+		rc = front_send(rq->cl);
 
 	if (rc < 0)
 		front_close(rq->cl);

@@ -164,6 +164,10 @@ void req_response_end(struct request *rq);
  * until req_head_out. */
 bool req_reads_object(const struct request *rq);
 bool req_head_out(const struct request *rq);
+/* Is a chunked body given to req_body decoded, to be framed again here?
+ * (The leader's client of a held chunked fill: req_reads_object, or the
+ * relay after its fill was dropped.) */
+bool req_rechunks(const struct request *rq);
 /* Has the client taken every queued byte? */
 bool req_sent_all(const struct request *rq);
 /* Room in the client's queue for more slices. */

@@ -82,6 +82,8 @@ struct upstream {
 	uint64_t body_left;             /* HTTP1_BODY_LENGTH */
 	struct http1_chunked chunk;
 	bool dechunk;                   /* decoding chunked for a 1.0 client */
+	bool decode;                    /* the body goes to the request decoded:
+					   dechunk, or req_rechunks */
 	bool resp_done;                 /* the whole response is queued */
 	size_t head_end;                /* in's bytes up to the end of the
 					   response head: its slices may still be

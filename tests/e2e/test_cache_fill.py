@@ -6,7 +6,10 @@ A leader whose client does not read: the fill goes on at the backend's
 pace (the leader's client reads from the object being filled), so the
 requests waiting for it get the whole object at once, not after
 lock_timeout; the object is stored; the leader gets all of it, exactly,
-once it reads.
+once it reads. The same for a chunked body (the leader's copy framed
+again: decoded here) and a close-delimited one. A chunked body past
+max_object: the fill is dropped as soon as it gets there and the waiters
+go to the backend on their own at once; the leader still gets all of it.
 
 A leader whose answer is not the URL's own (a 304 to its own
 If-None-Match, a 400 for its oversized header) does not mark the URL
@@ -31,20 +34,48 @@ SCALE = harness.time_scale(RP)
 
 LOCK_TIMEOUT = 3.0
 BIG = b"".join(b"%07d\n" % i for i in range(1 << 20))      # 8 MiB, every line different
+HUGE = b"".join(b"%08d\n" % i for i in range((24 << 20) // 9))   # past max_object (16m)
 SIE_BODY = b"the copy stored before the outage\n" * 8
 
 script = harness.Script()     # modes: "ok" | "outage" | "nostore" | "503"
+
+
+def chunked(body):
+    """body in chunks of uneven sizes (one byte to 320 KiB), then the
+    last-chunk with a trailer."""
+    sizes, out, i = (65536, 1, 70001, 4096, 333333, 17), [], 0
+    while i < len(body):
+        n = sizes[len(out) % len(sizes)]
+        out.append(b"%x\r\n" % len(body[i:i + n]) + body[i:i + n] + b"\r\n")
+        i += n
+    return b"".join(out) + b"0\r\nX-Trailer: t\r\n\r\n"
+
+
+BIG_CHUNKED = chunked(BIG)
+HUGE_CHUNKED = chunked(HUGE)
+STALL_HEAD = b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n"
 
 
 def handler(fake, s, n):
     for _, _, head, _, _ in fake.requests(s):
         p = head.split(b"\r\n")[0].decode().split(" ")[1].split("?")[0]
         mode = script.seen(p)
+        if p.startswith(("/big/", "/chunked/", "/close/", "/huge/")):
+            if not p.startswith("/huge/") or script.fetches(p) == 1:
+                time.sleep(0.5)         # the waiters attach meanwhile
         if p.startswith("/big/"):
-            time.sleep(0.5)             # the waiters attach meanwhile
-            s.sendall(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: %d\r\n\r\n"
-                      % len(BIG) + BIG)
+            s.sendall(STALL_HEAD + b"Content-Length: %d\r\n\r\n" % len(BIG) + BIG)
             continue
+        if p.startswith("/chunked/"):
+            s.sendall(STALL_HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + BIG_CHUNKED)
+            continue
+        if p.startswith("/huge/"):
+            s.sendall(STALL_HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + HUGE_CHUNKED)
+            continue
+        if p.startswith("/close/"):
+            s.sendall(STALL_HEAD + b"Connection: close\r\n\r\n" + BIG)
+            s.shutdown(socket.SHUT_WR)
+            return
         if mode in ("outage", "nostore"):
             time.sleep(0.5)             # the waiters attach meanwhile
         if mode == "outage" and len(head) > 8000:
@@ -77,10 +108,28 @@ def timed_get(out, i, port, path, headers=None):
         out[i] = (0, {}, repr(e).encode(), time.monotonic() - t0)
 
 
-def stalled_leader(P):
-    """A leader that sends its GET and then does not read: its client
-    must not hold up the fill, nor the requests waiting for it."""
-    path = "/big/1"
+def timed_head(out, i, port, path):
+    """A GET on a connection of its own: when its response head came,
+    then the whole response."""
+    t0 = time.monotonic()
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=20)
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode())
+        rd = harness.Reader(s)
+        while b"\r\n\r\n" not in rd.buf and rd._fill():
+            pass
+        took = time.monotonic() - t0
+        r = rd.response()
+        s.close()
+        out[i] = (r.status, r, r.body, took)
+    except Exception as e:
+        out[i] = (0, None, repr(e).encode(), time.monotonic() - t0)
+
+
+def leader_and_waiters(P, path, n, getter):
+    """A leader that sends its GET for path and then does not read, and n
+    requests for it meanwhile, each getter(out, i, P, path) in a thread.
+    Returns the leader's socket (its response unread) and their outs."""
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.settimeout(30)
@@ -88,16 +137,50 @@ def stalled_leader(P):
     # the Host http.client sends, so that the victims' key is the leader's
     s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{P}\r\n\r\n".encode())
     time.sleep(0.15)                    # the leader's fetch is in flight
-    n = 4
     out = [None] * n
-    th = [threading.Thread(target=timed_get, args=(out, i, P, path)) for i in range(n)]
+    th = [threading.Thread(target=getter, args=(out, i, P, path)) for i in range(n)]
     for x in th:
         x.start()
     for x in th:
-        x.join(30)
+        x.join(40)
+    return s, out
+
+
+def over_max_object(P):
+    """A chunked body past max_object, its leader not reading: the fill is
+    dropped when the body gets there, at the backend's pace, and the
+    requests waiting for it go to the backend on their own at once."""
+    n = 3
+    s, out = leader_and_waiters(P, "/huge/1", n, timed_head)
+    slowest = max(o[3] for o in out)
+    t.check(all(o[0] == 200 and o[2] == HUGE for o in out),
+            f"{n} requests waiting for a non-reading client's chunked fill that grows past max_object "
+            "get all of its 24 MiB", [(o[0], len(o[2])) for o in out])
+    t.check(slowest < LOCK_TIMEOUT / 2 * SCALE,
+            f"... their response heads within {LOCK_TIMEOUT / 2 * SCALE:.1f} s: released when the fill "
+            f"passes max_object, not after lock_timeout {LOCK_TIMEOUT:.0f} s (slowest {slowest:.2f} s)",
+            [round(o[3], 3) for o in out])
+    rd = harness.Reader(s)
+    r = rd.response()
+    t.check(r.status == 200 and r.framing == "chunked" and r.body == HUGE,
+            "the leader gets the whole 24 MiB, correctly chunked, byte for byte, once it reads",
+            (r.status, r.framing, len(r.body), r.body[:16 << 20] == HUGE[:16 << 20]))
+    s.sendall(f"GET /big/after-huge HTTP/1.1\r\nHost: 127.0.0.1:{P}\r\nConnection: close\r\n\r\n".encode())
+    r = rd.response()
+    t.check(r.status == 200 and r.body == BIG, "... and its connection serves its next request",
+            (r.status, len(r.body)))
+    s.close()
+
+
+def stalled_leader(P, path="/big/1", framing="length"):
+    """A leader that sends its GET and then does not read: its client
+    must not hold up the fill, nor the requests waiting for it."""
+    what = {"length": "", "chunked": " (chunked)", "close": " (close-delimited)"}[framing]
+    n = 4
+    s, out = leader_and_waiters(P, path, n, timed_get)
     slowest = max(o[3] for o in out)
     t.check(all(o[0] == 200 and o[2] == BIG for o in out),
-            f"{n} requests for the object a non-reading client's request is filling get all of its 8 MiB",
+            f"{n} requests for the object a non-reading client's request is filling{what} get all of its 8 MiB",
             [(o[0], len(o[2]), cs(o[1])) for o in out])
     t.check(slowest < LOCK_TIMEOUT / 2 * SCALE,
             f"... within {LOCK_TIMEOUT / 2 * SCALE:.1f} s (lock_timeout {LOCK_TIMEOUT:.0f} s; slowest "
@@ -111,10 +194,15 @@ def stalled_leader(P):
     # now the leader reads, all of it, then asks again on the same connection
     rd = harness.Reader(s)
     r = rd.response()
-    t.check(r.status == 200 and r.body == BIG and r.h("content-length") == str(len(BIG)),
-            "the leader gets the whole body, byte for byte, once it reads",
-            (r.status, len(r.body), r.h("content-length")))
+    t.check(r.status == 200 and r.body == BIG and r.framing == framing
+            and (framing != "length" or r.h("content-length") == str(len(BIG))),
+            f"the leader{what} gets the whole body, byte for byte, framed as its head says, once it reads",
+            (r.status, len(r.body), r.framing, r.h("content-length"), r.h("transfer-encoding")))
     t.check("fwd=miss" in (r.h("cache-status") or ""), "... as the miss that stored it", r.h("cache-status"))
+    if framing == "close":
+        t.check(rd.closed(), "... and its connection is closed after it", rd.buf[:40])
+        s.close()
+        return
     s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{P}\r\nConnection: close\r\n\r\n".encode())
     r = rd.response()
     t.check(r.status == 200 and r.body == BIG and (r.h("cache-status") or "").startswith("ringproxy; hit"),
@@ -159,6 +247,9 @@ def main():
     proxy = harness.Proxy(RP, conf, tag="cache_fill")
     P = proxy.port
     stalled_leader(P)
+    stalled_leader(P, "/chunked/1", "chunked")
+    stalled_leader(P, "/close/1", "close")
+    over_max_object(P)
     outage(P, "/sie/cond", {"If-None-Match": '"e1"'}, 304, "a 304 to the leader's own If-None-Match")
     outage(P, "/sie/big", {"X-Pad": "a" * 9000}, 400, "a 400 for the leader's oversized header")
     outage(P, "/sie/nostore", None, 200, "a no-store answer")

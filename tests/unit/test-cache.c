@@ -730,23 +730,32 @@ static void test_uncacheable(void)
 	cache_free(c);
 }
 
+/* A fill of key begun with the response head resp, and its hold. */
+static struct cache_obj *hold_fill(struct cache *c, const char *key, const char *resp,
+				   struct cache_fill **f)
+{
+	struct cache_req r;
+	struct cache_obj *o;
+	struct resp rs;
+
+	rq(c, &r, key, 0, 0, NOW);
+	cache_lookup(c, &r, NULL, &o, f);
+	mkresp(&rs, resp, 0, NOW);
+	cache_fill_begin(*f, &rs.m, &rs.meta, "b", 1);
+	return cache_fill_hold(*f);
+}
+
 /* The leader's hold on the object it fills: the bytes stay put and valid
- * whatever becomes of the fill; none for a body of unknown length. */
+ * whatever becomes of the fill, of known length or not. */
 static void test_hold(void)
 {
 	struct cache *c = mk(1 << 20, 1 << 16, 1, CACHE_POLICY_DEFAULT);
-	struct cache_req r;
-	struct cache_obj *o, *h, *g;
+	struct cache_obj *h, *g;
 	struct cache_fill *f;
-	struct resp rs;
 	struct iovec b;
 	const char *base;
 
-	rq(c, &r, "h/1", 0, 0, NOW);
-	cache_lookup(c, &r, NULL, &o, &f);
-	mkresp(&rs, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 10\r\n\r\n", 0, NOW);
-	cache_fill_begin(f, &rs.m, &rs.meta, "b", 1);
-	h = cache_fill_hold(f);
+	h = hold_fill(c, "h/1", "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 10\r\n\r\n", &f);
 	tap_ok(h != NULL, "a Content-Length fill can be held");
 	cache_fill_body(f, "01234", 5);
 	base = cache_obj_body(h).iov_base;
@@ -759,23 +768,48 @@ static void test_hold(void)
 	cache_obj_release(g);
 	cache_obj_release(h);
 
-	rq(c, &r, "h/2", 0, 0, NOW);
-	cache_lookup(c, &r, NULL, &o, &f);
-	mkresp(&rs, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 10\r\n\r\n", 0, NOW);
-	cache_fill_begin(f, &rs.m, &rs.meta, "b", 1);
-	h = cache_fill_hold(f);
+	h = hold_fill(c, "h/2", "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 10\r\n\r\n", &f);
 	cache_fill_body(f, "abc", 3);
 	cache_fill_abort(f);
 	tap_ok(iov_is(cache_obj_body(h), "abc"), "an aborted fill's held bytes stay valid");
 	cache_obj_release(h);
 	tap_is_int(get(c, "h/2", 0, 0, NOW, NULL), CACHE_MISS, "and nothing was stored");
 
-	rq(c, &r, "h/3", 0, 0, NOW);
-	cache_lookup(c, &r, NULL, &o, &f);
-	mkresp(&rs, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nTransfer-Encoding: chunked\r\n\r\n", 0, NOW);
-	cache_fill_begin(f, &rs.m, &rs.meta, "b", 1);
-	tap_ok(cache_fill_hold(f) == NULL, "a chunked fill (it grows, and moves) cannot");
-	cache_fill_abort(f);
+	h = hold_fill(c, "h/3", "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nTransfer-Encoding: chunked\r\n\r\n", &f);
+	tap_ok(h != NULL, "a chunked fill can be held");
+	{
+		static char big[40000];
+		size_t i;
+
+		for (i = 0; i < sizeof(big); i++)
+			big[i] = (char)('a' + i % 26);
+		/* held, it is fed decoded, and never moves */
+		cache_fill_body(f, big, 100);
+		base = cache_obj_body(h).iov_base;
+		tap_is_int(cache_fill_body(f, big + 100, sizeof(big) - 100), 0,
+			   "... past the first room a growing object gets");
+		b = cache_obj_body(h);
+		tap_ok(b.iov_base == base && b.iov_len == sizeof(big)
+		       && memcmp(b.iov_base, big, sizeof(big)) == 0, "... its body fills in place, decoded");
+		cache_fill_done(f);
+		tap_is_int(get(c, "h/3", 0, 0, NOW, &g), CACHE_HIT, "stored");
+		b = cache_obj_body(g);
+		tap_ok(g != h && b.iov_len == sizeof(big) && memcmp(b.iov_base, big, sizeof(big)) == 0,
+		       "... a copy trimmed to its body, the held one still the leader's");
+		tap_ok(cache_obj_charge(g) < sizeof(big) + 2048, "... charged for what it uses, not max_object");
+		tap_ok(memcmp(cache_obj_body(h).iov_base, big, sizeof(big)) == 0, "... the held bytes stay valid");
+		cache_obj_release(g);
+		cache_obj_release(h);
+
+		h = hold_fill(c, "h/4", "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nTransfer-Encoding: chunked\r\n\r\n", &f);
+		cache_fill_body(f, big, sizeof(big));
+		tap_is_int(cache_fill_body(f, big, sizeof(big)), -1, "a held chunked fill past max_object is dropped");
+		tap_ok(cache_obj_body(h).iov_len == sizeof(big)
+		       && memcmp(cache_obj_body(h).iov_base, big, sizeof(big)) == 0,
+		       "... its held bytes stay valid");
+		cache_obj_release(h);
+		tap_is_int(get(c, "h/4", 0, 0, NOW, NULL), CACHE_MISS, "... and nothing was stored");
+	}
 	cache_free(c);
 }
 
