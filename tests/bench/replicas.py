@@ -4,8 +4,12 @@ for what is measured and the knobs, which come from the environment). For
 each [ring] replicas R in turn: an origin testcache counting its fetches,
 four varnishd and ringproxy (varnish-spill.py's config with replicas = R),
 the caches warmed, SECS of steady Zipf load, then kill -9 of one varnishd
-and SECS more of the load. Every process it starts is stopped by its PID
-(varnishd by its process group), also when a step fails."""
+and SECS more of the load. With --footprint, the tier hit ratio at
+equal memory: another origin answering OBJ bytes, four varnishd with
+SIZE of storage each (FIT of the URL set together) for R = 1, R = 2, and
+SIZE / 2 for R = 1 (what R = 2's doubled footprint predicts for it). Every
+process it starts is stopped by its PID (varnishd by its process group),
+also when a step fails."""
 
 import argparse
 import importlib.util
@@ -13,6 +17,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import threading
 
@@ -22,6 +27,8 @@ _spec = importlib.util.spec_from_file_location(
     "varnish_spill", os.path.join(os.path.dirname(os.path.abspath(__file__)), "varnish-spill.py"))
 vs = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(vs)
+OBJ, FIT = int(os.environ.get("OBJ", "8192")), float(os.environ.get("FIT", "0.333"))
+FSECS, FWARM_SECS = int(os.environ.get("FSECS", "20")), int(os.environ.get("FWARM_SECS", "20"))
 
 
 def fetches(origin):
@@ -39,21 +46,38 @@ def load(port, secs, lua, out):
     return t
 
 
+def tier(r, args, tmp, vcl_text, storage):
+    """Four varnishd with -s storage and ringproxy with replicas = r in
+    front of them, in tmp; (the proxy's port, the varnishd Popens by name)."""
+    os.makedirs(tmp, exist_ok=True)
+    ports, groups = {}, {}
+    for i in range(1, 5):
+        ports[f"thumbs-{i}"] = start_varnish(f"thumbs-{i}", vcl_text, tmp, storage)
+        groups[f"thumbs-{i}"] = PROCS[-1][0]
+    cfg = os.path.join(tmp, "ringproxy.ini")
+    with open(cfg, "w") as f:
+        f.write(vs.conf(ports).replace("[ring]\n", f"[ring]\nreplicas = {r}\n"))
+    log = os.path.join(tmp, "ringproxy.log")
+    start([args.ringproxy, "-c", cfg], log)
+    return int(wait_log(log, r"listening on 127\.0\.0\.1:(\d+)", 20).group(1)), groups
+
+
+def verdicts(tmp):
+    """MAIN.cache_hit and MAIN.cache_miss summed over the four varnishd in tmp."""
+    hit = miss = 0
+    for i in range(1, 5):
+        out = subprocess.run(["varnishstat", "-1", "-n", os.path.join(tmp, f"thumbs-{i}"), "-f", "MAIN.cache_hit",
+                              "-f", "MAIN.cache_miss"], capture_output=True, text=True, timeout=30, check=True).stdout
+        c = {m.group(1): int(m.group(2)) for m in re.finditer(r"^MAIN\.(\w+)\s+(\d+)", out, re.M)}
+        hit, miss = hit + c["cache_hit"], miss + c["cache_miss"]
+    return hit, miss
+
+
 def run(r, args, origin, vcl_text):
     tmp = os.path.join(args.tmp, f"r{r}")
-    os.makedirs(tmp, exist_ok=True)
     mark = len(PROCS)
     try:
-        ports, groups = {}, {}
-        for i in range(1, 5):
-            ports[f"thumbs-{i}"] = start_varnish(f"thumbs-{i}", vcl_text, tmp, "malloc,128m")
-            groups[f"thumbs-{i}"] = PROCS[-1][0]
-        cfg = os.path.join(tmp, "ringproxy.ini")
-        with open(cfg, "w") as f:
-            f.write(vs.conf(ports).replace("[ring]\n", f"[ring]\nreplicas = {r}\n"))
-        log = os.path.join(tmp, "ringproxy.log")
-        start([args.ringproxy, "-c", cfg], log)
-        port = int(wait_log(log, r"listening on 127\.0\.0\.1:(\d+)", 20).group(1))
+        port, groups = tier(r, args, tmp, vcl_text, "malloc,128m")
         warm(port, vs.KEYS)
         if vs.WARM_SECS:
             vs.wrk(port, vs.WARM_SECS, args.lua)
@@ -73,24 +97,28 @@ def run(r, args, origin, vcl_text):
             "killed_total": killed["total"], "errors": killed["errors"], "steady_errors": steady["errors"]}
 
 
-def main():
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    ap = argparse.ArgumentParser()
-    for a in ("ringproxy", "testcache", "tmp", "vcl", "lua"):
-        ap.add_argument("--" + a, required=True)
-    ap.add_argument("--replicas", type=int, action="append", required=True)
-    args = ap.parse_args()
-    results = []
+def footprint(r, size_k, args, origin, vcl_text):
+    """The steady tier hit ratio with replicas = r and size_k KiB of
+    storage a cache: FWARM_SECS of the load to fill the caches, then
+    FSECS measured: 1 - the origin's fetches over the requests, and the
+    caches' own hits over their hits and misses."""
+    tmp = os.path.join(args.tmp, f"fp-r{r}-{size_k}k")
+    mark = len(PROCS)
     try:
-        origin = start_origin(args.testcache, args.tmp, "--threads", "2", "--delay", str(vs.DELAY))
-        vcl_text = varnish_vcl(args.vcl, origin)
-        for r in args.replicas:
-            res = run(r, args, origin, vcl_text)
-            print(f"# replicas {r}: {res}", flush=True)
-            results.append(res)
+        port, _ = tier(r, args, tmp, vcl_text, f"malloc,{size_k}k")
+        vs.wrk(port, FWARM_SECS, args.lua)
+        out = {}
+        f0, v0 = fetches(origin), verdicts(tmp)
+        load(port, FSECS, args.lua, out).join()
+        f1, v1 = fetches(origin), verdicts(tmp)
     finally:
-        stop_from(0)
-    print()
+        stop_from(mark)
+    hit, miss = v1[0] - v0[0], v1[1] - v0[1]
+    return {"r": r, "size_k": size_k, "total": out["total"], "fetches": f1 - f0, "errors": out["errors"],
+            "origin_ratio": 1 - (f1 - f0) / max(out["total"], 1), "varnish_ratio": hit / max(hit + miss, 1)}
+
+
+def kill_table(results):
     print(f"Zipf s = {vs.ZIPF:g} over {vs.KEYS} URLs; 4 Varnish 7.1 (malloc,128m) in front of one origin "
           f"(testcache, {vs.DELAY} ms a fetch); each run: fresh caches warmed with every URL once "
           f"(4 clients){f' and {vs.WARM_SECS} s of the load' if vs.WARM_SECS else ''}, then wrk -t2 "
@@ -103,6 +131,68 @@ def main():
         extra = x["killed"] - x["steady"] * x["killed_total"] / max(x["steady_total"], 1)
         print(f"| {x['r']} | {x['steady']:,} | {x['killed']:,} | {extra:,.0f} | {x['killed_total']:,} "
               f"| {x['errors']} |")
+
+
+def footprint_table(results, size_k):
+    print(f"Zipf s = {vs.ZIPF:g} over {vs.KEYS} URLs of {OBJ:,} bytes ({vs.KEYS * OBJ / 2**20:.0f} MiB); 4 Varnish "
+          f"7.1 with SIZE = malloc,{size_k}k each (together {FIT:g} of the URL set) in front of one origin "
+          f"(testcache, {vs.DELAY} ms a fetch); each run: fresh caches, {FWARM_SECS} s of the load, then "
+          f"wrk -t2 -c{vs.CLIENTS} for {FSECS} s measured; tier hit ratio = 1 - origin fetches / requests "
+          f"(Varnish's: cache_hit / (cache_hit + cache_miss), the four summed)")
+    print()
+    print("| replicas | storage a cache | requests | origin fetches | tier hit ratio | Varnish's hit ratio | errors |")
+    print("|---:|---|---:|---:|---:|---:|---|")
+    for x in results:
+        name = "SIZE" if x["size_k"] == size_k else "SIZE / 2"
+        print(f"| {x['r']} | {name} ({x['size_k']:,} KiB) | {x['total']:,} | {x['fetches']:,} "
+              f"| {100 * x['origin_ratio']:.1f}% | {100 * x['varnish_ratio']:.1f}% | {x['errors']} |")
+    print()
+    r2, half = results[1]["origin_ratio"], results[2]["origin_ratio"]
+    gap = 100 * (r2 - half)
+    ok = abs(gap) <= 2
+    print(f"verdict: R = 2 at SIZE is {gap:+.1f} points from R = 1 at SIZE / 2 (the doubled footprint's "
+          f"prediction): {'within' if ok else 'NOT within'} 2 points; R = 2 costs "
+          f"{100 * (results[0]['origin_ratio'] - r2):.1f} points against R = 1 at SIZE")
+
+
+def main():
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    ap = argparse.ArgumentParser()
+    for a in ("ringproxy", "testcache", "tmp", "vcl", "lua"):
+        ap.add_argument("--" + a, required=True)
+    ap.add_argument("--replicas", type=int, action="append", default=[])
+    ap.add_argument("--footprint", action="store_true", help="the hit ratio table, R = 1 and 2 at SIZE, 1 at SIZE / 2")
+    args = ap.parse_args()
+    results, fp = [], []
+    # SIZE: FIT of the URL set over the four caches, in KiB
+    size_k = max(2048, int(vs.KEYS * OBJ * FIT / 4 / 1024))
+    try:
+        origin = start_origin(args.testcache, args.tmp, "--threads", "2", "--delay", str(vs.DELAY))
+        vcl_text = varnish_vcl(args.vcl, origin)
+        for r in args.replicas:
+            res = run(r, args, origin, vcl_text)
+            print(f"# replicas {r}: {res}", flush=True)
+            results.append(res)
+        if args.footprint:
+            # an origin of its own: objects of OBJ bytes, and its counts
+            # apart from the kill runs'
+            ftmp = os.path.join(args.tmp, "fp")
+            os.makedirs(ftmp, exist_ok=True)
+            forigin = start_origin(args.testcache, ftmp, "--threads", "2", "--delay", str(vs.DELAY),
+                                   "--size", str(OBJ))
+            fvcl = varnish_vcl(args.vcl, forigin)
+            for r, k in ((1, size_k), (2, size_k), (1, size_k // 2)):
+                res = footprint(r, k, args, forigin, fvcl)
+                print(f"# footprint: {res}", flush=True)
+                fp.append(res)
+    finally:
+        stop_from(0)
+    if results:
+        print()
+        kill_table(results)
+    if fp:
+        print()
+        footprint_table(fp, size_k)
 
 
 if __name__ == "__main__":
