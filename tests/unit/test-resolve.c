@@ -108,7 +108,9 @@ static void check_snapshot(void)
 
 		snprintf(key, sizeof(key), "/k/%d", k);
 		pos = ring_hash(key, strlen(key));
-		ring_walk_init(&w, s->ring, pos);
+		/* as a request starts its choice: the pick cleared, the walk
+		 * from pos (a pick of stack garbage has a list to read) */
+		balance_start(s, &w, &pick, pos, 0);
 		balance_next(s, &w, pos, &pick);
 		if (ring_lookup(s->ring, pos) == 1) {
 			gone_owns++;
