@@ -259,7 +259,7 @@ static void proxy_tier_before(struct proxy_main *m, uint64_t gen)
 	m->tier_gen = gen;
 	m->tier_before = stats_tier_miss_ratio(&m->p, 60);
 	if (m->tier_before >= 0)
-		log_info("reload %llu: tier miss ratio %.1f%% in the minute before", (unsigned long long)gen,
+		log_info("tier miss ratio before reload %llu: %.1f%% in the minute before", (unsigned long long)gen,
 			 100.0 * m->tier_before);
 	if (m->ev_tier)
 		evtimer_add(m->ev_tier, &minute);
@@ -280,10 +280,10 @@ static void proxy_on_tier(evutil_socket_t fd, short what, void *arg)
 	else
 		snprintf(b, sizeof(b), "none");
 	if (after >= 0)
-		log_info("reload %llu: tier miss ratio %.1f%% in the minute after (%s before)",
+		log_info("tier miss ratio after reload %llu: %.1f%% in the minute after (%s before)",
 			 (unsigned long long)m->tier_gen, 100.0 * after, b);
 	else
-		log_info("reload %llu: tier miss ratio: no verdicts in the minute after (%s before)",
+		log_info("tier miss ratio after reload %llu: no verdicts in the minute after (%s before)",
 			 (unsigned long long)m->tier_gen, b);
 }
 
