@@ -8,6 +8,19 @@ import threading
 import time
 
 
+def recv_line(s, buf):
+    """The next CRLF-ended line of the stream on s, buf holding what was
+    read of it already: (line without its CRLF, the bytes after it), or
+    (None, buf) at EOF before a whole line."""
+    while b"\r\n" not in buf:
+        d = s.recv(65536)
+        if not d:
+            return None, buf
+        buf += d
+    line, _, rest = buf.partition(b"\r\n")
+    return line, rest
+
+
 class Fake:
     """A scripted backend on 127.0.0.1: handler(fake, sock, conn_no) runs
     in a thread per accepted connection and speaks raw bytes. For what
@@ -73,12 +86,9 @@ class Fake:
             if h.get("transfer-encoding", "").lower() == "chunked":
                 size = -1
                 while size != 0:
-                    while b"\r\n" not in rest:
-                        d = s.recv(65536)
-                        if not d:
-                            return
-                        rest += d
-                    line, _, rest = rest.partition(b"\r\n")
+                    line, rest = recv_line(s, rest)
+                    if line is None:
+                        return
                     size = int(line.split(b";")[0], 16)
                     rest = self._fill(s, rest, size + 2)
                     body, rest = body + rest[:size], rest[size + 2:]

@@ -424,12 +424,9 @@ def memcached(name):
     def serve(fake, s, n):
         buf = b""
         while True:
-            while b"\r\n" not in buf:
-                d = s.recv(65536)
-                if not d:
-                    return
-                buf += d
-            line, _, buf = buf.partition(b"\r\n")
+            line, buf = H.recv_line(s, buf)
+            if line is None:
+                return
             words = line.split()
             if len(words) < 2 or words[0] != b"get":
                 s.sendall(b"ERROR\r\n")
