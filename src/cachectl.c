@@ -476,19 +476,29 @@ void cachectl_request_plain(struct cachectl_req *r)
 	r->min_fresh = 0;
 }
 
-bool cachectl_invalidates(enum http1_method method, int status)
+bool cachectl_is_purge(struct http1_str method)
 {
-	switch (method) {
+	return (method.len == 5 && memcmp(method.p, "PURGE", 5) == 0) ||
+	       (method.len == 3 && memcmp(method.p, "BAN", 3) == 0);
+}
+
+bool cachectl_invalidates(const struct http1_msg *req, int status)
+{
+	switch (req->method_id) {
 	case HTTP1_M_POST:
 	case HTTP1_M_PUT:
 	case HTTP1_M_DELETE:
 	case HTTP1_M_PATCH:
 		return status >= 200 && status < 400;
 	case HTTP1_M_OTHER:
-		/* PURGE, BAN and the like from a purge_allow client: the
-		 * client asked for the object to be gone, and a backend that
-		 * refuses (501) or holds none (404) does not keep our copy */
-		return status >= 200;
+		/* PURGE and BAN (only a purge_allow client's get this far):
+		 * the client asked for the object to be gone, and a backend
+		 * that refuses (501) or holds none (404) does not keep our
+		 * copy. Any other unknown method is unsafe: RFC 9111 4.4's
+		 * rule, a non-error answer only. */
+		if (cachectl_is_purge(req->method))
+			return status >= 200;
+		return status >= 200 && status < 400;
 	default:
 		return false;
 	}

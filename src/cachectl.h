@@ -107,11 +107,13 @@ void cachectl_request(const struct http1_msg *req, struct cachectl_req *out);
  * LOOKUP), so that r is served as a plain request would be. Pure. */
 void cachectl_request_plain(struct cachectl_req *r);
 
-/* Whether a response with status to a request of method invalidates the
- * stored responses for the request's URL: an unsafe method (POST, PUT,
- * DELETE, PATCH) and a non-error status (2xx, 3xx), RFC 9111 4.4; a
- * method we do not know (PURGE, BAN) and any final status. */
-bool cachectl_invalidates(enum http1_method method, int status);
+/* Whether a response with status to req invalidates the stored responses
+ * for the request's URL: an unsafe method (POST, PUT, DELETE, PATCH, or
+ * one we do not know such as M-SEARCH) and a non-error status (2xx, 3xx),
+ * RFC 9111 4.4; PURGE or BAN and any final status. */
+bool cachectl_invalidates(const struct http1_msg *req, int status);
+/* Whether a request's method is PURGE or BAN. */
+bool cachectl_is_purge(struct http1_str method);
 
 /* The cache key: lowercased host (the absolute-form authority, else Host)
  * followed by the request target's path and query as sent, e.g.

@@ -157,11 +157,10 @@ void req_begin(struct request *rq, size_t head_len, uint64_t rid)
  * way to purge). */
 static bool req_purge_refused(struct request *rq)
 {
-	struct http1_str m = rq->msg.method;
 	const char *allow = rq->snap->conf->cache_purge_allow;
 	char err[8];
 
-	if (!((m.len == 5 && memcmp(m.p, "PURGE", 5) == 0) || (m.len == 3 && memcmp(m.p, "BAN", 3) == 0)))
+	if (!cachectl_is_purge(rq->msg.method))
 		return false;
 	if (allow && *allow && addr_in_list(allow, rq->ip, err, sizeof(err)) == 1)
 		return false;
@@ -421,7 +420,7 @@ static void req_cache_response(struct request *rq, const struct http1_msg *resp,
 		if (!stored)
 			rq->fill = NULL;        /* freed by begin or abort */
 	}
-	if (rq->inval.len && cachectl_invalidates(rq->msg.method_id, resp->status))
+	if (rq->inval.len && cachectl_invalidates(&rq->msg, resp->status))
 		cache_invalidate(cache, &rq->inval);
 	if (!rq->cache_fwd)
 		return;
