@@ -84,15 +84,25 @@ import json, os, sys
 ok = bad = skip = 0
 if os.environ.get("SOAK"):
     ok, bad = (1, 0) if os.environ["SOAK"] == "OK" else (0, 1)
+failed = []
 for path in sys.argv[1:]:
     for line in open(path):
-        r = json.loads(line).get("result", "")
+        t = json.loads(line)
+        r = t.get("result", "")
         if r in ("OK", "EXPECTEDFAIL"):
             ok += 1
         elif r == "SKIP":
             skip += 1
         else:
             bad += 1
+            failed.append((path, t))
+# a failure's name and the end of its output again here, because a long
+# run's log is often read from its end
+for path, t in failed:
+    print(f"FAILED {t.get('name')} ({t.get('result')}) in {path}:")
+    out = (t.get("stdout") or "") + (t.get("stderr") or "")
+    for l in out.splitlines()[-40:]:
+        print(f"    {l}")
 print(f"tests: {ok} passed, {bad} failed, {skip} skipped")
 PY
 exit $rc
