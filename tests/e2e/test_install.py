@@ -46,12 +46,14 @@ def check_install():
                             text=True).stdout
     m = re.search(r'"name": "prefix", "value": "([^"]+)"', prefix)
     pre = dest + (m.group(1) if m else "/usr/local")
-    for rel in ("bin/ringproxy", "lib/systemd/system/ringproxy.service", "share/doc/ringproxy/README.md"):
+    for rel in ("bin/ringproxy", "lib/systemd/system/ringproxy.service", "share/doc/ringproxy/README.md",
+                "share/doc/ringproxy/benchmarks.md", "share/doc/ringproxy/ramp.svg"):
         t.check(os.path.isfile(os.path.join(pre, rel)), f"installed {rel}")
-    built_man = [p for p in ("ringproxy.8", "ringproxy.ini.5")
-                 if os.path.exists(os.path.join(BUILD, "src", "man", p))]
+    pages = (("ringproxy.8", "man8"), ("ringproxy.ini.5", "man5"), ("ringproxy.7", "man7"),
+             ("ringproxy-stats.7", "man7"))
+    built_man = [p for p, _ in pages if os.path.exists(os.path.join(BUILD, "src", "man", p))]
     if built_man:
-        for page, sec in (("ringproxy.8", "man8"), ("ringproxy.ini.5", "man5")):
+        for page, sec in pages:
             t.check(os.path.isfile(os.path.join(pre, "share", "man", sec, page)), f"installed man page {page}")
     else:
         t.skip("man pages installed", "not built here (no scdoc; -Dman=enabled requires it)")
