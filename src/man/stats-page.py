@@ -65,29 +65,34 @@ def metric_families(text):
 
 
 def json_paths(doc):
-    """The keys of a /stats document as paths: a.b for objects, a[].b
-    for arrays of objects, rates.WINDOW.x for each rate window, and a
-    histogram ({count, sum, p50, p90, p99}) as the one path of its object."""
-    out = set()
+    """The keys of a /stats document as paths, in the document's order:
+    a.b for objects, a[].b for arrays of objects, rates.WINDOW.x for each
+    rate window, and a histogram ({count, sum, p50, p90, p99}) as the one
+    path of its object."""
+    out = []
+
+    def add(p):
+        if p not in out:
+            out.append(p)
 
     def walk(v, path):
         if isinstance(v, dict):
             if path and set(v) == HIST_KEYS:
-                out.add(path)
+                add(path)
                 return
             for k, x in v.items():
                 if k in WINDOWS and path.endswith("rates"):
                     k = "WINDOW"
                 walk(x, f"{path}.{k}" if path else k)
             if path and not v:
-                out.add(path)
+                add(path)
         elif isinstance(v, list):
             if not v:
-                out.add(path + "[]")
+                add(path + "[]")
             for x in v:
                 walk(x, path + "[]")
         else:
-            out.add(path)
+            add(path)
     walk(doc, "")
     return out
 
@@ -143,35 +148,7 @@ def render(template, keys_text, sample):
         sig = name + ("{" + ",".join(lab) + "}" if lab else "")
         extra = " (series: \\_bucket{le}, \\_sum, \\_count)" if t == "histogram" else ""
         metrics.append(f"*{esc(sig)}* ({t}){extra}\n\t{esc(h)}\n")
-    order = []
-    seen = set()
-
-    # keep the document's own order: re-walk, recording first occurrences
-    def walk(v, path):
-        if isinstance(v, dict):
-            if path and set(v) == HIST_KEYS:
-                add(path)
-                return
-            for k, x in v.items():
-                if k in WINDOWS and path.endswith("rates"):
-                    k = "WINDOW"
-                walk(x, f"{path}.{k}" if path else k)
-            if path and not v:
-                add(path)
-        elif isinstance(v, list):
-            if not v:
-                add(path + "[]")
-            for x in v:
-                walk(x, path + "[]")
-        else:
-            add(path)
-
-    def add(p):
-        if p not in seen:
-            seen.add(p)
-            order.append(p)
-    walk(doc, "")
-    assert set(order) == json_paths(doc)
+    order = json_paths(doc)
     jlines = [f"*{esc(p)}*\n\t{esc(describe(p, fam, rates, keys))}\n" for p in order]
     out = []
     for line in template.splitlines(keepends=True):
