@@ -10,8 +10,8 @@
  * Admission and eviction: TinyLFU (sketch.c, with its doorkeeper) in front
  * of W-TinyLFU's window and segmented LRU, its comparison made when a
  * fetch starts as well as when an object leaves the window; chosen over
- * S3-FIFO's small and main FIFO queues by tests/bench/cachesim.c (README
- * "Cache policy"). Each shard runs its own policy against size / shards
+ * S3-FIFO's small and main FIFO queues by tests/bench/cachesim.c
+ * (tests/bench/README.md, "Cache policy"). Each shard runs its own policy against size / shards
  * bytes.
  * Bytes are accounted exactly: the object struct, key, backend name,
  * ETag, stored head and body of every linked object count against size.

@@ -21,6 +21,7 @@
 #include "plan.h"
 #include "preflight.h"
 #include "proxy.h"
+#include "statsdoc.h"
 
 #define MAIN_DEFAULT_CONF "/etc/ringproxy/ringproxy.ini"
 
@@ -37,6 +38,8 @@ static void main_usage(FILE *f)
 		"       ringproxy purge [-c FILE] URL...  remove URLs from the cache and the backends\n"
 		"                      (POST /purge on FILE's admin listener)\n"
 		"       ringproxy --help-config          every config key with default and range\n"
+		"       ringproxy --help-stats           every /metrics series and /stats key, from a\n"
+		"                      sample reading (what ringproxy-stats(7) is made from)\n"
 		"       ringproxy -V | --version         versions of ringproxy and its libraries\n"
 		"\n"
 		"  -c, --config FILE   config file (default " MAIN_DEFAULT_CONF ")\n"
@@ -225,6 +228,7 @@ int main(int argc, char **argv)
 		{ "probe", no_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "help-config", optional_argument, NULL, 'H' },
+		{ "help-stats", no_argument, NULL, 'S' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "share-listen", no_argument, NULL, 's' },
 		{ NULL, 0, NULL, 0 },
@@ -272,6 +276,8 @@ int main(int argc, char **argv)
 				conf_help(stdout);
 			}
 			return 0;
+		case 'S':
+			return statsdoc_print(stdout) < 0 ? 1 : 0;
 		case 'V':
 			main_version(stdout);
 			return 0;

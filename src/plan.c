@@ -759,7 +759,7 @@ static void plan_usage(FILE *f)
 		"  --ramp DURATION      expected origin misses per minute for the moved keys, with\n"
 		"                       no ramp and with [ring] ramp = DURATION (two files, --keys)\n"
 		"  --period DURATION    the time the key file's counts cover (default 24h)\n"
-		"  --json               machine-readable output (schema in the README)\n");
+		"  --json               machine-readable output (schema in ringproxy(8))\n");
 }
 
 /* --ramp: the expected origin misses of the moved keys, minute by minute,
@@ -1248,7 +1248,7 @@ static void plan_render_text(const struct plan_run *r, FILE *out)
 	if (r->keyfile && r->bf > 0)
 		fprintf(out, "\n  keys assigned with bounded loads, balance factor %g, every key bounded:\n"
 			"  the proxy's rule when hot keys carry a third of the requests or more;\n"
-			"  under even load it moves no key (README: bounded loads)\n", r->bf);
+			"  under even load it moves no key (ringproxy(7): BOUNDED LOADS)\n", r->bf);
 	if (r->nfiles == 2)
 		plan_text_compare(r, out);
 	if (r->ramp_ms)

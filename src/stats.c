@@ -861,6 +861,9 @@ void stats_prometheus(const struct stats *st, struct evbuffer *out)
 			    "switched to their new owner (1 with no ramp)\n"
 			    "# TYPE ringproxy_ramp_switched_share gauge\nringproxy_ramp_switched_share %.6f\n",
 			    st->ramp_in_progress, st->ramp_rings ? st->ramp_switched : 1.0);
+	evbuffer_add_printf(out, "# HELP ringproxy_reload_moved_share share of the keyspace the last successful "
+			    "reload gave another owner (0 before any)\n# TYPE ringproxy_reload_moved_share gauge\n"
+			    "ringproxy_reload_moved_share %.17g\n", st->reload_moved);
 	evbuffer_add_printf(out, "# HELP ringproxy_tier_hit_ratio the backends' own caches: hits / (hits + misses) "
 			    "since start (0 before any)\n# TYPE ringproxy_tier_hit_ratio gauge\nringproxy_tier_hit_ratio %.6f\n"
 			    "# HELP ringproxy_tier_origin_fetches_per_second misses of the backends' own caches per "

@@ -425,8 +425,8 @@ struct worker *worker_new(struct proxy *p, int id, int listen_fd,
 	 * back until the next loop pass, after the caller has closed the fd,
 	 * when another worker may have been given the same number (libevent
 	 * documents the hazard). A connection's events are added once and
-	 * deleted once, so the changelist had nothing to batch: README,
-	 * "Performance" measures it. */
+	 * deleted once, so the changelist had nothing to batch:
+	 * tests/bench/README.md, "The epoll changelist", measures it. */
 	event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK);
 	w->base = event_base_new_with_config(cfg);
 	event_config_free(cfg);

@@ -573,7 +573,7 @@ for sc in $SCENARIOS; do
 	every_run "proxy | round | req/s | p50 µs | p99 µs | CPU µs/req | user | sys | RSS MiB | errors | other CPU % | hit % | backend requests | tmpfs MiB | tmpfs files | wrk CPU µs/req" "$runs"
 done
 
-# --- one table of the lot (the README's) ------------------------------------
+# --- one table of the lot (tests/bench/README.md's) -------------------------
 echo
 echo "### Summary (medians)"
 echo

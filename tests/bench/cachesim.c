@@ -1,7 +1,7 @@
 /*
  * cachesim.c -- hit ratios of the real cache.c policies over synthetic
- * traces, to choose the eviction order and admission (README "Cache
- * policy"), and how many objects each stores to get them: a store copies
+ * traces, to choose the eviction order and admission (tests/bench/README.md,
+ * "Cache policy"), and how many objects each stores to get them: a store copies
  * and allocates a body and evicts another, so stores are what the cache
  * costs a request that does not hit.
  *

@@ -353,19 +353,19 @@ for bf, ok in (("0.5", False), ("0.999", False), ("0", True), ("1", True), ("1.2
               "expected 0 (off), or a number from 1 to 100" in err,
               f"balance_factor = {bf} is refused as FILE:LINE, naming what it takes {err!r}")
 
-# The demo and the README's Quick start, as a new operator runs them in turn:
+# The demo and the README's Install, as a new operator runs them in turn:
 # the release build must not land in the demo's build directory (meson setup
 # on a configured directory keeps its buildtype and exits 0), and the demo's
 # plan example is about the demo's own tier.
 import re  # noqa: E402
 demo_sh = open(os.path.join(ROOT, "tests", "demo.sh")).read()
 readme = open(os.path.join(ROOT, "README.md")).read()
-quick = readme[readme.index("## Quick start"):readme.index("## Configuration reference")]
+quick = readme[readme.index("## Install"):readme.index("\n## ", readme.index("## Install") + 1)]
 demo_dirs = set(re.findall(r"meson setup (\S+)", demo_sh)) | set(re.findall(r"ninja -C (\S+)", demo_sh))
 rel = re.search(r"meson setup (\S+) -Dbuildtype=release && ninja -C (\S+)", quick)
 inst = re.search(r"meson install -C (\S+)", quick)
 check(rel and inst and rel.group(1) == rel.group(2) == inst.group(1) and rel.group(1) not in demo_dirs,
-      f"the Quick start builds and installs the release in a directory the demo does not configure "
+      f"the README's Install builds and installs the release in a directory the demo does not configure "
       f"(demo {sorted(demo_dirs)}, release {rel.groups() if rel else None}, install {inst.group(1) if inst else None})")
 plan = re.search(r"ringproxy plan (\S+) (\S+)", demo_sh)
 started = re.search(r"ringproxy -c (\S+) &", demo_sh)

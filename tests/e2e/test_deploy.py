@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_deploy.py -- the ways README "Running many" distributes the config
+"""test_deploy.py -- the ways ringproxy(7) FLEETS distributes the config
 file, each checked as far as it can be without its tool: the Kubernetes
 manifests (docker/kubernetes.yaml: the ConfigMap's file passes ringproxy
 -t and names the StatefulSet's pods on its port, mounted as a directory

@@ -56,14 +56,17 @@ def check_compose():
     t.check(isinstance(doc, dict) and "services" in doc, "docker/compose.yaml parses (block YAML)")
     svcs = doc.get("services", {})
     caches = sorted(n for n in svcs if n.startswith("cache-"))
-    t.check(set(svcs) == {"origin", "ringproxy", *caches} and len(caches) == 3,
-            f"services: ringproxy, three caches, the origin ({sorted(svcs)})")
+    t.check(set(svcs) == {"origin", "ringproxy", *caches, "prometheus", "grafana"} and len(caches) == 3,
+            f"services: ringproxy, three caches, the origin, prometheus, grafana ({sorted(svcs)})")
+    monitors = ("prometheus", "grafana")
 
     dockerfile = open(os.path.join(DOCKER, "Dockerfile")).read()
     stages = re.findall(r"^FROM \S+ AS (\S+)$", dockerfile, re.M)
     t.check(stages and stages[-1] == "ringproxy", f"the Dockerfile's last stage is ringproxy ({stages})")
     bad = []
     for name, s in svcs.items():
+        if name in monitors:
+            continue
         b = s.get("build", {})
         if not (b.get("context") == ".." and b.get("dockerfile") == "docker/Dockerfile" and
                 b.get("target") in stages):
@@ -104,6 +107,8 @@ def check_compose():
     t.check(conf["health"]["path"] == "/health" and "passive_5xx" not in conf["health"],
             "checks ask Varnish's /health; passive_5xx is left off")
 
+    check_monitoring(svcs, conf, admin_port)
+
     # addresses: ringproxy's fixed one is the caches' PURGE ACL
     net = doc["networks"]["tier"]["ipam"]["config"][0]["subnet"]
     addr = rp["networks"]["tier"]["ipv4_address"]
@@ -138,6 +143,38 @@ def check_compose():
         t.check(c.returncode == 0, "docker compose config accepts the file", c.stderr)
     else:
         t.skip("docker compose config accepts the file", "no docker compose here")
+
+
+def check_monitoring(svcs, conf, admin_port):
+    """Prometheus scrapes the proxy's admin listener with its token; Grafana
+    gets Prometheus and the dashboard by provisioning; both from pinned
+    images, published on the host's loopback only. (The dashboard's queries
+    are checked against the metrics by tests/unit/test_dashboard.py.)"""
+    prom, graf = svcs.get("prometheus", {}), svcs.get("grafana", {})
+    t.check(all(re.match(r"^[\w./-]+:v?\d+\.\d+\.\d+$", s.get("image", "")) for s in (prom, graf)),
+            f"prometheus and grafana run pinned images ({prom.get('image')}, {graf.get('image')})")
+    t.check(all(p.startswith("127.0.0.1:") for s in (prom, graf) for p in s.get("ports", [])) and
+            "127.0.0.1:9090:9090" in prom.get("ports", []) and "127.0.0.1:3000:3000" in graf.get("ports", []),
+            "Prometheus and Grafana are published on the host's loopback only")
+    pconf = miniyaml.load(open(os.path.join(DOCKER, "prometheus", "prometheus.yml")).read())
+    job = pconf["scrape_configs"][0]
+    t.check("./prometheus:/etc/prometheus:ro" in prom.get("volumes", []) and
+            job["static_configs"][0]["targets"] == [f"ringproxy:{admin_port}"] and
+            job.get("metrics_path") == "/metrics" and
+            job.get("authorization", {}).get("credentials") == conf["proxy"].get("admin_token"),
+            f"Prometheus scrapes ringproxy:{admin_port}/metrics with the config's admin_token", job)
+    ds = miniyaml.load(open(os.path.join(DOCKER, "grafana", "provisioning", "datasources",
+                                         "prometheus.yaml")).read())["datasources"][0]
+    prov = miniyaml.load(open(os.path.join(DOCKER, "grafana", "provisioning", "dashboards",
+                                           "ringproxy.yaml")).read())["providers"][0]
+    vols = graf.get("volumes", [])
+    dash = json.load(open(os.path.join(DOCKER, "grafana", "dashboards", "ringproxy.json")))
+    uids = {p.get("datasource", {}).get("uid") for p in dash["panels"] if p["type"] != "row"}
+    t.check(ds["type"] == "prometheus" and ds["url"] == "http://prometheus:9090" and
+            "./grafana/provisioning:/etc/grafana/provisioning:ro" in vols and
+            f"./grafana/dashboards:{prov['options']['path']}:ro" in vols and uids == {ds["uid"]},
+            "Grafana is provisioned with the Prometheus service and the dashboard, whose panels name it",
+            f"{ds} {prov} {vols} {uids}")
 
 
 def check_origin():

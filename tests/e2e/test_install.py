@@ -6,7 +6,9 @@ binary, unit, man pages and README are where the README says; the unit
 has LogsDirectory=. When stderr is the journal's stream (JOURNAL_STREAM
 names its device and inode), every line carries its priority as
 sd-daemon writes it; on any other stderr, and in a log_file, lines keep
-their time stamps.
+their time stamps. A build configured without the man pages says at
+setup, and in what `meson install` prints, that they will not be
+installed.
 usage: test_install.py RINGPROXY SOURCE_ROOT BUILD_ROOT MESON"""
 
 import os
@@ -46,12 +48,14 @@ def check_install():
                             text=True).stdout
     m = re.search(r'"name": "prefix", "value": "([^"]+)"', prefix)
     pre = dest + (m.group(1) if m else "/usr/local")
-    for rel in ("bin/ringproxy", "lib/systemd/system/ringproxy.service", "share/doc/ringproxy/README.md"):
+    for rel in ("bin/ringproxy", "lib/systemd/system/ringproxy.service", "share/doc/ringproxy/README.md",
+                "share/doc/ringproxy/benchmarks.md", "share/doc/ringproxy/ramp.svg"):
         t.check(os.path.isfile(os.path.join(pre, rel)), f"installed {rel}")
-    built_man = [p for p in ("ringproxy.8", "ringproxy.ini.5")
-                 if os.path.exists(os.path.join(BUILD, "src", "man", p))]
+    pages = (("ringproxy.8", "man8"), ("ringproxy.ini.5", "man5"), ("ringproxy.7", "man7"),
+             ("ringproxy-stats.7", "man7"))
+    built_man = [p for p, _ in pages if os.path.exists(os.path.join(BUILD, "src", "man", p))]
     if built_man:
-        for page, sec in (("ringproxy.8", "man8"), ("ringproxy.ini.5", "man5")):
+        for page, sec in pages:
             t.check(os.path.isfile(os.path.join(pre, "share", "man", sec, page)), f"installed man page {page}")
     else:
         t.skip("man pages installed", "not built here (no scdoc; -Dman=enabled requires it)")
@@ -116,9 +120,29 @@ def check_journal():
             "log_file lines keep time stamps under systemd", flog)
 
 
+def check_no_man():
+    """-Dman=disabled (what a build without scdoc gets too): setup warns,
+    the install plan has no page, and install's own output names them."""
+    bdir = tempfile.mkdtemp(prefix="rp-noman-")
+    p = subprocess.run([MESON, "setup", bdir, ROOT, "-Dman=disabled", "-Dfuzz=disabled"],
+                       capture_output=True, text=True, timeout=300)
+    said = "ringproxy(8), ringproxy.ini(5), ringproxy(7) and ringproxy-stats(7) will not be installed"
+    t.check(p.returncode == 0 and said in p.stdout + p.stderr, "setup without the man pages says so",
+            (p.stdout + p.stderr)[-2000:])
+    plan = subprocess.run([MESON, "introspect", "--installed", bdir], capture_output=True, text=True,
+                          timeout=60).stdout
+    # what meson install prints of the man pages' part (tag man), without building
+    p = subprocess.run([MESON, "install", "-C", bdir, "--tags", "man", "--dry-run", "--no-rebuild",
+                        "--destdir", os.path.join(bdir, "dest")], capture_output=True, text=True, timeout=120)
+    t.check("/man" not in plan and said in p.stdout + p.stderr,
+            "no man page in the install plan, and meson install prints why", plan + p.stdout + p.stderr)
+    shutil.rmtree(bdir, ignore_errors=True)
+
+
 def main():
     check_install()
     check_journal()
+    check_no_man()
 
 
 H.run_main(t, main)

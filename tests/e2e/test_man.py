@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""test_man.py -- ringproxy(8) and ringproxy.ini(5) as built: both render
-with man -l and groff without a single warning (-ww), every key of the
-parser's table (--help-config) is in ringproxy.ini(5) with its default,
-and every option of `ringproxy -h` is in ringproxy(8).
-usage: test_man.py RINGPROXY ringproxy.8 ringproxy.ini.5"""
+"""test_man.py -- the man pages as built: each renders with man -l and
+groff without a single warning (-ww) and has its NAME, DESCRIPTION and SEE
+ALSO; every key of the parser's table (--help-config) is in
+ringproxy.ini(5) with its default, every option of `ringproxy -h` is in
+ringproxy(8), and ringproxy(7) has its concepts' sections.
+usage: test_man.py RINGPROXY ringproxy.8 ringproxy.ini.5 [MORE PAGES...]"""
 
 import os
 import re
@@ -12,6 +13,7 @@ import subprocess
 import sys
 
 RP, MAN8, MAN5 = sys.argv[1:4]
+PAGES = sys.argv[2:]
 n = 0
 bad = 0
 
@@ -41,7 +43,7 @@ for tool in ("man", "groff"):
         sys.exit(0)
 
 texts = {}
-for page in (MAN8, MAN5):
+for page in PAGES:
     name = os.path.basename(page)
     rc, text, err = render(page)
     texts[name] = text
@@ -49,8 +51,10 @@ for page in (MAN8, MAN5):
     check(err == "", f"man --warnings -l {name}: no warning", err)
     g = subprocess.run(["groff", "-man", "-ww", "-z", page], capture_output=True, text=True, timeout=60)
     check(g.returncode == 0 and g.stderr == "", f"groff -ww -z {name}: no warning", g.stderr)
-    for sec in ("NAME", "SYNOPSIS", "DESCRIPTION", "SEE ALSO"):
+    for sec in ("NAME", "DESCRIPTION", "SEE ALSO") + (("SYNOPSIS",) if page in (MAN8, MAN5) else ()):
         check(re.search(rf"^{sec}$", text, re.M), f"{name} has {sec}")
+    check(not re.search(r"UNDOCUMENTED|\]\(#|\*\*|`", text), f"{name}: no markup left over, nothing undocumented",
+          "\n".join(re.findall(r".*(?:UNDOCUMENTED|\]\(#|\*\*|`).*", text)[:10]))
 
 # every key of the table, in the (word-wrapped, hyphenated) text of the .5
 help_out = subprocess.run([RP, "--help-config"], capture_output=True, text=True).stdout
@@ -102,6 +106,16 @@ check(len(opts) >= 8 and not absent, f"every option of ringproxy -h is in ringpr
       "missing: " + " ".join(absent))
 for sec in ("OPTIONS", "SIGNALS", "EXIT STATUS", "FILES", "EXAMPLES"):
     check(re.search(rf"^{sec}$", eight, re.M), f"ringproxy.8 has {sec}")
+
+seven = texts.get("ringproxy.7")
+if seven is not None:
+    for sec in ("THE RING", "BOUNDED LOADS", "REPLICAS", "HEALTH AND FAILOVER", "THE HOT-OBJECT CACHE",
+                "RELOADS AND THE WARM RAMP", "FLEETS"):
+        check(re.search(rf"^{sec}$", seven, re.M), f"ringproxy.7 has {sec}")
+stats7 = texts.get("ringproxy-stats.7")
+if stats7 is not None:
+    for sec in ("METRICS", "STATS"):
+        check(re.search(rf"^{sec}$", stats7, re.M), f"ringproxy-stats.7 has {sec}")
 
 print(f"1..{n}")
 sys.exit(1 if bad else 0)

@@ -1,5 +1,5 @@
 # varnish.vcl -- a thumbnail cache behind ringproxy (Varnish 7.1), as
-# tests/e2e/test_varnish.py runs it and the README shows it. The test
+# tests/e2e/test_varnish.py runs it and ringproxy(7) shows it. The test
 # fills in @ORIGIN_HOST@, @ORIGIN_PORT@ and @RINGPROXY@.
 vcl 4.1;
 

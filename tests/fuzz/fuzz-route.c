@@ -7,7 +7,7 @@
  * that picks the wrong backend; this one checks each step against a plain
  * model of it:
  *
- *   - the key's pieces join to the key the README defines for the mode,
+ *   - the key's pieces join to the key ringproxy(7) defines for the mode,
  *     built here the slow way (split, sort, join), and its position is MD5
  *     of that whole key, however long;
  *   - each pick of the walk (the first and the retries after it) is the
@@ -91,7 +91,7 @@ static int fuzz_param_cmp(const void *x, const void *y)
 	return r ? r : (a->len > b->len) - (a->len < b->len);
 }
 
-/* The key as the README defines it, built the slow way. */
+/* The key as ringproxy(7) defines it, built the slow way. */
 static void fuzz_model_key(int mode, const struct http1_msg *m, struct fuzz_buf *out)
 {
 	struct http1_str *params;
