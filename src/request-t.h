@@ -22,6 +22,7 @@
 #include "conn-t.h"
 #include "http1.h"
 #include "mbox.h"
+#include "query.h"
 #include "ring.h"
 
 struct client;
@@ -72,6 +73,10 @@ struct request {
 	/* the head, parsed in place in the client's read buffer (front.c
 	 * parses into msg with http1.c); hdrs is the connection's array */
 	struct http1_msg msg;
+	struct query_sent qsent;        /* msg's target as received, when
+					   [ring] query or drop_params
+					   rewrote it into qbuf */
+	char qbuf[QUERY_TARGET_MAX];    /* msg's normalised target */
 	const struct rbuf *in;          /* the client's read buffer */
 	struct outq *out;               /* the client's output queue: the
 					   response is queued here, front.c
