@@ -200,6 +200,16 @@ def main():
     rl = px.reload() or ""
     t.check("query sorted -> as-is, drop_params 'utm_*, fbclid, gclid' -> ''" in rl and "probability" in rl,
             "a reload that changes query and drop_params says how many of the rewritten keys move", rl)
+    for b in bes:
+        with b.lock:
+            b.targets.clear()
+    d1, d2 = "/d/a.jpg?w=1&utm_source=z&&h=2", "/d/a.jpg?h=2&w=1"
+    _, _, cs1, _ = get(px.port, d1)
+    _, _, cs2, _ = get(px.port, d2)
+    seen = sorted(x for b in bes for x in b.seen("/d/a.jpg"))
+    t.check(seen == sorted([d1, d2]) and "hit" not in cs2,
+            "as-is without drop_params (the default): every target is keyed and sent as received", (seen, cs2))
+
     old = H.write("query-old.%d.ini" % time.monotonic_ns(), conf(bes, {"query": "as-is"}, "off"))
     new = H.write("query-new.%d.ini" % time.monotonic_ns(), conf(bes, {"query": "sorted"}, "off"))
     rc, out, err = run("plan", old, new, "--keys", keys)
