@@ -58,7 +58,7 @@ void req_init(struct request *rq, struct client *c, const struct rbuf *in,
 {
 	struct worker *w = front_worker(c);
 
-	memset(rq, 0, sizeof(*rq));
+	memset(rq, 0, offsetof(struct request, qbuf));
 	rq->cl = c;
 	rq->w = w;
 	rq->in = in;
