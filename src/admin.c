@@ -375,8 +375,8 @@ static void admin_on_ring(struct evhttp_request *req, void *arg)
 	if (key) {
 		explain_key(e, s, key, strlen(key), nwalk, NULL, NULL, 0);
 	} else {
-		if (explain_target_parse(&t, s->conf->scheme, s->conf->key, url, strlen(url), host, err,
-					 sizeof(err)) < 0) {
+		if (explain_target_parse(&t, s->conf->scheme, s->conf->key, &s->conf->query, url, strlen(url), host,
+					 err, sizeof(err)) < 0) {
 			snprintf(ckbuf, sizeof(ckbuf), "url=%.200s: %s\n", url, err);
 			admin_reply_text(req, 400, "Bad Request", ckbuf);
 			goto done;
@@ -572,8 +572,8 @@ static void admin_on_purge(struct evhttp_request *req, void *arg)
 		admin_reply_text(req, 400, "Bad Request", "give url=URL (a full URL, or a target with host=)\n");
 		goto done;
 	}
-	if (explain_target_parse(&t, s->conf->scheme, s->conf->key, url, strlen(url), host, err,
-				 sizeof(err)) < 0) {
+	if (explain_target_parse(&t, s->conf->scheme, s->conf->key, &s->conf->query, url, strlen(url), host,
+				 err, sizeof(err)) < 0) {
 		snprintf(ck, sizeof(ck), "url=%.200s: %s\n", url, err);
 		admin_reply_text(req, 400, "Bad Request", ck);
 		goto done;
@@ -606,6 +606,9 @@ static void admin_on_purge(struct evhttp_request *req, void *arg)
 			memset(&be[i], 0, sizeof(be[i]));
 			be[i].index = order[i];
 		}
+		/* the backends hold what they were sent */
+		if (!s->conf->normalize_forward)
+			query_restore(&t.msg, &t.sent);
 		admin_purge_send(s, be, n, &t.msg, host);
 	}
 	log_msg(LOG_INFO, "purge %.*s: %zu objects removed here, sent to %d backends",

@@ -132,6 +132,18 @@ static const struct conf_keydef conf_keys[] = {
 	  "what of the request target is hashed: path+query as sent (nginx's $request_uri), the path, "
 	  "the path with sorted parameters, uri: the target as sent up to '?' (HAProxy's balance uri; "
 	  "the default under scheme haproxy), uri+query: all of it (balance uri whole)" },
+	{ CONF_IN_RING, "query", CONF_T_ENUM, P(query.mode), "as-is", 0, 0, "as-is|sorted",
+	  "the query string's parameters for the ring key, the cache key and (normalize_forward) the target "
+	  "forwarded: as-is, the order sent; sorted, by name as raw bytes (a shorter name first, repeated names in "
+	  "the order sent, nothing percent-decoded), empty parameters removed and a '?' left without one too; "
+	  "changing it moves the keys whose query it rewrites (the reload says how many may)" },
+	{ CONF_IN_RING, "drop_params", CONF_T_STRING, P(drop_params), "", 0, 0,
+	  "parameter names or glob patterns ('*' any run), comma-separated, or empty",
+	  "query parameters removed, by name as sent (case-sensitive, not decoded), e.g. utm_*, fbclid, gclid; "
+	  "with any, empty parameters go too and a query left empty loses its '?'; empty: none (nothing changes)" },
+	{ CONF_IN_RING, "normalize_forward", CONF_T_BOOL, P(normalize_forward), "on", 0, 0, NULL,
+	  "backends get the normalised target (query, drop_params), so the tier's caches store one object too; "
+	  "off: the target as the client sent it, routed and cached normalised" },
 	{ CONF_IN_RING, "balance_factor", CONF_T_DOUBLE, P(balance_factor), "1.25", 0, 100,
 	  "0 (off), or a number from 1 to 100",
 	  "bounded-load factor c: a backend takes at most c x its fair share of requests in flight; 0 = off" },
@@ -1390,6 +1402,16 @@ int conf_check_admin_running(const struct conf *c, const char *running, char *er
 	return -1;
 }
 
+/* [ring] drop_params, parsed into the rules the request path reads. */
+static void conf_validate_query(struct conf_parse *ps)
+{
+	struct conf *c = ps->c;
+	char why[160];
+
+	if (query_rules_parse(&c->query, c->drop_params ? c->drop_params : "", why, sizeof(why)) < 0)
+		conf_error(ps, conf_line(c, "drop_params"), "drop_params: %s", why);
+}
+
 /* A list of addresses and CIDR blocks (purge_allow, proxy_protocol_from). */
 static void conf_validate_list(struct conf_parse *ps, const char *key, const char *list)
 {
@@ -1446,6 +1468,7 @@ static void conf_validate(struct conf_parse *ps)
 	conf_validate_admin(ps);
 	conf_validate_proxyproto(ps);
 	conf_validate_list(ps, "purge_allow", c->cache_purge_allow);
+	conf_validate_query(ps);
 	if (c->buffer_size < c->max_head_size)
 		conf_error(ps, conf_line(c, "buffer_size"),
 			   "buffer_size (%llu) is smaller than max_head_size (%llu); a head must fit in the buffer",
@@ -1887,11 +1910,12 @@ int conf_diff(const struct conf *a, const struct conf *b, char *out, size_t len)
 	int n = 0;
 
 	out[0] = '\0';
-	/* [ring] scheme and key_hash are the ring's, as a backend's url and
-	 * weight are */
+	/* [ring] scheme, key_hash, query and drop_params are the ring's, as
+	 * a backend's url and weight are (plan_summary says them) */
 	for (size_t i = 0; i < CONF_NKEYS; i++)
 		if (conf_keys[i].where != CONF_IN_BACKEND && conf_keys[i].offset != P(scheme) &&
-		    conf_keys[i].offset != P(key_hash))
+		    conf_keys[i].offset != P(key_hash) && conf_keys[i].offset != P(query.mode) &&
+		    conf_keys[i].offset != P(drop_params))
 			n += conf_diff_key(&conf_keys[i], a, b, NULL, out, len, n);
 	for (size_t j = 0; j < b->nbackends; j++) {
 		const struct conf_backend *y = &b->backends[j];

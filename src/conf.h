@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "query.h"
+
 enum conf_hash { CONF_HASH_MD5 = 0 };
 
 enum conf_key {
@@ -103,6 +105,12 @@ struct conf {
 	int key_hash;                   /* enum conf_key_hash (ketama) */
 	unsigned vnodes;
 	int key;                        /* enum conf_key */
+	struct query_rules query;       /* [ring] query (query.mode) and
+					   drop_params, parsed */
+	char *drop_params;              /* as written: query's patterns
+					   point into it */
+	bool normalize_forward;         /* the target forwarded is the
+					   normalised one too */
 	double balance_factor;
 	unsigned replicas;              /* a key's preference list: the first
 					   R distinct backends of its walk */

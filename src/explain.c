@@ -22,15 +22,16 @@
 
 #define EXPLAIN_HOST "ringproxy.invalid"
 
-int explain_target_parse(struct explain_target *t, int scheme, int mode, const char *target, size_t len,
-			 const char *host, char *err, size_t errlen)
+int explain_target_parse(struct explain_target *t, int scheme, int mode, const struct query_rules *q,
+			 const char *target, size_t len, const char *host, char *err, size_t errlen)
 {
 	static const struct http1_limits lim = { .max_head = SIZE_MAX / 4, .max_headers = 4 };
 	struct iovec v[FRONT_KEY_PARTS];
 	size_t hostlen = host ? strlen(host) : strlen(EXPLAIN_HOST);
-	/* head, then room for the key: the target's bytes and at most one
-	 * separator between any two of them */
-	size_t head = 4 + len + 11 + 6 + hostlen + 4, need = head + 2 * len + 4, n;
+	/* head, the normalised target (never longer), then room for the
+	 * key: the target's bytes and at most one separator between any two
+	 * of them */
+	size_t head = 4 + len + 11 + 6 + hostlen + 4, norm = head, need = norm + len + 2 * len + 4, n;
 	ssize_t r;
 	char *p;
 
@@ -60,6 +61,10 @@ int explain_target_parse(struct explain_target *t, int scheme, int mode, const c
 			 r == 0 ? "incomplete" : t->msg.error ? t->msg.error : "invalid");
 		return -1;
 	}
+	t->sent = (struct query_sent){ { NULL, 0 }, { NULL, 0 } };
+	if (q)
+		query_apply(q, &t->msg, p + norm, &t->sent);
+	head = norm + len;
 	n = front_key(mode, &t->msg, v);
 	t->key = p + head;
 	t->keylen = 0;

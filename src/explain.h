@@ -18,6 +18,7 @@
 #include "balance.h"
 #include "cache.h"
 #include "http1.h"
+#include "query.h"
 #include "snapshot.h"
 
 /* Distinct backends listed at most (the walk is read on to the target). */
@@ -30,6 +31,8 @@ struct explain_target {
 	char *buf;                      /* the request head, then the key */
 	size_t cap;
 	struct http1_msg msg;           /* slices of buf */
+	struct query_sent sent;         /* msg's target as given, when the
+					   query rules rewrote it */
 	struct http1_header hdrs[4];
 	const char *key;                /* the key hashed: in buf */
 	size_t keylen;
@@ -41,12 +44,14 @@ struct explain_target {
  * Key target[0..len) (origin form "/p?q" or absolute form
  * "http://host/p?q") under mode (enum conf_key) exactly as the request
  * path keys a request with that target, its position that of a ring of
- * scheme (enum ring_scheme). host (NULL: none) is the Host
+ * scheme (enum ring_scheme); its query normalised by q first (NULL: as
+ * sent), as the request path does, t->msg then holding the normalised
+ * target. host (NULL: none) is the Host
  * header sent with an origin-form target, which the cache key uses.
  * 0, or -1 with err when the target is not one a client could send.
  */
-int explain_target_parse(struct explain_target *t, int scheme, int mode, const char *target, size_t len,
-			 const char *host, char *err, size_t errlen);
+int explain_target_parse(struct explain_target *t, int scheme, int mode, const struct query_rules *q,
+			 const char *target, size_t len, const char *host, char *err, size_t errlen);
 void explain_target_free(struct explain_target *t);
 
 /* What a request with a key would meet now. */

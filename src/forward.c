@@ -381,6 +381,7 @@ static int fwd_begin(struct request *rq, int i, bool fresh, char *why, size_t wh
 	f.default_host.len = sb->host_hdr_len;
 	f.keep_underscores = rq->snap->conf->underscores_in_headers;
 	f.drop_fwd = rq->shared;
+	f.query = rq->snap->conf->normalize_forward ? (struct http1_str){ NULL, 0 } : rq->qsent.query;
 	f.extra.p = rq->cond;
 	f.extra.len = rq->cond_len + rq->ae_len;
 	n = worker_scratch_fit(w, &u->scratch, &u->scratch_cap) < 0 ? -1 :

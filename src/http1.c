@@ -1339,8 +1339,10 @@ static void http1_out_init(struct http1_out *o, struct iovec *iov, int iovmax,
 	o->bad = false;
 }
 
-/* The request target sent for m: prefix, the path, the query. */
-static void http1_put_target(struct http1_out *o, const struct http1_msg *m, struct http1_str prefix)
+/* The request target sent for m: prefix, the path, the query (query.p
+ * not NULL: that one instead of m's). */
+static void http1_put_target(struct http1_out *o, const struct http1_msg *m, struct http1_str prefix,
+			     struct http1_str query)
 {
 	if (!(m->path.len == 1 && m->path.p[0] == '*'))
 		http1_put_str(o, prefix);
@@ -1350,7 +1352,10 @@ static void http1_put_target(struct http1_out *o, const struct http1_msg *m, str
 		o->bad = true;
 	else                    /* a prefix confines only a clean path */
 		o->p += http1_path_clean(m->path.p, m->path.len, o->p);
-	if (m->has_query) {
+	if (query.p) {
+		HTTP1_PUTS(o, "?");
+		http1_put_str(o, query);
+	} else if (m->has_query) {
 		HTTP1_PUTS(o, "?");
 		http1_put_str(o, m->query);
 	}
@@ -1363,7 +1368,7 @@ ssize_t http1_write_target(const struct http1_msg *m, struct http1_str prefix, c
 	if (outlen == 0)
 		return -1;
 	http1_out_init(&o, NULL, 0, out, outlen - 1);
-	http1_put_target(&o, m, prefix);
+	http1_put_target(&o, m, prefix, (struct http1_str){ NULL, 0 });
 	if (o.bad)
 		return -1;
 	*o.p = '\0';
@@ -1389,7 +1394,7 @@ int http1_write_request(const struct http1_msg *m, const struct http1_fwd_req *f
 	http1_out_init(&o, iov, iovmax, scratch, scratchlen);
 	http1_put_str(&o, m->method);
 	HTTP1_PUTS(&o, " ");
-	http1_put_target(&o, m, f->prefix);
+	http1_put_target(&o, m, f->prefix, f->query);
 	HTTP1_PUTS(&o, " HTTP/1.1\r\n");
 	if (m->authority.len != 0) {
 		HTTP1_PUTS(&o, "Host: ");

@@ -226,6 +226,9 @@ struct http1_fwd_req {
 	bool drop_fwd;              /* leave out HTTP1_HDR_FWD headers: the
 				       answer may be stored under a key
 				       they are not part of */
+	struct http1_str query;     /* p not NULL: sent after a '?' instead
+				       of m's query ([ring] normalize_forward
+				       off: the query as received) */
 };
 
 /* What the proxy adds to a response head it relays. */

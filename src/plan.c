@@ -69,8 +69,8 @@ static size_t plan_key_count(const char *line, size_t len, uint64_t *count)
 /* The position of line[0..n) under scheme and mode, in *pos: 1, 0 to skip
  * it (an empty line under a key mode), or -1 with err (not a request
  * target). */
-static int plan_key_pos(struct explain_target *t, int scheme, int mode, const char *line, size_t n,
-			uint64_t *pos, uint64_t *u, char *err, size_t errlen)
+static int plan_key_pos(struct explain_target *t, int scheme, int mode, const struct query_rules *q,
+			const char *line, size_t n, uint64_t *pos, uint64_t *u, char *err, size_t errlen)
 {
 	if (mode == PLAN_RAW) {
 		struct iovec v = { (void *)(uintptr_t)line, n };
@@ -80,11 +80,19 @@ static int plan_key_pos(struct explain_target *t, int scheme, int mode, const ch
 	}
 	if (n == 0)
 		return 0;
-	if (explain_target_parse(t, scheme, mode, line, n, NULL, err, errlen) < 0)
+	if (explain_target_parse(t, scheme, mode, q, line, n, NULL, err, errlen) < 0)
 		return -1;
 	*pos = t->pos;
 	*u = t->u;
 	return 1;
+}
+
+/* Whether rules a and b (NULL: as sent) key every query alike. */
+static bool plan_query_same(const struct query_rules *a, const struct query_rules *b)
+{
+	static const struct query_rules as_sent = { .mode = QUERY_AS_IS };
+
+	return query_rules_same(a ? a : &as_sent, b ? b : &as_sent);
 }
 
 /* Room for one more key (and its line, n bytes, when kept). */
@@ -131,8 +139,9 @@ static int plan_keys_grow(struct plan_keys *k, size_t *alloc, size_t *text_alloc
 	return 0;
 }
 
-int plan_keys_read(struct plan_keys *k, const char *path, int scheme1, int mode1, int scheme2,
-		   int mode2, int keep, int progress, char *err, size_t errlen)
+int plan_keys_read(struct plan_keys *k, const char *path, int scheme1, int mode1, const struct query_rules *q1,
+		   int scheme2, int mode2, const struct query_rules *q2, int keep, int progress, char *err,
+		   size_t errlen)
 {
 	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
 	struct explain_target t = { 0 };
@@ -150,7 +159,8 @@ int plan_keys_read(struct plan_keys *k, const char *path, int scheme1, int mode1
 	if (md5_thread_init(err, errlen) < 0)
 		goto fail;
 	/* a first element, so that pos2 is grown with pos from then on */
-	if ((mode2 != mode1 || scheme2 != scheme1) && !(k->pos2 = malloc(sizeof(*k->pos2)))) {
+	if ((mode2 != mode1 || scheme2 != scheme1 || (mode1 != PLAN_RAW && !plan_query_same(q1, q2))) &&
+	    !(k->pos2 = malloc(sizeof(*k->pos2)))) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
@@ -166,9 +176,9 @@ int plan_keys_read(struct plan_keys *k, const char *path, int scheme1, int mode1
 		if (n > 0 && line[n - 1] == '\r')
 			n--;
 		len = plan_key_count(line, (size_t)n, &cnt);
-		r = plan_key_pos(&t, scheme1, mode1, line, len, &p1, &u, why, sizeof(why));
+		r = plan_key_pos(&t, scheme1, mode1, q1, line, len, &p1, &u, why, sizeof(why));
 		if (r > 0 && k->pos2)
-			r = plan_key_pos(&t, scheme2, mode2, line, len, &p2, &u, why, sizeof(why));
+			r = plan_key_pos(&t, scheme2, mode2, q2, line, len, &p2, &u, why, sizeof(why));
 		if (r < 0) {
 			snprintf(err, errlen, "%s:%zu: '%.*s' is %s; keys are request targets keyed by [ring] key, "
 				 "or give --raw-keys to hash lines as written", path, lineno, n > 80 ? 80 : (int)n, line, why);
@@ -663,6 +673,47 @@ static double plan_list_moved(const struct conf *a, const struct ring *ra, const
 	return ring_list_moved(ra, a->replicas, rb, b->replicas);
 }
 
+/* Under a change of [ring] query or drop_params, a key whose query the
+ * new rules rewrite otherwise lands at an unrelated position: it moves
+ * unless both positions have the same owner, so with probability 1 - the
+ * sum over backends of old share x new share. -1 when out of memory. */
+static double plan_query_moved(const struct ring *a, const struct ring *b)
+{
+	double *sa = calloc(a->nbackends + 1, sizeof(*sa)), *sb = calloc(b->nbackends + 1, sizeof(*sb));
+	double same = 0;
+
+	if (!sa || !sb) {
+		free(sa);
+		free(sb);
+		return -1;
+	}
+	ring_shares(a, sa);
+	ring_shares(b, sb);
+	for (size_t i = 0; i < a->nbackends; i++)
+		for (size_t j = 0; j < b->nbackends; j++)
+			if (strcmp(a->names[i], b->names[j]) == 0)
+				same += sa[i] * sb[j];
+	free(sa);
+	free(sb);
+	return same > 1 ? 0 : 1 - same;
+}
+
+/* "query as-is -> sorted, drop_params '' -> 'utm_*'": what of a and b's
+ * query rules differs, into out (len bytes); "" when nothing. */
+static void plan_query_change(const struct conf *a, const struct conf *b, char *out, size_t len)
+{
+	static const char *const mode[] = { "as-is", "sorted" };
+	bool dp = strcmp(a->drop_params, b->drop_params) != 0;
+
+	out[0] = '\0';
+	if (a->query.mode != b->query.mode)
+		snprintf(out, len, "query %s -> %s%s", mode[a->query.mode != 0], mode[b->query.mode != 0],
+			 dp ? ", " : "");
+	if (dp)
+		snprintf(out + strlen(out), len - strlen(out), "drop_params '%s' -> '%s'", a->drop_params,
+			 b->drop_params);
+}
+
 int plan_summary(const struct conf *a, const struct ring *ra,
 		 const struct conf *b, const struct ring *rb,
 		 char *out, size_t len, double *moved)
@@ -712,6 +763,18 @@ int plan_summary(const struct conf *a, const struct ring *ra,
 			 plan_scheme_name(rb->scheme));
 	else if (a->vnodes != b->vnodes && b->scheme == RING_SCHEME_RINGPROXY)
 		plan_cat(out, len, "%svnodes %u -> %u", changes++ ? " " : "", a->vnodes, b->vnodes);
+	if (!query_rules_same(&a->query, &b->query)) {
+		char what[300];
+		double qm = plan_query_moved(ra, rb);
+
+		if (qm < 0) {
+			ring_diff_free(&d);
+			return -1;
+		}
+		plan_query_change(a, b, what, sizeof(what));
+		plan_cat(out, len, "%s%s: each request whose query it rewrites moves with probability %.3f%% "
+			 "(ringproxy plan --keys counts a key list)", changes++ ? " " : "", what, 100.0 * qm);
+	}
 	if (!changes)
 		plan_cat(out, len, "no backend changed");
 	plan_cat(out, len, "; %.3f%% of keys moved", 100.0 * d.moved_share);
@@ -969,8 +1032,9 @@ static int plan_compute(struct plan_run *r, char *err, size_t errlen)
 	/* each file keys requests its own way ([ring] key) */
 	m1 = r->raw_keys ? PLAN_RAW : r->a.conf->key;
 	m2 = r->raw_keys || r->nfiles < 2 ? m1 : r->b.conf->key;
-	if (r->keyfile && plan_keys_read(&r->keys, r->keyfile, r->a.conf->scheme, m1,
-					 r->nfiles < 2 ? r->a.conf->scheme : r->b.conf->scheme, m2, r->per_key,
+	if (r->keyfile && plan_keys_read(&r->keys, r->keyfile, r->a.conf->scheme, m1, &r->a.conf->query,
+					 r->nfiles < 2 ? r->a.conf->scheme : r->b.conf->scheme, m2,
+					 r->nfiles < 2 ? &r->a.conf->query : &r->b.conf->query, r->per_key,
 					 isatty(STDERR_FILENO), err, errlen) < 0)
 		return -1;
 	if (plan_side_ring(&r->a, keys, r->bf, err, errlen) < 0)
@@ -1175,6 +1239,17 @@ static void plan_text_compare(const struct plan_run *r, FILE *out)
 			conf_key_mode_name(r->b.conf->key),
 			r->keyfile ? (r->raw_keys ? " (not applied: --raw-keys)" : ": the key list is keyed both ways")
 				   : ": requests with a query may move; give --keys to count them");
+	if (!query_rules_same(&r->a.conf->query, &r->b.conf->query)) {
+		char what[300];
+
+		plan_query_change(r->a.conf, r->b.conf, what, sizeof(what));
+		fprintf(out, "  %-9s[ring] %s%s\n", "query:", what,
+			r->keyfile ? (r->raw_keys ? " (not applied: --raw-keys)" : ": the key list is keyed both ways")
+				   : "; a request whose query it rewrites moves with the probability the owners "
+				     "of two unrelated positions differ: give --keys to count a key list");
+		if (!r->keyfile)
+			fprintf(out, "  %-9s%.3f%% of such requests\n", "", 100.0 * plan_query_moved(r->a.ring, r->b.ring));
+	}
 	fprintf(out, "  %-9s%.3f%% of the keyspace", "moved:", 100.0 * d->moved_share);
 	if (keys)
 		fprintf(out, ", %llu of %zu keys (%.3f%%)", (unsigned long long)r->moved_keys,

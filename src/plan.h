@@ -41,12 +41,14 @@ struct plan_keys {
  * it (explain_target_parse); empty lines are skipped, and a line that is
  * not a target is an error naming FILE:LINE. Under PLAN_RAW it is hashed
  * as written. Positions are scheme1's (enum ring_scheme) for mode1's
- * keys; scheme2 and mode2 (PLAN_RAW or a mode; the same as the first
- * when there is one file) fill pos2 when they key differently. keep: keep the lines
+ * keys, their queries normalised by q1 (NULL: as sent); scheme2, mode2
+ * (PLAN_RAW or a mode; the same as the first when there is one file) and
+ * q2 fill pos2 when they key differently. keep: keep the lines
  * (for --per-key). progress: a counter on stderr. 0, or -1 with err.
  */
-int plan_keys_read(struct plan_keys *k, const char *path, int scheme1, int mode1, int scheme2,
-		   int mode2, int keep, int progress, char *err, size_t errlen);
+int plan_keys_read(struct plan_keys *k, const char *path, int scheme1, int mode1, const struct query_rules *q1,
+		   int scheme2, int mode2, const struct query_rules *q2, int keep, int progress, char *err,
+		   size_t errlen);
 void plan_keys_free(struct plan_keys *k);
 
 /*

@@ -182,6 +182,7 @@ void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_
 	int owner, i = refresh_backend(rq, &owner);
 	const struct snap_backend *sb;
 	struct pool *pool = NULL;
+	struct http1_msg sent;
 
 	for (unsigned h = 0; h < rq->msg.nheaders && !host; h++)
 		if (http1_str_ieq(rq->msg.headers[h].name, "host"))
@@ -199,7 +200,12 @@ void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_
 	}
 	sb = &rq->snap->be[i];
 	slot = sb->state;
-	if (http1_write_target(&rq->msg, (struct http1_str){ sb->conf->prefix, sb->prefix_len },
+	/* the target the request itself went with: as received under
+	 * normalize_forward off */
+	sent = rq->msg;
+	if (!conf->normalize_forward)
+		query_restore(&sent, &rq->qsent);
+	if (http1_write_target(&sent, (struct http1_str){ sb->conf->prefix, sb->prefix_len },
 			       target, sizeof(target)) < 0)
 		goto fail;
 	snprintf(url, sizeof(url), "http://%s/", sb->addr_text);

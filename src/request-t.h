@@ -22,6 +22,7 @@
 #include "conn-t.h"
 #include "http1.h"
 #include "mbox.h"
+#include "query.h"
 #include "ring.h"
 
 struct client;
@@ -72,6 +73,9 @@ struct request {
 	/* the head, parsed in place in the client's read buffer (front.c
 	 * parses into msg with http1.c); hdrs is the connection's array */
 	struct http1_msg msg;
+	struct query_sent qsent;        /* msg's target as received, when
+					   [ring] query or drop_params
+					   rewrote it into qbuf */
 	const struct rbuf *in;          /* the client's read buffer */
 	struct outq *out;               /* the client's output queue: the
 					   response is queued here, front.c
@@ -169,6 +173,10 @@ struct request {
 	char reply[512];                /* the proxy's own response */
 	char why[512];                  /* the last backend failure, for the
 					   reply if no retry succeeds */
+	/* last, and not zeroed by req_init (only query_apply writes it,
+	 * before anything reads it): a memset of its 4 KiB on every lend
+	 * of a connection's memory cost ~550 instructions a request */
+	char qbuf[QUERY_TARGET_MAX];    /* msg's normalised target */
 };
 
 #endif

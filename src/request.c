@@ -58,7 +58,7 @@ void req_init(struct request *rq, struct client *c, const struct rbuf *in,
 {
 	struct worker *w = front_worker(c);
 
-	memset(rq, 0, sizeof(*rq));
+	memset(rq, 0, offsetof(struct request, qbuf));
 	rq->cl = c;
 	rq->w = w;
 	rq->in = in;
@@ -94,7 +94,8 @@ static void req_copy_line(struct request *rq)
 
 /* The request's method and target for a log line: the copy when there is
  * one (a request with a body: its head may be gone from the read buffer,
- * compacted while the body streamed). */
+ * compacted while the body streamed); the target as the client sent it,
+ * before [ring] query normalised it. */
 static void req_line(const struct request *rq, struct http1_str *method, struct http1_str *target)
 {
 	if (rq->line_copied) {
@@ -102,7 +103,7 @@ static void req_line(const struct request *rq, struct http1_str *method, struct 
 		*target = (struct http1_str){ rq->line + rq->line_mlen, rq->line_tlen };
 	} else {
 		*method = rq->msg.method;
-		*target = rq->msg.target;
+		*target = rq->qsent.target.p ? rq->qsent.target : rq->msg.target;
 	}
 }
 
@@ -175,6 +176,9 @@ void req_serve(struct request *rq)
 
 	if (req_purge_refused(rq))
 		return;
+	/* one normalised target for the ring key, the cache key and the
+	 * backend ([ring] query, drop_params) */
+	query_apply(&rq->snap->conf->query, &rq->msg, rq->qbuf, &rq->qsent);
 	rq->keypos = front_key_pos(rq->snap->conf->scheme, rq->snap->conf->key, &rq->msg,
 				   rq->snap->ramp ? &keyu : NULL);
 	balance_start(rq->snap, &rq->walk, &rq->pick, rq->keypos, keyu);
@@ -257,6 +261,7 @@ bool req_end(struct request *rq)
 	rq->state = REQ_IDLE;
 	rq->resp_started = false;
 	http1_msg_init(&rq->msg);
+	rq->qsent = (struct query_sent){ { NULL, 0 }, { NULL, 0 } };
 	return !rq->wake_due;
 }
 

@@ -268,6 +268,7 @@ int main(int argc, char **argv)
 	check_bad(dir, "bad-syntax");
 	check_bad(dir, "bad-ring-size");
 	check_bad(dir, "bad-drained");
+	check_bad(dir, "bad-query");
 	check_bad(dir, "bad-health");
 	check_bad(dir, "bad-values");
 	check_bad(dir, "bad-sections");

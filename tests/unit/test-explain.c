@@ -18,7 +18,7 @@ static void key_is(struct explain_target *t, int mode, const char *target, const
 {
 	char err[256] = "";
 
-	if (!tap_ok(explain_target_parse(t, RING_SCHEME_RINGPROXY, mode, target, strlen(target), NULL, err, sizeof(err)) == 0,
+	if (!tap_ok(explain_target_parse(t, RING_SCHEME_RINGPROXY, mode, NULL, target, strlen(target), NULL, err, sizeof(err)) == 0,
 		    "'%s' parses (%s)", target, err))
 		return;
 	tap_ok(t->keylen == strlen(want) && memcmp(t->key, want, t->keylen) == 0,
@@ -53,12 +53,12 @@ int main(void)
 	key_is(&t, CONF_KEY_PATH_QUERY, "http://img.example/a.jpg?x=1", "/a.jpg?x=1");
 	key_is(&t, CONF_KEY_PATH_QUERY, "http://img.example?x=1", "/?x=1");
 	key_is(&t, CONF_KEY_PATH, "/", "/");
-	tap_ok(explain_target_parse(&t, RING_SCHEME_RINGPROXY, CONF_KEY_PATH, "img/a.jpg", 9, NULL, err, sizeof(err)) < 0 &&
+	tap_ok(explain_target_parse(&t, RING_SCHEME_RINGPROXY, CONF_KEY_PATH, NULL, "img/a.jpg", 9, NULL, err, sizeof(err)) < 0 &&
 	       strstr(err, "not a request target a client could send"), "no leading slash: refused (%s)", err);
-	tap_ok(explain_target_parse(&t, RING_SCHEME_RINGPROXY, CONF_KEY_PATH, "/a b", 4, NULL, err, sizeof(err)) < 0, "a space: refused");
-	tap_ok(explain_target_parse(&t, RING_SCHEME_RINGPROXY, CONF_KEY_PATH, "/a\r\nX: y", 8, NULL, err, sizeof(err)) < 0 &&
+	tap_ok(explain_target_parse(&t, RING_SCHEME_RINGPROXY, CONF_KEY_PATH, NULL, "/a b", 4, NULL, err, sizeof(err)) < 0, "a space: refused");
+	tap_ok(explain_target_parse(&t, RING_SCHEME_RINGPROXY, CONF_KEY_PATH, NULL, "/a\r\nX: y", 8, NULL, err, sizeof(err)) < 0 &&
 	       strstr(err, "line breaks"), "a line break: refused, not read as a header");
-	tap_ok(explain_target_parse(&t, RING_SCHEME_RINGPROXY, CONF_KEY_PATH, "/", 1, "bad host", err, sizeof(err)) < 0,
+	tap_ok(explain_target_parse(&t, RING_SCHEME_RINGPROXY, CONF_KEY_PATH, NULL, "/", 1, "bad host", err, sizeof(err)) < 0,
 	       "a Host no client could send: refused");
 	explain_target_free(&t);
 

@@ -449,7 +449,7 @@ static int round_trip_request(const struct http1_msg *m)
 {
 	static const struct http1_fwd_req f = {
 		{ "", 0 }, { "10.0.0.1", 8 }, { "http", 4 }, { "1.1 ringproxy", 13 },
-		{ "backend", 7 }, false, { "", 0 }, false,
+		{ "backend", 7 }, false, { "", 0 }, false, { NULL, 0 },
 	};
 	struct iovec iov[64];
 	char scratch[4096], out[16384];
@@ -966,7 +966,7 @@ static void test_write_request(void)
 		"X-Forwarded-For: 10.0.0.9\r\nVia: 1.1 ringproxy\r\n\r\n";
 	struct http1_fwd_req f = {
 		{ "/pre", 4 }, { "10.0.0.9", 8 }, { "http", 4 }, { "1.1 ringproxy", 13 },
-		{ "be", 2 }, false, { "", 0 }, false,
+		{ "be", 2 }, false, { "", 0 }, false, { NULL, 0 },
 	};
 	struct http1_header h[32];
 	struct http1_msg m;
@@ -1193,7 +1193,7 @@ static void test_write_dropped(void)
 		"HTTP/1.1 200 OK\r\nx-ringproxy-backend: evil\r\nX-Ringproxy-Backend2: ok\r\n"
 		"Content-Length: 0\r\nX-Cache-Node: cache1\r\n\r\n";
 	struct http1_fwd_req f = {
-		{ "", 0 }, { "10.0.0.9", 8 }, { "", 0 }, { "1.1 ringproxy", 13 }, { "be", 2 }, false, { "", 0 }, false,
+		{ "", 0 }, { "10.0.0.9", 8 }, { "", 0 }, { "1.1 ringproxy", 13 }, { "be", 2 }, false, { "", 0 }, false, { NULL, 0 },
 	};
 	struct http1_fwd_resp fr = {
 		{ "X-Ringproxy-Backend", 19 }, { "cache1", 6 }, { "", 0 }, false, false, false, { "", 0 },

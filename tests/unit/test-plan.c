@@ -65,7 +65,7 @@ static void test_key_counts(void)
 		return;
 	}
 	close(fd);
-	if (!tap_ok(plan_keys_read(&k, path, RING_SCHEME_RINGPROXY, PLAN_RAW, RING_SCHEME_RINGPROXY, PLAN_RAW, 0, 0, err, sizeof(err)) == 0 && k.n == 8, "key file with counts read"))
+	if (!tap_ok(plan_keys_read(&k, path, RING_SCHEME_RINGPROXY, PLAN_RAW, NULL, RING_SCHEME_RINGPROXY, PLAN_RAW, NULL, 0, 0, err, sizeof(err)) == 0 && k.n == 8, "key file with counts read"))
 		goto out;
 	for (size_t i = 0; i < 8; i++) {
 		uint64_t u, pos = ring_hash2(want[i].key, strlen(want[i].key), &u);

@@ -48,7 +48,7 @@ static const char *test_owner_of(const struct conf *c, const struct ring *r, con
 	const char *name = "(not a target)";
 	int b;
 
-	if (explain_target_parse(&et, c->scheme, c->key, t, strlen(t), "thumbs.example", err,
+	if (explain_target_parse(&et, c->scheme, c->key, &c->query, t, strlen(t), "thumbs.example", err,
 				 sizeof(err)) == 0) {
 		b = ring_lookup(r, et.pos);
 		name = b < 0 ? "(none)" : r->names[b];
