@@ -360,6 +360,14 @@ static int proxy_state_parse(struct proxy_main *m, const char *verb, const char 
 		snprintf(text, sizeof(text), "'%.100s' is not a runtime state (give state= or weight=)", verb);
 		return proxy_state_refuse(m, out, 400, text, verbs, 4);
 	}
+	/* a drain asked again goes on in its window, which a ramp in
+	 * progress cannot be given again */
+	if (st == RUNSTATE_DRAIN && was->state == RUNSTATE_DRAIN) {
+		if (!value)
+			return 0;
+		snprintf(text, sizeof(text), "it is draining already: ready it first to drain it over another window");
+		return proxy_state_refuse(m, out, 409, text, verbs, 4);
+	}
 	now->state = st;
 	now->drain_start_ms = 0;
 	now->drain_span_ms = 0;
@@ -476,8 +484,12 @@ static size_t proxy_drains_hold(const struct conf *c, struct backend **held)
 	for (size_t i = 0; i < c->nbackends; i++) {
 		struct backend *b = registry_find(c->backends[i].name, err, sizeof(err));
 
+		struct runstate_of rs;
+
 		if (b && runstate_drain_progress(b, wall) >= 0 && runstate_drain_progress(b, wall) < 1) {
-			atomic_store(&b->admin_state, RUNSTATE_READY);
+			runstate_get(b, &rs);
+			rs.state = RUNSTATE_READY;
+			runstate_put(b, &rs);
 			held[n++] = b;
 		}
 	}
@@ -496,10 +508,14 @@ static void proxy_drains_resume(struct proxy_main *m, struct backend **held, siz
 	char err[512];
 
 	for (size_t i = 0; i < n; i++) {
-		atomic_store(&held[i]->admin_state, RUNSTATE_DRAIN);
-		if (i == 0 || held[i]->drain_start_ms + (int64_t)held[i]->drain_span_ms > start + (int64_t)span) {
-			start = held[i]->drain_start_ms;
-			span = held[i]->drain_span_ms;
+		struct runstate_of rs;
+
+		runstate_get(held[i], &rs);
+		rs.state = RUNSTATE_DRAIN;
+		runstate_put(held[i], &rs);
+		if (i == 0 || rs.drain_start_ms + (int64_t)rs.drain_span_ms > start + (int64_t)span) {
+			start = rs.drain_start_ms;
+			span = rs.drain_span_ms;
 		}
 		log_info("%s: backend %s goes on draining: %.0f%% of its window gone", m->snap->conf->state_file,
 			 held[i]->name, 100.0 * runstate_drain_progress(held[i], wall));
