@@ -862,6 +862,17 @@ static void stats_prom_codes(const struct stats *st, struct evbuffer *out)
 										   stats_response_codes[i].off));
 }
 
+/* The gauge ringproxy_backend_NAME of every backend: the double at off
+ * in its struct stats_backend. */
+static void stats_prom_be_double(const struct stats *st, struct evbuffer *out, const char *name, const char *help,
+				 size_t off)
+{
+	evbuffer_add_printf(out, "# HELP ringproxy_backend_%s %s\n# TYPE ringproxy_backend_%s gauge\n", name, help, name);
+	for (size_t i = 0; i < st->nbe; i++)
+		evbuffer_add_printf(out, "ringproxy_backend_%s{backend=\"%s\"} %.17g\n", name, st->be[i].name,
+				    *(const double *)((const char *)&st->be[i] + off));
+}
+
 void stats_prometheus(const struct stats *st, struct evbuffer *out)
 {
 	char moved[160];
@@ -908,22 +919,12 @@ void stats_prometheus(const struct stats *st, struct evbuffer *out)
 	for (size_t i = 0; i < st->nbe; i++)
 		evbuffer_add_printf(out, "ringproxy_backend_tier_hit_ratio{backend=\"%s\"} %.6f\n", st->be[i].name,
 				    st->be[i].tier_hit_ratio < 0 ? 0 : st->be[i].tier_hit_ratio);
-	evbuffer_add_printf(out, "# HELP ringproxy_backend_share exact share of the keyspace the backend owns\n"
-			    "# TYPE ringproxy_backend_share gauge\n");
-	for (size_t i = 0; i < st->nbe; i++)
-		evbuffer_add_printf(out, "ringproxy_backend_share{backend=\"%s\"} %.17g\n", st->be[i].name,
-				    st->be[i].share);
-	evbuffer_add_printf(out, "# HELP ringproxy_backend_weight configured weight\n"
-			    "# TYPE ringproxy_backend_weight gauge\n");
-	for (size_t i = 0; i < st->nbe; i++)
-		evbuffer_add_printf(out, "ringproxy_backend_weight{backend=\"%s\"} %.17g\n", st->be[i].name,
-				    st->be[i].weight);
-	evbuffer_add_printf(out, "# HELP ringproxy_backend_ring_weight the weight the ring gives the backend now: the "
-			    "file's, or its runtime weight, 0 while draining or in maintenance (ringproxy ctl)\n"
-			    "# TYPE ringproxy_backend_ring_weight gauge\n");
-	for (size_t i = 0; i < st->nbe; i++)
-		evbuffer_add_printf(out, "ringproxy_backend_ring_weight{backend=\"%s\"} %.17g\n", st->be[i].name,
-				    st->be[i].ring_weight);
+	stats_prom_be_double(st, out, "share", "exact share of the keyspace the backend owns",
+			     offsetof(struct stats_backend, share));
+	stats_prom_be_double(st, out, "weight", "configured weight", offsetof(struct stats_backend, weight));
+	stats_prom_be_double(st, out, "ring_weight", "the weight the ring gives the backend now: the file's, or its "
+			     "runtime weight, 0 while draining or in maintenance (ringproxy ctl)",
+			     offsetof(struct stats_backend, ring_weight));
 	evbuffer_add_printf(out, "# HELP ringproxy_backend_admin_state 1 for the backend's runtime state (ready, drain, "
 			    "maint: ringproxy ctl), 0 for the others\n# TYPE ringproxy_backend_admin_state gauge\n");
 	for (size_t i = 0; i < st->nbe; i++)

@@ -6,17 +6,14 @@ cache out with `ringproxy ctl maint` and, in a second run on fresh caches,
 with `ringproxy ctl drain`, and prints the table. Every process it starts
 is stopped by its PID, also when a step fails."""
 
-import argparse
 import json
 import os
 import re
-import signal
 import subprocess
-import sys
 import time
 
-from benchproc import (PROCS, ZIPF_LUA, around, get, on_slot, paced_zipf, per_second, start_origin, start_ringproxy,
-                       start_varnish, start_wrk, stop, stop_from, varnish_vcl, warm, wrk_figures)
+from benchproc import (PROCS, ZIPF_LUA, around, driver_args, get, on_slot, paced_zipf, per_second, start_origin, start_ringproxy,
+                       start_varnish, start_wrk, stop_all_but, stop_from, varnish_vcl, warm, wrk_figures)
 
 ENV = {k: os.environ[k] for k in ("DRAIN", "STEADY", "TAIL", "RATE", "KEYS", "ZIPF", "ONEHIT", "CONNS")}
 DRAIN, STEADY, TAIL = float(ENV["DRAIN"]), float(ENV["STEADY"]), float(ENV["TAIL"])
@@ -64,7 +61,7 @@ def run(label, verb, args, origin, vcl_text):
     st = json.loads(get(admin, "/stats")[1])
     with open(log) as f:
         line = re.search(r"ctl from [^\n]*", f.read()).group(0)
-    stop_all_but_origin()
+    stop_all_but(ORIGIN)
     buckets = per_second(origin, t0, -int(STEADY) + 2, int(DRAIN + TAIL))
     w = wrk_figures(out)
     failed = sum(int(n) for n in re.findall(r"Non-2xx or 3xx responses: (\d+)", out))
@@ -77,20 +74,8 @@ def run(label, verb, args, origin, vcl_text):
 ORIGIN = []
 
 
-def stop_all_but_origin():
-    keep = [(p, g) for p, g in PROCS if p in ORIGIN]
-    for p, g in reversed([x for x in PROCS if x[0] not in ORIGIN]):
-        stop(p, g)
-    PROCS[:] = keep
-
-
 def main():
-    # drain.sh stops this driver with SIGTERM: clean up as on an error
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    ap = argparse.ArgumentParser()
-    for a in ("ringproxy", "testcache", "tmp", "vcl"):
-        ap.add_argument("--" + a, required=True)
-    args = ap.parse_args()
+    args = driver_args("ringproxy", "testcache", "tmp", "vcl")
     try:
         origin = start_origin(args.testcache, args.tmp, "--threads", "1")
         ORIGIN.append(PROCS[-1][0])

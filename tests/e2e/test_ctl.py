@@ -24,7 +24,6 @@ import hashlib
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -57,25 +56,17 @@ def metrics(port):
     return H.get(port, "/metrics", headers={"Authorization": "Bearer " + TOKEN})[2].decode()
 
 
+def page(port):
+    return H.get(port, "/", headers={"Authorization": "Bearer " + TOKEN})[2].decode()
+
+
 def backend(st, name):
     return next((b for b in st.get("backends", []) if b["name"] == name), {})
 
 
 def owners(port, keys):
     """{key: the backend that answered} for HEADs of keys, pipelined."""
-    out = {}
-    s = socket.create_connection(("127.0.0.1", port), timeout=30)
-    rd = H.Reader(s)
-    try:
-        for i in range(0, len(keys), 50):
-            part = keys[i:i + 50]
-            s.sendall(b"".join(f"HEAD {k} HTTP/1.1\r\nHost: ctl\r\n\r\n".encode() for k in part))
-            for k in part:
-                r = rd.response(head_only=True)
-                out[k] = r.h("X-Ringproxy-Backend") if r.status == 200 else f"status {r.status}"
-    finally:
-        s.close()
-    return out
+    return H.routes_on(port, keys, batch=50, host="ctl")
 
 
 def main():
@@ -145,6 +136,8 @@ def main():
     t.check(backend(stats(A), "c2").get("admin_state") == "maint" and
             'ringproxy_backend_admin_state{backend="c2",state="maint"} 1' in metrics(A),
             "/stats and /metrics say c2 is in maint")
+    t.check(re.search(r'data-backend="c2".*?in maintenance: out of the ring', page(A), re.S),
+            "the page says c2 is in maintenance")
     ctl("maint", "c1")
     ctl("maint", "c3")
     rc, out, err = ctl("maint", "c4")
@@ -183,6 +176,8 @@ def main():
     drain = b3.get("drain") or {}
     t.check(b3.get("admin_state") == "drain" and 0.3 < drain.get("progress", 0) < 0.8 and drain.get("seconds") == DRAIN,
             "/stats shows c3 draining with its progress", b3.get("drain"))
+    t.check(re.search(r'data-backend="c3".*?draining: \d+% of its keys gone', page(A), re.S),
+            "the page shows the drain's progress")
     m = re.search(r'ringproxy_backend_drain_progress\{backend="c3"\} ([\d.]+)', metrics(A))
     t.check(m and 0.3 < float(m.group(1)) <= 1, "/metrics shows the drain's progress", m and m.group(0))
     while time.time() < t0 + DRAIN + 0.3:
