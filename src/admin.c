@@ -5,7 +5,8 @@
  * and a health answer for the proxy itself (/health: 200 while some backend
  * is up and not failing, 503 when none is). Read-only: GET and HEAD, else
  * 405; except POST /purge?url=, which removes a URL from the cache and the
- * backends.
+ * backends, and POST /backend?name=&state= (or &weight=), which sets a
+ * backend's runtime state (runstate.h, through the proxy's callback).
  * A browser is kept from using it for a web page elsewhere: without a
  * token a Host must name the listener (DNS rebinding), and nothing
  * cross-site gets past GET and HEAD (admin_admit).
@@ -73,6 +74,8 @@ struct admin {
 	 * holds a reference of ours); at most one per open connection */
 	struct bufferevent *pending[ADMIN_MAX_CONNS];
 	unsigned npending;
+	admin_state_fn on_state;        /* POST /backend; NULL: none */
+	void *state_arg;
 };
 
 typedef void (*admin_render_fn)(const struct stats *st, struct evbuffer *out);
@@ -648,6 +651,67 @@ done:
 	evhttp_clear_headers(&q);
 }
 
+static const char *admin_status_reason(int code)
+{
+	return code == 200 ? "OK" : code == 400 ? "Bad Request" : code == 404 ? "Not Found" :
+	       code == 409 ? "Conflict" : "Internal Server Error";
+}
+
+/*
+ * POST /backend?name=NAME&state=ready|drain|maint[&duration=D] or
+ * ?name=NAME&weight=N: a backend's runtime state, set by the proxy's
+ * callback (runstate.h), which answers with a status and JSON; the peer
+ * is named in its log line.
+ */
+static void admin_on_backend(struct evhttp_request *req, void *arg)
+{
+	struct admin *a = arg;
+	const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+	const char *name, *state, *weight, *value, *verb, *ip = NULL;
+	struct evbuffer *out = NULL;
+	struct evkeyvalq q;
+	char peer[INET6_ADDRSTRLEN + 16];
+	ev_uint16_t port = 0;
+	int code;
+
+	if (!admin_admit(a, req))
+		return;
+	if (!a->on_state) {
+		evhttp_send_error(req, HTTP_NOTFOUND, "try / /stats /metrics /ring /health");
+		return;
+	}
+	if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "POST");
+		admin_reply_text(req, 405, "Method Not Allowed",
+				 "set a runtime state with POST /backend?name=NAME&state=ready|drain|maint or &weight=N\n");
+		return;
+	}
+	TAILQ_INIT(&q);
+	if (query)
+		evhttp_parse_query_str(query, &q);
+	name = admin_param(&q, "name");
+	state = admin_param(&q, "state");
+	weight = admin_param(&q, "weight");
+	verb = weight && state ? "" : weight ? "weight" : state ? state : "";
+	value = weight && !state ? weight : admin_param(&q, "duration");
+	evhttp_connection_get_peer(evhttp_request_get_connection(req), (char **)&ip, &port);
+	snprintf(peer, sizeof(peer), "%s%s%s:%u", ip && strchr(ip, ':') ? "[" : "", ip ? ip : "?",
+		 ip && strchr(ip, ':') ? "]" : "", (unsigned)port);
+	out = evbuffer_new();
+	if (!out) {
+		evhttp_send_error(req, HTTP_INTERNAL, "out of memory");
+		goto done;
+	}
+	code = a->on_state(a->state_arg, name ? name : "", verb, value, peer, out);
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-store");
+	evhttp_send_reply(req, code, admin_status_reason(code), out);
+done:
+	if (out)
+		evbuffer_free(out);
+	evhttp_clear_headers(&q);
+}
+
 static void admin_on_other(struct evhttp_request *req, void *arg)
 {
 	if (!admin_admit(arg, req))
@@ -782,6 +846,7 @@ struct admin *admin_new(struct event_base *base, const char *listen, const struc
 	evhttp_set_cb(a->http, "/ring", admin_on_ring, a);
 	evhttp_set_cb(a->http, "/health", admin_on_health, a);
 	evhttp_set_cb(a->http, "/purge", admin_on_purge, a);
+	evhttp_set_cb(a->http, "/backend", admin_on_backend, a);
 	evhttp_set_gencb(a->http, admin_on_other, a);
 	return a;
 fail:
@@ -789,6 +854,12 @@ fail:
 		close(fd);
 	admin_free(a);
 	return NULL;
+}
+
+void admin_on_state(struct admin *a, admin_state_fn fn, void *arg)
+{
+	a->on_state = fn;
+	a->state_arg = arg;
 }
 
 int admin_port(const struct admin *a)

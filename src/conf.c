@@ -112,6 +112,10 @@ static const struct conf_keydef conf_keys[] = {
 	  "append log lines to this file instead of stderr; SIGUSR1 reopens it" },
 	{ CONF_IN_PROXY, "watch_config", CONF_T_BOOL, P(watch_config), "off", 0, 0, NULL,
 	  "reload when the config file changes (inotify; ConfigMap symlink swaps and editors' renames too)" },
+	{ CONF_IN_PROXY, "state_file", CONF_T_PATH, P(state_file), "", 0, 0, NULL,
+	  "where each backend's runtime state (ringproxy ctl: drain, maint, weight) is kept, written atomically "
+	  "at each change and applied at start, so that it survives a restart; empty = not kept (a reload keeps it "
+	  "either way)" },
 
 	{ CONF_IN_RING, "hash", CONF_T_ENUM, P(hash), "md5", 0, 0, "md5",
 	  "hash of points and keys (fixed scheme: MD5, first 8 bytes big-endian)" },

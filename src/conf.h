@@ -96,6 +96,8 @@ struct conf {
 	char *access_log;               /* [log] access: "off", "stderr" or a path */
 	int access_format;              /* enum conf_access_format */
 	bool watch_config;              /* reload when the file changes */
+	char *state_file;               /* the backends' runtime states
+					   (runstate.c); "" = not kept */
 
 	/* [ring] */
 	int hash;                       /* enum conf_hash */

@@ -37,6 +37,10 @@ static void main_usage(FILE *f)
 		"                      print a ringproxy.ini placing keys as that proxy does\n"
 		"       ringproxy purge [-c FILE] URL...  remove URLs from the cache and the backends\n"
 		"                      (POST /purge on FILE's admin listener)\n"
+		"       ringproxy ctl [-c FILE] ready|drain|maint|weight NAME [DURATION|N]\n"
+		"                      a backend's runtime state (POST /backend on FILE's admin\n"
+		"                      listener): drain leaves the ring over DURATION, keys moving\n"
+		"                      warmly; maint at once; kept in [proxy] state_file\n"
 		"       ringproxy --help-config          every config key with default and range\n"
 		"       ringproxy --help-stats           every /metrics series and /stats key, from a\n"
 		"                      sample reading (what ringproxy-stats(7) is made from)\n"
@@ -63,6 +67,72 @@ static size_t main_collect(char *p, size_t size, size_t n, void *arg)
 	return size * n;
 }
 
+/* The config of FILE for a subcommand that goes through its admin
+ * listener (what: "a purge"), with the listener's base URL and the
+ * Authorization header line its admin_token makes. NULL (said on stderr)
+ * when the file does not load or has no admin_listen. */
+static struct conf *main_admin_conf(const char *path, const char *what, char *base, size_t baselen, char *auth,
+				    size_t authlen)
+{
+	struct conf_errors errs;
+	struct conf *c = conf_load(path, &errs);
+
+	if (!c) {
+		main_print_errors(path, &errs);
+		conf_errors_free(&errs);
+		return NULL;
+	}
+	conf_errors_free(&errs);
+	if (!*c->admin_listen) {
+		fprintf(stderr, "ringproxy: %s has no [proxy] admin_listen: %s goes through it\n", path, what);
+		conf_free(c);
+		return NULL;
+	}
+	/* a listener on every address is reached on loopback */
+	if (strncmp(c->admin_listen, "*:", 2) == 0 || strncmp(c->admin_listen, "0.0.0.0:", 8) == 0)
+		snprintf(base, baselen, "http://127.0.0.1:%s", strrchr(c->admin_listen, ':') + 1);
+	else if (strncmp(c->admin_listen, "[::]:", 5) == 0)
+		snprintf(base, baselen, "http://[::1]:%s", c->admin_listen + 5);
+	else
+		snprintf(base, baselen, "http://%s", c->admin_listen);
+	snprintf(auth, authlen, "Authorization: Bearer %s", c->admin_token);
+	return c;
+}
+
+/* POST url (an empty body) with c's token, the answer's body to body;
+ * curl's result, the status in *status (0: none). */
+static CURLcode main_post(CURL *easy, const struct conf *c, const char *auth, const char *url, FILE *body,
+			  long *status)
+{
+	struct curl_slist *h = *c->admin_token ? curl_slist_append(NULL, auth) : NULL;
+	CURLcode cr;
+
+	*status = 0;
+	curl_easy_setopt(easy, CURLOPT_URL, url);
+	curl_easy_setopt(easy, CURLOPT_POST, 1L);
+	curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE, 0L);
+	curl_easy_setopt(easy, CURLOPT_POSTFIELDS, "");
+	curl_easy_setopt(easy, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, 30000L);
+	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, main_collect);
+	curl_easy_setopt(easy, CURLOPT_WRITEDATA, body);
+	cr = curl_easy_perform(easy);
+	curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, status);
+	curl_slist_free_all(h);
+	return cr;
+}
+
+/* -c FILE or --config FILE at argv[*i], if there: the path, else the
+ * default. */
+static const char *main_sub_conf(int argc, char **argv, int *i)
+{
+	if (*i + 1 < argc && (strcmp(argv[*i], "-c") == 0 || strcmp(argv[*i], "--config") == 0)) {
+		*i += 2;
+		return argv[*i - 1];
+	}
+	return MAIN_DEFAULT_CONF;
+}
+
 /* ringproxy purge [-c FILE] URL...: each URL through the admin listener
  * of FILE (POST /purge?url=, with its admin_token), its JSON answer on
  * stdout (each backend's status is in it). Exit 0 when the admin
@@ -70,44 +140,22 @@ static size_t main_collect(char *p, size_t size, size_t n, void *arg)
  * none), 1 otherwise (502: a backend kept its copy), 2 on usage. */
 static int main_purge(int argc, char **argv)
 {
-	const char *path = MAIN_DEFAULT_CONF;
-	struct conf_errors errs;
+	const char *path;
 	struct conf *c;
 	char base[320], url[12288], auth[600];
 	int i = 1, rc = 0;
 
-	if (i + 1 < argc && (strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--config") == 0)) {
-		path = argv[i + 1];
-		i += 2;
-	}
+	path = main_sub_conf(argc, argv, &i);
 	if (i >= argc) {
 		fprintf(stderr, "usage: ringproxy purge [-c FILE] URL...\n");
 		return 2;
 	}
-	c = conf_load(path, &errs);
-	if (!c) {
-		main_print_errors(path, &errs);
-		conf_errors_free(&errs);
+	c = main_admin_conf(path, "a purge", base, sizeof(base), auth, sizeof(auth));
+	if (!c)
 		return 1;
-	}
-	conf_errors_free(&errs);
-	if (!*c->admin_listen) {
-		fprintf(stderr, "ringproxy: %s has no [proxy] admin_listen: a purge goes through it\n", path);
-		conf_free(c);
-		return 1;
-	}
-	/* a listener on every address is reached on loopback */
-	if (strncmp(c->admin_listen, "*:", 2) == 0 || strncmp(c->admin_listen, "0.0.0.0:", 8) == 0)
-		snprintf(base, sizeof(base), "http://127.0.0.1:%s", strrchr(c->admin_listen, ':') + 1);
-	else if (strncmp(c->admin_listen, "[::]:", 5) == 0)
-		snprintf(base, sizeof(base), "http://[::1]:%s", c->admin_listen + 5);
-	else
-		snprintf(base, sizeof(base), "http://%s", c->admin_listen);
-	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", c->admin_token);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	for (; i < argc; i++) {
 		CURL *easy = curlev_easy_new();
-		struct curl_slist *h = NULL;
 		char *esc = easy ? curl_easy_escape(easy, argv[i], 0) : NULL;
 		long status = 0;
 		CURLcode cr;
@@ -119,18 +167,7 @@ static int main_purge(int argc, char **argv)
 		}
 		snprintf(url, sizeof(url), "%s/purge?url=%s", base, esc);
 		curl_free(esc);
-		if (*c->admin_token)
-			h = curl_slist_append(h, auth);
-		curl_easy_setopt(easy, CURLOPT_URL, url);
-		curl_easy_setopt(easy, CURLOPT_POST, 1L);
-		curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE, 0L);
-		curl_easy_setopt(easy, CURLOPT_POSTFIELDS, "");
-		curl_easy_setopt(easy, CURLOPT_HTTPHEADER, h);
-		curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, 30000L);
-		curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, main_collect);
-		curl_easy_setopt(easy, CURLOPT_WRITEDATA, stdout);
-		cr = curl_easy_perform(easy);
-		curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+		cr = main_post(easy, c, auth, url, stdout, &status);
 		if (cr != CURLE_OK) {
 			fprintf(stderr, "ringproxy: purge %s: %s: %s\n", argv[i], base, curl_easy_strerror(cr));
 			rc = 1;
@@ -142,9 +179,77 @@ static int main_purge(int argc, char **argv)
 			fprintf(stderr, "ringproxy: purge %s: the admin listener answered %ld\n", argv[i], status);
 			rc = 1;
 		}
-		curl_slist_free_all(h);
 		curl_easy_cleanup(easy);
 	}
+	fflush(stdout);
+	curl_global_cleanup();
+	conf_free(c);
+	return rc;
+}
+
+/* ringproxy ctl [-c FILE] ready|drain|maint|weight NAME [ARG]: a
+ * backend's runtime state through FILE's admin listener (POST /backend,
+ * with its admin_token). The answer's JSON on stdout when it was taken
+ * (exit 0); a refusal's on stderr, with what is valid (exit 1); 2 on
+ * usage. */
+static int main_ctl(int argc, char **argv)
+{
+	static const char usage[] = "usage: ringproxy ctl [-c FILE] ready NAME | drain NAME [DURATION] | maint NAME | "
+				    "weight NAME N\n";
+	const char *path, *verb, *name, *arg;
+	struct conf *c;
+	char base[320], url[1600], auth[600], *body = NULL, *ev = NULL, *en = NULL, *ea = NULL;
+	size_t bodylen = 0;
+	FILE *f = NULL;
+	CURL *easy = NULL;
+	long status = 0;
+	CURLcode cr;
+	int i = 1, rc = 1;
+
+	path = main_sub_conf(argc, argv, &i);
+	if (argc - i < 2 || argc - i > 3) {
+		fputs(usage, stderr);
+		return 2;
+	}
+	verb = argv[i];
+	name = argv[i + 1];
+	arg = argc - i == 3 ? argv[i + 2] : NULL;
+	c = main_admin_conf(path, "ctl", base, sizeof(base), auth, sizeof(auth));
+	if (!c)
+		return 1;
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	easy = curlev_easy_new();
+	f = open_memstream(&body, &bodylen);
+	ev = easy ? curl_easy_escape(easy, verb, 0) : NULL;
+	en = easy ? curl_easy_escape(easy, name, 0) : NULL;
+	ea = easy ? curl_easy_escape(easy, arg ? arg : "", 0) : NULL;
+	if (!f || !ev || !en || !ea) {
+		fprintf(stderr, "ringproxy: out of memory\n");
+		goto out;
+	}
+	if (strcmp(verb, "weight") == 0)
+		snprintf(url, sizeof(url), "%s/backend?name=%s&weight=%s", base, en, ea);
+	else
+		snprintf(url, sizeof(url), "%s/backend?name=%s&state=%s%s%s", base, en, ev,
+			 arg ? "&duration=" : "", arg ? ea : "");
+	cr = main_post(easy, c, auth, url, f, &status);
+	fclose(f);
+	f = NULL;
+	if (cr != CURLE_OK)
+		fprintf(stderr, "ringproxy: ctl %s %s: %s: %s\n", verb, name, base, curl_easy_strerror(cr));
+	else if (status != 200)
+		fprintf(stderr, "ringproxy: ctl %s %s: refused (%ld): %s", verb, name, status, body ? body : "\n");
+	else
+		fputs(body ? body : "", stdout);
+	rc = cr == CURLE_OK && status == 200 ? 0 : 1;
+out:
+	if (f)
+		fclose(f);
+	free(body);
+	curl_free(ev);
+	curl_free(en);
+	curl_free(ea);
+	curl_easy_cleanup(easy);
 	fflush(stdout);
 	curl_global_cleanup();
 	conf_free(c);
@@ -244,6 +349,8 @@ int main(int argc, char **argv)
 		return import_main(argc - 1, argv + 1, stdout);
 	if (argc > 1 && strcmp(argv[1], "purge") == 0)
 		return main_purge(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "ctl") == 0)
+		return main_ctl(argc - 1, argv + 1);
 
 	while ((opt = getopt_long(argc, argv, "c:tThV", opts, NULL)) != -1) {
 		switch (opt) {

@@ -414,9 +414,17 @@ static void page_backend_row(struct evbuffer *out, const struct stats_backend *b
 	evbuffer_add_printf(out, "</div></td><td class=\"l state st-%s\">%s", b->state, page_state_word(b->state));
 	if (strcmp(b->state, "ramping") == 0)
 		evbuffer_add_printf(out, " <small>%.0f%% of keys back</small>", 100.0 * b->ramp);
+	/* the operator's runtime state (ringproxy ctl) */
+	if (b->drain_progress >= 0)
+		evbuffer_add_printf(out, " <small class=\"admin\">draining: %.0f%% of its keys gone to their next "
+				    "owners</small>", 100.0 * b->drain_progress);
+	else if (strcmp(b->admin_state, "maint") == 0)
+		PAGE_ADD(out, " <small class=\"admin\">in maintenance: out of the ring</small>");
 	page_why(out, b);
-	evbuffer_add_printf(out, "</td><td>%.2f%%<small>%u points, weight %g</small></td><td>%llu</td><td class=\"l\">",
-			    100.0 * b->share, b->points, b->weight, (unsigned long long)b->inflight);
+	evbuffer_add_printf(out, "</td><td>%.2f%%<small>%u points, weight %g", 100.0 * b->share, b->points, b->weight);
+	if (b->runtime_weight >= 0)
+		evbuffer_add_printf(out, ", runtime weight %g", b->runtime_weight);
+	evbuffer_add_printf(out, "</small></td><td>%llu</td><td class=\"l\">", (unsigned long long)b->inflight);
 	if (b->max_inflight)
 		evbuffer_add_printf(out, "hard cap %ld<small>never more in flight</small>", b->max_inflight);
 	if (b->cap >= 0)

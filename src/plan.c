@@ -721,7 +721,6 @@ int plan_summary(const struct conf *a, const struct ring *ra,
 	struct plan_side sa = { .conf = (struct conf *)a, .ring = (struct ring *)ra };
 	struct plan_side sb = { .conf = (struct conf *)b, .ring = (struct ring *)rb };
 	struct ring_diff d;
-	bool one_target = true;
 	int changes = 0;
 
 	out[0] = '\0';
@@ -787,21 +786,28 @@ int plan_summary(const struct conf *a, const struct ring *ra,
 		}
 		plan_cat(out, len, ", %.3f%% changed a member of their list of replicas", 100.0 * lm);
 	}
-	for (size_t i = 1; i < d.nflows; i++)
-		if (strcmp(d.flows[i].to, d.flows[0].to) != 0)
-			one_target = false;
-	if (d.nflows && one_target && *d.flows[0].to) {
-		plan_cat(out, len, ", all to %s", d.flows[0].to);
-	} else {
-		for (size_t i = 0; i < d.nflows && i < 4; i++)
-			plan_cat(out, len, "%s %s -> %s %.3f%%", i ? "," : ":",
-				 *d.flows[i].from ? d.flows[i].from : "(none)",
-				 *d.flows[i].to ? d.flows[i].to : "(none)", 100.0 * d.flows[i].share);
-		if (d.nflows > 4)
-			plan_cat(out, len, ", and %zu smaller flows", d.nflows - 4);
-	}
+	plan_flows(&d, out, len);
 	ring_diff_free(&d);
 	return 0;
+}
+
+void plan_flows(const struct ring_diff *d, char *out, size_t len)
+{
+	bool one_target = true;
+
+	for (size_t i = 1; i < d->nflows; i++)
+		if (strcmp(d->flows[i].to, d->flows[0].to) != 0)
+			one_target = false;
+	if (d->nflows && one_target && *d->flows[0].to) {
+		plan_cat(out, len, ", all to %s", d->flows[0].to);
+	} else {
+		for (size_t i = 0; i < d->nflows && i < 4; i++)
+			plan_cat(out, len, "%s %s -> %s %.3f%%", i ? "," : ":",
+				 *d->flows[i].from ? d->flows[i].from : "(none)",
+				 *d->flows[i].to ? d->flows[i].to : "(none)", 100.0 * d->flows[i].share);
+		if (d->nflows > 4)
+			plan_cat(out, len, ", and %zu smaller flows", d->nflows - 4);
+	}
 }
 
 static void plan_usage(FILE *f)

@@ -91,6 +91,10 @@ int plan_summary(const struct conf *a, const struct ring *ra,
 		 const struct conf *b, const struct ring *rb,
 		 char *out, size_t len, double *moved);
 
+/* The largest flows of d, appended to out (cut to len) as plan_summary
+ * writes them: ", all to cache-8", or ": cache-1 -> cache-2 4.100%, ...". */
+void plan_flows(const struct ring_diff *d, char *out, size_t len);
+
 /* The whole subcommand: argv[0] is "plan". Returns the exit status:
  * 0 done, 1 bad input (config or key file), 2 usage,
  * 3 the ring moved a key between two unchanged backends (a bug). */

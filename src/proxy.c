@@ -23,7 +23,9 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <event2/buffer.h>
 #include <event2/event.h>
+#include <math.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
@@ -45,6 +47,7 @@
 #include "preflight.h"
 #include "rates.h"
 #include "registry.h"
+#include "runstate.h"
 #include "snapshot.h"
 #include "stats.h"
 #include "watch.h"
@@ -287,6 +290,248 @@ static void proxy_on_tier(evutil_socket_t fd, short what, void *arg)
 			 (unsigned long long)m->tier_gen, b);
 }
 
+/* ---- runtime states (runstate.h) ---------------------------------------- */
+
+/* A drain's window when none is given and [ring] ramp is 0. */
+#define PROXY_DRAIN_MS 300000
+
+/* The state file after a change (what, for the log): backends a reload
+ * removed are dropped from it, and it is written when [proxy] state_file
+ * is set. "saved", "off" or the error into res. */
+static void proxy_state_save(struct proxy_main *m, const char *what, char *res, size_t len)
+{
+	const struct conf *c = m->snap->conf;
+	char err[512];
+
+	runstate_forget(m->snap);
+	snprintf(res, len, "off");
+	if (!*c->state_file)
+		return;
+	if (runstate_save(c->state_file, m->snap, err, sizeof(err)) < 0) {
+		log_error("%s: %s; the change holds until a restart", what, err);
+		snprintf(res, len, "%s", err);
+		return;
+	}
+	snprintf(res, len, "saved");
+}
+
+/* A refused runtime state change: {"error": .., "valid": [..]} with the
+ * n strings of valid, or the backends' names when valid is NULL. */
+static int proxy_state_refuse(struct proxy_main *m, struct evbuffer *out, int code, const char *error,
+			      const char *const *valid, size_t n)
+{
+	evbuffer_add(out, "{\"error\": ", 10);
+	stats_json_str(out, error);
+	evbuffer_add(out, ", \"valid\": [", 12);
+	for (size_t i = 0; i < (valid ? n : m->snap->nbe); i++) {
+		if (i)
+			evbuffer_add(out, ", ", 2);
+		stats_json_str(out, valid ? valid[i] : m->snap->be[i].conf->name);
+	}
+	evbuffer_add(out, "]}\n", 3);
+	return code;
+}
+
+/* What a verb and its value make of was into *now (0), or a refusal's
+ * status with its JSON in out. */
+static int proxy_state_parse(struct proxy_main *m, const char *verb, const char *value,
+			     const struct runstate_of *was, struct runstate_of *now, struct evbuffer *out)
+{
+	static const char *const verbs[] = { "ready", "drain", "maint", "weight" };
+	static const char *const durations[] = { "a duration from 1ms to 24h: 500ms, 30s, 5m, 1h" };
+	static const char *const weights[] = { "a number from 0 to 1000 (a whole one under a scheme other than ringproxy)" };
+	const struct conf *c = m->snap->conf;
+	int st = runstate_parse(verb);
+	char text[300], *end;
+
+	*now = *was;
+	if (strcmp(verb, "weight") == 0) {
+		double w = value ? strtod(value, &end) : -1;
+
+		if (!value || !*value || *end || !isfinite(w) || w < 0 || w > 1000) {
+			snprintf(text, sizeof(text), "weight '%.100s' is not a weight", value ? value : "");
+			return proxy_state_refuse(m, out, 400, text, weights, 1);
+		}
+		now->weighted = 1;
+		now->weight = w;
+		return 0;
+	}
+	if (st < 0) {
+		snprintf(text, sizeof(text), "'%.100s' is not a runtime state (give state= or weight=)", verb);
+		return proxy_state_refuse(m, out, 400, text, verbs, 4);
+	}
+	/* a drain asked again goes on in its window, which a ramp in
+	 * progress cannot be given again */
+	if (st == RUNSTATE_DRAIN && was->state == RUNSTATE_DRAIN) {
+		if (!value)
+			return 0;
+		snprintf(text, sizeof(text), "it is draining already: ready it first to drain it over another window");
+		return proxy_state_refuse(m, out, 409, text, verbs, 4);
+	}
+	now->state = st;
+	now->drain_start_ms = 0;
+	now->drain_span_ms = 0;
+	if (st != RUNSTATE_DRAIN) {
+		if (!value)
+			return 0;
+		snprintf(text, sizeof(text), "state %s takes no value (only drain takes a duration)", verb);
+		return proxy_state_refuse(m, out, 400, text, verbs, 4);
+	}
+	now->drain_span_ms = c->ramp_ms ? c->ramp_ms : PROXY_DRAIN_MS;
+	if (value && (conf_parse_duration(value, &now->drain_span_ms) < 0 || now->drain_span_ms == 0 ||
+		      now->drain_span_ms > 86400000)) {
+		snprintf(text, sizeof(text), "duration '%.100s' is not a drain's window", value);
+		return proxy_state_refuse(m, out, 400, text, durations, 1);
+	}
+	now->drain_start_ms = proxy_wall_ms();
+	return 0;
+}
+
+/*
+ * admin.c's POST /backend: backend name to the state verb asks. Its ring
+ * weight changes (runstate_weight), so a snapshot with the new ring
+ * replaces the current one, as a reload's does, and the keys that change
+ * owner move over the warm ramp's machinery (snapshot_ramp_over): a
+ * drain's over its window, a weight's or a ready's over [ring] ramp, a
+ * maint's at once (a ramp in progress then goes on to its end, without
+ * holding anything on the backend in maintenance). Refused, with the
+ * state left as it was, when it would leave no backend with keys.
+ */
+static int proxy_on_state(void *arg, const char *name, const char *verb, const char *value, const char *peer,
+			  struct evbuffer *out)
+{
+	struct proxy_main *m = arg;
+	struct snapshot *cur = m->snap, *s = NULL;
+	const struct conf *c = cur->conf;
+	struct runstate_of was, now;
+	struct snap_ramp_info ramp;
+	struct ring_diff d;
+	char err[512], text[1024], what[160], saved[600];
+	int64_t now_ms = registry_now_ms();
+	uint64_t span;
+	double moved;
+	size_t i;
+	int code;
+
+	for (i = 0; i < cur->nbe && strcmp(cur->be[i].conf->name, name) != 0; i++)
+		;
+	if (i == cur->nbe) {
+		snprintf(text, sizeof(text), "no backend '%.100s' in %s", name, c->path);
+		return proxy_state_refuse(m, out, 404, text, NULL, 0);
+	}
+	runstate_get(cur->be[i].state, &was);
+	code = proxy_state_parse(m, verb, value, &was, &now, out);
+	if (code)
+		return code;
+	runstate_put(cur->be[i].state, &now);
+	s = snapshot_reweigh(cur, err, sizeof(err));
+	if (!s || !s->ring->npoints) {
+		runstate_put(cur->be[i].state, &was);
+		snapshot_unref(s);
+		if (s)
+			snprintf(err, sizeof(err), "%s %s would leave no backend with keys: ready another one first", verb,
+				 name);
+		return proxy_state_refuse(m, out, s ? 409 : 400, err, NULL, 0);
+	}
+	span = strcmp(verb, "drain") == 0 ? now.drain_span_ms : strcmp(verb, "maint") == 0 ? 0 : c->ramp_ms;
+	/* without a window of its own, a ramp in progress still ends when
+	 * it would have: its held keys keep their moments */
+	if (span == 0 && cur->ramp && now_ms < cur->ramp->end_ms)
+		span = (uint64_t)(cur->ramp->end_ms - now_ms);
+	if (snapshot_ramp_over(s, cur, now_ms, proxy_wall_ms(), span, &ramp) < 0 || ring_diff(cur->ring, s->ring, &d) < 0) {
+		runstate_put(cur->be[i].state, &was);
+		snapshot_unref(s);
+		return proxy_state_refuse(m, out, 500, "out of memory", NULL, 0);
+	}
+	snprintf(what, sizeof(what), "%s %s", verb, name);
+	if (strcmp(verb, "drain") == 0) {
+		char win[32];
+
+		conf_fmt_ms(now.drain_span_ms, win, sizeof(win));
+		snprintf(what + strlen(what), sizeof(what) - strlen(what), " over %s", win);
+	} else if (value) {
+		snprintf(what + strlen(what), sizeof(what) - strlen(what), " %s", value);
+	}
+	moved = d.moved_share;
+	snprintf(text, sizeof(text), "%.3f%% of keys moved", 100.0 * moved);
+	plan_flows(&d, text, sizeof(text));
+	proxy_ramp_report(&ramp, span, text, sizeof(text));
+	ring_diff_free(&d);
+	proxy_publish(m, s);
+	proxy_state_save(m, what, saved, sizeof(saved));
+	log_info("ctl from %s: %s: %s", peer, what, text);
+	evbuffer_add(out, "{\"backend\": ", 12);
+	stats_json_str(out, name);
+	evbuffer_add_printf(out, ", \"admin_state\": \"%s\", \"ring_weight\": %.17g, \"moved_share\": %.17g, "
+			    "\"ramp_seconds\": %.3f, \"state_file\": ", runstate_name(now.state), s->ring->weights[i],
+			    moved, ramp.kind ? (double)ramp.left_ms / 1000 : 0.0);
+	stats_json_str(out, saved);
+	evbuffer_add(out, ", \"log\": ", 9);
+	stats_json_str(out, text);
+	evbuffer_add(out, "}\n", 2);
+	return 200;
+}
+
+/* At start, before the first snapshot: the drains of the state file
+ * still within their window are made ready again for it, into held[]
+ * (c's backends at most); proxy_drains_resume then drains them from it. */
+static size_t proxy_drains_hold(const struct conf *c, struct backend **held)
+{
+	int64_t wall = proxy_wall_ms();
+	size_t n = 0;
+	char err[256];
+
+	for (size_t i = 0; i < c->nbackends; i++) {
+		struct backend *b = registry_find(c->backends[i].name, err, sizeof(err));
+
+		struct runstate_of rs;
+
+		if (b && runstate_drain_progress(b, wall) >= 0 && runstate_drain_progress(b, wall) < 1) {
+			runstate_get(b, &rs);
+			rs.state = RUNSTATE_READY;
+			runstate_put(b, &rs);
+			held[n++] = b;
+		}
+	}
+	return n;
+}
+
+/* ... where they had got: a snapshot with them drained, whose ramp began
+ * when the drain did (the one ending last, when several were), so a key
+ * past its moment moves at once and the others keep theirs. */
+static void proxy_drains_resume(struct proxy_main *m, struct backend **held, size_t n)
+{
+	struct snap_ramp_info ramp;
+	struct snapshot *s;
+	int64_t start = 0, wall = proxy_wall_ms();
+	uint64_t span = 0;
+	char err[512];
+
+	for (size_t i = 0; i < n; i++) {
+		struct runstate_of rs;
+
+		runstate_get(held[i], &rs);
+		rs.state = RUNSTATE_DRAIN;
+		runstate_put(held[i], &rs);
+		if (i == 0 || rs.drain_start_ms + (int64_t)rs.drain_span_ms > start + (int64_t)span) {
+			start = rs.drain_start_ms;
+			span = rs.drain_span_ms;
+		}
+		log_info("%s: backend %s goes on draining: %.0f%% of its window gone", m->snap->conf->state_file,
+			 held[i]->name, 100.0 * runstate_drain_progress(held[i], wall));
+	}
+	s = snapshot_reweigh(m->snap, err, sizeof(err));
+	if (s && snapshot_ramp_over(s, m->snap, registry_now_ms() - (wall - start), start, span, &ramp) == 0) {
+		snapshot_unref(m->snap);
+		m->snap = s;
+		m->p.current = s;
+		return;
+	}
+	log_error("%s: the drains could not be resumed (%s): their backends are out of the ring at once",
+		  m->snap->conf->state_file, s ? "out of memory" : err);
+	snapshot_unref(s);
+}
+
 static void proxy_reload(struct proxy_main *m)
 {
 	const struct conf *old = m->snap->conf;
@@ -377,6 +622,7 @@ static void proxy_reload(struct proxy_main *m)
 	cache_configure(m->p.cache, c->cache_size, c->cache_max_object, c->cache_min_uses);
 	proxy_unresolved(s);
 	proxy_publish(m, s);
+	proxy_state_save(m, "reload", err, sizeof(err));
 	proxy_watch(m, s->conf);
 	m->p.last_moved_share = moved;
 	free(m->p.moved);
@@ -620,6 +866,8 @@ int proxy_run(const char *path, struct conf *conf, unsigned flags)
 	unsigned nworkers;
 	int port = -1, rc = 1;
 	long ncpu;
+	struct backend **held;
+	size_t nheld;
 
 	memset(&m, 0, sizeof(m));
 	m.path = path;
@@ -655,12 +903,23 @@ int proxy_run(const char *path, struct conf *conf, unsigned flags)
 		return 1;
 	}
 	atomic_store(&m.p.max_conns, conf->max_connections);
-	m.snap = snapshot_new(conf, 1, err, sizeof(err));
-	if (!m.snap) {
+	if (*conf->state_file && runstate_load(conf->state_file, conf, err, sizeof(err)) < 0) {
 		log_error("%s", err);
 		conf_free(conf);
 		return 1;
 	}
+	held = calloc(conf->nbackends ? conf->nbackends : 1, sizeof(*held));
+	nheld = held ? proxy_drains_hold(conf, held) : 0;
+	m.snap = snapshot_new(conf, 1, err, sizeof(err));
+	if (!m.snap) {
+		log_error("%s", err);
+		free(held);
+		conf_free(conf);
+		return 1;
+	}
+	if (nheld)
+		proxy_drains_resume(&m, held, nheld);
+	free(held);
 	m.p.generation = 1;
 	m.p.current = m.snap;
 	m.p.conf_loaded = time(NULL);
@@ -699,6 +958,7 @@ int proxy_run(const char *path, struct conf *conf, unsigned flags)
 			log_error("admin_listen %s: %s", m.admin_conf, err);
 			goto out;
 		}
+		admin_on_state(m.admin, proxy_on_state, &m);
 	}
 	proxy_unresolved(m.snap);
 	health_apply(m.health, m.snap);

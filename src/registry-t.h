@@ -59,6 +59,16 @@ struct backend {
 	_Atomic int check_status;
 	_Atomic int check_passed;
 	struct registry_note check_text;
+
+	/* the operator's runtime state (runstate.h: ready, drain, maint, and
+	 * a weight over the file's), set through the admin listener: written
+	 * and read on the main thread, which builds the rings from it; the
+	 * request path never reads it (it routes by the snapshot's ring) */
+	_Atomic int admin_state;        /* enum runstate, 0 = ready */
+	_Atomic int admin_weighted;     /* admin_weight is set */
+	_Atomic double admin_weight;
+	_Atomic int64_t drain_start_ms; /* a drain's start, Unix ms */
+	_Atomic uint64_t drain_span_ms; /* and its window */
 };
 
 #endif

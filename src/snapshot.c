@@ -22,11 +22,38 @@
 #include <string.h>
 
 #include "registry.h"
+#include "runstate.h"
 
 struct snap_ring {
 	_Atomic long refs;
 	struct ring *ring;
 };
+
+/* A config with a reference count: the snapshots a runtime state change
+ * makes (snapshot_reweigh) share the config of the one they replace. */
+struct snap_conf {
+	_Atomic long refs;
+	struct conf *conf;
+};
+
+static struct snap_conf *snap_conf_new(struct conf *c)
+{
+	struct snap_conf *h = malloc(sizeof(*h));
+
+	if (h) {
+		atomic_init(&h->refs, 1);
+		h->conf = c;
+	}
+	return h;
+}
+
+static void snap_conf_unref(struct snap_conf *h)
+{
+	if (h && atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) == 1) {
+		conf_free(h->conf);
+		free(h);
+	}
+}
 
 static struct snap_ring *snap_ring_new(struct ring *r)
 {
@@ -108,6 +135,13 @@ static void snapshot_resolve(struct snap_backend *sb)
 		freeaddrinfo(res);
 }
 
+/* What the ring knows of backend cb, whose registry entry is b: its
+ * weight is the runtime state's (runstate.h). */
+static struct ring_member snapshot_member(const struct conf_backend *cb, const struct backend *b)
+{
+	return (struct ring_member){ cb->name, runstate_weight(b, cb->weight), *cb->id ? cb->id : NULL };
+}
+
 struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 			      char *err, size_t errlen)
 {
@@ -123,9 +157,6 @@ struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 	if (!m || !s->be || !s->cache)
 		goto nomem;
 	for (size_t i = 0; i < conf->nbackends; i++) {
-		m[i].name = conf->backends[i].name;
-		m[i].weight = conf->backends[i].weight;
-		m[i].id = *conf->backends[i].id ? conf->backends[i].id : NULL;
 		s->be[i].conf = &conf->backends[i];
 		s->be[i].name_len = strlen(conf->backends[i].name);
 		s->be[i].prefix_len = strlen(conf->backends[i].prefix);
@@ -136,6 +167,7 @@ struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 				 conf->backends[i].line, conf->backends[i].name, why);
 			goto fail;
 		}
+		m[i] = snapshot_member(&conf->backends[i], s->be[i].state);
 	}
 	s->ring = ring_build(m, conf->nbackends, (enum ring_scheme)conf->scheme, conf->vnodes, why,
 			     sizeof(why));
@@ -144,8 +176,12 @@ struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 		goto fail;
 	}
 	s->ring_ref = snap_ring_new(s->ring);
-	if (!s->ring_ref) {
-		ring_free(s->ring);
+	s->conf_ref = snap_conf_new(conf);
+	if (!s->ring_ref || !s->conf_ref) {
+		snap_ring_unref(s->ring_ref);
+		if (!s->ring_ref)
+			ring_free(s->ring);
+		free(s->conf_ref);
 		goto nomem;
 	}
 	s->nbe = conf->nbackends;
@@ -205,6 +241,54 @@ struct snapshot *snapshot_readdress(struct snapshot *s, const char *name,
 	return n;
 }
 
+struct snapshot *snapshot_reweigh(const struct snapshot *s, char *err, size_t errlen)
+{
+	const struct snapshot *owner = s->base ? s->base : s;
+	const struct conf *conf = s->conf;
+	struct ring_member *m = calloc(s->nbe ? s->nbe : 1, sizeof(*m));
+	struct snapshot *n = calloc(1, sizeof(*n));
+	char why[256];
+
+	if (!m || !n)
+		goto nomem;
+	n->be = malloc((s->nbe ? s->nbe : 1) * sizeof(*n->be));
+	n->cache = calloc(1, sizeof(*n->cache));
+	if (!n->be || !n->cache)
+		goto nomem;
+	memcpy(n->be, s->be, s->nbe * sizeof(*n->be));
+	for (size_t i = 0; i < s->nbe; i++)
+		m[i] = snapshot_member(s->be[i].conf, s->be[i].state);
+	n->ring = ring_build(m, s->nbe, (enum ring_scheme)conf->scheme, conf->vnodes, why, sizeof(why));
+	if (!n->ring) {
+		snprintf(err, errlen, "%s", why);
+		goto fail;
+	}
+	n->ring_ref = snap_ring_new(n->ring);
+	if (!n->ring_ref) {
+		ring_free(n->ring);
+		goto nomem;
+	}
+	n->conf_ref = owner->conf_ref;
+	atomic_fetch_add_explicit(&n->conf_ref->refs, 1, memory_order_relaxed);
+	n->conf = s->conf;
+	n->nbe = s->nbe;
+	n->backend_header_len = s->backend_header_len;
+	n->generation = s->generation;
+	atomic_store(&n->refs, 1);
+	free(m);
+	return n;
+nomem:
+	snprintf(err, errlen, "out of memory");
+fail:
+	free(m);
+	if (n) {
+		free(n->be);
+		free(n->cache);
+		free(n);
+	}
+	return NULL;
+}
+
 /* ---- warm ramps --------------------------------------------------------- */
 
 /* The counted holder of s's ring. */
@@ -236,6 +320,12 @@ static int snapshot_ramp_maps(struct snap_ramp *r, const struct snapshot *s)
 		if (!r->map[k])
 			return -1;
 		r->step[k].map = r->map[k];
+		/* a backend in maintenance is, to the ramp, one that left
+		 * the file: nothing is held on it, its keys move at once */
+		for (size_t b = 0; b < ring->nbackends; b++)
+			if (r->map[k][b] >= 0 &&
+			    atomic_load(&s->be[r->map[k][b]].state->admin_state) == RUNSTATE_MAINT)
+				r->map[k][b] = -1;
 		/* a drained backend (weight 0 now) still holds its keys
 		 * until they switch: it is capped at the weight it had */
 		for (size_t b = 0; b < ring->nbackends; b++)
@@ -259,6 +349,12 @@ static bool snapshot_rampable(const struct ring_diff *d, const struct snapshot *
 int snapshot_ramp(struct snapshot *s, const struct snapshot *prev, int64_t now_ms,
 		  int64_t wall_ms, struct snap_ramp_info *info)
 {
+	return snapshot_ramp_over(s, prev, now_ms, wall_ms, s->conf->ramp_ms, info);
+}
+
+int snapshot_ramp_over(struct snapshot *s, const struct snapshot *prev, int64_t now_ms,
+		       int64_t wall_ms, uint64_t span_ms, struct snap_ramp_info *info)
+{
 	const struct snap_ramp *pr = prev ? prev->ramp : NULL;
 	struct snap_ramp *r = NULL;
 	struct ring_diff d;
@@ -266,7 +362,7 @@ int snapshot_ramp(struct snapshot *s, const struct snapshot *prev, int64_t now_m
 	int rc = -1;
 
 	memset(info, 0, sizeof(*info));
-	if (s->conf->ramp_ms == 0 || !prev || s->base)
+	if (span_ms == 0 || !prev || s->base)
 		return 0;
 	if (pr && now_ms >= pr->end_ms)
 		pr = NULL;      /* over: prev's ring alone is where keys are */
@@ -298,7 +394,7 @@ int snapshot_ramp(struct snapshot *s, const struct snapshot *prev, int64_t now_m
 		/* step 0: this ring from now; then prev's chain (prev's
 		 * ring, then what prev ramped from, each as it stood when
 		 * the step after it began) */
-		r->step[n++] = (struct ring_ramp){ s->ring, NULL, now_ms, s->conf->ramp_ms };
+		r->step[n++] = (struct ring_ramp){ s->ring, NULL, now_ms, span_ms };
 		for (size_t k = 0; k < (pr ? pr->nsteps : 1); k++) {
 			struct ring_ramp st = pr ? pr->step[k] : (struct ring_ramp){ prev->ring, NULL, 0, 0 };
 			struct snap_ring *h = snapshot_step_ring(prev, pr, k);
@@ -319,7 +415,7 @@ int snapshot_ramp(struct snapshot *s, const struct snapshot *prev, int64_t now_m
 				break;
 		}
 		r->nsteps = n;
-		r->end_ms = now_ms + (int64_t)s->conf->ramp_ms;
+		r->end_ms = now_ms + (int64_t)span_ms;
 		r->start_wall_ms = wall_ms;
 		r->moved_share = d.moved_share;
 		info->kind = n > 2 ? SNAP_RAMP_CHAINED : SNAP_RAMP_NEW;
@@ -358,7 +454,7 @@ void snapshot_unref(struct snapshot *s)
 	} else {
 		snap_ramp_free((struct snap_ramp *)s->ramp);
 		snap_ring_unref(s->ring_ref);
-		conf_free(s->conf);
+		snap_conf_unref(s->conf_ref);
 	}
 	free(s->be);
 	free(s->cache);

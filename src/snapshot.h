@@ -25,6 +25,8 @@
 /* A ring with a reference count, so that a warm ramp can keep an older
  * snapshot's ring after that snapshot is gone (snapshot.c). */
 struct snap_ring;
+/* A config with a reference count (snapshot.c). */
+struct snap_conf;
 
 /*
  * A warm ramp ([ring] ramp): the chain of ring.h's struct ring_ramp that
@@ -86,6 +88,7 @@ struct snapshot {
 					   snapshot_readdress; a reference) */
 	struct snap_ring *ring_ref;     /* the ring's counted holder (NULL
 					   when base holds it) */
+	struct snap_conf *conf_ref;     /* the config's likewise */
 	const struct snap_ramp *ramp;   /* a warm ramp, or NULL; owned by
 					   the snapshot (base's when shared) */
 };
@@ -107,6 +110,14 @@ struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
  * The result holds one reference; s is not changed. */
 struct snapshot *snapshot_readdress(struct snapshot *s, const char *name,
 				    const struct sockaddr *addr, socklen_t len);
+
+/* Main thread: the snapshot s with each ring weight as the backends'
+ * runtime states give it now (runstate.h): same config (shared) and
+ * generation, a ring of its own built from them, no ramp yet
+ * (snapshot_ramp_over gives it one). NULL with err when the ring cannot
+ * be built (a compat scheme refuses a weight) or memory ran out. The
+ * result holds one reference; s is not changed. */
+struct snapshot *snapshot_reweigh(const struct snapshot *s, char *err, size_t errlen);
 
 /* What snapshot_ramp made. */
 enum snap_ramp_kind {
@@ -142,6 +153,13 @@ struct snap_ramp_info {
  */
 int snapshot_ramp(struct snapshot *s, const struct snapshot *prev, int64_t now_ms,
 		  int64_t wall_ms, struct snap_ramp_info *info);
+
+/* The same over span_ms instead of [ring] ramp (a runtime state change:
+ * a drain's window). Either way a backend in maintenance (runstate.h)
+ * holds no key: its keys move at once, while the others' keep their
+ * moments. */
+int snapshot_ramp_over(struct snapshot *s, const struct snapshot *prev, int64_t now_ms,
+		       int64_t wall_ms, uint64_t span_ms, struct snap_ramp_info *info);
 
 /* Any thread. */
 void snapshot_ref(struct snapshot *s);

@@ -22,6 +22,7 @@
 #include "balance.h"
 #include "proxy.h"
 #include "registry.h"
+#include "runstate.h"
 #include "snapshot.h"
 #include "worker.h"
 
@@ -294,6 +295,22 @@ static void stats_collect_view(struct stats_backend *o, const struct snapshot *s
 	rates_series(p->rates, o->id, RATES_B_errors, STATS_SPARK_STEP, o->spark_errors);
 }
 
+/* Backend b's runtime state (runstate.h), its ring weight being w. */
+static void stats_collect_runstate(struct stats_backend *o, const struct backend *b, double w)
+{
+	struct runstate_of rs;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	runstate_get(b, &rs);
+	o->admin_state = runstate_name(rs.state);
+	o->drain_progress = runstate_drain_progress(b, (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+	o->drain_end = (double)(rs.drain_start_ms + (int64_t)rs.drain_span_ms) / 1000;
+	o->drain_seconds = (double)rs.drain_span_ms / 1000;
+	o->runtime_weight = rs.weighted ? rs.weight : -1;
+	o->ring_weight = w;
+}
+
 /* Whether the config file on disk is still what runs: its SHA-256 now
  * against the one of the bytes loaded (an edit not reloaded, or one a
  * reload refused, differs). Read at each collection: a few kilobytes on
@@ -398,6 +415,7 @@ int stats_collect(struct stats *st, const struct proxy *p)
 		o->share = share[i];
 		stats_collect_backend(o, s->be[i].state, p);
 		stats_collect_view(o, s, i, p);
+		stats_collect_runstate(o, s->be[i].state, s->ring->weights[i]);
 		st->tier_hits += o->tier_hits;
 		st->tier_misses += o->tier_misses;
 	}
@@ -551,6 +569,23 @@ static void stats_json_why(struct evbuffer *out, const struct stats_backend *b)
 	evbuffer_add(out, "}", 1);
 }
 
+/* , "admin_state": .., "drain": {..} | null, "runtime_weight": .. | null,
+ * "ring_weight": ..: backend b's runtime state. */
+static void stats_json_runstate(struct evbuffer *out, const struct stats_backend *b)
+{
+	evbuffer_add_printf(out, ", \"admin_state\": \"%s\", \"drain\": ", b->admin_state);
+	if (b->drain_progress >= 0)
+		evbuffer_add_printf(out, "{\"progress\": %.6f, \"end\": %.3f, \"seconds\": %.3f}", b->drain_progress,
+				    b->drain_end, b->drain_seconds);
+	else
+		evbuffer_add(out, "null", 4);
+	if (b->runtime_weight >= 0)
+		evbuffer_add_printf(out, ", \"runtime_weight\": %.17g", b->runtime_weight);
+	else
+		evbuffer_add(out, ", \"runtime_weight\": null", 24);
+	evbuffer_add_printf(out, ", \"ring_weight\": %.17g", b->ring_weight);
+}
+
 static void stats_json_head(const struct stats *st, struct evbuffer *out)
 {
 	const struct stats_build *b = &st->build;
@@ -654,6 +689,7 @@ void stats_json(const struct stats *st, struct evbuffer *out)
 		evbuffer_add_printf(out, ", \"tier_hit_ratio_5m\": ");
 		stats_json_ratio(out, b->tier_hit_ratio_5m);
 		stats_json_why(out, b);
+		stats_json_runstate(out, b);
 		evbuffer_add(out, ", \"latency\": {", 14);
 		{
 			bool first = true;
@@ -826,6 +862,17 @@ static void stats_prom_codes(const struct stats *st, struct evbuffer *out)
 										   stats_response_codes[i].off));
 }
 
+/* The gauge ringproxy_backend_NAME of every backend: the double at off
+ * in its struct stats_backend. */
+static void stats_prom_be_double(const struct stats *st, struct evbuffer *out, const char *name, const char *help,
+				 size_t off)
+{
+	evbuffer_add_printf(out, "# HELP ringproxy_backend_%s %s\n# TYPE ringproxy_backend_%s gauge\n", name, help, name);
+	for (size_t i = 0; i < st->nbe; i++)
+		evbuffer_add_printf(out, "ringproxy_backend_%s{backend=\"%s\"} %.17g\n", name, st->be[i].name,
+				    *(const double *)((const char *)&st->be[i] + off));
+}
+
 void stats_prometheus(const struct stats *st, struct evbuffer *out)
 {
 	char moved[160];
@@ -875,16 +922,26 @@ void stats_prometheus(const struct stats *st, struct evbuffer *out)
 	for (size_t i = 0; i < st->nbe; i++)
 		evbuffer_add_printf(out, "ringproxy_backend_tier_hit_ratio{backend=\"%s\"} %.6f\n", st->be[i].name,
 				    st->be[i].tier_hit_ratio < 0 ? 0 : st->be[i].tier_hit_ratio);
-	evbuffer_add_printf(out, "# HELP ringproxy_backend_share exact share of the keyspace the backend owns\n"
-			    "# TYPE ringproxy_backend_share gauge\n");
+	stats_prom_be_double(st, out, "share", "exact share of the keyspace the backend owns",
+			     offsetof(struct stats_backend, share));
+	stats_prom_be_double(st, out, "weight", "configured weight", offsetof(struct stats_backend, weight));
+	stats_prom_be_double(st, out, "ring_weight", "the weight the ring gives the backend now: the file's, or its "
+			     "runtime weight, 0 while draining or in maintenance (ringproxy ctl)",
+			     offsetof(struct stats_backend, ring_weight));
+	evbuffer_add_printf(out, "# HELP ringproxy_backend_admin_state 1 for the backend's runtime state (ready, drain, "
+			    "maint: ringproxy ctl), 0 for the others\n# TYPE ringproxy_backend_admin_state gauge\n");
 	for (size_t i = 0; i < st->nbe; i++)
-		evbuffer_add_printf(out, "ringproxy_backend_share{backend=\"%s\"} %.17g\n", st->be[i].name,
-				    st->be[i].share);
-	evbuffer_add_printf(out, "# HELP ringproxy_backend_weight configured weight\n"
-			    "# TYPE ringproxy_backend_weight gauge\n");
+		for (int k = 0; k < RUNSTATE_N; k++)
+			evbuffer_add_printf(out, "ringproxy_backend_admin_state{backend=\"%s\",state=\"%s\"} %d\n",
+					    st->be[i].name, runstate_name(k),
+					    strcmp(st->be[i].admin_state, runstate_name(k)) == 0);
+	evbuffer_add_printf(out, "# HELP ringproxy_backend_drain_progress share of a drain's window gone by, and so of "
+			    "its keys moved to their next owners (absent: not draining)\n"
+			    "# TYPE ringproxy_backend_drain_progress gauge\n");
 	for (size_t i = 0; i < st->nbe; i++)
-		evbuffer_add_printf(out, "ringproxy_backend_weight{backend=\"%s\"} %.17g\n", st->be[i].name,
-				    st->be[i].weight);
+		if (st->be[i].drain_progress >= 0)
+			evbuffer_add_printf(out, "ringproxy_backend_drain_progress{backend=\"%s\"} %.6f\n", st->be[i].name,
+					    st->be[i].drain_progress);
 	/* backend names are [A-Za-z0-9._-] (conf.c): no label escaping */
 #define STATS_P(n, type, where, help) \
 	evbuffer_add_printf(out, "# HELP ringproxy_backend_%s%s %s%s\n# TYPE ringproxy_backend_%s%s %s\n", \

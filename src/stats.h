@@ -65,6 +65,13 @@ struct stats_backend {
 	/* its own cache's hits / (hits + misses), since the start and over
 	 * the last 5 minutes; -1: none */
 	double tier_hit_ratio, tier_hit_ratio_5m;
+	/* its runtime state (runstate.h): "ready", "drain" or "maint"; a
+	 * drain's progress (0..1; -1: not draining), its window's end (Unix
+	 * seconds) and length; the runtime weight (-1: the file's); the
+	 * weight its ring gives it now */
+	const char *admin_state;
+	double drain_progress, drain_end, drain_seconds;
+	double runtime_weight, ring_weight;
 	long max_inflight;              /* hard cap; 0 = none */
 	long cap;                       /* bounded-load cap now; -1 = off */
 	double ramp;                    /* slow start: share of keys back */

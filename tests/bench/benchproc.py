@@ -5,6 +5,7 @@ condition or a log line, the origin and its per-second counts, one
 varnishd, a pass over every Zipf key, and wrk with zipf.lua. Every
 process started here is in PROCS until stopped."""
 
+import argparse
 import http.client
 import json
 import os
@@ -12,6 +13,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -38,6 +40,25 @@ def stop_from(n=0):
     for p, group in reversed(PROCS[n:]):
         stop(p, group)
     del PROCS[n:]
+
+
+def stop_all_but(keep):
+    """Stop the processes of PROCS but the Popens in keep (the origin,
+    which a driver's runs share), newest first."""
+    for p, group in reversed([x for x in PROCS if x[0] not in keep]):
+        stop(p, group)
+    PROCS[:] = [x for x in PROCS if x[0] in keep]
+
+
+def driver_args(*names):
+    """A driver's start: its script stops it with SIGTERM, which then
+    exits as an error does (so that its finally stops what it started);
+    the --NAME arguments of names, each required."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    ap = argparse.ArgumentParser()
+    for a in names:
+        ap.add_argument("--" + a, required=True)
+    return ap.parse_args()
 
 
 def start(argv, log, group=False):

@@ -7,16 +7,13 @@ the two tables and a verdict per goal. Every process it starts is stopped
 by its PID (varnishd and NGINX by their process group), also when a step
 fails."""
 
-import argparse
 import json
 import os
 import re
-import signal
 import subprocess
-import sys
 import time
 
-from benchproc import (PROCS, ZIPF_LUA, around, free_port, get, on_slot, paced_zipf, per_second, reload_on_slot, start,
+from benchproc import (PROCS, ZIPF_LUA, around, driver_args, free_port, get, on_slot, paced_zipf, per_second, reload_on_slot, start,
                        start_origin, start_ringproxy, start_varnish, start_wrk, stop_from, varnish_vcl, wait_for,
                        warm, wrk_figures)
 
@@ -227,12 +224,7 @@ def verdict(ok):
 
 
 def main():
-    # migrate.sh stops this driver with SIGTERM: clean up as on an error
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    ap = argparse.ArgumentParser()
-    for a in ("ringproxy", "testcache", "tmp", "vcl"):
-        ap.add_argument("--" + a, required=True)
-    args = ap.parse_args()
+    args = driver_args("ringproxy", "testcache", "tmp", "vcl")
     rp = args.ringproxy
     # what this build can run: the compat scheme is checked once, on an
     # INI made for made-up ports

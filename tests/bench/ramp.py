@@ -6,17 +6,14 @@ change with ramp = 0 and ramp = RAMP, prints the table, writes the series
 as CSV and the plot as SVG (drawn here, standard library only). Every
 process it starts is stopped by its PID, also when a step fails."""
 
-import argparse
 import html
 import json
 import os
 import re
-import signal
-import sys
 import time
 
-from benchproc import (PROCS, ZIPF_LUA, around, get, paced_zipf, per_second, reload_on_slot, start_origin, start_ringproxy,
-                       start_varnish, start_wrk, stop, stop_from, varnish_vcl, warm, wrk_figures)
+from benchproc import (PROCS, ZIPF_LUA, around, driver_args, get, paced_zipf, per_second, reload_on_slot, start_origin, start_ringproxy,
+                       start_varnish, start_wrk, stop_all_but, stop_from, varnish_vcl, warm, wrk_figures)
 
 ENV = {k: os.environ[k] for k in ("RAMP", "STEADY", "TAIL", "RATE", "KEYS", "ZIPF", "ONEHIT", "CONNS")}
 RAMP, STEADY, TAIL = float(ENV["RAMP"]), float(ENV["STEADY"]), float(ENV["TAIL"])
@@ -57,7 +54,7 @@ def run(label, ramp, args, origin, vcl_text):
     t_reload, line = reload_on_slot(proxy, cfg, conf(ports, names, ramp), log, origin)
     out, _ = wrk.communicate(timeout=secs + 30)
     st = json.loads(get(admin, "/stats")[1])
-    stop_all_but_origin()
+    stop_all_but(ORIGIN)
     first = -int(STEADY) + 2            # wrk's first two seconds left out
     last = int(RAMP + TAIL)
     buckets = per_second(origin, t_reload, first, last)
@@ -68,13 +65,6 @@ def run(label, ramp, args, origin, vcl_text):
 
 
 ORIGIN = []
-
-
-def stop_all_but_origin():
-    keep = [(p, g) for p, g in PROCS if p in ORIGIN]
-    for p, g in reversed([x for x in PROCS if x[0] not in ORIGIN]):
-        stop(p, g)
-    PROCS[:] = keep
 
 
 def svg(results, path):
@@ -130,12 +120,7 @@ def svg(results, path):
 
 
 def main():
-    # ramp.sh stops this driver with SIGTERM: clean up as on an error
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    ap = argparse.ArgumentParser()
-    for a in ("ringproxy", "testcache", "tmp", "vcl", "svg"):
-        ap.add_argument("--" + a, required=True)
-    args = ap.parse_args()
+    args = driver_args("ringproxy", "testcache", "tmp", "vcl", "svg")
     try:
         origin = start_origin(args.testcache, args.tmp, "--threads", "1")
         ORIGIN.append(PROCS[-1][0])

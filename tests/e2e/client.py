@@ -55,6 +55,25 @@ def backends_of(port, paths, deadline):
     return out
 
 
+def routes_on(port, keys, batch=200, host="routes"):
+    """{key: backend} through the proxy at port on one connection,
+    pipelining batch requests at a time (HEAD: the header is all we need),
+    with Host: host."""
+    out = {}
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    rd = Reader(s)
+    try:
+        for i in range(0, len(keys), batch):
+            part = keys[i:i + batch]
+            s.sendall(b"".join(f"HEAD {k} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode() for k in part))
+            for k in part:
+                r = rd.response(head_only=True)
+                out[k] = r.h("X-Ringproxy-Backend") if r.status == 200 else f"status {r.status}"
+    finally:
+        s.close()
+    return out
+
+
 # ---- raw responses ------------------------------------------------------------
 
 class Resp:

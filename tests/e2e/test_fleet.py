@@ -12,7 +12,6 @@ usage: test_fleet.py RINGPROXY TESTCACHE"""
 
 import concurrent.futures
 import os
-import socket
 import sys
 import time
 
@@ -25,30 +24,12 @@ t = H.Tap()
 KEYS = [f"/thumbs/{i % 1000}/{i}_{(64, 128, 256)[i % 3]}.jpg?v={i % 5}" for i in range(10000)]
 
 
-def routes_on(port, keys, batch=200):
-    """{key: backend} through the proxy at port on one connection,
-    pipelining batch requests at a time (HEAD: the header is all we need)."""
-    out = {}
-    s = socket.create_connection(("127.0.0.1", port), timeout=30)
-    rd = H.Reader(s)
-    try:
-        for i in range(0, len(keys), batch):
-            part = keys[i:i + batch]
-            s.sendall(b"".join(f"HEAD {k} HTTP/1.1\r\nHost: fleet\r\n\r\n".encode() for k in part))
-            for k in part:
-                r = rd.response(head_only=True)
-                out[k] = r.h("X-Ringproxy-Backend") if r.status == 200 else f"status {r.status}"
-    finally:
-        s.close()
-    return out
-
-
 def routes(port, keys, parts=4):
     """{key: backend} through the proxy at port, on parts connections."""
     chunks = [keys[i::parts] for i in range(parts)]
     out = {}
     with concurrent.futures.ThreadPoolExecutor(parts) as ex:
-        for got in ex.map(lambda ks: routes_on(port, ks), chunks):
+        for got in ex.map(lambda ks: H.routes_on(port, ks, host="fleet"), chunks):
             out.update(got)
     return out
 
@@ -107,8 +88,8 @@ def main():
     time.sleep(span / 4)
     a, b = {}, {}
     for i in range(0, len(keys), 50):   # alternate: both asked at nearly the same time
-        a.update(routes_on(pa.port, keys[i:i + 50]))
-        b.update(routes_on(pb.port, keys[i:i + 50]))
+        a.update(H.routes_on(pa.port, keys[i:i + 50], host="fleet"))
+        b.update(H.routes_on(pb.port, keys[i:i + 50], host="fleet"))
     legal = all(a[k] in (owner[k], nxt[k]) and b[k] in (owner[k], nxt[k]) for k in keys)
     back_a = sum(1 for k in keys if owner[k] == "c2" and a[k] == "c2")
     back_b = sum(1 for k in keys if owner[k] == "c2" and b[k] == "c2")
