@@ -25,7 +25,7 @@ static int statsdoc_flush(FILE *out, struct evbuffer *b)
 	return evbuffer_drain(b, n);
 }
 
-/* One backend, NAME, up and checked; the proxy with a cache, a reload
+/* One backend, NAME, up, checked and draining with a runtime weight; the proxy with a cache, a reload
  * and a ramp in progress. */
 static void statsdoc_fill(struct stats *st, struct stats_backend *be, struct proxy_reload *r)
 {
@@ -39,6 +39,12 @@ static void statsdoc_fill(struct stats *st, struct stats_backend *be, struct pro
 	be->checked = true;
 	be->check_passed = 1;
 	snprintf(be->check_text, sizeof(be->check_text), "passed");
+	be->admin_state = "drain";
+	be->drain_progress = 0.5;
+	be->drain_end = 2;
+	be->drain_seconds = 1;
+	be->runtime_weight = 1;
+	be->ring_weight = 1;
 	st->be = be;
 	st->nbe = 1;
 	st->scheme = "ringproxy";

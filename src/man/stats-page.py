@@ -148,7 +148,17 @@ def render(template, keys_text, sample):
         sig = name + ("{" + ",".join(lab) + "}" if lab else "")
         extra = " (series: \\_bucket{le}, \\_sum, \\_count)" if t == "histogram" else ""
         metrics.append(f"*{esc(sig)}* ({t}){extra}\n\t{esc(h)}\n")
-    order = json_paths(doc)
+    # an object that may also be null (a drain, the last reload) has a
+    # line of its own in stats-keys.txt: list it before its first key
+    order = []
+    for p in json_paths(doc):
+        parts = p.split(".")
+        for i in range(1, len(parts)):
+            a = ".".join(parts[:i])
+            if a in keys and a not in order:
+                order.append(a)
+        if p not in order:
+            order.append(p)
     jlines = [f"*{esc(p)}*\n\t{esc(describe(p, fam, rates, keys))}\n" for p in order]
     out = []
     for line in template.splitlines(keepends=True):
