@@ -299,7 +299,7 @@ class Proxy:
         """SIGHUP; waits for this reload's outcome line; returns it (or None)."""
         since = self.log_size()
         self.signal(signal.SIGHUP)
-        m = self.wait_log(r"(reload \d+: [^\n]*|reload failed: [^\n]*)\n", timeout=timeout,
+        m = self.wait_log(r": (reload \d+: [^\n]*|reload failed: [^\n]*)\n", timeout=timeout,
                           since=since)
         return m.group(1) if m else None
 

@@ -18,7 +18,7 @@ import harness as H  # noqa: E402
 
 RP, TC = H.cli_args()
 t = H.Tap()
-OUTCOME = r"(reload \d+: [^\n]*|reload failed: [^\n]*)\n"
+OUTCOME = r": (reload \d+: [^\n]*|reload failed: [^\n]*)\n"
 
 
 def conf(caches, names, watch="on", extra=""):
