@@ -1843,24 +1843,31 @@ static void conf_value_text(const struct conf_keydef *k, const void *base, char 
 
 /* Append "key a -> b" for key k of bases x and y when the values differ;
  * name prefixes a backend's keys. Returns 1 if it did. */
-static int conf_diff_key(const struct conf_keydef *k, const void *x, const void *y,
-			 const char *name, char *out, size_t len, int n)
+/* Keys a reload reads but does not apply (proxy.c's reload says so):
+ * the listeners and the threads are made once, at start. */
+static bool conf_key_restart(const struct conf_keydef *k)
+{
+	return k->where == CONF_IN_PROXY &&
+	       (k->offset == P(listen) || k->offset == P(workers) || k->offset == P(admin_listen));
+}
+
+/* Tell fn of key k when its values at x and y differ (section: the
+ * backend's name, or NULL for k's own section). 1 when they do. */
+static int conf_diff_key(const struct conf_keydef *k, const void *x, const void *y, const char *name,
+			 conf_change_fn *fn, void *arg)
 {
 	char va[320], vb[320];
-	size_t used = strlen(out);
+	struct conf_change ch = { .backend = name, .section = name ? name : conf_section_names[k->where],
+				  .key = k->key, .from = va, .to = vb, .restart = conf_key_restart(k) };
 
 	conf_value_text(k, x, va, sizeof(va));
 	conf_value_text(k, y, vb, sizeof(vb));
 	if (strcmp(va, vb) == 0)
 		return 0;
-	if (used + 1 < len) {
-		/* a secret is said to change, never shown */
-		if (k->offset == P(admin_token) && k->where == CONF_IN_PROXY)
-			snprintf(out + used, len - used, "%sadmin_token changed", n ? ", " : "");
-		else
-			snprintf(out + used, len - used, "%s%s%s%s %s -> %s", n ? ", " : "", name ? name : "",
-				 name ? " " : "", k->key, va, vb);
-	}
+	/* a secret is said to change, never shown */
+	if (k->offset == P(admin_token) && k->where == CONF_IN_PROXY)
+		ch.from = ch.to = NULL;
+	fn(arg, &ch);
 	return 1;
 }
 
@@ -1882,17 +1889,13 @@ const char *conf_key_mode_name(int mode)
 	return "?";
 }
 
-int conf_diff(const struct conf *a, const struct conf *b, char *out, size_t len)
+int conf_diff_each(const struct conf *a, const struct conf *b, conf_change_fn *fn, void *arg)
 {
 	int n = 0;
 
-	out[0] = '\0';
-	/* [ring] scheme and key_hash are the ring's, as a backend's url and
-	 * weight are */
 	for (size_t i = 0; i < CONF_NKEYS; i++)
-		if (conf_keys[i].where != CONF_IN_BACKEND && conf_keys[i].offset != P(scheme) &&
-		    conf_keys[i].offset != P(key_hash))
-			n += conf_diff_key(&conf_keys[i], a, b, NULL, out, len, n);
+		if (conf_keys[i].where != CONF_IN_BACKEND)
+			n += conf_diff_key(&conf_keys[i], a, b, NULL, fn, arg);
 	for (size_t j = 0; j < b->nbackends; j++) {
 		const struct conf_backend *y = &b->backends[j];
 		const struct conf_backend *x = conf_backend_find(a, y->name);
@@ -1922,8 +1925,43 @@ int conf_diff(const struct conf *a, const struct conf *b, char *out, size_t len)
 				if (ina && inb)
 					continue;
 			}
-			n += conf_diff_key(k, x, y, y->name, out, len, n);
+			n += conf_diff_key(k, x, y, y->name, fn, arg);
 		}
 	}
 	return n;
+}
+
+/* conf_diff's line, one change at a time. */
+struct conf_diff_text {
+	char *out;
+	size_t len;
+	int n;
+};
+
+static void conf_diff_add(void *arg, const struct conf_change *ch)
+{
+	struct conf_diff_text *d = arg;
+	size_t used = strlen(d->out);
+
+	/* [ring] scheme and key_hash are the ring's, as a backend's url and
+	 * weight are: plan_summary says them */
+	if (!ch->backend && (strcmp(ch->key, "scheme") == 0 || strcmp(ch->key, "key_hash") == 0))
+		return;
+	if (used + 1 < d->len) {
+		if (!ch->from)
+			snprintf(d->out + used, d->len - used, "%s%s changed", d->n ? ", " : "", ch->key);
+		else
+			snprintf(d->out + used, d->len - used, "%s%s%s%s %s -> %s", d->n ? ", " : "",
+				 ch->backend ? ch->section : "", ch->backend ? " " : "", ch->key, ch->from, ch->to);
+	}
+	d->n++;
+}
+
+int conf_diff(const struct conf *a, const struct conf *b, char *out, size_t len)
+{
+	struct conf_diff_text d = { out, len, 0 };
+
+	out[0] = '\0';
+	conf_diff_each(a, b, conf_diff_add, &d);
+	return d.n;
 }

@@ -637,13 +637,22 @@ void health_free(struct health *h)
 
 /* ---- -t --probe --------------------------------------------------------- */
 
-int health_probe(const struct conf *c, FILE *out)
+/* Is backend cb of a config new to known (NULL: every backend is): not
+ * there, or there with another url? */
+static bool health_probe_wanted(const struct conf_backend *cb, const struct conf *known)
+{
+	const struct conf_backend *was = known ? conf_backend_find(known, cb->name) : NULL;
+
+	return !was || strcmp(was->url, cb->url) != 0;
+}
+
+int health_probe(const struct conf *c, const struct conf *known, FILE *out)
 {
 	CURLM *multi = curl_multi_init();
 	CURL **easy = calloc(c->nbackends ? c->nbackends : 1, sizeof(*easy));
 	char (*err)[CURL_ERROR_SIZE] = calloc(c->nbackends ? c->nbackends : 1, sizeof(*err));
 	char (*url)[600] = calloc(c->nbackends ? c->nbackends : 1, sizeof(*url));
-	size_t wname = 7, wurl = 3;
+	size_t wname = 7, wurl = 3, n = 0;
 	int running = 1, rc = 0;
 
 	if (!multi || !easy || !err || !url) {
@@ -654,6 +663,8 @@ int health_probe(const struct conf *c, FILE *out)
 	for (size_t i = 0; i < c->nbackends; i++) {
 		const struct conf_backend *cb = &c->backends[i];
 
+		if (!health_probe_wanted(cb, known))
+			continue;
 		health_url(url[i], sizeof(url[i]), cb, cb->health.path[0] ? cb->health.path : "/");
 		easy[i] = curlev_easy_new();
 		if (!easy[i]) {
@@ -662,10 +673,15 @@ int health_probe(const struct conf *c, FILE *out)
 		}
 		health_easy_setup(easy[i], url[i], cb->health.timeout_ms, err[i]);
 		curl_multi_add_handle(multi, easy[i]);
+		n++;
 		if (strlen(cb->name) > wname)
 			wname = strlen(cb->name);
 		if (strlen(url[i]) > wurl)
 			wurl = strlen(url[i]);
+	}
+	if (n == 0) {
+		fprintf(out, "\nprobe: no backend is new or has a new url; nothing to probe\n");
+		goto out;
 	}
 	while (running) {
 		if (curl_multi_perform(multi, &running) != CURLM_OK)
@@ -689,13 +705,17 @@ int health_probe(const struct conf *c, FILE *out)
 			for (size_t i = 0; i < c->nbackends; i++)
 				if (msg->msg == CURLMSG_DONE && msg->easy_handle == easy[i])
 					res[i] = msg->data.result;
-		fprintf(out, "\nprobe: GET each backend's health path (timeout from [health])\n\n");
+		fprintf(out, "\nprobe: GET each %sbackend's health path, or / without one (timeout from [health])\n\n",
+			known ? "new or readdressed " : "");
 		fprintf(out, "  %-*s  %-*s  %-8s  %s\n", (int)wname, "backend", (int)wurl, "url", "time", "result");
 		for (size_t i = 0; i < c->nbackends; i++) {
 			const struct conf_backend *cb = &c->backends[i];
 			long status = 0;
 			double secs = 0;
 			bool good;
+
+			if (!easy[i])
+				continue;
 
 			curl_easy_getinfo(easy[i], CURLINFO_RESPONSE_CODE, &status);
 			curl_easy_getinfo(easy[i], CURLINFO_TOTAL_TIME, &secs);

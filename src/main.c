@@ -201,7 +201,7 @@ static int main_test(const char *path, const struct conf *c, bool probe)
 		rc = 1;
 	if (rc == 0 && probe) {
 		curl_global_init(CURL_GLOBAL_DEFAULT);
-		rc = health_probe(c, stdout);
+		rc = health_probe(c, NULL, stdout);
 		curl_global_cleanup();
 	}
 	fflush(stdout);

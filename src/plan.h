@@ -91,7 +91,8 @@ int plan_summary(const struct conf *a, const struct ring *ra,
 
 /* The whole subcommand: argv[0] is "plan". Returns the exit status:
  * 0 done, 1 bad input (config or key file), 2 usage,
- * 3 the ring moved a key between two unchanged backends (a bug). */
+ * 3 the ring moved a key between two unchanged backends (a bug), 4 with
+ * --probe a new backend did not answer as expected. */
 int plan_main(int argc, char **argv, FILE *out);
 
 #endif
