@@ -9,11 +9,19 @@
  * our own reader (conf_reader), which counts lines, catches lines too long
  * for inih's buffer, and handles section headers itself: that way an empty
  * [backend NAME] section and an unknown section are seen too.
+ *
+ * `include = GLOB` (every .ini file of conf.d, say; relative to the including file's
+ * directory) is the reader's too: each file it matches, in name order, is
+ * read there by a nested parse, starting outside any section; the
+ * including file's section goes on after it. A line number of an included
+ * file carries the file's index in its high bits (CONF_LINE_BITS), so
+ * every message still names FILE:LINE.
  */
 #include "conf.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <glob.h>
 #include <arpa/inet.h>
 #include <ini.h>
 #include <openssl/evp.h>
@@ -24,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "addr.h"
 #include "log.h"
@@ -237,8 +246,21 @@ int conf_backend_line(const struct conf_backend *be, const char *key)
 static const char *const conf_section_names[] = { "proxy", "ring", "health", "cache", "log", "backend NAME" };
 
 /* Parse state shared by the reader and the handler. */
+/* A line number is the line in its file, plus its file's index in
+ * struct conf_parse's files (0: the main file) shifted by this much. */
+#define CONF_LINE_BITS 20
+#define CONF_LINE_MASK ((1 << CONF_LINE_BITS) - 1)
+#define CONF_MAX_FILES 512
+#define CONF_INCLUDE_DEPTH 8
+
 struct conf_parse {
 	const char *file;
+	/* included files, by index (0 is file); open: the real paths of the
+	 * files being read, outermost first, to refuse a loop */
+	char *files[CONF_MAX_FILES];
+	int nfiles;
+	char *open[CONF_INCLUDE_DEPTH + 1];
+	int depth;
 	struct conf *c;
 	struct conf_errors *errs;
 
@@ -262,6 +284,25 @@ struct conf_parse {
 	size_t be_cap;
 };
 
+/* The name of the file a line number is in. */
+static const char *conf_file_of(const struct conf_parse *ps, int line)
+{
+	int f = line >> CONF_LINE_BITS;
+
+	return f > 0 && f < ps->nfiles ? ps->files[f] : ps->file;
+}
+
+/* Where line (a number of any file) is, in a message about line here:
+ * "line N" in the same file, else "FILE:N". */
+static const char *conf_at(const struct conf_parse *ps, int here, int line, char *buf, size_t len)
+{
+	if (line >> CONF_LINE_BITS == here >> CONF_LINE_BITS)
+		snprintf(buf, len, "line %d", line & CONF_LINE_MASK);
+	else
+		snprintf(buf, len, "%s:%d", conf_file_of(ps, line), line & CONF_LINE_MASK);
+	return buf;
+}
+
 __attribute__((format(printf, 3, 4)))
 static void conf_error(struct conf_parse *ps, int line, const char *fmt, ...)
 {
@@ -275,7 +316,7 @@ static void conf_error(struct conf_parse *ps, int line, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	if (line > 0)
-		n = asprintf(&full, "%s:%d: %s", ps->file, line, msg);
+		n = asprintf(&full, "%s:%d: %s", conf_file_of(ps, line), line & CONF_LINE_MASK, msg);
 	else
 		n = asprintf(&full, "%s: %s", ps->file, msg);
 	if (n < 0)
@@ -944,7 +985,7 @@ static void conf_unknown_section(struct conf_parse *ps, const char *name)
 static void conf_section(struct conf_parse *ps, char *inner)
 {
 	static const char *const single[] = { "proxy", "ring", "health", "cache", "log" };
-	char *name = conf_trim(inner);
+	char *name = conf_trim(inner), at[300];
 
 	ps->where = -1;
 	ps->be = NULL;
@@ -953,8 +994,8 @@ static void conf_section(struct conf_parse *ps, char *inner)
 			continue;
 		if (ps->section_line[i]) {
 			/* its keys are skipped: the error says what to do */
-			conf_error(ps, ps->line, "second [%s] section (the first is at line %d); merge them into one",
-				   name, ps->section_line[i]);
+			conf_error(ps, ps->line, "second [%s] section (the first is at %s); merge them into one",
+				   name, conf_at(ps, ps->line, ps->section_line[i], at, sizeof(at)));
 			ps->where = -2;
 		} else {
 			ps->section_line[i] = ps->line;
@@ -972,7 +1013,8 @@ static void conf_section(struct conf_parse *ps, char *inner)
 		} else if (!conf_name_ok(bname)) {
 			conf_error(ps, ps->line, "backend name '%s' is invalid; use 1-64 letters, digits, '.', '_' or '-'", bname);
 		} else if (dup) {
-			conf_error(ps, ps->line, "duplicate backend '%s' (first defined at line %d); backend names must be unique", bname, dup->line);
+			conf_error(ps, ps->line, "duplicate backend '%s' (first defined at %s); backend names must be unique", bname,
+				   conf_at(ps, ps->line, dup->line, at, sizeof(at)));
 		} else {
 			ps->be = conf_new_backend(ps, bname, ps->line);
 			if (!ps->be) {
@@ -989,6 +1031,111 @@ static void conf_section(struct conf_parse *ps, char *inner)
 		conf_unknown_section(ps, name);
 		ps->where = -2;
 	}
+}
+
+static char *conf_reader(char *str, int num, void *stream);
+static int conf_handler(void *user, const char *section, const char *key, const char *value);
+
+/* Read the included file path where the current line (an include of
+ * pattern) is, by a nested parse: outside any section at first, the
+ * includer's section restored after. */
+static void conf_include_file(struct conf_parse *ps, const char *path, const char *pattern)
+{
+	int line = ps->line, where = ps->where, rc;
+	struct conf_backend *be = ps->be;
+	FILE *outer_fp = ps->fp;
+	const char *outer_text = ps->text;
+	char *real = realpath(path, NULL);
+	FILE *fp = NULL;
+
+	if (!real) {
+		conf_error(ps, line, "include = %s: %s: %s", pattern, path, strerror(errno));
+		return;
+	}
+	for (int d = 0; d <= ps->depth; d++) {
+		if (ps->open[d] && strcmp(ps->open[d], real) == 0) {
+			conf_error(ps, line, "include = %s: %s is already being read (an include loop); "
+				   "remove this include or the one that leads back", pattern, path);
+			goto out;
+		}
+	}
+	if (ps->depth >= CONF_INCLUDE_DEPTH || ps->nfiles >= CONF_MAX_FILES) {
+		conf_error(ps, line, "include = %s: more than %d levels of include or %d files; include fewer",
+			   pattern, CONF_INCLUDE_DEPTH, CONF_MAX_FILES - 1);
+		goto out;
+	}
+	fp = fopen(path, "r");
+	if (!fp || !(ps->files[ps->nfiles] = strdup(path))) {
+		conf_error(ps, line, "include = %s: cannot open %s: %s", pattern, path, strerror(errno));
+		goto out;
+	}
+	ps->open[++ps->depth] = real;
+	ps->fp = fp;
+	ps->text = NULL;
+	ps->line = ps->nfiles++ << CONF_LINE_BITS;
+	ps->where = -1;
+	ps->be = NULL;
+	rc = ini_parse_stream(conf_reader, ps, conf_handler, ps);
+	if (rc == -2)
+		conf_error(ps, 0, "out of memory while reading %s", path);
+	ps->open[ps->depth--] = NULL;
+	ps->fp = outer_fp;
+	ps->text = outer_text;
+	ps->line = line;
+	ps->where = where;
+	ps->be = be;
+out:
+	if (fp)
+		fclose(fp);
+	free(real);
+}
+
+/* include = PATTERN on the current line: a file or a glob, relative to
+ * the including file's directory; the files it matches in name order
+ * (glob's sort). A glob that matches nothing in a directory that exists
+ * includes nothing (an empty conf.d); a missing directory, or a plain
+ * name that does not exist, is an error. */
+static void conf_include(struct conf_parse *ps, const char *pattern)
+{
+	const char *from = conf_file_of(ps, ps->line), *slash = strrchr(from, '/');
+	char full[PATH_MAX], dir[PATH_MAX], *ds;
+	struct stat st;
+	glob_t g;
+	int rc;
+
+	if (!*pattern) {
+		conf_error(ps, ps->line, "include needs a file or a glob, e.g. include = conf.d/*.ini");
+		return;
+	}
+	if (pattern[0] == '/' || !slash)
+		rc = snprintf(full, sizeof(full), "%s", pattern);
+	else
+		rc = snprintf(full, sizeof(full), "%.*s/%s", (int)(slash - from), from, pattern);
+	if (rc < 0 || (size_t)rc >= sizeof(full)) {
+		conf_error(ps, ps->line, "include = %s: the path is too long", pattern);
+		return;
+	}
+	memcpy(dir, full, sizeof(dir));
+	ds = strrchr(dir, '/');
+	if (ds)
+		*ds = ds == dir ? '/' : '\0';
+	if (ds == dir)
+		dir[1] = '\0';
+	if ((!ds || !strpbrk(dir, "*?[")) &&
+	    (stat(ds ? dir : ".", &st) < 0 || !S_ISDIR(st.st_mode))) {
+		conf_error(ps, ps->line, "include = %s: no directory %s (the path is relative to %s's); "
+			   "create it or fix the path", pattern, ds ? dir : ".", from);
+		return;
+	}
+	rc = glob(full, 0, NULL, &g);
+	if (rc == GLOB_NOMATCH && !strpbrk(pattern, "*?["))
+		conf_error(ps, ps->line, "include = %s: no file %s", pattern, full);
+	else if (rc != 0 && rc != GLOB_NOMATCH)
+		conf_error(ps, ps->line, "include = %s: cannot read the directory of %s", pattern, full);
+	for (size_t i = 0; rc == 0 && i < g.gl_pathc; i++)
+		conf_include_file(ps, g.gl_pathv[i], pattern);
+	if (rc == 0)
+		globfree(&g);
 }
 
 /* inih calls this with buffer size num (INI_MAX_LINE). We read whole lines
@@ -1028,7 +1175,7 @@ static char *conf_reader(char *str, int num, void *stream)
 			ps->sha = NULL;
 		}
 		line = ps->buf;
-		if (ps->line == 1 && (unsigned char)line[0] == 0xEF &&
+		if ((ps->line & CONF_LINE_MASK) == 1 && (unsigned char)line[0] == 0xEF &&
 		    (unsigned char)line[1] == 0xBB && (unsigned char)line[2] == 0xBF)
 			line += 3;
 		if (memchr(line, '\0', (size_t)n - (size_t)(line - ps->buf))) {
@@ -1038,6 +1185,11 @@ static char *conf_reader(char *str, int num, void *stream)
 		t = conf_trim(line);
 		if (!*t || *t == ';' || *t == '#')
 			continue;
+		if (strncasecmp(t, "include", 7) == 0 && conf_trim(t + 7)[0] == '=') {
+			/* the value may hold ';' or '#' (a file name can) */
+			conf_include(ps, conf_trim(strchr(t, '=') + 1));
+			continue;
+		}
 		if (*t == '[') {
 			char *rb = strchr(t, ']');
 			char *after = rb ? conf_trim(rb + 1) : NULL;
@@ -1114,7 +1266,8 @@ static int conf_handler(void *user, const char *section, const char *key, const 
 	}
 	lines = ps->where == CONF_IN_BACKEND ? ps->be->lines : ps->c->lines;
 	if (lines[k - conf_keys]) {
-		conf_error(ps, ps->line, "'%s' is set twice (first at line %d); keep one", key, lines[k - conf_keys]);
+		conf_error(ps, ps->line, "'%s' is set twice (first at %s); keep one", key,
+			   conf_at(ps, ps->line, lines[k - conf_keys], why, sizeof(why)));
 		return 1;
 	}
 	lines[k - conf_keys] = ps->line;
@@ -1337,10 +1490,14 @@ static void conf_validate_scheme(struct conf_parse *ps)
 			const struct conf_backend *o = &c->backends[j];
 
 			if (strcmp(o->id, be->id) == 0) {
+				char at[300];
+
 				conf_error(ps, conf_be_line(be, "id"),
-					   "[backend %s] has the %s identity '%s' of [backend %s] (line %d); "
+					   "[backend %s] has the %s identity '%s' of [backend %s] (%s); "
 					   "%s would give both the same points: give each backend its own id",
-					   be->name, scheme, be->id, o->name, conf_be_line(o, "id"), scheme);
+					   be->name, scheme, be->id, o->name,
+					   conf_at(ps, conf_be_line(be, "id"), conf_be_line(o, "id"), at, sizeof(at)),
+					   scheme);
 				break;
 			}
 		}
@@ -1382,7 +1539,8 @@ int conf_check_admin_running(const struct conf *c, const char *running, char *er
 		return 0;
 	if (!line)
 		line = conf_line(c, "admin_listen");
-	if (line)
+	/* a line of an included file is named by its key instead */
+	if (line && !(line >> CONF_LINE_BITS))
 		snprintf(where, sizeof(where), ":%d", line);
 	snprintf(err, len, "%s%s: no admin_token, but the admin listener running on %s is not a loopback "
 		 "address (admin_listen changes only with a restart): keep [proxy] admin_token set, or "
@@ -1420,10 +1578,11 @@ static void conf_validate(struct conf_parse *ps)
 
 	conf_inherit(ps);
 	if (conf_addrs_clash(c->listen, c->admin_listen)) {
-		char where[32] = " (the default)";
+		char where[320] = " (the default)", at[300];
 
 		if (conf_line(c, "listen"))
-			snprintf(where, sizeof(where), " (line %d)", conf_line(c, "listen"));
+			snprintf(where, sizeof(where), " (%s)",
+				 conf_at(ps, conf_line(c, "admin_listen"), conf_line(c, "listen"), at, sizeof(at)));
 		/* both would bind with SO_REUSEPORT and split the clients */
 		conf_error(ps, conf_line(c, "admin_listen"),
 			   "admin_listen %s is the address of listen %s%s; give the admin listener a port of its own",
@@ -1486,6 +1645,8 @@ static struct conf *conf_load_from(const char *name, FILE *fp, const char *text,
 	errs->msg = NULL;
 	errs->n = 0;
 	ps.file = name;
+	ps.nfiles = 1;
+	ps.open[0] = fp ? realpath(name, NULL) : NULL;
 	ps.errs = errs;
 	ps.fp = fp;
 	ps.text = text;
@@ -1522,6 +1683,9 @@ fail:
 	if (!c)
 		conf_error(&ps, 0, "out of memory");
 	free(ps.buf);
+	free(ps.open[0]);
+	for (int i = 1; i < ps.nfiles; i++)
+		free(ps.files[i]);
 	if (errs->n) {
 		conf_free(c);
 		return NULL;

@@ -181,5 +181,53 @@ def main():
         t.check(rc == 1 and re.search(want, err), "start: a low port without CAP_NET_BIND_SERVICE says so",
                 err)
 
+    includes(cache)
+
+
+def includes(cache):
+    """include = conf.d/*.ini: files in name order, relative to the
+    including file, errors as FILE:LINE of the included file, a loop and a
+    missing directory refused."""
+    top = H.tmp_path("inc")
+    os.makedirs(os.path.join(top, "conf.d"), exist_ok=True)
+
+    def put(rel, text):
+        with open(os.path.join(top, rel), "w") as f:
+            f.write(text)
+        return os.path.join(top, rel)
+
+    main_ini = put("main.ini", "[proxy]\nlisten = 127.0.0.1:0\ninclude = conf.d/*.ini\nworkers = 1\n")
+    put("conf.d/20-b.ini", f"[backend b]\nurl = http://127.0.0.1:{cache.port}\n")
+    put("conf.d/10-a.ini", f"[backend a]\nurl = http://127.0.0.1:{cache.port}\nweight = 2\n")
+    put("conf.d/notes.txt", "not a config\n")
+    rc, out, err = run("-T", "-c", main_ini)
+    sections = re.findall(r"(?m)^\[backend (\w+)\]", out)
+    t.check(rc == 0 and sections == ["a", "b"] and re.search(r"(?m)^workers = 1$", out) and
+            re.search(r"\[backend a\]\nurl = [^\n]*\nweight = 2\n", out),
+            "include = conf.d/*.ini: the .ini files in name order, the including [proxy] goes on after",
+            out + err)
+    bad = put("conf.d/30-c.ini", "[backend c]\nurl = http://127.0.0.1:1\nweight = x\n")
+    rc, out, err = run("-t", "-c", main_ini)
+    t.check(rc == 1 and f"{bad}:3: weight: 'x' is not a number" in err,
+            "an error in an included file is FILE:LINE of that file", err)
+    os.unlink(bad)
+    loop = put("conf.d/40-loop.ini", "include = ../main.ini\n")
+    rc, out, err = run("-t", "-c", main_ini)
+    t.check(rc == 1 and f"{loop}:1: include = ../main.ini: " in err and "an include loop" in err,
+            "an include loop is refused at the include's line", err)
+    os.unlink(loop)
+    put("conf.d/40-dup.ini", "[backend a]\nurl = http://127.0.0.1:1\n")
+    rc, out, err = run("-t", "-c", main_ini)
+    t.check(rc == 1 and f"duplicate backend 'a' (first defined at {top}/conf.d/10-a.ini:1)" in err,
+            "a backend defined in two included files: the first one's FILE:LINE", err)
+    os.unlink(os.path.join(top, "conf.d/40-dup.ini"))
+    nodir = put("nodir.ini", "[proxy]\nlisten = 127.0.0.1:0\ninclude = missing.d/*.ini\n"
+                f"[backend a]\nurl = http://127.0.0.1:{cache.port}\n")
+    rc, out, err = run("-t", "-c", nodir)
+    t.check(rc == 1 and f"{nodir}:3: include = missing.d/*.ini: no directory {top}/missing.d" in err,
+            "include of a missing directory is refused, naming it", err)
+    rc, err = start_fails(nodir)
+    t.check(rc == 1 and "no directory" in err, "start: the same refusal", err)
+
 
 H.run_main(t, main)
