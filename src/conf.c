@@ -119,6 +119,9 @@ static const struct conf_keydef conf_keys[] = {
 	  "least severe level logged to stderr" },
 	{ CONF_IN_PROXY, "log_file", CONF_T_PATH, P(log_file), "", 0, 0, NULL,
 	  "append log lines to this file instead of stderr; SIGUSR1 reopens it" },
+	{ CONF_IN_PROXY, "pid_file", CONF_T_PATH, P(pid_file), "", 0, 0, NULL,
+	  "write the proxy's pid here once it listens, remove it at exit; a file naming a running ringproxy "
+	  "refuses the start (one naming no ringproxy is replaced); --pid-file overrides it; start only" },
 	{ CONF_IN_PROXY, "watch_config", CONF_T_BOOL, P(watch_config), "off", 0, 0, NULL,
 	  "reload when the config file changes (inotify; ConfigMap symlink swaps and editors' renames too)" },
 
@@ -2012,7 +2015,8 @@ static void conf_value_text(const struct conf_keydef *k, const void *base, char 
 static bool conf_key_restart(const struct conf_keydef *k)
 {
 	return k->where == CONF_IN_PROXY &&
-	       (k->offset == P(listen) || k->offset == P(workers) || k->offset == P(admin_listen));
+	       (k->offset == P(listen) || k->offset == P(workers) || k->offset == P(admin_listen) ||
+		k->offset == P(pid_file));
 }
 
 /* Tell fn of key k when its values at x and y differ (section: the

@@ -91,6 +91,7 @@ struct conf {
 	int log_level;                  /* enum log_level */
 	int tier_status;                /* enum tier_status (tier.h) */
 	char *log_file;                 /* "" = stderr as given */
+	char *pid_file;                 /* "" = none (pidfile.c) */
 	char *access_log;               /* [log] access: "off", "stderr" or a path */
 	int access_format;              /* enum conf_access_format */
 	bool watch_config;              /* reload when the file changes */
@@ -208,7 +209,8 @@ struct conf_change {
 	const char *from, *to;  /* as written; both NULL for a secret
 				   (admin_token), said to change */
 	bool restart;           /* a reload does not apply it (listen,
-				   workers, admin_listen): a restart does */
+				   workers, admin_listen, pid_file): a
+				   restart does */
 };
 typedef void conf_change_fn(void *arg, const struct conf_change *ch);
 /* Each setting that differs from a to b, in key-table order: fn(arg,

@@ -27,7 +27,8 @@
 static void main_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: ringproxy [-c FILE] [--share-listen]  run the proxy in the foreground\n"
+		"usage: ringproxy [-c FILE] [--share-listen] [--pid-file FILE]\n"
+		"                                        run the proxy in the foreground\n"
 		"       ringproxy -t [--probe] [-c FILE] check FILE and print the ring\n"
 		"       ringproxy -T [-c FILE]           print FILE's effective config, defaults filled in\n"
 		"       ringproxy plan OLD.ini [NEW.ini] [--keys FILE [--raw-keys] [--per-key]]\n"
@@ -48,6 +49,8 @@ static void main_usage(FILE *f)
 		"                      (a binary upgrade: start the new one beside the old,\n"
 		"                      then SIGTERM the old); beside any other program, or\n"
 		"                      without the flag, the start is refused\n"
+		"      --pid-file FILE write the pid to FILE once listening, remove it at\n"
+		"                      exit (instead of [proxy] pid_file)\n"
 		"  -h, --help          this text\n");
 }
 
@@ -227,9 +230,10 @@ int main(int argc, char **argv)
 		{ "help-config", optional_argument, NULL, 'H' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "share-listen", no_argument, NULL, 's' },
+		{ "pid-file", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *path = MAIN_DEFAULT_CONF;
+	const char *path = MAIN_DEFAULT_CONF, *pid_file = NULL;
 	struct conf_errors errs;
 	struct conf *c;
 	int test = 0, dump = 0, probe = 0, share = 0, opt, rc;
@@ -258,6 +262,13 @@ int main(int argc, char **argv)
 		case 's':
 			share = 1;
 			break;
+		case 'P':
+			if (!*optarg) {
+				fprintf(stderr, "ringproxy: --pid-file needs a file name\n");
+				return 2;
+			}
+			pid_file = optarg;
+			break;
 		case 'h':
 			main_usage(stdout);
 			return 0;
@@ -285,7 +296,7 @@ int main(int argc, char **argv)
 		main_usage(stderr);
 		return 2;
 	}
-	if (dump && (test || probe || share)) {
+	if (dump && (test || probe || share || pid_file)) {
 		fprintf(stderr, "ringproxy: -T goes alone (with -c)\n");
 		return 2;
 	}
@@ -314,7 +325,7 @@ int main(int argc, char **argv)
 	}
 	log_set_level((enum log_level)c->log_level);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
-	rc = proxy_run(path, c, share ? PREFLIGHT_SHARE_LISTEN : 0);
+	rc = proxy_run(path, c, share ? PREFLIGHT_SHARE_LISTEN : 0, pid_file);
 	curl_global_cleanup();
 	return rc;
 }

@@ -182,6 +182,7 @@ def main():
                 err)
 
     includes(cache)
+    pid_files(cache)
 
 
 def includes(cache):
@@ -228,6 +229,37 @@ def includes(cache):
             "include of a missing directory is refused, naming it", err)
     rc, err = start_fails(nodir)
     t.check(rc == 1 and "no directory" in err, "start: the same refusal", err)
+
+
+
+def pid_files(cache):
+    """[proxy] pid_file and --pid-file: written once listening, removed at
+    exit, a stale one replaced, a live one refused."""
+    pidf = H.tmp_path("rp.pid")
+    other = H.tmp_path("other.pid")
+    text = (f"[proxy]\nlisten = 127.0.0.1:0\nworkers = 1\npid_file = {pidf}\n"
+            f"[backend c1]\nurl = http://127.0.0.1:{cache.port}\n")
+    p = H.Proxy(RP, text)
+    got = H.wait_until(lambda: os.path.exists(pidf), 5) and open(pidf).read()
+    with socket.create_connection(("127.0.0.1", p.port), timeout=5):
+        pass
+    t.check(got == f"{p.pid}\n", "pid_file: the proxy's pid once it listens", repr(got))
+    rc, err = start_fails(H.write("pid2.ini", text))
+    t.check(rc == 1 and f"pid_file {pidf}: ringproxy (pid {p.pid}) is running with it" in err and
+            open(pidf).read() == f"{p.pid}\n", "a second proxy on a live pid_file is refused; the file stays",
+            err)
+    t.check(p.stop() == 0 and not os.path.exists(pidf), "SIGTERM: exit 0, the pid file removed")
+    with open(pidf, "w") as f:
+        f.write(f"{os.getpid()}\n")            # a live process that is no ringproxy: a reused pid
+    p = H.Proxy(RP, text)
+    got = H.wait_until(lambda: open(pidf).read() == f"{p.pid}\n", 5)
+    t.check(got, "a stale pid_file (its pid now another program's) is replaced", open(pidf).read())
+    t.check(p.stop() == 0 and not os.path.exists(pidf), "removed at exit")
+    p = H.Proxy(RP, text, extra_args=("--pid-file", other))
+    got = H.wait_until(lambda: os.path.exists(other), 5) and open(other).read()
+    t.check(got == f"{p.pid}\n" and not os.path.exists(pidf), "--pid-file FILE is used instead of pid_file",
+            repr(got))
+    t.check(p.stop() == 0 and not os.path.exists(other), "--pid-file: removed at exit")
 
 
 H.run_main(t, main)
