@@ -192,8 +192,12 @@ static const struct conf_keydef conf_keys[] = {
 	  "clients (addresses, CIDR blocks) whose PURGE and BAN on the proxy port are forwarded; others get 405" },
 
 	{ CONF_IN_LOG, "access", CONF_T_STRING, P(access_log), "off", 0, 0,
-	  "off, stderr, or a file's path",
-	  "the access log: off, stderr, or a file appended to (one line per request; SIGUSR1 reopens it)" },
+	  "off, stderr, a file's path, syslog, syslog:/PATH or syslog:IP:PORT",
+	  "the access log: off, stderr, a file appended to (one line per request; SIGUSR1 reopens it), or syslog: "
+	  "one datagram a line, facility local7, severity info, tag ringproxy; syslog is the local socket "
+	  "/dev/log (RFC 3164 framing, as syslog(3) writes: journald and rsyslog read it), syslog:/PATH another "
+	  "local socket, syslog:IP:PORT a server over UDP (RFC 5424 framing; syslog:IP is port 514); never "
+	  "waits: a line the socket cannot take at once is dropped and counted (access_log_dropped)" },
 	{ CONF_IN_LOG, "access_format", CONF_T_ENUM, P(access_format), "combined", 0, 0, "combined|json",
 	  "access log lines: NGINX/Apache combined with ringproxy's fields after, or JSON lines" },
 
@@ -1551,6 +1555,17 @@ int conf_check_admin_running(const struct conf *c, const char *running, char *er
 	return -1;
 }
 
+/* [log] access = syslog...: a target access.c can send to. */
+static void conf_validate_access(struct conf_parse *ps)
+{
+	struct sockaddr_storage sa;
+	socklen_t salen;
+	char why[160];
+
+	if (addr_syslog(ps->c->access_log, &sa, &salen, why, sizeof(why)) < 0)
+		conf_error(ps, conf_line(ps->c, "access"), "access: %s: %s", ps->c->access_log, why);
+}
+
 /* A list of addresses and CIDR blocks (purge_allow, proxy_protocol_from). */
 static void conf_validate_list(struct conf_parse *ps, const char *key, const char *list)
 {
@@ -1608,6 +1623,7 @@ static void conf_validate(struct conf_parse *ps)
 	conf_validate_admin(ps);
 	conf_validate_proxyproto(ps);
 	conf_validate_list(ps, "purge_allow", c->cache_purge_allow);
+	conf_validate_access(ps);
 	if (c->buffer_size < c->max_head_size)
 		conf_error(ps, conf_line(c, "buffer_size"),
 			   "buffer_size (%llu) is smaller than max_head_size (%llu); a head must fit in the buffer",
