@@ -214,7 +214,8 @@ bool health_trial_due(const struct backend *b, const struct conf_backend *cb)
 
 void health_reset(struct backend *b, const char *url)
 {
-	if (atomic_load(&b->down))
+	/* a checking one waits for its first check still */
+	if (atomic_load(&b->down) && !atomic_load(&b->checking))
 		health_set(b, 0, NULL, "", "new url %s: checked afresh", url);
 	atomic_store(&b->fails, 0);
 	atomic_store(&b->check_ok, 0);

@@ -260,6 +260,13 @@ def pid_files(cache):
     t.check(got == f"{p.pid}\n" and not os.path.exists(pidf), "--pid-file FILE is used instead of pid_file",
             repr(got))
     t.check(p.stop() == 0 and not os.path.exists(other), "--pid-file: removed at exit")
+    old_p = H.Proxy(RP, text)
+    new_p = H.Proxy(RP, text, extra_args=("--share-listen",))
+    got = H.wait_until(lambda: open(pidf).read() == f"{new_p.pid}\n", 5)
+    t.check(got and old_p.stop() == 0 and open(pidf).read() == f"{new_p.pid}\n",
+            "a binary upgrade (--share-listen): the new process takes the pid file over, the old one "
+            "leaves it at exit", open(pidf).read() if os.path.exists(pidf) else "(no file)")
+    t.check(new_p.stop() == 0 and not os.path.exists(pidf), "the new one removes it at its exit")
 
 
 H.run_main(t, main)
