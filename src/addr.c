@@ -177,10 +177,10 @@ int addr_syslog(const char *text, struct sockaddr_storage *addr, socklen_t *addr
 			snprintf(hp, sizeof(hp), "%s:514", rest);
 			rest = hp;
 		}
-		if (addr_parse(rest, addr, addrlen, err, errlen) < 0)
-			return -1;
-		if (addr->ss_family != AF_INET && addr->ss_family != AF_INET6) {
-			snprintf(err, errlen, "expected syslog, syslog:/PATH or syslog:IP:PORT");
+		/* addr_parse's words are about listeners */
+		if (addr_parse(rest, addr, addrlen, err, errlen) < 0) {
+			snprintf(err, errlen, "expected syslog (the local /dev/log), syslog:/PATH or syslog:IP:PORT, "
+				 "the address numeric (e.g. syslog:127.0.0.1:514)");
 			return -1;
 		}
 		if ((addr->ss_family == AF_INET ? ((struct sockaddr_in *)addr)->sin_port
