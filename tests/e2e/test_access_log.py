@@ -51,6 +51,23 @@ def lines_of(path, n, timeout=5):
     return harness.lines_until(path, lambda got: len(got) >= n, timeout)
 
 
+def serve_counting_drops(proxy, aport, prefix, n, enough):
+    """n GETs of prefix + i.jpg on one connection: (how many got 200, the
+    seconds they took, access_log_dropped once enough(it), or after 5 s)."""
+    conn = proxy.http()
+    start = time.monotonic()
+    ok = sum(harness.get_on(conn, f"{prefix}{i}.jpg")[0] == 200 for i in range(n))
+    took = time.monotonic() - start
+    conn.close()
+    got = [0]
+
+    def counted():
+        got[0] = json.loads(admin(aport, "/stats"))["access_log_dropped"]
+        return enough(got[0])
+    harness.wait_until(counted, 5)
+    return ok, took, got[0]
+
+
 def conf_with_log(caches, log, fmt="combined", **kw):
     return harness.conf_text(caches, **kw) + f"\n[log]\naccess = {log}\naccess_format = {fmt}\n"
 
@@ -186,18 +203,7 @@ def main():
     conf = conf_with_log([live], "/dev/full", proxy={"admin_listen": "127.0.0.1:0"}, ring={"balance_factor": 0})
     proxy = harness.Proxy(RP, conf, tag="full")
     aport = int(proxy.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10).group(1))
-    conn = proxy.http()
-    start = time.monotonic()
-    ok = sum(harness.get_on(conn, f"/full/{i}.jpg")[0] == 200 for i in range(200))
-    took = time.monotonic() - start
-    conn.close()
-    dropped = 0
-
-    def counted():
-        nonlocal dropped
-        dropped = json.loads(admin(aport, "/stats"))["access_log_dropped"]
-        return dropped >= 200
-    harness.wait_until(counted, 5)
+    ok, took, dropped = serve_counting_drops(proxy, aport, "/full/", 200, lambda d: d >= 200)
     t.check(ok == 200 and dropped == 200, "/dev/full: every request served, every line counted as dropped",
             f"{ok} served in {took:.2f} s, {dropped} dropped")
     proxy.stop()
@@ -266,19 +272,8 @@ def to_syslog(live):
                                                                          "admin_listen": "127.0.0.1:0"}),
                           tag="syslog-stalled")
     aport = int(proxy.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10).group(1))
-    conn = proxy.http()
-    start = time.monotonic()
     n = 2000
-    ok = sum(harness.get_on(conn, f"/stall/{i}.jpg")[0] == 200 for i in range(n))
-    took = time.monotonic() - start
-    conn.close()
-    dropped = 0
-
-    def settled():
-        nonlocal dropped
-        dropped = json.loads(admin(aport, "/stats"))["access_log_dropped"]
-        return dropped > 0
-    harness.wait_until(settled, 5)
+    ok, took, dropped = serve_counting_drops(proxy, aport, "/stall/", n, lambda d: d > 0)
     time.sleep(0.3)                      # the last batch's flush
     dropped = json.loads(admin(aport, "/stats"))["access_log_dropped"]
     queued = stalled.drain()
