@@ -15,6 +15,17 @@
  * The main thread opens the log and reopens it on SIGUSR1: the new file
  * is dup2()ed onto the descriptor the workers write to, so a worker
  * never sees a closed or reused descriptor.
+ *
+ * To syslog ([log] access = syslog...), the descriptor is a connected,
+ * non-blocking datagram socket and a batch goes out as one datagram a
+ * line, all of them with one sendmmsg(): RFC 3164 framing to a local
+ * socket (what syslog(3) writes; journald and rsyslog read it), RFC 5424
+ * to a server over UDP. A datagram the socket cannot take at once (a
+ * receiver behind, a socket buffer full) is dropped and counted as a
+ * failed write is: the log never holds up a worker. A local receiver
+ * that restarted refuses the old connection; the worker that sees it
+ * says so, and the main thread connects again within a second
+ * (access_tick).
  */
 #include "access.h"
 
@@ -23,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,6 +45,7 @@
 
 #include <event2/event.h>
 
+#include "addr.h"
 #include "conf.h"
 #include "http1.h"
 #include "request.h"
@@ -46,17 +59,75 @@ static char *access_file;               /* main thread: the path, NULL if
 					   off or stderr */
 static _Atomic(_Atomic uint64_t *) access_drops;
 
+/* Where lines go: a file or stderr as a stream, or syslog datagrams in
+ * one of two framings. Workers read it at each flush. */
+enum access_to { ACCESS_TO_FD, ACCESS_TO_LOCAL, ACCESS_TO_REMOTE };
+static _Atomic int access_to;
+static _Atomic int access_refused;      /* a worker saw the receiver gone */
+/* main thread: the syslog peer, to connect again to */
+static struct sockaddr_storage access_peer;
+static socklen_t access_peerlen;
+/* the part of each syslog header after the time stamp, made at the first
+ * syslog open (before access_to says syslog) and never changed: "
+ * HOST ringproxy PID access - " (RFC 5424) and " ringproxy[PID]: " */
+static char access_tail5424[128], access_tail3164[64];
+static size_t access_tail5424_len, access_tail3164_len;
+
+/* The syslog socket for peer, connected; -1 with err. */
+static int access_syslog_open(const struct sockaddr_storage *peer, socklen_t len, const char *spec, char *err,
+			      size_t errlen)
+{
+	int fd = socket(peer->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 || connect(fd, (const struct sockaddr *)peer, len) < 0) {
+		snprintf(err, errlen, "[log] access %s: %s%s", spec, strerror(errno),
+			 peer->ss_family == AF_UNIX ? "; is a syslog daemon (or journald) running?" : "");
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if (!access_tail5424_len) {
+		char host[64] = "-";
+
+		if (gethostname(host, sizeof(host)) < 0 || !host[0])
+			snprintf(host, sizeof(host), "-");
+		host[strcspn(host, " ")] = '\0';
+		access_tail5424_len = (size_t)snprintf(access_tail5424, sizeof(access_tail5424),
+						       " %s ringproxy %ld access - ", host, (long)getpid());
+		access_tail3164_len = (size_t)snprintf(access_tail3164, sizeof(access_tail3164),
+						       " ringproxy[%ld]: ", (long)getpid());
+	}
+	return fd;
+}
+
 int access_open(const char *spec, _Atomic uint64_t *dropped, char *err, size_t len)
 {
-	int fd, cur = atomic_load(&access_fd);
+	int fd, cur = atomic_load(&access_fd), to = ACCESS_TO_FD;
 	char *file = NULL;
+	struct sockaddr_storage peer;
+	socklen_t peerlen = 0;
 
 	atomic_store(&access_drops, dropped);
 	if (strcmp(spec, "off") == 0 || !*spec) {
 		atomic_store(&access_on, 0);
 		return 0;
 	}
-	if (strcmp(spec, "stderr") == 0) {
+	switch (addr_syslog(spec, &peer, &peerlen, err, len)) {
+	case -1:
+		return -1;
+	case 1:
+		fd = access_syslog_open(&peer, peerlen, spec, err, len);
+		if (fd < 0)
+			return -1;
+		file = strdup(spec);
+		to = peer.ss_family == AF_UNIX ? ACCESS_TO_LOCAL : ACCESS_TO_REMOTE;
+		break;
+	default:
+		break;
+	}
+	if (to != ACCESS_TO_FD) {
+		/* the socket, opened above */
+	} else if (strcmp(spec, "stderr") == 0) {
 		fd = dup(STDERR_FILENO);
 	} else {
 		fd = open(spec, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
@@ -84,8 +155,26 @@ int access_open(const char *spec, _Atomic uint64_t *dropped, char *err, size_t l
 	}
 	free(access_file);
 	access_file = file;
+	if (to != ACCESS_TO_FD) {
+		access_peer = peer;
+		access_peerlen = peerlen;
+	}
+	/* release: a worker that reads a syslog framing sees the tails */
+	atomic_store_explicit(&access_to, to, memory_order_release);
+	atomic_store(&access_refused, 0);
 	atomic_store(&access_on, 1);
 	return 0;
+}
+
+void access_tick(void)
+{
+	int fd = atomic_load(&access_fd);
+
+	if (atomic_load(&access_to) == ACCESS_TO_FD || !atomic_exchange(&access_refused, 0) || fd < 0)
+		return;
+	/* a datagram socket may connect again: the receiver's new socket */
+	if (connect(fd, (const struct sockaddr *)&access_peer, access_peerlen) < 0)
+		atomic_store(&access_refused, 1);
 }
 
 int access_reopen(char *err, size_t len)
@@ -123,10 +212,95 @@ void access_close(void)
 
 /* ---- the worker's buffer ------------------------------------------------- */
 
+static char *access_put(char *p, const char *s, size_t n)
+{
+	memcpy(p, s, n);
+	return p + n;
+}
+
+#define ACCESS_PUTS(p, lit) access_put(p, lit, sizeof(lit) - 1)
+
+/* The datagrams a sendmmsg() takes at most. */
+#define ACCESS_MSGS 64
+
+/* b's lines to syslog, one datagram a line (without its '\n'), each after
+ * a header: the priority (local7.info), the stamp of b's second (the
+ * lines are of it, or of the ACCESS_FLUSH_MS before) in to's framing, and
+ * the tail. Returns the lines not sent. */
+static uint64_t access_flush_syslog(struct access_buf *b, int fd, int to)
+{
+	struct mmsghdr msg[ACCESS_MSGS];
+	struct iovec iov[ACCESS_MSGS][2];
+	char head[256], *p = head;
+	size_t off = 0;
+	uint64_t lost = 0;
+
+	/* b->iso is '","time":"2026-11-30T16:41:49.', b->clf
+	 * ' - - [30/Nov/2026:16:41:49 +0000] "' */
+	p = ACCESS_PUTS(p, "<190>");
+	if (to == ACCESS_TO_REMOTE) {
+		p = ACCESS_PUTS(p, "1 ");
+		p = access_put(p, b->iso + 10, 19);
+		*p++ = 'Z';
+		p = access_put(p, access_tail5424, access_tail5424_len);
+	} else {
+		/* "Nov 30 16:41:49": month, day (space-padded), time */
+		p = access_put(p, b->clf + 9, 3);
+		*p++ = ' ';
+		*p++ = b->clf[6] == '0' ? ' ' : b->clf[6];
+		*p++ = b->clf[7];
+		*p++ = ' ';
+		p = access_put(p, b->clf + 18, 8);
+		p = access_put(p, access_tail3164, access_tail3164_len);
+	}
+	while (off < b->len) {
+		unsigned n = 0;
+		int sent;
+
+		for (; n < ACCESS_MSGS && off < b->len; n++) {
+			const char *nl = memchr(b->data + off, '\n', b->len - off);
+			size_t end = nl ? (size_t)(nl - b->data) : b->len;
+
+			iov[n][0] = (struct iovec){ head, (size_t)(p - head) };
+			iov[n][1] = (struct iovec){ b->data + off, end - off };
+			memset(&msg[n], 0, sizeof(msg[n]));
+			msg[n].msg_hdr.msg_iov = iov[n];
+			msg[n].msg_hdr.msg_iovlen = 2;
+			off = end + 1;
+		}
+		do
+			sent = sendmmsg(fd, msg, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+		while (sent < 0 && errno == EINTR);
+		if (sent < 0 && (errno == ECONNREFUSED || errno == ENOTCONN))
+			atomic_store_explicit(&access_refused, 1, memory_order_relaxed);
+		if (sent < (int)n) {
+			/* the socket takes no more now: the rest of the batch
+			 * is dropped rather than waited for */
+			lost += n - (unsigned)(sent > 0 ? sent : 0);
+			for (size_t i = off; i < b->len; i++)
+				lost += b->data[i] == '\n';
+			break;
+		}
+	}
+	return lost;
+}
+
 void access_buf_flush(struct access_buf *b)
 {
 	int fd = atomic_load_explicit(&access_fd, memory_order_relaxed);
+	int to = atomic_load_explicit(&access_to, memory_order_acquire);
 	size_t off = 0;
+
+	if (fd >= 0 && to != ACCESS_TO_FD && b->len) {
+		uint64_t lost = access_flush_syslog(b, fd, to);
+		_Atomic uint64_t *d = atomic_load(&access_drops);
+
+		if (lost && d)
+			atomic_fetch_add_explicit(d, lost, memory_order_relaxed);
+		b->len = 0;
+		b->lines = 0;
+		return;
+	}
 
 	while (fd >= 0 && off < b->len) {
 		ssize_t n = write(fd, b->data + off, b->len - off);
@@ -188,14 +362,6 @@ void access_worker_free(struct worker *w)
  * (whole blocks are stored before they are known to be clean); the next
  * field or the line's reserve (ACCESS_LINE_MAX) covers them.
  */
-
-static char *access_put(char *p, const char *s, size_t n)
-{
-	memcpy(p, s, n);
-	return p + n;
-}
-
-#define ACCESS_PUTS(p, lit) access_put(p, lit, sizeof(lit) - 1)
 
 /* A short NUL-terminated string that needs no escaping (the cache
  * outcome, the route, a backend's name: conf.c allows only letters,

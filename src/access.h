@@ -24,8 +24,8 @@ struct worker;
 #define ACCESS_FLUSH_MS 100
 #define ACCESS_BUF (64 * 1024)
 
-/* Main thread: open (or, on a reload, switch to) spec: "off", "stderr"
- * or a file path, appended to. dropped is where lines that could not be
+/* Main thread: open (or, on a reload, switch to) spec: "off", "stderr",
+ * a file path, appended to, or a syslog target (addr_syslog). dropped is where lines that could not be
  * written are counted (the proxy's access_log_dropped). 0, or -1 with
  * err (the previous log stays). */
 int access_open(const char *spec, _Atomic uint64_t *dropped, char *err, size_t len);
@@ -34,6 +34,9 @@ int access_open(const char *spec, _Atomic uint64_t *dropped, char *err, size_t l
 int access_reopen(char *err, size_t len);
 /* The file path, or NULL when the log is off or on stderr. */
 const char *access_path(void);
+/* Main thread, every second: with syslog, connect again when a worker
+ * found the receiver gone (a restarted journald or rsyslog). */
+void access_tick(void);
 /* Main thread, at the end: close it. */
 void access_close(void);
 

@@ -1,5 +1,6 @@
 /*
- * addr.c -- reading a listen address. Any thread; no state.
+ * addr.c -- reading a listen address, or a syslog target. Any thread; no
+ * state.
  */
 #include "addr.h"
 
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 
 int addr_parse(const char *text, struct sockaddr_storage *addr,
 	       socklen_t *addrlen, char *err, size_t errlen)
@@ -157,4 +159,45 @@ bad:
 		return -1;
 	}
 	return found;
+}
+
+int addr_syslog(const char *text, struct sockaddr_storage *addr, socklen_t *addrlen, char *err,
+		size_t errlen)
+{
+	struct sockaddr_un *sun = (struct sockaddr_un *)addr;
+	const char *path = "/dev/log", *rest = text + 7;
+	char hp[80];
+
+	if (strncmp(text, "syslog", 6) != 0 || (text[6] != '\0' && text[6] != ':'))
+		return 0;
+	memset(addr, 0, sizeof(*addr));
+	if (text[6] == ':' && *rest != '/') {
+		/* a bare IPv4 address: syslog's own port */
+		if (!strchr(rest, ':') && *rest != '[' && strlen(rest) < sizeof(hp) - 5) {
+			snprintf(hp, sizeof(hp), "%s:514", rest);
+			rest = hp;
+		}
+		/* addr_parse's words are about listeners */
+		if (addr_parse(rest, addr, addrlen, err, errlen) < 0) {
+			snprintf(err, errlen, "expected syslog (the local /dev/log), syslog:/PATH or syslog:IP:PORT, "
+				 "the address numeric (e.g. syslog:127.0.0.1:514)");
+			return -1;
+		}
+		if ((addr->ss_family == AF_INET ? ((struct sockaddr_in *)addr)->sin_port
+						: ((struct sockaddr_in6 *)addr)->sin6_port) == 0) {
+			snprintf(err, errlen, "a syslog server needs a port (514 is syslog's)");
+			return -1;
+		}
+		return 1;
+	}
+	if (text[6] == ':')
+		path = rest;
+	if (strlen(path) >= sizeof(sun->sun_path)) {
+		snprintf(err, errlen, "the socket path is longer than %zu bytes", sizeof(sun->sun_path) - 1);
+		return -1;
+	}
+	sun->sun_family = AF_UNIX;
+	memcpy(sun->sun_path, path, strlen(path) + 1);
+	*addrlen = (socklen_t)sizeof(*sun);
+	return 1;
 }

@@ -1,5 +1,6 @@
 /*
- * addr.h -- listen addresses as the config writes them. Pure: no socket,
+ * addr.h -- listen addresses (and syslog targets) as the config writes
+ * them. Pure: no socket,
  * no libevent, so config validation (conf.c) and binding (proxy.c,
  * admin.c) read an address the same way.
  */
@@ -25,5 +26,14 @@ int addr_is_loopback(const struct sockaddr_storage *addr);
  * commas or spaces ("127.0.0.1, 10.0.0.0/8, ::1")? 1 or 0; -1 with err
  * when list has an entry that is neither (ip NULL: only check list). */
 int addr_in_list(const char *list, const char *ip, char *err, size_t errlen);
+
+/* [log] access's syslog targets: "syslog" (the local socket, /dev/log),
+ * "syslog:/PATH" (another local socket), "syslog:IP:PORT" or
+ * "syslog:[IPv6]:PORT" (UDP; "syslog:IP" is port 514) into addr and
+ * *addrlen (AF_UNIX or AF_INET/AF_INET6). 1 for one of these, 0 when text
+ * is not a syslog target at all, -1 with err when it is one written
+ * wrong. */
+int addr_syslog(const char *text, struct sockaddr_storage *addr, socklen_t *addrlen, char *err,
+		size_t errlen);
 
 #endif

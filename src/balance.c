@@ -303,7 +303,7 @@ static enum balance_verdict balance_verdict(const struct snapshot *s, int i, uin
 	struct backend *b = s->be[i].state;
 	const struct conf *conf = s->conf;
 	long inflight;
-	bool trial = false;
+	bool trial = false, stand_in = false;
 	double back;
 	enum balance_verdict v = BALANCE_OK;
 
@@ -315,10 +315,16 @@ static enum balance_verdict balance_verdict(const struct snapshot *s, int i, uin
 	if (s->be[i].addrlen == 0)
 		return BALANCE_DOWN;
 	if (atomic_load_explicit(&b->down, memory_order_relaxed)) {
-		trial = ex ? health_trial_due(b, s->be[i].conf) : health_trial(b, s->be[i].conf, conf);
+		/* a backend new with active checks (health.c) waits for its
+		 * first check, unless none is up: then it stands in, as the
+		 * ring places it, rather than every request getting a 503 */
+		stand_in = atomic_load_explicit(&b->checking, memory_order_relaxed) &&
+			   balance_up_weight(s) == 0;
+		if (!stand_in)
+			trial = ex ? health_trial_due(b, s->be[i].conf) : health_trial(b, s->be[i].conf, conf);
 		if (ex)
 			ex->trial = trial;
-		if (!trial)
+		if (!trial && !stand_in)
 			return BALANCE_DOWN;
 	}
 	inflight = atomic_load_explicit(&b->inflight, memory_order_relaxed);
@@ -330,8 +336,9 @@ static enum balance_verdict balance_verdict(const struct snapshot *s, int i, uin
 			return BALANCE_FULL;
 	}
 	/* a trial is one request, and a down backend is not in the up
-	 * weight: its cap would be 0 when every backend is down */
-	if (conf->balance_factor > 0 && !trial) {
+	 * weight: its cap would be 0 when every backend is down (as it is
+	 * while they stand in) */
+	if (conf->balance_factor > 0 && !trial && !stand_in) {
 		long total = atomic_load_explicit(&registry_total_inflight, memory_order_relaxed);
 		double W = balance_up_weight(s);
 		long cap = balance_cap(conf->balance_factor, total, w, W);

@@ -9,11 +9,19 @@
  * our own reader (conf_reader), which counts lines, catches lines too long
  * for inih's buffer, and handles section headers itself: that way an empty
  * [backend NAME] section and an unknown section are seen too.
+ *
+ * `include = GLOB` (every .ini file of conf.d, say; relative to the including file's
+ * directory) is the reader's too: each file it matches, in name order, is
+ * read there by a nested parse, starting outside any section; the
+ * including file's section goes on after it. A line number of an included
+ * file carries the file's index in its high bits (CONF_LINE_BITS), so
+ * every message still names FILE:LINE.
  */
 #include "conf.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <glob.h>
 #include <arpa/inet.h>
 #include <ini.h>
 #include <openssl/evp.h>
@@ -24,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "addr.h"
 #include "log.h"
@@ -110,6 +119,9 @@ static const struct conf_keydef conf_keys[] = {
 	  "least severe level logged to stderr" },
 	{ CONF_IN_PROXY, "log_file", CONF_T_PATH, P(log_file), "", 0, 0, NULL,
 	  "append log lines to this file instead of stderr; SIGUSR1 reopens it" },
+	{ CONF_IN_PROXY, "pid_file", CONF_T_PATH, P(pid_file), "", 0, 0, NULL,
+	  "write the proxy's pid here once it listens, remove it at exit; a file naming a running ringproxy "
+	  "refuses the start (one naming no ringproxy is replaced); --pid-file overrides it; start only" },
 	{ CONF_IN_PROXY, "watch_config", CONF_T_BOOL, P(watch_config), "off", 0, 0, NULL,
 	  "reload when the config file changes (inotify; ConfigMap symlink swaps and editors' renames too)" },
 	{ CONF_IN_PROXY, "state_file", CONF_T_PATH, P(state_file), "", 0, 0, NULL,
@@ -196,8 +208,12 @@ static const struct conf_keydef conf_keys[] = {
 	  "clients (addresses, CIDR blocks) whose PURGE and BAN on the proxy port are forwarded; others get 405" },
 
 	{ CONF_IN_LOG, "access", CONF_T_STRING, P(access_log), "off", 0, 0,
-	  "off, stderr, or a file's path",
-	  "the access log: off, stderr, or a file appended to (one line per request; SIGUSR1 reopens it)" },
+	  "off, stderr, a file's path, syslog, syslog:/PATH or syslog:IP:PORT",
+	  "the access log: off, stderr, a file appended to (one line per request; SIGUSR1 reopens it), or syslog: "
+	  "one datagram a line, facility local7, severity info, tag ringproxy; syslog is the local socket "
+	  "/dev/log (RFC 3164 framing, as syslog(3) writes: journald and rsyslog read it), syslog:/PATH another "
+	  "local socket, syslog:IP:PORT a server over UDP (RFC 5424 framing; syslog:IP is port 514); never "
+	  "waits: a line the socket cannot take at once is dropped and counted (access_log_dropped)" },
 	{ CONF_IN_LOG, "access_format", CONF_T_ENUM, P(access_format), "combined", 0, 0, "combined|json",
 	  "access log lines: NGINX/Apache combined with ringproxy's fields after, or JSON lines" },
 
@@ -253,8 +269,21 @@ int conf_backend_line(const struct conf_backend *be, const char *key)
 static const char *const conf_section_names[] = { "proxy", "ring", "health", "cache", "log", "backend NAME" };
 
 /* Parse state shared by the reader and the handler. */
+/* A line number is the line in its file, plus its file's index in
+ * struct conf_parse's files (0: the main file) shifted by this much. */
+#define CONF_LINE_BITS 20
+#define CONF_LINE_MASK ((1 << CONF_LINE_BITS) - 1)
+#define CONF_MAX_FILES 512
+#define CONF_INCLUDE_DEPTH 8
+
 struct conf_parse {
 	const char *file;
+	/* included files, by index (0 is file); open: the real paths of the
+	 * files being read, outermost first, to refuse a loop */
+	char *files[CONF_MAX_FILES];
+	int nfiles;
+	char *open[CONF_INCLUDE_DEPTH + 1];
+	int depth;
 	struct conf *c;
 	struct conf_errors *errs;
 
@@ -278,6 +307,25 @@ struct conf_parse {
 	size_t be_cap;
 };
 
+/* The name of the file a line number is in. */
+static const char *conf_file_of(const struct conf_parse *ps, int line)
+{
+	int f = line >> CONF_LINE_BITS;
+
+	return f > 0 && f < ps->nfiles ? ps->files[f] : ps->file;
+}
+
+/* Where line (a number of any file) is, in a message about line here:
+ * "line N" in the same file, else "FILE:N". */
+static const char *conf_at(const struct conf_parse *ps, int here, int line, char *buf, size_t len)
+{
+	if (line >> CONF_LINE_BITS == here >> CONF_LINE_BITS)
+		snprintf(buf, len, "line %d", line & CONF_LINE_MASK);
+	else
+		snprintf(buf, len, "%s:%d", conf_file_of(ps, line), line & CONF_LINE_MASK);
+	return buf;
+}
+
 __attribute__((format(printf, 3, 4)))
 static void conf_error(struct conf_parse *ps, int line, const char *fmt, ...)
 {
@@ -291,7 +339,7 @@ static void conf_error(struct conf_parse *ps, int line, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	if (line > 0)
-		n = asprintf(&full, "%s:%d: %s", ps->file, line, msg);
+		n = asprintf(&full, "%s:%d: %s", conf_file_of(ps, line), line & CONF_LINE_MASK, msg);
 	else
 		n = asprintf(&full, "%s: %s", ps->file, msg);
 	if (n < 0)
@@ -960,7 +1008,7 @@ static void conf_unknown_section(struct conf_parse *ps, const char *name)
 static void conf_section(struct conf_parse *ps, char *inner)
 {
 	static const char *const single[] = { "proxy", "ring", "health", "cache", "log" };
-	char *name = conf_trim(inner);
+	char *name = conf_trim(inner), at[300];
 
 	ps->where = -1;
 	ps->be = NULL;
@@ -969,8 +1017,8 @@ static void conf_section(struct conf_parse *ps, char *inner)
 			continue;
 		if (ps->section_line[i]) {
 			/* its keys are skipped: the error says what to do */
-			conf_error(ps, ps->line, "second [%s] section (the first is at line %d); merge them into one",
-				   name, ps->section_line[i]);
+			conf_error(ps, ps->line, "second [%s] section (the first is at %s); merge them into one",
+				   name, conf_at(ps, ps->line, ps->section_line[i], at, sizeof(at)));
 			ps->where = -2;
 		} else {
 			ps->section_line[i] = ps->line;
@@ -988,7 +1036,8 @@ static void conf_section(struct conf_parse *ps, char *inner)
 		} else if (!conf_name_ok(bname)) {
 			conf_error(ps, ps->line, "backend name '%s' is invalid; use 1-64 letters, digits, '.', '_' or '-'", bname);
 		} else if (dup) {
-			conf_error(ps, ps->line, "duplicate backend '%s' (first defined at line %d); backend names must be unique", bname, dup->line);
+			conf_error(ps, ps->line, "duplicate backend '%s' (first defined at %s); backend names must be unique", bname,
+				   conf_at(ps, ps->line, dup->line, at, sizeof(at)));
 		} else {
 			ps->be = conf_new_backend(ps, bname, ps->line);
 			if (!ps->be) {
@@ -1005,6 +1054,111 @@ static void conf_section(struct conf_parse *ps, char *inner)
 		conf_unknown_section(ps, name);
 		ps->where = -2;
 	}
+}
+
+static char *conf_reader(char *str, int num, void *stream);
+static int conf_handler(void *user, const char *section, const char *key, const char *value);
+
+/* Read the included file path where the current line (an include of
+ * pattern) is, by a nested parse: outside any section at first, the
+ * includer's section restored after. */
+static void conf_include_file(struct conf_parse *ps, const char *path, const char *pattern)
+{
+	int line = ps->line, where = ps->where, rc;
+	struct conf_backend *be = ps->be;
+	FILE *outer_fp = ps->fp;
+	const char *outer_text = ps->text;
+	char *real = realpath(path, NULL);
+	FILE *fp = NULL;
+
+	if (!real) {
+		conf_error(ps, line, "include = %s: %s: %s", pattern, path, strerror(errno));
+		return;
+	}
+	for (int d = 0; d <= ps->depth; d++) {
+		if (ps->open[d] && strcmp(ps->open[d], real) == 0) {
+			conf_error(ps, line, "include = %s: %s is already being read (an include loop); "
+				   "remove this include or the one that leads back", pattern, path);
+			goto out;
+		}
+	}
+	if (ps->depth >= CONF_INCLUDE_DEPTH || ps->nfiles >= CONF_MAX_FILES) {
+		conf_error(ps, line, "include = %s: more than %d levels of include or %d files; include fewer",
+			   pattern, CONF_INCLUDE_DEPTH, CONF_MAX_FILES - 1);
+		goto out;
+	}
+	fp = fopen(path, "r");
+	if (!fp || !(ps->files[ps->nfiles] = strdup(path))) {
+		conf_error(ps, line, "include = %s: cannot open %s: %s", pattern, path, strerror(errno));
+		goto out;
+	}
+	ps->open[++ps->depth] = real;
+	ps->fp = fp;
+	ps->text = NULL;
+	ps->line = ps->nfiles++ << CONF_LINE_BITS;
+	ps->where = -1;
+	ps->be = NULL;
+	rc = ini_parse_stream(conf_reader, ps, conf_handler, ps);
+	if (rc == -2)
+		conf_error(ps, 0, "out of memory while reading %s", path);
+	ps->open[ps->depth--] = NULL;
+	ps->fp = outer_fp;
+	ps->text = outer_text;
+	ps->line = line;
+	ps->where = where;
+	ps->be = be;
+out:
+	if (fp)
+		fclose(fp);
+	free(real);
+}
+
+/* include = PATTERN on the current line: a file or a glob, relative to
+ * the including file's directory; the files it matches in name order
+ * (glob's sort). A glob that matches nothing in a directory that exists
+ * includes nothing (an empty conf.d); a missing directory, or a plain
+ * name that does not exist, is an error. */
+static void conf_include(struct conf_parse *ps, const char *pattern)
+{
+	const char *from = conf_file_of(ps, ps->line), *slash = strrchr(from, '/');
+	char full[PATH_MAX], dir[PATH_MAX], *ds;
+	struct stat st;
+	glob_t g;
+	int rc;
+
+	if (!*pattern) {
+		conf_error(ps, ps->line, "include needs a file or a glob, e.g. include = conf.d/*.ini");
+		return;
+	}
+	if (pattern[0] == '/' || !slash)
+		rc = snprintf(full, sizeof(full), "%s", pattern);
+	else
+		rc = snprintf(full, sizeof(full), "%.*s/%s", (int)(slash - from), from, pattern);
+	if (rc < 0 || (size_t)rc >= sizeof(full)) {
+		conf_error(ps, ps->line, "include = %s: the path is too long", pattern);
+		return;
+	}
+	memcpy(dir, full, sizeof(dir));
+	ds = strrchr(dir, '/');
+	if (ds)
+		*ds = ds == dir ? '/' : '\0';
+	if (ds == dir)
+		dir[1] = '\0';
+	if ((!ds || !strpbrk(dir, "*?[")) &&
+	    (stat(ds ? dir : ".", &st) < 0 || !S_ISDIR(st.st_mode))) {
+		conf_error(ps, ps->line, "include = %s: no directory %s (the path is relative to %s's); "
+			   "create it or fix the path", pattern, ds ? dir : ".", from);
+		return;
+	}
+	rc = glob(full, 0, NULL, &g);
+	if (rc == GLOB_NOMATCH && !strpbrk(pattern, "*?["))
+		conf_error(ps, ps->line, "include = %s: no file %s", pattern, full);
+	else if (rc != 0 && rc != GLOB_NOMATCH)
+		conf_error(ps, ps->line, "include = %s: cannot read the directory of %s", pattern, full);
+	for (size_t i = 0; rc == 0 && i < g.gl_pathc; i++)
+		conf_include_file(ps, g.gl_pathv[i], pattern);
+	if (rc == 0)
+		globfree(&g);
 }
 
 /* inih calls this with buffer size num (INI_MAX_LINE). We read whole lines
@@ -1044,7 +1198,7 @@ static char *conf_reader(char *str, int num, void *stream)
 			ps->sha = NULL;
 		}
 		line = ps->buf;
-		if (ps->line == 1 && (unsigned char)line[0] == 0xEF &&
+		if ((ps->line & CONF_LINE_MASK) == 1 && (unsigned char)line[0] == 0xEF &&
 		    (unsigned char)line[1] == 0xBB && (unsigned char)line[2] == 0xBF)
 			line += 3;
 		if (memchr(line, '\0', (size_t)n - (size_t)(line - ps->buf))) {
@@ -1054,6 +1208,11 @@ static char *conf_reader(char *str, int num, void *stream)
 		t = conf_trim(line);
 		if (!*t || *t == ';' || *t == '#')
 			continue;
+		if (strncasecmp(t, "include", 7) == 0 && conf_trim(t + 7)[0] == '=') {
+			/* the value may hold ';' or '#' (a file name can) */
+			conf_include(ps, conf_trim(strchr(t, '=') + 1));
+			continue;
+		}
 		if (*t == '[') {
 			char *rb = strchr(t, ']');
 			char *after = rb ? conf_trim(rb + 1) : NULL;
@@ -1130,7 +1289,8 @@ static int conf_handler(void *user, const char *section, const char *key, const 
 	}
 	lines = ps->where == CONF_IN_BACKEND ? ps->be->lines : ps->c->lines;
 	if (lines[k - conf_keys]) {
-		conf_error(ps, ps->line, "'%s' is set twice (first at line %d); keep one", key, lines[k - conf_keys]);
+		conf_error(ps, ps->line, "'%s' is set twice (first at %s); keep one", key,
+			   conf_at(ps, ps->line, lines[k - conf_keys], why, sizeof(why)));
 		return 1;
 	}
 	lines[k - conf_keys] = ps->line;
@@ -1353,10 +1513,14 @@ static void conf_validate_scheme(struct conf_parse *ps)
 			const struct conf_backend *o = &c->backends[j];
 
 			if (strcmp(o->id, be->id) == 0) {
+				char at[300];
+
 				conf_error(ps, conf_be_line(be, "id"),
-					   "[backend %s] has the %s identity '%s' of [backend %s] (line %d); "
+					   "[backend %s] has the %s identity '%s' of [backend %s] (%s); "
 					   "%s would give both the same points: give each backend its own id",
-					   be->name, scheme, be->id, o->name, conf_be_line(o, "id"), scheme);
+					   be->name, scheme, be->id, o->name,
+					   conf_at(ps, conf_be_line(be, "id"), conf_be_line(o, "id"), at, sizeof(at)),
+					   scheme);
 				break;
 			}
 		}
@@ -1398,7 +1562,8 @@ int conf_check_admin_running(const struct conf *c, const char *running, char *er
 		return 0;
 	if (!line)
 		line = conf_line(c, "admin_listen");
-	if (line)
+	/* a line of an included file is named by its key instead */
+	if (line && !(line >> CONF_LINE_BITS))
 		snprintf(where, sizeof(where), ":%d", line);
 	snprintf(err, len, "%s%s: no admin_token, but the admin listener running on %s is not a loopback "
 		 "address (admin_listen changes only with a restart): keep [proxy] admin_token set, or "
@@ -1414,6 +1579,17 @@ static void conf_validate_query(struct conf_parse *ps)
 
 	if (query_rules_parse(&c->query, c->drop_params ? c->drop_params : "", why, sizeof(why)) < 0)
 		conf_error(ps, conf_line(c, "drop_params"), "drop_params: %s", why);
+}
+
+/* [log] access = syslog...: a target access.c can send to. */
+static void conf_validate_access(struct conf_parse *ps)
+{
+	struct sockaddr_storage sa;
+	socklen_t salen;
+	char why[160];
+
+	if (addr_syslog(ps->c->access_log, &sa, &salen, why, sizeof(why)) < 0)
+		conf_error(ps, conf_line(ps->c, "access"), "access: %s: %s", ps->c->access_log, why);
 }
 
 /* A list of addresses and CIDR blocks (purge_allow, proxy_protocol_from). */
@@ -1446,10 +1622,11 @@ static void conf_validate(struct conf_parse *ps)
 
 	conf_inherit(ps);
 	if (conf_addrs_clash(c->listen, c->admin_listen)) {
-		char where[32] = " (the default)";
+		char where[320] = " (the default)", at[300];
 
 		if (conf_line(c, "listen"))
-			snprintf(where, sizeof(where), " (line %d)", conf_line(c, "listen"));
+			snprintf(where, sizeof(where), " (%s)",
+				 conf_at(ps, conf_line(c, "admin_listen"), conf_line(c, "listen"), at, sizeof(at)));
 		/* both would bind with SO_REUSEPORT and split the clients */
 		conf_error(ps, conf_line(c, "admin_listen"),
 			   "admin_listen %s is the address of listen %s%s; give the admin listener a port of its own",
@@ -1473,6 +1650,7 @@ static void conf_validate(struct conf_parse *ps)
 	conf_validate_proxyproto(ps);
 	conf_validate_list(ps, "purge_allow", c->cache_purge_allow);
 	conf_validate_query(ps);
+	conf_validate_access(ps);
 	if (c->buffer_size < c->max_head_size)
 		conf_error(ps, conf_line(c, "buffer_size"),
 			   "buffer_size (%llu) is smaller than max_head_size (%llu); a head must fit in the buffer",
@@ -1513,6 +1691,8 @@ static struct conf *conf_load_from(const char *name, FILE *fp, const char *text,
 	errs->msg = NULL;
 	errs->n = 0;
 	ps.file = name;
+	ps.nfiles = 1;
+	ps.open[0] = fp ? realpath(name, NULL) : NULL;
 	ps.errs = errs;
 	ps.fp = fp;
 	ps.text = text;
@@ -1549,6 +1729,9 @@ fail:
 	if (!c)
 		conf_error(&ps, 0, "out of memory");
 	free(ps.buf);
+	free(ps.open[0]);
+	for (int i = 1; i < ps.nfiles; i++)
+		free(ps.files[i]);
 	if (errs->n) {
 		conf_free(c);
 		return NULL;
@@ -1870,24 +2053,32 @@ static void conf_value_text(const struct conf_keydef *k, const void *base, char 
 
 /* Append "key a -> b" for key k of bases x and y when the values differ;
  * name prefixes a backend's keys. Returns 1 if it did. */
-static int conf_diff_key(const struct conf_keydef *k, const void *x, const void *y,
-			 const char *name, char *out, size_t len, int n)
+/* Keys a reload reads but does not apply (proxy.c's reload says so):
+ * the listeners and the threads are made once, at start. */
+static bool conf_key_restart(const struct conf_keydef *k)
+{
+	return k->where == CONF_IN_PROXY &&
+	       (k->offset == P(listen) || k->offset == P(workers) || k->offset == P(admin_listen) ||
+		k->offset == P(pid_file));
+}
+
+/* Tell fn of key k when its values at x and y differ (section: the
+ * backend's name, or NULL for k's own section). 1 when they do. */
+static int conf_diff_key(const struct conf_keydef *k, const void *x, const void *y, const char *name,
+			 conf_change_fn *fn, void *arg)
 {
 	char va[320], vb[320];
-	size_t used = strlen(out);
+	struct conf_change ch = { .backend = name, .section = name ? name : conf_section_names[k->where],
+				  .key = k->key, .from = va, .to = vb, .restart = conf_key_restart(k) };
 
 	conf_value_text(k, x, va, sizeof(va));
 	conf_value_text(k, y, vb, sizeof(vb));
 	if (strcmp(va, vb) == 0)
 		return 0;
-	if (used + 1 < len) {
-		/* a secret is said to change, never shown */
-		if (k->offset == P(admin_token) && k->where == CONF_IN_PROXY)
-			snprintf(out + used, len - used, "%sadmin_token changed", n ? ", " : "");
-		else
-			snprintf(out + used, len - used, "%s%s%s%s %s -> %s", n ? ", " : "", name ? name : "",
-				 name ? " " : "", k->key, va, vb);
-	}
+	/* a secret is said to change, never shown */
+	if (k->offset == P(admin_token) && k->where == CONF_IN_PROXY)
+		ch.from = ch.to = NULL;
+	fn(arg, &ch);
 	return 1;
 }
 
@@ -1909,18 +2100,13 @@ const char *conf_key_mode_name(int mode)
 	return "?";
 }
 
-int conf_diff(const struct conf *a, const struct conf *b, char *out, size_t len)
+int conf_diff_each(const struct conf *a, const struct conf *b, conf_change_fn *fn, void *arg)
 {
 	int n = 0;
 
-	out[0] = '\0';
-	/* [ring] scheme, key_hash, query and drop_params are the ring's, as
-	 * a backend's url and weight are (plan_summary says them) */
 	for (size_t i = 0; i < CONF_NKEYS; i++)
-		if (conf_keys[i].where != CONF_IN_BACKEND && conf_keys[i].offset != P(scheme) &&
-		    conf_keys[i].offset != P(key_hash) && conf_keys[i].offset != P(query.mode) &&
-		    conf_keys[i].offset != P(drop_params))
-			n += conf_diff_key(&conf_keys[i], a, b, NULL, out, len, n);
+		if (conf_keys[i].where != CONF_IN_BACKEND)
+			n += conf_diff_key(&conf_keys[i], a, b, NULL, fn, arg);
 	for (size_t j = 0; j < b->nbackends; j++) {
 		const struct conf_backend *y = &b->backends[j];
 		const struct conf_backend *x = conf_backend_find(a, y->name);
@@ -1950,8 +2136,44 @@ int conf_diff(const struct conf *a, const struct conf *b, char *out, size_t len)
 				if (ina && inb)
 					continue;
 			}
-			n += conf_diff_key(k, x, y, y->name, out, len, n);
+			n += conf_diff_key(k, x, y, y->name, fn, arg);
 		}
 	}
 	return n;
+}
+
+/* conf_diff's line, one change at a time. */
+struct conf_diff_text {
+	char *out;
+	size_t len;
+	int n;
+};
+
+static void conf_diff_add(void *arg, const struct conf_change *ch)
+{
+	struct conf_diff_text *d = arg;
+	size_t used = strlen(d->out);
+
+	/* [ring] scheme, key_hash, query and drop_params are the ring's, as
+	 * a backend's url and weight are: plan_summary says them */
+	if (!ch->backend && (strcmp(ch->key, "scheme") == 0 || strcmp(ch->key, "key_hash") == 0 ||
+			     strcmp(ch->key, "query") == 0 || strcmp(ch->key, "drop_params") == 0))
+		return;
+	if (used + 1 < d->len) {
+		if (!ch->from)
+			snprintf(d->out + used, d->len - used, "%s%s changed", d->n ? ", " : "", ch->key);
+		else
+			snprintf(d->out + used, d->len - used, "%s%s%s%s %s -> %s", d->n ? ", " : "",
+				 ch->backend ? ch->section : "", ch->backend ? " " : "", ch->key, ch->from, ch->to);
+	}
+	d->n++;
+}
+
+int conf_diff(const struct conf *a, const struct conf *b, char *out, size_t len)
+{
+	struct conf_diff_text d = { out, len, 0 };
+
+	out[0] = '\0';
+	conf_diff_each(a, b, conf_diff_add, &d);
+	return d.n;
 }

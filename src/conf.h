@@ -93,6 +93,7 @@ struct conf {
 	int log_level;                  /* enum log_level */
 	int tier_status;                /* enum tier_status (tier.h) */
 	char *log_file;                 /* "" = stderr as given */
+	char *pid_file;                 /* "" = none (pidfile.c) */
 	char *access_log;               /* [log] access: "off", "stderr" or a path */
 	int access_format;              /* enum conf_access_format */
 	bool watch_config;              /* reload when the file changes */
@@ -208,6 +209,27 @@ int conf_write(const struct conf *c, FILE *out);
  * `plan` says) and not
  * the value of admin_token. Returns the number of differences. */
 int conf_diff(const struct conf *a, const struct conf *b, char *out, size_t len);
+
+/* One setting that differs between two configs (conf_diff_each). */
+struct conf_change {
+	const char *section;    /* "proxy", "ring", ...; a backend's name when
+				   backend */
+	bool backend;
+	const char *key;
+	const char *from, *to;  /* as written; both NULL for a secret
+				   (admin_token), said to change */
+	bool restart;           /* a reload does not apply it (listen,
+				   workers, admin_listen, pid_file): a
+				   restart does */
+};
+typedef void conf_change_fn(void *arg, const struct conf_change *ch);
+/* Each setting that differs from a to b, in key-table order: fn(arg,
+ * change) for every key of [proxy], [ring], [health], [cache] and [log],
+ * then the keys of backends in both but a backend's url, weight and id
+ * (its membership, which plan says) and health values it inherits on both
+ * sides. The change's strings live only during the call. Returns the
+ * number of differences. */
+int conf_diff_each(const struct conf *a, const struct conf *b, conf_change_fn *fn, void *arg);
 
 /* The name of a [ring] key mode as the file writes it ("path+query"). */
 const char *conf_key_mode_name(int mode);

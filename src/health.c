@@ -16,7 +16,10 @@
  * per backend, through curlev.c on the main event base. rise passed checks
  * bring a backend up, fall failed ones take it down. The first check of
  * each backend starts at a random point of its interval so that checks of
- * many backends do not all fire together.
+ * many backends do not all fire together; a backend new in its snapshot
+ * (at start, or added by a reload) is `checking` and checked at once: it
+ * takes requests after its first passed check, and is down after a
+ * failed one.
  *
  * Names (main thread): a backend whose name did not resolve when its
  * snapshot was built has no address and is down; its name is looked up
@@ -56,10 +59,12 @@ static void health_set(struct backend *b, int down, const struct conf_backend *c
 {
 	char why[256], reason[300];
 	int expect = !down;
+	bool checking = atomic_load(&b->checking);
 	va_list ap;
 
 	if (!atomic_compare_exchange_strong(&b->down, &expect, down))
 		return;
+	atomic_store(&b->checking, 0);
 	atomic_fetch_add(&registry_health_gen, 1);
 	atomic_fetch_add(&b->transitions, 1);
 	atomic_store(&b->fails, 0);
@@ -80,7 +85,42 @@ static void health_set(struct backend *b, int down, const struct conf_backend *c
 	if (down)
 		log_warn("backend %s: up -> down (%s)", b->name, why);
 	else
-		log_info("backend %s: down -> up (%s)", b->name, why);
+		log_info("backend %s: %s -> up (%s)", b->name, checking ? "checking" : "down", why);
+}
+
+/* b is new in its snapshot with active checks on: down, as "checking",
+ * until its first check says (HAProxy's init-state down); it is checked
+ * at once. balance.c still sends it requests while no backend of the
+ * snapshot is up: at start every backend is new, and a 503 for each
+ * request until the first checks answer would be an outage of our own
+ * making. */
+static void health_checking(struct backend *b)
+{
+	atomic_store(&b->checking, 1);
+	if (atomic_exchange(&b->down, 1) == 0)
+		atomic_fetch_add(&registry_health_gen, 1);
+	atomic_store(&b->fails, 0);
+	atomic_store(&b->check_ok, 0);
+	atomic_store(&b->check_fail, 0);
+	atomic_store(&b->trial, 0);
+	atomic_store(&b->up_since_ms, 0);
+	atomic_store(&b->state_ms, registry_now_ms());
+	registry_note_set(&b->reason, "checking: new, no traffic until its first health check passes");
+	log_info("backend %s: checking (no traffic until its first health check passes)", b->name);
+}
+
+/* The first check of a checking backend failed: it is down, as any,
+ * until rise checks pass. */
+static void health_checked_down(struct backend *b, const char *why)
+{
+	char reason[CURL_ERROR_SIZE + 64];
+
+	atomic_store(&b->checking, 0);
+	atomic_fetch_add(&registry_health_gen, 1);
+	atomic_store(&b->state_ms, registry_now_ms());
+	snprintf(reason, sizeof(reason), "first health check: %s", why);
+	registry_note_set(&b->reason, reason);
+	log_warn("backend %s: checking -> down (first health check: %s)", b->name, why);
 }
 
 void health_request_ok(struct backend *b, const struct conf_backend *cb)
@@ -174,7 +214,8 @@ bool health_trial_due(const struct backend *b, const struct conf_backend *cb)
 
 void health_reset(struct backend *b, const char *url)
 {
-	if (atomic_load(&b->down))
+	/* a checking one waits for its first check still */
+	if (atomic_load(&b->down) && !atomic_load(&b->checking))
 		health_set(b, 0, NULL, "", "new url %s: checked afresh", url);
 	atomic_store(&b->fails, 0);
 	atomic_store(&b->check_ok, 0);
@@ -321,13 +362,17 @@ static void health_on_done(CURL *easy, CURLcode rc, void *arg)
 
 		atomic_store(&hc->b->check_fail, 0);
 		atomic_store(&hc->b->fails, 0);
-		if (atomic_load(&hc->b->down) && n >= cfg->rise)
+		if (atomic_load(&hc->b->checking))
+			health_set(hc->b, 0, hc->cb, "", "first health check passed");
+		else if (atomic_load(&hc->b->down) && n >= cfg->rise)
 			health_set(hc->b, 0, hc->cb, "", "health check passed x%u", n);
 	} else {
 		unsigned n = atomic_fetch_add(&hc->b->check_fail, 1) + 1;
 
 		atomic_store(&hc->b->check_ok, 0);
-		if (!atomic_load(&hc->b->down) && n >= cfg->fall)
+		if (atomic_load(&hc->b->checking))
+			health_checked_down(hc->b, why);
+		else if (!atomic_load(&hc->b->down) && n >= cfg->fall)
 			health_set(hc->b, 1, hc->cb, "", "health check: %s x%u", why, n);
 		else
 			log_debug("backend %s: health check failed: %s", hc->b->name, why);
@@ -510,6 +555,15 @@ static struct health_check *health_keep(struct health *h, const struct conf_back
 	return NULL;
 }
 
+/* Is name new in a snapshot that follows prev (NULL: the first)? */
+static bool health_is_new(const struct snapshot *prev, const char *name)
+{
+	for (size_t i = 0; prev && i < prev->nbe; i++)
+		if (strcmp(prev->be[i].conf->name, name) == 0)
+			return false;
+	return true;
+}
+
 /* Reloads keep the running checks of unchanged backends where they are in
  * their interval: frequent reloads must not keep postponing the checks. */
 void health_apply(struct health *h, struct snapshot *s)
@@ -553,7 +607,12 @@ void health_apply(struct health *h, struct snapshot *s)
 			health_check_free(h, hc);
 			continue;
 		}
-		health_schedule(hc, (uint64_t)random() % cb->health.interval_ms);
+		if (health_is_new(h->snap, cb->name)) {
+			health_checking(hc->b);
+			health_schedule(hc, 0);
+		} else {
+			health_schedule(hc, (uint64_t)random() % cb->health.interval_ms);
+		}
 		checks[n++] = hc;
 	}
 	health_stop(h);         /* what was not kept, and the old snapshot */
@@ -579,13 +638,22 @@ void health_free(struct health *h)
 
 /* ---- -t --probe --------------------------------------------------------- */
 
-int health_probe(const struct conf *c, FILE *out)
+/* Is backend cb of a config new to known (NULL: every backend is): not
+ * there, or there with another url? */
+static bool health_probe_wanted(const struct conf_backend *cb, const struct conf *known)
+{
+	const struct conf_backend *was = known ? conf_backend_find(known, cb->name) : NULL;
+
+	return !was || strcmp(was->url, cb->url) != 0;
+}
+
+int health_probe(const struct conf *c, const struct conf *known, FILE *out)
 {
 	CURLM *multi = curl_multi_init();
 	CURL **easy = calloc(c->nbackends ? c->nbackends : 1, sizeof(*easy));
 	char (*err)[CURL_ERROR_SIZE] = calloc(c->nbackends ? c->nbackends : 1, sizeof(*err));
 	char (*url)[600] = calloc(c->nbackends ? c->nbackends : 1, sizeof(*url));
-	size_t wname = 7, wurl = 3;
+	size_t wname = 7, wurl = 3, n = 0;
 	int running = 1, rc = 0;
 
 	if (!multi || !easy || !err || !url) {
@@ -596,6 +664,8 @@ int health_probe(const struct conf *c, FILE *out)
 	for (size_t i = 0; i < c->nbackends; i++) {
 		const struct conf_backend *cb = &c->backends[i];
 
+		if (!health_probe_wanted(cb, known))
+			continue;
 		health_url(url[i], sizeof(url[i]), cb, cb->health.path[0] ? cb->health.path : "/");
 		easy[i] = curlev_easy_new();
 		if (!easy[i]) {
@@ -604,10 +674,15 @@ int health_probe(const struct conf *c, FILE *out)
 		}
 		health_easy_setup(easy[i], url[i], cb->health.timeout_ms, err[i]);
 		curl_multi_add_handle(multi, easy[i]);
+		n++;
 		if (strlen(cb->name) > wname)
 			wname = strlen(cb->name);
 		if (strlen(url[i]) > wurl)
 			wurl = strlen(url[i]);
+	}
+	if (n == 0) {
+		fprintf(out, "\nprobe: no backend is new or has a new url; nothing to probe\n");
+		goto out;
 	}
 	while (running) {
 		if (curl_multi_perform(multi, &running) != CURLM_OK)
@@ -631,13 +706,17 @@ int health_probe(const struct conf *c, FILE *out)
 			for (size_t i = 0; i < c->nbackends; i++)
 				if (msg->msg == CURLMSG_DONE && msg->easy_handle == easy[i])
 					res[i] = msg->data.result;
-		fprintf(out, "\nprobe: GET each backend's health path (timeout from [health])\n\n");
+		fprintf(out, "\nprobe: GET each %sbackend's health path, or / without one (timeout from [health])\n\n",
+			known ? "new or readdressed " : "");
 		fprintf(out, "  %-*s  %-*s  %-8s  %s\n", (int)wname, "backend", (int)wurl, "url", "time", "result");
 		for (size_t i = 0; i < c->nbackends; i++) {
 			const struct conf_backend *cb = &c->backends[i];
 			long status = 0;
 			double secs = 0;
 			bool good;
+
+			if (!easy[i])
+				continue;
 
 			curl_easy_getinfo(easy[i], CURLINFO_RESPONSE_CODE, &status);
 			curl_easy_getinfo(easy[i], CURLINFO_TOTAL_TIME, &secs);

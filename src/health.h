@@ -59,10 +59,13 @@ struct health *health_new(struct event_base *base, health_resolved_fn *resolved,
 void health_apply(struct health *h, struct snapshot *s);
 void health_free(struct health *h);
 
-/* `ringproxy -t --probe`: GET every backend's health path (or / when none
- * is set) at once, print reachability, status and time per backend.
- * Returns 0, or 1 if a backend with weight > 0 is unreachable or answers
- * outside its expected status range. */
-int health_probe(const struct conf *c, FILE *out);
+/* `ringproxy -t --probe` (known NULL) and `plan --probe`: GET the health
+ * path (or / when none is set) of every backend of c, or with known those
+ * new to it (not there, or with another url), all at once; print
+ * reachability, status and time per backend (or that there is none to
+ * probe). Returns 0, or 1 if a backend
+ * with weight > 0 is unreachable or answers outside its expected status
+ * range. */
+int health_probe(const struct conf *c, const struct conf *known, FILE *out);
 
 #endif

@@ -28,7 +28,8 @@
 static void main_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: ringproxy [-c FILE] [--share-listen]  run the proxy in the foreground\n"
+		"usage: ringproxy [-c FILE] [--share-listen] [--pid-file FILE]\n"
+		"                                        run the proxy in the foreground\n"
 		"       ringproxy -t [--probe] [-c FILE] check FILE and print the ring\n"
 		"       ringproxy -T [-c FILE]           print FILE's effective config, defaults filled in\n"
 		"       ringproxy plan OLD.ini [NEW.ini] [--keys FILE [--raw-keys] [--per-key]]\n"
@@ -55,6 +56,8 @@ static void main_usage(FILE *f)
 		"                      (a binary upgrade: start the new one beside the old,\n"
 		"                      then SIGTERM the old); beside any other program, or\n"
 		"                      without the flag, the start is refused\n"
+		"      --pid-file FILE write the pid to FILE once listening, remove it at\n"
+		"                      exit (instead of [proxy] pid_file)\n"
 		"  -h, --help          this text\n");
 }
 
@@ -309,7 +312,7 @@ static int main_test(const char *path, const struct conf *c, bool probe)
 		rc = 1;
 	if (rc == 0 && probe) {
 		curl_global_init(CURL_GLOBAL_DEFAULT);
-		rc = health_probe(c, stdout);
+		rc = health_probe(c, NULL, stdout);
 		curl_global_cleanup();
 	}
 	fflush(stdout);
@@ -336,9 +339,10 @@ int main(int argc, char **argv)
 		{ "help-stats", no_argument, NULL, 'S' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "share-listen", no_argument, NULL, 's' },
+		{ "pid-file", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *path = MAIN_DEFAULT_CONF;
+	const char *path = MAIN_DEFAULT_CONF, *pid_file = NULL;
 	struct conf_errors errs;
 	struct conf *c;
 	int test = 0, dump = 0, probe = 0, share = 0, opt, rc;
@@ -369,6 +373,13 @@ int main(int argc, char **argv)
 		case 's':
 			share = 1;
 			break;
+		case 'P':
+			if (!*optarg) {
+				fprintf(stderr, "ringproxy: --pid-file needs a file name\n");
+				return 2;
+			}
+			pid_file = optarg;
+			break;
 		case 'h':
 			main_usage(stdout);
 			return 0;
@@ -398,7 +409,7 @@ int main(int argc, char **argv)
 		main_usage(stderr);
 		return 2;
 	}
-	if (dump && (test || probe || share)) {
+	if (dump && (test || probe || share || pid_file)) {
 		fprintf(stderr, "ringproxy: -T goes alone (with -c)\n");
 		return 2;
 	}
@@ -427,7 +438,7 @@ int main(int argc, char **argv)
 	}
 	log_set_level((enum log_level)c->log_level);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
-	rc = proxy_run(path, c, share ? PREFLIGHT_SHARE_LISTEN : 0);
+	rc = proxy_run(path, c, share ? PREFLIGHT_SHARE_LISTEN : 0, pid_file);
 	curl_global_cleanup();
 	return rc;
 }

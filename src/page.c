@@ -336,6 +336,7 @@ static void page_spark(struct evbuffer *out, const struct stats_backend *b, cons
 static const char *page_state_word(const char *state)
 {
 	return strcmp(state, "up") == 0 ? "up" : strcmp(state, "down") == 0 ? "down" :
+	       strcmp(state, "checking") == 0 ? "checking (new: no traffic until its first health check passes)" :
 	       strcmp(state, "failing") == 0 ? "failing (the last one up: kept in service)" :
 	       strcmp(state, "ramping") == 0 ? "ramping up" : strcmp(state, "full") == 0 ? "at its hard cap" :
 	       "drained (weight 0)";
@@ -545,7 +546,7 @@ static const char page_style[] =
 	"th{font-weight:600;color:var(--mute);font-size:12px}.l{text-align:left}"
 	".url{color:var(--mute);font-size:12px;overflow-wrap:anywhere}.name{font-weight:600}"
 	".sw{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:6px}"
-	".state{font-weight:600}.st-up{color:var(--ok)}.st-down,.st-failing{color:var(--bad)}"
+	".state{font-weight:600}.st-up{color:var(--ok)}.st-down,.st-failing{color:var(--bad)}.st-checking{color:var(--warn)}"
 	".st-ramping,.st-full{color:var(--warn)}.st-drained{color:var(--mute)}"
 	".scale{font-size:11px}.scale .err{color:var(--bad)}"
 	".reloads{padding-left:0;list-style:none}.warn{color:var(--warn);font-weight:600}.reloads li{margin:3px 0;overflow-wrap:anywhere}.reloads .fail b{color:var(--bad)}"

@@ -1,6 +1,6 @@
 /*
  * plan.c -- `ringproxy plan OLD.ini [NEW.ini] [--keys FILE]
- * [--balance-factor C] [--json]`.
+ * [--balance-factor C] [--json] [--probe]`.
  *
  * Shares are exact (sums of ring arcs, ring_shares/ring_diff), not samples.
  * With --keys, each key is hashed once and assigned on each ring, so counts
@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "explain.h"
+#include "health.h"
 #include "md5.h"
 
 /* A key's moment in a ramp's window is u * span / 2^64, in 128 bits. */
@@ -815,6 +816,7 @@ static void plan_usage(FILE *f)
 	fprintf(f,
 		"usage: ringproxy plan OLD.ini [NEW.ini] [--keys FILE [--raw-keys] [--per-key]]\n"
 		"                      [--balance-factor C] [--ramp DURATION [--period DURATION]] [--json]\n"
+		"                      [--probe]\n"
 		"  one file:  each backend's points and exact share of the keyspace\n"
 		"  two files: what is added, removed, changed, and the share of keys that move\n"
 		"  --keys FILE          count real keys: one request target per line (/p?q or\n"
@@ -828,7 +830,10 @@ static void plan_usage(FILE *f)
 		"  --ramp DURATION      expected origin misses per minute for the moved keys, with\n"
 		"                       no ramp and with [ring] ramp = DURATION (two files, --keys)\n"
 		"  --period DURATION    the time the key file's counts cover (default 24h)\n"
-		"  --json               machine-readable output (schema in ringproxy(8))\n");
+		"  --json               machine-readable output (schema in ringproxy(8))\n"
+		"  --probe              two files: GET each backend new in NEW.ini (or with a new\n"
+		"                       url) at its health path, or /, with [health] timeout;\n"
+		"                       exit 4 if one does not answer as expected\n");
 }
 
 /* --ramp: the expected origin misses of the moved keys, minute by minute,
@@ -852,6 +857,7 @@ struct plan_run {
 	int per_key;                    /* --per-key */
 	double bf;                      /* --balance-factor; 0 = off */
 	int json;
+	int probe;                      /* --probe */
 	struct plan_keys keys;
 	struct plan_side a, b;          /* b only with two files */
 	struct ring_diff d;             /* a -> b */
@@ -888,6 +894,7 @@ static int plan_args(struct plan_run *r, int argc, char **argv, FILE *out)
 		{ "json", no_argument, NULL, 'j' },
 		{ "ramp", required_argument, NULL, 'R' },
 		{ "period", required_argument, NULL, 'P' },
+		{ "probe", no_argument, NULL, 'n' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -936,6 +943,9 @@ static int plan_args(struct plan_run *r, int argc, char **argv, FILE *out)
 		case 'p':
 			r->per_key = 1;
 			break;
+		case 'n':
+			r->probe = 1;
+			break;
 		case 'h':
 			plan_usage(out);
 			return 0;
@@ -962,6 +972,11 @@ static int plan_args(struct plan_run *r, int argc, char **argv, FILE *out)
 	}
 	if (r->bf > 0 && !r->keyfile) {
 		fprintf(stderr, "ringproxy plan: --balance-factor simulates over a key list; add --keys FILE\n");
+		return 2;
+	}
+	if (r->probe && (r->nfiles != 2 || r->json || r->per_key)) {
+		fprintf(stderr, "ringproxy plan: --probe checks the backends NEW.ini adds: give two files, "
+			"without --json or --per-key\n");
 		return 2;
 	}
 	if (r->ramp_ms && (r->nfiles != 2 || !r->keyfile)) {
@@ -1194,6 +1209,58 @@ static void plan_json_ramp(const struct plan_run *r, FILE *out)
 		m->later_on, m->total);
 }
 
+/* plan_settings_text's state: the lines printed so far. */
+struct plan_settings {
+	FILE *out;
+	int n;
+};
+
+static void plan_setting_text(void *arg, const struct conf_change *ch)
+{
+	struct plan_settings *ps = arg;
+
+	fprintf(ps->out, "  %-10s[%s%s] %s", ps->n++ ? "" : "settings:", ch->backend ? "backend " : "",
+		ch->section, ch->key);
+	if (ch->from)
+		fprintf(ps->out, " %s -> %s", ch->from, ch->to);
+	else
+		fputs(" changed", ps->out);
+	fprintf(ps->out, "%s\n", ch->restart ? " (needs a restart)" : "");
+}
+
+/* Every setting that differs, one a line, marked where a reload does
+ * not apply it. */
+static void plan_settings_text(FILE *out, const struct conf *a, const struct conf *b)
+{
+	struct plan_settings ps = { out, 0 };
+
+	if (conf_diff_each(a, b, plan_setting_text, &ps) == 0)
+		fprintf(out, "  %-10s(none)\n", "settings:");
+}
+
+static void plan_setting_json(void *arg, const struct conf_change *ch)
+{
+	struct plan_settings *ps = arg;
+	char section[80];
+
+	snprintf(section, sizeof(section), "%s%s", ch->backend ? "backend " : "", ch->section);
+	fputs(ps->n++ ? ", {\"section\": " : "{\"section\": ", ps->out);
+	plan_json_str(ps->out, section);
+	fputs(", \"key\": ", ps->out);
+	plan_json_str(ps->out, ch->key);
+	fputs(", \"old\": ", ps->out);
+	if (ch->from)
+		plan_json_str(ps->out, ch->from);
+	else
+		fputs("null", ps->out);
+	fputs(", \"new\": ", ps->out);
+	if (ch->to)
+		plan_json_str(ps->out, ch->to);
+	else
+		fputs("null", ps->out);
+	fprintf(ps->out, ", \"restart\": %s}", ch->restart ? "true" : "false");
+}
+
 static void plan_render_json(const struct plan_run *r, FILE *out)
 {
 	fputs("{\"backends\": ", out);
@@ -1209,6 +1276,13 @@ static void plan_render_json(const struct plan_run *r, FILE *out)
 		plan_list_json(out, &r->a, &r->b, PLAN_REMOVED);
 		fputs(", \"changed\": ", out);
 		plan_list_json(out, &r->a, &r->b, PLAN_REWEIGHTED);
+		{
+			struct plan_settings ps = { out, 0 };
+
+			fputs(", \"settings\": [", out);
+			conf_diff_each(r->a.conf, r->b.conf, plan_setting_json, &ps);
+			fputc(']', out);
+		}
 		fprintf(out, ", \"moved_share\": %.17g", r->d.moved_share);
 		if (r->a.conf->replicas > 1 || r->b.conf->replicas > 1)
 			fprintf(out, ", \"list_moved_share\": %.17g", r->list_moved);
@@ -1235,6 +1309,7 @@ static void plan_text_compare(const struct plan_run *r, FILE *out)
 	plan_list_text(out, &r->a, &r->b, PLAN_ADDED, "added:");
 	plan_list_text(out, &r->a, &r->b, PLAN_REMOVED, "removed:");
 	plan_list_text(out, &r->a, &r->b, PLAN_REWEIGHTED, "changed:");
+	plan_settings_text(out, r->a.conf, r->b.conf);
 	if (r->a.conf->scheme != r->b.conf->scheme)
 		fprintf(out, "  %-9s[ring] scheme %s -> %s: each places a key by its own hash, so the moved share is "
 			"the expectation, 1 - the sum of each backend's share x share%s\n", "scheme:",
@@ -1358,6 +1433,8 @@ int plan_main(int argc, char **argv, FILE *out)
 	else
 		plan_render_text(&r, out);
 	rc = 0;
+	if (r.probe && health_probe(r.b.conf, r.a.conf, out) != 0)
+		rc = 4;
 	if (r.nfiles == 2 && plan_check_flows(&r.a, &r.b, &r.d))
 		rc = 3;
 out:

@@ -97,7 +97,8 @@ void plan_flows(const struct ring_diff *d, char *out, size_t len);
 
 /* The whole subcommand: argv[0] is "plan". Returns the exit status:
  * 0 done, 1 bad input (config or key file), 2 usage,
- * 3 the ring moved a key between two unchanged backends (a bug). */
+ * 3 the ring moved a key between two unchanged backends (a bug), 4 with
+ * --probe a new backend did not answer as expected. */
 int plan_main(int argc, char **argv, FILE *out);
 
 #endif

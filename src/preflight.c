@@ -204,6 +204,8 @@ static void preflight_comm(const char *pid, char *comm, size_t len)
 	fclose(f);
 }
 
+static bool preflight_ours(const char *comm);
+
 /*
  * Who listens on TCP port: the first process found holding a listening
  * socket of the port, its pid and command name into *pid and comm (of
@@ -215,7 +217,7 @@ static bool preflight_holder(int port, long *pid, char *comm, size_t len)
 {
 	unsigned long ino[16];
 	size_t n = preflight_listeners(port, ino, sizeof(ino) / sizeof(ino[0]));
-	char self[32], me[32];
+	char self[32];
 	struct dirent *e;
 	DIR *d;
 
@@ -234,8 +236,26 @@ static bool preflight_holder(int port, long *pid, char *comm, size_t len)
 		}
 	}
 	closedir(d);
+	return *pid && preflight_ours(comm);
+}
+
+/* Is a command name a ringproxy's: ours, or "ringproxy"? */
+static bool preflight_ours(const char *comm)
+{
+	char self[32], me[32];
+
+	snprintf(self, sizeof(self), "%ld", (long)getpid());
 	preflight_comm(self, me, sizeof(me));
-	return *pid && comm[0] && (strcmp(comm, "ringproxy") == 0 || strcmp(comm, me) == 0);
+	return comm[0] && (strcmp(comm, "ringproxy") == 0 || strcmp(comm, me) == 0);
+}
+
+bool preflight_is_ringproxy(long pid, char *comm, size_t len)
+{
+	char p[32];
+
+	snprintf(p, sizeof(p), "%ld", pid);
+	preflight_comm(p, comm, len);
+	return preflight_ours(comm);
 }
 
 /* An address in use (key, text at line): name its holder, and allow

@@ -28,4 +28,8 @@ struct preflight {
 size_t preflight_run(const struct conf *c, unsigned flags, struct preflight *pf);
 void preflight_free(struct preflight *pf);
 
+/* Is process pid a ringproxy (its command name, into comm of len bytes,
+ * is ours or "ringproxy"; "" when it cannot be read: no such process)? */
+bool preflight_is_ringproxy(long pid, char *comm, size_t len);
+
 #endif

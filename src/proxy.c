@@ -43,6 +43,7 @@
 #include "health.h"
 #include "log.h"
 #include "notify.h"
+#include "pidfile.h"
 #include "plan.h"
 #include "preflight.h"
 #include "rates.h"
@@ -75,6 +76,9 @@ struct proxy_main {
 					   load gave them: what a reload's */
 	unsigned workers_conf;          /* values must equal to take effect */
 	char admin_conf[320];           /* admin_listen likewise */
+	char pid_conf[4096];            /* pid_file likewise */
+	const char *pid_file;           /* written after listen ("": none):
+					   --pid-file's, else pid_conf */
 	struct admin *admin;
 	struct watch *watch;            /* with [proxy] watch_config */
 };
@@ -576,6 +580,9 @@ static void proxy_reload(struct proxy_main *m)
 	if (strcmp(c->listen, m->listen_conf) != 0 || c->workers != m->workers_conf)
 		log_warn("reload: listen and workers change only with a restart; still listening on %s with %u workers",
 			 m->listen_text, m->p.nworkers);
+	if (strcmp(c->pid_file, m->pid_conf) != 0)
+		log_warn("reload: pid_file changes only with a restart; the pid stays in %s",
+			 m->pid_file[0] ? m->pid_file : "no file");
 	if (strcmp(c->admin_listen, m->admin_conf) != 0)
 		log_warn("reload: admin_listen changes only with a restart; still %s%s",
 			 m->admin ? "serving stats on " : "without an admin listener", m->admin ? m->admin_conf : "");
@@ -651,6 +658,7 @@ static void proxy_on_sample(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	stats_sample(&m->p);
+	access_tick();
 }
 
 static void proxy_on_hup(evutil_socket_t sig, short what, void *arg)
@@ -856,7 +864,7 @@ static int proxy_signals_add(struct proxy_main *m, struct event **sigev)
 	return 0;
 }
 
-int proxy_run(const char *path, struct conf *conf, unsigned flags)
+int proxy_run(const char *path, struct conf *conf, unsigned flags, const char *pid_file)
 {
 	struct proxy_main m;
 	struct event *sigev[PROXY_NSIGNALS] = { 0 };
@@ -874,6 +882,13 @@ int proxy_run(const char *path, struct conf *conf, unsigned flags)
 	signal(SIGPIPE, SIG_IGN);
 	srandom((unsigned)time(NULL) ^ (unsigned)getpid());
 	if (proxy_preflight(path, conf, flags) < 0) {
+		conf_free(conf);
+		return 1;
+	}
+	snprintf(m.pid_conf, sizeof(m.pid_conf), "%s", conf->pid_file);
+	m.pid_file = pid_file ? pid_file : m.pid_conf;
+	if (m.pid_file[0] && pidfile_check(m.pid_file, flags & PREFLIGHT_SHARE_LISTEN, err, sizeof(err)) < 0) {
+		log_error("%s", err);
 		conf_free(conf);
 		return 1;
 	}
@@ -940,6 +955,11 @@ int proxy_run(const char *path, struct conf *conf, unsigned flags)
 			goto out;
 		}
 	}
+	/* after the listeners: a script that waits for the file may connect */
+	if (m.pid_file[0] && pidfile_write(m.pid_file, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		goto out;
+	}
 	m.ev_reload = event_new(m.base, -1, 0, proxy_on_reload, &m);
 	m.ev_sample = event_new(m.base, -1, EV_PERSIST, proxy_on_sample, &m);
 	m.ev_tier = evtimer_new(m.base, proxy_on_tier, &m);
@@ -1005,6 +1025,8 @@ out:
 	registry_free();
 	if (m.base)
 		event_base_free(m.base);
+	if (m.pid_file)
+		pidfile_remove(m.pid_file);
 	if (rc == 0)
 		log_info("stopped");
 	return rc;

@@ -64,8 +64,9 @@ struct proxy {
 };
 
 /* Run until SIGTERM/SIGINT; conf is taken over. flags: enum
- * preflight_flags (PREFLIGHT_SHARE_LISTEN for --share-listen). Returns
- * the exit code. */
-int proxy_run(const char *path, struct conf *conf, unsigned flags);
+ * preflight_flags (PREFLIGHT_SHARE_LISTEN for --share-listen). pid_file:
+ * --pid-file's path, or NULL for conf's [proxy] pid_file. Returns the
+ * exit code. */
+int proxy_run(const char *path, struct conf *conf, unsigned flags, const char *pid_file);
 
 #endif

@@ -37,6 +37,9 @@ struct backend {
 	/* health (health.c): workers report requests, the main thread runs
 	 * active checks; transitions are decided by compare-and-swap */
 	_Atomic int down;               /* 0 up, 1 down */
+	_Atomic int checking;           /* 1: new with active checks and down
+					   until its first check passes, unless
+					   no backend is up (health.c) */
 	_Atomic unsigned fails;         /* consecutive failed requests */
 	_Atomic int64_t retry_at_ms;    /* passive back-off: try again after
 					   (registry_now_ms) */

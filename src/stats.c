@@ -277,7 +277,8 @@ static void stats_collect_view(struct stats_backend *o, const struct snapshot *s
 	o->cap = why.cap;
 	o->ramp = why.ramp;
 	/* up at fall failures in a row: kept as the last one up (health.c) */
-	o->state = !o->points ? "drained" : !o->up ? "down" :
+	o->state = !o->points ? "drained" :
+		   !o->up && atomic_load(&s->be[i].state->checking) ? "checking" : !o->up ? "down" :
 		   s->conf->passive && o->fails >= s->be[i].conf->health.fall ? "failing" :
 		   why.ramp < 1 ? "ramping" :
 		   o->max_inflight && (long)o->inflight >= o->max_inflight ? "full" : "up";

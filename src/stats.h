@@ -48,7 +48,7 @@ struct stats_backend {
 #define STATS_FIELD(n, type, where, help) uint64_t n;
 	STATS_BACKEND(STATS_FIELD)
 	uint32_t id;                    /* registry id */
-	const char *state;              /* "up", "down", "failing", "ramping",
+	const char *state;              /* "up", "checking", "down", "failing", "ramping",
 					   "full", "drained": what the page
 					   shows */
 	/* why it is in its state (registry.h): the last transition (Unix

@@ -1,7 +1,9 @@
 """fakes.py -- scripted fake backends for what testcache cannot do
-(broken framing, stale keep-alive connections, recording what arrives).
+(broken framing, stale keep-alive connections, recording what arrives),
+and a syslog receiver.
 Standard library only."""
 
+import os
 import re
 import socket
 import threading
@@ -194,3 +196,62 @@ class Counting:
             body = f"{self.name} {method} {p}\n".encode()
             cc = "Cache-Control: max-age=60\r\n" if method == "GET" else ""
             s.sendall(f"HTTP/1.1 {status} X\r\n{cc}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+
+
+class Syslog:
+    """A syslog receiver on loopback: UDP on 127.0.0.1 (path None; its
+    address is `syslog:127.0.0.1:PORT`) or a local datagram socket at path
+    (`syslog:PATH`). With read=False nothing is read: the socket's queue
+    fills as a stalled syslog daemon's would."""
+
+    def __init__(self, path=None, read=True):
+        self.path = path
+        self.got = []
+        self.lock = threading.Lock()
+        self.s = self._bind()
+        self.spec = f"syslog:{path}" if path else f"syslog:127.0.0.1:{self.s.getsockname()[1]}"
+        if read:
+            threading.Thread(target=self._run, args=(self.s,), daemon=True).start()
+
+    def _bind(self):
+        if self.path is None:
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind(("127.0.0.1", 0))
+        else:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            s.bind(self.path)
+        return s
+
+    def _run(self, s):
+        while True:
+            try:
+                d = s.recv(65536)
+            except OSError:
+                return
+            with self.lock:
+                self.got.append(d.decode("utf-8", "replace"))
+
+    def messages(self):
+        with self.lock:
+            return list(self.got)
+
+    def drain(self):
+        """What the socket holds, read without waiting (read=False)."""
+        self.s.setblocking(False)
+        out = []
+        while True:
+            try:
+                out.append(self.s.recv(65536).decode("utf-8", "replace"))
+            except BlockingIOError:
+                return out
+
+    def restart(self):
+        """A daemon's restart: its socket closed and bound again at the
+        same path (what an old connection to it no longer reaches)."""
+        self.s.close()
+        os.unlink(self.path)
+        self.s = self._bind()
+        threading.Thread(target=self._run, args=(self.s,), daemon=True).start()
+
+    def stop(self):
+        self.s.close()

@@ -4,7 +4,9 @@ JSON, saying who asked for what, what came back, how long it took, the
 backend that answered, the cache's part and why it went there (owner,
 retry, failover, cache); SIGUSR1 reopens the file after a rename; a log
 that cannot be written (/dev/full) drops lines, counts them, and never
-holds a request up.
+holds a request up; to syslog, one datagram a line (RFC 5424 over UDP,
+RFC 3164 to a local socket), never waiting for a stalled receiver, and
+back after the receiver restarts.
 usage: test_access_log.py RINGPROXY TESTCACHE"""
 
 import json
@@ -12,6 +14,7 @@ import os
 import re
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -46,6 +49,23 @@ def lines_of(path, n, timeout=5):
     """The file's lines once it has at least n (the workers write every
     100 ms), or what it has after timeout."""
     return harness.lines_until(path, lambda got: len(got) >= n, timeout)
+
+
+def serve_counting_drops(proxy, aport, prefix, n, enough):
+    """n GETs of prefix + i.jpg on one connection: (how many got 200, the
+    seconds they took, access_log_dropped once enough(it), or after 5 s)."""
+    conn = proxy.http()
+    start = time.monotonic()
+    ok = sum(harness.get_on(conn, f"{prefix}{i}.jpg")[0] == 200 for i in range(n))
+    took = time.monotonic() - start
+    conn.close()
+    got = [0]
+
+    def counted():
+        got[0] = json.loads(admin(aport, "/stats"))["access_log_dropped"]
+        return enough(got[0])
+    harness.wait_until(counted, 5)
+    return ok, took, got[0]
 
 
 def conf_with_log(caches, log, fmt="combined", **kw):
@@ -183,23 +203,13 @@ def main():
     conf = conf_with_log([live], "/dev/full", proxy={"admin_listen": "127.0.0.1:0"}, ring={"balance_factor": 0})
     proxy = harness.Proxy(RP, conf, tag="full")
     aport = int(proxy.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10).group(1))
-    conn = proxy.http()
-    start = time.monotonic()
-    ok = sum(harness.get_on(conn, f"/full/{i}.jpg")[0] == 200 for i in range(200))
-    took = time.monotonic() - start
-    conn.close()
-    dropped = 0
-
-    def counted():
-        nonlocal dropped
-        dropped = json.loads(admin(aport, "/stats"))["access_log_dropped"]
-        return dropped >= 200
-    harness.wait_until(counted, 5)
+    ok, took, dropped = serve_counting_drops(proxy, aport, "/full/", 200, lambda d: d >= 200)
     t.check(ok == 200 and dropped == 200, "/dev/full: every request served, every line counted as dropped",
             f"{ok} served in {took:.2f} s, {dropped} dropped")
     proxy.stop()
 
     refused_headers(live)
+    to_syslog(live)
 
 
 def refused_headers(live):
@@ -232,6 +242,60 @@ def refused_headers(live):
                 f"{'one with a session cookie' if tag == 'cookie' else 'a 6,000-byte User-Agent'} "
                 "logs no user agent (-), not the earlier request's bytes", f"{got} {lines}")
         proxy.stop()
+
+
+
+def to_syslog(live):
+    """[log] access = syslog:...: a fake receiver on loopback."""
+    line = COMBINED.pattern[1:-1]
+    udp = harness.Syslog()
+    proxy = harness.Proxy(RP, conf_with_log([live], udp.spec, proxy={"workers": 2}), tag="syslog-udp")
+    for i in range(30):
+        harness.get(proxy.port, f"/sys/{i}.jpg")
+    harness.wait_until(lambda: len(udp.messages()) >= 30, 5)
+    got = udp.messages()
+    r5424 = re.compile(r"^<190>1 \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \S+ ringproxy " + str(proxy.pid) +
+                       r" access - (?P<line>" + line + ")$")
+    rows = [r5424.match(m) for m in got]
+    t.check(len(got) == 30 and all(rows) and
+            sorted(COMBINED.match(r.group("line")).group("target") for r in rows) ==
+            sorted(f"/sys/{i}.jpg" for i in range(30)),
+            "syslog:127.0.0.1:PORT: one UDP datagram a request, RFC 5424 (local7.info, ringproxy, pid), "
+            "the combined line after the header", "\n".join(got[:3]))
+    proxy.stop()
+    udp.stop()
+
+    # a local socket (RFC 3164), a receiver that never reads: never waited for
+    sock = harness.tmp_path(f"log.{time.monotonic_ns()}.sock")
+    stalled = harness.Syslog(sock, read=False)
+    proxy = harness.Proxy(RP, conf_with_log([live], stalled.spec, proxy={"workers": 2,
+                                                                         "admin_listen": "127.0.0.1:0"}),
+                          tag="syslog-stalled")
+    aport = int(proxy.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10).group(1))
+    n = 2000
+    ok, took, dropped = serve_counting_drops(proxy, aport, "/stall/", n, lambda d: d > 0)
+    time.sleep(0.3)                      # the last batch's flush
+    dropped = json.loads(admin(aport, "/stats"))["access_log_dropped"]
+    queued = stalled.drain()
+    r3164 = re.compile(r"^<190>\w{3} [ \d]\d \d\d:\d\d:\d\d ringproxy\[" + str(proxy.pid) + r"\]: " + line + "$")
+    t.check(ok == n and dropped > 0 and len(queued) + dropped == n and all(r3164.match(m) for m in queued),
+            f"a stalled local receiver: all {n} requests served, the lines its queue held are there in RFC "
+            "3164 framing, the rest counted as dropped (none waited for)",
+            f"{ok} served in {took:.2f} s, {len(queued)} queued, {dropped} dropped; {queued[:1]}")
+
+    # the receiver restarts (a new socket at the path): lines come back
+    stalled.restart()
+    def back():
+        harness.get(proxy.port, "/after-restart.jpg")
+        return any("/after-restart.jpg" in m for m in stalled.messages())
+    t.check(harness.wait_until(back, 5, step=0.3), "after the receiver restarts, lines reach it again")
+    proxy.stop()
+    stalled.stop()
+
+    bad = harness.write("syslog-bad.ini", "[backend a]\nurl = http://127.0.0.1:1\n[log]\naccess = syslog:127.0.0.1:0\n")
+    r = subprocess.run([RP, "-t", "-c", bad], capture_output=True, text=True, timeout=30)
+    t.check(r.returncode == 1 and f"{bad}:4: access: syslog:127.0.0.1:0: a syslog server needs a port" in r.stderr,
+            "-t: a syslog target without a port is FILE:LINE", r.stderr)
 
 
 harness.run_main(t, main)

@@ -181,5 +181,92 @@ def main():
         t.check(rc == 1 and re.search(want, err), "start: a low port without CAP_NET_BIND_SERVICE says so",
                 err)
 
+    includes(cache)
+    pid_files(cache)
+
+
+def includes(cache):
+    """include = conf.d/*.ini: files in name order, relative to the
+    including file, errors as FILE:LINE of the included file, a loop and a
+    missing directory refused."""
+    top = H.tmp_path("inc")
+    os.makedirs(os.path.join(top, "conf.d"), exist_ok=True)
+
+    def put(rel, text):
+        with open(os.path.join(top, rel), "w") as f:
+            f.write(text)
+        return os.path.join(top, rel)
+
+    main_ini = put("main.ini", "[proxy]\nlisten = 127.0.0.1:0\ninclude = conf.d/*.ini\nworkers = 1\n")
+    put("conf.d/20-b.ini", f"[backend b]\nurl = http://127.0.0.1:{cache.port}\n")
+    put("conf.d/10-a.ini", f"[backend a]\nurl = http://127.0.0.1:{cache.port}\nweight = 2\n")
+    put("conf.d/notes.txt", "not a config\n")
+    rc, out, err = run("-T", "-c", main_ini)
+    sections = re.findall(r"(?m)^\[backend (\w+)\]", out)
+    t.check(rc == 0 and sections == ["a", "b"] and re.search(r"(?m)^workers = 1$", out) and
+            re.search(r"\[backend a\]\nurl = [^\n]*\nweight = 2\n", out),
+            "include = conf.d/*.ini: the .ini files in name order, the including [proxy] goes on after",
+            out + err)
+    bad = put("conf.d/30-c.ini", "[backend c]\nurl = http://127.0.0.1:1\nweight = x\n")
+    rc, out, err = run("-t", "-c", main_ini)
+    t.check(rc == 1 and f"{bad}:3: weight: 'x' is not a number" in err,
+            "an error in an included file is FILE:LINE of that file", err)
+    os.unlink(bad)
+    loop = put("conf.d/40-loop.ini", "include = ../main.ini\n")
+    rc, out, err = run("-t", "-c", main_ini)
+    t.check(rc == 1 and f"{loop}:1: include = ../main.ini: " in err and "an include loop" in err,
+            "an include loop is refused at the include's line", err)
+    os.unlink(loop)
+    put("conf.d/40-dup.ini", "[backend a]\nurl = http://127.0.0.1:1\n")
+    rc, out, err = run("-t", "-c", main_ini)
+    t.check(rc == 1 and f"duplicate backend 'a' (first defined at {top}/conf.d/10-a.ini:1)" in err,
+            "a backend defined in two included files: the first one's FILE:LINE", err)
+    os.unlink(os.path.join(top, "conf.d/40-dup.ini"))
+    nodir = put("nodir.ini", "[proxy]\nlisten = 127.0.0.1:0\ninclude = missing.d/*.ini\n"
+                f"[backend a]\nurl = http://127.0.0.1:{cache.port}\n")
+    rc, out, err = run("-t", "-c", nodir)
+    t.check(rc == 1 and f"{nodir}:3: include = missing.d/*.ini: no directory {top}/missing.d" in err,
+            "include of a missing directory is refused, naming it", err)
+    rc, err = start_fails(nodir)
+    t.check(rc == 1 and "no directory" in err, "start: the same refusal", err)
+
+
+
+def pid_files(cache):
+    """[proxy] pid_file and --pid-file: written once listening, removed at
+    exit, a stale one replaced, a live one refused."""
+    pidf = H.tmp_path("rp.pid")
+    other = H.tmp_path("other.pid")
+    text = (f"[proxy]\nlisten = 127.0.0.1:0\nworkers = 1\npid_file = {pidf}\n"
+            f"[backend c1]\nurl = http://127.0.0.1:{cache.port}\n")
+    p = H.Proxy(RP, text)
+    got = H.wait_until(lambda: os.path.exists(pidf), 5) and open(pidf).read()
+    with socket.create_connection(("127.0.0.1", p.port), timeout=5):
+        pass
+    t.check(got == f"{p.pid}\n", "pid_file: the proxy's pid once it listens", repr(got))
+    rc, err = start_fails(H.write("pid2.ini", text))
+    t.check(rc == 1 and f"pid_file {pidf}: ringproxy (pid {p.pid}) is running with it" in err and
+            open(pidf).read() == f"{p.pid}\n", "a second proxy on a live pid_file is refused; the file stays",
+            err)
+    t.check(p.stop() == 0 and not os.path.exists(pidf), "SIGTERM: exit 0, the pid file removed")
+    with open(pidf, "w") as f:
+        f.write(f"{os.getpid()}\n")            # a live process that is no ringproxy: a reused pid
+    p = H.Proxy(RP, text)
+    got = H.wait_until(lambda: open(pidf).read() == f"{p.pid}\n", 5)
+    t.check(got, "a stale pid_file (its pid now another program's) is replaced", open(pidf).read())
+    t.check(p.stop() == 0 and not os.path.exists(pidf), "removed at exit")
+    p = H.Proxy(RP, text, extra_args=("--pid-file", other))
+    got = H.wait_until(lambda: os.path.exists(other), 5) and open(other).read()
+    t.check(got == f"{p.pid}\n" and not os.path.exists(pidf), "--pid-file FILE is used instead of pid_file",
+            repr(got))
+    t.check(p.stop() == 0 and not os.path.exists(other), "--pid-file: removed at exit")
+    old_p = H.Proxy(RP, text)
+    new_p = H.Proxy(RP, text, extra_args=("--share-listen",))
+    got = H.wait_until(lambda: open(pidf).read() == f"{new_p.pid}\n", 5)
+    t.check(got and old_p.stop() == 0 and open(pidf).read() == f"{new_p.pid}\n",
+            "a binary upgrade (--share-listen): the new process takes the pid file over, the old one "
+            "leaves it at exit", open(pidf).read() if os.path.exists(pidf) else "(no file)")
+    t.check(new_p.stop() == 0 and not os.path.exists(pidf), "the new one removes it at its exit")
+
 
 H.run_main(t, main)

@@ -408,6 +408,68 @@ check(stop_fn and start_line and "stopping on" in ctrl_log and "stopped" in ctrl
       f"Ctrl-C in the demo stops ringproxy with one signal, no 'second ...: stopping now': "
       f"{ctrl_log[-600:] if stop_fn and start_line else 'no stop() or ringproxy line in demo.sh'!r}")
 
+# plan lists every changed setting, marking those only a restart applies
+sa = write("set-a.ini", "[proxy]\nlisten = 127.0.0.1:8080\nadmin_token = old-secret\n[health]\npath = /h\n"
+           "[backend c1]\nurl = http://127.0.0.1:9001\n[backend c2]\nurl = http://127.0.0.1:9002\n")
+sb = write("set-b.ini", "[proxy]\nlisten = 127.0.0.1:8081\nworkers = 3\nadmin_token = new-secret\n"
+           "[health]\npath = /h\ninterval = 1s\n[backend c1]\nurl = http://127.0.0.1:9001\nmax_inflight = 5\n"
+           "[backend c2]\nurl = http://127.0.0.1:9002\n")
+rc, out, err = run("plan", sa, sb)
+want = ["  settings: [proxy] listen 127.0.0.1:8080 -> 127.0.0.1:8081 (needs a restart)",
+        "            [proxy] admin_token changed",
+        "            [proxy] workers 0 -> 3 (needs a restart)",
+        "            [health] interval 2s -> 1s",
+        "            [backend c1] max_inflight 0 -> 5"]
+got = [ln for ln in out.splitlines() if ln.startswith("  settings:") or ln.startswith("            [")]
+check(rc == 0 and got == want and "new-secret" not in out,
+      f"plan: each changed setting old -> new, listen and workers marked (needs a restart), no secret: {got!r}")
+rc, out, err = run("plan", sa, sb, "--json")
+sets = json.loads(out)["compare"].get("settings", []) if rc == 0 else []
+check([(x["section"], x["key"], x["old"], x["new"], x["restart"]) for x in sets] ==
+      [("proxy", "listen", "127.0.0.1:8080", "127.0.0.1:8081", True), ("proxy", "admin_token", None, None, False),
+       ("proxy", "workers", "0", "3", True), ("health", "interval", "2s", "1s", False),
+       ("backend c1", "max_inflight", "0", "5", False)], f"plan --json: the same settings: {sets!r}")
+rc, out, err = run("plan", sa, sa)
+check(rc == 0 and "  settings: (none)" in out, "plan: the same file twice: settings (none)")
+
+# plan --probe: the backends NEW.ini brings, each asked at its health path
+import http.server  # noqa: E402
+import socket  # noqa: E402
+import threading  # noqa: E402
+
+
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/h" else 404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *a):
+        pass
+
+
+hsrv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+threading.Thread(target=hsrv.serve_forever, daemon=True).start()
+with socket.socket() as dead_sock:
+    dead_sock.bind(("127.0.0.1", 0))
+    dead = dead_sock.getsockname()[1]
+base = "[health]\npath = /h\ntimeout = 500ms\n[backend c1]\nurl = http://127.0.0.1:9001\n"
+pa = write("probe-a.ini", base)
+pgood = write("probe-good.ini", base + f"[backend live]\nurl = http://127.0.0.1:{hsrv.server_port}\n")
+pbad = write("probe-bad.ini", base + f"[backend live]\nurl = http://127.0.0.1:{hsrv.server_port}\n"
+             f"[backend gone]\nurl = http://127.0.0.1:{dead}\n")
+rc, out, err = run("plan", pa, pgood, "--probe")
+rows = {ln.split()[0]: ln for ln in out.splitlines() if ln.startswith("  ") and "http://" in ln}
+check(rc == 0 and "200 ok" in rows.get("live", "") and "c1" not in rows,
+      f"plan --probe: the new backend answers 200 at its health path; the kept one is not probed (exit {rc}): {out[-600:]!r}")
+rc, out, err = run("plan", pa, pbad, "--probe")
+rows = {ln.split()[0]: ln for ln in out.splitlines() if ln.startswith("  ") and "http://" in ln}
+check(rc == 4 and "unreachable" in rows.get("gone", "") and "200 ok" in rows.get("live", ""),
+      f"plan --probe: a new backend on a dead port: 'unreachable', exit 4 (exit {rc}): {out[-600:]!r}")
+rc, out, err = run("plan", pa, pa, "--probe")
+check(rc == 0 and "nothing to probe" in out, "plan --probe with no new backend: says so, exit 0")
+hsrv.shutdown()
+
 for line in SANITIZER[:20]:
     print("#", line)
 check(not SANITIZER, "no sanitizer report in any ringproxy run's stderr")

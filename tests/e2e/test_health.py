@@ -4,13 +4,16 @@ operator see them: a cache killed under load (no failed GET, its keys on
 the next backends of ringref.py's walk, back after rise checks when it
 returns on the same port), a cache slower than response_timeout (down
 after fall, with the log line), a failing health path (down with the
-status in the log, up after rise), `ringproxy -t --probe`, and [health]
-config errors with FILE:LINE.
+status in the log, up after rise), `ringproxy -t --probe`, [health]
+config errors with FILE:LINE, and a backend added with active checks on:
+`checking` with no traffic until its first check (down after a failed one,
+up after a passed one), the ring serving as is at start.
 usage: test_health.py RINGPROXY TESTCACHE"""
 
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -315,5 +318,67 @@ want = [
 ]
 t.check(r.returncode == 1, "-t on bad [health] values: exit 1")
 t.check(r.stderr.splitlines() == want, "-t prints each bad [health] value as FILE:LINE: what; expected", r.stderr)
+
+# ---- 6. a backend added with active checks on: checking, then down/up ------
+def hole_handler(fake, s, n):
+    """Read request heads, answer none (connect works, the GET hangs)."""
+    for method, target, *_ in fake.requests(s):
+        with fake.lock:
+            fake.seen.append(f"{method} {target}")
+
+
+def state_of(port, name):
+    _, _, body = H.get(port, "/stats")
+    return next((b["state"], b["requests"]) for b in json.loads(body)["backends"] if b["name"] == name)
+
+
+live = [H.Cache(TC, "ck-a"), H.Cache(TC, "ck-b")]
+hole = H.Fake(hole_handler)
+hole.seen = []
+with socket.socket() as probe_sock:
+    probe_sock.bind(("127.0.0.1", 0))
+    dead_port = probe_sock.getsockname()[1]      # released: nothing listens
+CK = {"path": "/__health", "interval": "1s", "timeout": "1500ms", "rise": 2, "fall": 2}
+ckconf = lambda extra: H.conf_text(live + extra, ring=RING, health=CK,  # noqa: E731
+                                   proxy={"admin_listen": "127.0.0.1:0", "response_timeout": "1s",
+                                          "connect_timeout": "300ms"})
+px = H.Proxy(RP, ckconf([]))
+A = admin_port(px)
+got = served_by(px.port, [f"/ck/start/{i}" for i in range(20)])
+t.check(all(v[0] == 200 for v in got.values()),
+        "start, every backend checking: requests are served as the ring places them (no 503)", got)
+t.check(H.wait_until(lambda: all(state_of(A, c.name)[0] == "up" for c in live), 5),
+        "start: each backend up after its first passed check", [state_of(A, c.name) for c in live])
+mark = px.log_size()
+with open(px.conf, "w") as f:
+    f.write(ckconf([("hole", hole.port), ("dead", dead_port)]))
+px.reload()
+t.check(px.wait_log(r"reload 2:", 10, mark) is not None, "reload adding hole (answers nothing) and dead (refused)")
+st = state_of(A, "hole")
+t.check(st[0] == "checking", "/stats: the added backend is 'checking' before its first check ends", st)
+ck = ringref.Ring([(n, 1.0) for n in ("ck-a", "ck-b", "hole", "dead")], 160)
+owned = [k for k in (f"/ck/new/{i}" for i in range(400)) if ck.lookup(k.encode()) in ("hole", "dead")][:40]
+got = served_by(px.port, owned)
+t.check(all(v[0] == 200 and v[1] in ("ck-a", "ck-b") for v in got.values()),
+        "keys the new backends own: served by the others while they are checked", got)
+with hole.lock:
+    sent = [r for r in hole.seen if r != "GET /__health"]
+t.check(sent == [] and state_of(A, "hole")[1] == 0 and state_of(A, "dead")[1] == 0,
+        "the checking backends got no request (the health check only)", (sent, hole.seen))
+t.check(px.wait_log(r"backend dead: checking -> down \(first health check: connect: Connection refused\)",
+                    5, mark) is not None and state_of(A, "dead")[0] == "down",
+        "dead: checking -> down after its first check, in the log and /stats", px.log()[mark:][-1500:])
+t.check(px.wait_log(r"backend hole: checking -> down \(first health check: timeout", 5, mark) is not None and
+        state_of(A, "hole")[0] == "down", "hole: down after its first check timed out", state_of(A, "hole"))
+mark = px.log_size()
+late = H.Cache(TC, "ck-c")
+with open(px.conf, "w") as f:
+    f.write(ckconf([("hole", hole.port), ("dead", dead_port), late]))
+px.reload()
+t.check(px.wait_log(r"backend ck-c: checking -> up \(first health check passed\)", 5, mark) is not None and
+        state_of(A, "ck-c")[0] == "up", "a live backend added: up after its first passed check (not rise = 2)",
+        px.log()[mark:][-1500:])
+t.check(px.stop() == 0, "SIGTERM: exit 0")
+hole.stop()
 
 t.done()

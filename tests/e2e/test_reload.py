@@ -291,6 +291,9 @@ def test_checks_not_postponed(ports):
     hc = {"path": "/__health", "interval": "3s", "timeout": "500ms", "rise": "1", "fall": "1"}
     live = H.write("slow-checks.ini", H.conf_by_name(names, ports, health=hc))
     px = H.Proxy(RP, path=live)
+    # new at start, cache-3 is checked at once; the check that must not be
+    # postponed is the one an interval after that first, passed one
+    px.wait_log(r"backend cache-3: checking -> up", 5)
     c = http.client.HTTPConnection("127.0.0.1", ports["cache-3"], timeout=5)
     c.request("GET", "/__set?health=503")
     c.getresponse().read()

@@ -8,6 +8,9 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/un.h>
 
 static void test_ok(const char *text, int family, const char *ip, int port)
 {
@@ -68,6 +71,25 @@ static void test_list(const char *list, const char *ip, int want)
 		tap_diag("  got %d (%s)", got, err);
 }
 
+static void test_syslog(const char *text, int rc, int family, const char *path, int port)
+{
+	struct sockaddr_storage a;
+	socklen_t len = 0;
+	char err[160] = "";
+	int got = addr_syslog(text, &a, &len, err, sizeof(err));
+	bool same = got == rc;
+
+	if (same && rc == 1 && family == AF_UNIX)
+		same = a.ss_family == AF_UNIX && strcmp(((struct sockaddr_un *)&a)->sun_path, path) == 0;
+	else if (same && rc == 1)
+		same = a.ss_family == family &&
+		       ntohs(family == AF_INET ? ((struct sockaddr_in *)&a)->sin_port
+					       : ((struct sockaddr_in6 *)&a)->sin6_port) == port;
+	if (same && rc < 0)
+		same = err[0] != '\0';
+	tap_ok(same, "addr_syslog(%s) = %d%s%s", text, rc, rc < 0 ? ": " : "", err);
+}
+
 int main(void)
 {
 	test_ok("127.0.0.1:8080", AF_INET, "127.0.0.1", 8080);
@@ -120,5 +142,18 @@ int main(void)
 	test_list("localhost", NULL, -1);
 	test_list("10.0.0.0/8, ::1/129", NULL, -1);
 	test_list("10.0.0.0/8, ::1", NULL, 0);
+
+	/* [log] access's syslog targets */
+	test_syslog("syslog", 1, AF_UNIX, "/dev/log", 0);
+	test_syslog("syslog:/run/rsyslog.sock", 1, AF_UNIX, "/run/rsyslog.sock", 0);
+	test_syslog("syslog:127.0.0.1:5514", 1, AF_INET, NULL, 5514);
+	test_syslog("syslog:10.1.2.3", 1, AF_INET, NULL, 514);
+	test_syslog("syslog:[::1]:514", 1, AF_INET6, NULL, 514);
+	test_syslog("syslog:127.0.0.1:0", -1, 0, NULL, 0);
+	test_syslog("syslog:loghost:514", -1, 0, NULL, 0);
+	test_syslog("syslog:", -1, 0, NULL, 0);
+	test_syslog("syslogd", 0, 0, NULL, 0);
+	test_syslog("/var/log/access.log", 0, 0, NULL, 0);
+	test_syslog("stderr", 0, 0, NULL, 0);
 	return tap_done();
 }
