@@ -1145,11 +1145,10 @@ static enum cache_result cache_decide(struct cache *c, struct cache_shard *s,
 		if (st == CACHE_S_SWR && (r->flags & CACHE_L_STALE)) {
 			cache_policy_hit(c, s, o);
 			*obj = cache_obj_ref(o);
-			/* a background refresh sends only Host and the
-			 * codings: not the fields a Vary names */
-			if (fd->fill == NULL && !private && o->varylen == 0
+			/* a background refresh of o's own variant */
+			if (fd->fill == NULL && !private
 			    && !(r->flags & (CACHE_L_HEAD | CACHE_L_NO_STORE)))
-				*fill = cache_fill_new(c, s, idx, r, NULL, true);
+				*fill = cache_fill_new(c, s, idx, r, o->varylen ? o : NULL, true);
 			return CACHE_STALE;
 		}
 	}

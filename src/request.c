@@ -419,7 +419,8 @@ static void req_cache_response(struct request *rq, const struct http1_msg *resp,
 		if (vl > 0)
 			meta.vary = (struct http1_str){ spec, (size_t)vl };
 		if (fr->dechunk ||      /* bytes go out decoded: not what a fill takes */
-		    (!meta.storable && !req_answer_of_url(rq, resp)))
+		    (!meta.storable && !req_answer_of_url(rq, resp)) ||
+		    (meta.storable && vl < 0))  /* a value this request cannot key */
 			cache_fill_abort(rq->fill);     /* waiters go on, no marker */
 		else
 			stored = cache_fill_begin(rq->fill, resp, &meta, fr->backend_name.p,

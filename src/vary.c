@@ -529,3 +529,34 @@ bool vary_same_fields(struct http1_str a, struct http1_str b)
 			return false;
 	}
 }
+
+ssize_t vary_request_lines(struct http1_str spec, const struct http1_msg *req,
+			   char *buf, size_t len)
+{
+	const char *p = spec.p, *e = spec.p + spec.len;
+	struct http1_str nm, line;
+	size_t n = 0;
+
+	while (vary_line(&p, e, &nm, &line)) {
+		if (http1_str_ieq(nm, VARY_IMAGE)) {
+			size_t l = vary_accept_line(spec, buf + n, len - n);
+
+			if (l == 0)
+				return -1;
+			n += l;
+			continue;
+		}
+		for (unsigned i = 0; req != NULL && i < req->nheaders; i++) {
+			const struct http1_header *h = &req->headers[i];
+
+			if (h->name.len != nm.len || strncasecmp(h->name.p, nm.p, nm.len) != 0)
+				continue;
+			if (vary_put(buf, &n, len, h->name.p, h->name.len) < 0
+			    || vary_put(buf, &n, len, ": ", 2) < 0
+			    || vary_put(buf, &n, len, h->value.p, h->value.len) < 0
+			    || vary_put(buf, &n, len, "\r\n", 2) < 0)
+				return -1;
+		}
+	}
+	return (ssize_t)n;
+}

@@ -98,4 +98,12 @@ int vary_image_format(const struct http1_msg *req, const struct vary_formats *fm
  * too small. */
 size_t vary_accept_line(struct http1_str spec, char *buf, size_t len);
 
+/* The request header lines that make a backend answer with spec's
+ * variant, for a fetch that is not req's own (a background refresh): req's
+ * lines of each field spec keys, as req sent them, and an image variant's
+ * Accept line (vary_accept_line); into buf, each with its CRLF. Returns
+ * the length, -1 when they do not fit. */
+ssize_t vary_request_lines(struct http1_str spec, const struct http1_msg *req,
+			   char *buf, size_t len);
+
 #endif

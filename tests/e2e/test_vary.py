@@ -12,7 +12,8 @@ later fetches carry the variant's own Accept. Vary: X-Device keeps the
 devices apart (whitespace normalised, case kept), a non-image Vary: Accept
 is keyed by the normalised Accept, Vary: * is never served from the
 cache, a purge removes every variant, and concurrent misses make one
-fetch per variant.
+fetch per variant; a stale variant is refreshed in the background with
+its own header values.
 usage: test_vary.py RINGPROXY TESTCACHE"""
 
 import http.client
@@ -82,16 +83,18 @@ def handler(fake, s, n):
         with lock:
             fetched.setdefault(p, []).append(accept)
         cc = "Cache-Control: max-age=60\r\n"
+        if p.startswith("/swr"):
+            cc = "Cache-Control: max-age=1, stale-while-revalidate=60\r\n"
         if p.startswith("/slow"):
             time.sleep(0.5)
-        if p.startswith("/img") or p.startswith("/slow"):
+        if p.startswith("/img") or p.startswith("/slow") or p.startswith("/swrimg"):
             fmt = negotiate(accept)
             body, extra = f"{fmt} {p}".encode(), f"Content-Type: image/{fmt}\r\nVary: Accept\r\n"
         elif p.startswith("/page"):
             body, extra = f"page for {accept}".encode(), "Content-Type: text/html\r\nVary: Accept\r\n"
-        elif p.startswith("/dev"):
+        elif p.startswith("/dev") or p.startswith("/swrdev"):
             dev = hdr.get("x-device", "(none)")
-            body, extra = f"device {dev}".encode(), "Vary: X-Device\r\n"
+            body, extra = f"device {dev} #{len(fetches(p))}".encode(), "Vary: X-Device\r\n"
         elif p.startswith("/star"):
             body, extra = b"star", "Vary: *\r\n"
         else:
@@ -206,20 +209,20 @@ def main():
     # ---- Vary on another header ---------------------------------------------
     get(P, "/dev/1", headers={"X-Device": "mobile"})
     st, h, b = get(P, "/dev/1", headers={"X-Device": " mobile "})
-    t.check(b == b"device mobile" and cs(h).startswith("ringproxy; hit") and len(fetches("/dev/1")) == 1,
+    t.check(b == b"device mobile #1" and cs(h).startswith("ringproxy; hit") and len(fetches("/dev/1")) == 1,
             "Vary: X-Device: the same device (whitespace aside) is a hit", (b, h))
     st, h, b = get(P, "/dev/1", headers={"X-Device": "desktop"})
-    t.check(b == b"device desktop" and len(fetches("/dev/1")) == 2,
+    t.check(b == b"device desktop #2" and len(fetches("/dev/1")) == 2,
             "another device is not served the mobile variant", b)
     st, h, b = get(P, "/dev/1")
-    t.check(b == b"device (none)" and len(fetches("/dev/1")) == 3,
+    t.check(b == b"device (none) #3" and len(fetches("/dev/1")) == 3,
             "a request without X-Device matches neither", b)
     st, h, b = get(P, "/dev/1", headers={"X-Device": "Mobile"})
-    t.check(b == b"device Mobile" and len(fetches("/dev/1")) == 4,
+    t.check(b == b"device Mobile #4" and len(fetches("/dev/1")) == 4,
             "an unknown field keeps its case: Mobile is not mobile", b)
     res = [get(P, "/dev/1", headers=hd)[2] for hd in
            ({"X-Device": "mobile"}, {"X-Device": "desktop"}, {}, {"X-Device": "Mobile"})]
-    t.check(res == [b"device mobile", b"device desktop", b"device (none)", b"device Mobile"]
+    t.check(res == [b"device mobile #1", b"device desktop #2", b"device (none) #3", b"device Mobile #4"]
             and len(fetches("/dev/1")) == 4, "each of the four variants is then a hit", res)
 
     # ---- Vary: * -------------------------------------------------------------
@@ -238,7 +241,27 @@ def main():
             "a purge removes every variant: each format fetched once again", (fetches("/img/1.jpg"), got))
     st, body = purge(A, f"http://{HOST}/dev/1")
     st, h, b = get(P, "/dev/1", headers={"X-Device": "desktop"})
-    t.check(b == b"device desktop" and len(fetches("/dev/1")) == 5, "and so for Vary: X-Device", body)
+    t.check(b == b"device desktop #5" and len(fetches("/dev/1")) == 5, "and so for Vary: X-Device", body)
+
+    # ---- stale-while-revalidate: the background refresh of a variant -------
+    get(P, "/swrdev/1", headers={"X-Device": "mobile"})
+    get(P, "/swrdev/1", headers={"X-Device": "tv"})
+    get(P, "/swrimg/1.jpg", BROWSERS[4][1])
+    time.sleep(2.2)
+    st, h, b = get(P, "/swrdev/1", headers={"X-Device": "mobile"})
+    st2, h2, b2 = get(P, "/swrimg/1.jpg", BROWSERS[5][1])
+    t.check(b == b"device mobile #1" and "fwd=stale" in cs(h) and b2.startswith(b"webp") and "fwd=stale" in cs(h2),
+            "stale within stale-while-revalidate: each variant served stale", (b, h, b2, h2))
+    harness.wait_until(lambda: len(fetches("/swrdev/1")) == 3 and len(fetches("/swrimg/1.jpg")) == 2, 10)
+    t.check(len(fetches("/swrdev/1")) == 3 and len(fetches("/swrimg/1.jpg")) == 2
+            and fetches("/swrimg/1.jpg")[1] == "image/webp, */*;q=0.8",
+            "the background refresh asks for the variant: its X-Device, the image variant's Accept",
+            (fetches("/swrdev/1"), fetches("/swrimg/1.jpg")))
+    harness.wait_until(lambda: get(P, "/swrdev/1", headers={"X-Device": "mobile"})[2] == b"device mobile #3", 5)
+    res = [get(P, "/swrdev/1", headers={"X-Device": d}) for d in ("mobile", "tv")]
+    t.check(res[0][2] == b"device mobile #3" and cs(res[0][1]).startswith("ringproxy; hit")
+            and res[1][2] == b"device tv #2",
+            "the refreshed variant replaces its own stale copy only", [(r[2], cs(r[1])) for r in res])
     proxy.stop()
     fake.stop()
 

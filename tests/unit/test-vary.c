@@ -205,8 +205,10 @@ static void test_helpers(void)
 {
 	char a[VARY_SPEC_MAX + 1], b[VARY_SPEC_MAX + 1], out[VARY_SPEC_MAX];
 	struct msg m, r;
+	struct vary_formats fm2;
 	ssize_t n;
 
+	vary_formats_parse("avif, webp", &fm2, out, sizeof(out));
 	spec("Vary: Foo, Bar\r\n", "Foo: 1\r\nBar: 2\r\n", NULL, a, sizeof(a));
 	spec("Vary: bar, foo\r\n", "Foo: 3\r\n", NULL, b, sizeof(b));
 	tap_ok(vary_same_fields((struct http1_str){ a, strlen(a) }, (struct http1_str){ b, strlen(b) }),
@@ -221,6 +223,14 @@ static void test_helpers(void)
 	tap_ok(n == 6 && memcmp(out, "foo:1\n", 6) == 0, "spec_from: values from the stored variant");
 	n = vary_spec_from(resp(&r, "Vary: Baz\r\n"), (struct http1_str){ a, strlen(a) }, out, sizeof(out));
 	tap_is_int(n, -1, "spec_from: a field the variant did not key");
+	spec("Content-Type: image/png\r\nVary: Accept, X-Device\r\n", "Accept: image/webp\r\nX-Device: a\r\nx-device: b\r\n",
+	     &fm2, a, sizeof(a));
+	n = vary_request_lines((struct http1_str){ a, strlen(a) },
+			       req(&m, "Accept: image/webp\r\nX-Device: a\r\nx-device: b\r\n"), out, sizeof(out));
+	tap_ok(n == 57 && memcmp(out, "Accept: image/webp, */*;q=0.8\r\nX-Device: a\r\nx-device: b\r\n", 57) == 0,
+	       "request_lines: the image variant's Accept, then the field's lines as sent");
+	tap_is_int(vary_request_lines((struct http1_str){ a, strlen(a) }, &m.m, out, 20), -1,
+		   "request_lines: -1 when they do not fit");
 	tap_ok(!vary_other(resp(&r, "Vary: accept-encoding\r\n")) && vary_other(resp(&r, "Vary: X\r\n"))
 	       && vary_other(resp(&r, "Vary: *\r\n")) && !vary_other(resp(&r, "")),
 	       "vary_other: fields besides Accept-Encoding, or *");
