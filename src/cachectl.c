@@ -33,8 +33,8 @@ static bool cachectl_is_ows(char c)
  * any other in an entity-tag (8.8.3: no quoted-pair there), whose list
  * cachectl_next_etag reads.
  */
-static bool cachectl_list_next(const char **pp, const char *e, struct http1_str *out,
-			       bool escapes)
+bool cachectl_list_next(const char **pp, const char *e, struct http1_str *out,
+			bool escapes)
 {
 	const char *p = *pp, *s, *t;
 	bool quoted = false;

@@ -21,6 +21,13 @@
 /* Delta-seconds larger than this are taken as this (RFC 9111 1.2.2). */
 #define CACHECTL_DELTA_MAX INT64_C(2147483648)
 
+/* The next element of the comma-separated list [*pp, e) (RFC 9110 5.6.1),
+ * without the whitespace around it; a quoted string is kept whole, a
+ * backslash in it escaping the next byte when escapes; empty elements are
+ * skipped. false at the end. */
+bool cachectl_list_next(const char **pp, const char *e, struct http1_str *out,
+			bool escapes);
+
 /* ---- Cache-Control ---------------------------------------------------- */
 
 #define CACHECTL_NO_STORE         0x0001u

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "cachectl.h"
+
 #define VARY_ELEMS_MAX 64       /* list elements of one field normalised */
 #define VARY_NAME_MAX  64       /* longest field name a Vary may give */
 #define VARY_IMAGE     "accept/image"
@@ -46,36 +48,11 @@ static bool vary_tchar(char c)
 	       || (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
 }
 
-/* The next comma-separated element of [*pp, e), without the whitespace
- * around it, commas inside a quoted string kept; empty elements are
- * skipped. false at the end. */
+/* The next element of a list (cachectl_list_next, quoted strings with
+ * their escapes kept whole). */
 static bool vary_next(const char **pp, const char *e, struct http1_str *out)
 {
-	const char *p = *pp, *s, *t;
-	bool quoted = false;
-
-	for (;;) {
-		while (p < e && (vary_ows(*p) || *p == ','))
-			p++;
-		if (p >= e) {
-			*pp = p;
-			return false;
-		}
-		for (s = p; p < e && (quoted || *p != ','); p++) {
-			if (*p == '"')
-				quoted = !quoted;
-			else if (*p == '\\' && quoted && p + 1 < e)
-				p++;
-		}
-		for (t = p; t > s && vary_ows(t[-1]); t--)
-			;
-		if (t > s) {
-			out->p = s;
-			out->len = (size_t)(t - s);
-			*pp = p;
-			return true;
-		}
-	}
+	return cachectl_list_next(pp, e, out, true);
 }
 
 static bool vary_is_sorted(struct http1_str name)
