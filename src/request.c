@@ -420,7 +420,9 @@ static void req_cache_response(struct request *rq, const struct http1_msg *resp,
 			meta.vary = (struct http1_str){ spec, (size_t)vl };
 		if (fr->dechunk ||      /* bytes go out decoded: not what a fill takes */
 		    (!meta.storable && !req_answer_of_url(rq, resp)) ||
-		    (meta.storable && vl < 0))  /* a value this request cannot key */
+		    (meta.storable && (vl < 0 ||        /* a value it cannot key */
+				       vary_asked_other(cache_fill_vary(rq->fill),
+							(struct http1_str){ spec, vl > 0 ? (size_t)vl : 0 }))))
 			cache_fill_abort(rq->fill);     /* waiters go on, no marker */
 		else
 			stored = cache_fill_begin(rq->fill, resp, &meta, fr->backend_name.p,

@@ -307,6 +307,17 @@ size_t vary_accept_line(struct http1_str spec, char *buf, size_t len)
 	return 0;
 }
 
+bool vary_asked_other(struct http1_str sent, struct http1_str got)
+{
+	char a[128], b[128];
+	size_t na = vary_accept_line(sent, a, sizeof(a)), nb;
+
+	if (na == 0)
+		return false;
+	nb = vary_accept_line(got, b, sizeof(b));
+	return na != nb || memcmp(a, b, na) != 0;
+}
+
 /* ---- specs -------------------------------------------------------------- */
 
 /* The fields resp's Vary names, Accept-Encoding aside, lowercased, sorted,

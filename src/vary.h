@@ -98,6 +98,13 @@ int vary_image_format(const struct http1_msg *req, const struct vary_formats *fm
  * too small. */
 size_t vary_accept_line(struct http1_str spec, char *buf, size_t len);
 
+/* Whether a fill that asked the backend for the image variant of spec
+ * sent (vary_accept_line) got a response whose spec got is not that
+ * variant (it stopped being an image, say): it answered another Accept
+ * than the one its key would name, and is not stored. False when sent
+ * names no image variant (the request's own Accept went). */
+bool vary_asked_other(struct http1_str sent, struct http1_str got);
+
 /* The request header lines that make a backend answer with spec's
  * variant, for a fetch that is not req's own (a background refresh): req's
  * lines of each field spec keys, as req sent them, and an image variant's

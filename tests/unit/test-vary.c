@@ -231,6 +231,14 @@ static void test_helpers(void)
 	       "request_lines: the image variant's Accept, then the field's lines as sent");
 	tap_is_int(vary_request_lines((struct http1_str){ a, strlen(a) }, &m.m, out, 20), -1,
 		   "request_lines: -1 when they do not fit");
+	spec("Content-Type: image/png\r\nVary: Accept\r\n", "Accept: image/webp\r\n", &fm2, b, sizeof(b));
+	tap_ok(!vary_asked_other((struct http1_str){ b, strlen(b) }, (struct http1_str){ b, strlen(b) }),
+	       "asked_other: the image variant asked for came");
+	tap_ok(!vary_asked_other((struct http1_str){ "", 0 }, (struct http1_str){ b, strlen(b) }),
+	       "asked_other: a fill that sent its own Accept may store any");
+	spec("Content-Type: text/html\r\nVary: Accept\r\n", "Accept: image/webp\r\n", &fm2, a, sizeof(a));
+	tap_ok(vary_asked_other((struct http1_str){ b, strlen(b) }, (struct http1_str){ a, strlen(a) }),
+	       "asked_other: a fill that asked for WebP and got a page keyed by Accept");
 	tap_ok(!vary_other(resp(&r, "Vary: accept-encoding\r\n")) && vary_other(resp(&r, "Vary: X\r\n"))
 	       && vary_other(resp(&r, "Vary: *\r\n")) && !vary_other(resp(&r, "")),
 	       "vary_other: fields besides Accept-Encoding, or *");
