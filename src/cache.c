@@ -7,7 +7,7 @@
  * behind one mutex. Nothing is ever held across two shards' locks.
  *
  * An object is one allocation: the struct, then key, backend name, ETag,
- * the stored head (with room for our Content-Length line) and the body.
+ * Vary spec, the stored head (with room for our Content-Length line) and the body.
  * The table holds one reference while the object is linked; a reader
  * takes its own under the shard lock. Whoever drops the last reference
  * frees the object, outside any lock.
@@ -47,6 +47,7 @@
 #include <time.h>
 
 #include "sketch.h"
+#include "vary.h"
 
 #define CACHE_SHARD_BYTES   (4u << 20)  /* auto shards: one per 4 MiB */
 #define CACHE_AUTO_SHARDS   16u         /* most auto shards */
@@ -65,6 +66,7 @@
 #define CACHE_TRIM_DIV      16          /* hand freed memory back after
 					   size / 16 bytes of objects freed */
 #define CACHE_TRIM_GAP_NS   INT64_C(1000000000) /* and at most once a second */
+#define CACHE_VARIANTS      16u         /* max_variants when 0 is given */
 
 enum cache_kind { CACHE_K_OBJ = 1, CACHE_K_FILL };
 
@@ -100,11 +102,12 @@ struct cache_obj {
 	uint8_t ae;                     /* the variant's codings */
 	uint8_t flags;                  /* CACHECTL_M_* | CACHE_O_MARKER */
 	uint16_t status;
-	uint32_t keylen, backlen, etaglen;
+	uint32_t keylen, backlen, etaglen, varylen;
 	size_t headlen;                 /* head with our Content-Length line */
 	size_t head_off, body_off, bodylen, charge;
 	int64_t resp_time, initial_age, lifetime, swr, sie, last_modified;
-	char data[];                    /* key, backend, etag, head, body */
+	char data[];                    /* key, backend, etag, vary, head,
+					   body */
 };
 
 struct cache_fill {
@@ -128,8 +131,9 @@ struct cache_fill {
 	enum http1_framing framing;
 	uint64_t expect;                /* HTTP1_BODY_LENGTH */
 	struct http1_chunked ck;
-	size_t keylen;
-	char key[];
+	size_t keylen, varylen;
+	char key[];                     /* the key, then its Vary spec (the
+					   variant it fetches, if known) */
 };
 
 struct cache_list {
@@ -163,6 +167,7 @@ struct cache {
 	uint64_t seed;
 	_Atomic size_t size, max_object;
 	_Atomic unsigned min_uses;
+	_Atomic unsigned max_variants;
 	_Atomic size_t filling;         /* bytes of objects being filled */
 	_Atomic size_t freed;           /* bytes of objects freed since the
 					   last trim (cache_dead_free_trim) */
@@ -283,6 +288,19 @@ struct http1_str cache_obj_etag(const struct cache_obj *o)
 	struct http1_str s = { o->data + o->keylen + o->backlen, o->etaglen };
 
 	return s;
+}
+
+struct http1_str cache_obj_vary(const struct cache_obj *o)
+{
+	struct http1_str s = { o->data + o->keylen + o->backlen + o->etaglen, o->varylen };
+
+	return s;
+}
+
+bool cache_obj_matches(const struct cache_obj *o, const struct http1_msg *msg,
+		       const struct vary_formats *fm)
+{
+	return o->varylen == 0 || vary_match(cache_obj_vary(o), msg, fm);
 }
 
 int64_t cache_obj_last_modified(const struct cache_obj *o)
@@ -824,6 +842,7 @@ struct cache *cache_new(const struct cache_params *p, char *err, size_t len)
 	atomic_init(&c->size, p->size);
 	atomic_init(&c->max_object, p->max_object);
 	atomic_init(&c->min_uses, p->min_uses);
+	atomic_init(&c->max_variants, p->max_variants ? p->max_variants : CACHE_VARIANTS);
 	c->shards = aligned_alloc(64, n * sizeof(*c->shards));
 	if (c->shards == NULL)
 		goto oom;
@@ -866,11 +885,13 @@ void cache_free(struct cache *c)
 }
 
 void cache_configure(struct cache *c, size_t size, size_t max_object,
-		     unsigned min_uses)
+		     unsigned min_uses, unsigned max_variants)
 {
 	unsigned i;
 
 	atomic_store_explicit(&c->min_uses, min_uses, memory_order_relaxed);
+	atomic_store_explicit(&c->max_variants, max_variants ? max_variants : CACHE_VARIANTS,
+			      memory_order_relaxed);
 	atomic_store_explicit(&c->max_object, max_object, memory_order_relaxed);
 	atomic_store_explicit(&c->size, size, memory_order_relaxed);
 	for (i = 0; i < c->nshards; i++) {
@@ -919,16 +940,46 @@ void cache_stats(const struct cache *c, struct cache_stats *out)
 struct cache_found {
 	struct cache_obj *obj;          /* the request's variant, or NULL */
 	struct cache_fill *fill;        /* a fetch to wait for, or NULL */
-	bool varies;                    /* a stored variant of the key varies */
+	struct cache_obj *shape;        /* a stored object whose Vary names
+					   other fields (the newest), or NULL */
+	bool varies;                    /* a stored variant of the key varies
+					   on Accept-Encoding */
 	unsigned seen;                  /* the key's sketch estimate, this
 					   request counted */
 };
 
-static bool cache_variant_ok(const struct cache_obj *o, unsigned ae)
+/* Whether o is the variant of Accept-Encoding set ae (all the cache can
+ * tell of a waiter when its fetch ends: cache_obj_matches is its own). */
+static bool cache_variant_ae(const struct cache_obj *o, unsigned ae)
 {
 	return !(o->flags & CACHECTL_M_VARY_AE) || o->ae == ae;
 }
 
+static bool cache_variant_ok(const struct cache_obj *o, const struct cache_req *r)
+{
+	return cache_variant_ae(o, r->ae) && cache_obj_matches(o, r->msg, r->fm);
+}
+
+static struct http1_str cache_fill_spec(const struct cache_fill *f)
+{
+	struct http1_str v = { f->key + f->keylen, f->varylen };
+
+	return v;
+}
+
+struct http1_str cache_fill_vary(const struct cache_fill *f)
+{
+	return cache_fill_spec(f);
+}
+
+/*
+ * The probe run of r's key: the newest stored object that is r's variant
+ * (RFC 9111 4.1: the most recent of those that match), and a fetch r may
+ * wait for. A fetch of a known variant serves only the requests that
+ * match it; one started before the key was known to vary serves anyone
+ * unless a stored object says it varies (then a fetch of r's own variant
+ * is better: it is stored for all who match).
+ */
 static void cache_find(struct cache_shard *s, const struct cache_req *r,
 		       struct cache_found *fd)
 {
@@ -938,23 +989,31 @@ static void cache_find(struct cache_shard *s, const struct cache_req *r,
 
 	memset(fd, 0, sizeof(*fd));
 	while ((n = cache_tab_next(s, r->key.hash, r->key.p, r->key.len, &pos)) != NULL) {
+		struct cache_obj *o = (struct cache_obj *)n;
+
 		if (n->kind == CACHE_K_FILL) {
 			struct cache_fill *f = (struct cache_fill *)n;
 
+			if (f->varylen != 0 && !vary_match(cache_fill_spec(f), r->msg, r->fm))
+				continue;       /* another variant's fetch */
 			if (f->ae == r->ae)
 				same = f;
 			else if (any == NULL)
 				any = f;
 			continue;
 		}
-		if (((struct cache_obj *)n)->flags & CACHECTL_M_VARY_AE)
+		if (o->flags & CACHECTL_M_VARY_AE)
 			fd->varies = true;
-		if (cache_variant_ok((struct cache_obj *)n, r->ae))
-			fd->obj = (struct cache_obj *)n;
+		if (o->varylen != 0 && (fd->shape == NULL || o->resp_time >= fd->shape->resp_time))
+			fd->shape = o;
+		if (cache_variant_ok(o, r) && (fd->obj == NULL || o->resp_time >= fd->obj->resp_time))
+			fd->obj = o;
 	}
 	/* a fetch for another Accept-Encoding serves us unless the key is
 	 * known to vary on it */
 	fd->fill = same != NULL ? same : (fd->varies ? NULL : any);
+	if (fd->fill != NULL && fd->fill->varylen == 0 && fd->shape != NULL)
+		fd->fill = NULL;
 }
 
 enum cache_state { CACHE_S_FRESH, CACHE_S_SWR, CACHE_S_EXPIRED };
@@ -972,12 +1031,20 @@ static enum cache_state cache_state(const struct cache_obj *o,
 	return CACHE_S_EXPIRED;
 }
 
+/* A fill of r's key; shape (NULL: none) a stored object whose Vary
+ * names other fields: the fill is then for r's variant of those. */
 static struct cache_fill *cache_fill_new(struct cache *c, struct cache_shard *s,
 					 unsigned idx, const struct cache_req *r,
-					 bool registered)
+					 const struct cache_obj *shape, bool registered)
 {
-	struct cache_fill *f = malloc(sizeof(*f) + r->key.len);
+	char spec[VARY_SPEC_MAX];
+	ssize_t vl = shape != NULL ? vary_rekey(cache_obj_vary(shape), r->msg, r->fm,
+						spec, sizeof(spec)) : 0;
+	struct cache_fill *f;
 
+	if (vl < 0)
+		vl = 0;         /* a variant it cannot key: stored as it comes */
+	f = malloc(sizeof(*f) + r->key.len + (size_t)vl);
 	if (f == NULL)
 		return NULL;
 	memset(f, 0, sizeof(*f));
@@ -988,6 +1055,9 @@ static struct cache_fill *cache_fill_new(struct cache *c, struct cache_shard *s,
 	f->ae = (uint8_t)r->ae;
 	f->keylen = r->key.len;
 	memcpy(f->key, r->key.p, r->key.len);
+	f->varylen = (size_t)vl;
+	if (vl > 0)
+		memcpy(f->key + r->key.len, spec, (size_t)vl);
 	if (registered) {
 		if (cache_tab_add(s, &f->node) < 0) {
 			free(f);
@@ -1075,9 +1145,10 @@ static enum cache_result cache_decide(struct cache *c, struct cache_shard *s,
 		if (st == CACHE_S_SWR && (r->flags & CACHE_L_STALE)) {
 			cache_policy_hit(c, s, o);
 			*obj = cache_obj_ref(o);
+			/* a background refresh of o's own variant */
 			if (fd->fill == NULL && !private
 			    && !(r->flags & (CACHE_L_HEAD | CACHE_L_NO_STORE)))
-				*fill = cache_fill_new(c, s, idx, r, true);
+				*fill = cache_fill_new(c, s, idx, r, o->varylen ? o : NULL, true);
 			return CACHE_STALE;
 		}
 	}
@@ -1091,7 +1162,7 @@ static enum cache_result cache_decide(struct cache *c, struct cache_shard *s,
 	}
 	if (r->flags & (CACHE_L_HEAD | CACHE_L_NO_STORE))
 		return CACHE_PASS;
-	*fill = cache_fill_new(c, s, idx, r, !private && fd->fill == NULL);
+	*fill = cache_fill_new(c, s, idx, r, fd->shape, !private && fd->fill == NULL);
 	if (*fill == NULL)
 		return CACHE_PASS;
 	/* nothing stored for the key, and seen fewer than min_uses times
@@ -1235,7 +1306,7 @@ static void cache_wake(struct cache_waiter *list, struct cache_obj *o)
 
 	while ((w = list) != NULL) {
 		list = w->next_;
-		w->wake(w, o != NULL && cache_variant_ok(o, w->ae_) ? o : NULL);
+		w->wake(w, o != NULL && cache_variant_ae(o, w->ae_) ? o : NULL);
 	}
 }
 
@@ -1304,27 +1375,55 @@ void cache_fill_abort(struct cache_fill *f)
 	cache_fill_free(f);
 }
 
+/* Whether old stays beside o, a newer object of its key: both vary on
+ * the same fields (Accept-Encoding, the fields of their specs) and are
+ * variants for other values of them. An object of another Vary, one that
+ * does not vary and o's own variant are superseded. */
+static bool cache_variant_keeps(const struct cache_obj *old, const struct cache_obj *o)
+{
+	bool vae = (o->flags & CACHECTL_M_VARY_AE) != 0;
+	struct http1_str a = cache_obj_vary(old), b = cache_obj_vary(o);
+
+	if (vae != ((old->flags & CACHECTL_M_VARY_AE) != 0) || (!vae && b.len == 0)
+	    || (old->flags & CACHE_O_MARKER) || !vary_same_fields(a, b))
+		return false;
+	return (vae && old->ae != o->ae) || a.len != b.len || memcmp(a.p, b.p, a.len) != 0;
+}
+
 /* Link o (its reference becomes the table's), replacing the variants it
- * supersedes: every object of the key if o does not vary, else the
- * unvarying ones and o's own variant. */
+ * supersedes (cache_variant_keeps), and the oldest of those it keeps
+ * beyond max_variants, so that a field with many values (a User-Agent)
+ * cannot fill a shard with one URL. */
 static void cache_publish(const struct cache *c, struct cache_shard *s,
 			  struct cache_obj *o, struct cache_dead *d)
 {
+	unsigned maxv = atomic_load_explicit(&c->max_variants, memory_order_relaxed), kept;
+	struct cache_obj *oldest;
 	struct cache_node *n;
 	size_t pos;
 
 	do {
+		kept = 0;
+		oldest = NULL;
 		pos = o->node.hash & (s->nslots - 1);
 		while ((n = cache_tab_next(s, o->node.hash, cache_obj_key(o), o->keylen,
 					   &pos)) != NULL) {
 			struct cache_obj *old = (struct cache_obj *)n;
 
-			if (n->kind != CACHE_K_OBJ
-			    || ((o->flags & CACHECTL_M_VARY_AE)
-				&& (old->flags & CACHECTL_M_VARY_AE) && old->ae != o->ae))
+			if (n->kind != CACHE_K_OBJ)
 				continue;
+			if (cache_variant_keeps(old, o)) {
+				kept++;
+				if (oldest == NULL || old->resp_time < oldest->resp_time)
+					oldest = old;
+				continue;
+			}
 			cache_unlink(s, old, d);
 			break;          /* the run moved: walk it again */
+		}
+		if (n == NULL && kept + 1 > maxv) {
+			cache_unlink(s, oldest, d);
+			n = &oldest->node;      /* count again */
 		}
 	} while (n != NULL);
 	if (cache_tab_add(s, &o->node) < 0) {
@@ -1487,7 +1586,9 @@ int cache_fill_begin(struct cache_fill *f, const struct http1_msg *resp,
 	size_t headlen, body_cap, cap;
 	struct cache_obj *o;
 
-	if (!m->storable) {
+	/* a Vary on fields the caller did not key (vary_spec) is not
+	 * storable: it would answer every request whatever they send */
+	if (!m->storable || (m->vary.len == 0 && vary_other(resp))) {
 		cache_fill_uncacheable(f, m->resp_time);
 		return -1;
 	}
@@ -1501,7 +1602,7 @@ int cache_fill_begin(struct cache_fill *f, const struct http1_msg *resp,
 		body_cap = 0;
 	else
 		body_cap = maxo < CACHE_GROW_FIRST ? maxo : CACHE_GROW_FIRST;
-	cap = cache_obj_cap(f->keylen + backend_len + m->etag.len + headlen
+	cap = cache_obj_cap(f->keylen + backend_len + m->etag.len + m->vary.len + headlen
 			    + CACHE_CL_ROOM + body_cap);
 	if (!cache_fill_reserve(f, sizeof(*o) + cap))
 		goto fail;
@@ -1514,7 +1615,10 @@ int cache_fill_begin(struct cache_fill *f, const struct http1_msg *resp,
 		memcpy(o->data + o->keylen, backend, backend_len);
 	if (m->etag.len > 0)
 		memcpy(o->data + o->keylen + backend_len, m->etag.p, m->etag.len);
-	o->head_off = o->keylen + backend_len + m->etag.len;
+	o->varylen = (uint32_t)m->vary.len;
+	if (m->vary.len > 0)
+		memcpy(o->data + o->keylen + backend_len + m->etag.len, m->vary.p, m->vary.len);
+	o->head_off = o->keylen + backend_len + m->etag.len + m->vary.len;
 	o->headlen = cache_head_write(o->data + o->head_off, resp);
 	o->body_off = o->head_off + headlen + CACHE_CL_ROOM;
 	o->status = (uint16_t)resp->status;
@@ -1699,7 +1803,7 @@ int cache_fill_done_ref(struct cache_fill *f, struct cache_obj **out)
 	pthread_mutex_lock(&s->lock);
 	list = cache_fill_detach(s, f);
 	for (w = list; w != NULL; w = w->next_)
-		refs += cache_variant_ok(o, w->ae_);
+		refs += cache_variant_ae(o, w->ae_);
 	/* every reference exists before anyone else can see o (the fill's
 	 * own becomes the table's, a hold stays its leader's) */
 	atomic_fetch_add_explicit(&o->refs, refs - 1, memory_order_relaxed);
@@ -1768,7 +1872,8 @@ int cache_fill_not_modified(struct cache_fill *f, const struct cache_obj *old,
 	struct http1_msg m;
 	const char *p = head.iov_base, *end = p + head.iov_len, *eol;
 	size_t cap = head.iov_len + 8, n = 0;
-	char *buf;
+	char *buf, spec[VARY_SPEC_MAX];
+	ssize_t vl;
 
 	*out = NULL;
 	for (unsigned i = 0; i < resp->nheaders; i++)
@@ -1820,6 +1925,10 @@ int cache_fill_not_modified(struct cache_fill *f, const struct cache_obj *old,
 	if (http1_parse_response(&m, hdrs, buf, n, &lim, HTTP1_M_GET) <= 0)
 		goto fail;
 	cachectl_response(rq, HTTP1_M_GET, &m, req_time, resp_time, grace, &meta);
+	/* the same variant: the values old was stored for */
+	vl = vary_spec_from(&m, cache_obj_vary(old), spec, sizeof(spec));
+	if (vl > 0)
+		meta.vary = (struct http1_str){ spec, (size_t)vl };
 	if (cache_fill_begin(f, &m, &meta, be.p, be.len) < 0) {
 		f = NULL;
 		goto fail;

@@ -39,6 +39,7 @@
 struct cache;
 struct cache_obj;
 struct cache_fill;
+struct vary_formats;
 
 #define CACHE_MAX_SHARDS 64u
 
@@ -70,6 +71,9 @@ struct cache_params {
 				   within the sketch's window, or when others
 				   wait for it (cache_fill_want); 0, 1: from
 				   the first */
+	unsigned max_variants;  /* objects one key may hold when its
+				   responses vary (Vary): storing one more
+				   removes the oldest; 0: 16 */
 };
 
 /* The cache's counters (name, Prometheus type, help), for stats.h. Hit
@@ -101,11 +105,12 @@ void cache_free(struct cache *c);
 
 /* A reload: a smaller size evicts down to it now, 0 empties the cache and
  * turns it off (lookups return CACHE_OFF), a larger one just allows more;
- * min_uses as in struct cache_params.
+ * min_uses and max_variants as in struct cache_params (a lower
+ * max_variants applies as each key next stores).
  * The shard count stays what cache_new() chose. Fills in flight finish
  * normally (and store nothing if the cache is off). */
 void cache_configure(struct cache *c, size_t size, size_t max_object,
-		     unsigned min_uses);
+		     unsigned min_uses, unsigned max_variants);
 
 /* Sums the shards' counters; any thread, no lock taken. */
 void cache_stats(const struct cache *c, struct cache_stats *out);
@@ -141,6 +146,12 @@ void cache_key_init(const struct cache *c, struct cache_key *k,
 struct cache_req {
 	struct cache_key key;
 	unsigned ae;            /* normalised Accept-Encoding (cachectl_ae) */
+	const struct http1_msg *msg; /* the request's header lines, read
+				   while the lookup runs to select among
+				   variants of a Vary (vary_match); NULL:
+				   a request without any (borrowed) */
+	const struct vary_formats *fm; /* [cache] image_formats, NULL: off
+				   (borrowed) */
 	unsigned flags;         /* CACHE_L_* */
 	int64_t now;            /* wall clock, seconds since the epoch */
 	int64_t max_age;        /* request max-age, -1 for none */
@@ -148,7 +159,8 @@ struct cache_req {
 };
 
 /* Fill r from a request cachectl_request() classified as LOOKUP or
- * REFRESH, keyed by key[0..keylen) (borrowed, see struct cache_key). */
+ * REFRESH, keyed by key[0..keylen) (borrowed, see struct cache_key); msg
+ * and fm are left NULL for the caller to set. */
 void cache_req_init(struct cache_req *r, const struct cache *c,
 		    const char *key, size_t keylen,
 		    const struct cachectl_req *rq, int64_t now);
@@ -164,8 +176,10 @@ void cache_req_init(struct cache_req *r, const struct cache *c,
  *       the fill, holding no lock. obj carries a reference the callee owns
  *       (release it), or is NULL: the fetch failed, was not storable, is a
  *       variant of another Accept-Encoding, or its leader gave up; the
- *       request then goes to the backend on its own. After calling wake
- *       the cache never touches w again, so wake may free w.
+ *       request then goes to the backend on its own. An obj whose Vary
+ *       names other fields may be another request's variant: the callee
+ *       checks cache_obj_matches() before it answers with it. After
+ *       calling wake the cache never touches w again, so wake may free w.
  *   (b) cache_wait_cancel(c, w) returns true: w was detached before any
  *       wake was claimed; the cache forgets it, w is the caller's again.
  * cache_wait_cancel() returning false means (a) has happened or is about
@@ -183,6 +197,15 @@ struct cache_waiter {
 	unsigned shard_;
 	unsigned ae_;
 };
+
+/* Whether o is the variant for request msg (fm as in struct cache_req):
+ * the request header fields o's Vary names have the values, normalised,
+ * of the request that stored it. A waiter woken with an object checks
+ * this on its own thread: a fetch whose response turned out to vary on a
+ * field serves only the waiters that match (the others go on their own).
+ * Any thread; o referenced by the caller. */
+bool cache_obj_matches(const struct cache_obj *o, const struct http1_msg *msg,
+		       const struct vary_formats *fm);
 
 enum cache_result {
 	CACHE_OFF = 0,  /* the cache is off: forward, store nothing */
@@ -215,7 +238,7 @@ enum cache_result cache_lookup(struct cache *c, const struct cache_req *r,
 
 /* What the cache holds for a key, as cache_peek() saw it. */
 struct cache_peek {
-	unsigned objects;       /* stored variants (Accept-Encoding) */
+	unsigned objects;       /* stored variants (Vary) */
 	unsigned fresh;         /* of them, fresh at now */
 	int64_t ttl;            /* freshness left of the freshest, seconds
 				   (negative once stale); 0 when none */
@@ -231,8 +254,8 @@ void cache_peek(const struct cache *c, const struct cache_key *k, int64_t now,
 /* Stop waiting: see struct cache_waiter. */
 bool cache_wait_cancel(struct cache *c, struct cache_waiter *w);
 
-/* Remove every stored variant of key (a successful unsafe method, a
- * purge); fetches in flight for it will not be stored. Returns the number
+/* Remove every stored variant of key, whatever it varies on (a
+ * successful unsafe method, a purge); fetches in flight for it will not be stored. Returns the number
  * of objects removed. k->p NULL: every key of k's hash and length (a
  * request whose head left the buffer keeps only those; another key that
  * shares both, at odds of 2^-64 with the seeded hash, loses its copy
@@ -271,6 +294,9 @@ int cache_fill_want(struct cache_fill *f);
  * displaces one). A caller whose answer is not the URL's own (a 304 to
  * the request's own validators, a 400 for its header) ends the fill with
  * cache_fill_abort() instead: no marker.
+ * A response whose Vary names fields other than Accept-Encoding is stored
+ * only with m->vary, the spec of the request the fetch was made for
+ * (vary_spec); without one it is not storable.
  * The stored head is resp's status line and headers without hop-by-hop,
  * framing, Age and X-Forwarded-Proto lines, plus a Content-Length of our
  * own; resp's buffer may change once this returns.
@@ -278,6 +304,13 @@ int cache_fill_want(struct cache_fill *f);
 int cache_fill_begin(struct cache_fill *f, const struct http1_msg *resp,
 		     const struct cachectl_meta *m, const char *backend,
 		     size_t backend_len);
+
+/* The spec a fill was started for (len 0: none): the variant of a stored
+ * object of the key the request matched in the fields that object's Vary
+ * names (vary_rekey), so that the leader can ask the backend for exactly
+ * it (vary_accept_line) and only requests of that variant wait for it.
+ * Valid until the fill ends. */
+struct http1_str cache_fill_vary(const struct cache_fill *f);
 
 /*
  * The object being filled, a reference for the leader (cache_fill_begin
@@ -340,6 +373,9 @@ struct iovec cache_obj_body(const struct cache_obj *o);
 int cache_obj_status(const struct cache_obj *o);
 struct http1_str cache_obj_backend(const struct cache_obj *o);
 struct http1_str cache_obj_etag(const struct cache_obj *o);   /* len 0: none */
+struct http1_str cache_obj_vary(const struct cache_obj *o);   /* its spec
+								(vary.h), len 0:
+								none */
 int64_t cache_obj_last_modified(const struct cache_obj *o);  /* -1: none */
 /* Current age (RFC 9111 4.2.3) and freshness left (negative once stale),
  * in seconds at now. */

@@ -33,8 +33,8 @@ static bool cachectl_is_ows(char c)
  * any other in an entity-tag (8.8.3: no quoted-pair there), whose list
  * cachectl_next_etag reads.
  */
-static bool cachectl_list_next(const char **pp, const char *e, struct http1_str *out,
-			       bool escapes)
+bool cachectl_list_next(const char **pp, const char *e, struct http1_str *out,
+			bool escapes)
 {
 	const char *p = *pp, *s, *t;
 	bool quoted = false;
@@ -534,7 +534,9 @@ bool cachectl_status_ok(int status)
 	return false;
 }
 
-/* Vary: NULL and *vary_ae when storable, else why not. */
+/* Vary: NULL and *vary_ae when storable, else why not. Fields other
+ * than Accept-Encoding are the caller's to key (vary.c: the spec it puts
+ * in the meta for cache_fill_begin); "*" never matches (RFC 9111 4.1). */
 static const char *cachectl_vary(const struct http1_msg *m, bool *vary_ae)
 {
 	unsigned i;
@@ -550,9 +552,8 @@ static const char *cachectl_vary(const struct http1_msg *m, bool *vary_ae)
 		while (cachectl_next(&p, e, &el)) {
 			if (el.len == 1 && el.p[0] == '*')
 				return "Vary: *";
-			if (!http1_str_ieq(el, "accept-encoding"))
-				return "Vary on a header other than Accept-Encoding";
-			*vary_ae = true;
+			if (http1_str_ieq(el, "accept-encoding"))
+				*vary_ae = true;
 		}
 	}
 	return NULL;

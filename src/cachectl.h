@@ -21,6 +21,13 @@
 /* Delta-seconds larger than this are taken as this (RFC 9111 1.2.2). */
 #define CACHECTL_DELTA_MAX INT64_C(2147483648)
 
+/* The next element of the comma-separated list [*pp, e) (RFC 9110 5.6.1),
+ * without the whitespace around it; a quoted string is kept whole, a
+ * backslash in it escaping the next byte when escapes; empty elements are
+ * skipped. false at the end. */
+bool cachectl_list_next(const char **pp, const char *e, struct http1_str *out,
+			bool escapes);
+
 /* ---- Cache-Control ---------------------------------------------------- */
 
 #define CACHECTL_NO_STORE         0x0001u
@@ -142,6 +149,10 @@ struct cachectl_meta {
 	int64_t sie;                /* stale-if-error window, 0 none */
 	struct http1_str etag;      /* slice of the response, len 0 if none */
 	int64_t last_modified;      /* -1 if none or invalid */
+	struct http1_str vary;      /* the variant's spec (vary.h) when Vary
+				       names other fields than
+				       Accept-Encoding: set by the caller
+				       (vary_spec), len 0 here */
 };
 
 /*
@@ -155,8 +166,8 @@ struct cachectl_meta {
  * Stored only: a GET; status 200, 203, 204, 300, 301, 308, 404 or 410;
  * explicit freshness (s-maxage, then max-age, then Expires - Date); still
  * fresh after its Age, or with a stale window left; none of no-store,
- * no-cache, private, Set-Cookie, Vary: * or Vary on anything but
- * Accept-Encoding; with Authorization only if public or s-maxage; with
+ * no-cache, private, Set-Cookie or Vary: *; with Authorization only if
+ * public or s-maxage; with
  * Vary: Accept-Encoding only if its Content-Encoding is one the request
  * accepted. Returns out->storable.
  */

@@ -206,6 +206,11 @@ static const struct conf_keydef conf_keys[] = {
 	{ CONF_IN_CACHE, "purge_allow", CONF_T_STRING, P(cache_purge_allow), "", 0, 0,
 	  "addresses and CIDR blocks, comma-separated, or empty",
 	  "clients (addresses, CIDR blocks) whose PURGE and BAN on the proxy port are forwarded; others get 405" },
+	{ CONF_IN_CACHE, "max_variants", CONF_T_UINT, P(cache_max_variants), "16", 1, 1024, NULL,
+	  "variants one URL may hold (responses with Vary on request headers, one per distinct normalised value); the oldest goes to make room" },
+	{ CONF_IN_CACHE, "image_formats", CONF_T_STRING, P(cache_image_formats), "", 0, 0,
+	  "image subtypes, comma-separated, in the origin's order of preference, or empty",
+	  "for image responses (Content-Type image/*) with Vary: Accept, the variant is the first of these formats the request's Accept names with q > 0 (or none), and the fetch sends the backend that format's Accept: at most one variant per format plus one, whatever browsers send; empty = off (such responses are keyed by the normalised Accept)" },
 
 	{ CONF_IN_LOG, "access", CONF_T_STRING, P(access_log), "off", 0, 0,
 	  "off, stderr, a file's path, syslog, syslog:/PATH or syslog:IP:PORT",
@@ -1613,6 +1618,16 @@ static void conf_validate_proxyproto(struct conf_parse *ps)
 			   "headers are believed (0.0.0.0/0, ::/0 to require one from every source)");
 }
 
+/* [cache] image_formats, parsed once for the request path. */
+static void conf_validate_formats(struct conf_parse *ps)
+{
+	char why[160];
+
+	if (vary_formats_parse(ps->c->cache_image_formats ? ps->c->cache_image_formats : "",
+			       &ps->c->cache_formats, why, sizeof(why)) < 0)
+		conf_error(ps, conf_line(ps->c, "image_formats"), "image_formats: %s", why);
+}
+
 /* Checks that need the whole file. */
 static void conf_validate(struct conf_parse *ps)
 {
@@ -1651,6 +1666,7 @@ static void conf_validate(struct conf_parse *ps)
 	conf_validate_list(ps, "purge_allow", c->cache_purge_allow);
 	conf_validate_query(ps);
 	conf_validate_access(ps);
+	conf_validate_formats(ps);
 	if (c->buffer_size < c->max_head_size)
 		conf_error(ps, conf_line(c, "buffer_size"),
 			   "buffer_size (%llu) is smaller than max_head_size (%llu); a head must fit in the buffer",

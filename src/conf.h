@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "query.h"
+#include "vary.h"
 
 enum conf_hash { CONF_HASH_MD5 = 0 };
 
@@ -138,6 +139,9 @@ struct conf {
 					   min-fresh are followed */
 	unsigned cache_purge_fanout;    /* backends of the walk a purge reaches */
 	char *cache_purge_allow;        /* who may PURGE/BAN on the proxy port */
+	unsigned cache_max_variants;    /* variants one URL may hold */
+	char *cache_image_formats;      /* as written: "avif, webp" */
+	struct vary_formats cache_formats; /* parsed from it (n 0: off) */
 
 	struct conf_backend *backends;
 	size_t nbackends;

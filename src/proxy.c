@@ -626,7 +626,8 @@ static void proxy_reload(struct proxy_main *m)
 	atomic_store(&m->p.max_conns, c->max_connections);
 	/* the cache survives the reload: a smaller size evicts down to it,
 	 * 0 empties it */
-	cache_configure(m->p.cache, c->cache_size, c->cache_max_object, c->cache_min_uses);
+	cache_configure(m->p.cache, c->cache_size, c->cache_max_object, c->cache_min_uses,
+			c->cache_max_variants);
 	proxy_unresolved(s);
 	proxy_publish(m, s);
 	proxy_state_save(m, "reload", err, sizeof(err));
@@ -840,7 +841,8 @@ static int proxy_preflight(const char *path, const struct conf *conf, unsigned f
 static struct cache *proxy_cache_new(const char *path, const struct conf *conf)
 {
 	struct cache_params cp = { .size = conf->cache_size, .max_object = conf->cache_max_object,
-				   .min_uses = conf->cache_min_uses };
+				   .min_uses = conf->cache_min_uses,
+				   .max_variants = conf->cache_max_variants };
 	struct cache *c;
 	char err[256];
 

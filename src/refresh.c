@@ -33,6 +33,7 @@
 #include "log.h"
 #include "request.h"
 #include "snapshot.h"
+#include "vary.h"
 #include "worker.h"
 
 /* The response head is collected here; a larger one is not stored. */
@@ -101,6 +102,8 @@ static void refresh_begin(struct refresh *r)
 	struct http1_limits lim = { sizeof(r->head), REFRESH_HEADERS };
 	struct cachectl_meta meta;
 	struct http1_msg resp;
+	char spec[VARY_SPEC_MAX];
+	ssize_t vl;
 
 	r->began = true;
 	http1_msg_init(&resp);
@@ -125,6 +128,10 @@ static void refresh_begin(struct refresh *r)
 	}
 	cachectl_response(&r->cc, HTTP1_M_GET, &resp, r->sent_at, (int64_t)time(NULL), r->grace,
 			  &meta);
+	/* the variant refreshed: the values its fetch was made with */
+	vl = vary_spec_from(&resp, cache_fill_vary(r->fill), spec, sizeof(spec));
+	if (vl > 0)
+		meta.vary = (struct http1_str){ spec, (size_t)vl };
 	if (cache_fill_begin(r->fill, &resp, &meta, r->name, strlen(r->name)) < 0)
 		r->fill = NULL;         /* not storable: the stale copy stays */
 }
@@ -171,6 +178,19 @@ static int refresh_backend(const struct request *rq, int *owner)
 	return i;
 }
 
+/* Header lines "A: b\r\nC: d\r\n" (NUL-terminated, cut in place), one
+ * slist entry a line without its CRLF. */
+static void refresh_lines(struct refresh *r, char *p)
+{
+	char *e;
+
+	while ((e = strstr(p, "\r\n")) != NULL) {
+		*e = '\0';
+		r->hdrs = curl_slist_append(r->hdrs, p);
+		p = e + 2;
+	}
+}
+
 void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_obj *stale)
 {
 	const struct conf *conf = rq->snap->conf;
@@ -178,7 +198,8 @@ void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_
 	struct worker *w = rq->w;
 	struct refresh *r = NULL;
 	struct backend *slot = NULL;
-	char url[80], target[4096], line[600], ae[32];
+	char url[80], target[4096], line[600], ae[32], vlines[VARY_SPEC_MAX];
+	ssize_t vlen;
 	int owner, i = refresh_backend(rq, &owner);
 	const struct snap_backend *sb;
 	struct pool *pool = NULL;
@@ -239,20 +260,22 @@ void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_
 	} else {
 		r->hdrs = curl_slist_append(r->hdrs, "Accept-Encoding:");
 	}
+	/* no Accept of curl's; the fields the variant's Vary names, as
+	 * this request sent them (an image variant: its format's Accept,
+	 * which curl sends instead) */
 	r->hdrs = curl_slist_append(r->hdrs, "Accept:");
+	vlen = vary_request_lines(cache_fill_vary(f), &rq->msg, vlines, sizeof(vlines) - 1);
+	if (vlen < 0)
+		goto fail;
+	vlines[vlen] = '\0';
+	refresh_lines(r, vlines);
 	if (stale) {
 		char cond[320];
 		size_t clen = req_cond_lines(stale, cond, sizeof(cond));
-		char *p = cond, *e;
 
 		r->stale = cache_obj_ref((struct cache_obj *)stale);
 		cond[clen] = '\0';
-		/* one slist entry a line, without its CRLF */
-		while ((e = strstr(p, "\r\n")) != NULL) {
-			*e = '\0';
-			r->hdrs = curl_slist_append(r->hdrs, p);
-			p = e + 2;
-		}
+		refresh_lines(r, cond);
 	}
 	r->hdrs = curl_slist_append(r->hdrs, "Via: 1.1 ringproxy");
 	curl_easy_setopt(r->easy, CURLOPT_URL, url);

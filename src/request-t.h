@@ -150,12 +150,14 @@ struct request {
 					   reference): answers instead of a
 					   backend failure (stale-if-error) */
 	int64_t sent_at;                /* when it went to the backend */
-	char cond[368];                 /* If-None-Match / If-Modified-Since
+	char cond[432];                 /* If-None-Match / If-Modified-Since
 					   lines revalidating rq->stale, then
-					   the canonical Accept-Encoding line */
+					   the canonical Accept-Encoding line
+					   and an image variant's Accept */
 	size_t cond_len;                /* 0: not revalidating */
-	size_t ae_len;                  /* the Accept-Encoding line after
-					   cond[cond_len]; 0: none */
+	size_t ae_len;                  /* the variant's lines (Accept-Encoding,
+					   Accept) after cond[cond_len]; 0:
+					   none */
 
 	/* waiting for another request's fetch (REQ_WAIT) */
 	struct cache_waiter waiter;     /* attached to the fetch (cache.h) */

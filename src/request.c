@@ -31,6 +31,7 @@
 #include "proxy.h"
 #include "refresh.h"
 #include "snapshot.h"
+#include "vary.h"
 #include "worker.h"
 
 /* What a connection lost after the request went out is called when it is
@@ -413,11 +414,20 @@ static void req_cache_response(struct request *rq, const struct http1_msg *resp,
 		rq->fill = NULL;
 	if (rq->fill) {
 		struct cachectl_meta meta;
+		char spec[VARY_SPEC_MAX];
+		ssize_t vl;
 
 		cachectl_response(&rq->cc, rq->msg.method_id, resp, rq->sent_at, (int64_t)time(NULL),
 				  (int64_t)(rq->snap->conf->cache_grace_ms / 1000), &meta);
+		/* the variant this request selects, if the response varies */
+		vl = vary_spec(resp, &rq->msg, &rq->snap->conf->cache_formats, spec, sizeof(spec));
+		if (vl > 0)
+			meta.vary = (struct http1_str){ spec, (size_t)vl };
 		if (fr->dechunk ||      /* bytes go out decoded: not what a fill takes */
-		    (!meta.storable && !req_answer_of_url(rq, resp)))
+		    (!meta.storable && !req_answer_of_url(rq, resp)) ||
+		    (meta.storable && (vl < 0 ||        /* a value it cannot key */
+				       vary_asked_other(cache_fill_vary(rq->fill),
+							(struct http1_str){ spec, vl > 0 ? (size_t)vl : 0 }))))
 			cache_fill_abort(rq->fill);     /* waiters go on, no marker */
 		else
 			stored = cache_fill_begin(rq->fill, resp, &meta, fr->backend_name.p,
@@ -1150,8 +1160,9 @@ static bool req_stale_if_error(struct request *rq)
 }
 
 /* Room kept after the conditional lines for "Accept-Encoding: br,
- * deflate, gzip, zstd" and its CRLF. */
-#define REQ_AE_ROOM 48
+ * deflate, gzip, zstd" and its CRLF, and an image variant's Accept line
+ * (vary_accept_line). */
+#define REQ_AE_ROOM (48 + 32 + VARY_FORMAT_LEN)
 
 /* A cacheable GET that leads a fill asks the backend for exactly the
  * variant its cache key names: its Accept-Encoding lines are replaced by
@@ -1171,6 +1182,22 @@ static void req_canonical_ae(struct request *rq)
 		if (http1_str_ieq(rq->msg.headers[i].name, "accept-encoding"))
 			rq->msg.headers[i].flags |= HTTP1_HDR_DROP;
 	rq->ae_len = line.len;
+}
+
+/* A fill of an image variant (vary.h) asks the backend for its format:
+ * the Accept lines are replaced by the variant's (vary_accept_line), so
+ * the object stored is the one every request of the variant would get. */
+static void req_canonical_accept(struct request *rq)
+{
+	size_t at = rq->cond_len + rq->ae_len;
+	size_t n = vary_accept_line(cache_fill_vary(rq->fill), rq->cond + at, sizeof(rq->cond) - at);
+
+	if (n == 0)
+		return;
+	for (unsigned i = 0; i < rq->msg.nheaders; i++)
+		if (http1_str_ieq(rq->msg.headers[i].name, "accept"))
+			rq->msg.headers[i].flags |= HTTP1_HDR_DROP;
+	rq->ae_len += n;
 }
 
 /* The lock_timeout of the request's config. */
@@ -1236,6 +1263,8 @@ static bool req_cache_lookup(struct request *rq)
 	}
 	now = (int64_t)time(NULL);
 	cache_req_init(&cr, cache, key, (size_t)klen, &rq->cc, now);
+	cr.msg = &rq->msg;
+	cr.fm = &rq->snap->conf->cache_formats;
 	/* stale-while-revalidate, and the expired object kept at hand for
 	 * stale-if-error */
 	cr.flags |= CACHE_L_STALE | CACHE_L_KEEP_STALE;
@@ -1278,8 +1307,10 @@ static bool req_cache_lookup(struct request *rq)
 		 * it changed (a 304 keeps the stored body) */
 		if (obj && rq->fill && !req_conditional(&rq->msg))
 			rq->cond_len = req_cond_lines(obj, rq->cond, sizeof(rq->cond) - REQ_AE_ROOM);
-		if (rq->fill)
+		if (rq->fill) {
 			req_canonical_ae(rq);
+			req_canonical_accept(rq);
+		}
 		rq->cache_fwd = rq->cc.kind == CACHECTL_REFRESH ? "request" : "miss";
 		return false;
 	case CACHE_PASS:
@@ -1341,7 +1372,9 @@ static void req_on_wake(struct mbox_msg *m)
 	rq->wake_due = false;
 	if (rq->state == REQ_WAIT) {
 		event_del(&rq->wait_ev);
-		if (obj && req_reply_obj(rq, obj, NULL) == 0)
+		/* a fetch that turned out to vary may be another variant */
+		if (obj && cache_obj_matches(obj, &rq->msg, &rq->snap->conf->cache_formats)
+		    && req_reply_obj(rq, obj, NULL) == 0)
 			return;
 		cache_obj_release(obj);
 		req_wait_over(rq);

@@ -8,6 +8,7 @@
  */
 #include "cache.h"
 #include "tap.h"
+#include "vary.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -282,18 +283,18 @@ static void test_resize(void)
 	tap_ok(stats(c).objects > 60, "filled: %llu objects",
 	       (unsigned long long)stats(c).objects);
 	get(c, "rs/99", 0, 0, NOW, &o);
-	cache_configure(c, size / 2, 1 << 20, 0);
+	cache_configure(c, size / 2, 1 << 20, 0, 0);
 	tap_ok(stats(c).bytes <= size / 2 && stats(c).objects > 20,
 	       "resized to half: %llu bytes, %llu objects",
 	       (unsigned long long)stats(c).bytes, (unsigned long long)stats(c).objects);
-	cache_configure(c, 0, 1 << 20, 0);
+	cache_configure(c, 0, 1 << 20, 0, 0);
 	tap_ok(stats(c).bytes == 0 && stats(c).objects == 0, "resized to 0: empty");
 	tap_is_int(get(c, "rs/1", 0, 0, NOW, NULL), CACHE_OFF, "size 0: lookups say off");
 	tap_ok(o != NULL && iov_is(cache_obj_body(o), "") == false
 	       && ((char *)cache_obj_body(o).iov_base)[3999] == 'r',
 	       "an object referenced across the emptying stays readable");
 	cache_obj_release(o);
-	cache_configure(c, size, 1 << 20, 0);
+	cache_configure(c, size, 1 << 20, 0, 0);
 	tap_is_int(put(c, "rs/new", 100, 'n', NULL, 0, NOW), 0, "size back: stores again");
 	tap_ok(hits(c, "rs/new", NOW), "and hits");
 	cache_free(c);
@@ -579,6 +580,178 @@ static void test_variants(void)
 	tap_ok(a.woken == 1 && a.obj == NULL, "the br waiter: woken once with NULL");
 	tap_ok(b.woken == 1 && b.obj != NULL && iov_is(cache_obj_body(b.obj), "z"),
 	       "the gzip waiter: woken once with the object");
+	cache_obj_release(b.obj);
+	cache_free(c);
+}
+
+/* ---- Vary on request header fields ---------------------------------------- */
+
+/* A request head with header lines hdrs, for the lookup's msg. */
+struct vreq {
+	char buf[1024];
+	struct http1_msg m;
+	struct http1_header h[16];
+};
+
+static const struct http1_msg *vmsg(struct vreq *v, const char *hdrs)
+{
+	snprintf(v->buf, sizeof(v->buf), "GET /x HTTP/1.1\r\nHost: h\r\n%s\r\n", hdrs);
+	http1_msg_init(&v->m);
+	if (http1_parse_request(&v->m, v->h, v->buf, strlen(v->buf), &lim) <= 0)
+		tap_diag("bad request head: %s", hdrs);
+	return &v->m;
+}
+
+/* Look key up as a request with header lines hdrs. */
+static enum cache_result vlookup(struct cache *c, const char *key, const char *hdrs,
+				 struct cache_waiter *w, struct cache_obj **o,
+				 struct cache_fill **f, struct vreq *v)
+{
+	struct cache_req r;
+
+	/* a refresh when hdrs says so: it replaces a fresh variant */
+	rq(c, &r, key, strstr(hdrs, "Cache-Control: no-cache") ? CACHE_L_REFRESH : 0, 0, NOW);
+	r.msg = vmsg(v, hdrs);
+	return cache_lookup(c, &r, w, o, f);
+}
+
+/* Fill f with response head extra (its Vary keyed for request v) and
+ * body, now. Returns what cache_fill_begin said, or the done's. */
+static int vfill(struct cache_fill *f, const struct vreq *v, const char *extra,
+		 const char *body, int64_t now)
+{
+	char head[512], spec[VARY_SPEC_MAX];
+	struct resp r;
+	ssize_t n;
+
+	snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\n%sContent-Length: %zu\r\n\r\n",
+		 extra, strlen(body));
+	if (mkresp(&r, head, 0, now) < 0) {
+		cache_fill_abort(f);
+		return -1;
+	}
+	n = v != NULL ? vary_spec(&r.m, &v->m, NULL, spec, sizeof(spec)) : 0;
+	if (n > 0)
+		r.meta.vary = (struct http1_str){ spec, (size_t)n };
+	if (cache_fill_begin(f, &r.m, &r.meta, BACKEND, strlen(BACKEND)) < 0)
+		return -1;
+	if (cache_fill_body(f, body, strlen(body)) < 0)
+		return -1;
+	return cache_fill_done(f);
+}
+
+/* Store key's variant for request hdrs (a miss that leads the fill). */
+static int vput(struct cache *c, const char *key, const char *hdrs, const char *extra,
+		const char *body, int64_t now)
+{
+	struct vreq v;
+	struct cache_obj *o;
+	struct cache_fill *f;
+	int rc = -1;
+
+	if (vlookup(c, key, hdrs, NULL, &o, &f, &v) == CACHE_MISS)
+		rc = vfill(f, &v, extra, body, now);
+	cache_obj_release(o);
+	return rc;
+}
+
+/* The body key's lookup with hdrs hits, or "" for anything but a hit. */
+static bool vhit(struct cache *c, const char *key, const char *hdrs, const char *body)
+{
+	struct vreq v;
+	struct cache_obj *o;
+	struct cache_fill *f;
+	enum cache_result res = vlookup(c, key, hdrs, NULL, &o, &f, &v);
+	bool ok = res == CACHE_HIT && iov_is(cache_obj_body(o), body);
+
+	if (f != NULL)
+		cache_fill_abort(f);
+	cache_obj_release(o);
+	return ok;
+}
+
+#define VDEV "Cache-Control: max-age=60\r\nVary: X-Device\r\n"
+
+static void test_vary_fields(void)
+{
+	struct cache_params p = { .size = 1 << 20, .max_object = 1 << 20, .shards = 1, .seed = 42,
+				  .max_variants = 3 };
+	char err[128];
+	struct cache *c = cache_new(&p, err, sizeof(err));
+	struct wake_rec a = { { rec_wake, NULL, NULL, NULL, NULL, 0, 0 }, NULL, 0 };
+	struct wake_rec b = a, d = a;
+	struct cache_obj *o;
+	struct cache_fill *f, *fx, *fb, *fc, *fy;
+	struct cache_key k;
+	struct vreq v, va, vb, vd;
+
+	tap_is_int(vput(c, "vf/1", "X-Device: mobile\r\n", VDEV, "M", NOW), 0, "Vary: X-Device stored");
+	tap_ok(vhit(c, "vf/1", "x-device:  mobile \r\n", "M"), "the same device (spelt otherwise): a hit");
+	tap_ok(!vhit(c, "vf/1", "X-Device: desktop\r\n", "M"), "another device: no hit");
+	tap_ok(!vhit(c, "vf/1", "", "M"), "no X-Device: no hit");
+	vput(c, "vf/1", "X-Device: desktop\r\n", VDEV, "D", NOW + 1);
+	vput(c, "vf/1", "", VDEV, "N", NOW + 2);
+	tap_ok(vhit(c, "vf/1", "X-Device: mobile\r\n", "M") && vhit(c, "vf/1", "X-Device: desktop\r\n", "D")
+	       && vhit(c, "vf/1", "", "N"), "three variants kept apart, each a hit");
+	tap_is_int(stats(c).objects, 3, "three objects");
+	vput(c, "vf/1", "X-Device: tv\r\n", VDEV, "T", NOW + 3);
+	tap_ok(stats(c).objects == 3 && !vhit(c, "vf/1", "X-Device: mobile\r\n", "M")
+	       && vhit(c, "vf/1", "X-Device: tv\r\n", "T") && vhit(c, "vf/1", "", "N"),
+	       "max_variants 3: a fourth removes the oldest");
+	vput(c, "vf/1", "X-Device: tv\r\nCache-Control: no-cache\r\n", VDEV, "T2", NOW + 4);
+	tap_ok(stats(c).objects == 3 && vhit(c, "vf/1", "X-Device: tv\r\n", "T2")
+	       && vhit(c, "vf/1", "X-Device: desktop\r\n", "D"), "a variant stored again replaces itself only");
+	cache_key_init(c, &k, "vf/1", 4);
+	tap_is_int(cache_invalidate(c, &k), 3, "an invalidation (a purge) removes every variant");
+	tap_ok(!vhit(c, "vf/1", "X-Device: tv\r\n", "T2"), "none is left");
+
+	vput(c, "vf/2", "X-Device: mobile\r\n", VDEV, "M", NOW);
+	vput(c, "vf/2", "X-Device: mobile\r\nCache-Control: no-cache\r\n",
+	     "Cache-Control: max-age=60\r\nVary: X-Other\r\n", "O", NOW + 1);
+	tap_ok(stats(c).objects == 1 && vhit(c, "vf/2", "X-Device: tv\r\n", "O"),
+	       "a response of another Vary supersedes the old variants");
+
+	/* a response varying on a field nobody keyed is not stored */
+	tap_is_int(vlookup(c, "vf/3", "X-Device: a\r\n", NULL, &o, &f, &v), CACHE_MISS, "vf/3 misses");
+	tap_is_int(vfill(f, NULL, VDEV, "x", NOW), -1, "Vary on a field without its spec: not stored");
+	tap_is_int(vlookup(c, "vf/4", "", NULL, &o, &f, &v), CACHE_MISS, "vf/4 misses");
+	tap_is_int(vfill(f, &v, "Cache-Control: max-age=60\r\nVary: *\r\n", "x", NOW), -1,
+		   "Vary: * is never stored");
+
+	/* coalescing, cold: everyone waits on the first fetch; the response
+	 * varies, and each waiter checks it on its own (cache_obj_matches) */
+	vlookup(c, "vf/5", "X-Device: a\r\n", NULL, &o, &f, &v);
+	tap_is_int(vlookup(c, "vf/5", "X-Device: a\r\n", &a.w, &o, &fx, &va), CACHE_WAIT, "cold: a waits");
+	tap_is_int(vlookup(c, "vf/5", "X-Device: b\r\n", &b.w, &o, &fx, &vb), CACHE_WAIT, "cold: b waits too");
+	vfill(f, &v, VDEV, "A", NOW);
+	tap_ok(a.woken == 1 && a.obj != NULL && cache_obj_matches(a.obj, &va.m, NULL),
+	       "the waiter of the same device gets its variant");
+	tap_ok(b.woken == 1 && b.obj != NULL && !cache_obj_matches(b.obj, &vb.m, NULL),
+	       "the other one is told it is not its variant");
+	cache_obj_release(a.obj);
+	cache_obj_release(b.obj);
+
+	/* coalescing, warm: the key is known to vary, so a fetch is per
+	 * variant and only requests of that variant wait for it */
+	a.woken = b.woken = 0;
+	a.obj = b.obj = NULL;
+	tap_is_int(vlookup(c, "vf/5", "X-Device: b\r\n", NULL, &o, &fb, &v), CACHE_MISS, "b's variant: a miss");
+	tap_ok(cache_fill_vary(fb).len == 11 && memcmp(cache_fill_vary(fb).p, "x-device:b\n", 11) == 0,
+	       "its fill knows the variant it fetches");
+	tap_is_int(vlookup(c, "vf/5", "X-Device: b\r\n", &b.w, &o, &fy, &vb), CACHE_WAIT,
+		   "another b waits for it");
+	tap_is_int(vlookup(c, "vf/5", "X-Device: c\r\n", &d.w, &o, &fc, &vd), CACHE_MISS,
+		   "a c leads a fetch of its own instead");
+	tap_is_int(vlookup(c, "vf/5", "X-Device: c\r\n", &a.w, &o, &fy, &va), CACHE_WAIT,
+		   "and a second c waits on that one");
+	vfill(fc, &vd, VDEV, "C", NOW);
+	tap_ok(a.woken == 1 && a.obj != NULL && iov_is(cache_obj_body(a.obj), "C") && b.woken == 0,
+	       "c's fetch wakes c's waiter only");
+	vfill(fb, &v, VDEV, "B", NOW);
+	tap_ok(b.woken == 1 && b.obj != NULL && iov_is(cache_obj_body(b.obj), "B")
+	       && vhit(c, "vf/5", "X-Device: b\r\n", "B") && vhit(c, "vf/5", "X-Device: c\r\n", "C"),
+	       "b's fetch wakes b's, and both variants are stored");
+	cache_obj_release(a.obj);
 	cache_obj_release(b.obj);
 	cache_free(c);
 }
@@ -1156,7 +1329,7 @@ static void test_min_uses(void)
 
 	s = stats(c);
 	tap_ok(s.below_min_uses == 1 && s.stores == 2, "stats: 1 miss not stored below min_uses, 2 stores");
-	cache_configure(c, 1 << 20, 1 << 16, 1);
+	cache_configure(c, 1 << 20, 1 << 16, 1, 0);
 	rq(c, &r, "h/new", 0, 0, NOW);
 	tap_is_int(cache_lookup(c, &r, NULL, &o, &f), CACHE_MISS, "min_uses 1 (reloaded): a first request misses");
 	tap_is_int(cache_fill_want(f), 0, "... and its fill is wanted at once");
@@ -1310,6 +1483,7 @@ int main(void)
 	test_freshness();
 	test_flags();
 	test_variants();
+	test_vary_fields();
 	test_fills();
 	test_uncacheable();
 	test_hold();
