@@ -16,16 +16,17 @@
  * is dup2()ed onto the descriptor the workers write to, so a worker
  * never sees a closed or reused descriptor.
  *
- * To syslog ([log] access = syslog...), the descriptor is a connected,
- * non-blocking datagram socket and a batch goes out as one datagram a
- * line, all of them with one sendmmsg(): RFC 3164 framing to a local
- * socket (what syslog(3) writes; journald and rsyslog read it), RFC 5424
- * to a server over UDP. A datagram the socket cannot take at once (a
- * receiver behind, a socket buffer full) is dropped and counted as a
- * failed write is: the log never holds up a worker. A local receiver
- * that restarted refuses the old connection; the worker that sees it
- * says so, and the main thread connects again within a second
- * (access_tick).
+ * To syslog ([log] access = syslog...), the descriptor is a non-blocking
+ * datagram socket, not connected: a batch goes out as one datagram a
+ * line, each addressed to the receiver, all of them with one sendmmsg():
+ * RFC 3164 framing to a local socket (what syslog(3) writes; journald and
+ * rsyslog read it), RFC 5424 to a server over UDP. A datagram the socket
+ * cannot take at once (a receiver behind, a socket buffer full, none
+ * there) is dropped and counted as a failed write is: the log never holds
+ * up a worker. Addressed by name, a local receiver that restarted (a new
+ * socket at the path) gets the next datagram, with nothing to connect
+ * again: a connect() of the main thread's on the socket the workers send
+ * on would race with their sends.
  */
 #include "access.h"
 
@@ -63,29 +64,40 @@ static _Atomic(_Atomic uint64_t *) access_drops;
  * one of two framings. Workers read it at each flush. */
 enum access_to { ACCESS_TO_FD, ACCESS_TO_LOCAL, ACCESS_TO_REMOTE };
 static _Atomic int access_to;
-static _Atomic int access_refused;      /* a worker saw the receiver gone */
-/* main thread: the syslog peer, to connect again to */
-static struct sockaddr_storage access_peer;
-static socklen_t access_peerlen;
+/* The syslog receiver, made by the main thread at each open and never
+ * changed after: workers read the newest (acquire) at each flush, and the
+ * older ones a flush may still hold stay until access_close. */
+struct access_dest {
+	struct sockaddr_storage sa;
+	socklen_t len;
+	struct access_dest *older;
+};
+static _Atomic(struct access_dest *) access_dest;
 /* the part of each syslog header after the time stamp, made at the first
  * syslog open (before access_to says syslog) and never changed: "
  * HOST ringproxy PID access - " (RFC 5424) and " ringproxy[PID]: " */
 static char access_tail5424[128], access_tail3164[64];
 static size_t access_tail5424_len, access_tail3164_len;
 
-/* The syslog socket for peer, connected; -1 with err. */
+/* The syslog socket for peer (not connected: each datagram names peer);
+ * -1 with err when peer cannot be reached now (a connect() on a socket of
+ * its own says so at the start and at a reload, not at each line). */
 static int access_syslog_open(const struct sockaddr_storage *peer, socklen_t len, const char *spec, char *err,
 			      size_t errlen)
 {
-	int fd = socket(peer->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int probe = socket(peer->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int fd = -1;
 
-	if (fd < 0 || connect(fd, (const struct sockaddr *)peer, len) < 0) {
+	if (probe >= 0 && connect(probe, (const struct sockaddr *)peer, len) == 0)
+		fd = socket(peer->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
 		snprintf(err, errlen, "[log] access %s: %s%s", spec, strerror(errno),
 			 peer->ss_family == AF_UNIX ? "; is a syslog daemon (or journald) running?" : "");
-		if (fd >= 0)
-			close(fd);
+		if (probe >= 0)
+			close(probe);
 		return -1;
 	}
+	close(probe);
 	if (!access_tail5424_len) {
 		char host[64] = "-";
 
@@ -106,6 +118,7 @@ int access_open(const char *spec, _Atomic uint64_t *dropped, char *err, size_t l
 	char *file = NULL;
 	struct sockaddr_storage peer;
 	socklen_t peerlen = 0;
+	struct access_dest *dest = NULL;
 
 	atomic_store(&access_drops, dropped);
 	if (strcmp(spec, "off") == 0 || !*spec) {
@@ -120,6 +133,15 @@ int access_open(const char *spec, _Atomic uint64_t *dropped, char *err, size_t l
 		if (fd < 0)
 			return -1;
 		file = strdup(spec);
+		dest = calloc(1, sizeof(*dest));
+		if (!dest) {
+			close(fd);
+			free(file);
+			snprintf(err, len, "[log] access %s: out of memory", spec);
+			return -1;
+		}
+		dest->sa = peer;
+		dest->len = peerlen;
 		to = peer.ss_family == AF_UNIX ? ACCESS_TO_LOCAL : ACCESS_TO_REMOTE;
 		break;
 	default:
@@ -139,6 +161,7 @@ int access_open(const char *spec, _Atomic uint64_t *dropped, char *err, size_t l
 		if (fd >= 0)
 			close(fd);
 		free(file);
+		free(dest);
 		return -1;
 	}
 	if (cur >= 0) {
@@ -147,6 +170,7 @@ int access_open(const char *spec, _Atomic uint64_t *dropped, char *err, size_t l
 			snprintf(err, len, "[log] access %s: %s", spec, strerror(errno));
 			close(fd);
 			free(file);
+			free(dest);
 			return -1;
 		}
 		close(fd);
@@ -155,26 +179,14 @@ int access_open(const char *spec, _Atomic uint64_t *dropped, char *err, size_t l
 	}
 	free(access_file);
 	access_file = file;
-	if (to != ACCESS_TO_FD) {
-		access_peer = peer;
-		access_peerlen = peerlen;
+	if (dest) {
+		dest->older = atomic_load_explicit(&access_dest, memory_order_relaxed);
+		atomic_store_explicit(&access_dest, dest, memory_order_release);
 	}
 	/* release: a worker that reads a syslog framing sees the tails */
 	atomic_store_explicit(&access_to, to, memory_order_release);
-	atomic_store(&access_refused, 0);
 	atomic_store(&access_on, 1);
 	return 0;
-}
-
-void access_tick(void)
-{
-	int fd = atomic_load(&access_fd);
-
-	if (atomic_load(&access_to) == ACCESS_TO_FD || !atomic_exchange(&access_refused, 0) || fd < 0)
-		return;
-	/* a datagram socket may connect again: the receiver's new socket */
-	if (connect(fd, (const struct sockaddr *)&access_peer, access_peerlen) < 0)
-		atomic_store(&access_refused, 1);
 }
 
 int access_reopen(char *err, size_t len)
@@ -202,9 +214,16 @@ const char *access_path(void)
 void access_close(void)
 {
 	int fd = atomic_exchange(&access_fd, -1);
+	struct access_dest *d = atomic_exchange(&access_dest, NULL);
 
 	if (fd >= 0)
 		close(fd);
+	while (d) {
+		struct access_dest *older = d->older;
+
+		free(d);
+		d = older;
+	}
 	atomic_store(&access_on, 0);
 	free(access_file);
 	access_file = NULL;
@@ -227,7 +246,7 @@ static char *access_put(char *p, const char *s, size_t n)
  * a header: the priority (local7.info), the stamp of b's second (the
  * lines are of it, or of the ACCESS_FLUSH_MS before) in to's framing, and
  * the tail. Returns the lines not sent. */
-static uint64_t access_flush_syslog(struct access_buf *b, int fd, int to)
+static uint64_t access_flush_syslog(struct access_buf *b, int fd, int to, const struct access_dest *dest)
 {
 	struct mmsghdr msg[ACCESS_MSGS];
 	struct iovec iov[ACCESS_MSGS][2];
@@ -264,6 +283,8 @@ static uint64_t access_flush_syslog(struct access_buf *b, int fd, int to)
 			iov[n][0] = (struct iovec){ head, (size_t)(p - head) };
 			iov[n][1] = (struct iovec){ b->data + off, end - off };
 			memset(&msg[n], 0, sizeof(msg[n]));
+			msg[n].msg_hdr.msg_name = (void *)&dest->sa;
+			msg[n].msg_hdr.msg_namelen = dest->len;
 			msg[n].msg_hdr.msg_iov = iov[n];
 			msg[n].msg_hdr.msg_iovlen = 2;
 			off = end + 1;
@@ -271,8 +292,6 @@ static uint64_t access_flush_syslog(struct access_buf *b, int fd, int to)
 		do
 			sent = sendmmsg(fd, msg, n, MSG_DONTWAIT | MSG_NOSIGNAL);
 		while (sent < 0 && errno == EINTR);
-		if (sent < 0 && (errno == ECONNREFUSED || errno == ENOTCONN))
-			atomic_store_explicit(&access_refused, 1, memory_order_relaxed);
 		if (sent < (int)n) {
 			/* the socket takes no more now: the rest of the batch
 			 * is dropped rather than waited for */
@@ -289,10 +308,11 @@ void access_buf_flush(struct access_buf *b)
 {
 	int fd = atomic_load_explicit(&access_fd, memory_order_relaxed);
 	int to = atomic_load_explicit(&access_to, memory_order_acquire);
+	const struct access_dest *dest = atomic_load_explicit(&access_dest, memory_order_acquire);
 	size_t off = 0;
 
-	if (fd >= 0 && to != ACCESS_TO_FD && b->len) {
-		uint64_t lost = access_flush_syslog(b, fd, to);
+	if (fd >= 0 && to != ACCESS_TO_FD && dest && b->len) {
+		uint64_t lost = access_flush_syslog(b, fd, to, dest);
 		_Atomic uint64_t *d = atomic_load(&access_drops);
 
 		if (lost && d)

@@ -34,9 +34,6 @@ int access_open(const char *spec, _Atomic uint64_t *dropped, char *err, size_t l
 int access_reopen(char *err, size_t len);
 /* The file path, or NULL when the log is off or on stderr. */
 const char *access_path(void);
-/* Main thread, every second: with syslog, connect again when a worker
- * found the receiver gone (a restarted journald or rsyslog). */
-void access_tick(void);
 /* Main thread, at the end: close it. */
 void access_close(void);
 

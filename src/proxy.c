@@ -659,7 +659,6 @@ static void proxy_on_sample(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	stats_sample(&m->p);
-	access_tick();
 }
 
 static void proxy_on_hup(evutil_socket_t sig, short what, void *arg)
