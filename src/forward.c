@@ -396,17 +396,17 @@ static int fwd_begin(struct request *rq, int i, bool fresh, char *why, size_t wh
 	return 0;
 }
 
-int fwd_start(struct request *rq, int i, char *why, size_t whylen)
+static int fwd_start(struct request *rq, int i, char *why, size_t whylen)
 {
 	return fwd_begin(rq, i, false, why, whylen);
 }
 
-bool fwd_sending(const struct upstream *u)
+static bool fwd_sending(const struct upstream *u)
 {
 	return !outq_empty(&u->out);
 }
 
-void fwd_request_body(struct upstream *u)
+static void fwd_request_body(struct upstream *u)
 {
 	if (u->state == UP_CONNECTING || event_pending(&u->wev, EV_WRITE, NULL))
 		return;         /* sent when the socket takes more */
@@ -461,7 +461,7 @@ static void fwd_pause(struct upstream *u)
 	}
 }
 
-void fwd_client_drained(struct upstream *u)
+static void fwd_client_drained(struct upstream *u)
 {
 	if (u->resp_done && u->in.pos == u->in.len) {
 		fwd_finish(u);
@@ -836,3 +836,11 @@ static void fwd_on_timeout(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 }
+
+const struct req_backend_ops fwd_req_ops = {
+	.start = fwd_start,
+	.sending = fwd_sending,
+	.request_body = fwd_request_body,
+	.client_drained = fwd_client_drained,
+	.close = fwd_close,
+};

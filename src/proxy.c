@@ -38,11 +38,14 @@
 #include "admin.h"
 #include "cache.h"
 #include "conn.h"
+#include "forward.h"
+#include "front.h"
 #include "health.h"
 #include "log.h"
 #include "notify.h"
 #include "plan.h"
 #include "preflight.h"
+#include "refresh.h"
 #include "rates.h"
 #include "registry.h"
 #include "snapshot.h"
@@ -528,6 +531,20 @@ static void proxy_fd_limit(const struct conf *c)
 			 c->max_connections, need, (unsigned long long)rl.rlim_cur);
 }
 
+/* What a worker runs (worker.h): the client side (front.c) on its
+ * connections, the backend side (forward.c) on its pools; background
+ * refreshes end before the connections close, the access log's buffer is
+ * flushed after their last lines. */
+static const struct worker_ops proxy_worker_ops = {
+	.start = access_worker_init,
+	.accept = front_accept,
+	.drain = front_drain,
+	.close = front_close,
+	.close_idle = fwd_close,
+	.stop = refresh_free_all,
+	.end = access_worker_free,
+};
+
 /* One listener per worker on addr; port 0 becomes the first one's port. */
 static int proxy_listen(struct proxy_main *m, struct sockaddr_storage *addr, socklen_t addrlen,
 			unsigned nworkers, int *port)
@@ -552,7 +569,8 @@ static int proxy_listen(struct proxy_main *m, struct sockaddr_storage *addr, soc
 				((struct sockaddr_in *)addr)->sin_port = htons((uint16_t)*port);
 		}
 		snapshot_ref(m->snap);
-		m->p.workers[i] = worker_new(&m->p, (int)i, fd, m->snap, err, sizeof(err));
+		m->p.workers[i] = worker_new(&m->p, (int)i, fd, m->snap, &proxy_worker_ops, err,
+					     sizeof(err));
 		if (!m->p.workers[i]) {
 			snapshot_unref(m->snap);
 			close(fd);

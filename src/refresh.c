@@ -31,7 +31,6 @@
 #include "conf.h"
 #include "curlev.h"
 #include "log.h"
-#include "request.h"
 #include "snapshot.h"
 #include "worker.h"
 
@@ -161,7 +160,7 @@ static void refresh_on_done(CURL *easy, CURLcode rc, void *arg)
 /* The backend a request for rq's key would go to now, -1 if none would
  * take it (down, or at max_inflight); *owner the key's owner then (-1:
  * the ring is empty). */
-static int refresh_backend(const struct request *rq, int *owner)
+static int refresh_backend(const struct refresh_req *rq, int *owner)
 {
 	int order[1], nout = 0, i;
 	struct balance_why why[1];
@@ -171,7 +170,7 @@ static int refresh_backend(const struct request *rq, int *owner)
 	return i;
 }
 
-void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_obj *stale)
+void refresh_start(const struct refresh_req *rq, struct cache_fill *f, const struct cache_obj *stale)
 {
 	const struct conf *conf = rq->snap->conf;
 	const struct http1_header *host = NULL;
@@ -183,10 +182,10 @@ void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_
 	const struct snap_backend *sb;
 	struct pool *pool = NULL;
 
-	for (unsigned h = 0; h < rq->msg.nheaders && !host; h++)
-		if (http1_str_ieq(rq->msg.headers[h].name, "host"))
-			host = &rq->msg.headers[h];
-	if (owner < 0 || rq->msg.target.len == 0 || rq->msg.target.p[0] != '/')
+	for (unsigned h = 0; h < rq->msg->nheaders && !host; h++)
+		if (http1_str_ieq(rq->msg->headers[h].name, "host"))
+			host = &rq->msg->headers[h];
+	if (owner < 0 || rq->msg->target.len == 0 || rq->msg->target.p[0] != '/')
 		goto fail;
 	/* a refresh nobody has room for is counted on the backend that
 	 * would take it, or on the key's owner when none would */
@@ -199,7 +198,7 @@ void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_
 	}
 	sb = &rq->snap->be[i];
 	slot = sb->state;
-	if (http1_write_target(&rq->msg, (struct http1_str){ sb->conf->prefix, sb->prefix_len },
+	if (http1_write_target(rq->msg, (struct http1_str){ sb->conf->prefix, sb->prefix_len },
 			       target, sizeof(target)) < 0)
 		goto fail;
 	snprintf(url, sizeof(url), "http://%s/", sb->addr_text);
@@ -236,7 +235,7 @@ void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_
 	r->hdrs = curl_slist_append(r->hdrs, "Accept:");
 	if (stale) {
 		char cond[320];
-		size_t clen = req_cond_lines(stale, cond, sizeof(cond));
+		size_t clen = cachectl_cond_lines(cache_obj_etag(stale), cache_obj_last_modified(stale), cond, sizeof(cond));
 		char *p = cond, *e;
 
 		r->stale = cache_obj_ref((struct cache_obj *)stale);

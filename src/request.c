@@ -2,7 +2,8 @@
  * request.c -- one request's state, from its parsed head to its end, on
  * its worker's thread (HAProxy's stream). The client side (front.c)
  * creates and ends it; between the two it is routed here (key ->
- * [cache] -> ring walk and eligibility -> a backend through forward.c)
+ * [cache] -> ring walk and eligibility -> a backend through the backend
+ * side's ops, forward.c's)
  * and answered through the few functions request.h names: a response
  * head, body bytes, done, failed. The proxy's own replies, the request
  * id, retries along the walk and the passive-health accounting of a lost
@@ -24,11 +25,10 @@
 #include "cachectl.h"
 #include "conf.h"
 #include "conn.h"
-#include "forward.h"
-#include "front.h"
 #include "health.h"
+#include "key.h"
 #include "log.h"
-#include "proxy.h"
+#include "proxy-t.h"
 #include "refresh.h"
 #include "snapshot.h"
 #include "worker.h"
@@ -51,16 +51,18 @@ static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *ho
 static bool req_stale_if_error(struct request *rq);
 static bool req_conditional(const struct http1_msg *m);
 static int req_revalidated(struct request *rq, const struct http1_msg *resp);
+static void req_log_fields(struct request *rq, struct access_req *l);
 
-void req_init(struct request *rq, struct client *c, const struct rbuf *in,
+void req_init(struct request *rq, struct worker *w, struct client *c, const struct rbuf *in,
 	      struct outq *out, char **scratch, size_t *scratch_cap,
-	      const char *ip, size_t iplen)
+	      const char *ip, size_t iplen,
+	      const struct req_client_ops *client, const struct req_backend_ops *backend)
 {
-	struct worker *w = front_worker(c);
-
 	memset(rq, 0, sizeof(*rq));
 	rq->cl = c;
 	rq->w = w;
+	rq->client = client;
+	rq->backend = backend;
 	rq->in = in;
 	rq->out = out;
 	rq->scratch = scratch;
@@ -175,10 +177,10 @@ void req_serve(struct request *rq)
 
 	if (req_purge_refused(rq))
 		return;
-	rq->keypos = front_key_pos(rq->snap->conf->scheme, rq->snap->conf->key, &rq->msg,
+	rq->keypos = key_pos(rq->snap->conf->scheme, rq->snap->conf->key, &rq->msg,
 				   rq->snap->ramp ? &keyu : NULL);
 	balance_start(rq->snap, &rq->walk, &rq->pick, rq->keypos, keyu);
-	front_key_ramp(rq->snap, &rq->msg, rq->pick.ramp_pos);
+	key_ramp(rq->snap, &rq->msg, rq->pick.ramp_pos);
 	/* [cache]: the lookup goes here, between the key and the walk: a
 	 * hit answers with req_response_head + req_body + req_done, a fetch
 	 * in flight elsewhere parks the request with req_wait (the walk is
@@ -221,7 +223,7 @@ static void req_settle(struct request *rq)
 bool req_end(struct request *rq)
 {
 	if (rq->up)
-		fwd_close(rq->up);      /* unbinds */
+		rq->backend->close(rq->up);      /* unbinds */
 	if (rq->state == REQ_WAIT) {
 		event_del(&rq->wait_ev);
 		/* false: the wake-up is on its way; the connection keeps the
@@ -250,7 +252,16 @@ bool req_end(struct request *rq)
 			rq->end_kind = REQ_END_ABORT;
 		else if (rq->state == REQ_DONE)
 			worker_hist(&rq->w->request, took);
-		access_log(rq, took);
+		if (access_wanted()) {
+			struct access_fields f;
+
+			req_log_fields(rq, &f.log);
+			f.ip = rq->ip;
+			f.iplen = rq->iplen;
+			f.minor = rq->msg.minor;
+			f.dur_us = took;
+			access_log(rq->w, &f, &rq->msg, rq->t_begin);
+		}
 	}
 	worker_snap_drop(rq->w, rq->snap);
 	rq->snap = NULL;
@@ -265,7 +276,7 @@ bool req_end(struct request *rq)
 size_t req_keep_from(const struct request *rq)
 {
 	if (rq->state == REQ_IDLE || !rq->head_sent || rq->msg.framing == HTTP1_BODY_NONE ||
-	    (rq->up && fwd_sending(rq->up)))
+	    (rq->up && rq->backend->sending(rq->up)))
 		return 0;
 	return rq->body_end;
 }
@@ -300,7 +311,7 @@ int req_take_body(struct request *rq, const char **p, size_t *n)
 	}
 	rq->body_end += used;
 	if (rq->body_done)
-		front_body_taken(rq->cl);
+		rq->client->body_taken(rq->cl);
 	return 0;
 }
 
@@ -311,13 +322,13 @@ void req_head_sent(struct request *rq)
 
 void req_want_body(struct request *rq)
 {
-	front_resume(rq->cl);
+	rq->client->resume(rq->cl);
 }
 
 void req_client_data(struct request *rq)
 {
 	if (rq->up)
-		fwd_request_body(rq->up);
+		rq->backend->request_body(rq->up);
 }
 
 static bool req_fill_pump(struct request *rq);
@@ -327,10 +338,10 @@ void req_client_drained(struct request *rq)
 	if (req_fill_pump(rq) && req_send(rq) <= 0)
 		return;
 	if (rq->up) {
-		fwd_client_drained(rq->up);
+		rq->backend->client_drained(rq->up);
 	} else if (rq->state == REQ_REPLY) {
 		rq->state = REQ_DONE;
-		front_request_done(rq->cl);
+		rq->client->done(rq->cl);
 	}
 }
 
@@ -593,12 +604,12 @@ int req_send(struct request *rq)
 
 	/* a chunk of what the fill added, and again if the client took all */
 	req_fill_pump(rq);
-	rc = front_send(rq->cl);
+	rc = rq->client->send(rq->cl);
 	if (rc == 1 && req_fill_pump(rq))
-		rc = front_send(rq->cl);
+		rc = rq->client->send(rq->cl);
 
 	if (rc < 0)
-		front_close(rq->cl);
+		rq->client->close(rq->cl);
 	return rc;
 }
 
@@ -613,12 +624,12 @@ void req_done(struct request *rq)
 		return;
 	}
 	rq->state = REQ_DONE;
-	front_request_done(rq->cl);
+	rq->client->done(rq->cl);
 }
 
 void req_abort(struct request *rq)
 {
-	front_close(rq->cl);
+	rq->client->close(rq->cl);
 }
 
 /* ---- the proxy's own replies ------------------------------------------------ */
@@ -665,7 +676,7 @@ static void req_rid(const struct request *rq, char *out)
 	out[20] = '\0';
 }
 
-void req_log_fields(struct request *rq, struct req_log *l)
+static void req_log_fields(struct request *rq, struct access_req *l)
 {
 	l->line_copied = rq->line_copied;
 	req_line(rq, &l->method, &l->target);
@@ -750,15 +761,15 @@ static void req_reply_send(struct request *rq)
 {
 	rq->resp_started = true;
 	rq->state = REQ_REPLY;
-	switch (front_send(rq->cl)) {
+	switch (rq->client->send(rq->cl)) {
 	case 1:
 		rq->state = REQ_DONE;
-		front_request_done(rq->cl);
+		rq->client->done(rq->cl);
 		break;
 	case 0:
 		break;
 	default:
-		front_close(rq->cl);
+		rq->client->close(rq->cl);
 		break;
 	}
 }
@@ -894,7 +905,7 @@ static void req_reply(struct request *rq, int status, const char *why, bool forc
 	int blen;
 
 	if (rq->resp_started) {         /* too late for a clean reply */
-		front_close(rq->cl);
+		rq->client->close(rq->cl);
 		return;
 	}
 	/* stale-if-error: the walk's retries are over and the backend
@@ -902,7 +913,7 @@ static void req_reply(struct request *rq, int status, const char *why, bool forc
 	if (status >= 500 && req_stale_if_error(rq))
 		return;
 	if (rq->up)
-		fwd_close(rq->up);
+		rq->backend->close(rq->up);
 	req_rid(rq, rid);
 	req_log_reply(rq, status, rid, why);
 	blen = snprintf(body, sizeof(body), "ringproxy: %s (request %s)\n", req_public(status, why), rid);
@@ -914,7 +925,7 @@ static void req_reply(struct request *rq, int status, const char *why, bool forc
 	n = http1_write_simple(rq->reply, sizeof(rq->reply), status, rq->close_after, extra, body,
 			       (size_t)blen);
 	if (n < 0) {
-		front_close(rq->cl);
+		rq->client->close(rq->cl);
 		return;
 	}
 	/* the answer to a HEAD has the headers of the GET's and no body:
@@ -984,7 +995,7 @@ static void req_dispatch(struct request *rq, int last_status)
 			    rq->pick.owner_verdict == BALANCE_RAMPING ? "ramp" : "spill";
 		rq->tries++;
 		rq->cur = i;
-		if (fwd_start(rq, i, what, sizeof(what)) == 0)
+		if (rq->backend->start(rq, i, what, sizeof(what)) == 0)
 			return;
 		/* failed at once (a connect error, counted by forward.c) */
 		req_failed_on(rq, i, what);
@@ -1015,7 +1026,7 @@ void req_failed(struct request *rq, int status, enum req_fail kind, const char *
 	bool retry;
 
 	if (rq->resp_started) {
-		front_close(rq->cl);
+		rq->client->close(rq->cl);
 		return;
 	}
 	if (kind == REQ_FAIL_CLIENT) {
@@ -1070,30 +1081,6 @@ static bool req_conditional(const struct http1_msg *m)
  * request to the backend conditional (If-None-Match with its ETag,
  * If-Modified-Since with its Last-Modified) into buf; their length, 0 if
  * none or they do not fit. */
-size_t req_cond_lines(const struct cache_obj *o, char *buf, size_t cap)
-{
-	struct http1_str etag = cache_obj_etag(o);
-	int64_t lm = cache_obj_last_modified(o);
-	size_t n = 0;
-	int m;
-
-	if (etag.len) {
-		m = snprintf(buf, cap, "If-None-Match: %.*s\r\n", (int)etag.len, etag.p);
-		if (m < 0 || (size_t)m >= cap)
-			return 0;
-		n = (size_t)m;
-	}
-	if (lm >= 0) {
-		char date[32];
-
-		cachectl_date_format(lm, date);
-		m = snprintf(buf + n, cap - n, "If-Modified-Since: %s\r\n", date);
-		if (m < 0 || (size_t)m >= cap - n)
-			return 0;
-		n += (size_t)m;
-	}
-	return n;
-}
 
 /* The backend answered 304 to the revalidation of rq->stale: store the
  * object with its head updated and its body (cache_fill_not_modified),
@@ -1109,7 +1096,7 @@ static int req_revalidated(struct request *rq, const struct http1_msg *resp)
 					(int64_t)(rq->snap->conf->cache_grace_ms / 1000), &o);
 	rq->fill = NULL;
 	if (rq->up)
-		fwd_close(rq->up);
+		rq->backend->close(rq->up);
 	if (!o) {               /* not stored: the old copy, still valid */
 		o = rq->stale;
 		rq->stale = NULL;
@@ -1132,7 +1119,7 @@ static bool req_stale_if_error(struct request *rq)
 	if (!o || rq->resp_started || !cache_obj_stale_if_error(o, (int64_t)time(NULL)))
 		return false;
 	if (rq->up)
-		fwd_close(rq->up);
+		rq->backend->close(rq->up);
 	if (rq->fill) {
 		cache_fill_abort(rq->fill);
 		rq->fill = NULL;
@@ -1248,7 +1235,9 @@ static bool req_cache_lookup(struct request *rq)
 		/* started before the answer: a reply written at once ends the
 		 * request, and the connection may reuse its head */
 		if (rq->fill) {
-			refresh_start(rq, rq->fill, obj);
+			struct refresh_req rr = { rq->w, rq->snap, rq->keypos, &rq->msg, rq->cc };
+
+			refresh_start(&rr, rq->fill, obj);
 			rq->fill = NULL;
 		}
 		if (req_reply_obj(rq, obj, "hit; fwd=stale") == 0)
@@ -1272,7 +1261,7 @@ static bool req_cache_lookup(struct request *rq)
 		/* an expired object with a validator: ask the backend whether
 		 * it changed (a 304 keeps the stored body) */
 		if (obj && rq->fill && !req_conditional(&rq->msg))
-			rq->cond_len = req_cond_lines(obj, rq->cond, sizeof(rq->cond) - REQ_AE_ROOM);
+			rq->cond_len = cachectl_cond_lines(cache_obj_etag(obj), cache_obj_last_modified(obj), rq->cond, sizeof(rq->cond) - REQ_AE_ROOM);
 		if (rq->fill)
 			req_canonical_ae(rq);
 		rq->cache_fwd = rq->cc.kind == CACHECTL_REFRESH ? "request" : "miss";
@@ -1344,5 +1333,5 @@ static void req_on_wake(struct mbox_msg *m)
 	}
 	cache_obj_release(obj);
 	if (rq->state == REQ_IDLE)
-		front_request_done(rq->cl);
+		rq->client->done(rq->cl);
 }

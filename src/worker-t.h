@@ -20,11 +20,11 @@
 #include "access-t.h"
 #include "balance-t.h"
 #include "conn-t.h"
-#include "freelist.h"
-#include "http1.h"
-#include "mbox.h"
+#include "freelist-t.h"
+#include "http1-t.h"
+#include "mbox-t.h"
 #include "request-t.h"
-#include "ring.h"
+#include "ring-t.h"
 #include "stats-t.h"
 
 struct snapshot;
@@ -34,6 +34,7 @@ struct proxy;
 struct md5;
 struct refresh;
 struct curlev;
+struct worker_ops;
 
 /* Generated head bytes beyond a copy of the parsed head: the proxy's own
  * lines (Via, X-Forwarded-*, framing, backend name). */
@@ -189,6 +190,7 @@ struct client {
 struct worker {
 	int id;
 	struct proxy *proxy;
+	const struct worker_ops *ops;   /* what it runs (worker.h) */
 	pthread_t thread;
 	bool started;                   /* thread running (to be joined) */
 	struct event_base *base;
