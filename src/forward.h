@@ -10,7 +10,10 @@
 #include "worker-t.h"
 
 /* Close an upstream: an idle one leaves its pool; an active one is
- * detached from its request (req_unbind; the request is abandoned). */
+ * detached from its request (req_unbind; the request is abandoned). Its
+ * socket and struct go at once, or, asked from inside this file's own
+ * handling of it (a request answered otherwise, a client gone while its
+ * response is relayed), as that handling unwinds. */
 void fwd_close(struct upstream *u);
 
 /* The backend side of a request (request.h), given to req_init: start

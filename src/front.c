@@ -61,9 +61,7 @@
 
 /* ---- connection plumbing --------------------------------------------- */
 
-static void front_on_read(evutil_socket_t fd, short what, void *arg);
-static void front_on_write(evutil_socket_t fd, short what, void *arg);
-static void front_on_timeout(evutil_socket_t fd, short what, void *arg);
+static void front_on_event(evutil_socket_t fd, short what, void *arg);
 static void front_serve(struct client *c);
 static int front_send(struct client *c);
 static void front_resume(struct client *c);
@@ -86,7 +84,7 @@ void front_close(struct client *c)
 	if (c->closed) {
 		/* kept for a posted wake-up (req_end returned false) after the
 		 * worker's loop ended: none will run now */
-		if (!c->in_loop && worker_done(w))
+		if (!c->busy && worker_done(w))
 			worker_client_put(w, c);
 		return;
 	}
@@ -98,11 +96,27 @@ void front_close(struct client *c)
 	c->fd = -1;
 	c->closed = true;
 	worker_conn_closed(w);
-	/* inside front_serve the struct is still in use up the stack: the
-	 * loop gives it back when it unwinds; a request that waits for a
-	 * posted wake-up keeps it until the wake-up came (front_request_done) */
-	if (!c->in_loop && release)
+	/* one owner gives the struct back: asked to close from inside a
+	 * handler of its own (directly, or through its request and the
+	 * backend side), the struct is still in use up the stack, and the
+	 * handler gives it back as it unwinds (front_leave); a request that
+	 * waits for a posted wake-up keeps it until the wake-up came
+	 * (front_request_done) */
+	if (!c->busy && release)
 		worker_client_put(w, c);
+}
+
+/* Around each of this file's handlers of a connection (its events,
+ * front_serve): the struct outlives a close asked for inside. */
+static void front_enter(struct client *c)
+{
+	c->busy++;
+}
+
+static void front_leave(struct client *c)
+{
+	if (--c->busy == 0 && c->closed && (!c->rq || !c->rq->wake_due))
+		worker_client_put(c->w, c);
 }
 
 /* How long a connection closed on a client that may still be sending is
@@ -149,9 +163,9 @@ int front_accept(struct worker *w, int fd, const struct sockaddr_storage *peer)
 	c->fd = fd;
 	conn_peer_ip(peer, c->ip, sizeof(c->ip));
 	c->iplen = strlen(c->ip);
-	event_assign(&c->rev, w->base, fd, EV_READ | EV_PERSIST, front_on_read, c);
-	event_assign(&c->wev, w->base, fd, EV_WRITE | EV_PERSIST, front_on_write, c);
-	evtimer_assign(&c->tev, w->base, front_on_timeout, c);
+	event_assign(&c->rev, w->base, fd, EV_READ | EV_PERSIST, front_on_event, c);
+	event_assign(&c->wev, w->base, fd, EV_WRITE | EV_PERSIST, front_on_event, c);
+	evtimer_assign(&c->tev, w->base, front_on_event, c);
 	if (event_add(&c->rev, NULL) < 0) {
 		worker_client_put(w, c);
 		return -1;
@@ -259,8 +273,10 @@ static void front_request_done(struct client *c)
 		return;         /* the loop takes it from here */
 	if (c->closed) {
 		/* the posted wake-up a closed connection's request waited
-		 * for has come: the struct may go */
-		worker_client_put(c->w, c);
+		 * for has come: the struct may go (now, or as the handler
+		 * running on it unwinds) */
+		if (!c->busy)
+			worker_client_put(c->w, c);
 		return;
 	}
 	front_serve(c);
@@ -293,6 +309,7 @@ static void front_serve(struct client *c)
 		c->yielded = false;
 		event_add(&c->tev, c->w->tv_client);
 	}
+	front_enter(c);
 	c->in_loop = true;
 	while (!c->closed) {
 		const struct conf *conf = c->w->snap->conf;
@@ -355,17 +372,15 @@ static void front_serve(struct client *c)
 		req_serve(c->rq);
 	}
 	c->in_loop = false;
-	if (c->closed) {
-		if (!c->rq || !c->rq->wake_due)
-			worker_client_put(c->w, c);
-	} else if (c->state == CL_HEAD && c->in.len == 0 && c->rq &&
-		   c->rq->state == REQ_IDLE && !c->rq->wake_due) {
+	if (!c->closed && c->state == CL_HEAD && c->in.len == 0 && c->rq &&
+	    c->rq->state == REQ_IDLE && !c->rq->wake_due) {
 		/* idle between requests: nothing buffered, nothing points
 		 * into the buffer, the last response is out; the memory goes
 		 * back to the worker until the client sends again */
 		event_del(&c->wev);
 		worker_client_mem_put(c->w, c);
 	}
+	front_leave(c);
 }
 
 /* ---- the PROXY protocol header ------------------------------------------ */
@@ -457,7 +472,7 @@ static size_t front_room(struct client *c)
 	return b->cap - b->len;
 }
 
-static void front_on_read(evutil_socket_t fd, short what, void *arg)
+static void front_read(evutil_socket_t fd, short what, void *arg)
 {
 	struct client *c = arg;
 	size_t room;
@@ -519,7 +534,7 @@ static void front_on_read(evutil_socket_t fd, short what, void *arg)
 	front_close(c);
 }
 
-static void front_on_write(evutil_socket_t fd, short what, void *arg)
+static void front_write(evutil_socket_t fd, short what, void *arg)
 {
 	struct client *c = arg;
 	int rc;
@@ -539,7 +554,7 @@ static void front_on_write(evutil_socket_t fd, short what, void *arg)
 		req_client_drained(c->rq);
 }
 
-static void front_on_timeout(evutil_socket_t fd, short what, void *arg)
+static void front_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct client *c = arg;
 
@@ -582,4 +597,21 @@ static void front_on_timeout(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	front_close(c);
+}
+
+/* The one handler of the connection's three events (the read and write
+ * events and the timer, told apart by what): the struct outlives a close
+ * asked for inside. */
+static void front_on_event(evutil_socket_t fd, short what, void *arg)
+{
+	struct client *c = arg;
+
+	front_enter(c);
+	if (what & EV_TIMEOUT)
+		front_timeout(fd, what, c);
+	else if (what & EV_READ)
+		front_read(fd, what, c);
+	else
+		front_write(fd, what, c);
+	front_leave(c);
 }

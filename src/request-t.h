@@ -94,6 +94,9 @@ struct request {
 	struct balance_pick pick;
 	unsigned tries;                 /* backends tried */
 	int cur;                        /* ring index of the current backend */
+	bool slot;                      /* it holds an in-flight slot on cur
+					   (balance_next took it): given back
+					   when it leaves cur (req_leave) */
 	int lost;                       /* ring index of a backend that lost
 					   the request (counted against its
 					   health unless a second one loses it

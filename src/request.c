@@ -14,6 +14,7 @@
  */
 #include "request.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -41,6 +42,33 @@
  * longer one bypasses the cache. On the stack, never in the struct. */
 #define REQ_KEY_MAX 4096
 
+/* The transitions of a request's state (request-t.h), the only ones
+ * req_set_state lets happen: from each state, the set it may go to. A
+ * request ends (REQ_IDLE) from any state, the connection closing under
+ * it. */
+#define REQ_TO(s) (1u << (s))
+static const unsigned req_next[] = {
+	[REQ_IDLE] = REQ_TO(REQ_IDLE) | REQ_TO(REQ_ROUTE),
+	[REQ_ROUTE] = REQ_TO(REQ_IDLE) | REQ_TO(REQ_ROUTE) | REQ_TO(REQ_BACKEND) | REQ_TO(REQ_WAIT) |
+		      REQ_TO(REQ_REPLY),
+	[REQ_BACKEND] = REQ_TO(REQ_IDLE) | REQ_TO(REQ_ROUTE) | REQ_TO(REQ_BACKEND) | REQ_TO(REQ_REPLY) |
+			REQ_TO(REQ_DONE),
+	[REQ_WAIT] = REQ_TO(REQ_IDLE) | REQ_TO(REQ_ROUTE) | REQ_TO(REQ_REPLY),
+	[REQ_REPLY] = REQ_TO(REQ_IDLE) | REQ_TO(REQ_DONE),
+	[REQ_DONE] = REQ_TO(REQ_IDLE),
+};
+
+/* Every change of rq->state goes through here. The check is kept in
+ * release builds (meson.build: b_ndebug=false), as Varnish and HAProxy
+ * keep theirs: a request in a state its code did not plan for would
+ * answer twice or never, and stopping says where. */
+static void req_set_state(struct request *rq, enum req_state to)
+{
+	assert((unsigned)rq->state < sizeof(req_next) / sizeof(req_next[0]) &&
+	       (req_next[rq->state] & REQ_TO(to)));
+	rq->state = to;
+}
+
 static void req_dispatch(struct request *rq, int last_status);
 static void req_reply(struct request *rq, int status, const char *why, bool force_close);
 static void req_reply_send(struct request *rq);
@@ -50,7 +78,7 @@ static bool req_cache_lookup(struct request *rq);
 static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *how);
 static bool req_stale_if_error(struct request *rq);
 static bool req_conditional(const struct http1_msg *m);
-static int req_revalidated(struct request *rq, const struct http1_msg *resp);
+static void req_revalidated(struct request *rq, const struct http1_msg *resp);
 static void req_log_fields(struct request *rq, struct access_req *l);
 
 void req_init(struct request *rq, struct worker *w, struct client *c, const struct rbuf *in,
@@ -112,7 +140,7 @@ void req_begin(struct request *rq, size_t head_len, uint64_t rid)
 {
 	struct worker *w = rq->w;
 
-	rq->state = REQ_ROUTE;
+	req_set_state(rq, REQ_ROUTE);
 	rq->end_kind = REQ_END_NONE;
 	rq->rid = rid;
 	rq->t_begin = worker_now_us(w);
@@ -199,7 +227,7 @@ void req_refuse(struct request *rq, uint64_t rid, int status, const char *why)
 	rq->out_sent0 = rq->out->sent;
 	rq->route = NULL;
 	rq->line_copied = false;
-	rq->state = REQ_ROUTE;
+	req_set_state(rq, REQ_ROUTE);
 	rq->body_done = false;          /* forces the close */
 	rq->resp_started = false;
 	req_reply(rq, status, why, true);
@@ -208,6 +236,20 @@ void req_refuse(struct request *rq, uint64_t rid, int status, const char *why)
 void req_close_after(struct request *rq)
 {
 	rq->close_after = true;
+}
+
+/* The request leaves its backend (cur): its connection, if it still has
+ * one, is let go of, and its in-flight slot given back. The slot is the
+ * request's from balance_next to here, whatever the backend side did:
+ * a resend on a fresh connection to the same backend keeps it. */
+static void req_leave(struct request *rq)
+{
+	if (rq->up)
+		rq->backend->close(rq->up);      /* unbinds */
+	if (rq->slot) {
+		balance_release(rq->snap->be[rq->cur].state);
+		rq->slot = false;
+	}
 }
 
 /* A failure held back by req_failed (a connection lost after the request
@@ -222,8 +264,7 @@ static void req_settle(struct request *rq)
 
 bool req_end(struct request *rq)
 {
-	if (rq->up)
-		rq->backend->close(rq->up);      /* unbinds */
+	req_leave(rq);
 	if (rq->state == REQ_WAIT) {
 		event_del(&rq->wait_ev);
 		/* false: the wake-up is on its way; the connection keeps the
@@ -265,7 +306,7 @@ bool req_end(struct request *rq)
 	}
 	worker_snap_drop(rq->w, rq->snap);
 	rq->snap = NULL;
-	rq->state = REQ_IDLE;
+	req_set_state(rq, REQ_IDLE);
 	rq->resp_started = false;
 	http1_msg_init(&rq->msg);
 	return !rq->wake_due;
@@ -340,7 +381,7 @@ void req_client_drained(struct request *rq)
 	if (rq->up) {
 		rq->backend->client_drained(rq->up);
 	} else if (rq->state == REQ_REPLY) {
-		rq->state = REQ_DONE;
+		req_set_state(rq, REQ_DONE);
 		rq->client->done(rq->cl);
 	}
 }
@@ -350,7 +391,7 @@ void req_client_drained(struct request *rq)
 void req_bind(struct request *rq, struct upstream *u)
 {
 	rq->up = u;
-	rq->state = REQ_BACKEND;
+	req_set_state(rq, REQ_BACKEND);
 }
 
 void req_unbind(struct request *rq)
@@ -441,15 +482,24 @@ static void req_cache_response(struct request *rq, const struct http1_msg *resp,
 
 int req_response_head(struct request *rq, const struct http1_msg *resp, struct http1_fwd_resp *fr)
 {
+	const struct snap_backend *sb = &rq->snap->be[rq->cur];
 	struct iovec *v;
 	int room, n;
 
+	/* passive health: a final response is a backend that answers, but
+	 * a 5xx one counts as a failure with [health] passive_5xx */
+	if (resp->status >= 500 && rq->snap->conf->passive_5xx)
+		health_request_failed(rq->snap, rq->cur, "5xx responses");
+	else
+		health_request_ok(sb->state, sb->conf);
 	/* stale-if-error: a 5xx for an expired object still in its window
 	 * is dropped (with its connection) and the stale copy answers */
 	if (resp->status >= 500 && req_stale_if_error(rq))
-		return 1;
-	if (resp->status == 304 && rq->cond_len && rq->stale)
-		return req_revalidated(rq, resp);
+		return 0;
+	if (resp->status == 304 && rq->cond_len && rq->stale) {
+		req_revalidated(rq, resp);
+		return 0;
+	}
 	req_cache_response(rq, resp, fr);
 	fr->close = rq->close_after;
 	fr->keep_alive_10 = rq->msg.minor == 0 && !rq->close_after;
@@ -608,22 +658,25 @@ int req_send(struct request *rq)
 	if (rc == 1 && req_fill_pump(rq))
 		rc = rq->client->send(rq->cl);
 
-	if (rc < 0)
+	if (rc < 0) {
 		rq->client->close(rq->cl);
+		return 0;
+	}
 	return rc;
 }
 
 void req_done(struct request *rq)
 {
+	req_leave(rq);
 	req_response_end(rq);
 	rq->end_kind = REQ_END_BACKEND;
 	if (!req_sent_all(rq)) {
 		/* the rest goes from the object (req_reads_object), as a hit's
 		 * would: req_client_drained ends it */
-		rq->state = REQ_REPLY;
+		req_set_state(rq, REQ_REPLY);
 		return;
 	}
-	rq->state = REQ_DONE;
+	req_set_state(rq, REQ_DONE);
 	rq->client->done(rq->cl);
 }
 
@@ -760,10 +813,10 @@ static const char *req_public(int status, const char *why)
 static void req_reply_send(struct request *rq)
 {
 	rq->resp_started = true;
-	rq->state = REQ_REPLY;
+	req_set_state(rq, REQ_REPLY);
 	switch (rq->client->send(rq->cl)) {
 	case 1:
-		rq->state = REQ_DONE;
+		req_set_state(rq, REQ_DONE);
 		rq->client->done(rq->cl);
 		break;
 	case 0:
@@ -912,8 +965,7 @@ static void req_reply(struct request *rq, int status, const char *why, bool forc
 	 * failed (connect error, connection lost, timeout, none left) */
 	if (status >= 500 && req_stale_if_error(rq))
 		return;
-	if (rq->up)
-		rq->backend->close(rq->up);
+	req_leave(rq);
 	req_rid(rq, rid);
 	req_log_reply(rq, status, rid, why);
 	blen = snprintf(body, sizeof(body), "ringproxy: %s (request %s)\n", req_public(status, why), rid);
@@ -956,10 +1008,11 @@ static void req_failed_on(struct request *rq, int i, const char *what)
 static void req_dispatch(struct request *rq, int last_status)
 {
 	const struct snapshot *s = rq->snap;
+	enum req_fail kind;
 	char what[256];
 	int i;
 
-	rq->state = REQ_ROUTE;
+	req_set_state(rq, REQ_ROUTE);
 	for (;;) {
 		if (rq->tries > s->conf->retries) {
 			req_reply(rq, last_status, rq->why, false);
@@ -995,9 +1048,13 @@ static void req_dispatch(struct request *rq, int last_status)
 			    rq->pick.owner_verdict == BALANCE_RAMPING ? "ramp" : "spill";
 		rq->tries++;
 		rq->cur = i;
-		if (rq->backend->start(rq, i, what, sizeof(what)) == 0)
+		rq->slot = true;
+		if (rq->backend->start(rq, i, &kind, what, sizeof(what)) == 0)
 			return;
-		/* failed at once (a connect error, counted by forward.c) */
+		/* failed at once: a connect error is the backend's */
+		if (kind == REQ_FAIL_CONNECT)
+			health_request_failed(s, i, what);
+		req_leave(rq);
 		req_failed_on(rq, i, what);
 		last_status = 502;
 		if (!req_retryable(rq)) {
@@ -1025,6 +1082,11 @@ void req_failed(struct request *rq, int status, enum req_fail kind, const char *
 	int i = rq->cur;
 	bool retry;
 
+	req_leave(rq);
+	/* passive health: a lost connection is counted below, once it is
+	 * known whether the request or the backend is to blame */
+	if (kind == REQ_FAIL_CONNECT || kind == REQ_FAIL_TIMEOUT || kind == REQ_FAIL_BAD)
+		health_request_failed(s, i, what);
 	if (rq->resp_started) {
 		rq->client->close(rq->cl);
 		return;
@@ -1048,7 +1110,8 @@ void req_failed(struct request *rq, int status, enum req_fail kind, const char *
 	 * may still be working on it, and a retry doubles the load exactly
 	 * when the tier is slow; nor is an invalid response (the request
 	 * reached a backend that answered) */
-	retry = (kind == REQ_FAIL_CONNECT || kind == REQ_FAIL_LOST) && req_retryable(rq) &&
+	retry = (kind == REQ_FAIL_CONNECT || kind == REQ_FAIL_LOCAL || kind == REQ_FAIL_LOST) &&
+		req_retryable(rq) &&
 		rq->tries <= s->conf->retries;
 	if (kind == REQ_FAIL_LOST) {
 		if (retry)
@@ -1077,16 +1140,11 @@ static bool req_conditional(const struct http1_msg *m)
 	return false;
 }
 
-/* Revalidation: o expired and has a validator: the lines that make the
- * request to the backend conditional (If-None-Match with its ETag,
- * If-Modified-Since with its Last-Modified) into buf; their length, 0 if
- * none or they do not fit. */
-
 /* The backend answered 304 to the revalidation of rq->stale: store the
  * object with its head updated and its body (cache_fill_not_modified),
- * and answer with it; the 304's connection is closed. Returns 1 (the
- * request was answered otherwise, see req_response_head). */
-static int req_revalidated(struct request *rq, const struct http1_msg *resp)
+ * and answer with it; the 304's connection is let go of (the request
+ * was answered otherwise, see req_response_head). */
+static void req_revalidated(struct request *rq, const struct http1_msg *resp)
 {
 	struct cache_obj *o = NULL;
 
@@ -1095,8 +1153,7 @@ static int req_revalidated(struct request *rq, const struct http1_msg *resp)
 					(int64_t)time(NULL),
 					(int64_t)(rq->snap->conf->cache_grace_ms / 1000), &o);
 	rq->fill = NULL;
-	if (rq->up)
-		rq->backend->close(rq->up);
+	req_leave(rq);
 	if (!o) {               /* not stored: the old copy, still valid */
 		o = rq->stale;
 		rq->stale = NULL;
@@ -1105,7 +1162,6 @@ static int req_revalidated(struct request *rq, const struct http1_msg *resp)
 		cache_obj_release(o);
 		req_reply(rq, 502, "cached response head too large to send", false);
 	}
-	return 1;
 }
 
 /* stale-if-error: when rq holds an expired object still in its
@@ -1118,8 +1174,7 @@ static bool req_stale_if_error(struct request *rq)
 
 	if (!o || rq->resp_started || !cache_obj_stale_if_error(o, (int64_t)time(NULL)))
 		return false;
-	if (rq->up)
-		rq->backend->close(rq->up);
+	req_leave(rq);
 	if (rq->fill) {
 		cache_fill_abort(rq->fill);
 		rq->fill = NULL;
@@ -1277,7 +1332,7 @@ static bool req_cache_lookup(struct request *rq)
 
 void req_wait(struct request *rq, const struct timeval *tv)
 {
-	rq->state = REQ_WAIT;
+	req_set_state(rq, REQ_WAIT);
 	rq->wake_due = true;
 	event_add(&rq->wait_ev, tv);
 }

@@ -34,6 +34,22 @@
 
 #include "request-t.h"
 
+/* How a backend failed a request, for the retry and health decisions. */
+enum req_fail {
+	REQ_FAIL_CONNECT,       /* no connection: the request never reached
+				   the backend */
+	REQ_FAIL_LOST,          /* the connection closed or reset after the
+				   request went out, before any response
+				   byte (counted here: see request.c) */
+	REQ_FAIL_TIMEOUT,       /* no response within response_timeout */
+	REQ_FAIL_BAD,           /* an invalid response */
+	REQ_FAIL_CLIENT,        /* the client's fault (a bad request body) */
+	REQ_FAIL_LOCAL,         /* the proxy could not send it (out of
+				   memory, a head too large to rewrite):
+				   retried like REQ_FAIL_CONNECT, not
+				   counted against the backend */
+};
+
 /* ---- the two sides, as the request reaches them ------------------------- */
 
 /*
@@ -61,8 +77,10 @@ struct req_client_ops {
 struct req_backend_ops {
 	/* Send rq to backend ring index i of rq->snap: 0 under way (the
 	 * request hears of it through the functions below), -1 failed at
-	 * once (why says how; the slot on i is given back). */
-	int (*start)(struct request *rq, int i, char *why, size_t whylen);
+	 * once (*kind REQ_FAIL_CONNECT or REQ_FAIL_LOCAL, why says how).
+	 * The request holds the in-flight slot on i and counts the
+	 * backend's health: the backend side does neither. */
+	int (*start)(struct request *rq, int i, enum req_fail *kind, char *why, size_t whylen);
 	/* Are request bytes still queued for the backend (slices into the
 	 * client's buffer, which must not move)? */
 	bool (*sending)(const struct upstream *u);
@@ -70,8 +88,9 @@ struct req_backend_ops {
 	void (*request_body)(struct upstream *u);
 	/* The client's output queue drained: relay more of the response. */
 	void (*client_drained)(struct upstream *u);
-	/* Let go of u: detached from its request (req_unbind), closed or
-	 * pooled as its state allows. */
+	/* Let go of u: detached from its request (req_unbind) at once, and
+	 * closed; asked from inside the backend side's own handling of u,
+	 * its memory stays valid until that handling unwinds. */
 	void (*close)(struct upstream *u);
 };
 
@@ -129,18 +148,6 @@ bool req_end(struct request *rq);
 
 /* ---- the answering side (forward.c, next the cache) --------------------- */
 
-/* How a backend failed a request, for the retry and health decisions. */
-enum req_fail {
-	REQ_FAIL_CONNECT,       /* no connection: the request never reached
-				   the backend (counted by forward.c) */
-	REQ_FAIL_LOST,          /* the connection closed or reset after the
-				   request went out, before any response
-				   byte (counted here: see request.c) */
-	REQ_FAIL_TIMEOUT,       /* no response within response_timeout */
-	REQ_FAIL_BAD,           /* an invalid response */
-	REQ_FAIL_CLIENT,        /* the client's fault (a bad request body) */
-};
-
 /* The backend connection u now serves rq / no longer does. */
 void req_bind(struct request *rq, struct upstream *u);
 void req_unbind(struct request *rq);
@@ -166,9 +173,10 @@ void req_response_interim(struct request *rq, const struct http1_msg *resp);
 
 /* A final response head is ready: queue it rewritten per fr (fr->close is
  * set here from the request's close_after). 0, or -1 when it does not fit
- * (nothing queued), or 1 when the request was answered otherwise (a 5xx
- * replaced by a stale copy, stale-if-error): its upstream was closed
- * (fwd_close), the caller must not touch it again. */
+ * (nothing queued). A request answered otherwise (a 5xx replaced by a
+ * stale copy, stale-if-error; a 304 revalidating one) lets go of its
+ * backend connection (req_unbind through the backend side's close): the
+ * caller sees that on its own connection and stops relaying. */
 int req_response_head(struct request *rq, const struct http1_msg *resp, struct http1_fwd_resp *fr);
 /* Queue n body bytes (borrowed: unchanged until the queue drains). -1 when
  * the queue is full. */
@@ -195,8 +203,9 @@ bool req_sent_all(const struct request *rq);
 /* Room in the client's queue for more slices. */
 bool req_body_room(const struct request *rq, int slices);
 /* Write what is queued: 1 all out, 0 the rest waits for the client
- * (req_client_drained follows), -1 the client is gone: the connection is
- * closed and the caller's part was ended with it (touch nothing more). */
+ * (req_client_drained follows) or the client is gone: then the
+ * connection was closed, the request with it, and it let go of its
+ * backend connection (req_unbind), which the caller sees on its own. */
 int req_send(struct request *rq);
 
 /* The response is complete and the client has all of it, or

@@ -70,6 +70,11 @@ struct upstream {
 	bool read_paused;               /* rev removed for backpressure */
 	bool eof;                       /* the backend closed (or misbehaved):
 					   never pooled again */
+	unsigned busy;                  /* forward.c's entry points running on
+					   it (its events, the request's ops) */
+	bool close_due;                 /* closed while busy: the socket and
+					   the struct go as the last entry
+					   point unwinds (fwd_leave) */
 	struct request *rq;             /* the request it serves, NULL if idle */
 	struct upstream *next, *prev;   /* pool list */
 	struct freelist_link reuse;     /* the worker's free list */
@@ -155,8 +160,11 @@ struct client {
 	bool read_paused;
 	bool read_eof;
 	bool in_loop;                   /* front_serve is running for it */
-	bool closed;                    /* closed inside front_serve, which
-					   gives the struct back as it ends */
+	unsigned busy;                  /* front.c's handlers running on it
+					   (its events, front_serve) */
+	bool closed;                    /* closed: a handler still running
+					   gives the struct back as it
+					   unwinds (front_leave) */
 	bool yielded;                   /* front_serve yielded: the timer,
 					   due at once, resumes it */
 	bool proxied;                   /* CL_PROXY: from proxy_protocol_from,

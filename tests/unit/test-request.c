@@ -134,11 +134,12 @@ static struct tup *tup_of(struct upstream *u)
 	return (struct tup *)(void *)u;
 }
 
-static int tb_start(struct request *rq, int i, char *why, size_t whylen)
+static int tb_start(struct request *rq, int i, enum req_fail *kind, char *why, size_t whylen)
 {
 	struct tup *tu;
 
 	if (tb_nstarts == TB_MAX) {
+		*kind = REQ_FAIL_LOCAL;
 		snprintf(why, whylen, "test: too many starts");
 		return -1;
 	}
@@ -162,12 +163,12 @@ static void tb_nothing(struct upstream *u)
 	(void)u;
 }
 
-/* As forward.c's unbind: the request no longer has this connection. */
+/* As forward.c's unbind: the request no longer has this connection (its
+ * in-flight slot is the request's business). */
 static void tb_unbind(struct tup *tu)
 {
 	if (!tu->rq)
 		return;
-	balance_release(tu->rq->snap->be[tu->ring_index].state);
 	req_unbind(tu->rq);
 	tu->rq = NULL;
 }
@@ -195,8 +196,9 @@ static struct tup *tb_last(void)
 }
 
 /* The backend sends a final response head (and the body bytes after it
- * in resp, body_now of them), as forward.c relays one. Returns what
- * req_response_head did: 0 queued, 1 answered otherwise. */
+ * in resp, body_now of them), as forward.c relays one. Returns 0 when it
+ * was relayed, 1 when the request was answered otherwise (it let go of
+ * the connection), -1 when the head did not fit. */
 static int tb_respond(struct tup *tu, const char *resp, size_t body_now, bool complete)
 {
 	struct request *rq = tu->rq;
@@ -220,14 +222,17 @@ static int tb_respond(struct tup *tu, const char *resp, size_t body_now, bool co
 	fr.via.p = "1.1 ringproxy";
 	fr.via.len = 13;
 	rc = req_response_head(rq, &tu->resp, &fr);
-	if (rc != 0)
-		return rc;
+	if (!tu->rq)
+		return 1;
+	if (rc < 0)
+		return -1;
 	if (body_now)
 		req_body(rq, tu->buf + head, body_now);
 	if (complete)
 		req_response_end(rq);
-	if (req_send(rq) < 0)
-		return 0;               /* the client went: so did we */
+	req_send(rq);
+	if (!tu->rq)
+		return 0;               /* the client went: so did the request */
 	if (complete) {
 		tb_unbind(tu);
 		req_done(rq);
@@ -243,7 +248,8 @@ static void tb_more(struct tup *tu, size_t from, size_t n, bool complete)
 	req_body(rq, tu->buf + from, n);
 	if (complete)
 		req_response_end(rq);
-	if (req_send(rq) < 0)
+	req_send(rq);
+	if (!tu->rq)
 		return;
 	if (complete) {
 		tb_unbind(tu);
@@ -437,6 +443,17 @@ static const char *backend_name(int i)
 	return test_w->snap->be[i].conf->name;
 }
 
+/* Requests in flight to the backends, as /stats counts them: every
+ * request that ended gave its slot back. */
+static long inflight(void)
+{
+	long n = 0;
+
+	for (size_t i = 0; i < test_w->snap->nbe; i++)
+		n += atomic_load(&test_w->snap->be[i].state->inflight);
+	return n;
+}
+
 /* ---- the cases ------------------------------------------------------------ */
 
 static void test_hit(void)
@@ -457,6 +474,7 @@ static void test_hit(void)
 	tap_ok(tc_status(t, 200) && tc_ends(t, "hello") && tc_saw(t, "Cache-Status: ringproxy; hit"),
 	       "hit: the client gets the stored 200 and body, Cache-Status hit");
 	tc_next(t);
+	tap_ok(inflight() == 0, "hit: no request is left in flight to a backend");
 	tconn_free(t);
 }
 
@@ -483,6 +501,7 @@ static void test_waiters(void)
 	tc_next(a);
 	tc_next(b);
 	tc_next(c);
+	tap_ok(inflight() == 0, "waiters: no request is left in flight to a backend");
 	tconn_free(a);
 	tconn_free(b);
 	tconn_free(c);
@@ -509,6 +528,7 @@ static void test_retry(void)
 	tap_ok(tc_status(t, 200) && tc_ends(t, "ok") && tc_saw(t, hdr),
 	       "retry: the client gets the second backend's 200, named as its answerer");
 	tc_next(t);
+	tap_ok(inflight() == 0, "retry: no request is left in flight to a backend");
 	tconn_free(t);
 }
 
@@ -532,57 +552,68 @@ static void test_stale_if_error(void)
 	       "stale-if-error: the client gets the stale 200 and body instead of the 503");
 	tap_ok(tb_last()->closed && !tb_last()->rq, "stale-if-error: the backend connection is let go of");
 	tc_next(t);
+	tap_ok(inflight() == 0, "stale-if-error: no request is left in flight to a backend");
 	tconn_free(t);
+}
+
+/* A request for head whose storable 10-byte response the backend starts:
+ * its head and 4 body bytes. */
+static struct tup *tb_half(struct tconn *t, const char *head, const char *what)
+{
+	struct tup *tu;
+
+	tc_request(t, head);
+	tu = tb_last();
+	tb_respond(tu, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n"
+		   "Content-Length: 10\r\n\r\n0123456789", 4, false);
+	tap_ok(tc_status(t, 200) && tc_ends(t, "0123"), "%s: the head and 4 body bytes went out", what);
+	return tu;
+}
+
+/* After a cut response: the next client of head goes to a backend (the
+ * cut one was not stored) and gets all of it; nothing is left in flight. */
+static void tc_after_cut(const char *head, int starts, const char *what)
+{
+	struct tconn *u = tconn_new();
+
+	tc_request(u, head);
+	tap_ok(tb_nstarts == starts + 2, "%s: the cut response was not stored: the next goes to a backend",
+	       what);
+	tb_respond(tb_last(), "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789", 10, true);
+	tap_ok(tc_status(u, 200) && tc_ends(u, "0123456789"), "%s: the next client gets all of it", what);
+	tc_next(u);
+	tap_ok(inflight() == 0, "%s: no request is left in flight to a backend", what);
+	tconn_free(u);
 }
 
 static void test_client_gone(void)
 {
-	struct tconn *t = tconn_new(), *u;
+	static const char head[] = "GET /gone HTTP/1.1\r\nHost: img\r\n\r\n";
+	struct tconn *t = tconn_new();
 	int starts = tb_nstarts;
-	struct tup *tu;
+	struct tup *tu = tb_half(t, head, "client gone");
 
-	tc_request(t, "GET /gone HTTP/1.1\r\nHost: img\r\n\r\n");
-	tu = tb_last();
-	tb_respond(tu, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n"
-		   "Content-Length: 10\r\n\r\n0123456789", 4, false);
-	tap_ok(tc_status(t, 200) && tc_ends(t, "0123"), "client gone: the head and 4 body bytes went out");
 	t->gone = true;
 	tb_more(tu, tu->len - 6, 3, false);
 	tap_ok(t->closed && tc_ends(t, "0123"), "client gone: its connection is closed, nothing more sent");
 	tap_ok(tu->closed && !tu->rq, "client gone: the backend connection is let go of");
-	u = tconn_new();
-	tc_request(u, "GET /gone HTTP/1.1\r\nHost: img\r\n\r\n");
-	tap_ok(tb_nstarts == starts + 2, "client gone: the cut response was not stored: the next goes to a backend");
-	tb_respond(tb_last(), "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789", 10, true);
-	tap_ok(tc_status(u, 200) && tc_ends(u, "0123456789"), "client gone: the next client gets all of it");
-	tc_next(u);
-	tconn_free(u);
+	tc_after_cut(head, starts, "client gone");
 	tconn_free(t);
 }
 
 static void test_backend_cut(void)
 {
-	struct tconn *t = tconn_new(), *u;
+	static const char head[] = "GET /cut HTTP/1.1\r\nHost: img\r\n\r\n";
+	struct tconn *t = tconn_new();
 	int starts = tb_nstarts;
-	struct tup *tu;
+	struct tup *tu = tb_half(t, head, "backend cut");
 
-	tc_request(t, "GET /cut HTTP/1.1\r\nHost: img\r\n\r\n");
-	tu = tb_last();
-	tb_respond(tu, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n"
-		   "Content-Length: 10\r\n\r\n0123456789", 4, false);
-	tap_ok(tc_status(t, 200) && tc_ends(t, "0123"), "backend cut: the head and 4 body bytes went out");
 	req_abort(tu->rq);      /* the backend's connection broke mid-body */
 	tap_ok(t->closed, "backend cut: the client connection is closed (its response cannot be completed)");
 	tap_ok(tc_ends(t, "0123") && !tc_saw(t, "HTTP/1.1 502"),
 	       "backend cut: no error page is appended to the started response");
 	tap_ok(tu->closed && !tu->rq, "backend cut: the backend connection is let go of");
-	u = tconn_new();
-	tc_request(u, "GET /cut HTTP/1.1\r\nHost: img\r\n\r\n");
-	tap_ok(tb_nstarts == starts + 2, "backend cut: the cut response was not stored: the next goes to a backend");
-	tb_respond(tb_last(), "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789", 10, true);
-	tap_ok(tc_status(u, 200) && tc_ends(u, "0123456789"), "backend cut: the next client gets all of it");
-	tc_next(u);
-	tconn_free(u);
+	tc_after_cut(head, starts, "backend cut");
 	tconn_free(t);
 }
 
