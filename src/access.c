@@ -49,7 +49,6 @@
 #include "addr.h"
 #include "conf.h"
 #include "http1.h"
-#include "request.h"
 #include "snapshot.h"
 #include "worker.h"
 
@@ -816,7 +815,7 @@ static char *access_status(char *p, int status)
 
 char *access_format(char *p, struct access_buf *b, const struct access_fields *f, bool json)
 {
-	const struct req_log *l = &f->log;
+	const struct access_req *l = &f->log;
 	int64_t ms;
 
 	if (f->now.tv_sec != b->sec)
@@ -947,20 +946,17 @@ bool access_append(struct access_buf *b, const struct access_fields *f, bool jso
 	return true;
 }
 
-void access_log(struct request *rq, int64_t dur)
+bool access_wanted(void)
 {
-	struct worker *w = rq->w;
+	return atomic_load_explicit(&access_on, memory_order_relaxed);
+}
+
+void access_log(struct worker *w, struct access_fields *f, const struct http1_msg *head,
+		int64_t t_begin)
+{
 	struct access_buf *b = &w->alog;
-	struct access_fields f;
 	int64_t wall;
 
-	if (!atomic_load_explicit(&access_on, memory_order_relaxed))
-		return;
-	req_log_fields(rq, &f.log);
-	f.ip = rq->ip;
-	f.iplen = rq->iplen;
-	f.minor = rq->msg.minor;
-	f.dur_us = dur;
 	/* the request's end on the wall clock: its start and duration on
 	 * the monotonic clock, moved by the difference of the two clocks,
 	 * read once a batch (every ACCESS_FLUSH_MS at most while lines come:
@@ -974,17 +970,17 @@ void access_log(struct request *rq, int64_t dur)
 		b->mono_to_wall = (int64_t)tv.tv_sec * 1000000 + tv.tv_usec -
 				  ((int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000);
 	}
-	wall = rq->t_begin + dur + b->mono_to_wall;
-	f.now.tv_sec = (time_t)(wall / 1000000);
-	f.now.tv_usec = (suseconds_t)(wall % 1000000);
+	wall = t_begin + f->dur_us + b->mono_to_wall;
+	f->now.tv_sec = (time_t)(wall / 1000000);
+	f->now.tv_usec = (suseconds_t)(wall % 1000000);
 	/* a request with a body has none: its head's bytes may have been
 	 * moved out of the read buffer (only its method and target were
 	 * copied) */
-	f.referer.p = f.user_agent.p = NULL;
-	f.referer.len = f.user_agent.len = 0;
-	if (!f.log.line_copied)
-		access_headers(&rq->msg, &f.referer, &f.user_agent);
-	if (!access_append(b, &f, w->snap->conf->access_format == CONF_ACCESS_JSON))
+	f->referer.p = f->user_agent.p = NULL;
+	f->referer.len = f->user_agent.len = 0;
+	if (!f->log.line_copied)
+		access_headers(head, &f->referer, &f->user_agent);
+	if (!access_append(b, f, w->snap->conf->access_format == CONF_ACCESS_JSON))
 		return;
 	if (!b->armed) {
 		static const struct timeval after = { 0, ACCESS_FLUSH_MS * 1000 };

@@ -16,9 +16,8 @@
 
 #include "access-t.h"
 #include "http1.h"
-#include "request.h"
 
-struct request;
+struct access_fields;
 struct worker;
 
 #define ACCESS_FLUSH_MS 100
@@ -41,9 +40,16 @@ void access_close(void);
 void access_worker_init(struct worker *w);
 void access_worker_free(struct worker *w);
 
-/* Worker thread: log the request that just ended (req_end), which took
- * dur microseconds. */
-void access_log(struct request *rq, int64_t dur);
+/* Worker thread: is the log on? A request fills a line's fields only
+ * then (a relaxed load). */
+bool access_wanted(void);
+
+/* Worker thread: log the request of f (log, ip, iplen, minor and dur_us
+ * set) that just ended on w: it began at t_begin (worker_now_us), and
+ * head is its parsed head (Referer, User-Agent; not read when
+ * f->log.line_copied). */
+void access_log(struct worker *w, struct access_fields *f, const struct http1_msg *head,
+		int64_t t_begin);
 
 /* ---- the line (pure but for the buffer's flush; unit-tested) ------------ */
 
@@ -59,9 +65,27 @@ void access_log(struct request *rq, int64_t dur);
 #define ACCESS_LINE_MAX (6 * (ACCESS_IP_BUF + ACCESS_METHOD_MAX + ACCESS_TARGET_MAX + \
 			      2 * ACCESS_HDR_MAX + ACCESS_NAME_MAX) + 512)
 
-/* What a line says. */
+/* What a request says of itself in its line (request.c fills it as the
+ * request ends). */
+struct access_req {
+	struct http1_str method, target;
+	int status;                     /* 499: the client left before any
+					   response, as NGINX logs it */
+	uint64_t bytes;                 /* sent to the client, head included */
+	const char *backend;            /* the backend that answered, NULL if
+					   none did (a cache hit, our reply) */
+	const char *cache;              /* hit, collapsed, miss, request,
+					   bypass, or "-" (no cache) */
+	const char *why;                /* owner, replica, spill, failover, ramp, retry,
+					   cache, or "-" (no backend) */
+	char rid[24];                   /* the request id */
+	bool line_copied;               /* method and target are a copy: the
+					   head's other bytes may be gone */
+};
+/* What a line says: a plain record, filled by the request path (request.c)
+ * or a test; access_log adds the stamp and the head's two headers. */
 struct access_fields {
-	struct req_log log;             /* the request's part (request.h) */
+	struct access_req log;          /* the request's part */
 	const char *ip;                 /* the client's address: a buffer of
 					   ACCESS_IP_BUF bytes, iplen used */
 	size_t iplen;

@@ -49,7 +49,7 @@
 #include "explain.h"
 #include "log.h"
 #include "page.h"
-#include "proxy.h"
+#include "proxy-t.h"
 #include "snapshot.h"
 #include "stats.h"
 

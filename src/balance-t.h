@@ -37,7 +37,7 @@ struct balance_pick {
 	uint64_t key_u;         /* the key's ramp value (ring_hash2) */
 	uint64_t ramp_pos[BALANCE_RAMP_STEPS];  /* the key's position in each
 				   step of a warm ramp: balance_start's pos,
-				   unless front_key_ramp found the step's
+				   unless key_ramp found the step's
 				   ring keyed otherwise */
 	int list[BALANCE_LIST_MAX];  /* [ring] replicas > 1: the key's
 				   preference list, -1 for a member tried */

@@ -12,6 +12,7 @@
  */
 #include "cachectl.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -971,4 +972,27 @@ void cachectl_date_format(int64_t t, char *buf)
 	p[23] = (char)('0' + secs % 60 / 10);
 	p[24] = (char)('0' + secs % 10);
 	memcpy(p + 25, " GMT", 5);
+}
+
+size_t cachectl_cond_lines(struct http1_str etag, int64_t lm, char *buf, size_t cap)
+{
+	size_t n = 0;
+	int m;
+
+	if (etag.len) {
+		m = snprintf(buf, cap, "If-None-Match: %.*s\r\n", (int)etag.len, etag.p);
+		if (m < 0 || (size_t)m >= cap)
+			return 0;
+		n = (size_t)m;
+	}
+	if (lm >= 0) {
+		char date[32];
+
+		cachectl_date_format(lm, date);
+		m = snprintf(buf + n, cap - n, "If-Modified-Since: %s\r\n", date);
+		if (m < 0 || (size_t)m >= cap - n)
+			return 0;
+		n += (size_t)m;
+	}
+	return n;
 }

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cachectl-t.h"
+
 #include "http1.h"
 
 /* Delta-seconds larger than this are taken as this (RFC 9111 1.2.2). */
@@ -83,28 +85,6 @@ int cachectl_ae_string(unsigned set, char *buf, size_t len);
 struct http1_str cachectl_ae_header(unsigned set);
 
 /* ---- requests --------------------------------------------------------- */
-
-enum cachectl_req_kind {
-	CACHECTL_PASS = 0,      /* forward, neither served from nor stored */
-	CACHECTL_LOOKUP,        /* GET/HEAD: may be served from the cache */
-	CACHECTL_REFRESH,       /* GET/HEAD with no-cache or max-age=0: go to
-				   the backend, the response may be stored */
-	CACHECTL_INVALIDATE,    /* unsafe method: a non-error response
-				   invalidates the URL (cachectl_invalidates) */
-};
-
-#define CACHECTL_RQ_HEAD     0x1u   /* HEAD: served from a stored GET */
-#define CACHECTL_RQ_AUTH     0x2u   /* has Authorization */
-#define CACHECTL_RQ_NO_STORE 0x4u   /* no-store: the response is not stored */
-
-struct cachectl_req {
-	enum cachectl_req_kind kind;
-	unsigned flags;             /* CACHECTL_RQ_* */
-	unsigned ae;                /* normalised Accept-Encoding */
-	int64_t max_age;            /* request max-age, -1 if none */
-	int64_t min_fresh;          /* 0 if none */
-	const char *why;            /* static text for PASS / REFRESH */
-};
 
 /* What the cache may do for request req. */
 void cachectl_request(const struct http1_msg *req, struct cachectl_req *out);
@@ -198,5 +178,12 @@ int cachectl_date(struct http1_str s, int64_t now, int64_t *t);
 
 /* IMF-fixdate of t into buf (at least 30 bytes), NUL-terminated. */
 void cachectl_date_format(int64_t t, char *buf);
+
+/* The If-None-Match / If-Modified-Since lines (each ending CRLF) that
+ * revalidate a stored response with entity tag etag (len 0: none) and
+ * Last-Modified lm (-1: none), into buf: their length, 0 when there is no
+ * validator or they do not fit (the request path and refresh.c send them).
+ * Pure. */
+size_t cachectl_cond_lines(struct http1_str etag, int64_t lm, char *buf, size_t cap);
 
 #endif

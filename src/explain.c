@@ -1,6 +1,6 @@
 /*
  * explain.c -- where a key goes and why (explain.h): the request path's
- * own key function (front_key) on a target parsed by http1.c, and
+ * own key function (key_parts) on a target parsed by http1.c, and
  * balance.c's verdicts read without taking anything (balance_explain), so
  * that what /ring?key= says is what a request meets, not a second model of
  * it that could drift. Main thread (admin listener) or plan's process.
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "conf.h"
-#include "front.h"
+#include "key.h"
 #include "ring.h"
 #include "registry.h"
 #include "stats.h"
@@ -26,7 +26,7 @@ int explain_target_parse(struct explain_target *t, int scheme, int mode, const s
 			 const char *target, size_t len, const char *host, char *err, size_t errlen)
 {
 	static const struct http1_limits lim = { .max_head = SIZE_MAX / 4, .max_headers = 4 };
-	struct iovec v[FRONT_KEY_PARTS];
+	struct iovec v[KEY_PARTS];
 	size_t hostlen = host ? strlen(host) : strlen(EXPLAIN_HOST);
 	/* head, the normalised target (never longer), then room for the
 	 * key: the target's bytes and at most one separator between any two
@@ -65,7 +65,7 @@ int explain_target_parse(struct explain_target *t, int scheme, int mode, const s
 	if (q)
 		query_apply(q, &t->msg, p + norm, &t->sent);
 	head = norm + len;
-	n = front_key(mode, &t->msg, v);
+	n = key_parts(mode, &t->msg, v);
 	t->key = p + head;
 	t->keylen = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -106,7 +106,7 @@ static void explain_ramp(struct explain *e, const struct snapshot *s, const stru
 		pos[i] = req || r->step[i].ring->scheme == s->ring->scheme ? e->pos :
 			 ring_key_pos(r->step[i].ring->scheme, &v, 1, NULL);
 	if (req)
-		front_key_ramp(s, req, pos);
+		key_ramp(s, req, pos);
 	to = ring_ramp_owner_at(r->step, r->nsteps, pos, u, now_ms, &prev);
 	if (prev < 0 || prev == e->owner)
 		return;

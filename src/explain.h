@@ -1,6 +1,6 @@
 /*
  * explain.h -- "where does this URL go, and why": the key a request
- * target hashes to under a [ring] key mode (front_key, the request path's
+ * target hashes to under a [ring] key mode (key_parts, the request path's
  * own function, on a target parsed by http1.c), and what the walk of that
  * key would do now: the owner, each distinct backend with whether it
  * would take the request and why not, the backend it would go to, and
@@ -89,7 +89,7 @@ void explain_key(struct explain *e, const struct snapshot *s, const char *key, s
 		 int walk, const struct cache *cache, const struct cache_key *ckey, int64_t now);
 /* The same for the key of target t (parsed under s's [ring] scheme and
  * key; borrowed by e): a warm ramp from a ring of another scheme or key
- * places it as the request path would (front_key_ramp). */
+ * places it as the request path would (key_ramp). */
 void explain_url(struct explain *e, const struct snapshot *s, const struct explain_target *t, int walk,
 		 const struct cache *cache, const struct cache_key *ckey, int64_t now);
 

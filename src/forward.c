@@ -36,24 +36,22 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "balance.h"
 #include "conf.h"
 #include "conn.h"
 #include "request.h"
-#include "health.h"
 #include "log.h"
 #include "registry.h"
 #include "snapshot.h"
 #include "tier.h"
 #include "worker.h"
 
-static void fwd_on_read(evutil_socket_t fd, short what, void *arg);
-static void fwd_on_write(evutil_socket_t fd, short what, void *arg);
-static void fwd_on_timeout(evutil_socket_t fd, short what, void *arg);
+static void fwd_on_event(evutil_socket_t fd, short what, void *arg);
 static void fwd_process(struct upstream *u);
-/* The caller holds a slot on backend i (balance_next took it); it is
- * given back by fwd_unbind, or here when no connection could be had. */
-static int fwd_begin(struct request *rq, int i, bool fresh, char *why, size_t whylen);
+/* Send rq on a connection to backend i (a pooled one unless fresh): 0, or
+ * -1 with *kind (REQ_FAIL_CONNECT: no connection; REQ_FAIL_LOCAL: ours)
+ * and why. The request holds its in-flight slot on i. */
+static int fwd_begin(struct request *rq, int i, bool fresh, enum req_fail *kind, char *why,
+		     size_t whylen);
 
 static struct backend *fwd_backend(const struct upstream *u)
 {
@@ -116,15 +114,26 @@ static void fwd_unbind(struct upstream *u)
 		if (pool)
 			worker_add(&pool->bytes_out, u->out.sent - u->sent_before);
 	}
-	balance_release(fwd_backend(u));
 	req_unbind(rq);
 	u->rq = NULL;
 }
 
+/*
+ * Closing, with one owner (Redis closes a client asked to close from
+ * inside its own handler the same way, later): whoever asks, the
+ * connection leaves its pool or its request and its events at once; its
+ * socket and struct go now only when none of forward.c's entry points
+ * runs on it. Asked from inside one (the request answered otherwise, or
+ * its client went, while this file relays), they go as that entry point
+ * unwinds (fwd_leave), so no caller up the stack holds a freed pointer
+ * and none needs telling that it does.
+ */
 void fwd_close(struct upstream *u)
 {
 	struct worker *w = u->w;
 
+	if (u->close_due)
+		return;
 	if (u->state == UP_IDLE)
 		fwd_pool_remove(worker_pool(w, u->backend_id), u);
 	else
@@ -132,8 +141,27 @@ void fwd_close(struct upstream *u)
 	event_del(&u->rev);
 	event_del(&u->wev);
 	event_del(&u->tev);
+	if (u->busy) {
+		u->close_due = true;
+		return;
+	}
 	close(u->fd);
 	worker_up_put(w, u);
+}
+
+/* Around each entry point into this file that may lead to fwd_close: its
+ * events, and the request's ops that act on a connection. */
+static void fwd_enter(struct upstream *u)
+{
+	u->busy++;
+}
+
+static void fwd_leave(struct upstream *u)
+{
+	if (--u->busy == 0 && u->close_due) {
+		close(u->fd);
+		worker_up_put(u->w, u);
+	}
 }
 
 /* Did the backend acknowledge any byte of the current request? The kernel
@@ -172,20 +200,13 @@ static void fwd_fail(struct upstream *u, int status, enum req_fail kind, const c
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
-	/* a lost connection is counted by request.c, which can tell whether
-	 * the request or the backend is to blame */
-	if (!resend && kind != REQ_FAIL_LOST)
-		health_request_failed(rq->snap, i, what);
+	/* the request counts the backend's health (and keeps its slot on i
+	 * through a resend) */
 	if (!resend)
 		fwd_warn(sb->state, "backend %s (%s): %s", sb->conf->name, sb->addr_text, what);
 	fwd_close(u);
-	if (resend) {
-		balance_hold(sb->state);        /* the slot fwd_close gave back */
-		if (fwd_begin(rq, i, true, what, sizeof(what)) == 0)
-			return;
-		/* no fresh connection either (counted by fwd_connect) */
-		kind = REQ_FAIL_CONNECT;
-	}
+	if (resend && fwd_begin(rq, i, true, &kind, what, sizeof(what)) == 0)
+		return;
 	req_failed(rq, status, kind, what);
 }
 
@@ -278,9 +299,9 @@ static void fwd_pump(struct upstream *u)
 	}
 }
 
-/* A connection to backend sb of snapshot s (the request's). */
-static struct upstream *fwd_connect(struct worker *w, const struct snapshot *s,
-				    const struct snap_backend *sb, char *why, size_t whylen)
+/* A connection to backend sb, or NULL with *kind and why. */
+static struct upstream *fwd_connect(struct worker *w, const struct snap_backend *sb,
+				    enum req_fail *kind, char *why, size_t whylen)
 {
 	struct upstream *u;
 	int fd = conn_connect((const struct sockaddr *)&sb->addr, sb->addrlen);
@@ -289,13 +310,14 @@ static struct upstream *fwd_connect(struct worker *w, const struct snapshot *s,
 		atomic_fetch_add(&sb->state->connect_errors, 1);
 		snprintf(why, whylen, "connect: %s", strerror(errno));
 		fwd_warn(sb->state, "backend %s (%s): %s", sb->conf->name, sb->addr_text, why);
-		health_request_failed(s, (int)(sb - s->be), why);
+		*kind = REQ_FAIL_CONNECT;
 		return NULL;
 	}
 	u = worker_up_get(w);
 	if (!u) {
 		close(fd);
 		snprintf(why, whylen, "out of memory");
+		*kind = REQ_FAIL_LOCAL;
 		return NULL;
 	}
 	u->w = w;
@@ -303,9 +325,9 @@ static struct upstream *fwd_connect(struct worker *w, const struct snapshot *s,
 	memcpy(&u->addr, &sb->addr, sb->addrlen);
 	u->addrlen = sb->addrlen;
 	u->state = UP_CONNECTING;
-	event_assign(&u->rev, w->base, fd, EV_READ | EV_PERSIST, fwd_on_read, u);
-	event_assign(&u->wev, w->base, fd, EV_WRITE | EV_PERSIST, fwd_on_write, u);
-	evtimer_assign(&u->tev, w->base, fwd_on_timeout, u);
+	event_assign(&u->rev, w->base, fd, EV_READ | EV_PERSIST, fwd_on_event, u);
+	event_assign(&u->wev, w->base, fd, EV_WRITE | EV_PERSIST, fwd_on_event, u);
+	evtimer_assign(&u->tev, w->base, fwd_on_event, u);
 	event_add(&u->rev, NULL);
 	event_add(&u->wev, NULL);
 	event_add(&u->tev, w->tv_connect);
@@ -313,7 +335,8 @@ static struct upstream *fwd_connect(struct worker *w, const struct snapshot *s,
 	return u;
 }
 
-static int fwd_begin(struct request *rq, int i, bool fresh, char *why, size_t whylen)
+static int fwd_begin(struct request *rq, int i, bool fresh, enum req_fail *kind, char *why,
+		     size_t whylen)
 {
 	struct worker *w = rq->w;
 	const struct snap_backend *sb = &rq->snap->be[i];
@@ -337,17 +360,16 @@ static int fwd_begin(struct request *rq, int i, bool fresh, char *why, size_t wh
 		u->state = UP_HEAD;
 		event_del(&u->tev);
 	} else {
-		u = fwd_connect(w, rq->snap, sb, why, whylen);
-		if (!u) {
-			balance_release(sb->state);
+		u = fwd_connect(w, sb, kind, why, whylen);
+		if (!u)
 			return -1;
-		}
 		u->reused = false;
 	}
 	u->rq = rq;
 	req_bind(rq, u);
 	if (!u->bufnode && worker_up_bufs(w, u) < 0) {
 		snprintf(why, whylen, "out of memory");
+		*kind = REQ_FAIL_LOCAL;
 		fwd_close(u);
 		return -1;
 	}
@@ -388,30 +410,36 @@ static int fwd_begin(struct request *rq, int i, bool fresh, char *why, size_t wh
 	    http1_write_request(&rq->msg, &f, u->out.iov, OUT_IOV_MAX - 1, u->scratch, u->scratch_cap);
 	if (n < 0) {
 		snprintf(why, whylen, "request head too large to rewrite");
+		*kind = REQ_FAIL_LOCAL;
 		fwd_close(u);
 		return -1;
 	}
 	u->out.cnt = n;
-	if (u->state != UP_CONNECTING)
+	if (u->state != UP_CONNECTING) {
+		fwd_enter(u);
 		fwd_pump(u);
+		fwd_leave(u);
+	}
 	return 0;
 }
 
-int fwd_start(struct request *rq, int i, char *why, size_t whylen)
+static int fwd_start(struct request *rq, int i, enum req_fail *kind, char *why, size_t whylen)
 {
-	return fwd_begin(rq, i, false, why, whylen);
+	return fwd_begin(rq, i, false, kind, why, whylen);
 }
 
-bool fwd_sending(const struct upstream *u)
+static bool fwd_sending(const struct upstream *u)
 {
 	return !outq_empty(&u->out);
 }
 
-void fwd_request_body(struct upstream *u)
+static void fwd_request_body(struct upstream *u)
 {
 	if (u->state == UP_CONNECTING || event_pending(&u->wev, EV_WRITE, NULL))
 		return;         /* sent when the socket takes more */
+	fwd_enter(u);
 	fwd_pump(u);
+	fwd_leave(u);
 }
 
 /* The response is complete and the client has all of it. */
@@ -462,7 +490,7 @@ static void fwd_pause(struct upstream *u)
 	}
 }
 
-void fwd_client_drained(struct upstream *u)
+static void fwd_drained(struct upstream *u)
 {
 	if (u->resp_done && u->in.pos == u->in.len) {
 		fwd_finish(u);
@@ -478,6 +506,13 @@ void fwd_client_drained(struct upstream *u)
 		u->in.pos = u->in.len = 0;
 	else
 		fwd_process(u);
+}
+
+static void fwd_client_drained(struct upstream *u)
+{
+	fwd_enter(u);
+	fwd_drained(u);
+	fwd_leave(u);
 }
 
 /* The final response's status class, and for a GET or HEAD the verdict
@@ -517,10 +552,6 @@ static int fwd_head(struct upstream *u, size_t head_len)
 	int rc;
 
 	fwd_count_class(u);
-	if (u->resp.status >= 500 && conf->passive_5xx)
-		health_request_failed(rq->snap, u->ring_index, "5xx responses");
-	else
-		health_request_ok(sb->state, sb->conf);
 	/* a response before the whole request body arrived: the rest of the
 	 * body cannot be told from a next request, so the connection ends
 	 * after this response, and the client is told so */
@@ -540,8 +571,8 @@ static int fwd_head(struct upstream *u, size_t head_len)
 	fr.via.len = 13;
 	fr.dechunk = u->dechunk;
 	rc = req_response_head(rq, &u->resp, &fr);
-	if (rc > 0)
-		return -1;      /* answered otherwise (a stale copy); u is gone */
+	if (!u->rq)
+		return -1;      /* answered otherwise (a stale copy): let go of */
 	if (rc < 0) {
 		atomic_fetch_add(&fwd_backend(u)->bad_responses, 1);
 		fwd_fail(u, 502, REQ_FAIL_BAD, "response head too large to rewrite");
@@ -612,8 +643,9 @@ static int fwd_body(struct upstream *u)
 
 /* The response head (after any interim ones) from the buffer. Returns 1
  * when the body may follow, 0 when more bytes are needed or the request
- * was failed (then u is gone: *gone says which). */
-static int fwd_parse_head(struct upstream *u, bool *gone)
+ * was failed or answered otherwise (then u was closed, and goes as its
+ * entry point unwinds). */
+static int fwd_parse_head(struct upstream *u)
 {
 	struct request *rq = u->rq;
 	const struct conf *conf = rq->snap->conf;
@@ -624,10 +656,8 @@ static int fwd_parse_head(struct upstream *u, bool *gone)
 	ssize_t r = http1_parse_response(&u->resp, u->hdrs, u->in.data + u->in.pos,
 					 u->in.len - u->in.pos, &lim, rq->msg.method_id);
 
-	*gone = false;
 	if (r == 0)
 		return 0;
-	*gone = true;
 	if (r < 0) {
 		atomic_fetch_add(&fwd_backend(u)->bad_responses, 1);
 		fwd_fail(u, 502, REQ_FAIL_BAD, "invalid response: %s",
@@ -639,7 +669,6 @@ static int fwd_parse_head(struct upstream *u, bool *gone)
 		fwd_fail(u, 502, REQ_FAIL_BAD, "101 Switching Protocols without an upgrade request");
 		return 0;
 	}
-	*gone = false;
 	if (u->resp.status < 200) {
 		/* interim (100 Continue, 103): relayed to HTTP/1.1 clients,
 		 * dropped for 1.0 */
@@ -648,10 +677,8 @@ static int fwd_parse_head(struct upstream *u, bool *gone)
 		http1_msg_init(&u->resp);
 		return 1;
 	}
-	if (fwd_head(u, (size_t)r) < 0) {
-		*gone = true;
+	if (fwd_head(u, (size_t)r) < 0)
 		return 0;
-	}
 	/* body inactivity from here */
 	event_add(&u->tev, u->w->tv_response);
 	return 1;
@@ -664,9 +691,8 @@ static void fwd_process(struct upstream *u)
 
 	for (;;) {
 		size_t before = u->in.pos;
-		bool gone;
 
-		if (u->state == UP_HEAD && fwd_parse_head(u, &gone) == 0)
+		if (u->state == UP_HEAD && fwd_parse_head(u) == 0)
 			return;
 		if (u->state == UP_BODY && fwd_body(u) < 0) {
 			atomic_fetch_add(&fwd_backend(u)->bad_responses, 1);
@@ -678,8 +704,8 @@ static void fwd_process(struct upstream *u)
 		if (u->state == UP_BODY && u->resp_done)
 			req_response_end(rq);   /* a fill completes now */
 		rc = req_send(rq);
-		if (rc < 0)
-			return;         /* the client is gone, and u with it */
+		if (!u->rq)
+			return;         /* the client went: so did the request */
 		if (rc == 0 && req_reads_object(rq)) {
 			/* the client reads from the object being filled: the
 			 * backend goes on at its own pace, and the connection
@@ -712,7 +738,7 @@ static void fwd_process(struct upstream *u)
 	}
 }
 
-static void fwd_on_read(evutil_socket_t fd, short what, void *arg)
+static void fwd_read(evutil_socket_t fd, short what, void *arg)
 {
 	struct upstream *u = arg;
 	struct request *rq = u->rq;
@@ -784,7 +810,7 @@ static void fwd_on_read(evutil_socket_t fd, short what, void *arg)
 	req_abort(rq);
 }
 
-static void fwd_on_write(evutil_socket_t fd, short what, void *arg)
+static void fwd_write(evutil_socket_t fd, short what, void *arg)
 {
 	struct upstream *u = arg;
 
@@ -806,7 +832,7 @@ static void fwd_on_write(evutil_socket_t fd, short what, void *arg)
 	fwd_pump(u);
 }
 
-static void fwd_on_timeout(evutil_socket_t fd, short what, void *arg)
+static void fwd_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct upstream *u = arg;
 	const struct conf *conf;
@@ -837,3 +863,28 @@ static void fwd_on_timeout(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 }
+
+/* The one handler of the connection's three events (the read and write
+ * events and the timer, told apart by what): the struct outlives a close
+ * asked for inside. */
+static void fwd_on_event(evutil_socket_t fd, short what, void *arg)
+{
+	struct upstream *u = arg;
+
+	fwd_enter(u);
+	if (what & EV_TIMEOUT)
+		fwd_timeout(fd, what, u);
+	else if (what & EV_READ)
+		fwd_read(fd, what, u);
+	else
+		fwd_write(fd, what, u);
+	fwd_leave(u);
+}
+
+const struct req_backend_ops fwd_req_ops = {
+	.start = fwd_start,
+	.sending = fwd_sending,
+	.request_body = fwd_request_body,
+	.client_drained = fwd_client_drained,
+	.close = fwd_close,
+};

@@ -6,29 +6,21 @@
 #ifndef RINGPROXY_FORWARD_H
 #define RINGPROXY_FORWARD_H
 
+#include "request.h"
 #include "worker-t.h"
 
-/* Send request rq to backend ring index i of rq->snap: a pooled
- * connection if one is idle, else a new one. Returns 0 when under way
- * (the request then hears of it through request.h: req_response_head,
- * req_body, req_done, req_failed), -1 when it failed at once (why says
- * how). rq holds the slot on i that balance_next took; it is given back
- * when the request leaves i, or before -1 is returned. Called by
- * request.c only. */
-int fwd_start(struct request *rq, int i, char *why, size_t whylen);
-
-/* Is request bytes still queued for the backend (slices into the client's
- * buffer, which must not move)? */
-bool fwd_sending(const struct upstream *u);
-
-/* The client has more request body in its buffer. */
-void fwd_request_body(struct upstream *u);
-
-/* The client's output queue drained: continue relaying the response. */
-void fwd_client_drained(struct upstream *u);
-
 /* Close an upstream: an idle one leaves its pool; an active one is
- * detached from its request (req_unbind; the request is abandoned). */
+ * detached from its request (req_unbind; the request is abandoned). Its
+ * socket and struct go at once, or, asked from inside this file's own
+ * handling of it (a request answered otherwise, a client gone while its
+ * response is relayed), as that handling unwinds. */
 void fwd_close(struct upstream *u);
+
+/* The backend side of a request (request.h), given to req_init: start
+ * (send the request to ring index i of rq->snap: a pooled connection if
+ * one is idle, else a new one; rq holds the slot on i that balance_next
+ * took, given back when the request leaves i, or before -1 is returned),
+ * sending, request_body, client_drained and close (fwd_close). */
+extern const struct req_backend_ops fwd_req_ops;
 
 #endif

@@ -11,14 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-struct freelist_link {
-	struct freelist_link *next;
-};
-
-struct freelist {
-	struct freelist_link *head;     /* the most recently kept first */
-	unsigned n, max;
-};
+#include "freelist-t.h"
 
 /* The struct of type whose member is the link l. */
 #define FREELIST_ENTRY(l, type, member) \

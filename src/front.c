@@ -3,7 +3,7 @@
  *
  * A client connection reads into one buffer and parses request heads in
  * place (http1.c) into its request object (request.c), which
- * routes and answers it; the routing key is computed here (front_key).
+ * routes and answers it (the routing key is key.c's).
  * Requests on a connection are served one at a time, in order, by one
  * loop (front_serve: parse -> serve -> next); pipelined requests simply
  * wait in the buffer. The read event stays armed for the connection's life
@@ -50,132 +50,31 @@
 #include "addr.h"
 #include "conf.h"
 #include "conn.h"
+#include "forward.h"
+#include "http1.h"
 #include "log.h"
-#include "proxy.h"
+#include "proxy-t.h"
 #include "proxyproto.h"
 #include "request.h"
 #include "snapshot.h"
 #include "worker.h"
 
-/* ---- routing key (pure) ---------------------------------------------- */
-
-static int front_param_cmp(const struct http1_str *a, const struct http1_str *b)
-{
-	size_t n = a->len < b->len ? a->len : b->len;
-	int r = memcmp(a->p, b->p, n);
-
-	if (r)
-		return r;
-	return a->len < b->len ? -1 : a->len > b->len;
-}
-
-static void front_part(struct iovec *v, size_t *n, const char *p, size_t len)
-{
-	v[*n].iov_base = (void *)(uintptr_t)p;
-	v[*n].iov_len = len;
-	(*n)++;
-}
-
-/* The key is never copied: its pieces point into the request buffer (or
- * at the parser's literal "/" for "http://h?q", and the separators here),
- * so no key is too long to route and none is cut short. */
-size_t front_key(int mode, const struct http1_msg *req, struct iovec *v)
-{
-	struct http1_str params[FRONT_MAX_PARAMS];
-	size_t np = 0, n = 0;
-	const char *p, *e;
-
-	/* HAProxy's balance uri: the target as the client sent it, up to
-	 * its '?' unless "whole" */
-	if (mode == CONF_KEY_URI || mode == CONF_KEY_URI_QUERY) {
-		e = mode == CONF_KEY_URI ? memchr(req->target.p, '?', req->target.len) : NULL;
-		front_part(v, &n, req->target.p, e ? (size_t)(e - req->target.p) : req->target.len);
-		return n;
-	}
-	front_part(v, &n, req->path.p, req->path.len);
-	if (mode == CONF_KEY_PATH || !req->has_query)
-		return n;
-	if (mode == CONF_KEY_PATH_SORTED_QUERY) {
-		p = req->query.p;
-		e = p + req->query.len;
-		while (p < e) {
-			const char *amp = memchr(p, '&', (size_t)(e - p));
-			const char *end = amp ? amp : e;
-
-			if (end > p) {          /* empty parameters carry nothing */
-				if (np == FRONT_MAX_PARAMS)
-					break;  /* too many: the query as sent */
-				params[np].p = p;
-				params[np].len = (size_t)(end - p);
-				/* insertion sort: parameter lists are short */
-				for (size_t j = np; j > 0 && front_param_cmp(&params[j - 1], &params[j]) > 0; j--) {
-					struct http1_str t = params[j];
-
-					params[j] = params[j - 1];
-					params[j - 1] = t;
-				}
-				np++;
-			}
-			p = end + 1;
-		}
-		if (p < e) {
-			np = 0;
-		} else if (np == 0) {
-			return n;
-		} else {
-			front_part(v, &n, "?", 1);
-			for (size_t i = 0; i < np; i++) {
-				if (i)
-					front_part(v, &n, "&", 1);
-				front_part(v, &n, params[i].p, params[i].len);
-			}
-			return n;
-		}
-	}
-	/* path '?' query: one piece when they are adjacent in the target,
-	 * as they are except after the parser's literal "/" */
-	if (req->query.p == req->path.p + req->path.len + 1) {
-		v[0].iov_len = req->path.len + 1 + req->query.len;
-		return n;
-	}
-	front_part(v, &n, "?", 1);
-	front_part(v, &n, req->query.p, req->query.len);
-	return n;
-}
-
-uint64_t front_key_pos(int scheme, int mode, const struct http1_msg *req, uint64_t *u)
-{
-	struct iovec v[FRONT_KEY_PARTS];
-	size_t n = front_key(mode, req, v);
-
-	return ring_key_pos((enum ring_scheme)scheme, v, n, u);
-}
-
-void front_key_ramp(const struct snapshot *s, const struct http1_msg *req, uint64_t *ramp_pos)
-{
-	const struct snap_ramp *r = s->ramp;
-
-	/* a step whose ring a reload made under another scheme or key
-	 * places the key elsewhere; the others share step 0's position */
-	for (size_t i = 1; r && i < r->nsteps; i++) {
-		const struct ring_ramp *st = &r->step[i];
-
-		if (st->ring->scheme != s->ring->scheme || r->key[i] != s->conf->key)
-			ramp_pos[i] = front_key_pos(st->ring->scheme, r->key[i], req, NULL);
-	}
-}
-
 /* ---- connection plumbing --------------------------------------------- */
 
-static void front_on_read(evutil_socket_t fd, short what, void *arg);
-static void front_on_write(evutil_socket_t fd, short what, void *arg);
-static void front_on_timeout(evutil_socket_t fd, short what, void *arg);
+static void front_on_event(evutil_socket_t fd, short what, void *arg);
 static void front_serve(struct client *c);
+static int front_send(struct client *c);
+static void front_resume(struct client *c);
+static void front_body_taken(struct client *c);
+static void front_request_done(struct client *c);
 
-struct worker *front_worker(const struct client *c)
-{
-	return c->w;
-}
+const struct req_client_ops front_req_ops = {
+	.send = front_send,
+	.resume = front_resume,
+	.body_taken = front_body_taken,
+	.done = front_request_done,
+	.close = front_close,
+};
 
 void front_close(struct client *c)
 {
@@ -185,7 +84,7 @@ void front_close(struct client *c)
 	if (c->closed) {
 		/* kept for a posted wake-up (req_end returned false) after the
 		 * worker's loop ended: none will run now */
-		if (!c->in_loop && worker_done(w))
+		if (!c->busy && worker_done(w))
 			worker_client_put(w, c);
 		return;
 	}
@@ -197,11 +96,27 @@ void front_close(struct client *c)
 	c->fd = -1;
 	c->closed = true;
 	worker_conn_closed(w);
-	/* inside front_serve the struct is still in use up the stack: the
-	 * loop gives it back when it unwinds; a request that waits for a
-	 * posted wake-up keeps it until the wake-up came (front_request_done) */
-	if (!c->in_loop && release)
+	/* one owner gives the struct back: asked to close from inside a
+	 * handler of its own (directly, or through its request and the
+	 * backend side), the struct is still in use up the stack, and the
+	 * handler gives it back as it unwinds (front_leave); a request that
+	 * waits for a posted wake-up keeps it until the wake-up came
+	 * (front_request_done) */
+	if (!c->busy && release)
 		worker_client_put(w, c);
+}
+
+/* Around each of this file's handlers of a connection (its events,
+ * front_serve): the struct outlives a close asked for inside. */
+static void front_enter(struct client *c)
+{
+	c->busy++;
+}
+
+static void front_leave(struct client *c)
+{
+	if (--c->busy == 0 && c->closed && (!c->rq || !c->rq->wake_due))
+		worker_client_put(c->w, c);
 }
 
 /* How long a connection closed on a client that may still be sending is
@@ -248,9 +163,9 @@ int front_accept(struct worker *w, int fd, const struct sockaddr_storage *peer)
 	c->fd = fd;
 	conn_peer_ip(peer, c->ip, sizeof(c->ip));
 	c->iplen = strlen(c->ip);
-	event_assign(&c->rev, w->base, fd, EV_READ | EV_PERSIST, front_on_read, c);
-	event_assign(&c->wev, w->base, fd, EV_WRITE | EV_PERSIST, front_on_write, c);
-	evtimer_assign(&c->tev, w->base, front_on_timeout, c);
+	event_assign(&c->rev, w->base, fd, EV_READ | EV_PERSIST, front_on_event, c);
+	event_assign(&c->wev, w->base, fd, EV_WRITE | EV_PERSIST, front_on_event, c);
+	evtimer_assign(&c->tev, w->base, front_on_event, c);
 	if (event_add(&c->rev, NULL) < 0) {
 		worker_client_put(w, c);
 		return -1;
@@ -275,7 +190,7 @@ void front_drain(struct client *c)
 	/* a head in progress: req_begin sees the worker stopping */
 }
 
-int front_send(struct client *c)
+static int front_send(struct client *c)
 {
 	int rc = conn_flush(c->fd, c->out);
 
@@ -307,7 +222,7 @@ static void front_pause(struct client *c)
 	}
 }
 
-void front_resume(struct client *c)
+static void front_resume(struct client *c)
 {
 	if (c->read_paused && !c->read_eof) {
 		event_add(&c->rev, NULL);
@@ -315,7 +230,7 @@ void front_resume(struct client *c)
 	}
 }
 
-void front_body_taken(struct client *c)
+static void front_body_taken(struct client *c)
 {
 	/* the client timer watched the upload; the response has its own */
 	if (c->state == CL_FORWARD)
@@ -352,14 +267,16 @@ static bool front_request_end(struct client *c)
 	return true;
 }
 
-void front_request_done(struct client *c)
+static void front_request_done(struct client *c)
 {
 	if (c->in_loop)
 		return;         /* the loop takes it from here */
 	if (c->closed) {
 		/* the posted wake-up a closed connection's request waited
-		 * for has come: the struct may go */
-		worker_client_put(c->w, c);
+		 * for has come: the struct may go (now, or as the handler
+		 * running on it unwinds) */
+		if (!c->busy)
+			worker_client_put(c->w, c);
 		return;
 	}
 	front_serve(c);
@@ -392,6 +309,7 @@ static void front_serve(struct client *c)
 		c->yielded = false;
 		event_add(&c->tev, c->w->tv_client);
 	}
+	front_enter(c);
 	c->in_loop = true;
 	while (!c->closed) {
 		const struct conf *conf = c->w->snap->conf;
@@ -454,17 +372,15 @@ static void front_serve(struct client *c)
 		req_serve(c->rq);
 	}
 	c->in_loop = false;
-	if (c->closed) {
-		if (!c->rq || !c->rq->wake_due)
-			worker_client_put(c->w, c);
-	} else if (c->state == CL_HEAD && c->in.len == 0 && c->rq &&
-		   c->rq->state == REQ_IDLE && !c->rq->wake_due) {
+	if (!c->closed && c->state == CL_HEAD && c->in.len == 0 && c->rq &&
+	    c->rq->state == REQ_IDLE && !c->rq->wake_due) {
 		/* idle between requests: nothing buffered, nothing points
 		 * into the buffer, the last response is out; the memory goes
 		 * back to the worker until the client sends again */
 		event_del(&c->wev);
 		worker_client_mem_put(c->w, c);
 	}
+	front_leave(c);
 }
 
 /* ---- the PROXY protocol header ------------------------------------------ */
@@ -556,7 +472,7 @@ static size_t front_room(struct client *c)
 	return b->cap - b->len;
 }
 
-static void front_on_read(evutil_socket_t fd, short what, void *arg)
+static void front_read(evutil_socket_t fd, short what, void *arg)
 {
 	struct client *c = arg;
 	size_t room;
@@ -572,11 +488,15 @@ static void front_on_read(evutil_socket_t fd, short what, void *arg)
 			front_close(c);
 		return;
 	}
-	if (!c->mem && worker_client_mem(c->w, c) < 0) {
-		/* out of memory: closing frees the socket's buffers too;
-		 * leaving the bytes in it would wake us again at once */
-		front_close(c);
-		return;
+	if (!c->mem) {
+		if (worker_client_mem(c->w, c) < 0) {
+			/* out of memory: closing frees the socket's buffers
+			 * too; leaving the bytes in it would wake us again */
+			front_close(c);
+			return;
+		}
+		req_init(c->rq, c->w, c, &c->in, c->out, &c->scratch, &c->scratch_cap, c->ip,
+			 c->iplen, &front_req_ops, &fwd_req_ops);
 	}
 	room = front_room(c);
 	if (room == 0) {
@@ -614,7 +534,7 @@ static void front_on_read(evutil_socket_t fd, short what, void *arg)
 	front_close(c);
 }
 
-static void front_on_write(evutil_socket_t fd, short what, void *arg)
+static void front_write(evutil_socket_t fd, short what, void *arg)
 {
 	struct client *c = arg;
 	int rc;
@@ -634,7 +554,7 @@ static void front_on_write(evutil_socket_t fd, short what, void *arg)
 		req_client_drained(c->rq);
 }
 
-static void front_on_timeout(evutil_socket_t fd, short what, void *arg)
+static void front_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct client *c = arg;
 
@@ -677,4 +597,21 @@ static void front_on_timeout(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	front_close(c);
+}
+
+/* The one handler of the connection's three events (the read and write
+ * events and the timer, told apart by what): the struct outlives a close
+ * asked for inside. */
+static void front_on_event(evutil_socket_t fd, short what, void *arg)
+{
+	struct client *c = arg;
+
+	front_enter(c);
+	if (what & EV_TIMEOUT)
+		front_timeout(fd, what, c);
+	else if (what & EV_READ)
+		front_read(fd, what, c);
+	else
+		front_write(fd, what, c);
+	front_leave(c);
 }

@@ -10,19 +10,7 @@
 
 #include <pthread.h>
 
-/* One wake-up. The poster owns the memory and sets fn; next is mbox.c's
- * while the message is queued. A message may be queued once at a time:
- * the poster must not post it again (nor free it) before fn has run. */
-struct mbox_msg {
-	struct mbox_msg *next;
-	void (*fn)(struct mbox_msg *m);         /* runs on the owner's thread */
-};
-
-struct mbox {
-	pthread_mutex_t lock;
-	int fd;                                 /* eventfd, non-blocking */
-	struct mbox_msg *head, **tail;          /* posted, oldest first */
-};
+#include "mbox-t.h"
 
 /* 0, or -1 (errno set). The owner watches mbox->fd for reading. */
 int mbox_init(struct mbox *b);

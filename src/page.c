@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "proxy.h"
+#include "proxy-t.h"
 #include "ring.h"
 #include "stats.h"
 

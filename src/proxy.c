@@ -40,12 +40,15 @@
 #include "admin.h"
 #include "cache.h"
 #include "conn.h"
+#include "forward.h"
+#include "front.h"
 #include "health.h"
 #include "log.h"
 #include "notify.h"
 #include "pidfile.h"
 #include "plan.h"
 #include "preflight.h"
+#include "refresh.h"
 #include "rates.h"
 #include "registry.h"
 #include "runstate.h"
@@ -305,18 +308,28 @@ static void proxy_on_tier(evutil_socket_t fd, short what, void *arg)
 static void proxy_state_save(struct proxy_main *m, const char *what, char *res, size_t len)
 {
 	const struct conf *c = m->snap->conf;
+	struct backend **be = calloc(m->snap->nbe ? m->snap->nbe : 1, sizeof(*be));
 	char err[512];
 
-	runstate_forget(m->snap);
-	snprintf(res, len, "off");
-	if (!*c->state_file)
-		return;
-	if (runstate_save(c->state_file, m->snap, err, sizeof(err)) < 0) {
-		log_error("%s: %s; the change holds until a restart", what, err);
-		snprintf(res, len, "%s", err);
+	if (!be) {
+		log_error("%s: out of memory; the state file is not written", what);
+		snprintf(res, len, "out of memory");
 		return;
 	}
+	for (size_t i = 0; i < m->snap->nbe; i++)
+		be[i] = m->snap->be[i].state;
+	runstate_forget(be, m->snap->nbe, c->path);
+	snprintf(res, len, "off");
+	if (!*c->state_file)
+		goto out;
+	if (runstate_save(c->state_file, be, m->snap->nbe, err, sizeof(err)) < 0) {
+		log_error("%s: %s; the change holds until a restart", what, err);
+		snprintf(res, len, "%s", err);
+		goto out;
+	}
 	snprintf(res, len, "saved");
+out:
+	free(be);
 }
 
 /* A refused runtime state change: {"error": .., "valid": [..]} with the
@@ -782,6 +795,20 @@ static void proxy_fd_limit(const struct conf *c)
 			 c->max_connections, need, (unsigned long long)rl.rlim_cur);
 }
 
+/* What a worker runs (worker.h): the client side (front.c) on its
+ * connections, the backend side (forward.c) on its pools; background
+ * refreshes end before the connections close, the access log's buffer is
+ * flushed after their last lines. */
+static const struct worker_ops proxy_worker_ops = {
+	.start = access_worker_init,
+	.accept = front_accept,
+	.drain = front_drain,
+	.close = front_close,
+	.close_idle = fwd_close,
+	.stop = refresh_free_all,
+	.end = access_worker_free,
+};
+
 /* One listener per worker on addr; port 0 becomes the first one's port. */
 static int proxy_listen(struct proxy_main *m, struct sockaddr_storage *addr, socklen_t addrlen,
 			unsigned nworkers, int *port)
@@ -806,7 +833,8 @@ static int proxy_listen(struct proxy_main *m, struct sockaddr_storage *addr, soc
 				((struct sockaddr_in *)addr)->sin_port = htons((uint16_t)*port);
 		}
 		snapshot_ref(m->snap);
-		m->p.workers[i] = worker_new(&m->p, (int)i, fd, m->snap, err, sizeof(err));
+		m->p.workers[i] = worker_new(&m->p, (int)i, fd, m->snap, &proxy_worker_ops, err,
+					     sizeof(err));
 		if (!m->p.workers[i]) {
 			snapshot_unref(m->snap);
 			close(fd);

@@ -15,39 +15,7 @@
 #include <sys/types.h>
 
 #include "http1.h"
-
-/* [ring] query */
-enum query_mode {
-	QUERY_AS_IS = 0,        /* the order as sent */
-	QUERY_SORTED,           /* sorted by name, equal names in the order
-				   sent (HAProxy's query-sort-by-name) */
-};
-
-/* The longest target normalised, prefix and query together: the cache
- * key's bound (a longer target is not cached either). Longer targets,
- * and queries of more than QUERY_MAX_PARAMS parameters, stay as sent. */
-#define QUERY_TARGET_MAX 4096
-#define QUERY_MAX_PARAMS 128
-/* Patterns in [ring] drop_params at most. */
-#define QUERY_MAX_DROP 32
-
-struct query_pattern {
-	const char *p;          /* borrowed: the conf's drop_params text */
-	size_t len;
-};
-
-struct query_rules {
-	int mode;                       /* enum query_mode */
-	unsigned ndrop;
-	struct query_pattern drop[QUERY_MAX_DROP];
-};
-
-/* The request's target and query as received, when query_apply changed
- * them (target.p NULL: it did not). */
-struct query_sent {
-	struct http1_str target;
-	struct http1_str query;
-};
+#include "query-t.h"
 
 /* Parse list, comma-separated glob patterns of parameter names ('*' any
  * run of bytes, every other byte itself; spaces around a pattern are

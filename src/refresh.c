@@ -31,7 +31,7 @@
 #include "conf.h"
 #include "curlev.h"
 #include "log.h"
-#include "request.h"
+#include "query.h"
 #include "snapshot.h"
 #include "vary.h"
 #include "worker.h"
@@ -168,7 +168,7 @@ static void refresh_on_done(CURL *easy, CURLcode rc, void *arg)
 /* The backend a request for rq's key would go to now, -1 if none would
  * take it (down, or at max_inflight); *owner the key's owner then (-1:
  * the ring is empty). */
-static int refresh_backend(const struct request *rq, int *owner)
+static int refresh_backend(const struct refresh_req *rq, int *owner)
 {
 	int order[1], nout = 0, i;
 	struct balance_why why[1];
@@ -191,7 +191,7 @@ static void refresh_lines(struct refresh *r, char *p)
 	}
 }
 
-void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_obj *stale)
+void refresh_start(const struct refresh_req *rq, struct cache_fill *f, const struct cache_obj *stale)
 {
 	const struct conf *conf = rq->snap->conf;
 	const struct http1_header *host = NULL;
@@ -205,10 +205,10 @@ void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_
 	struct pool *pool = NULL;
 	struct http1_msg sent;
 
-	for (unsigned h = 0; h < rq->msg.nheaders && !host; h++)
-		if (http1_str_ieq(rq->msg.headers[h].name, "host"))
-			host = &rq->msg.headers[h];
-	if (owner < 0 || rq->msg.target.len == 0 || rq->msg.target.p[0] != '/')
+	for (unsigned h = 0; h < rq->msg->nheaders && !host; h++)
+		if (http1_str_ieq(rq->msg->headers[h].name, "host"))
+			host = &rq->msg->headers[h];
+	if (owner < 0 || rq->msg->target.len == 0 || rq->msg->target.p[0] != '/')
 		goto fail;
 	/* a refresh nobody has room for is counted on the backend that
 	 * would take it, or on the key's owner when none would */
@@ -223,9 +223,9 @@ void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_
 	slot = sb->state;
 	/* the target the request itself went with: as received under
 	 * normalize_forward off */
-	sent = rq->msg;
-	if (!conf->normalize_forward)
-		query_restore(&sent, &rq->qsent);
+	sent = *rq->msg;
+	if (!conf->normalize_forward && rq->qsent)
+		query_restore(&sent, rq->qsent);
 	if (http1_write_target(&sent, (struct http1_str){ sb->conf->prefix, sb->prefix_len },
 			       target, sizeof(target)) < 0)
 		goto fail;
@@ -264,14 +264,14 @@ void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_
 	 * this request sent them (an image variant: its format's Accept,
 	 * which curl sends instead) */
 	r->hdrs = curl_slist_append(r->hdrs, "Accept:");
-	vlen = vary_request_lines(cache_fill_vary(f), &rq->msg, vlines, sizeof(vlines) - 1);
+	vlen = vary_request_lines(cache_fill_vary(f), rq->msg, vlines, sizeof(vlines) - 1);
 	if (vlen < 0)
 		goto fail;
 	vlines[vlen] = '\0';
 	refresh_lines(r, vlines);
 	if (stale) {
 		char cond[320];
-		size_t clen = req_cond_lines(stale, cond, sizeof(cond));
+		size_t clen = cachectl_cond_lines(cache_obj_etag(stale), cache_obj_last_modified(stale), cond, sizeof(cond));
 
 		r->stale = cache_obj_ref((struct cache_obj *)stale);
 		cond[clen] = '\0';

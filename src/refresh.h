@@ -11,7 +11,22 @@
 #define RINGPROXY_REFRESH_H
 
 #include "cache.h"
+#include "query-t.h"
 #include "worker-t.h"
+
+/* What a refresh takes of the request that found the object stale: its
+ * worker, the snapshot it routes by and its key's position there, its head
+ * (Host and target; valid for the call only) and what the cache may do for
+ * it (its Accept-Encoding variant). */
+struct refresh_req {
+	struct worker *w;
+	struct snapshot *snap;
+	uint64_t keypos;
+	const struct http1_msg *msg;
+	const struct query_sent *qsent; /* msg's target as received
+					   (query_apply), NULL: as msg */
+	struct cachectl_req cc;
+};
 
 /*
  * Lead fill f in the background for request rq (its head, Host and
@@ -22,7 +37,7 @@
  * way (stored, or aborted when the backend fails or the response is not
  * storable). stale is referenced as long as needed.
  */
-void refresh_start(struct request *rq, struct cache_fill *f, const struct cache_obj *stale);
+void refresh_start(const struct refresh_req *rq, struct cache_fill *f, const struct cache_obj *stale);
 
 /* On the worker's teardown, after its thread stopped: abort every
  * refresh still running. */

@@ -17,16 +17,18 @@
 #include <stdint.h>
 
 #include "balance-t.h"
-#include "cache.h"
-#include "cachectl.h"
+#include "cache-t.h"
+#include "cachectl-t.h"
 #include "conn-t.h"
-#include "http1.h"
-#include "mbox.h"
-#include "query.h"
-#include "ring.h"
+#include "http1-t.h"
+#include "mbox-t.h"
+#include "query-t.h"
+#include "ring-t.h"
 
 struct client;
 struct upstream;
+struct req_client_ops;
+struct req_backend_ops;
 struct worker;
 struct snapshot;
 
@@ -55,6 +57,8 @@ enum req_end {
 struct request {
 	struct client *cl;              /* the connection it came on */
 	struct worker *w;
+	const struct req_client_ops *client;    /* how it acts on cl */
+	const struct req_backend_ops *backend;  /* how it acts on up */
 	enum req_state state;
 	enum req_end end_kind;
 	uint64_t rid;                   /* request id: the worker's count */
@@ -94,6 +98,9 @@ struct request {
 	struct balance_pick pick;
 	unsigned tries;                 /* backends tried */
 	int cur;                        /* ring index of the current backend */
+	bool slot;                      /* it holds an in-flight slot on cur
+					   (balance_next took it): given back
+					   when it leaves cur (req_leave) */
 	int lost;                       /* ring index of a backend that lost
 					   the request (counted against its
 					   health unless a second one loses it

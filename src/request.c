@@ -2,7 +2,8 @@
  * request.c -- one request's state, from its parsed head to its end, on
  * its worker's thread (HAProxy's stream). The client side (front.c)
  * creates and ends it; between the two it is routed here (key ->
- * [cache] -> ring walk and eligibility -> a backend through forward.c)
+ * [cache] -> ring walk and eligibility -> a backend through the backend
+ * side's ops, forward.c's)
  * and answered through the few functions request.h names: a response
  * head, body bytes, done, failed. The proxy's own replies, the request
  * id, retries along the walk and the passive-health accounting of a lost
@@ -13,6 +14,7 @@
  */
 #include "request.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -24,11 +26,10 @@
 #include "cachectl.h"
 #include "conf.h"
 #include "conn.h"
-#include "forward.h"
-#include "front.h"
 #include "health.h"
+#include "key.h"
 #include "log.h"
-#include "proxy.h"
+#include "proxy-t.h"
 #include "refresh.h"
 #include "snapshot.h"
 #include "vary.h"
@@ -42,6 +43,36 @@
  * longer one bypasses the cache. On the stack, never in the struct. */
 #define REQ_KEY_MAX 4096
 
+/* The transitions of a request's state (request-t.h), the only ones
+ * req_set_state lets happen: from each state, the set it may go to. A
+ * request ends (REQ_IDLE) from any state, the connection closing under
+ * it. */
+#define REQ_TO(s) (1u << (s))
+static const unsigned req_next[] = {
+	[REQ_IDLE] = REQ_TO(REQ_IDLE) | REQ_TO(REQ_ROUTE),
+	[REQ_ROUTE] = REQ_TO(REQ_IDLE) | REQ_TO(REQ_ROUTE) | REQ_TO(REQ_BACKEND) | REQ_TO(REQ_WAIT) |
+		      REQ_TO(REQ_REPLY),
+	[REQ_BACKEND] = REQ_TO(REQ_IDLE) | REQ_TO(REQ_ROUTE) | REQ_TO(REQ_BACKEND) | REQ_TO(REQ_REPLY) |
+			REQ_TO(REQ_DONE),
+	[REQ_WAIT] = REQ_TO(REQ_IDLE) | REQ_TO(REQ_ROUTE) | REQ_TO(REQ_REPLY),
+	[REQ_REPLY] = REQ_TO(REQ_IDLE) | REQ_TO(REQ_DONE),
+	[REQ_DONE] = REQ_TO(REQ_IDLE),
+};
+
+/* Every change of rq->state goes through here. The check is kept in
+ * release builds (meson.build: b_ndebug=false), as Varnish and HAProxy
+ * keep theirs: a request in a state its code did not plan for would
+ * answer twice or never, and stopping says where. */
+static void req_set_state(struct request *rq, enum req_state to)
+{
+	bool planned = (unsigned)rq->state < sizeof(req_next) / sizeof(req_next[0]) &&
+		       (req_next[rq->state] & REQ_TO(to));
+
+	assert(planned);
+	(void)planned;          /* a build with -Db_ndebug=true */
+	rq->state = to;
+}
+
 static void req_dispatch(struct request *rq, int last_status);
 static void req_reply(struct request *rq, int status, const char *why, bool force_close);
 static void req_reply_send(struct request *rq);
@@ -51,17 +82,19 @@ static bool req_cache_lookup(struct request *rq);
 static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *how);
 static bool req_stale_if_error(struct request *rq);
 static bool req_conditional(const struct http1_msg *m);
-static int req_revalidated(struct request *rq, const struct http1_msg *resp);
+static void req_revalidated(struct request *rq, const struct http1_msg *resp);
+static void req_log_fields(struct request *rq, struct access_req *l);
 
-void req_init(struct request *rq, struct client *c, const struct rbuf *in,
+void req_init(struct request *rq, struct worker *w, struct client *c, const struct rbuf *in,
 	      struct outq *out, char **scratch, size_t *scratch_cap,
-	      const char *ip, size_t iplen)
+	      const char *ip, size_t iplen,
+	      const struct req_client_ops *client, const struct req_backend_ops *backend)
 {
-	struct worker *w = front_worker(c);
-
 	memset(rq, 0, offsetof(struct request, qbuf));
 	rq->cl = c;
 	rq->w = w;
+	rq->client = client;
+	rq->backend = backend;
 	rq->in = in;
 	rq->out = out;
 	rq->scratch = scratch;
@@ -112,7 +145,7 @@ void req_begin(struct request *rq, size_t head_len, uint64_t rid)
 {
 	struct worker *w = rq->w;
 
-	rq->state = REQ_ROUTE;
+	req_set_state(rq, REQ_ROUTE);
 	rq->end_kind = REQ_END_NONE;
 	rq->rid = rid;
 	rq->t_begin = worker_now_us(w);
@@ -180,10 +213,10 @@ void req_serve(struct request *rq)
 	/* one normalised target for the ring key, the cache key and the
 	 * backend ([ring] query, drop_params) */
 	query_apply(&rq->snap->conf->query, &rq->msg, rq->qbuf, &rq->qsent);
-	rq->keypos = front_key_pos(rq->snap->conf->scheme, rq->snap->conf->key, &rq->msg,
+	rq->keypos = key_pos(rq->snap->conf->scheme, rq->snap->conf->key, &rq->msg,
 				   rq->snap->ramp ? &keyu : NULL);
 	balance_start(rq->snap, &rq->walk, &rq->pick, rq->keypos, keyu);
-	front_key_ramp(rq->snap, &rq->msg, rq->pick.ramp_pos);
+	key_ramp(rq->snap, &rq->msg, rq->pick.ramp_pos);
 	/* [cache]: the lookup goes here, between the key and the walk: a
 	 * hit answers with req_response_head + req_body + req_done, a fetch
 	 * in flight elsewhere parks the request with req_wait (the walk is
@@ -202,7 +235,7 @@ void req_refuse(struct request *rq, uint64_t rid, int status, const char *why)
 	rq->out_sent0 = rq->out->sent;
 	rq->route = NULL;
 	rq->line_copied = false;
-	rq->state = REQ_ROUTE;
+	req_set_state(rq, REQ_ROUTE);
 	rq->body_done = false;          /* forces the close */
 	rq->resp_started = false;
 	req_reply(rq, status, why, true);
@@ -211,6 +244,20 @@ void req_refuse(struct request *rq, uint64_t rid, int status, const char *why)
 void req_close_after(struct request *rq)
 {
 	rq->close_after = true;
+}
+
+/* The request leaves its backend (cur): its connection, if it still has
+ * one, is let go of, and its in-flight slot given back. The slot is the
+ * request's from balance_next to here, whatever the backend side did:
+ * a resend on a fresh connection to the same backend keeps it. */
+static void req_leave(struct request *rq)
+{
+	if (rq->up)
+		rq->backend->close(rq->up);      /* unbinds */
+	if (rq->slot) {
+		balance_release(rq->snap->be[rq->cur].state);
+		rq->slot = false;
+	}
 }
 
 /* A failure held back by req_failed (a connection lost after the request
@@ -225,8 +272,7 @@ static void req_settle(struct request *rq)
 
 bool req_end(struct request *rq)
 {
-	if (rq->up)
-		fwd_close(rq->up);      /* unbinds */
+	req_leave(rq);
 	if (rq->state == REQ_WAIT) {
 		event_del(&rq->wait_ev);
 		/* false: the wake-up is on its way; the connection keeps the
@@ -255,11 +301,20 @@ bool req_end(struct request *rq)
 			rq->end_kind = REQ_END_ABORT;
 		else if (rq->state == REQ_DONE)
 			worker_hist(&rq->w->request, took);
-		access_log(rq, took);
+		if (access_wanted()) {
+			struct access_fields f;
+
+			req_log_fields(rq, &f.log);
+			f.ip = rq->ip;
+			f.iplen = rq->iplen;
+			f.minor = rq->msg.minor;
+			f.dur_us = took;
+			access_log(rq->w, &f, &rq->msg, rq->t_begin);
+		}
 	}
 	worker_snap_drop(rq->w, rq->snap);
 	rq->snap = NULL;
-	rq->state = REQ_IDLE;
+	req_set_state(rq, REQ_IDLE);
 	rq->resp_started = false;
 	http1_msg_init(&rq->msg);
 	rq->qsent = (struct query_sent){ { NULL, 0 }, { NULL, 0 } };
@@ -271,7 +326,7 @@ bool req_end(struct request *rq)
 size_t req_keep_from(const struct request *rq)
 {
 	if (rq->state == REQ_IDLE || !rq->head_sent || rq->msg.framing == HTTP1_BODY_NONE ||
-	    (rq->up && fwd_sending(rq->up)))
+	    (rq->up && rq->backend->sending(rq->up)))
 		return 0;
 	return rq->body_end;
 }
@@ -306,7 +361,7 @@ int req_take_body(struct request *rq, const char **p, size_t *n)
 	}
 	rq->body_end += used;
 	if (rq->body_done)
-		front_body_taken(rq->cl);
+		rq->client->body_taken(rq->cl);
 	return 0;
 }
 
@@ -317,13 +372,13 @@ void req_head_sent(struct request *rq)
 
 void req_want_body(struct request *rq)
 {
-	front_resume(rq->cl);
+	rq->client->resume(rq->cl);
 }
 
 void req_client_data(struct request *rq)
 {
 	if (rq->up)
-		fwd_request_body(rq->up);
+		rq->backend->request_body(rq->up);
 }
 
 static bool req_fill_pump(struct request *rq);
@@ -333,10 +388,10 @@ void req_client_drained(struct request *rq)
 	if (req_fill_pump(rq) && req_send(rq) <= 0)
 		return;
 	if (rq->up) {
-		fwd_client_drained(rq->up);
+		rq->backend->client_drained(rq->up);
 	} else if (rq->state == REQ_REPLY) {
-		rq->state = REQ_DONE;
-		front_request_done(rq->cl);
+		req_set_state(rq, REQ_DONE);
+		rq->client->done(rq->cl);
 	}
 }
 
@@ -345,7 +400,7 @@ void req_client_drained(struct request *rq)
 void req_bind(struct request *rq, struct upstream *u)
 {
 	rq->up = u;
-	rq->state = REQ_BACKEND;
+	req_set_state(rq, REQ_BACKEND);
 }
 
 void req_unbind(struct request *rq)
@@ -445,15 +500,24 @@ static void req_cache_response(struct request *rq, const struct http1_msg *resp,
 
 int req_response_head(struct request *rq, const struct http1_msg *resp, struct http1_fwd_resp *fr)
 {
+	const struct snap_backend *sb = &rq->snap->be[rq->cur];
 	struct iovec *v;
 	int room, n;
 
+	/* passive health: a final response is a backend that answers, but
+	 * a 5xx one counts as a failure with [health] passive_5xx */
+	if (resp->status >= 500 && rq->snap->conf->passive_5xx)
+		health_request_failed(rq->snap, rq->cur, "5xx responses");
+	else
+		health_request_ok(sb->state, sb->conf);
 	/* stale-if-error: a 5xx for an expired object still in its window
 	 * is dropped (with its connection) and the stale copy answers */
 	if (resp->status >= 500 && req_stale_if_error(rq))
-		return 1;
-	if (resp->status == 304 && rq->cond_len && rq->stale)
-		return req_revalidated(rq, resp);
+		return 0;
+	if (resp->status == 304 && rq->cond_len && rq->stale) {
+		req_revalidated(rq, resp);
+		return 0;
+	}
 	req_cache_response(rq, resp, fr);
 	fr->close = rq->close_after;
 	fr->keep_alive_10 = rq->msg.minor == 0 && !rq->close_after;
@@ -608,32 +672,35 @@ int req_send(struct request *rq)
 
 	/* a chunk of what the fill added, and again if the client took all */
 	req_fill_pump(rq);
-	rc = front_send(rq->cl);
+	rc = rq->client->send(rq->cl);
 	if (rc == 1 && req_fill_pump(rq))
-		rc = front_send(rq->cl);
+		rc = rq->client->send(rq->cl);
 
-	if (rc < 0)
-		front_close(rq->cl);
+	if (rc < 0) {
+		rq->client->close(rq->cl);
+		return 0;
+	}
 	return rc;
 }
 
 void req_done(struct request *rq)
 {
+	req_leave(rq);
 	req_response_end(rq);
 	rq->end_kind = REQ_END_BACKEND;
 	if (!req_sent_all(rq)) {
 		/* the rest goes from the object (req_reads_object), as a hit's
 		 * would: req_client_drained ends it */
-		rq->state = REQ_REPLY;
+		req_set_state(rq, REQ_REPLY);
 		return;
 	}
-	rq->state = REQ_DONE;
-	front_request_done(rq->cl);
+	req_set_state(rq, REQ_DONE);
+	rq->client->done(rq->cl);
 }
 
 void req_abort(struct request *rq)
 {
-	front_close(rq->cl);
+	rq->client->close(rq->cl);
 }
 
 /* ---- the proxy's own replies ------------------------------------------------ */
@@ -680,7 +747,7 @@ static void req_rid(const struct request *rq, char *out)
 	out[20] = '\0';
 }
 
-void req_log_fields(struct request *rq, struct req_log *l)
+static void req_log_fields(struct request *rq, struct access_req *l)
 {
 	l->line_copied = rq->line_copied;
 	req_line(rq, &l->method, &l->target);
@@ -764,16 +831,16 @@ static const char *req_public(int status, const char *why)
 static void req_reply_send(struct request *rq)
 {
 	rq->resp_started = true;
-	rq->state = REQ_REPLY;
-	switch (front_send(rq->cl)) {
+	req_set_state(rq, REQ_REPLY);
+	switch (rq->client->send(rq->cl)) {
 	case 1:
-		rq->state = REQ_DONE;
-		front_request_done(rq->cl);
+		req_set_state(rq, REQ_DONE);
+		rq->client->done(rq->cl);
 		break;
 	case 0:
 		break;
 	default:
-		front_close(rq->cl);
+		rq->client->close(rq->cl);
 		break;
 	}
 }
@@ -909,15 +976,14 @@ static void req_reply(struct request *rq, int status, const char *why, bool forc
 	int blen;
 
 	if (rq->resp_started) {         /* too late for a clean reply */
-		front_close(rq->cl);
+		rq->client->close(rq->cl);
 		return;
 	}
 	/* stale-if-error: the walk's retries are over and the backend
 	 * failed (connect error, connection lost, timeout, none left) */
 	if (status >= 500 && req_stale_if_error(rq))
 		return;
-	if (rq->up)
-		fwd_close(rq->up);
+	req_leave(rq);
 	req_rid(rq, rid);
 	req_log_reply(rq, status, rid, why);
 	blen = snprintf(body, sizeof(body), "ringproxy: %s (request %s)\n", req_public(status, why), rid);
@@ -929,7 +995,7 @@ static void req_reply(struct request *rq, int status, const char *why, bool forc
 	n = http1_write_simple(rq->reply, sizeof(rq->reply), status, rq->close_after, extra, body,
 			       (size_t)blen);
 	if (n < 0) {
-		front_close(rq->cl);
+		rq->client->close(rq->cl);
 		return;
 	}
 	/* the answer to a HEAD has the headers of the GET's and no body:
@@ -960,10 +1026,11 @@ static void req_failed_on(struct request *rq, int i, const char *what)
 static void req_dispatch(struct request *rq, int last_status)
 {
 	const struct snapshot *s = rq->snap;
+	enum req_fail kind;
 	char what[256];
 	int i;
 
-	rq->state = REQ_ROUTE;
+	req_set_state(rq, REQ_ROUTE);
 	for (;;) {
 		if (rq->tries > s->conf->retries) {
 			req_reply(rq, last_status, rq->why, false);
@@ -999,9 +1066,13 @@ static void req_dispatch(struct request *rq, int last_status)
 			    rq->pick.owner_verdict == BALANCE_RAMPING ? "ramp" : "spill";
 		rq->tries++;
 		rq->cur = i;
-		if (fwd_start(rq, i, what, sizeof(what)) == 0)
+		rq->slot = true;
+		if (rq->backend->start(rq, i, &kind, what, sizeof(what)) == 0)
 			return;
-		/* failed at once (a connect error, counted by forward.c) */
+		/* failed at once: a connect error is the backend's */
+		if (kind == REQ_FAIL_CONNECT)
+			health_request_failed(s, i, what);
+		req_leave(rq);
 		req_failed_on(rq, i, what);
 		last_status = 502;
 		if (!req_retryable(rq)) {
@@ -1029,8 +1100,13 @@ void req_failed(struct request *rq, int status, enum req_fail kind, const char *
 	int i = rq->cur;
 	bool retry;
 
+	req_leave(rq);
+	/* passive health: a lost connection is counted below, once it is
+	 * known whether the request or the backend is to blame */
+	if (kind == REQ_FAIL_CONNECT || kind == REQ_FAIL_TIMEOUT || kind == REQ_FAIL_BAD)
+		health_request_failed(s, i, what);
 	if (rq->resp_started) {
-		front_close(rq->cl);
+		rq->client->close(rq->cl);
 		return;
 	}
 	if (kind == REQ_FAIL_CLIENT) {
@@ -1052,7 +1128,8 @@ void req_failed(struct request *rq, int status, enum req_fail kind, const char *
 	 * may still be working on it, and a retry doubles the load exactly
 	 * when the tier is slow; nor is an invalid response (the request
 	 * reached a backend that answered) */
-	retry = (kind == REQ_FAIL_CONNECT || kind == REQ_FAIL_LOST) && req_retryable(rq) &&
+	retry = (kind == REQ_FAIL_CONNECT || kind == REQ_FAIL_LOCAL || kind == REQ_FAIL_LOST) &&
+		req_retryable(rq) &&
 		rq->tries <= s->conf->retries;
 	if (kind == REQ_FAIL_LOST) {
 		if (retry)
@@ -1081,40 +1158,11 @@ static bool req_conditional(const struct http1_msg *m)
 	return false;
 }
 
-/* Revalidation: o expired and has a validator: the lines that make the
- * request to the backend conditional (If-None-Match with its ETag,
- * If-Modified-Since with its Last-Modified) into buf; their length, 0 if
- * none or they do not fit. */
-size_t req_cond_lines(const struct cache_obj *o, char *buf, size_t cap)
-{
-	struct http1_str etag = cache_obj_etag(o);
-	int64_t lm = cache_obj_last_modified(o);
-	size_t n = 0;
-	int m;
-
-	if (etag.len) {
-		m = snprintf(buf, cap, "If-None-Match: %.*s\r\n", (int)etag.len, etag.p);
-		if (m < 0 || (size_t)m >= cap)
-			return 0;
-		n = (size_t)m;
-	}
-	if (lm >= 0) {
-		char date[32];
-
-		cachectl_date_format(lm, date);
-		m = snprintf(buf + n, cap - n, "If-Modified-Since: %s\r\n", date);
-		if (m < 0 || (size_t)m >= cap - n)
-			return 0;
-		n += (size_t)m;
-	}
-	return n;
-}
-
 /* The backend answered 304 to the revalidation of rq->stale: store the
  * object with its head updated and its body (cache_fill_not_modified),
- * and answer with it; the 304's connection is closed. Returns 1 (the
- * request was answered otherwise, see req_response_head). */
-static int req_revalidated(struct request *rq, const struct http1_msg *resp)
+ * and answer with it; the 304's connection is let go of (the request
+ * was answered otherwise, see req_response_head). */
+static void req_revalidated(struct request *rq, const struct http1_msg *resp)
 {
 	struct cache_obj *o = NULL;
 
@@ -1123,8 +1171,7 @@ static int req_revalidated(struct request *rq, const struct http1_msg *resp)
 					(int64_t)time(NULL),
 					(int64_t)(rq->snap->conf->cache_grace_ms / 1000), &o);
 	rq->fill = NULL;
-	if (rq->up)
-		fwd_close(rq->up);
+	req_leave(rq);
 	if (!o) {               /* not stored: the old copy, still valid */
 		o = rq->stale;
 		rq->stale = NULL;
@@ -1133,7 +1180,6 @@ static int req_revalidated(struct request *rq, const struct http1_msg *resp)
 		cache_obj_release(o);
 		req_reply(rq, 502, "cached response head too large to send", false);
 	}
-	return 1;
 }
 
 /* stale-if-error: when rq holds an expired object still in its
@@ -1146,8 +1192,7 @@ static bool req_stale_if_error(struct request *rq)
 
 	if (!o || rq->resp_started || !cache_obj_stale_if_error(o, (int64_t)time(NULL)))
 		return false;
-	if (rq->up)
-		fwd_close(rq->up);
+	req_leave(rq);
 	if (rq->fill) {
 		cache_fill_abort(rq->fill);
 		rq->fill = NULL;
@@ -1282,7 +1327,9 @@ static bool req_cache_lookup(struct request *rq)
 		/* started before the answer: a reply written at once ends the
 		 * request, and the connection may reuse its head */
 		if (rq->fill) {
-			refresh_start(rq, rq->fill, obj);
+			struct refresh_req rr = { rq->w, rq->snap, rq->keypos, &rq->msg, &rq->qsent, rq->cc };
+
+			refresh_start(&rr, rq->fill, obj);
 			rq->fill = NULL;
 		}
 		if (req_reply_obj(rq, obj, "hit; fwd=stale") == 0)
@@ -1306,7 +1353,8 @@ static bool req_cache_lookup(struct request *rq)
 		/* an expired object with a validator: ask the backend whether
 		 * it changed (a 304 keeps the stored body) */
 		if (obj && rq->fill && !req_conditional(&rq->msg))
-			rq->cond_len = req_cond_lines(obj, rq->cond, sizeof(rq->cond) - REQ_AE_ROOM);
+			rq->cond_len = cachectl_cond_lines(cache_obj_etag(obj), cache_obj_last_modified(obj), rq->cond,
+							   sizeof(rq->cond) - REQ_AE_ROOM);
 		if (rq->fill) {
 			req_canonical_ae(rq);
 			req_canonical_accept(rq);
@@ -1324,7 +1372,7 @@ static bool req_cache_lookup(struct request *rq)
 
 void req_wait(struct request *rq, const struct timeval *tv)
 {
-	rq->state = REQ_WAIT;
+	req_set_state(rq, REQ_WAIT);
 	rq->wake_due = true;
 	event_add(&rq->wait_ev, tv);
 }
@@ -1382,5 +1430,5 @@ static void req_on_wake(struct mbox_msg *m)
 	}
 	cache_obj_release(obj);
 	if (rq->state == REQ_IDLE)
-		front_request_done(rq->cl);
+		rq->client->done(rq->cl);
 }

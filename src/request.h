@@ -5,12 +5,14 @@
  *
  * The road of a request, and who calls what:
  *
- *   front.c   req_init (once per connection), then per parsed head:
+ *   front.c   req_init (once per connection, with the two sides' ops
+ *             tables below), then per parsed head:
  *             req_begin -> req_serve; req_refuse for a head that failed;
  *             req_client_data / req_client_drained on socket events;
  *             req_end when the connection's loop (or a close) ends it.
- *   request.c key -> [cache] -> ring walk + eligibility (balance.c) ->
- *             fwd_start; the proxy's own replies; retries along the walk.
+ *   request.c key (key.c) -> [cache] -> ring walk + eligibility
+ *             (balance.c) -> the backend side's start; the proxy's own
+ *             replies; retries along the walk.
  *   forward.c req_bind / req_unbind, req_take_body, req_head_sent,
  *             req_want_body, req_response_interim, req_response_head,
  *             req_body, req_send, and one of req_done / req_failed /
@@ -19,7 +21,7 @@
  * Every function runs on the request's worker thread, except req_wake.
  * A request that is answered at once (the proxy's own reply fully written)
  * is REQ_DONE when req_serve returns; one answered later becomes REQ_DONE
- * from an event and tells the connection with front_request_done. The
+ * from an event and tells the connection (its client ops' done). The
  * connection's loop (front_serve) then ends it and parses the next: so
  * pipelined requests are served by a loop, never by recursion.
  */
@@ -32,14 +34,76 @@
 
 #include "request-t.h"
 
+/* How a backend failed a request, for the retry and health decisions. */
+enum req_fail {
+	REQ_FAIL_CONNECT,       /* no connection: the request never reached
+				   the backend */
+	REQ_FAIL_LOST,          /* the connection closed or reset after the
+				   request went out, before any response
+				   byte (counted here: see request.c) */
+	REQ_FAIL_TIMEOUT,       /* no response within response_timeout */
+	REQ_FAIL_BAD,           /* an invalid response */
+	REQ_FAIL_CLIENT,        /* the client's fault (a bad request body) */
+	REQ_FAIL_LOCAL,         /* the proxy could not send it (out of
+				   memory, a head too large to rewrite):
+				   retried like REQ_FAIL_CONNECT, not
+				   counted against the backend */
+};
+
+/* ---- the two sides, as the request reaches them ------------------------- */
+
+/*
+ * The request acts on its client connection and on its backend connection
+ * through these two tables, given at req_init, never by the names of the
+ * files that own them (front.c's front_req_ops, forward.c's fwd_req_ops):
+ * the way HAProxy's stream reaches its connectors. So request.c sits below
+ * both sides in the include graph, and a test drives it with fakes.
+ */
+struct req_client_ops {
+	/* Write the pending response bytes: 1 all out, 0 the rest waits for
+	 * the socket, -1 the client is gone (then close follows). */
+	int (*send)(struct client *c);
+	/* Read more of the request body: its taker has what we had. */
+	void (*resume)(struct client *c);
+	/* The request body was taken to its end. */
+	void (*body_taken)(struct client *c);
+	/* The request is REQ_DONE (or its last posted wake-up came): the
+	 * connection's loop goes on. */
+	void (*done)(struct client *c);
+	/* Close the connection now, the request with it (req_end). */
+	void (*close)(struct client *c);
+};
+
+struct req_backend_ops {
+	/* Send rq to backend ring index i of rq->snap: 0 under way (the
+	 * request hears of it through the functions below), -1 failed at
+	 * once (*kind REQ_FAIL_CONNECT or REQ_FAIL_LOCAL, why says how).
+	 * The request holds the in-flight slot on i and counts the
+	 * backend's health: the backend side does neither. */
+	int (*start)(struct request *rq, int i, enum req_fail *kind, char *why, size_t whylen);
+	/* Are request bytes still queued for the backend (slices into the
+	 * client's buffer, which must not move)? */
+	bool (*sending)(const struct upstream *u);
+	/* The client has more request body in its buffer. */
+	void (*request_body)(struct upstream *u);
+	/* The client's output queue drained: relay more of the response. */
+	void (*client_drained)(struct upstream *u);
+	/* Let go of u: detached from its request (req_unbind) at once, and
+	 * closed; asked from inside the backend side's own handling of u,
+	 * its memory stays valid until that handling unwinds. */
+	void (*close)(struct upstream *u);
+};
+
 /* ---- the client side (front.c) ---------------------------------------- */
 
-/* Once per connection: what the request borrows from it (the read buffer,
- * the output queue, the scratch buffer for response heads, the peer's
- * address); all owned by the connection and valid while it lives. */
-void req_init(struct request *rq, struct client *c, const struct rbuf *in,
+/* Once per connection: its worker, what the request borrows from it (the
+ * read buffer, the output queue, the scratch buffer for response heads,
+ * the peer's address; all owned by the connection and valid while it
+ * lives) and the two sides' tables (static storage). */
+void req_init(struct request *rq, struct worker *w, struct client *c, const struct rbuf *in,
 	      struct outq *out, char **scratch, size_t *scratch_cap,
-	      const char *ip, size_t iplen);
+	      const char *ip, size_t iplen,
+	      const struct req_client_ops *client, const struct req_backend_ops *backend);
 /* The client's address as a PROXY header named it, before any request of
  * the connection began (front.c): ip and iplen as for req_init. */
 void req_client_ip(struct request *rq, const char *ip, size_t iplen);
@@ -82,38 +146,7 @@ void req_close_after(struct request *rq);
  * must then keep the struct until req_woken_late() says it may go. */
 bool req_end(struct request *rq);
 
-/* What the access log says of a request (access.c), read as it ends. */
-struct req_log {
-	struct http1_str method, target;
-	int status;                     /* 499: the client left before any
-					   response, as NGINX logs it */
-	uint64_t bytes;                 /* sent to the client, head included */
-	const char *backend;            /* the backend that answered, NULL if
-					   none did (a cache hit, our reply) */
-	const char *cache;              /* hit, collapsed, miss, request,
-					   bypass, or "-" (no cache) */
-	const char *why;                /* owner, replica, spill, failover, ramp, retry,
-					   cache, or "-" (no backend) */
-	char rid[24];                   /* the request id */
-	bool line_copied;               /* method and target are a copy: the
-					   head's other bytes may be gone */
-};
-/* (Worker thread: it may fill the worker's request id prefix.) */
-void req_log_fields(struct request *rq, struct req_log *l);
-
 /* ---- the answering side (forward.c, next the cache) --------------------- */
-
-/* How a backend failed a request, for the retry and health decisions. */
-enum req_fail {
-	REQ_FAIL_CONNECT,       /* no connection: the request never reached
-				   the backend (counted by forward.c) */
-	REQ_FAIL_LOST,          /* the connection closed or reset after the
-				   request went out, before any response
-				   byte (counted here: see request.c) */
-	REQ_FAIL_TIMEOUT,       /* no response within response_timeout */
-	REQ_FAIL_BAD,           /* an invalid response */
-	REQ_FAIL_CLIENT,        /* the client's fault (a bad request body) */
-};
 
 /* The backend connection u now serves rq / no longer does. */
 void req_bind(struct request *rq, struct upstream *u);
@@ -137,16 +170,13 @@ void req_want_body(struct request *rq);
 
 /* Queue an interim (1xx) response for an HTTP/1.1 client; dropped for 1.0. */
 void req_response_interim(struct request *rq, const struct http1_msg *resp);
-/* The If-None-Match / If-Modified-Since lines (each ending CRLF) that
- * revalidate expired object o, into buf; their length, 0 when o has no
- * validator or they do not fit (refresh.c sends them too). */
-size_t req_cond_lines(const struct cache_obj *o, char *buf, size_t cap);
 
 /* A final response head is ready: queue it rewritten per fr (fr->close is
  * set here from the request's close_after). 0, or -1 when it does not fit
- * (nothing queued), or 1 when the request was answered otherwise (a 5xx
- * replaced by a stale copy, stale-if-error): its upstream was closed
- * (fwd_close), the caller must not touch it again. */
+ * (nothing queued). A request answered otherwise (a 5xx replaced by a
+ * stale copy, stale-if-error; a 304 revalidating one) lets go of its
+ * backend connection (req_unbind through the backend side's close): the
+ * caller sees that on its own connection and stops relaying. */
 int req_response_head(struct request *rq, const struct http1_msg *resp, struct http1_fwd_resp *fr);
 /* Queue n body bytes (borrowed: unchanged until the queue drains). -1 when
  * the queue is full. */
@@ -173,8 +203,9 @@ bool req_sent_all(const struct request *rq);
 /* Room in the client's queue for more slices. */
 bool req_body_room(const struct request *rq, int slices);
 /* Write what is queued: 1 all out, 0 the rest waits for the client
- * (req_client_drained follows), -1 the client is gone: the connection is
- * closed and the caller's part was ended with it (touch nothing more). */
+ * (req_client_drained follows) or the client is gone: then the
+ * connection was closed, the request with it, and it let go of its
+ * backend connection (req_unbind), which the caller sees on its own. */
 int req_send(struct request *rq);
 
 /* The response is complete and the client has all of it, or

@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ring.h"
+#include "ring-t.h"
 
 /* For a builder, before it allocates: 0 when total points fit the ring's
  * limit (RING_MAX_POINTS), else -1 with err saying so. */

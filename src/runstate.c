@@ -24,7 +24,6 @@
 #include "conf.h"
 #include "log.h"
 #include "registry.h"
-#include "snapshot.h"
 
 static const char *const runstate_names[RUNSTATE_N] = { "ready", "drain", "maint" };
 
@@ -97,7 +96,7 @@ static int runstate_sync_dir(const char *path)
 	return rc;
 }
 
-int runstate_save(const char *path, const struct snapshot *s, char *err, size_t errlen)
+int runstate_save(const char *path, struct backend *const *be, size_t nbe, char *err, size_t errlen)
 {
 	char tmp[4096];
 	FILE *f = NULL;
@@ -116,8 +115,8 @@ int runstate_save(const char *path, const struct snapshot *s, char *err, size_t 
 	}
 	fprintf(f, "# ringproxy runtime states (ringproxy ctl), written at each change and read at start\n"
 		"# NAME STATE WEIGHT DRAIN_START_MS DRAIN_SPAN_MS\n");
-	for (size_t i = 0; i < s->nbe; i++) {
-		const struct backend *b = s->be[i].state;
+	for (size_t i = 0; i < nbe; i++) {
+		const struct backend *b = be[i];
 		char w[40] = "-";
 
 		if (!runstate_set(b))
@@ -200,7 +199,7 @@ out:
 	return rc;
 }
 
-size_t runstate_forget(const struct snapshot *s)
+size_t runstate_forget(struct backend *const *be, size_t nbe, const char *conf_path)
 {
 	size_t n = 0;
 
@@ -208,11 +207,11 @@ size_t runstate_forget(const struct snapshot *s)
 		struct backend *b = registry_get(id);
 		size_t i;
 
-		for (i = 0; i < s->nbe && s->be[i].state != b; i++)
+		for (i = 0; i < nbe && be[i] != b; i++)
 			;
-		if (i < s->nbe || !runstate_set(b))
+		if (i < nbe || !runstate_set(b))
 			continue;
-		log_info("backend %s is no longer in %s: its runtime state (%s%s) is dropped", b->name, s->conf->path,
+		log_info("backend %s is no longer in %s: its runtime state (%s%s) is dropped", b->name, conf_path,
 			 runstate_name(atomic_load(&b->admin_state)), atomic_load(&b->admin_weighted) ? ", weight" : "");
 		runstate_put(b, &(struct runstate_of){ 0 });
 		n++;

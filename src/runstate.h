@@ -15,7 +15,6 @@
 #include "registry-t.h"
 
 struct conf;
-struct snapshot;
 
 enum runstate {
 	RUNSTATE_READY = 0,     /* in the ring at its weight */
@@ -52,11 +51,11 @@ double runstate_weight(const struct backend *b, double conf_weight);
  * draining. */
 double runstate_drain_progress(const struct backend *b, int64_t wall_ms);
 
-/* Write the runtime states of s's backends that differ from the file's
+/* Write the runtime states of backends be[0..nbe) that differ from the file's
  * (a state other than ready, or a runtime weight) to path, atomically: a
  * temporary file beside it, fsync, rename, fsync of the directory. 0, or
  * -1 with err. */
-int runstate_save(const char *path, const struct snapshot *s, char *err, size_t errlen);
+int runstate_save(const char *path, struct backend *const *be, size_t nbe, char *err, size_t errlen);
 
 /* Read path (written by runstate_save) and set the states it holds on
  * the registry entries of c's backends; each one no longer in c is
@@ -64,9 +63,9 @@ int runstate_save(const char *path, const struct snapshot *s, char *err, size_t 
  * "FILE:LINE: what; what to do" in err (unreadable, or malformed). */
 int runstate_load(const char *path, const struct conf *c, char *err, size_t errlen);
 
-/* Drop the runtime state of every registry entry that is not one of s's
- * backends (a reload removed it), each with a log line: a backend added
- * again later starts ready. Returns how many were dropped. */
-size_t runstate_forget(const struct snapshot *s);
+/* Drop the runtime state of every registry entry that is not one of
+ * be[0..nbe) (a reload of conf_path removed it), each with a log line: a
+ * backend added again later starts ready. Returns how many were dropped. */
+size_t runstate_forget(struct backend *const *be, size_t nbe, const char *conf_path);
 
 #endif

@@ -45,7 +45,7 @@ struct snap_ramp {
 						   conf_key) each step's ring
 						   was keyed by: with its
 						   scheme, what places a key
-						   on it (front_key_ramp) */
+						   on it (key_ramp) */
 	double *weight;                         /* per backend of the
 						   snapshot: its largest weight
 						   in any step, the bounded-load

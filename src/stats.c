@@ -20,7 +20,7 @@
 #include <time.h>
 
 #include "balance.h"
-#include "proxy.h"
+#include "proxy-t.h"
 #include "registry.h"
 #include "runstate.h"
 #include "snapshot.h"

@@ -20,11 +20,11 @@
 #include "access-t.h"
 #include "balance-t.h"
 #include "conn-t.h"
-#include "freelist.h"
-#include "http1.h"
-#include "mbox.h"
+#include "freelist-t.h"
+#include "http1-t.h"
+#include "mbox-t.h"
 #include "request-t.h"
-#include "ring.h"
+#include "ring-t.h"
 #include "stats-t.h"
 
 struct snapshot;
@@ -34,6 +34,7 @@ struct proxy;
 struct md5;
 struct refresh;
 struct curlev;
+struct worker_ops;
 
 /* Generated head bytes beyond a copy of the parsed head: the proxy's own
  * lines (Via, X-Forwarded-*, framing, backend name). */
@@ -69,6 +70,11 @@ struct upstream {
 	bool read_paused;               /* rev removed for backpressure */
 	bool eof;                       /* the backend closed (or misbehaved):
 					   never pooled again */
+	unsigned busy;                  /* forward.c's entry points running on
+					   it (its events, the request's ops) */
+	bool close_due;                 /* closed while busy: the socket and
+					   the struct go as the last entry
+					   point unwinds (fwd_leave) */
 	struct request *rq;             /* the request it serves, NULL if idle */
 	struct upstream *next, *prev;   /* pool list */
 	struct freelist_link reuse;     /* the worker's free list */
@@ -154,8 +160,11 @@ struct client {
 	bool read_paused;
 	bool read_eof;
 	bool in_loop;                   /* front_serve is running for it */
-	bool closed;                    /* closed inside front_serve, which
-					   gives the struct back as it ends */
+	unsigned busy;                  /* front.c's handlers running on it
+					   (its events, front_serve) */
+	bool closed;                    /* closed: a handler still running
+					   gives the struct back as it
+					   unwinds (front_leave) */
 	bool yielded;                   /* front_serve yielded: the timer,
 					   due at once, resumes it */
 	bool proxied;                   /* CL_PROXY: from proxy_protocol_from,
@@ -189,6 +198,7 @@ struct client {
 struct worker {
 	int id;
 	struct proxy *proxy;
+	const struct worker_ops *ops;   /* what it runs (worker.h) */
 	pthread_t thread;
 	bool started;                   /* thread running (to be joined) */
 	struct event_base *base;

@@ -22,16 +22,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "access.h"
 #include "conn.h"
-#include "forward.h"
-#include "front.h"
+#include "freelist.h"
 #include "log.h"
 #include "mbox.h"
 #include "md5.h"
-#include "proxy.h"
-#include "refresh.h"
-#include "request.h"
+#include "proxy-t.h"
 #include "snapshot.h"
 
 #define WORKER_FREE_MAX 1024    /* client structs kept for reuse (~600 B) */
@@ -218,7 +214,7 @@ static void worker_on_accept(evutil_socket_t lfd, short what, void *arg)
 		}
 		atomic_fetch_add(&p->accepted, 1);
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (front_accept(w, fd, &ss) < 0) {
+		if (w->ops->accept(w, fd, &ss) < 0) {
 			atomic_fetch_sub(&p->nconns, 1);
 			close(fd);
 		}
@@ -288,7 +284,7 @@ static void worker_close_idle(struct worker *w)
 
 		for (uint32_t i = 0; chunk && i < WORKER_POOL_CHUNK; i++)
 			while (chunk[i].head)
-				fwd_close(chunk[i].head);
+				w->ops->close_idle(chunk[i].head);
 	}
 }
 
@@ -305,7 +301,7 @@ static void worker_drain(struct worker *w)
 	w->listen_fd = -1;
 	for (c = w->clients; c; c = next) {
 		next = c->next;
-		front_drain(c);
+		w->ops->drain(c);
 	}
 	worker_close_idle(w);
 	if (w->nclients == 0)
@@ -387,8 +383,8 @@ void worker_post_stop(struct worker *w)
 	worker_poke(w);
 }
 
-struct worker *worker_new(struct proxy *p, int id, int listen_fd,
-			  struct snapshot *snap, char *err, size_t errlen)
+struct worker *worker_new(struct proxy *p, int id, int listen_fd, struct snapshot *snap,
+			  const struct worker_ops *ops, char *err, size_t errlen)
 {
 	struct event_config *cfg = NULL;
 	struct worker *w = calloc(1, sizeof(*w));
@@ -400,6 +396,7 @@ struct worker *worker_new(struct proxy *p, int id, int listen_fd,
 	}
 	w->id = id;
 	w->proxy = p;
+	w->ops = ops;
 	w->started_at = (uint32_t)p->started;
 	w->listen_fd = listen_fd;
 	freelist_init(&w->free_clients, WORKER_FREE_MAX);
@@ -442,7 +439,7 @@ struct worker *worker_new(struct proxy *p, int id, int listen_fd,
 		goto fail;
 	w->snap = snap;
 	worker_set_timeouts(w);
-	access_worker_init(w);
+	ops->start(w);
 	return w;
 fail:
 	snprintf(err, errlen, "worker %d: cannot set up its event loop: %s", id, strerror(errno));
@@ -491,11 +488,11 @@ void worker_free(struct worker *w)
 	 * teardown ended): run them here, after the thread, so that the
 	 * objects they carry are released and their requests end */
 	worker_run_posted(mbox_take(&w->mbox));
-	refresh_free_all(w);
+	w->ops->stop(w);
 	while (w->clients)
-		front_close(w->clients);
+		w->ops->close(w->clients);
 	worker_close_idle(w);
-	access_worker_free(w);
+	w->ops->end(w);
 	for (uint32_t i = 0; i < WORKER_POOL_CHUNKS; i++)
 		free(atomic_load(&w->pool_chunks[i]));
 	while ((l = freelist_pop(&w->free_clients))) {
@@ -608,7 +605,6 @@ int worker_client_mem(struct worker *w, struct client *c)
 	c->out = &m->out;
 	outq_reset(c->out);
 	c->out->sent = c->sent;
-	req_init(c->rq, c, &c->in, c->out, &c->scratch, &c->scratch_cap, c->ip, c->iplen);
 	return 0;
 }
 

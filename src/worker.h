@@ -8,6 +8,7 @@
 #define RINGPROXY_WORKER_H
 
 #include <event2/event.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
 
@@ -16,9 +17,36 @@
 struct snapshot;
 struct proxy;
 
-/* Main thread. snap: a reference handed to the worker. */
-struct worker *worker_new(struct proxy *p, int id, int listen_fd,
-			  struct snapshot *snap, char *err, size_t errlen);
+/*
+ * What a worker runs, given by whoever makes it (proxy.c): worker.c owns
+ * the thread, the listener, the mailbox and the connection structs, and
+ * knows none of the tenants that serve on them (the client side, the
+ * backend side, background refreshes, the access log), so that it sits
+ * below them in the include graph. start and stop/end run on the main
+ * thread (worker_new; worker_free, after the worker's thread ended), the
+ * rest on the worker's thread.
+ */
+struct worker_ops {
+	/* worker_new: the tenants' per-thread state (the access log's
+	 * buffer) */
+	void (*start)(struct worker *w);
+	/* A new client connection on fd; 0, or -1 (the worker closes fd). */
+	int (*accept)(struct worker *w, int fd, const struct sockaddr_storage *peer);
+	/* worker_post_drain: close c if it is idle, else after its response. */
+	void (*drain)(struct client *c);
+	/* worker_free: close c now. */
+	void (*close)(struct client *c);
+	/* Close a pooled idle backend connection (it leaves the pool). */
+	void (*close_idle)(struct upstream *u);
+	/* worker_free, before the connections close / after them. */
+	void (*stop)(struct worker *w);
+	void (*end)(struct worker *w);
+};
+
+/* Main thread. snap: a reference handed to the worker; ops: static
+ * storage. */
+struct worker *worker_new(struct proxy *p, int id, int listen_fd, struct snapshot *snap,
+			  const struct worker_ops *ops, char *err, size_t errlen);
 int worker_start(struct worker *w, char *err, size_t errlen);
 /* Hand a new snapshot (one reference, given away) to the worker. */
 void worker_post_snapshot(struct worker *w, struct snapshot *s);

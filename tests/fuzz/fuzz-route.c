@@ -1,7 +1,7 @@
 /*
  * fuzz-route.c -- libFuzzer target from bytes to the forwarding decision,
  * the road a request takes before any socket: head parse (http1.c) ->
- * routing key (front_key) -> position (front_key_pos) -> ring walk with
+ * routing key (key_parts) -> position (key_pos) -> ring walk with
  * eligibility (balance_next) over a fixed snapshot of four backends built
  * once in-process. A codec fuzzer cannot see a key built wrong or a walk
  * that picks the wrong backend; this one checks each step against a plain
@@ -22,7 +22,7 @@
  */
 #include "balance.h"
 #include "conf.h"
-#include "front.h"
+#include "key.h"
 #include "http1.h"
 #include "registry.h"
 #include "ring.h"
@@ -120,7 +120,7 @@ static void fuzz_model_key(int mode, const struct http1_msg *m, struct fuzz_buf 
 		}
 		p = end + 1;
 	}
-	if (np > FRONT_MAX_PARAMS) {            /* too many: as sent */
+	if (np > KEY_MAX_PARAMS) {            /* too many: as sent */
 		fuzz_put(out, "?", 1);
 		fuzz_put(out, m->query.p, m->query.len);
 	} else if (np > 0) {
@@ -135,16 +135,16 @@ static void fuzz_model_key(int mode, const struct http1_msg *m, struct fuzz_buf 
 
 static void fuzz_key(int mode, const struct http1_msg *m)
 {
-	struct iovec v[FRONT_KEY_PARTS];
+	struct iovec v[KEY_PARTS];
 	struct fuzz_buf got = { 0 }, want = { 0 };
-	size_t n = front_key(mode, m, v);
+	size_t n = key_parts(mode, m, v);
 
-	FUZZ_CHECK(n >= 1 && n <= FRONT_KEY_PARTS);
+	FUZZ_CHECK(n >= 1 && n <= KEY_PARTS);
 	for (size_t i = 0; i < n; i++)
 		fuzz_put(&got, v[i].iov_base, v[i].iov_len);
 	fuzz_model_key(mode, m, &want);
 	FUZZ_CHECK(got.len == want.len && (got.len == 0 || memcmp(got.p, want.p, got.len) == 0));
-	FUZZ_CHECK(front_key_pos(RING_SCHEME_RINGPROXY, mode, m, NULL) == ring_hash(want.p, want.len));
+	FUZZ_CHECK(key_pos(RING_SCHEME_RINGPROXY, mode, m, NULL) == ring_hash(want.p, want.len));
 	free(got.p);
 	free(want.p);
 }
@@ -219,7 +219,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	r = http1_parse_request(&m, h, buf, size - 2, &lim);
 	if (r > 0) {
 		fuzz_key(mode, &m);
-		fuzz_walk(s, front_key_pos(RING_SCHEME_RINGPROXY, mode, &m, NULL));
+		fuzz_walk(s, key_pos(RING_SCHEME_RINGPROXY, mode, &m, NULL));
 	}
 	free(buf);
 	return 0;

@@ -1,5 +1,5 @@
 /*
- * test-front.c -- the routing key (front_key, front_key_pos) for each
+ * test-key.c -- the routing key (key_parts, key_pos) for each
  * [ring] key mode, computed from requests parsed by the real codec: the
  * pieces must join to the expected key, and the position must be MD5 of
  * that whole key, as `ringproxy plan --keys` computes it, however long the
@@ -7,7 +7,7 @@
  * garbage when one did not fit).
  */
 #include "conf.h"
-#include "front.h"
+#include "key.h"
 #include "http1.h"
 #include "ring.h"
 #include "ring-compat.h"
@@ -21,8 +21,8 @@
 /* The key of "GET target" under mode joined from its pieces; malloc'd. */
 static char *joined(int mode, const struct http1_msg *m, size_t *len)
 {
-	struct iovec v[FRONT_KEY_PARTS];
-	size_t n = front_key(mode, m, v), total = 0;
+	struct iovec v[KEY_PARTS];
+	size_t n = key_parts(mode, m, v), total = 0;
 	char *out;
 
 	for (size_t i = 0; i < n; i++)
@@ -60,10 +60,10 @@ static void check(int mode, const char *target, const char *want, const char *wh
 	else
 		tap_ok(klen == strlen(want) && memcmp(key, want, klen) == 0,
 		       "%s (%s): the whole %zu-byte key", what, conf_key_mode_name(mode), strlen(want));
-	tap_ok(front_key_pos(RING_SCHEME_RINGPROXY, mode, &m, NULL) == ring_hash(want, strlen(want)),
+	tap_ok(key_pos(RING_SCHEME_RINGPROXY, mode, &m, NULL) == ring_hash(want, strlen(want)),
 	       "%s (%s): position is MD5 of the whole key", what, conf_key_mode_name(mode));
-	tap_ok(front_key_pos(RING_SCHEME_NGINX, mode, &m, NULL) == ring_nginx_key(want, strlen(want)) &&
-	       front_key_pos(RING_SCHEME_HAPROXY, mode, &m, NULL) == ring_haproxy_key(want, strlen(want)),
+	tap_ok(key_pos(RING_SCHEME_NGINX, mode, &m, NULL) == ring_nginx_key(want, strlen(want)) &&
+	       key_pos(RING_SCHEME_HAPROXY, mode, &m, NULL) == ring_haproxy_key(want, strlen(want)),
 	       "%s (%s): nginx's and haproxy's positions hash the whole key", what, conf_key_mode_name(mode));
 	free(key);
 	free(req);
@@ -134,10 +134,10 @@ static void test_long(void)
 	}
 }
 
-/* Many parameters: up to FRONT_MAX_PARAMS sorted, more keyed as sent. */
+/* Many parameters: up to KEY_MAX_PARAMS sorted, more keyed as sent. */
 static void test_many_params(void)
 {
-	for (int np = FRONT_MAX_PARAMS; np <= FRONT_MAX_PARAMS + 1; np++) {
+	for (int np = KEY_MAX_PARAMS; np <= KEY_MAX_PARAMS + 1; np++) {
 		size_t cap = (size_t)np * 40 + 16, tl, wl;
 		char *t = malloc(cap), *w = malloc(cap);
 		char what[64];
@@ -151,7 +151,7 @@ static void test_many_params(void)
 			wl += (size_t)snprintf(w + wl, cap - wl, "%sp%04d=%s", i ? "&" : "", i,
 					       "vvvvvvvvvvvvvvvvvvvvvvvvvvvvvv");
 		snprintf(what, sizeof(what), "%d parameters in reverse order", np);
-		check(CONF_KEY_PATH_SORTED_QUERY, t, np <= FRONT_MAX_PARAMS ? w : t, what);
+		check(CONF_KEY_PATH_SORTED_QUERY, t, np <= KEY_MAX_PARAMS ? w : t, what);
 		free(t);
 		free(w);
 	}

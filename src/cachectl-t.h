@@ -1,0 +1,32 @@
+/*
+ * cachectl-t.h -- what the cache may do for a request (cachectl.h has the
+ * functions that decide it), held in each request (request-t.h).
+ */
+#ifndef RINGPROXY_CACHECTL_T_H
+#define RINGPROXY_CACHECTL_T_H
+
+#include <stdint.h>
+
+enum cachectl_req_kind {
+	CACHECTL_PASS = 0,      /* forward, neither served from nor stored */
+	CACHECTL_LOOKUP,        /* GET/HEAD: may be served from the cache */
+	CACHECTL_REFRESH,       /* GET/HEAD with no-cache or max-age=0: go to
+				   the backend, the response may be stored */
+	CACHECTL_INVALIDATE,    /* unsafe method: a non-error response
+				   invalidates the URL (cachectl_invalidates) */
+};
+
+#define CACHECTL_RQ_HEAD     0x1u   /* HEAD: served from a stored GET */
+#define CACHECTL_RQ_AUTH     0x2u   /* has Authorization */
+#define CACHECTL_RQ_NO_STORE 0x4u   /* no-store: the response is not stored */
+
+struct cachectl_req {
+	enum cachectl_req_kind kind;
+	unsigned flags;             /* CACHECTL_RQ_* */
+	unsigned ae;                /* normalised Accept-Encoding */
+	int64_t max_age;            /* request max-age, -1 if none */
+	int64_t min_fresh;          /* 0 if none */
+	const char *why;            /* static text for PASS / REFRESH */
+};
+
+#endif
