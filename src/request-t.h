@@ -141,6 +141,12 @@ struct request {
 					   started (its head may be gone by
 					   the response): hash and length
 					   only, p NULL; len 0: none */
+	char inval_base[192];           /* its key's host and path (no query),
+					   for the Location and
+					   Content-Location it invalidates
+					   too (RFC 9111 4.4) */
+	uint8_t inval_host_len;         /* of inval_base */
+	uint8_t inval_path_len;         /* 0: none (did not fit) */
 	bool collapsed;                 /* it waited for another's fetch */
 	struct cache_obj *stale;        /* the expired object it found (a
 					   reference): answers instead of a

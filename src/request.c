@@ -391,6 +391,30 @@ static bool req_answer_of_url(const struct request *rq, const struct http1_msg *
 	return cachectl_status_ok(resp->status) && !req_conditional(&rq->msg);
 }
 
+/* After a successful unsafe method, the URLs its response names in
+ * Location and Content-Location go too, when they are on the request's
+ * host (RFC 9111 4.4). */
+static void req_invalidate_locations(struct request *rq, const struct http1_msg *resp)
+{
+	struct http1_str host = { rq->inval_base, rq->inval_host_len };
+	struct http1_str path = { rq->inval_base + rq->inval_host_len, rq->inval_path_len };
+	char key[REQ_KEY_MAX];
+
+	for (unsigned i = 0; rq->inval_path_len && i < resp->nheaders; i++) {
+		const struct http1_header *h = &resp->headers[i];
+		struct cache_key k;
+		ssize_t n;
+
+		if (!http1_str_ieq(h->name, "location") && !http1_str_ieq(h->name, "content-location"))
+			continue;
+		n = cachectl_location_key(host, path, h->value, key, sizeof(key));
+		if (n <= 0)
+			continue;
+		cache_key_init(rq->w->proxy->cache, &k, key, (size_t)n);
+		cache_invalidate(rq->w->proxy->cache, &k);
+	}
+}
+
 /* The cache's part in a backend's response head: start storing it when
  * this request leads a fill and it may be stored, invalidate the URL after
  * a successful unsafe method, and say what happened (Cache-Status, in
@@ -420,8 +444,10 @@ static void req_cache_response(struct request *rq, const struct http1_msg *resp,
 		if (!stored)
 			rq->fill = NULL;        /* freed by begin or abort */
 	}
-	if (rq->inval.len && cachectl_invalidates(&rq->msg, resp->status))
+	if (rq->inval.len && cachectl_invalidates(&rq->msg, resp->status)) {
 		cache_invalidate(cache, &rq->inval);
+		req_invalidate_locations(rq, resp);
+	}
 	if (!rq->cache_fwd)
 		return;
 	fr->extra.p = req_cache_status(rq->cache_fwd, stored);
@@ -1145,8 +1171,8 @@ static bool req_stale_if_error(struct request *rq)
 }
 
 /* Room kept after the conditional lines for "Accept-Encoding: br,
- * deflate, gzip, zstd" and its CRLF. */
-#define REQ_AE_ROOM 48
+ * deflate, gzip, zstd" and its CRLF, and the Surrogate-Capability line. */
+#define REQ_AE_ROOM (48 + sizeof(CACHECTL_SURROGATE_CAPABILITY) - 1)
 
 /* A cacheable GET that leads a fill asks the backend for exactly the
  * variant its cache key names: its Accept-Encoding lines are replaced by
@@ -1154,18 +1180,23 @@ static bool req_stale_if_error(struct request *rq)
  * as gzip), "identity" when that is empty. So a backend that varies on
  * the field answers with the variant stored under the key, not one
  * chosen by this client's spelling of it (a request with none would
- * otherwise let the backend pick any coding, stored as identity). */
+ * otherwise let the backend pick any coding, stored as identity).
+ * The Surrogate-Capability line that follows names this cache to the
+ * origin (CACHECTL_SURROGATE_CAPABILITY). */
 static void req_canonical_ae(struct request *rq)
 {
 	struct http1_str line = cachectl_ae_header(rq->cc.ae);
+	size_t cap = sizeof(CACHECTL_SURROGATE_CAPABILITY) - 1;
 
-	if (line.len > sizeof(rq->cond) - rq->cond_len)
+	if (line.len + cap > sizeof(rq->cond) - rq->cond_len)
 		return;
 	memcpy(rq->cond + rq->cond_len, line.p, line.len);
 	for (unsigned i = 0; i < rq->msg.nheaders; i++)
 		if (http1_str_ieq(rq->msg.headers[i].name, "accept-encoding"))
 			rq->msg.headers[i].flags |= HTTP1_HDR_DROP;
-	rq->ae_len = line.len;
+	/* and the fill says which Surrogate-Control targets are ours */
+	memcpy(rq->cond + rq->cond_len + line.len, CACHECTL_SURROGATE_CAPABILITY, cap);
+	rq->ae_len = line.len + cap;
 }
 
 /* The lock_timeout of the request's config. */
@@ -1207,14 +1238,26 @@ static bool req_cache_lookup(struct request *rq)
 	if (rq->snap->conf->cache_size == 0)
 		return false;           /* off: no Cache-Status either */
 	cachectl_request(&rq->msg, &rq->cc);
+	rq->cc.target_field = rq->snap->conf->cache_target_field;
+	rq->cc.heuristic_max = (int64_t)(rq->snap->conf->cache_heuristic_max_ms / 1000);
 	if (rq->cc.kind == CACHECTL_INVALIDATE) {
 		/* the key now (RFC 9111 4.4 names the request's URL): once a
 		 * large body has streamed through the read buffer, its head's
 		 * bytes are gone */
 		klen = cachectl_key(&rq->msg, key, sizeof(key));
 		if (klen > 0) {
+			size_t hl = (size_t)klen - rq->msg.path.len -
+				    (rq->msg.has_query ? 1 + rq->msg.query.len : 0);
+
 			cache_key_init(cache, &rq->inval, key, (size_t)klen);
 			rq->inval.p = NULL;
+			rq->inval_path_len = 0;
+			if (hl <= UINT8_MAX && rq->msg.path.len <= UINT8_MAX
+			    && hl + rq->msg.path.len <= sizeof(rq->inval_base)) {
+				memcpy(rq->inval_base, key, hl + rq->msg.path.len);
+				rq->inval_host_len = (uint8_t)hl;
+				rq->inval_path_len = (uint8_t)rq->msg.path.len;
+			}
 		}
 	}
 	if (!rq->snap->conf->cache_honor_client_no_cache)

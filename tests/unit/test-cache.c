@@ -55,7 +55,7 @@ struct resp {
 
 static int mkresp(struct resp *r, const char *head, unsigned ae, int64_t now)
 {
-	struct cachectl_req cr = { CACHECTL_LOOKUP, 0, ae, -1, 0, NULL };
+	struct cachectl_req cr = { .kind = CACHECTL_LOOKUP, .ae = ae, .max_age = -1 };
 
 	snprintf(r->buf, sizeof(r->buf), "%s", head);
 	http1_msg_init(&r->m);
@@ -1067,7 +1067,7 @@ static void test_peek(void)
 static void test_not_modified(void)
 {
 	struct cache *c = mk(1 << 20, 1 << 20, 1, CACHE_POLICY_DEFAULT);
-	struct cachectl_req cr = { CACHECTL_LOOKUP, 0, 0, -1, 0, NULL };
+	struct cachectl_req cr = { .kind = CACHECTL_LOOKUP, .max_age = -1 };
 	struct cache_obj *old = NULL, *o = NULL;
 	struct cache_fill *f = NULL;
 	struct cache_req r;
