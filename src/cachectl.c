@@ -23,6 +23,19 @@ static unsigned char cachectl_lower(unsigned char c)
 	return (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
 }
 
+/* Whether [p, p + n) starts with the lowercase s, ignoring case. */
+static bool cachectl_prefix(const char *p, size_t n, const char *s)
+{
+	size_t l = strlen(s), i;
+
+	if (n < l)
+		return false;
+	for (i = 0; i < l; i++)
+		if (cachectl_lower((unsigned char)p[i]) != (unsigned char)s[i])
+			return false;
+	return true;
+}
+
 static bool cachectl_is_ows(char c)
 {
 	return c == ' ' || c == '\t';
@@ -369,11 +382,43 @@ struct http1_str cachectl_ae_header(unsigned set)
 
 /* ---- requests --------------------------------------------------------- */
 
+/* A GET's Range (RFC 9110 14.1.2): one byte range, "bytes=a-b", "a-" or
+ * "-n", into out (CACHECTL_RQ_RANGE: answered from a stored complete
+ * response, never stored, CACHECTL_RQ_NO_STORE). false for anything else
+ * (another unit, several ranges, a malformed one), forwarded as it is. */
+static bool cachectl_request_range(struct http1_str v, struct cachectl_req *out)
+{
+	const char *p = v.p, *e = v.p + v.len;
+	int64_t n[2] = { -1, -1 };
+
+	if (!(out->flags & CACHECTL_RQ_HEAD) && v.len > 6 && cachectl_prefix(p, v.len, "bytes=")) {
+		p += 6;
+		for (int k = 0; k < 2; k++) {
+			const char *s = p;
+
+			for (; p < e && *p >= '0' && *p <= '9' && p - s < 18; p++)
+				n[k] = (n[k] < 0 ? 0 : n[k] * 10) + (*p - '0');
+			if (p < e && *p >= '0' && *p <= '9')
+				return false;   /* past any body we hold */
+			if (k == 0 && (p == e || *p++ != '-'))
+				return false;
+		}
+		if (p != e || (n[0] < 0 && n[1] < 0) || (n[1] >= 0 && n[0] > n[1]))
+			return false;
+		out->flags |= CACHECTL_RQ_RANGE | CACHECTL_RQ_NO_STORE;
+		out->range_first = n[0];
+		out->range_last = n[1];
+		return true;
+	}
+	return false;
+}
+
 void cachectl_request(const struct http1_msg *req, struct cachectl_req *out)
 {
 	struct cachectl_aeacc a = { 0, 0, false, false };
 	struct cachectl_cc cc;
-	bool range = false, auth = false;
+	const struct http1_header *range = NULL;
+	bool auth = false, ranges = false;
 	unsigned i;
 
 	memset(out, 0, sizeof(*out));
@@ -421,7 +466,10 @@ void cachectl_request(const struct http1_msg *req, struct cachectl_req *out)
 
 		switch (h->name.len) {
 		case 5:
-			range = range || http1_str_ieq(h->name, "range");
+			if (http1_str_ieq(h->name, "range")) {
+				ranges = range != NULL;
+				range = h;
+			}
 			break;
 		case 13:
 			if (http1_str_ieq(h->name, "authorization")) {
@@ -442,7 +490,7 @@ void cachectl_request(const struct http1_msg *req, struct cachectl_req *out)
 			break;
 		}
 	}
-	if (range) {
+	if (range != NULL && (ranges || !cachectl_request_range(range->value, out))) {
 		out->why = "Range";
 		return;
 	}
@@ -524,19 +572,6 @@ ssize_t cachectl_key(const struct http1_msg *req, char *buf, size_t len)
 		memcpy(buf + host.len + req->path.len + 1, req->query.p, req->query.len);
 	}
 	return (ssize_t)n;
-}
-
-/* Whether [p, p + n) starts with the lowercase s, ignoring case. */
-static bool cachectl_prefix(const char *p, size_t n, const char *s)
-{
-	size_t l = strlen(s), i;
-
-	if (n < l)
-		return false;
-	for (i = 0; i < l; i++)
-		if (cachectl_lower((unsigned char)p[i]) != (unsigned char)s[i])
-			return false;
-	return true;
 }
 
 ssize_t cachectl_location_key(struct http1_str host, struct http1_str path,

@@ -29,6 +29,7 @@
 #include "health.h"
 #include "log.h"
 #include "proxy.h"
+#include "range.h"
 #include "refresh.h"
 #include "snapshot.h"
 #include "worker.h"
@@ -839,6 +840,7 @@ static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *ho
 	struct http1_str be = cache_obj_backend(o);
 	int64_t now = (int64_t)time(NULL);
 	size_t cap = sizeof(rq->reply);
+	struct range_reply rr = { .status = 200 };
 	bool nm = false;
 	int n, m;
 
@@ -854,6 +856,13 @@ static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *ho
 		n = req_not_modified_head(head, rq->reply, cap, rq->msg.minor);
 		if (n < 0)
 			return -1;
+	} else if ((rq->cc.flags & CACHECTL_RQ_RANGE) && cache_obj_status(o) == 200 &&
+		   range_if_range(&rq->msg, cache_obj_etag(o), cache_obj_last_modified(o), now)) {
+		/* one byte range of the stored body: a 206 (or 416) from it */
+		range_reply(rq->cc.range_first, rq->cc.range_last, head, body.iov_len,
+			    rq->reply, cap / 2, &rr);
+		if (rr.status != 200)
+			n = (int)rr.iov[rr.n - 1].iov_len;
 	}
 	m = snprintf(rq->reply + n, cap - (size_t)n, "Age: %lld\r\nCache-Status: ringproxy; %s; ttl=%lld\r\n",
 		     (long long)cache_obj_age(o, now), how, (long long)cache_obj_ttl(o, now));
@@ -877,13 +886,19 @@ static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *ho
 	n += m;
 	rq->obj = o;
 	outq_reset(rq->out);
-	if (!nm)
+	if (rr.status != 200) {
+		for (int i = 0; i < rr.n - 1; i++)
+			outq_add(rq->out, rr.iov[i].iov_base, rr.iov[i].iov_len);
+		body.iov_base = (char *)body.iov_base + rr.off;
+		body.iov_len = rr.len;
+	} else if (!nm) {
 		outq_add(rq->out, head.iov_base, head.iov_len);
+	}
 	outq_add(rq->out, rq->reply, (size_t)n);
-	if (rq->msg.method_id != HTTP1_M_HEAD && !nm)
+	if (rq->msg.method_id != HTTP1_M_HEAD && !nm && body.iov_len)
 		outq_add(rq->out, body.iov_base, body.iov_len);
 	rq->end_kind = REQ_END_CACHE;
-	rq->status = cache_obj_status(o);
+	rq->status = rr.status != 200 ? rr.status : cache_obj_status(o);
 	req_reply_send(rq);
 	return 0;
 }

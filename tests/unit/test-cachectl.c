@@ -10,6 +10,7 @@
 #include "cachectl.h"
 #include "tap.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #define NOW INT64_C(1700000000)
@@ -125,7 +126,8 @@ static const struct resp_case resp_cases[] = {
 	OK("Authorization, s-maxage", GET_AUTH, R("200 OK", CC("s-maxage=60")), 60, 0, 0, 0, AUTH | REVAL),
 	NO("request no-store", "GET /x HTTP/1.1\r\nHost: a\r\nCache-Control: no-store\r\n\r\n", R("200 OK", CC("max-age=60")), "request no-store"),
 	OK("request no-cache: the response may be stored", "GET /x HTTP/1.1\r\nHost: a\r\nCache-Control: no-cache\r\n\r\n", R("200 OK", CC("max-age=60")), 60, 0, 0, 0, 0),
-	NO("Range request", "GET /x HTTP/1.1\r\nHost: a\r\nRange: bytes=0-1\r\n\r\n", R("200 OK", CC("max-age=60")), "request not cacheable"),
+	NO("Range request", "GET /x HTTP/1.1\r\nHost: a\r\nRange: bytes=0-1\r\n\r\n", R("200 OK", CC("max-age=60")), "request no-store"),
+	NO("multi-range request", "GET /x HTTP/1.1\r\nHost: a\r\nRange: bytes=0-1,3-4\r\n\r\n", R("200 OK", CC("max-age=60")), "request not cacheable"),
 	OK("stale-while-revalidate, stale-if-error", GET, R("200 OK", CC("max-age=60, stale-while-revalidate=30, stale-if-error=600")), 60, 0, 30, 600, 0),
 	OK("max-age=0 with a stale window", GET, R("200 OK", CC("max-age=0, stale-while-revalidate=30")), 0, 0, 30, 0, 0),
 	NO("max-age=0", GET, R("200 OK", CC("max-age=0")), "stale on arrival"),
@@ -399,7 +401,15 @@ static const struct req_case req_cases[] = {
 	RM("PURGE (safety unknown)", "PURGE", CACHECTL_INVALIDATE),
 	RM("OPTIONS", "OPTIONS", CACHECTL_PASS),
 	RM("TRACE", "TRACE", CACHECTL_PASS),
-	RQ("Range", "Range: bytes=0-99\r\n", CACHECTL_PASS, 0, -1, 0),
+	RQ("Range", "Range: bytes=0-99\r\n", CACHECTL_LOOKUP, CACHECTL_RQ_RANGE | CACHECTL_RQ_NO_STORE, -1, 0),
+	RQ("Range: two ranges", "Range: bytes=0-1, 5-9\r\n", CACHECTL_PASS, 0, -1, 0),
+	RQ("Range: two lines", "Range: bytes=0-1\r\nRange: bytes=5-9\r\n", CACHECTL_PASS, 0, -1, 0),
+	RQ("Range: another unit", "Range: items=0-1\r\n", CACHECTL_PASS, 0, -1, 0),
+	RQ("Range: last before first", "Range: bytes=9-1\r\n", CACHECTL_PASS, 0, -1, 0),
+	RQ("Range: no numbers", "Range: bytes=-\r\n", CACHECTL_PASS, 0, -1, 0),
+	RQ("Range: junk after", "Range: bytes=0-1x\r\n", CACHECTL_PASS, 0, -1, 0),
+	RQ("Range: 19 digits", "Range: bytes=1000000000000000000-\r\n", CACHECTL_PASS, 0, -1, 0),
+	{ "HEAD with Range", "HEAD /x HTTP/1.1\r\nHost: a\r\nRange: bytes=0-1\r\n\r\n", CACHECTL_PASS, CACHECTL_RQ_HEAD, -1, 0 },
 	RQ("no-cache", "Cache-Control: no-cache\r\n", CACHECTL_REFRESH, 0, -1, 0),
 	RQ("max-age=0", "Cache-Control: max-age=0\r\n", CACHECTL_REFRESH, 0, 0, 0),
 	RQ("max-age=5", "Cache-Control: max-age=5\r\n", CACHECTL_LOOKUP, 0, 5, 0),
@@ -471,11 +481,40 @@ static void test_request_plain(void)
 	cachectl_request(&rq, &cr);
 	cachectl_request_plain(&cr);
 	tap_ok(cr.kind == CACHECTL_INVALIDATE, "client freshness ignored: a POST still invalidates");
-	parse_req(&rq, "GET /x HTTP/1.1\r\nHost: a\r\nRange: bytes=0-1\r\nCache-Control: no-cache\r\n\r\n");
+	parse_req(&rq, "GET /x HTTP/1.1\r\nHost: a\r\nRange: bytes=0-1,5-6\r\nCache-Control: no-cache\r\n\r\n");
 	cachectl_request(&rq, &cr);
 	cachectl_request_plain(&cr);
 	tap_ok(cr.kind == CACHECTL_PASS && strcmp(cr.why, "Range") == 0,
-	       "client freshness ignored: a Range request still passes");
+	       "client freshness ignored: a multi-range request still passes");
+}
+
+/* The one byte range a GET asks for (range_first, range_last). */
+static void test_request_range(void)
+{
+	static const struct {
+		const char *v;
+		int64_t first, last;
+	} c[] = {
+		{ "bytes=0-1", 0, 1 },
+		{ "bytes=5-", 5, -1 },
+		{ "bytes=-7", -1, 7 },
+		{ "bytes=-0", -1, 0 },
+		{ "BYTES=3-3", 3, 3 },
+	};
+	char buf[128];
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct http1_msg rq;
+		struct cachectl_req cr;
+
+		snprintf(buf, sizeof(buf), "GET /x HTTP/1.1\r\nHost: a\r\nRange: %s\r\n\r\n", c[i].v);
+		parse_req(&rq, buf);
+		cachectl_request(&rq, &cr);
+		tap_ok(cr.kind == CACHECTL_LOOKUP && (cr.flags & CACHECTL_RQ_RANGE)
+		       && cr.range_first == c[i].first && cr.range_last == c[i].last,
+		       "Range: %s: first %lld, last %lld", c[i].v, (long long)c[i].first,
+		       (long long)c[i].last);
+	}
 }
 
 static void test_invalidates(void)
@@ -730,6 +769,7 @@ int main(void)
 	test_no_cache_fields();
 	test_targeted_names();
 	test_location_key();
+	test_request_range();
 	test_response_methods();
 	test_validators();
 	test_requests();
