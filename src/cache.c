@@ -304,6 +304,9 @@ bool cache_obj_stale_if_error(const struct cache_obj *o, int64_t now)
 {
 	int64_t ttl = cache_obj_ttl(o, now);
 
+	/* no-cache: used only once validated, never in a failure's place */
+	if (o->flags & CACHECTL_M_NO_CACHE)
+		return false;
 	return ttl > 0 || (!(o->flags & CACHECTL_M_REVALIDATE) && -ttl < o->sie);
 }
 

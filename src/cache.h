@@ -346,7 +346,8 @@ int64_t cache_obj_last_modified(const struct cache_obj *o);  /* -1: none */
 int64_t cache_obj_age(const struct cache_obj *o, int64_t now);
 int64_t cache_obj_ttl(const struct cache_obj *o, int64_t now);
 /* Whether a stale o may still answer when the backend fails (within its
- * stale-if-error window or grace, and not must-revalidate). */
+ * stale-if-error window or grace, and neither must-revalidate nor
+ * no-cache). */
 bool cache_obj_stale_if_error(const struct cache_obj *o, int64_t now);
 /* Bytes o counts against size. */
 size_t cache_obj_charge(const struct cache_obj *o);

@@ -1102,6 +1102,63 @@ static void test_not_modified(void)
 	cache_free(c);
 }
 
+/* no-cache: stored, never a hit (each use a revalidating miss that hands
+ * the object out); no-cache="..." fields left out of the stored head; a
+ * 304 leaves the stored ETag, Content-Encoding, Content-MD5 and
+ * Content-Range as they were. */
+static void test_rules(void)
+{
+	struct cache *c = mk(1 << 20, 1 << 20, 1, CACHE_POLICY_DEFAULT);
+	struct cachectl_req cr = { .kind = CACHECTL_LOOKUP, .max_age = -1 };
+	struct cache_obj *old = NULL, *o = NULL;
+	struct cache_fill *f = NULL;
+	struct cache_req r;
+	struct resp nm;
+	struct iovec h;
+
+	put(c, "rule/nc", 4, 'n', "Cache-Control: no-cache, max-age=3600\r\nETag: \"n\"\r\n", 0, NOW);
+	tap_is_int(get(c, "rule/nc", 0, 0, NOW, NULL), CACHE_MISS, "no-cache, fresh for an hour: still a miss");
+	rq(c, &r, "rule/nc", CACHE_L_KEEP_STALE | CACHE_L_STALE, 0, NOW);
+	tap_is_int(cache_lookup(c, &r, NULL, &old, &f), CACHE_MISS, "... with stale windows allowed too");
+	tap_ok(old != NULL && cache_obj_etag(old).len == 3, "... handing out the stored object to revalidate");
+	tap_ok(old != NULL && !cache_obj_stale_if_error(old, NOW), "... which never answers a failure");
+	cache_fill_abort(f);
+	cache_obj_release(old);
+	old = NULL;
+
+	put(c, "rule/omit", 4, 'o', "Cache-Control: no-cache=\"X-A, x-b\", max-age=60\r\nX-A: 1\r\n"
+	    "X-B: 2\r\nX-C: 3\r\n", 0, NOW);
+	tap_is_int(get(c, "rule/omit", 0, 0, NOW, &o), CACHE_HIT, "no-cache=\"X-A, x-b\": stored, a hit");
+	h = o ? cache_obj_head(o) : (struct iovec){ NULL, 0 };
+	tap_ok(h.iov_base && !memmem(h.iov_base, h.iov_len, "X-A:", 4) && !memmem(h.iov_base, h.iov_len, "X-B:", 4)
+	       && memmem(h.iov_base, h.iov_len, "X-C: 3", 6),
+	       "... without the lines it names (any case), the others kept");
+	cache_obj_release(o);
+	o = NULL;
+
+	put(c, "rule/304", 4, 'u', "Cache-Control: max-age=10\r\nETag: \"v1\"\r\nContent-Encoding: gzip\r\n"
+	    "Content-MD5: AAAA\r\nX-New: old\r\n", 0, NOW);
+	rq(c, &r, "rule/304", CACHE_L_KEEP_STALE, 0, NOW + 20);
+	cache_lookup(c, &r, NULL, &old, &f);
+	snprintf(nm.buf, sizeof(nm.buf), "HTTP/1.1 304 Not Modified\r\nCache-Control: max-age=100\r\n"
+		 "ETag: \"v2\"\r\nContent-Encoding: br\r\nContent-MD5: BBBB\r\nX-New: new\r\n\r\n");
+	http1_msg_init(&nm.m);
+	http1_parse_response(&nm.m, nm.h, nm.buf, strlen(nm.buf), &lim, HTTP1_M_GET);
+	tap_is_int(old && f ? cache_fill_not_modified(f, old, &nm.m, &cr, NOW + 20, NOW + 20, 0, &o) : -1, 0,
+		   "a 304 with new validators and codings: stored");
+	h = o ? cache_obj_head(o) : (struct iovec){ NULL, 0 };
+	tap_ok(h.iov_base && memmem(h.iov_base, h.iov_len, "ETag: \"v1\"", 10) &&
+	       memmem(h.iov_base, h.iov_len, "Content-Encoding: gzip", 22) &&
+	       memmem(h.iov_base, h.iov_len, "Content-MD5: AAAA", 17) &&
+	       memmem(h.iov_base, h.iov_len, "X-New: new", 10) && !memmem(h.iov_base, h.iov_len, "br\r", 3),
+	       "... the stored ETag, Content-Encoding and Content-MD5 stay; X-New is updated");
+	tap_ok(o && cache_obj_etag(o).len == 4 && memcmp(cache_obj_etag(o).p, "\"v1\"", 4) == 0,
+	       "... and the object's validator is still \"v1\"");
+	cache_obj_release(o);
+	cache_obj_release(old);
+	cache_free(c);
+}
+
 /* A waiter that records its wake-up (single thread). */
 struct mu_waiter {
 	struct cache_waiter w;
@@ -1300,6 +1357,7 @@ int main(void)
 	test_door_admission();
 	test_peek();
 	test_not_modified();
+	test_rules();
 	test_store_and_hit();
 	test_accounting();
 	test_eviction();
