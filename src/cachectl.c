@@ -615,7 +615,8 @@ ssize_t cachectl_location_key(struct http1_str host, struct http1_str path,
 		return -1;
 	for (size_t k = 0; k < host.len; k++)
 		buf[k] = (char)cachectl_lower((unsigned char)host.p[k]);
-	memcpy(buf + host.len, dir, dirlen);
+	if (dirlen > 0)
+		memcpy(buf + host.len, dir, dirlen);
 	memcpy(buf + host.len + dirlen, p, i);
 	return (ssize_t)n;
 }
