@@ -190,8 +190,23 @@ static void cachectl_directive(struct cachectl_cc *cc, struct http1_str el)
 	}
 }
 
-void cachectl_parse_cc(const struct http1_msg *m, struct cachectl_cc *cc)
+/* Whether header name n is name, in any case on either side (the
+ * operator's target_field is spelled as the config has it). */
+static bool cachectl_name_is(struct http1_str n, const char *name)
 {
+	return strlen(name) == n.len && strncasecmp(n.p, name, n.len) == 0;
+}
+
+/* Parse every line of field name into cc: a directive given twice keeps
+ * its first value (RFC 9111 4.2.1). surrogate: Surrogate-Control, whose
+ * directive names its device after a ';' ("max-age=3600;ringproxy"):
+ * ours (CACHECTL_SURROGATE_DEVICE, the name a fill advertises in
+ * Surrogate-Capability) or none applies, another is not for us.
+ * Returns whether some line had a non-empty value. */
+static bool cachectl_parse_field(const struct http1_msg *m, const char *name,
+				 bool surrogate, struct cachectl_cc *cc)
+{
+	bool any = false;
 	unsigned i;
 
 	memset(cc, 0, sizeof(*cc));
@@ -200,11 +215,28 @@ void cachectl_parse_cc(const struct http1_msg *m, struct cachectl_cc *cc)
 		const char *p = h->value.p, *e = p + h->value.len;
 		struct http1_str el;
 
-		if (!http1_str_ieq(h->name, "cache-control"))
+		if (!cachectl_name_is(h->name, name))
 			continue;
-		while (cachectl_next(&p, e, &el))
+		while (cachectl_next(&p, e, &el)) {
+			const char *semi = surrogate ? memchr(el.p, ';', el.len) : NULL;
+
+			any = true;
+			if (semi != NULL) {
+				struct http1_str dev = { semi + 1, (size_t)(el.p + el.len - semi - 1) };
+
+				if (!http1_str_ieq(dev, CACHECTL_SURROGATE_DEVICE))
+					continue;
+				el.len = (size_t)(semi - el.p);
+			}
 			cachectl_directive(cc, el);
+		}
 	}
+	return any;
+}
+
+void cachectl_parse_cc(const struct http1_msg *m, struct cachectl_cc *cc)
+{
+	cachectl_parse_field(m, "cache-control", false, cc);
 }
 
 /* The first header called name (lowercase), or NULL. */
@@ -684,52 +716,6 @@ static bool cachectl_coding_ok(const struct http1_msg *m, unsigned ae)
 }
 
 /* ---- targeted fields, Age, heuristics, no-cache="..." ---------------- */
-
-/* A Surrogate-Control directive names its device after a ';'
- * ("max-age=3600;ringproxy"): ours (CACHECTL_SURROGATE_DEVICE, the name
- * a fill advertises in Surrogate-Capability) or none applies, another
- * is not for us. */
-
-/* Whether header name n is name, in any case on either side (the
- * operator's target_field is spelled as the config has it). */
-static bool cachectl_name_is(struct http1_str n, const char *name)
-{
-	return strlen(name) == n.len && strncasecmp(n.p, name, n.len) == 0;
-}
-
-/* Parse every line of field name into cc (as cachectl_parse_cc does);
- * surrogate: Surrogate-Control's device targets. Returns whether some
- * line had a non-empty value. */
-static bool cachectl_parse_field(const struct http1_msg *m, const char *name,
-				 bool surrogate, struct cachectl_cc *cc)
-{
-	bool any = false;
-	unsigned i;
-
-	memset(cc, 0, sizeof(*cc));
-	for (i = 0; i < m->nheaders; i++) {
-		const struct http1_header *h = &m->headers[i];
-		const char *p = h->value.p, *e = p + h->value.len;
-		struct http1_str el;
-
-		if (!cachectl_name_is(h->name, name))
-			continue;
-		while (cachectl_next(&p, e, &el)) {
-			const char *semi = surrogate ? memchr(el.p, ';', el.len) : NULL;
-
-			any = true;
-			if (semi != NULL) {
-				struct http1_str dev = { semi + 1, (size_t)(el.p + el.len - semi - 1) };
-
-				if (!http1_str_ieq(dev, CACHECTL_SURROGATE_DEVICE))
-					continue;
-				el.len = (size_t)(semi - el.p);
-			}
-			cachectl_directive(cc, el);
-		}
-	}
-	return any;
-}
 
 /* The targeted fields in RFC 9213's order: the operator's own first. */
 static const char *const cachectl_targets[] = {

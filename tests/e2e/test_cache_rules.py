@@ -96,30 +96,17 @@ def script(method, path, head):
 
 
 def handler(fake, s, n):
-    rest = b""
-    while True:
-        head, rest = fake.read_head(s, rest)
-        if not head:
-            return
-        m = re.search(rb"\r\ncontent-length: *(\d+)", head, re.I)
-        need = int(m.group(1)) if m else 0
-        while len(rest) < need:
-            d = s.recv(65536)
-            if not d:
-                return
-            rest += d
-        rest = rest[need:]
-        method, target = head.split(b"\r\n")[0].decode().split(" ")[:2]
+    for method, target, head, _, _ in fake.requests(s):
         path = target.split("?")[0]
         with lock:
             seen.setdefault(path, []).append(head)
         status, hdrs, body = script(method, path, head)
         out = f"HTTP/1.1 {status} X\r\n".encode()
         out += b"".join(f"{k}: {v}\r\n".encode() for k, v in hdrs)
-        if status == 304 or method == "HEAD":
-            out += b"\r\n" if status == 304 else f"Content-Length: {len(body)}\r\n\r\n".encode()
+        if status == 304:
+            out += b"\r\n"
         else:
-            out += f"Content-Length: {len(body)}\r\n\r\n".encode() + body
+            out += f"Content-Length: {len(body)}\r\n\r\n".encode() + (b"" if method == "HEAD" else body)
         s.sendall(out)
 
 

@@ -1062,6 +1062,14 @@ static void test_peek(void)
 	cache_free(c);
 }
 
+/* A backend's 304 head, parsed into nm (its lines point into nm->buf). */
+static void parse304(struct resp *nm, const char *head)
+{
+	snprintf(nm->buf, sizeof(nm->buf), "%s", head);
+	http1_msg_init(&nm->m);
+	http1_parse_response(&nm->m, nm->h, nm->buf, strlen(nm->buf), &lim, HTTP1_M_GET);
+}
+
 /* Revalidation: a 304 to the conditional fetch of an expired object
  * stores its body under the merged head with the 304's lifetime. */
 static void test_not_modified(void)
@@ -1079,10 +1087,8 @@ static void test_not_modified(void)
 	rq(c, &r, "nm/a", CACHE_L_KEEP_STALE, 0, NOW + 20);
 	tap_is_int(cache_lookup(c, &r, NULL, &old, &f), CACHE_MISS, "expired at 20 s: a miss, leading a fill");
 	tap_ok(old != NULL && cache_obj_etag(old).len == 4, "the expired object with its ETag");
-	snprintf(nm.buf, sizeof(nm.buf), "HTTP/1.1 304 Not Modified\r\nCache-Control: max-age=100\r\n"
+	parse304(&nm, "HTTP/1.1 304 Not Modified\r\nCache-Control: max-age=100\r\n"
 		 "ETag: \"v1\"\r\nContent-Length: 999\r\n\r\n");
-	http1_msg_init(&nm.m);
-	http1_parse_response(&nm.m, nm.h, nm.buf, strlen(nm.buf), &lim, HTTP1_M_GET);
 	rc = cache_fill_not_modified(f, old, &nm.m, &cr, NOW + 20, NOW + 20, 0, &o);
 	tap_is_int(rc, 0, "cache_fill_not_modified stores");
 	tap_ok(o != NULL && iov_is(cache_obj_body(o), "aaaaaaaaaa") && cache_obj_status(o) == 200,
@@ -1140,10 +1146,8 @@ static void test_rules(void)
 	    "Content-MD5: AAAA\r\nX-New: old\r\n", 0, NOW);
 	rq(c, &r, "rule/304", CACHE_L_KEEP_STALE, 0, NOW + 20);
 	cache_lookup(c, &r, NULL, &old, &f);
-	snprintf(nm.buf, sizeof(nm.buf), "HTTP/1.1 304 Not Modified\r\nCache-Control: max-age=100\r\n"
+	parse304(&nm, "HTTP/1.1 304 Not Modified\r\nCache-Control: max-age=100\r\n"
 		 "ETag: \"v2\"\r\nContent-Encoding: br\r\nContent-MD5: BBBB\r\nX-New: new\r\n\r\n");
-	http1_msg_init(&nm.m);
-	http1_parse_response(&nm.m, nm.h, nm.buf, strlen(nm.buf), &lim, HTTP1_M_GET);
 	tap_is_int(old && f ? cache_fill_not_modified(f, old, &nm.m, &cr, NOW + 20, NOW + 20, 0, &o) : -1, 0,
 		   "a 304 with new validators and codings: stored");
 	h = o ? cache_obj_head(o) : (struct iovec){ NULL, 0 };
