@@ -1212,6 +1212,28 @@ size_t cache_invalidate(struct cache *c, const struct cache_key *k)
 	return removed;
 }
 
+size_t cache_invalidate_locations(struct cache *c, struct http1_str host, struct http1_str path,
+				  const struct http1_msg *resp)
+{
+	char key[CACHE_LOCATION_KEY_MAX];
+	size_t removed = 0;
+
+	for (unsigned i = 0; i < resp->nheaders; i++) {
+		const struct http1_header *h = &resp->headers[i];
+		struct cache_key k;
+		ssize_t n;
+
+		if (!http1_str_ieq(h->name, "location") && !http1_str_ieq(h->name, "content-location"))
+			continue;
+		n = cachectl_location_key(host, path, h->value, key, sizeof(key));
+		if (n <= 0)
+			continue;
+		cache_key_init(c, &k, key, (size_t)n);
+		removed += cache_invalidate(c, &k);
+	}
+	return removed;
+}
+
 /* ---- fills -------------------------------------------------------------- */
 
 /* Under the shard lock: take f out of its table and claim its waiters

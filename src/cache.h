@@ -239,6 +239,15 @@ bool cache_wait_cancel(struct cache *c, struct cache_waiter *w);
  * too: a miss, never a wrong answer). */
 size_t cache_invalidate(struct cache *c, const struct cache_key *k);
 
+/* After a successful unsafe method on host and path (as cachectl_key
+ * writes them): remove what is stored for the URLs resp names in
+ * Location and Content-Location on the same host (RFC 9111 4.4,
+ * cachectl_location_key); a key longer than CACHE_LOCATION_KEY_MAX is
+ * left alone. Returns the number of objects removed. */
+#define CACHE_LOCATION_KEY_MAX 4096
+size_t cache_invalidate_locations(struct cache *c, struct http1_str host, struct http1_str path,
+				  const struct http1_msg *resp);
+
 /* ---- the leader's fill ------------------------------------------------ */
 
 /*

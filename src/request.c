@@ -392,30 +392,6 @@ static bool req_answer_of_url(const struct request *rq, const struct http1_msg *
 	return cachectl_status_ok(resp->status) && !req_conditional(&rq->msg);
 }
 
-/* After a successful unsafe method, the URLs its response names in
- * Location and Content-Location go too, when they are on the request's
- * host (RFC 9111 4.4). */
-static void req_invalidate_locations(struct request *rq, const struct http1_msg *resp)
-{
-	struct http1_str host = { rq->inval_base, rq->inval_host_len };
-	struct http1_str path = { rq->inval_base + rq->inval_host_len, rq->inval_path_len };
-	char key[REQ_KEY_MAX];
-
-	for (unsigned i = 0; rq->inval_path_len && i < resp->nheaders; i++) {
-		const struct http1_header *h = &resp->headers[i];
-		struct cache_key k;
-		ssize_t n;
-
-		if (!http1_str_ieq(h->name, "location") && !http1_str_ieq(h->name, "content-location"))
-			continue;
-		n = cachectl_location_key(host, path, h->value, key, sizeof(key));
-		if (n <= 0)
-			continue;
-		cache_key_init(rq->w->proxy->cache, &k, key, (size_t)n);
-		cache_invalidate(rq->w->proxy->cache, &k);
-	}
-}
-
 /* The cache's part in a backend's response head: start storing it when
  * this request leads a fill and it may be stored, invalidate the URL after
  * a successful unsafe method, and say what happened (Cache-Status, in
@@ -447,7 +423,10 @@ static void req_cache_response(struct request *rq, const struct http1_msg *resp,
 	}
 	if (rq->inval.len && cachectl_invalidates(&rq->msg, resp->status)) {
 		cache_invalidate(cache, &rq->inval);
-		req_invalidate_locations(rq, resp);
+		if (rq->inval_path_len)
+			cache_invalidate_locations(cache, (struct http1_str){ rq->inval_base, rq->inval_host_len },
+						   (struct http1_str){ rq->inval_base + rq->inval_host_len,
+								       rq->inval_path_len }, resp);
 	}
 	if (!rq->cache_fwd)
 		return;

@@ -1062,7 +1062,8 @@ static void test_peek(void)
 	cache_free(c);
 }
 
-/* A backend's 304 head, parsed into nm (its lines point into nm->buf). */
+/* A backend's response head (a 304, a 201), parsed into nm (its lines
+ * point into nm->buf). */
 static void parse304(struct resp *nm, const char *head)
 {
 	snprintf(nm->buf, sizeof(nm->buf), "%s", head);
@@ -1160,6 +1161,17 @@ static void test_rules(void)
 	       "... and the object's validator is still \"v1\"");
 	cache_obj_release(o);
 	cache_obj_release(old);
+
+	put(c, "h/loc", 4, 'l', NULL, 0, NOW);
+	put(c, "h/t/cl", 4, 'c', NULL, 0, NOW);
+	put(c, "other/x", 4, 'x', NULL, 0, NOW);
+	parse304(&nm, "HTTP/1.1 201 Created\r\nLocation: /loc\r\nContent-Location: cl\r\n"
+		 "Location: http://other/x\r\nContent-Length: 0\r\n\r\n");
+	tap_is_int(cache_invalidate_locations(c, (struct http1_str){ "h", 1 }, (struct http1_str){ "/t/form", 7 },
+					      &nm.m), 2,
+		   "Location /loc and Content-Location cl of a POST to h/t/form: both removed");
+	tap_ok(!hits(c, "h/loc", NOW) && !hits(c, "h/t/cl", NOW) && hits(c, "other/x", NOW),
+	       "... and the Location on another host is not");
 	cache_free(c);
 }
 
