@@ -322,6 +322,9 @@ bool cache_obj_stale_if_error(const struct cache_obj *o, int64_t now)
 {
 	int64_t ttl = cache_obj_ttl(o, now);
 
+	/* no-cache: used only once validated, never in a failure's place */
+	if (o->flags & CACHECTL_M_NO_CACHE)
+		return false;
 	return ttl > 0 || (!(o->flags & CACHECTL_M_REVALIDATE) && -ttl < o->sie);
 }
 
@@ -1023,6 +1026,8 @@ static enum cache_state cache_state(const struct cache_obj *o,
 {
 	int64_t age = cache_obj_age(o, r->now), left = o->lifetime - age;
 
+	if (o->flags & CACHECTL_M_NO_CACHE)
+		return CACHE_S_EXPIRED;         /* revalidated before each use */
 	if (left > 0 && left >= r->min_fresh && (r->max_age < 0 || age <= r->max_age))
 		return CACHE_S_FRESH;
 	if (left <= 0 && -left < o->swr && r->max_age < 0
@@ -1275,6 +1280,28 @@ size_t cache_invalidate(struct cache *c, const struct cache_key *k)
 	} while (n != NULL);
 	pthread_mutex_unlock(&s->lock);
 	cache_dead_free_trim(c, &d);
+	return removed;
+}
+
+size_t cache_invalidate_locations(struct cache *c, struct http1_str host, struct http1_str path,
+				  const struct http1_msg *resp)
+{
+	char key[CACHE_LOCATION_KEY_MAX];
+	size_t removed = 0;
+
+	for (unsigned i = 0; i < resp->nheaders; i++) {
+		const struct http1_header *h = &resp->headers[i];
+		struct cache_key k;
+		ssize_t n;
+
+		if (!http1_str_ieq(h->name, "location") && !http1_str_ieq(h->name, "content-location"))
+			continue;
+		n = cachectl_location_key(host, path, h->value, key, sizeof(key));
+		if (n <= 0)
+			continue;
+		cache_key_init(c, &k, key, (size_t)n);
+		removed += cache_invalidate(c, &k);
+	}
 	return removed;
 }
 
@@ -1548,8 +1575,33 @@ static bool cache_head_keep(const struct http1_header *h)
 	return !http1_str_ieq(h->name, "age");
 }
 
-/* Write the stored head into p (NULL: only measure); returns its length. */
-static size_t cache_head_write(char *p, const struct http1_msg *m)
+/* Whether h is one of the field names listed in omit (no-cache="a, b",
+ * cachectl_meta): not stored. */
+static bool cache_head_omitted(const struct http1_header *h, struct http1_str omit)
+{
+	const char *p = omit.p, *e = omit.p + omit.len;
+
+	while (p < e) {
+		const char *q = p;
+
+		while (q < e && *q != ',')
+			q++;
+		struct http1_str n = { p, (size_t)(q - p) };
+
+		while (n.len && (n.p[0] == ' ' || n.p[0] == '\t'))
+			n.p++, n.len--;
+		while (n.len && (n.p[n.len - 1] == ' ' || n.p[n.len - 1] == '\t'))
+			n.len--;
+		if (n.len == h->name.len && strncasecmp(n.p, h->name.p, n.len) == 0)
+			return true;
+		p = q + 1;
+	}
+	return false;
+}
+
+/* Write the stored head into p (NULL: only measure), without the lines
+ * omit names; returns its length. */
+static size_t cache_head_write(char *p, const struct http1_msg *m, struct http1_str omit)
 {
 	size_t n = 0, i;
 
@@ -1567,7 +1619,7 @@ static size_t cache_head_write(char *p, const struct http1_msg *m)
 	for (i = 0; i < m->nheaders; i++) {
 		const struct http1_header *h = &m->headers[i];
 
-		if (!cache_head_keep(h))
+		if (!cache_head_keep(h) || (omit.len && cache_head_omitted(h, omit)))
 			continue;
 		CACHE_PUT(h->name.p, h->name.len);
 		CACHE_PUT(": ", 2);
@@ -1595,7 +1647,7 @@ int cache_fill_begin(struct cache_fill *f, const struct http1_msg *resp,
 	if (f->obj != NULL || (resp->framing == HTTP1_BODY_LENGTH
 			       && resp->content_length > maxo))
 		goto fail;
-	headlen = cache_head_write(NULL, resp);
+	headlen = cache_head_write(NULL, resp, m->omit);
 	if (resp->framing == HTTP1_BODY_LENGTH)
 		body_cap = (size_t)resp->content_length;
 	else if (resp->framing == HTTP1_BODY_NONE)
@@ -1619,7 +1671,7 @@ int cache_fill_begin(struct cache_fill *f, const struct http1_msg *resp,
 	if (m->vary.len > 0)
 		memcpy(o->data + o->keylen + backend_len + m->etag.len, m->vary.p, m->vary.len);
 	o->head_off = o->keylen + backend_len + m->etag.len + m->vary.len;
-	o->headlen = cache_head_write(o->data + o->head_off, resp);
+	o->headlen = cache_head_write(o->data + o->head_off, resp, m->omit);
 	o->body_off = o->head_off + headlen + CACHE_CL_ROOM;
 	o->status = (uint16_t)resp->status;
 	o->flags = (uint8_t)m->flags;
@@ -1831,11 +1883,22 @@ int cache_fill_done_ref(struct cache_fill *f, struct cache_obj **out)
 /* Whether a 304's header line updates the stored head: the lines a stored
  * head keeps, but never the framing (a 304's Content-Length describes the
  * selected representation, not a body of its own, and the parser does not
- * flag it as framing; the stored body keeps its own). */
+ * flag it as framing; the stored body keeps its own), nor the lines that
+ * describe the stored bytes themselves (RFC 9111 3.2: the body is the
+ * stored one, so its coding, digest, range and entity-tag stay its own). */
 static bool cache_merge_takes(const struct http1_header *h)
 {
-	return cache_head_keep(h) && !http1_str_ieq(h->name, "content-length")
-	       && !http1_str_ieq(h->name, "transfer-encoding");
+	static const char *const keep[] = {
+		"content-length", "transfer-encoding", "content-encoding",
+		"content-md5", "content-range", "etag",
+	};
+
+	if (!cache_head_keep(h))
+		return false;
+	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+		if (http1_str_ieq(h->name, keep[i]))
+			return false;
+	return true;
 }
 
 /* Whether the stored line at p (up to its CRLF) names a header that

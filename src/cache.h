@@ -223,6 +223,15 @@ bool cache_wait_cancel(struct cache *c, struct cache_waiter *w);
  * too: a miss, never a wrong answer). */
 size_t cache_invalidate(struct cache *c, const struct cache_key *k);
 
+/* After a successful unsafe method on host and path (as cachectl_key
+ * writes them): remove what is stored for the URLs resp names in
+ * Location and Content-Location on the same host (RFC 9111 4.4,
+ * cachectl_location_key); a key longer than CACHE_LOCATION_KEY_MAX is
+ * left alone. Returns the number of objects removed. */
+#define CACHE_LOCATION_KEY_MAX 4096
+size_t cache_invalidate_locations(struct cache *c, struct http1_str host, struct http1_str path,
+				  const struct http1_msg *resp);
+
 /* ---- the leader's fill ------------------------------------------------ */
 
 /*
@@ -343,7 +352,8 @@ int64_t cache_obj_last_modified(const struct cache_obj *o);  /* -1: none */
 int64_t cache_obj_age(const struct cache_obj *o, int64_t now);
 int64_t cache_obj_ttl(const struct cache_obj *o, int64_t now);
 /* Whether a stale o may still answer when the backend fails (within its
- * stale-if-error window or grace, and not must-revalidate). */
+ * stale-if-error window or grace, and neither must-revalidate nor
+ * no-cache). */
 bool cache_obj_stale_if_error(const struct cache_obj *o, int64_t now);
 /* Bytes o counts against size. */
 size_t cache_obj_charge(const struct cache_obj *o);

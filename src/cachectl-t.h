@@ -19,6 +19,10 @@ enum cachectl_req_kind {
 #define CACHECTL_RQ_HEAD     0x1u   /* HEAD: served from a stored GET */
 #define CACHECTL_RQ_AUTH     0x2u   /* has Authorization */
 #define CACHECTL_RQ_NO_STORE 0x4u   /* no-store: the response is not stored */
+#define CACHECTL_RQ_RANGE    0x8u   /* one byte range (range_first, range_last):
+				       answered from a stored complete GET,
+				       else forwarded and nothing stored
+				       (with CACHECTL_RQ_NO_STORE) */
 
 struct cachectl_req {
 	enum cachectl_req_kind kind;
@@ -27,6 +31,16 @@ struct cachectl_req {
 	int64_t max_age;            /* request max-age, -1 if none */
 	int64_t min_fresh;          /* 0 if none */
 	const char *why;            /* static text for PASS / REFRESH */
+	/* CACHECTL_RQ_RANGE: bytes=first-last; first -1 for a suffix
+	 * (-last), last -1 for an open end (first-) */
+	int64_t range_first, range_last;
+	/* The cache's own policy, set by the caller after
+	 * cachectl_request() (zero: none): the targeted field read before
+	 * CDN-Cache-Control ([cache] target_field; NULL: none), and the
+	 * cap on heuristic freshness ([cache] heuristic_max, seconds; 0:
+	 * no heuristic freshness). Read by cachectl_response(). */
+	const char *target_field;
+	int64_t heuristic_max;
 };
 
 #endif

@@ -5,20 +5,36 @@
  * each rule with a table of messages and exact outcomes.
  *
  * Where the RFC lets a cache choose, this file takes the conservative
- * side: a qualified private="..." or no-cache="..." is treated as the
- * unqualified directive (RFC 9111 5.2.2.4, 5.2.2.7 allow storing the rest;
- * we store nothing), no heuristic freshness (4.2.2) is ever used, and the
- * deprecated Pragma header is not read.
+ * side: a qualified private="..." is treated as the unqualified directive
+ * (RFC 9111 5.2.2.7 allows storing the rest; we store nothing), heuristic
+ * freshness (4.2.2) is bounded by the caller's cap, an Age that is not one
+ * line of digits makes the response stale, a response with Set-Cookie is
+ * never stored (another client would get the cookie), and the deprecated
+ * Pragma header is not read.
  */
 #include "cachectl.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 static unsigned char cachectl_lower(unsigned char c)
 {
 	return (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
+}
+
+/* Whether [p, p + n) starts with the lowercase s, ignoring case. */
+static bool cachectl_prefix(const char *p, size_t n, const char *s)
+{
+	size_t l = strlen(s), i;
+
+	if (n < l)
+		return false;
+	for (i = 0; i < l; i++)
+		if (cachectl_lower((unsigned char)p[i]) != (unsigned char)s[i])
+			return false;
+	return true;
 }
 
 static bool cachectl_is_ows(char c)
@@ -141,6 +157,7 @@ static const struct {
 	{ "proxy-revalidate", CACHECTL_PROXY_REVALIDATE, 0 },
 	{ "only-if-cached", CACHECTL_ONLY_IF_CACHED, 0 },
 	{ "no-transform", CACHECTL_NO_TRANSFORM, 0 },
+	{ "must-understand", CACHECTL_MUST_UNDERSTAND, 0 },
 	{ "max-age", CACHECTL_MAX_AGE, offsetof(struct cachectl_cc, max_age) },
 	{ "s-maxage", CACHECTL_S_MAXAGE, offsetof(struct cachectl_cc, s_maxage) },
 	{ "min-fresh", CACHECTL_MIN_FRESH, offsetof(struct cachectl_cc, min_fresh) },
@@ -174,8 +191,23 @@ static void cachectl_directive(struct cachectl_cc *cc, struct http1_str el)
 	}
 }
 
-void cachectl_parse_cc(const struct http1_msg *m, struct cachectl_cc *cc)
+/* Whether header name n is name, in any case on either side (the
+ * operator's target_field is spelled as the config has it). */
+static bool cachectl_name_is(struct http1_str n, const char *name)
 {
+	return strlen(name) == n.len && strncasecmp(n.p, name, n.len) == 0;
+}
+
+/* Parse every line of field name into cc: a directive given twice keeps
+ * its first value (RFC 9111 4.2.1). surrogate: Surrogate-Control, whose
+ * directive names its device after a ';' ("max-age=3600;ringproxy"):
+ * ours (CACHECTL_SURROGATE_DEVICE, the name a fill advertises in
+ * Surrogate-Capability) or none applies, another is not for us.
+ * Returns whether some line had a non-empty value. */
+static bool cachectl_parse_field(const struct http1_msg *m, const char *name,
+				 bool surrogate, struct cachectl_cc *cc)
+{
+	bool any = false;
 	unsigned i;
 
 	memset(cc, 0, sizeof(*cc));
@@ -184,11 +216,28 @@ void cachectl_parse_cc(const struct http1_msg *m, struct cachectl_cc *cc)
 		const char *p = h->value.p, *e = p + h->value.len;
 		struct http1_str el;
 
-		if (!http1_str_ieq(h->name, "cache-control"))
+		if (!cachectl_name_is(h->name, name))
 			continue;
-		while (cachectl_next(&p, e, &el))
+		while (cachectl_next(&p, e, &el)) {
+			const char *semi = surrogate ? memchr(el.p, ';', el.len) : NULL;
+
+			any = true;
+			if (semi != NULL) {
+				struct http1_str dev = { semi + 1, (size_t)(el.p + el.len - semi - 1) };
+
+				if (!http1_str_ieq(dev, CACHECTL_SURROGATE_DEVICE))
+					continue;
+				el.len = (size_t)(semi - el.p);
+			}
 			cachectl_directive(cc, el);
+		}
 	}
+	return any;
+}
+
+void cachectl_parse_cc(const struct http1_msg *m, struct cachectl_cc *cc)
+{
+	cachectl_parse_field(m, "cache-control", false, cc);
 }
 
 /* The first header called name (lowercase), or NULL. */
@@ -366,11 +415,43 @@ struct http1_str cachectl_ae_header(unsigned set)
 
 /* ---- requests --------------------------------------------------------- */
 
+/* A GET's Range (RFC 9110 14.1.2): one byte range, "bytes=a-b", "a-" or
+ * "-n", into out (CACHECTL_RQ_RANGE: answered from a stored complete
+ * response, never stored, CACHECTL_RQ_NO_STORE). false for anything else
+ * (another unit, several ranges, a malformed one), forwarded as it is. */
+static bool cachectl_request_range(struct http1_str v, struct cachectl_req *out)
+{
+	const char *p = v.p, *e = v.p + v.len;
+	int64_t n[2] = { -1, -1 };
+
+	if (!(out->flags & CACHECTL_RQ_HEAD) && v.len > 6 && cachectl_prefix(p, v.len, "bytes=")) {
+		p += 6;
+		for (int k = 0; k < 2; k++) {
+			const char *s = p;
+
+			for (; p < e && *p >= '0' && *p <= '9' && p - s < 18; p++)
+				n[k] = (n[k] < 0 ? 0 : n[k] * 10) + (*p - '0');
+			if (p < e && *p >= '0' && *p <= '9')
+				return false;   /* past any body we hold */
+			if (k == 0 && (p == e || *p++ != '-'))
+				return false;
+		}
+		if (p != e || (n[0] < 0 && n[1] < 0) || (n[1] >= 0 && n[0] > n[1]))
+			return false;
+		out->flags |= CACHECTL_RQ_RANGE | CACHECTL_RQ_NO_STORE;
+		out->range_first = n[0];
+		out->range_last = n[1];
+		return true;
+	}
+	return false;
+}
+
 void cachectl_request(const struct http1_msg *req, struct cachectl_req *out)
 {
 	struct cachectl_aeacc a = { 0, 0, false, false };
 	struct cachectl_cc cc;
-	bool range = false, auth = false;
+	const struct http1_header *range = NULL;
+	bool auth = false, ranges = false;
 	unsigned i;
 
 	memset(out, 0, sizeof(*out));
@@ -418,7 +499,10 @@ void cachectl_request(const struct http1_msg *req, struct cachectl_req *out)
 
 		switch (h->name.len) {
 		case 5:
-			range = range || http1_str_ieq(h->name, "range");
+			if (http1_str_ieq(h->name, "range")) {
+				ranges = range != NULL;
+				range = h;
+			}
 			break;
 		case 13:
 			if (http1_str_ieq(h->name, "authorization")) {
@@ -439,7 +523,7 @@ void cachectl_request(const struct http1_msg *req, struct cachectl_req *out)
 			break;
 		}
 	}
-	if (range) {
+	if (range != NULL && (ranges || !cachectl_request_range(range->value, out))) {
 		out->why = "Range";
 		return;
 	}
@@ -523,6 +607,53 @@ ssize_t cachectl_key(const struct http1_msg *req, char *buf, size_t len)
 	return (ssize_t)n;
 }
 
+ssize_t cachectl_location_key(struct http1_str host, struct http1_str path,
+			      struct http1_str loc, char *buf, size_t len)
+{
+	const char *p = loc.p, *e = loc.p + loc.len, *dir = NULL;
+	size_t i, dirlen = 0, n;
+
+	if (host.len == 0 || loc.len == 0)
+		return -1;
+	if (cachectl_prefix(p, loc.len, "http://") || cachectl_prefix(p, loc.len, "https://")) {
+		const char *a = memchr(p, '/', loc.len) + 2, *slash;
+
+		slash = memchr(a, '/', (size_t)(e - a));
+		if (slash == NULL)
+			slash = e;
+		if ((size_t)(slash - a) != host.len)
+			return -1;
+		for (i = 0; i < host.len; i++)
+			if (cachectl_lower((unsigned char)a[i]) != cachectl_lower((unsigned char)host.p[i]))
+				return -1;
+		p = slash;
+		if (p == e)
+			p = "/", e = p + 1;
+	} else if (*p != '/') {
+		/* a relative path: after the last '/' of the request's */
+		if (memchr(p, ':', loc.len) != NULL || path.len == 0)
+			return -1;
+		dir = path.p;
+		for (dirlen = path.len; dirlen > 0 && dir[dirlen - 1] != '/'; dirlen--)
+			;
+	} else if (loc.len > 1 && p[1] == '/') {
+		return -1;      /* //authority/path: not worth the parse */
+	}
+	/* the fragment is not part of the key */
+	for (i = 0; p + i < e; i++)
+		if (p[i] == '#')
+			break;
+	n = host.len + dirlen + i;
+	if (n > len)
+		return -1;
+	for (size_t k = 0; k < host.len; k++)
+		buf[k] = (char)cachectl_lower((unsigned char)host.p[k]);
+	if (dirlen > 0)
+		memcpy(buf + host.len, dir, dirlen);
+	memcpy(buf + host.len + dirlen, p, i);
+	return (ssize_t)n;
+}
+
 /* ---- responses -------------------------------------------------------- */
 
 bool cachectl_status_ok(int status)
@@ -586,6 +717,185 @@ static bool cachectl_coding_ok(const struct http1_msg *m, unsigned ae)
 	return true;
 }
 
+/* ---- targeted fields, Age, heuristics, no-cache="..." ---------------- */
+
+/* The targeted fields in RFC 9213's order: the operator's own first. */
+static const char *const cachectl_targets[] = {
+	"cdn-cache-control", "surrogate-control",
+};
+
+const char *cachectl_targeted(const struct http1_msg *resp, const char *target)
+{
+	struct cachectl_cc cc;
+	size_t i;
+
+	if (target != NULL && target[0] && cachectl_parse_field(resp, target, false, &cc))
+		return target;
+	for (i = 0; i < sizeof(cachectl_targets) / sizeof(cachectl_targets[0]); i++)
+		if (cachectl_parse_field(resp, cachectl_targets[i], i == 1, &cc))
+			return cachectl_targets[i];
+	return NULL;
+}
+
+bool cachectl_is_targeted(struct http1_str name, const char *target)
+{
+	size_t i;
+
+	if (target != NULL && target[0] && cachectl_name_is(name, target))
+		return true;
+	for (i = 0; i < sizeof(cachectl_targets) / sizeof(cachectl_targets[0]); i++)
+		if (http1_str_ieq(name, cachectl_targets[i]))
+			return true;
+	return false;
+}
+
+void cachectl_strip_targeted(struct http1_msg *resp, const char *target)
+{
+	for (unsigned i = 0; i < resp->nheaders; i++)
+		if (cachectl_is_targeted(resp->headers[i].name, target))
+			resp->headers[i].flags |= HTTP1_HDR_DROP;
+}
+
+/* The directives that rule resp for this cache into cc: the targeted
+ * field's if there is one (returns true: Expires is then ignored too,
+ * RFC 9213 2.2), else Cache-Control's. */
+static bool cachectl_policy(const struct http1_msg *resp, const char *target,
+			    struct cachectl_cc *cc)
+{
+	const char *field = cachectl_targeted(resp, target);
+
+	if (field == NULL) {
+		cachectl_parse_cc(resp, cc);
+		return false;
+	}
+	cachectl_parse_field(resp, field, strcmp(field, "surrogate-control") == 0, cc);
+	return true;
+}
+
+/* Age (RFC 9111 5.1): one line of digits. Anything else (a list, two
+ * lines, a sign, a fraction, a parameter) is a message we cannot date:
+ * CACHECTL_DELTA_MAX, stale, rather than the RFC's "ignore the field",
+ * which would make a copy that says it is old look new. */
+static int64_t cachectl_age(const struct http1_msg *m)
+{
+	const struct http1_header *age = NULL;
+	unsigned i;
+
+	for (i = 0; i < m->nheaders; i++) {
+		if (!http1_str_ieq(m->headers[i].name, "age"))
+			continue;
+		if (age != NULL)
+			return CACHECTL_DELTA_MAX;
+		age = &m->headers[i];
+	}
+	if (age == NULL)
+		return 0;
+	for (i = 0; i < age->value.len; i++)
+		if (age->value.p[i] < '0' || age->value.p[i] > '9')
+			return CACHECTL_DELTA_MAX;
+	return age->value.len ? cachectl_delta(age->value) : CACHECTL_DELTA_MAX;
+}
+
+/* The status codes RFC 9110 defines (15): what must-understand asks a
+ * cache to know before it stores. */
+static bool cachectl_status_known(int status)
+{
+	static const short known[] = {
+		200, 201, 202, 203, 204, 205, 206, 300, 301, 302, 303, 304, 305,
+		307, 308, 400, 401, 402, 403, 404, 405, 406, 407, 408, 409, 410,
+		411, 412, 413, 414, 415, 416, 417, 421, 422, 426, 500, 501, 502,
+		503, 504, 505,
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (known[i] == status)
+			return true;
+	return false;
+}
+
+/* Heuristically cacheable (RFC 9110 15.1): these statuses, or any with
+ * public (RFC 9111 4.2.2). */
+static bool cachectl_heuristic_status(int status, const struct cachectl_cc *cc)
+{
+	switch (status) {
+	case 200: case 203: case 204: case 300: case 301: case 308:
+	case 404: case 405: case 410: case 414: case 501:
+		return true;
+	}
+	return (cc->flags & CACHECTL_PUBLIC) != 0;
+}
+
+/* Heuristic freshness (RFC 9111 4.2.2): 10% of the time since
+ * Last-Modified, at most max (0: none). Returns whether it applies. */
+static bool cachectl_heuristic(const struct cachectl_cc *cc, int status, int64_t max,
+			       struct cachectl_meta *out)
+{
+	int64_t l;
+
+	if (max <= 0 || out->last_modified < 0 || out->last_modified >= out->date
+	    || !cachectl_heuristic_status(status, cc))
+		return false;
+	l = (out->date - out->last_modified) / 10;
+	out->lifetime = l < max ? l : max;
+	return true;
+}
+
+/* The value of no-cache="a, b" in field (Cache-Control or the targeted
+ * one), quotes removed, into *out; false when no-cache is unqualified or
+ * absent. The first no-cache counts, as in cachectl_directive. */
+static bool cachectl_no_cache_fields(const struct http1_msg *m, const char *field,
+				     struct http1_str *out)
+{
+	unsigned i;
+
+	for (i = 0; i < m->nheaders; i++) {
+		const struct http1_header *h = &m->headers[i];
+		const char *p = h->value.p, *e = p + h->value.len;
+		struct http1_str el, name, value;
+
+		if (!cachectl_name_is(h->name, field))
+			continue;
+		while (cachectl_next(&p, e, &el)) {
+			cachectl_split(el, &name, &value);
+			if (!http1_str_ieq(name, "no-cache"))
+				continue;
+			*out = value;
+			return value.p != NULL && value.len > 0;
+		}
+	}
+	return false;
+}
+
+/* The storage rules this section adds, once cachectl_policy has read
+ * cc: must-understand, no-cache (qualified: the rest is stored; plain:
+ * stored to be revalidated, if it has a validator). Clears the flags it
+ * has dealt with so that cachectl_refusal does not refuse them again.
+ * Returns why not storable, or NULL. */
+static const char *cachectl_policy_refusal(const struct http1_msg *resp,
+					   const char *target, struct cachectl_cc *cc,
+					   struct cachectl_meta *out)
+{
+	const char *field = cachectl_targeted(resp, target);
+
+	if (cc->flags & CACHECTL_MUST_UNDERSTAND) {
+		if (!cachectl_status_known(resp->status))
+			return "must-understand with a status not known";
+		cc->flags &= ~CACHECTL_NO_STORE;    /* RFC 9111 5.2.2.3 */
+	}
+	if (!(cc->flags & CACHECTL_NO_CACHE))
+		return NULL;
+	if (cachectl_no_cache_fields(resp, field ? field : "cache-control", &out->omit)) {
+		cc->flags &= ~CACHECTL_NO_CACHE;
+		return NULL;
+	}
+	if (out->etag.len == 0 && out->last_modified < 0)
+		return "no-cache without a validator";
+	cc->flags &= ~CACHECTL_NO_CACHE;
+	out->flags |= CACHECTL_M_NO_CACHE | CACHECTL_M_REVALIDATE;
+	return NULL;
+}
+
 /* Freshness lifetime (RFC 9111 4.2.1) into out->lifetime; false when the
  * response gives no explicit freshness. */
 static bool cachectl_lifetime(const struct http1_msg *m,
@@ -626,9 +936,7 @@ static void cachectl_times(const struct http1_msg *m, int64_t req_time,
 	h = cachectl_header(m, "date");
 	if (h != NULL && cachectl_date(h->value, resp_time, &out->date) < 0)
 		out->date = resp_time;
-	h = cachectl_header(m, "age");
-	if (h != NULL)
-		age = cachectl_delta(h->value);
+	age = cachectl_age(m);
 	apparent = resp_time > out->date ? resp_time - out->date : 0;
 	delay = resp_time > req_time ? resp_time - req_time : 0;
 	corrected = age + delay;
@@ -657,7 +965,9 @@ static const char *cachectl_refusal(const struct cachectl_req *rq,
 		return "request not cacheable";
 	if (rq->flags & CACHECTL_RQ_NO_STORE)
 		return "request no-store";
-	if (!cachectl_status_ok(resp->status))
+	/* any final status may be stored with explicit freshness (RFC 9111
+	 * 3), but for a partial response and a 304 (to our own validators) */
+	if (resp->status < 200 || resp->status == 206 || resp->status == 304)
 		return "status not cacheable";
 	if (cc->flags & CACHECTL_NO_STORE)
 		return "no-store";
@@ -683,16 +993,24 @@ bool cachectl_response(const struct cachectl_req *rq, enum http1_method method,
 		       int64_t resp_time, int64_t grace, struct cachectl_meta *out)
 {
 	struct cachectl_cc cc;
-	bool vary_ae = false;
+	bool vary_ae = false, targeted, fresh;
 	int64_t left, window;
 
 	memset(out, 0, sizeof(*out));
-	cachectl_parse_cc(resp, &cc);
+	targeted = cachectl_policy(resp, rq->target_field, &cc);
 	cachectl_times(resp, req_time, resp_time, out);
-	out->why = cachectl_refusal(rq, method, resp, &cc, &vary_ae);
+	out->why = cachectl_policy_refusal(resp, rq->target_field, &cc, out);
+	if (out->why == NULL)
+		out->why = cachectl_refusal(rq, method, resp, &cc, &vary_ae);
 	if (out->why != NULL)
 		return false;
-	if (!cachectl_lifetime(resp, &cc, resp_time, out)) {
+	/* a targeted field's directives replace Expires as well */
+	if (targeted && !(cc.flags & (CACHECTL_S_MAXAGE | CACHECTL_MAX_AGE)))
+		fresh = false;
+	else
+		fresh = cachectl_lifetime(resp, &cc, resp_time, out);
+	if (!fresh && !cachectl_heuristic(&cc, resp->status, rq->heuristic_max, out)
+	    && !(out->flags & CACHECTL_M_NO_CACHE)) {
 		out->why = "no explicit freshness";
 		return false;
 	}
@@ -701,8 +1019,9 @@ bool cachectl_response(const struct cachectl_req *rq, enum http1_method method,
 	if (cc.flags & (CACHECTL_PUBLIC | CACHECTL_S_MAXAGE))
 		out->flags |= CACHECTL_M_AUTH_OK;
 	/* s-maxage implies proxy-revalidate for a shared cache (5.2.2.10) */
-	if (cc.flags & (CACHECTL_MUST_REVALIDATE | CACHECTL_PROXY_REVALIDATE
-			| CACHECTL_S_MAXAGE)) {
+	if ((out->flags & CACHECTL_M_REVALIDATE)
+	    || (cc.flags & (CACHECTL_MUST_REVALIDATE | CACHECTL_PROXY_REVALIDATE
+			    | CACHECTL_S_MAXAGE))) {
 		out->flags |= CACHECTL_M_REVALIDATE;
 	} else {
 		out->swr = (cc.flags & CACHECTL_SWR) ? cc.swr : grace;
@@ -710,7 +1029,7 @@ bool cachectl_response(const struct cachectl_req *rq, enum http1_method method,
 	}
 	left = out->lifetime - out->initial_age;
 	window = out->swr > out->sie ? out->swr : out->sie;
-	if (left <= 0 && window <= -left) {
+	if (left <= 0 && window <= -left && !(out->flags & CACHECTL_M_NO_CACHE)) {
 		out->why = "stale on arrival";
 		return false;
 	}

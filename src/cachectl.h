@@ -46,6 +46,7 @@ bool cachectl_list_next(const char **pp, const char *e, struct http1_str *out,
 #define CACHECTL_SIE              0x0800u   /* stale-if-error */
 #define CACHECTL_ONLY_IF_CACHED   0x1000u
 #define CACHECTL_NO_TRANSFORM     0x2000u
+#define CACHECTL_MUST_UNDERSTAND  0x4000u
 
 /* The Cache-Control directives of one message, every Cache-Control line
  * taken together. A directive given twice keeps its first value (RFC 9111
@@ -84,6 +85,14 @@ int cachectl_ae_string(unsigned set, char *buf, size_t len);
  * coding). Static storage. */
 struct http1_str cachectl_ae_header(unsigned set);
 
+/* ---- Surrogate-Control (W3C Edge Architecture 1.0) -------------------- */
+
+/* The device name of this cache, and the request line a fill sends so
+ * that an origin may target Surrogate-Control directives at it. */
+#define CACHECTL_SURROGATE_DEVICE "ringproxy"
+#define CACHECTL_SURROGATE_CAPABILITY \
+	"Surrogate-Capability: " CACHECTL_SURROGATE_DEVICE "=\"Surrogate/1.0\"\r\n"
+
 /* ---- requests --------------------------------------------------------- */
 
 /* What the cache may do for request req. */
@@ -115,6 +124,8 @@ ssize_t cachectl_key(const struct http1_msg *req, char *buf, size_t len);
 #define CACHECTL_M_REVALIDATE   0x2u  /* must-revalidate, proxy-revalidate
 					 or s-maxage: never served stale */
 #define CACHECTL_M_VARY_AE      0x4u  /* Vary: Accept-Encoding */
+#define CACHECTL_M_NO_CACHE     0x8u  /* no-cache: revalidated before each
+					 use (never a hit as it is) */
 
 /* What the cache keeps about a response, decided once from its head. */
 struct cachectl_meta {
@@ -133,6 +144,9 @@ struct cachectl_meta {
 				       names other fields than
 				       Accept-Encoding: set by the caller
 				       (vary_spec), len 0 here */
+	/* no-cache="a, b": the field names not stored (a slice of the
+	 * response, len 0 if none; RFC 9111 5.2.2.4) */
+	struct http1_str omit;
 };
 
 /*
@@ -143,22 +157,56 @@ struct cachectl_meta {
  * stale-if-error when the response names none; must-revalidate,
  * proxy-revalidate and s-maxage forbid both.
  *
- * Stored only: a GET; status 200, 203, 204, 300, 301, 308, 404 or 410;
- * explicit freshness (s-maxage, then max-age, then Expires - Date); still
- * fresh after its Age, or with a stale window left; none of no-store,
- * no-cache, private, Set-Cookie or Vary: *; with Authorization only if
+ * The directives are those of the first targeted field present with a
+ * non-empty value, in this order: rq->target_field, CDN-Cache-Control
+ * (RFC 9213), Surrogate-Control (W3C Edge Architecture, its directives
+ * targeted ";ringproxy" or at no one); Cache-Control and Expires only
+ * when there is none.
+ *
+ * Stored only: a GET; a final status other than 206 and 304; explicit
+ * freshness (s-maxage, then max-age, then Expires - Date), or for a
+ * heuristically cacheable status (RFC 9110 15.1) with Last-Modified, 10%
+ * of the time since then, at most rq->heuristic_max; still fresh after
+ * its Age (one line of digits, else stale), or with a stale window left,
+ * or no-cache with a validator (stored to be revalidated before each
+ * use, CACHECTL_M_NO_CACHE); none of no-store (unless must-understand
+ * with a status this file knows), must-understand with a status it does
+ * not know, private, Set-Cookie or Vary: *; with Authorization only if
  * public or s-maxage; with
  * Vary: Accept-Encoding only if its Content-Encoding is one the request
- * accepted. Returns out->storable.
+ * accepted. no-cache="a, b" stores the rest (out->omit). Returns
+ * out->storable.
  */
 bool cachectl_response(const struct cachectl_req *rq, enum http1_method method,
 		       const struct http1_msg *resp, int64_t req_time,
 		       int64_t resp_time, int64_t grace, struct cachectl_meta *out);
 
-/* Whether a response of this status may be stored (the list above): one
- * that says something of the resource itself, not of the request (a 400,
- * a 304 to its own validators) nor of a passing state (a 5xx). */
+/* Whether a response of this status is heuristically cacheable and
+ * stored without explicit freshness: one that says something of the
+ * resource itself, not of the request (a 400, a 304 to its own
+ * validators) nor of a passing state (a 5xx). */
 bool cachectl_status_ok(int status);
+
+/* The targeted field that sets this cache's policy for resp (see
+ * cachectl_response), or NULL when Cache-Control does; target may be
+ * NULL. Its name is static, or target. */
+const char *cachectl_targeted(const struct http1_msg *resp, const char *target);
+
+/* Whether header name is a targeted cache-control field this cache
+ * reads (target, CDN-Cache-Control, Surrogate-Control): [cache]
+ * strip_targeted keeps them from clients. */
+bool cachectl_is_targeted(struct http1_str name, const char *target);
+/* Flag those lines of resp HTTP1_HDR_DROP: neither stored nor relayed. */
+void cachectl_strip_targeted(struct http1_msg *resp, const char *target);
+
+/* The cache key of a Location or Content-Location value loc of a
+ * response to a request for host and path (RFC 9111 4.4: invalidated
+ * with the target URI after an unsafe method succeeds): an absolute URI
+ * with that host, an absolute path, or a path relative to path's
+ * directory, joined to the lowercased host as cachectl_key does. -1 for
+ * another host, another form, or one that does not fit in len. */
+ssize_t cachectl_location_key(struct http1_str host, struct http1_str path,
+			      struct http1_str loc, char *buf, size_t len);
 
 /* A client's conditional GET/HEAD against a stored response with etag
  * (len 0: none) and last_modified (-1: none): true when the answer is

@@ -199,6 +199,13 @@ static const struct conf_keydef conf_keys[] = {
 	  "stale window (stale-while-revalidate and stale-if-error) of a response that names none; its own values win" },
 	{ CONF_IN_CACHE, "refresh_max", CONF_T_UINT, P(cache_refresh_max), "8", 1, 10000, NULL,
 	  "background refreshes (stale-while-revalidate) one worker runs at once; a stale hit past it is served without one" },
+	{ CONF_IN_CACHE, "heuristic_max", CONF_T_DURATION, P(cache_heuristic_max_ms), "24h", 0, 31536000000.0, NULL,
+	  "a response without explicit freshness but with Last-Modified (and a heuristically cacheable status) is fresh for 10% of the time since then, at most this long (RFC 9111 4.2.2); 0 = never" },
+	{ CONF_IN_CACHE, "target_field", CONF_T_STRING, P(cache_target_field), "Ringproxy-Cache-Control", 0, 0,
+	  "a response header name, or empty",
+	  "a response field read before CDN-Cache-Control (RFC 9213), Surrogate-Control and Cache-Control, for this cache alone; empty = none" },
+	{ CONF_IN_CACHE, "strip_targeted", CONF_T_BOOL, P(cache_strip_targeted), "off", 0, 0, NULL,
+	  "target_field, CDN-Cache-Control and Surrogate-Control lines of responses are not forwarded to clients (nor stored)" },
 	{ CONF_IN_CACHE, "honor_client_no_cache", CONF_T_BOOL, P(cache_honor_client_no_cache), "off", 0, 0, NULL,
 	  "a request's Cache-Control no-cache, max-age and min-fresh may send it past a stored object to the backend (RFC 9111 allows it); off, as in NGINX and Varnish, so that no client can force origin fetches" },
 	{ CONF_IN_CACHE, "purge_fanout", CONF_T_UINT, P(cache_purge_fanout), "3", 0, 16, NULL,
@@ -892,7 +899,8 @@ static int conf_set_string(const struct conf_keydef *k, char *field, const char 
 			return -1;
 		}
 	}
-	if (k->offset == P(backend_header) && k->where == CONF_IN_PROXY) {
+	if ((k->offset == P(backend_header) && k->where == CONF_IN_PROXY)
+	    || (k->offset == P(cache_target_field) && k->where == CONF_IN_CACHE)) {
 		for (const char *q = v; *q; q++) {
 			if (!isalnum((unsigned char)*q) && !strchr("!#$%&'*+-.^_`|~", *q)) {
 				snprintf(why, whylen, "'%s' is not a valid header name", v);

@@ -135,6 +135,9 @@ struct conf {
 					   none (cachectl_response) */
 	unsigned cache_refresh_max;     /* background refreshes a worker
 					   runs at once */
+	uint64_t cache_heuristic_max_ms; /* cap on heuristic freshness; 0 off */
+	char *cache_target_field;       /* read before CDN-Cache-Control */
+	bool cache_strip_targeted;      /* targeted fields not sent to clients */
 	bool cache_honor_client_no_cache; /* a request's no-cache, max-age and
 					   min-fresh are followed */
 	unsigned cache_purge_fanout;    /* backends of the walk a purge reaches */

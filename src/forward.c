@@ -36,6 +36,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "cachectl.h"
 #include "conf.h"
 #include "conn.h"
 #include "request.h"
@@ -565,6 +566,8 @@ static int fwd_head(struct upstream *u, size_t head_len)
 	fr.backend_hdr.p = conf->backend_header;
 	fr.backend_hdr.len = rq->snap->backend_header_len;
 	http1_drop_named(&u->resp, fr.backend_hdr);
+	if (conf->cache_strip_targeted)
+		cachectl_strip_targeted(&u->resp, conf->cache_target_field);
 	fr.backend_name.p = sb->conf->name;
 	fr.backend_name.len = sb->name_len;
 	fr.via.p = u->resp.minor == 0 ? "1.0 ringproxy" : "1.1 ringproxy";

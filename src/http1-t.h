@@ -47,8 +47,9 @@ enum http1_framing {
 #define HTTP1_HDR_DROP     0x40u  /* set by the caller, not the parser:
 				     the request writer leaves the line out
 				     (the caller sends its own in extra);
-				     in a response, the cache does not
-				     store it (http1_drop_named) */
+				     in a response, neither the cache nor
+				     the response writer keeps it
+				     (http1_drop_named) */
 #define HTTP1_HDR_FWD      0x80u  /* requests: a forwarding header a
 				     client can set (Forwarded,
 				     X-Forwarded-Host, -Port, X-Original-URL,

@@ -1445,8 +1445,10 @@ int http1_write_response(const struct http1_msg *m, const struct http1_fwd_resp 
 	/* a response's X-Forwarded-For is relayed; its Via is merged with
 	 * ours and X-Forwarded-Proto, meaningless there, is dropped; so is
 	 * the backend's own header of our backend header's name: the client
-	 * must read ours, not one a backend made up */
-	http1_copy_headers(&o, m, HTTP1_HDR_HOP | HTTP1_HDR_FRAMING | HTTP1_HDR_GENERATED, f->backend_hdr);
+	 * must read ours, not one a backend made up; and any line the caller
+	 * flagged HTTP1_HDR_DROP ([cache] strip_targeted) */
+	http1_copy_headers(&o, m, HTTP1_HDR_HOP | HTTP1_HDR_FRAMING | HTTP1_HDR_GENERATED | HTTP1_HDR_DROP,
+			   f->backend_hdr);
 	if (!f->dechunk)
 		http1_framing_line(&o, m);
 	if (f->backend_hdr.len != 0) {

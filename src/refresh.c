@@ -117,6 +117,8 @@ static void refresh_begin(struct refresh *r)
 	 * stored (as fwd_head): a hit sends ours */
 	http1_drop_named(&resp, (struct http1_str){ r->w->snap->conf->backend_header,
 						    r->w->snap->backend_header_len });
+	if (r->w->snap->conf->cache_strip_targeted)
+		cachectl_strip_targeted(&resp, r->w->snap->conf->cache_target_field);
 	if (resp.status == 304 && r->stale) {
 		struct cache_obj *o = NULL;
 

@@ -152,15 +152,22 @@ struct request {
 					   started (its head may be gone by
 					   the response): hash and length
 					   only, p NULL; len 0: none */
+	char inval_base[192];           /* its key's host and path (no query),
+					   for the Location and
+					   Content-Location it invalidates
+					   too (RFC 9111 4.4) */
+	uint8_t inval_host_len;         /* of inval_base */
+	uint8_t inval_path_len;         /* 0: none (did not fit) */
 	bool collapsed;                 /* it waited for another's fetch */
 	struct cache_obj *stale;        /* the expired object it found (a
 					   reference): answers instead of a
 					   backend failure (stale-if-error) */
 	int64_t sent_at;                /* when it went to the backend */
-	char cond[432];                 /* If-None-Match / If-Modified-Since
+	char cond[480];                 /* If-None-Match / If-Modified-Since
 					   lines revalidating rq->stale, then
-					   the canonical Accept-Encoding line
-					   and an image variant's Accept */
+					   the canonical Accept-Encoding line,
+					   Surrogate-Capability and an image
+					   variant's Accept */
 	size_t cond_len;                /* 0: not revalidating */
 	size_t ae_len;                  /* the variant's lines (Accept-Encoding,
 					   Accept) after cond[cond_len]; 0:

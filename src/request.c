@@ -30,6 +30,7 @@
 #include "key.h"
 #include "log.h"
 #include "proxy-t.h"
+#include "range.h"
 #include "refresh.h"
 #include "snapshot.h"
 #include "vary.h"
@@ -490,8 +491,13 @@ static void req_cache_response(struct request *rq, const struct http1_msg *resp,
 		if (!stored)
 			rq->fill = NULL;        /* freed by begin or abort */
 	}
-	if (rq->inval.len && cachectl_invalidates(&rq->msg, resp->status))
+	if (rq->inval.len && cachectl_invalidates(&rq->msg, resp->status)) {
 		cache_invalidate(cache, &rq->inval);
+		if (rq->inval_path_len)
+			cache_invalidate_locations(cache, (struct http1_str){ rq->inval_base, rq->inval_host_len },
+						   (struct http1_str){ rq->inval_base + rq->inval_host_len,
+								       rq->inval_path_len }, resp);
+	}
 	if (!rq->cache_fwd)
 		return;
 	fr->extra.p = req_cache_status(rq->cache_fwd, stored);
@@ -895,6 +901,7 @@ static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *ho
 	struct http1_str be = cache_obj_backend(o);
 	int64_t now = (int64_t)time(NULL);
 	size_t cap = sizeof(rq->reply);
+	struct range_reply rr = { .status = 200 };
 	bool nm = false;
 	int n, m;
 
@@ -910,6 +917,13 @@ static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *ho
 		n = req_not_modified_head(head, rq->reply, cap, rq->msg.minor);
 		if (n < 0)
 			return -1;
+	} else if ((rq->cc.flags & CACHECTL_RQ_RANGE) && cache_obj_status(o) == 200 &&
+		   range_if_range(&rq->msg, cache_obj_etag(o), cache_obj_last_modified(o), now)) {
+		/* one byte range of the stored body: a 206 (or 416) from it */
+		range_reply(rq->cc.range_first, rq->cc.range_last, head, body.iov_len,
+			    rq->reply, cap / 2, &rr);
+		if (rr.status != 200)
+			n = (int)rr.iov[rr.n - 1].iov_len;
 	}
 	m = snprintf(rq->reply + n, cap - (size_t)n, "Age: %lld\r\nCache-Status: ringproxy; %s; ttl=%lld\r\n",
 		     (long long)cache_obj_age(o, now), how, (long long)cache_obj_ttl(o, now));
@@ -933,13 +947,19 @@ static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *ho
 	n += m;
 	rq->obj = o;
 	outq_reset(rq->out);
-	if (!nm)
+	if (rr.status != 200) {
+		for (int i = 0; i < rr.n - 1; i++)
+			outq_add(rq->out, rr.iov[i].iov_base, rr.iov[i].iov_len);
+		body.iov_base = (char *)body.iov_base + rr.off;
+		body.iov_len = rr.len;
+	} else if (!nm) {
 		outq_add(rq->out, head.iov_base, head.iov_len);
+	}
 	outq_add(rq->out, rq->reply, (size_t)n);
-	if (rq->msg.method_id != HTTP1_M_HEAD && !nm)
+	if (rq->msg.method_id != HTTP1_M_HEAD && !nm && body.iov_len)
 		outq_add(rq->out, body.iov_base, body.iov_len);
 	rq->end_kind = REQ_END_CACHE;
-	rq->status = cache_obj_status(o);
+	rq->status = rr.status != 200 ? rr.status : cache_obj_status(o);
 	req_reply_send(rq);
 	return 0;
 }
@@ -1205,9 +1225,9 @@ static bool req_stale_if_error(struct request *rq)
 }
 
 /* Room kept after the conditional lines for "Accept-Encoding: br,
- * deflate, gzip, zstd" and its CRLF, and an image variant's Accept line
- * (vary_accept_line). */
-#define REQ_AE_ROOM (48 + 32 + VARY_FORMAT_LEN)
+ * deflate, gzip, zstd" and its CRLF, an image variant's Accept line
+ * (vary_accept_line) and the Surrogate-Capability line. */
+#define REQ_AE_ROOM (48 + 32 + VARY_FORMAT_LEN + sizeof(CACHECTL_SURROGATE_CAPABILITY) - 1)
 
 /* A cacheable GET that leads a fill asks the backend for exactly the
  * variant its cache key names: its Accept-Encoding lines are replaced by
@@ -1215,18 +1235,23 @@ static bool req_stale_if_error(struct request *rq)
  * as gzip), "identity" when that is empty. So a backend that varies on
  * the field answers with the variant stored under the key, not one
  * chosen by this client's spelling of it (a request with none would
- * otherwise let the backend pick any coding, stored as identity). */
+ * otherwise let the backend pick any coding, stored as identity).
+ * The Surrogate-Capability line that follows names this cache to the
+ * origin (CACHECTL_SURROGATE_CAPABILITY). */
 static void req_canonical_ae(struct request *rq)
 {
 	struct http1_str line = cachectl_ae_header(rq->cc.ae);
+	size_t cap = sizeof(CACHECTL_SURROGATE_CAPABILITY) - 1;
 
-	if (line.len > sizeof(rq->cond) - rq->cond_len)
+	if (line.len + cap > sizeof(rq->cond) - rq->cond_len)
 		return;
 	memcpy(rq->cond + rq->cond_len, line.p, line.len);
 	for (unsigned i = 0; i < rq->msg.nheaders; i++)
 		if (http1_str_ieq(rq->msg.headers[i].name, "accept-encoding"))
 			rq->msg.headers[i].flags |= HTTP1_HDR_DROP;
-	rq->ae_len = line.len;
+	/* and the fill says which Surrogate-Control targets are ours */
+	memcpy(rq->cond + rq->cond_len + line.len, CACHECTL_SURROGATE_CAPABILITY, cap);
+	rq->ae_len = line.len + cap;
 }
 
 /* A fill of an image variant (vary.h) asks the backend for its format:
@@ -1284,14 +1309,26 @@ static bool req_cache_lookup(struct request *rq)
 	if (rq->snap->conf->cache_size == 0)
 		return false;           /* off: no Cache-Status either */
 	cachectl_request(&rq->msg, &rq->cc);
+	rq->cc.target_field = rq->snap->conf->cache_target_field;
+	rq->cc.heuristic_max = (int64_t)(rq->snap->conf->cache_heuristic_max_ms / 1000);
 	if (rq->cc.kind == CACHECTL_INVALIDATE) {
 		/* the key now (RFC 9111 4.4 names the request's URL): once a
 		 * large body has streamed through the read buffer, its head's
 		 * bytes are gone */
 		klen = cachectl_key(&rq->msg, key, sizeof(key));
 		if (klen > 0) {
+			size_t hl = (size_t)klen - rq->msg.path.len -
+				    (rq->msg.has_query ? 1 + rq->msg.query.len : 0);
+
 			cache_key_init(cache, &rq->inval, key, (size_t)klen);
 			rq->inval.p = NULL;
+			rq->inval_path_len = 0;
+			if (hl <= UINT8_MAX && rq->msg.path.len <= UINT8_MAX
+			    && hl + rq->msg.path.len <= sizeof(rq->inval_base)) {
+				memcpy(rq->inval_base, key, hl + rq->msg.path.len);
+				rq->inval_host_len = (uint8_t)hl;
+				rq->inval_path_len = (uint8_t)rq->msg.path.len;
+			}
 		}
 	}
 	if (!rq->snap->conf->cache_honor_client_no_cache)

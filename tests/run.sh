@@ -3,12 +3,14 @@
 # installs what is missing, builds with ASan+UBSan (gcc) and runs every
 # suite; then with clang builds with ThreadSanitizer and runs the unit
 # suite and the end-to-end tests where threads meet again, and builds the
-# libFuzzer targets and runs each for a bounded time; last, a 60 s soak
-# of a release build under load, reloads and cache kills
+# libFuzzer targets and runs each for a bounded time; then the public HTTP
+# cache test suite against a release build (tests/cachetests/run.sh, its
+# known failures in tests/cachetests/expected.txt); last, a 60 s soak of
+# the release build under load, reloads and cache kills
 # (tests/bench/soak.sh). Ends with one line
-# "tests: N passed, N failed, N skipped, N flaky" (the soak counts as one
-# test; a flaky one is an e2e test that failed and then passed alone, and
-# is named with its output above that line).
+# "tests: N passed, N failed, N skipped, N flaky" (the cache suite and
+# the soak count as one test each; a flaky one is an e2e test that failed
+# and then passed alone, and is named with its output above that line).
 # Exit status: 0 only if everything passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,6 +60,24 @@ ninja -C build-asan
 suite build-asan testlog --num-processes 2 || rc=1
 logs=(build-asan/meson-logs/testlog.json)
 
+# The public HTTP cache test suite (npm http-cache-tests, installed by the
+# script itself with node and npm from tests/deps.sh) against the release
+# build the soak uses: about 20 s, bounded by its own timeouts and this
+# one; its table goes to build-rel/cachetests.md. Any required or setup
+# failure not in tests/cachetests/expected.txt fails it, and so does one
+# listed there that passes now.
+cachetests=FAIL
+[ -d build-rel ] || meson setup build-rel -Dbuildtype=release -Dfuzz=disabled >/dev/null
+ninja -C build-rel src/ringproxy >/dev/null
+out=$(mktemp)
+if timeout --kill-after=10 1200 bash tests/cachetests/run.sh build-rel/src/ringproxy \
+	--expect tests/cachetests/expected.txt --json build-rel/cachetests.json >"$out" 2>&1; then
+	cachetests=OK
+fi
+mkdir -p build-rel && mv "$out" build-rel/cachetests.md
+cat build-rel/cachetests.md
+[ "$cachetests" = OK ] || rc=1
+
 if command -v clang >/dev/null; then
 	# ThreadSanitizer over the workers, the main thread and the shared
 	# cache: every unit test (the threaded ones: cache, sketch, balance)
@@ -106,13 +126,19 @@ mkdir -p build-rel && mv "$out" build-rel/soak.md
 cat build-rel/soak.md
 [ "$soak" = OK ] || rc=1
 
-# one summary line over every meson test run above, and the soak
-SOAK="$soak" python3 - "${logs[@]}" <<'PY'
+# one summary line over every meson test run above, the cache suite and
+# the soak
+SOAK="$soak" CACHETESTS="$cachetests" python3 - "${logs[@]}" <<'PY'
 import json, os, sys
 ok = bad = skip = 0
-if os.environ.get("SOAK"):
-    ok, bad = (1, 0) if os.environ["SOAK"] == "OK" else (0, 1)
 failed, flaky = [], []
+for name in ("CACHETESTS", "SOAK"):
+    if os.environ.get(name):
+        if os.environ[name] == "OK":
+            ok += 1
+        else:
+            bad += 1
+            print(f"FAILED {name.lower()} (see build-rel/{'cachetests' if name == 'CACHETESTS' else 'soak'}.md)")
 for path in sys.argv[1:]:
     retry = {}
     rpath = path[:-len(".json")] + "-retry.json"

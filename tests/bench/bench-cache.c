@@ -63,7 +63,7 @@ static void b_fill(void)
 	static char body[4096];
 	static const char head[] = "HTTP/1.1 200 OK\r\nCache-Control: max-age=86400\r\n"
 				   "Content-Type: image/jpeg\r\nContent-Length: 4096\r\n\r\n";
-	struct cachectl_req cr = { CACHECTL_LOOKUP, 0, 0, -1, 0, NULL };
+	struct cachectl_req cr = { .kind = CACHECTL_LOOKUP, .max_age = -1 };
 	struct http1_header h[16];
 	struct cachectl_meta meta;
 	struct http1_msg m;

@@ -163,7 +163,7 @@ struct sim_resp {
 static int sim_resp_init(struct sim_resp *r)
 {
 	static const struct http1_limits lim = { 8192, 16 };
-	struct cachectl_req cr = { CACHECTL_LOOKUP, 0, 0, -1, 0, NULL };
+	struct cachectl_req cr = { .kind = CACHECTL_LOOKUP, .max_age = -1 };
 
 	snprintf(r->buf, sizeof(r->buf), "HTTP/1.1 200 OK\r\n"
 		 "Cache-Control: max-age=86400\r\nContent-Type: image/jpeg\r\n"

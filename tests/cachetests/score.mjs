@@ -3,14 +3,20 @@
 // the suite's own result rules and prints ringproxy's row beside the rows
 // the package publishes for other caches.
 //
-// Usage: node score.mjs SUITE RESULTS NAME [--json OUT]
+// Usage: node score.mjs SUITE RESULTS NAME [--json OUT] [--expect FILE]
 //   SUITE    the installed package (.../node_modules/http-cache-tests)
 //   RESULTS  the JSON its client printed (npm run cli), test id -> result
 //   NAME     the first column of this run's row
 //   --json   also write every test of this run, its kind, dependencies,
 //            outcome and reason, to OUT
+//   --expect the required failures and setup failures this build is known
+//            to have, one "ID OUTCOME: why" a line (expected.txt): then
+//            the exit status is 0 when the failures are exactly those (a
+//            listed test that passes now fails the run too, so that the
+//            list is kept true)
 // Exit status: 0 when no required test failed and the harness ran every
-// test; 1 otherwise; 2 on bad input.
+// test (or, with --expect, when the failures are the expected ones); 1
+// otherwise; 2 on bad input.
 //
 // The rules are the package's lib/display.mjs, determineTestResult()
 // (0.4.5), reproduced here because that module imports browser-only assets
@@ -48,7 +54,7 @@ const COLUMNS = ['required pass', 'required fail', 'optimal pass', 'optimal fail
   'not reached', 'setup / retry / harness']
 
 function usage (msg) {
-  console.error(`score.mjs: ${msg}\nusage: node score.mjs SUITE RESULTS NAME [--json OUT]`)
+  console.error(`score.mjs: ${msg}\nusage: node score.mjs SUITE RESULTS NAME [--json OUT] [--expect FILE]`)
   process.exit(2)
 }
 
@@ -148,6 +154,13 @@ async function main () {
     if (!jsonOut) usage('--json needs a file')
     args.splice(j, 2)
   }
+  let expectFile = null
+  const x = args.indexOf('--expect')
+  if (x >= 0) {
+    expectFile = args[x + 1]
+    if (!expectFile) usage('--expect needs a file')
+    args.splice(x, 2)
+  }
   if (args.length !== 3) usage('three arguments expected')
   const [suiteDir, resultsFile, name] = args
 
@@ -204,7 +217,37 @@ async function main () {
       tests: mine.rows
     }, null, 2) + '\n')
   }
+  if (expectFile) process.exit(compareExpected(expectFile, [...failed, ...broken], mine.rows))
   process.exit(failed.length || broken.length ? 1 : 0)
+}
+
+// The run against the known failures of expectFile: 0 when they are the
+// same tests with the same outcomes, else 1 (each difference printed).
+function compareExpected (expectFile, bad, rows) {
+  const want = new Map()
+  const lines = fs.readFileSync(expectFile, 'utf8').split('\n')
+  for (const [i, line] of lines.entries()) {
+    const l = line.trim()
+    if (!l || l.startsWith('#')) continue
+    const m = /^(\S+) (required fail|setup|retry|harness):/.exec(l)
+    if (!m) usage(`${expectFile}:${i + 1}: not "ID OUTCOME: why"`)
+    want.set(m[1], m[2])
+  }
+  const diffs = []
+  for (const r of bad) {
+    if (want.get(r.id) !== r.outcome) diffs.push(`- ${r.id}: ${r.outcome}, not expected (${r.reason})`)
+  }
+  for (const [id, outcome] of want) {
+    const r = rows.find(r => r.id === id)
+    if (!r || r.outcome !== outcome) {
+      diffs.push(`- ${id}: expected ${outcome}, now ${r ? r.outcome : 'not run'}: ` +
+        `update ${path.basename(expectFile)}`)
+    }
+  }
+  console.log(`\nAgainst ${expectFile} (${want.size} known): ` +
+    (diffs.length ? `${diffs.length} difference(s):` : 'the same'))
+  for (const d of diffs) console.log(d)
+  return diffs.length ? 1 : 0
 }
 
 main().catch(e => {

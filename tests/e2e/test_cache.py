@@ -2,7 +2,8 @@
 """test_cache.py -- the hot-object cache as a client and a backend see it:
 what is stored and what is not (RFC 9111 for a shared cache), Cache-Status
 (RFC 9211) and Age, HEAD from a stored GET, Accept-Encoding variants,
-invalidation by unsafe methods, Range forwarded, chunked responses stored
+invalidation by unsafe methods, a single Range from the stored object
+and several forwarded, chunked responses stored
 de-chunked within max_object, coalescing of concurrent misses into one
 backend fetch across the workers, waiters released when the fetch fails,
 eviction under a small size, the cache surviving SIGHUP (and emptied by
@@ -246,8 +247,11 @@ def main():
     r = proxy.reload()
     t.check(r and "honor_client_no_cache on -> off" in r, "and a reload turns it off again", r)
     st, h, b = harness.get(P, "/a.jpg", headers={"Range": "bytes=0-9"})
+    t.check(st == 206 and fetches("/a.jpg") == 3 and cs(h).startswith("ringproxy; hit") and len(b) == 10,
+            "a single Range is answered 206 from the stored object (test_cache_rules.py has the rest)", h)
+    st, h, b = harness.get(P, "/a.jpg", headers={"Range": "bytes=0-1,4-5"})
     t.check(fetches("/a.jpg") == 4 and cs(h) == "ringproxy; fwd=bypass",
-            "a Range request is forwarded (fwd=bypass), not answered from the stored object", h)
+            "a multi-range request is forwarded (fwd=bypass), not answered from the stored object", h)
     st, h, b = harness.get(P, "/a.jpg", headers={"Authorization": "Basic eDp5"})
     t.check(fetches("/a.jpg") == 5, "Authorization: not answered from an object stored without public", h)
     harness.get(P, "/public.jpg")

@@ -91,7 +91,8 @@ for m in re.finditer(r"^       (\S+) \(default: [^)]*\)\n(.*?)(?=^       \S+ \(d
     v = re.search(r"Value: (.*?)\.?$", " ".join(m.group(2).split()))
     values[m.group(1)] = v.group(1) if v else ""
 named = sorted(k for k, v in values.items() if "header name" in v)
-check(named == ["backend_header"], f"only backend_header's value is 'a header name' ({named})")
+check(named == ["backend_header", "target_field"],
+      f"only the header keys' values are 'a header name' ({named})")
 check("Bearer" in values.get("admin_token", "") or "token" in values.get("admin_token", ""),
       f"admin_token's value is a token: {values.get('admin_token')!r}")
 check(values.get("balance_factor", "").startswith("0 (off), or a number from 1 to 100"),

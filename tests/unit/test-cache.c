@@ -56,7 +56,7 @@ struct resp {
 
 static int mkresp(struct resp *r, const char *head, unsigned ae, int64_t now)
 {
-	struct cachectl_req cr = { CACHECTL_LOOKUP, 0, ae, -1, 0, NULL };
+	struct cachectl_req cr = { .kind = CACHECTL_LOOKUP, .ae = ae, .max_age = -1 };
 
 	snprintf(r->buf, sizeof(r->buf), "%s", head);
 	http1_msg_init(&r->m);
@@ -1235,12 +1235,21 @@ static void test_peek(void)
 	cache_free(c);
 }
 
+/* A backend's response head (a 304, a 201), parsed into nm (its lines
+ * point into nm->buf). */
+static void parse304(struct resp *nm, const char *head)
+{
+	snprintf(nm->buf, sizeof(nm->buf), "%s", head);
+	http1_msg_init(&nm->m);
+	http1_parse_response(&nm->m, nm->h, nm->buf, strlen(nm->buf), &lim, HTTP1_M_GET);
+}
+
 /* Revalidation: a 304 to the conditional fetch of an expired object
  * stores its body under the merged head with the 304's lifetime. */
 static void test_not_modified(void)
 {
 	struct cache *c = mk(1 << 20, 1 << 20, 1, CACHE_POLICY_DEFAULT);
-	struct cachectl_req cr = { CACHECTL_LOOKUP, 0, 0, -1, 0, NULL };
+	struct cachectl_req cr = { .kind = CACHECTL_LOOKUP, .max_age = -1 };
 	struct cache_obj *old = NULL, *o = NULL;
 	struct cache_fill *f = NULL;
 	struct cache_req r;
@@ -1252,10 +1261,8 @@ static void test_not_modified(void)
 	rq(c, &r, "nm/a", CACHE_L_KEEP_STALE, 0, NOW + 20);
 	tap_is_int(cache_lookup(c, &r, NULL, &old, &f), CACHE_MISS, "expired at 20 s: a miss, leading a fill");
 	tap_ok(old != NULL && cache_obj_etag(old).len == 4, "the expired object with its ETag");
-	snprintf(nm.buf, sizeof(nm.buf), "HTTP/1.1 304 Not Modified\r\nCache-Control: max-age=100\r\n"
+	parse304(&nm, "HTTP/1.1 304 Not Modified\r\nCache-Control: max-age=100\r\n"
 		 "ETag: \"v1\"\r\nContent-Length: 999\r\n\r\n");
-	http1_msg_init(&nm.m);
-	http1_parse_response(&nm.m, nm.h, nm.buf, strlen(nm.buf), &lim, HTTP1_M_GET);
 	rc = cache_fill_not_modified(f, old, &nm.m, &cr, NOW + 20, NOW + 20, 0, &o);
 	tap_is_int(rc, 0, "cache_fill_not_modified stores");
 	tap_ok(o != NULL && iov_is(cache_obj_body(o), "aaaaaaaaaa") && cache_obj_status(o) == 200,
@@ -1272,6 +1279,72 @@ static void test_not_modified(void)
 	tap_ok(hits(c, "nm/a", NOW + 119) && !hits(c, "nm/a", NOW + 120), "a hit until 120 s, not after");
 	cache_obj_release(o);
 	cache_obj_release(old);
+	cache_free(c);
+}
+
+/* no-cache: stored, never a hit (each use a revalidating miss that hands
+ * the object out); no-cache="..." fields left out of the stored head; a
+ * 304 leaves the stored ETag, Content-Encoding, Content-MD5 and
+ * Content-Range as they were. */
+static void test_rules(void)
+{
+	struct cache *c = mk(1 << 20, 1 << 20, 1, CACHE_POLICY_DEFAULT);
+	struct cachectl_req cr = { .kind = CACHECTL_LOOKUP, .max_age = -1 };
+	struct cache_obj *old = NULL, *o = NULL;
+	struct cache_fill *f = NULL;
+	struct cache_req r;
+	struct resp nm;
+	struct iovec h;
+
+	put(c, "rule/nc", 4, 'n', "Cache-Control: no-cache, max-age=3600\r\nETag: \"n\"\r\n", 0, NOW);
+	tap_is_int(get(c, "rule/nc", 0, 0, NOW, NULL), CACHE_MISS, "no-cache, fresh for an hour: still a miss");
+	rq(c, &r, "rule/nc", CACHE_L_KEEP_STALE | CACHE_L_STALE, 0, NOW);
+	tap_is_int(cache_lookup(c, &r, NULL, &old, &f), CACHE_MISS, "... with stale windows allowed too");
+	tap_ok(old != NULL && cache_obj_etag(old).len == 3, "... handing out the stored object to revalidate");
+	tap_ok(old != NULL && !cache_obj_stale_if_error(old, NOW), "... which never answers a failure");
+	cache_fill_abort(f);
+	cache_obj_release(old);
+	old = NULL;
+
+	put(c, "rule/omit", 4, 'o', "Cache-Control: no-cache=\"X-A, x-b\", max-age=60\r\nX-A: 1\r\n"
+	    "X-B: 2\r\nX-C: 3\r\n", 0, NOW);
+	tap_is_int(get(c, "rule/omit", 0, 0, NOW, &o), CACHE_HIT, "no-cache=\"X-A, x-b\": stored, a hit");
+	h = o ? cache_obj_head(o) : (struct iovec){ NULL, 0 };
+	tap_ok(h.iov_base && !memmem(h.iov_base, h.iov_len, "X-A:", 4) && !memmem(h.iov_base, h.iov_len, "X-B:", 4)
+	       && memmem(h.iov_base, h.iov_len, "X-C: 3", 6),
+	       "... without the lines it names (any case), the others kept");
+	cache_obj_release(o);
+	o = NULL;
+
+	put(c, "rule/304", 4, 'u', "Cache-Control: max-age=10\r\nETag: \"v1\"\r\nContent-Encoding: gzip\r\n"
+	    "Content-MD5: AAAA\r\nX-New: old\r\n", 0, NOW);
+	rq(c, &r, "rule/304", CACHE_L_KEEP_STALE, 0, NOW + 20);
+	cache_lookup(c, &r, NULL, &old, &f);
+	parse304(&nm, "HTTP/1.1 304 Not Modified\r\nCache-Control: max-age=100\r\n"
+		 "ETag: \"v2\"\r\nContent-Encoding: br\r\nContent-MD5: BBBB\r\nX-New: new\r\n\r\n");
+	tap_is_int(old && f ? cache_fill_not_modified(f, old, &nm.m, &cr, NOW + 20, NOW + 20, 0, &o) : -1, 0,
+		   "a 304 with new validators and codings: stored");
+	h = o ? cache_obj_head(o) : (struct iovec){ NULL, 0 };
+	tap_ok(h.iov_base && memmem(h.iov_base, h.iov_len, "ETag: \"v1\"", 10) &&
+	       memmem(h.iov_base, h.iov_len, "Content-Encoding: gzip", 22) &&
+	       memmem(h.iov_base, h.iov_len, "Content-MD5: AAAA", 17) &&
+	       memmem(h.iov_base, h.iov_len, "X-New: new", 10) && !memmem(h.iov_base, h.iov_len, "br\r", 3),
+	       "... the stored ETag, Content-Encoding and Content-MD5 stay; X-New is updated");
+	tap_ok(o && cache_obj_etag(o).len == 4 && memcmp(cache_obj_etag(o).p, "\"v1\"", 4) == 0,
+	       "... and the object's validator is still \"v1\"");
+	cache_obj_release(o);
+	cache_obj_release(old);
+
+	put(c, "h/loc", 4, 'l', NULL, 0, NOW);
+	put(c, "h/t/cl", 4, 'c', NULL, 0, NOW);
+	put(c, "other/x", 4, 'x', NULL, 0, NOW);
+	parse304(&nm, "HTTP/1.1 201 Created\r\nLocation: /loc\r\nContent-Location: cl\r\n"
+		 "Location: http://other/x\r\nContent-Length: 0\r\n\r\n");
+	tap_is_int(cache_invalidate_locations(c, (struct http1_str){ "h", 1 }, (struct http1_str){ "/t/form", 7 },
+					      &nm.m), 2,
+		   "Location /loc and Content-Location cl of a POST to h/t/form: both removed");
+	tap_ok(!hits(c, "h/loc", NOW) && !hits(c, "h/t/cl", NOW) && hits(c, "other/x", NOW),
+	       "... and the Location on another host is not");
 	cache_free(c);
 }
 
@@ -1473,6 +1546,7 @@ int main(void)
 	test_door_admission();
 	test_peek();
 	test_not_modified();
+	test_rules();
 	test_store_and_hit();
 	test_accounting();
 	test_eviction();

@@ -10,6 +10,7 @@
 #include "cachectl.h"
 #include "tap.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #define NOW INT64_C(1700000000)
@@ -45,6 +46,7 @@ static int parse_resp(struct http1_msg *m, const char *s, enum http1_method meth
 #define AUTH CACHECTL_M_AUTH_OK
 #define REVAL CACHECTL_M_REVALIDATE
 #define VARY CACHECTL_M_VARY_AE
+#define NOCACHE CACHECTL_M_NO_CACHE
 
 struct resp_case {
 	const char *name;
@@ -73,7 +75,7 @@ static const struct resp_case resp_cases[] = {
 	OK("Age reduces what is left", GET, R("200 OK", DATE CC("max-age=60") "Age: 50\r\n"), 60, 50, 0, 0, 0),
 	NO("Age reaching the lifetime", GET, R("200 OK", DATE CC("max-age=60") "Age: 60\r\n"), "stale on arrival"),
 	OK("apparent age from an old Date", GET, R("200 OK", "Date: " D_M100 "\r\n" CC("max-age=300")), 300, 100, 0, 0, 0),
-	OK("invalid Age ignored", GET, R("200 OK", DATE CC("max-age=60") "Age: ten\r\n"), 60, 0, 0, 0, 0),
+	NO("invalid Age is stale", GET, R("200 OK", DATE CC("max-age=60") "Age: ten\r\n"), "stale on arrival"),
 	OK("invalid Date: now", GET, R("200 OK", "Date: yesterday\r\n" CC("max-age=60")), 60, 0, 0, 0, 0),
 	NO("no freshness information", GET, R("200 OK", DATE), "no explicit freshness"),
 	NO("Last-Modified is no freshness (no heuristics)", GET, R("200 OK", DATE "Last-Modified: " D_M3600 "\r\n"), "no explicit freshness"),
@@ -84,15 +86,28 @@ static const struct resp_case resp_cases[] = {
 	OK("308", GET, R("308 Permanent Redirect", CC("max-age=5") "Location: /y\r\n"), 5, 0, 0, 0, 0),
 	OK("404", GET, R("404 Not Found", CC("max-age=5")), 5, 0, 0, 0, 0),
 	OK("410", GET, R("410 Gone", CC("max-age=5")), 5, 0, 0, 0, 0),
-	NO("201", GET, R("201 Created", CC("max-age=5")), "status not cacheable"),
+	OK("201 with explicit freshness", GET, R("201 Created", CC("max-age=5")), 5, 0, 0, 0, 0),
 	NO("206", GET, R("206 Partial Content", CC("max-age=5")), "status not cacheable"),
-	NO("302", GET, R("302 Found", CC("max-age=5")), "status not cacheable"),
-	NO("307", GET, R("307 Temporary Redirect", CC("max-age=5")), "status not cacheable"),
-	NO("500", GET, R("500 Internal Server Error", CC("max-age=5")), "status not cacheable"),
-	NO("503", GET, R("503 Service Unavailable", CC("max-age=5")), "status not cacheable"),
+	OK("302 with explicit freshness", GET, R("302 Found", CC("max-age=5")), 5, 0, 0, 0, 0),
+	OK("307 with explicit freshness", GET, R("307 Temporary Redirect", CC("max-age=5")), 5, 0, 0, 0, 0),
+	OK("500 with explicit freshness", GET, R("500 Internal Server Error", CC("max-age=5")), 5, 0, 0, 0, 0),
+	OK("503 with explicit freshness", GET, R("503 Service Unavailable", CC("max-age=5")), 5, 0, 0, 0, 0),
 	NO("no-store", GET, R("200 OK", CC("max-age=60, no-store")), "no-store"),
-	NO("no-cache", GET, R("200 OK", CC("no-cache, max-age=60")), "no-cache"),
-	NO("no-cache qualified", GET, R("200 OK", CC("no-cache=\"Set-Cookie\", max-age=60")), "no-cache"),
+	NO("no-cache without a validator", GET, R("200 OK", CC("no-cache, max-age=60")), "no-cache without a validator"),
+	OK("no-cache with an ETag: stored, revalidated", GET, R("200 OK", CC("no-cache, max-age=60") "ETag: \"a\"\r\n"), 60, 0, 0, 0, NOCACHE | REVAL),
+	OK("no-cache, Last-Modified, no freshness", GET, R("200 OK", DATE CC("no-cache") "Last-Modified: " D_M3600 "\r\n"), 0, 0, 0, 0, NOCACHE | REVAL),
+	OK("no-cache qualified: the rest is stored", GET, R("200 OK", CC("no-cache=\"Set-Cookie\", max-age=60")), 60, 0, 0, 0, 0),
+	NO("206", GET, R("206 Partial Content", CC("max-age=5") "Content-Range: bytes 0-0/5\r\n"), "status not cacheable"),
+	NO("304", GET, R("304 Not Modified", CC("max-age=5")), "status not cacheable"),
+	OK("599 with explicit freshness", GET, R("599 Whatever", CC("max-age=5")), 5, 0, 0, 0, 0),
+	NO("599 must-understand", GET, R("599 Whatever", CC("max-age=5, must-understand")), "must-understand with a status not known"),
+	OK("must-understand overrides no-store", GET, R("200 OK", CC("max-age=5, must-understand, no-store")), 5, 0, 0, 0, 0),
+	NO("Age 0, 0", GET, R("200 OK", DATE CC("max-age=60") "Age: 0, 0\r\n"), "stale on arrival"),
+	NO("Age on two lines", GET, R("200 OK", DATE CC("max-age=60") "Age: 0\r\nAge: 0\r\n"), "stale on arrival"),
+	NO("Age old, 0", GET, R("200 OK", DATE CC("max-age=3600") "Age: 7200,0\r\n"), "stale on arrival"),
+	NO("negative Age", GET, R("200 OK", DATE CC("max-age=3600") "Age: -7200\r\n"), "stale on arrival"),
+	NO("Age with a parameter", GET, R("200 OK", DATE CC("max-age=3600") "Age: 7200;foo=111\r\n"), "stale on arrival"),
+	NO("Age as a float", GET, R("200 OK", DATE CC("max-age=3600") "Age: 7.0\r\n"), "stale on arrival"),
 	NO("private", GET, R("200 OK", CC("private, max-age=60")), "private"),
 	NO("private qualified", GET, R("200 OK", CC("max-age=60, private=\"X-A, X-B\"")), "private"),
 	NO("Set-Cookie", GET, R("200 OK", CC("max-age=60") "Set-Cookie: a=b\r\n"), "Set-Cookie"),
@@ -113,7 +128,8 @@ static const struct resp_case resp_cases[] = {
 	OK("Authorization, s-maxage", GET_AUTH, R("200 OK", CC("s-maxage=60")), 60, 0, 0, 0, AUTH | REVAL),
 	NO("request no-store", "GET /x HTTP/1.1\r\nHost: a\r\nCache-Control: no-store\r\n\r\n", R("200 OK", CC("max-age=60")), "request no-store"),
 	OK("request no-cache: the response may be stored", "GET /x HTTP/1.1\r\nHost: a\r\nCache-Control: no-cache\r\n\r\n", R("200 OK", CC("max-age=60")), 60, 0, 0, 0, 0),
-	NO("Range request", "GET /x HTTP/1.1\r\nHost: a\r\nRange: bytes=0-1\r\n\r\n", R("200 OK", CC("max-age=60")), "request not cacheable"),
+	NO("Range request", "GET /x HTTP/1.1\r\nHost: a\r\nRange: bytes=0-1\r\n\r\n", R("200 OK", CC("max-age=60")), "request no-store"),
+	NO("multi-range request", "GET /x HTTP/1.1\r\nHost: a\r\nRange: bytes=0-1,3-4\r\n\r\n", R("200 OK", CC("max-age=60")), "request not cacheable"),
 	OK("stale-while-revalidate, stale-if-error", GET, R("200 OK", CC("max-age=60, stale-while-revalidate=30, stale-if-error=600")), 60, 0, 30, 600, 0),
 	OK("max-age=0 with a stale window", GET, R("200 OK", CC("max-age=0, stale-while-revalidate=30")), 0, 0, 30, 0, 0),
 	NO("max-age=0", GET, R("200 OK", CC("max-age=0")), "stale on arrival"),
@@ -171,6 +187,160 @@ static void test_responses(void)
 				 (long long)m.initial_age, (long long)m.swr,
 				 (long long)m.sie, m.flags);
 	}
+}
+
+/* The cache's own policy (struct cachectl_req's target_field and
+ * heuristic_max): heuristic freshness and the targeted fields. */
+struct policy_case {
+	const char *name;
+	const char *resp;
+	const char *target;
+	int64_t heuristic_max;
+	const char *why;        /* NULL: storable */
+	int64_t lifetime;
+	unsigned flags;
+};
+
+#define LM_DAY "Last-Modified: Mon, 13 Nov 2023 22:13:20 GMT\r\n"   /* NOW - 86400 */
+#define LM_YEAR "Last-Modified: Mon, 14 Nov 2022 22:13:20 GMT\r\n"  /* NOW - 365 d */
+#define TGT "Ringproxy-Cache-Control"
+
+static const struct policy_case policy_cases[] = {
+	{ "heuristic: 10% of a day", R("200 OK", DATE LM_DAY), TGT, 86400, NULL, 8640, 0 },
+	{ "heuristic capped by heuristic_max", R("200 OK", DATE LM_YEAR), TGT, 86400, NULL, 86400, 0 },
+	{ "heuristic off (0)", R("200 OK", DATE LM_DAY), TGT, 0, "no explicit freshness", 0, 0 },
+	{ "heuristic: 404", R("404 Not Found", DATE LM_DAY), TGT, 86400, NULL, 8640, 0 },
+	{ "heuristic: 501", R("501 Not Implemented", DATE LM_DAY), TGT, 86400, NULL, 8640, 0 },
+	{ "no heuristic for 302", R("302 Found", DATE LM_DAY), TGT, 86400, "no explicit freshness", 0, 0 },
+	{ "no heuristic for 503", R("503 Service Unavailable", DATE LM_DAY), TGT, 86400, "no explicit freshness", 0, 0 },
+	{ "heuristic for 599 with public", R("599 Whatever", DATE CC("public") LM_DAY), TGT, 86400, NULL, 8640, AUTH },
+	{ "no heuristic without Last-Modified", R("200 OK", DATE), TGT, 86400, "no explicit freshness", 0, 0 },
+	{ "explicit freshness wins over heuristic", R("200 OK", DATE CC("max-age=7") LM_DAY), TGT, 86400, NULL, 7, 0 },
+	{ "CDN-Cache-Control max-age over Cache-Control", R("200 OK", DATE CC("max-age=5") "CDN-Cache-Control: max-age=600\r\n"), TGT, 0, NULL, 600, 0 },
+	{ "CDN-Cache-Control no-store", R("200 OK", DATE CC("max-age=600") "CDN-Cache-Control: no-store\r\n"), TGT, 0, "no-store", 0, 0 },
+	{ "CDN-Cache-Control over Cache-Control no-store", R("200 OK", DATE CC("no-store") "CDN-Cache-Control: max-age=60\r\n"), TGT, 0, NULL, 60, 0 },
+	{ "CDN-Cache-Control private", R("200 OK", DATE CC("max-age=60") "CDN-Cache-Control: private\r\n"), TGT, 0, "private", 0, 0 },
+	{ "CDN-Cache-Control ignores Expires", R("200 OK", DATE "Expires: " D_P3600 "\r\nCDN-Cache-Control: public\r\n"), TGT, 0, "no explicit freshness", 0, 0 },
+	{ "CDN-Cache-Control no-cache: revalidated", R("200 OK", DATE CC("max-age=60") "ETag: \"x\"\r\nCDN-Cache-Control: no-cache\r\n"), TGT, 0, NULL, 0, NOCACHE | REVAL },
+	{ "target field over CDN-Cache-Control", R("200 OK", DATE "CDN-Cache-Control: no-store\r\n" TGT ": max-age=30\r\n"), TGT, 0, NULL, 30, 0 },
+	{ "target field no-store", R("200 OK", DATE CC("max-age=30") TGT ": no-store\r\n"), TGT, 0, "no-store", 0, 0 },
+	{ "another target field name", R("200 OK", DATE CC("max-age=30") TGT ": no-store\r\n"), "Edge-Cache-Control", 0, NULL, 30, 0 },
+	{ "empty target field: CDN-Cache-Control", R("200 OK", DATE TGT ": \r\nCDN-Cache-Control: max-age=9\r\n"), TGT, 0, NULL, 9, 0 },
+	{ "Surrogate-Control max-age", R("200 OK", DATE "Surrogate-Control: max-age=3600\r\n"), TGT, 0, NULL, 3600, 0 },
+	{ "Surrogate-Control no-store over Cache-Control", R("200 OK", DATE CC("max-age=10000") "Surrogate-Control: no-store\r\n"), TGT, 0, "no-store", 0, 0 },
+	{ "Surrogate-Control for ringproxy", R("200 OK", DATE CC("no-store") "Surrogate-Control: max-age=100;ringproxy\r\n"), TGT, 0, NULL, 100, 0 },
+	{ "Surrogate-Control for another device", R("200 OK", DATE "Surrogate-Control: max-age=100;other\r\n"), TGT, 0, "no explicit freshness", 0, 0 },
+	{ "CDN-Cache-Control over Surrogate-Control", R("200 OK", DATE "Surrogate-Control: max-age=100\r\nCDN-Cache-Control: max-age=7\r\n"), TGT, 0, NULL, 7, 0 },
+};
+
+static void test_policy(void)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(policy_cases) / sizeof(policy_cases[0]); i++) {
+		const struct policy_case *c = &policy_cases[i];
+		struct http1_msg rq, rs;
+		struct cachectl_req cr;
+		struct cachectl_meta m;
+		bool st, ok;
+
+		if (parse_req(&rq, GET) < 0 || parse_resp(&rs, c->resp, rq.method_id) < 0) {
+			tap_ok(0, "%s: test heads parse", c->name);
+			continue;
+		}
+		cachectl_request(&rq, &cr);
+		cr.target_field = c->target;
+		cr.heuristic_max = c->heuristic_max;
+		st = cachectl_response(&cr, rq.method_id, &rs, NOW, NOW, 0, &m);
+		if (c->why != NULL)
+			ok = !st && m.why != NULL && strcmp(m.why, c->why) == 0;
+		else
+			ok = st && m.lifetime == c->lifetime && m.flags == c->flags;
+		tap_ok(ok, "%s: %s %lld flags %#x", c->name, c->why ? c->why : "stored",
+		       (long long)c->lifetime, c->flags);
+		if (!ok)
+			tap_diag("  got storable=%d (%s) lifetime %lld flags %#x", st,
+				 m.why ? m.why : "", (long long)m.lifetime, m.flags);
+	}
+}
+
+/* no-cache="a, b": the names the stored head leaves out. */
+static void test_no_cache_fields(void)
+{
+	struct http1_msg rq, rs;
+	struct cachectl_req cr;
+	struct cachectl_meta m;
+
+	parse_req(&rq, GET);
+	cachectl_request(&rq, &cr);
+	parse_resp(&rs, R("200 OK", CC("no-cache=\"a, b\"") "a: 1\r\nb: 2\r\n" CC("max-age=3600")), rq.method_id);
+	tap_ok(cachectl_response(&cr, rq.method_id, &rs, NOW, NOW, 0, &m)
+	       && m.omit.len == 4 && memcmp(m.omit.p, "a, b", 4) == 0 && m.lifetime == 3600,
+	       "no-cache=\"a, b\": stored for 3600 s without a and b");
+	parse_resp(&rs, R("200 OK", CC("max-age=3600")), rq.method_id);
+	tap_ok(cachectl_response(&cr, rq.method_id, &rs, NOW, NOW, 0, &m) && m.omit.len == 0,
+	       "no qualified no-cache: nothing left out");
+}
+
+/* Which header lines strip_targeted keeps from clients. */
+static void test_targeted_names(void)
+{
+	static const struct {
+		const char *name, *target;
+		bool targeted;
+	} c[] = {
+		{ "CDN-Cache-Control", TGT, true },
+		{ "cdn-cache-control", NULL, true },
+		{ "Surrogate-Control", TGT, true },
+		{ "ringproxy-cache-control", TGT, true },
+		{ "Ringproxy-Cache-Control", NULL, false },
+		{ "Cache-Control", TGT, false },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct http1_str n = { c[i].name, strlen(c[i].name) };
+
+		tap_ok(cachectl_is_targeted(n, c[i].target) == c[i].targeted,
+		       "%s with target %s: %s", c[i].name, c[i].target ? c[i].target : "none",
+		       c[i].targeted ? "targeted" : "not targeted");
+	}
+}
+
+/* Location and Content-Location targets invalidated after an unsafe
+ * method (RFC 9111 4.4): the same host only. */
+static void test_location_key(void)
+{
+	static const struct {
+		const char *loc, *key;  /* key NULL: -1 */
+	} c[] = {
+		{ "/test/abc/location_target", "img.example/test/abc/location_target" },
+		{ "http://IMG.example/t/y?q=1", "img.example/t/y?q=1" },
+		{ "https://img.example", "img.example/" },
+		{ "http://other.example/t/y", NULL },
+		{ "http://img.example.evil/t/y", NULL },
+		{ "z/w", "img.example/t/z/w" },
+		{ "/t/y#frag", "img.example/t/y" },
+		{ "//img.example/t/y", NULL },
+		{ "mailto:a@b", NULL },
+		{ "", NULL },
+	};
+	struct http1_str host = { "Img.Example", 11 }, path = { "/t/x", 4 };
+	char buf[256];
+	size_t i;
+
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct http1_str l = { c[i].loc, strlen(c[i].loc) };
+		ssize_t n = cachectl_location_key(host, path, l, buf, sizeof(buf));
+
+		if (c[i].key == NULL)
+			tap_ok(n == -1, "Location %s: not invalidated", c[i].loc);
+		else
+			tap_ok(n == (ssize_t)strlen(c[i].key) && memcmp(buf, c[i].key, (size_t)n) == 0,
+			       "Location %s: key %s", c[i].loc, c[i].key);
+	}
+	tap_ok(cachectl_location_key(host, path, (struct http1_str){ "/t/y", 4 }, buf, 10) == -1,
+	       "Location key that does not fit: -1");
 }
 
 /* Methods other than GET: never stored, whatever the response says. */
@@ -233,7 +403,15 @@ static const struct req_case req_cases[] = {
 	RM("PURGE (safety unknown)", "PURGE", CACHECTL_INVALIDATE),
 	RM("OPTIONS", "OPTIONS", CACHECTL_PASS),
 	RM("TRACE", "TRACE", CACHECTL_PASS),
-	RQ("Range", "Range: bytes=0-99\r\n", CACHECTL_PASS, 0, -1, 0),
+	RQ("Range", "Range: bytes=0-99\r\n", CACHECTL_LOOKUP, CACHECTL_RQ_RANGE | CACHECTL_RQ_NO_STORE, -1, 0),
+	RQ("Range: two ranges", "Range: bytes=0-1, 5-9\r\n", CACHECTL_PASS, 0, -1, 0),
+	RQ("Range: two lines", "Range: bytes=0-1\r\nRange: bytes=5-9\r\n", CACHECTL_PASS, 0, -1, 0),
+	RQ("Range: another unit", "Range: items=0-1\r\n", CACHECTL_PASS, 0, -1, 0),
+	RQ("Range: last before first", "Range: bytes=9-1\r\n", CACHECTL_PASS, 0, -1, 0),
+	RQ("Range: no numbers", "Range: bytes=-\r\n", CACHECTL_PASS, 0, -1, 0),
+	RQ("Range: junk after", "Range: bytes=0-1x\r\n", CACHECTL_PASS, 0, -1, 0),
+	RQ("Range: 19 digits", "Range: bytes=1000000000000000000-\r\n", CACHECTL_PASS, 0, -1, 0),
+	{ "HEAD with Range", "HEAD /x HTTP/1.1\r\nHost: a\r\nRange: bytes=0-1\r\n\r\n", CACHECTL_PASS, CACHECTL_RQ_HEAD, -1, 0 },
 	RQ("no-cache", "Cache-Control: no-cache\r\n", CACHECTL_REFRESH, 0, -1, 0),
 	RQ("max-age=0", "Cache-Control: max-age=0\r\n", CACHECTL_REFRESH, 0, 0, 0),
 	RQ("max-age=5", "Cache-Control: max-age=5\r\n", CACHECTL_LOOKUP, 0, 5, 0),
@@ -305,11 +483,40 @@ static void test_request_plain(void)
 	cachectl_request(&rq, &cr);
 	cachectl_request_plain(&cr);
 	tap_ok(cr.kind == CACHECTL_INVALIDATE, "client freshness ignored: a POST still invalidates");
-	parse_req(&rq, "GET /x HTTP/1.1\r\nHost: a\r\nRange: bytes=0-1\r\nCache-Control: no-cache\r\n\r\n");
+	parse_req(&rq, "GET /x HTTP/1.1\r\nHost: a\r\nRange: bytes=0-1,5-6\r\nCache-Control: no-cache\r\n\r\n");
 	cachectl_request(&rq, &cr);
 	cachectl_request_plain(&cr);
 	tap_ok(cr.kind == CACHECTL_PASS && strcmp(cr.why, "Range") == 0,
-	       "client freshness ignored: a Range request still passes");
+	       "client freshness ignored: a multi-range request still passes");
+}
+
+/* The one byte range a GET asks for (range_first, range_last). */
+static void test_request_range(void)
+{
+	static const struct {
+		const char *v;
+		int64_t first, last;
+	} c[] = {
+		{ "bytes=0-1", 0, 1 },
+		{ "bytes=5-", 5, -1 },
+		{ "bytes=-7", -1, 7 },
+		{ "bytes=-0", -1, 0 },
+		{ "BYTES=3-3", 3, 3 },
+	};
+	char buf[128];
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct http1_msg rq;
+		struct cachectl_req cr;
+
+		snprintf(buf, sizeof(buf), "GET /x HTTP/1.1\r\nHost: a\r\nRange: %s\r\n\r\n", c[i].v);
+		parse_req(&rq, buf);
+		cachectl_request(&rq, &cr);
+		tap_ok(cr.kind == CACHECTL_LOOKUP && (cr.flags & CACHECTL_RQ_RANGE)
+		       && cr.range_first == c[i].first && cr.range_last == c[i].last,
+		       "Range: %s: first %lld, last %lld", c[i].v, (long long)c[i].first,
+		       (long long)c[i].last);
+	}
 }
 
 static void test_invalidates(void)
@@ -560,6 +767,11 @@ static void test_dates(void)
 int main(void)
 {
 	test_responses();
+	test_policy();
+	test_no_cache_fields();
+	test_targeted_names();
+	test_location_key();
+	test_request_range();
 	test_response_methods();
 	test_validators();
 	test_requests();
