@@ -829,24 +829,14 @@ static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *ho
 		if (n < 0)
 			return -1;
 	}
-	m = snprintf(rq->reply + n, cap - (size_t)n, "Age: %lld\r\nCache-Status: ringproxy; %s; ttl=%lld\r\n",
-		     (long long)cache_obj_age(o, now), how, (long long)cache_obj_ttl(o, now));
-	if (m < 0 || (size_t)m >= cap - (size_t)n)
-		return -1;
-	n += m;
 	/* "; cached": the bytes are this cache's, filled by be (the ring may
 	 * send the URL elsewhere now); a collapsed wait got a fresh fill */
-	if (conf->backend_header[0] && be.len) {
-		m = snprintf(rq->reply + n, cap - (size_t)n, "%s: %.*s%s\r\n", conf->backend_header,
-			     (int)be.len, be.p, strncmp(how, "fwd=miss", 8) ? "; cached" : "");
-		if (m < 0 || (size_t)m >= cap - (size_t)n)
-			return -1;
-		n += m;
-	}
-	m = snprintf(rq->reply + n, cap - (size_t)n, "Via: 1.1 ringproxy\r\n%s\r\n",
-		     rq->close_after ? "Connection: close\r\n" :
-		     rq->msg.minor == 0 ? "Connection: keep-alive\r\n" : "");
-	if (m < 0 || (size_t)m >= cap - (size_t)n)
+	m = cachectl_hit_lines(rq->reply + n, cap - (size_t)n, cache_obj_age(o, now),
+			       cache_obj_ttl(o, now), how, conf->backend_header, be,
+			       strncmp(how, "fwd=miss", 8) != 0,
+			       rq->close_after ? "Connection: close\r\n" :
+			       rq->msg.minor == 0 ? "Connection: keep-alive\r\n" : "");
+	if (m < 0)
 		return -1;
 	n += m;
 	rq->obj = o;
