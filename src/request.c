@@ -169,20 +169,28 @@ static bool req_purge_refused(struct request *rq)
 	return true;
 }
 
-void req_serve(struct request *rq)
+/* The ring key's position and the start of the walk (balance_start also
+ * counts the key for hot-key detection): for a request that goes to a
+ * backend, waits for another's fetch or revalidates, not for a fresh hit,
+ * which never loads a backend. */
+static void req_route(struct request *rq)
 {
 	uint64_t keyu = 0;
 
-	if (req_purge_refused(rq))
-		return;
 	rq->keypos = front_key_pos(rq->snap->conf->scheme, rq->snap->conf->key, &rq->msg,
 				   rq->snap->ramp ? &keyu : NULL);
 	balance_start(rq->snap, &rq->walk, &rq->pick, rq->keypos, keyu);
 	front_key_ramp(rq->snap, &rq->msg, rq->pick.ramp_pos);
-	/* [cache]: the lookup goes here, between the key and the walk: a
-	 * hit answers with req_response_head + req_body + req_done, a fetch
-	 * in flight elsewhere parks the request with req_wait (the walk is
-	 * ready for when the wait ends without an answer) */
+}
+
+void req_serve(struct request *rq)
+{
+	if (req_purge_refused(rq))
+		return;
+	/* [cache]: the lookup goes first: a fresh hit answers from memory,
+	 * a fetch in flight elsewhere parks the request with req_wait (the
+	 * walk is ready for when the wait ends without an answer); every
+	 * request not answered from a fresh object is routed there */
 	if (req_cache_lookup(rq))
 		return;
 	req_dispatch(rq, 503);
@@ -1181,7 +1189,8 @@ static void req_on_cache_wake(struct cache_waiter *wt, struct cache_obj *obj)
  * The cache's step on the road, between the key and the walk. Returns
  * true when the request was answered from the cache or waits for another
  * request's fetch of the same object; false when it goes on to a backend,
- * leading a fill (rq->fill) when the cache wants the response. The cache
+ * leading a fill (rq->fill) when the cache wants the response. Routes
+ * (req_route) every request but a fresh hit's. The cache
  * key is the Host and the whole target (cachectl_key), not the ring key.
  */
 static bool req_cache_lookup(struct request *rq)
@@ -1194,8 +1203,10 @@ static bool req_cache_lookup(struct request *rq)
 	ssize_t klen;
 	int64_t now;
 
-	if (rq->snap->conf->cache_size == 0)
+	if (rq->snap->conf->cache_size == 0) {
+		req_route(rq);
 		return false;           /* off: no Cache-Status either */
+	}
 	cachectl_request(&rq->msg, &rq->cc);
 	if (rq->cc.kind == CACHECTL_INVALIDATE) {
 		/* the key now (RFC 9111 4.4 names the request's URL): once a
@@ -1211,12 +1222,14 @@ static bool req_cache_lookup(struct request *rq)
 		cachectl_request_plain(&rq->cc);
 	if (rq->cc.kind == CACHECTL_PASS || rq->cc.kind == CACHECTL_INVALIDATE) {
 		rq->cache_fwd = "bypass";
+		req_route(rq);
 		return false;
 	}
 	rq->shared = true;
 	klen = cachectl_key(&rq->msg, key, sizeof(key));
 	if (klen < 0) {
 		rq->cache_fwd = "bypass";       /* a key too long to keep */
+		req_route(rq);
 		return false;
 	}
 	now = (int64_t)time(NULL);
@@ -1227,10 +1240,11 @@ static bool req_cache_lookup(struct request *rq)
 	rq->waiter.wake = req_on_cache_wake;
 	rq->waiter.arg = rq;
 	res = cache_lookup(cache, &cr, &rq->waiter, &obj, &rq->fill);
+	if (res == CACHE_HIT && req_reply_obj(rq, obj, NULL) == 0)
+		return true;
+	req_route(rq);
 	switch (res) {
 	case CACHE_HIT:
-		if (req_reply_obj(rq, obj, NULL) == 0)
-			return true;
 		cache_obj_release(obj);
 		rq->cache_fwd = "miss";
 		return false;
