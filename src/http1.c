@@ -52,6 +52,10 @@
 #include <string.h>
 #include <strings.h>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 /* Character classes, one table lookup per byte on the hot loops. */
 #define C_TOKEN  0x01u  /* tchar (RFC 9110 5.6.2) */
 #define C_VALUE  0x02u  /* field-vchar, SP, HTAB, obs-text */
@@ -122,13 +126,38 @@ void http1_msg_init(struct http1_msg *m)
 	memset(m, 0, sizeof(*m));
 }
 
-/* Whether [p, e) holds only field-vchar, SP, HTAB and obs-text. Written as
- * a branch-free reduction so the compiler vectorises it: values (User-Agent,
- * cookies) are most of a head's bytes. */
+#ifdef __SSE2__
+/* The bytes of x that are CTLs but HTAB (unsigned < 0x20) or DEL: a
+ * byte-wise minimum with 0x1f leaves exactly those below 0x20 equal. */
+static __m128i http1_bad16(__m128i x)
+{
+	__m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(0x1f)), x);
+
+	return _mm_or_si128(_mm_andnot_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('\t')), ctl),
+			    _mm_cmpeq_epi8(x, _mm_set1_epi8(0x7f)));
+}
+#endif
+
+/* Whether [p, e) holds only field-vchar, SP, HTAB and obs-text: values
+ * (User-Agent, cookies, a response's dates and types) are most of a
+ * head's bytes. Sixteen bytes a step with SSE2 (a debugoptimized -O2 build
+ * does not vectorise the loop: it took 1,300 instructions of a forwarded
+ * request), the rest a branch-free reduction. */
 static bool http1_value_ok(const char *p, const char *e)
 {
 	unsigned bad = 0;
 
+#ifdef __SSE2__
+	if (e - p >= 16) {
+		__m128i acc = _mm_setzero_si128();
+
+		for (; e - p > 16; p += 16)
+			acc = _mm_or_si128(acc, http1_bad16(_mm_loadu_si128((const __m128i *)(const void *)p)));
+		/* the last 16 bytes, overlapping what was read */
+		acc = _mm_or_si128(acc, http1_bad16(_mm_loadu_si128((const __m128i *)(const void *)(e - 16))));
+		return _mm_movemask_epi8(acc) == 0;
+	}
+#endif
 	for (; p < e; p++) {
 		unsigned char c = (unsigned char)*p;
 
