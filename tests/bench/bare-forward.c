@@ -22,7 +22,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum { BARE_MAX_THREADS = 64, BARE_EVENTS = 256, BARE_BUF = 65536 };
+#include "bare.h"
+
+enum { BARE_EVENTS = 256, BARE_BUF = 65536 };
 
 static struct sockaddr_in bare_to;
 
@@ -41,26 +43,6 @@ struct bare_pair {
 	int dead;               /* closed in this batch, freed after it */
 	struct bare_pair *next; /* the batch's dead pairs */
 };
-
-static int bare_listen(const char *addr, int *port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)*port) };
-	socklen_t sl = sizeof sa;
-	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-
-	if (fd < 0 || inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
-		goto fail;
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 ||
-	    bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 1024) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&sa, &sl) < 0)
-		goto fail;
-	*port = ntohs(sa.sin_port);
-	return fd;
-fail:
-	if (fd >= 0)
-		close(fd);
-	return -1;
-}
 
 /* bare_events: E waits to read while its buffer is empty and to write
  * while its peer's is not */
@@ -193,9 +175,8 @@ static void *bare_thread(void *arg)
 int main(int argc, char **argv)
 {
 	const char *listen_at = NULL, *to = NULL, *port_file = NULL;
-	int threads = 2, port, to_port, fds[BARE_MAX_THREADS];
+	int threads = 2, port, to_port;
 	char host[64], to_host[64];
-	pthread_t t;
 
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--listen"))
@@ -209,29 +190,12 @@ int main(int argc, char **argv)
 	}
 	if (!listen_at || !to || sscanf(listen_at, "%63[^:]:%d", host, &port) != 2 ||
 	    sscanf(to, "%63[^:]:%d", to_host, &to_port) != 2 ||
-	    inet_pton(AF_INET, to_host, &bare_to.sin_addr) != 1 ||
-	    threads < 1 || threads > BARE_MAX_THREADS) {
+	    inet_pton(AF_INET, to_host, &bare_to.sin_addr) != 1) {
 		fprintf(stderr, "usage: bare-forward --listen ADDR:PORT --to ADDR:PORT "
 		    "[--threads N] [--port-file FILE]\n");
 		return 2;
 	}
 	bare_to.sin_family = AF_INET;
 	bare_to.sin_port = htons((uint16_t)to_port);
-	for (int i = 0; i < threads; i++)
-		if ((fds[i] = bare_listen(host, &port)) < 0) {
-			perror("bare-forward: listen");
-			return 1;
-		}
-	for (int i = 0; i < threads; i++)
-		if (pthread_create(&t, NULL, bare_thread, (void *)(intptr_t)fds[i]) != 0)
-			return 1;
-	if (port_file) {
-		FILE *f = fopen(port_file, "w");
-		if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0) {
-			perror(port_file);
-			return 1;
-		}
-	}
-	pause();
-	return 0;
+	return bare_run(host, port, threads, bare_thread, port_file);
 }

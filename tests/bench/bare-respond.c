@@ -22,32 +22,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum { BARE_MAX_THREADS = 64, BARE_EVENTS = 256, BARE_READ = 16384 };
+#include "bare.h"
+
+enum { BARE_EVENTS = 256, BARE_READ = 16384 };
 
 static char *bare_resp;         /* the whole response, built once */
 static size_t bare_resp_len;
-
-/* bare_listen: a non-blocking SO_REUSEPORT listener on ADDR; *PORT 0 takes
- * one from the kernel and is set to it. -1 with errno on failure. */
-static int bare_listen(const char *addr, int *port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)*port) };
-	socklen_t sl = sizeof sa;
-	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-
-	if (fd < 0 || inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
-		goto fail;
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 ||
-	    bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 1024) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&sa, &sl) < 0)
-		goto fail;
-	*port = ntohs(sa.sin_port);
-	return fd;
-fail:
-	if (fd >= 0)
-		close(fd);
-	return -1;
-}
 
 /* bare_heads: the number of complete heads in BUF[0..N), carrying the last
  * three bytes seen in *TAIL so a "\r\n\r\n" split across reads counts. */
@@ -140,9 +120,8 @@ static void *bare_thread(void *arg)
 int main(int argc, char **argv)
 {
 	const char *listen_at = NULL, *port_file = NULL;
-	int threads = 2, port, fds[BARE_MAX_THREADS];
+	int threads = 2, port;
 	long size = 4096;
-	pthread_t t;
 
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--listen"))
@@ -155,8 +134,7 @@ int main(int argc, char **argv)
 			port_file = argv[i + 1];
 	}
 	char host[64];
-	if (!listen_at || sscanf(listen_at, "%63[^:]:%d", host, &port) != 2 ||
-	    threads < 1 || threads > BARE_MAX_THREADS || size < 0 || size > 1 << 24) {
+	if (!listen_at || sscanf(listen_at, "%63[^:]:%d", host, &port) != 2 || size < 0 || size > 1 << 24) {
 		fprintf(stderr, "usage: bare-respond --listen ADDR:PORT [--threads N] "
 		    "[--size BYTES] [--port-file FILE]\n");
 		return 2;
@@ -170,21 +148,5 @@ int main(int argc, char **argv)
 		return 1;
 	memcpy(bare_resp, head, (size_t)hl);
 	memset(bare_resp + hl, 'x', (size_t)size);
-	for (int i = 0; i < threads; i++)
-		if ((fds[i] = bare_listen(host, &port)) < 0) {
-			perror("bare-respond: listen");
-			return 1;
-		}
-	for (int i = 0; i < threads; i++)
-		if (pthread_create(&t, NULL, bare_thread, (void *)(intptr_t)fds[i]) != 0)
-			return 1;
-	if (port_file) {
-		FILE *f = fopen(port_file, "w");
-		if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0) {
-			perror(port_file);
-			return 1;
-		}
-	}
-	pause();
-	return 0;
+	return bare_run(host, port, threads, bare_thread, port_file);
 }

@@ -86,16 +86,9 @@ start bare-hit "$P_BARE_HIT" "$BUILD/tests/bench/bare-respond" \
 start bare-fwd "$P_BARE_FWD" "$BUILD/tests/bench/bare-forward" \
     --listen "127.0.0.1:$P_BARE_FWD" --to "127.0.0.1:$ORIGIN" --threads "$WORKERS"
 
-cat >"$TMP/haproxy.cfg" <<EOF
-global
-	nbthread $WORKERS
-	maxconn 4096
-defaults
-	mode http
-	timeout connect 1s
-	timeout client 30s
-	timeout server 10s
-	http-reuse always
+{
+	bench_haproxy_head
+	cat <<EOF
 cache hot
 	total-max-size 16
 	max-object-size $((SIZE + 4096))
@@ -113,25 +106,16 @@ backend cached
 backend origin
 	server origin 127.0.0.1:$ORIGIN
 EOF
+} >"$TMP/haproxy.cfg"
 haproxy -c -q -f "$TMP/haproxy.cfg" || die "haproxy refuses $TMP/haproxy.cfg"
 start haproxy "$P_HA_HIT" haproxy -db -f "$TMP/haproxy.cfg"
 
 mkdir -p "$TMP/nginx" "$TMP/www${URL%/*}"
 curl -s -o "$TMP/www$URL" "http://127.0.0.1:$ORIGIN$URL"   # the same bytes
 {
-	[ "$(id -u)" -eq 0 ] && echo "user root;"
+	bench_nginx_head
 	cat <<EOF
-worker_processes $WORKERS;
-daemon off;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/error.log warn;
-events { worker_connections 10240; }
-http {
-	access_log off;
 	sendfile on;
-	client_body_temp_path $TMP/nginx/body;
-	proxy_temp_path $TMP/nginx/proxy;
-	keepalive_requests 1000000;
 	upstream origin {
 		server 127.0.0.1:$ORIGIN;
 		keepalive $CONNS;
