@@ -400,45 +400,10 @@ static char *access_cstr(char *p, const char *s)
 	return p;
 }
 
-/* "00" .. "99": two digits a division by 100. */
-static const char access_d2[201] =
-	"00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
-
 static char *access_2d(char *p, unsigned v)
 {
-	memcpy(p, access_d2 + 2 * v, 2);
+	memcpy(p, http1_digits2 + 2 * v, 2);
 	return p + 2;
-}
-
-static unsigned access_ndigits(uint64_t v)
-{
-	unsigned n = 1;
-
-	while (v >= 10000) {
-		v /= 10000;
-		n += 4;
-	}
-	return n + (v >= 10) + (v >= 100) + (v >= 1000);
-}
-
-/* v in decimal (the divisions are by constants: multiplications). */
-static char *access_u64(char *p, uint64_t v)
-{
-	unsigned n = access_ndigits(v);
-	char *e = p + n, *q = e;
-
-	while (v >= 100) {
-		q -= 2;
-		memcpy(q, access_d2 + 2 * (v % 100), 2);
-		v /= 100;
-	}
-	if (v >= 10) {
-		q -= 2;
-		memcpy(q, access_d2 + 2 * v, 2);
-	} else {
-		*--q = (char)('0' + v);
-	}
-	return e;
 }
 
 /* us microseconds as seconds with 6 decimals. */
@@ -451,7 +416,7 @@ static char *access_secs(char *p, int64_t us)
 	if (us < 1000000) {
 		*p++ = '0';     /* most requests */
 	} else {
-		p = access_u64(p, (uint64_t)us / 1000000);
+		p = http1_dec_u64(p, (uint64_t)us / 1000000);
 	}
 	*p++ = '.';
 	frac = (uint64_t)us % 1000000;
@@ -810,7 +775,7 @@ static char *access_status(char *p, int status)
 		*p++ = (char)('0' + status / 100);
 		return access_2d(p, (unsigned)(status % 100));
 	}
-	return access_u64(p, status < 0 ? 0 : (uint64_t)status);
+	return http1_dec_u64(p, status < 0 ? 0 : (uint64_t)status);
 }
 
 char *access_format(char *p, struct access_buf *b, const struct access_fields *f, bool json)
@@ -836,7 +801,7 @@ char *access_format(char *p, struct access_buf *b, const struct access_fields *f
 		p = ACCESS_PUTS(p, "\",\"status\":");
 		p = access_status(p, l->status);
 		p = ACCESS_PUTS(p, ",\"bytes\":");
-		p = access_u64(p, l->bytes);
+		p = http1_dec_u64(p, l->bytes);
 		p = ACCESS_PUTS(p, ",\"referer\":\"");
 		p = access_field(p, f->referer.p, f->referer.len, ACCESS_HDR_MAX, true);
 		p = ACCESS_PUTS(p, "\",\"user_agent\":\"");
@@ -869,7 +834,7 @@ char *access_format(char *p, struct access_buf *b, const struct access_fields *f
 		p = ACCESS_PUTS(p, "\" ");
 		p = access_status(p, l->status);
 		*p++ = ' ';
-		p = access_u64(p, l->bytes);
+		p = http1_dec_u64(p, l->bytes);
 		p = ACCESS_PUTS(p, " \"");
 		p = access_field(p, f->referer.p, f->referer.len, ACCESS_HDR_MAX, false);
 		p = ACCESS_PUTS(p, "\" \"");

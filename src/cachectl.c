@@ -1088,6 +1088,50 @@ bool cachectl_not_modified(const struct http1_msg *req, struct http1_str etag,
 	return last_modified <= ims;
 }
 
+/* ---- an answer from the cache ----------------------------------------- */
+
+static char *cachectl_put(char *p, const char *s, size_t n)
+{
+	memcpy(p, s, n);
+	return p + n;
+}
+
+#define CACHECTL_PUTS(p, lit) cachectl_put(p, lit, sizeof(lit) - 1)
+
+int cachectl_hit_lines(char *buf, size_t cap, int64_t age, int64_t ttl, const char *how,
+		       const char *hdr, struct http1_str be, bool cached, const char *conn)
+{
+	size_t hlen = strlen(how), hdrlen = be.len ? strlen(hdr) : 0, clen = strlen(conn);
+	char a[20], t[20];
+	size_t alen = (size_t)(http1_dec_i64(a, age) - a), tlen = (size_t)(http1_dec_i64(t, ttl) - t);
+	/* the room snprintf would have asked for, its NUL included */
+	size_t need = sizeof("Age: \r\nCache-Status: ringproxy; ; ttl=\r\n" "Via: 1.1 ringproxy\r\n\r\n") +
+		      alen + hlen + tlen + clen + (hdrlen ? hdrlen + be.len + sizeof(": \r\n") - 1 + (cached ? 8 : 0) : 0);
+	char *p = buf;
+
+	if (need > cap)
+		return -1;
+	p = CACHECTL_PUTS(p, "Age: ");
+	p = cachectl_put(p, a, alen);
+	p = CACHECTL_PUTS(p, "\r\nCache-Status: ringproxy; ");
+	p = cachectl_put(p, how, hlen);
+	p = CACHECTL_PUTS(p, "; ttl=");
+	p = cachectl_put(p, t, tlen);
+	p = CACHECTL_PUTS(p, "\r\n");
+	if (hdrlen) {
+		p = cachectl_put(p, hdr, hdrlen);
+		p = CACHECTL_PUTS(p, ": ");
+		p = cachectl_put(p, be.p, be.len);
+		if (cached)
+			p = CACHECTL_PUTS(p, "; cached");
+		p = CACHECTL_PUTS(p, "\r\n");
+	}
+	p = CACHECTL_PUTS(p, "Via: 1.1 ringproxy\r\n");
+	p = cachectl_put(p, conn, clen);
+	p = CACHECTL_PUTS(p, "\r\n");
+	return (int)(p - buf);
+}
+
 /* ---- dates (RFC 9110 5.6.7) ------------------------------------------- */
 
 static const char cachectl_months[12][4] = {

@@ -215,6 +215,15 @@ ssize_t cachectl_location_key(struct http1_str host, struct http1_str path,
 bool cachectl_not_modified(const struct http1_msg *req, struct http1_str etag,
 			   int64_t last_modified, int64_t now);
 
+/* The lines an answer from the cache puts after its stored head: "Age:
+ * age", "Cache-Status: ringproxy; how; ttl=ttl" (RFC 9111 5.1, RFC 9211),
+ * "hdr: be" with "; cached" when cached (none when hdr or be is empty),
+ * "Via: 1.1 ringproxy", then conn (a Connection line, or "") and the blank
+ * line, into buf. No printf: a hit runs it. Their length, or -1 when they
+ * do not fit in cap. */
+int cachectl_hit_lines(char *buf, size_t cap, int64_t age, int64_t ttl, const char *how,
+		       const char *hdr, struct http1_str be, bool cached, const char *conn);
+
 /* ---- dates ------------------------------------------------------------ */
 
 /* Parse an HTTP-date: IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") or

@@ -148,6 +148,11 @@ struct conf {
 
 	struct conf_backend *backends;
 	size_t nbackends;
+	/* backends by name for conf_backend_find: open addressing, slot
+	 * value index + 1 (0: empty), be_nslots a power of two; kept by the
+	 * parser (NULL, or fewer indexed than nbackends: a linear search) */
+	uint32_t *be_slots;
+	size_t be_nslots, be_nindexed;
 
 	int *lines;                     /* where each [proxy], [ring] and
 					   [health] key was set, 0 = its

@@ -52,6 +52,10 @@
 #include <string.h>
 #include <strings.h>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 /* Character classes, one table lookup per byte on the hot loops. */
 #define C_TOKEN  0x01u  /* tchar (RFC 9110 5.6.2) */
 #define C_VALUE  0x02u  /* field-vchar, SP, HTAB, obs-text */
@@ -122,13 +126,38 @@ void http1_msg_init(struct http1_msg *m)
 	memset(m, 0, sizeof(*m));
 }
 
-/* Whether [p, e) holds only field-vchar, SP, HTAB and obs-text. Written as
- * a branch-free reduction so the compiler vectorises it: values (User-Agent,
- * cookies) are most of a head's bytes. */
+#ifdef __SSE2__
+/* The bytes of x that are CTLs but HTAB (unsigned < 0x20) or DEL: a
+ * byte-wise minimum with 0x1f leaves exactly those below 0x20 equal. */
+static __m128i http1_bad16(__m128i x)
+{
+	__m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(0x1f)), x);
+
+	return _mm_or_si128(_mm_andnot_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('\t')), ctl),
+			    _mm_cmpeq_epi8(x, _mm_set1_epi8(0x7f)));
+}
+#endif
+
+/* Whether [p, e) holds only field-vchar, SP, HTAB and obs-text: values
+ * (User-Agent, cookies, a response's dates and types) are most of a
+ * head's bytes. Sixteen bytes a step with SSE2 (a debugoptimized -O2 build
+ * does not vectorise the loop: it took 1,300 instructions of a forwarded
+ * request), the rest a branch-free reduction. */
 static bool http1_value_ok(const char *p, const char *e)
 {
 	unsigned bad = 0;
 
+#ifdef __SSE2__
+	if (e - p >= 16) {
+		__m128i acc = _mm_setzero_si128();
+
+		for (; e - p > 16; p += 16)
+			acc = _mm_or_si128(acc, http1_bad16(_mm_loadu_si128((const __m128i *)(const void *)p)));
+		/* the last 16 bytes, overlapping what was read */
+		acc = _mm_or_si128(acc, http1_bad16(_mm_loadu_si128((const __m128i *)(const void *)(e - 16))));
+		return _mm_movemask_epi8(acc) == 0;
+	}
+#endif
 	for (; p < e; p++) {
 		unsigned char c = (unsigned char)*p;
 
@@ -1217,13 +1246,8 @@ static void http1_put_str(struct http1_out *o, struct http1_str s)
 static void http1_put_u64(struct http1_out *o, uint64_t v)
 {
 	char tmp[20];
-	size_t i = sizeof(tmp);
 
-	do {
-		tmp[--i] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v != 0);
-	http1_put(o, tmp + i, sizeof(tmp) - i);
+	http1_put(o, tmp, (size_t)(http1_dec_u64(tmp, v) - tmp));
 }
 
 static void http1_iov(struct http1_out *o, const char *p, size_t n)
@@ -1534,4 +1558,45 @@ const char *http1_reason(int status)
 	case 505: return "HTTP Version Not Supported";
 	}
 	return "Unknown";
+}
+
+const char http1_digits2[201] =
+	"00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+
+static unsigned http1_ndigits(uint64_t v)
+{
+	unsigned n = 1;
+
+	while (v >= 10000) {
+		v /= 10000;
+		n += 4;
+	}
+	return n + (v >= 10) + (v >= 100) + (v >= 1000);
+}
+
+/* two digits a division by 100 (by a constant: a multiplication) */
+char *http1_dec_u64(char *p, uint64_t v)
+{
+	char *e = p + http1_ndigits(v), *q = e;
+
+	while (v >= 100) {
+		q -= 2;
+		memcpy(q, http1_digits2 + 2 * (v % 100), 2);
+		v /= 100;
+	}
+	if (v >= 10) {
+		q -= 2;
+		memcpy(q, http1_digits2 + 2 * v, 2);
+	} else {
+		*--q = (char)('0' + v);
+	}
+	return e;
+}
+
+char *http1_dec_i64(char *p, int64_t v)
+{
+	if (v >= 0)
+		return http1_dec_u64(p, (uint64_t)v);
+	*p++ = '-';
+	return http1_dec_u64(p, -(uint64_t)v);
 }

@@ -3,7 +3,8 @@
  * The ring as a circle (each backend's arcs in its own colour, the keys
  * the last reload moved marked outside it), the proxy's totals and rates,
  * one row per backend (state, share, in flight against its caps, rates,
- * a sparkline of the last 5 minutes), the last reloads, and every counter
+ * a sparkline of the last 5 minutes; past PAGE_ROWS backends, the most
+ * troubled of them first), the last reloads, and every counter
  * of the stats lists with its help text as its label.
  *
  * Self-contained on purpose: inline CSS and SVG, no script, no external
@@ -16,6 +17,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -28,6 +30,7 @@
 #define PAGE_R_MOVED 133.0
 #define PAGE_SPARK_W 120.0
 #define PAGE_SPARK_H 26.0
+#define PAGE_ROWS 100           /* backends in the table, the most troubled */
 
 /* A literal, its length counted by the compiler. */
 #define PAGE_ADD(out, lit) evbuffer_add(out, lit, sizeof(lit) - 1)
@@ -448,15 +451,71 @@ static void page_backend_row(struct evbuffer *out, const struct stats_backend *b
 	PAGE_ADD(out, "</td></tr>\n");
 }
 
+/* A backend's place in a long table: the most troubled first. */
+struct page_rank {
+	int state;              /* down, failing, full, ramping, drained, up */
+	double err5;            /* errors per second over 5 min */
+	uint64_t fails;
+	size_t i;               /* its index: the colour, and the last tie */
+};
+
+static int page_rank_cmp(const void *pa, const void *pb)
+{
+	const struct page_rank *a = pa, *b = pb;
+
+	if (a->state != b->state)
+		return a->state < b->state ? -1 : 1;
+	if (a->err5 != b->err5)
+		return a->err5 > b->err5 ? -1 : 1;
+	if (a->fails != b->fails)
+		return a->fails > b->fails ? -1 : 1;
+	return a->i < b->i ? -1 : a->i > b->i;
+}
+
+static int page_state_rank(const char *state)
+{
+	static const char *const order[] = { "down", "failing", "full", "ramping", "drained" };
+
+	for (int k = 0; k < (int)(sizeof(order) / sizeof(order[0])); k++)
+		if (strcmp(state, order[k]) == 0)
+			return k;
+	return (int)(sizeof(order) / sizeof(order[0]));
+}
+
+/* Up to PAGE_ROWS backends: all of them in the config's order. More: the
+ * PAGE_ROWS most troubled (down, failing, at the hard cap, ramping,
+ * drained, then by error rate and failures in a row), and a line with how
+ * many are left out (every one is in /stats and /metrics), so a tier of
+ * thousands gives a page that loads and shows what needs a look first. */
 static void page_backends(struct evbuffer *out, const struct stats *st)
 {
+	struct page_rank *rank = NULL;
+	size_t n = st->nbe;
+
 	PAGE_ADD(out, "<h2>Backends</h2>\n<table id=\"backends\"><thead><tr><th class=\"l\">Backend</th>"
 		     "<th class=\"l\">State</th><th>Share of keys</th><th>In flight</th><th class=\"l\">Limits</th>"
 		     "<th>Requests per second, 10 s</th><th>Error rate, 5 min</th><th>Response time, median</th>"
 		     "<th>Last 5 minutes</th>"
 		     "</tr></thead>\n<tbody>\n");
-	for (size_t i = 0; i < st->nbe; i++)
+	if (n > PAGE_ROWS && (rank = malloc(n * sizeof(*rank))) != NULL) {
+		for (size_t i = 0; i < n; i++)
+			rank[i] = (struct page_rank){ page_state_rank(st->be[i].state),
+						      st->be[i].rate[STATS_WIN_300][RATES_B_errors],
+						      st->be[i].fails, i };
+		qsort(rank, n, sizeof(*rank), page_rank_cmp);
+		n = PAGE_ROWS;
+	}
+	for (size_t k = 0; k < n; k++) {
+		size_t i = rank ? rank[k].i : k;
+
 		page_backend_row(out, &st->be[i], i, st->balance_factor);
+	}
+	if (rank)
+		evbuffer_add_printf(out, "<tr class=\"more\"><td class=\"l\" colspan=\"9\">the %d most troubled "
+				    "of %zu backends, the most troubled first; the other %zu are in "
+				    "<a href=\"/stats\">/stats</a> and <a href=\"/metrics\">/metrics</a></td></tr>\n",
+				    PAGE_ROWS, st->nbe, st->nbe - (size_t)PAGE_ROWS);
+	free(rank);
 	PAGE_ADD(out, "</tbody></table>\n");
 }
 

@@ -205,23 +205,31 @@ static bool req_purge_refused(struct request *rq)
 	return true;
 }
 
-void req_serve(struct request *rq)
+/* The ring key's position and the start of the walk (balance_start also
+ * counts the key for hot-key detection): for a request that goes to a
+ * backend, waits for another's fetch or revalidates, not for a fresh hit,
+ * which never loads a backend. */
+static void req_route(struct request *rq)
 {
 	uint64_t keyu = 0;
 
+	rq->keypos = key_pos(rq->snap->conf->scheme, rq->snap->conf->key, &rq->msg,
+			     rq->snap->ramp ? &keyu : NULL);
+	balance_start(rq->snap, &rq->walk, &rq->pick, rq->keypos, keyu);
+	key_ramp(rq->snap, &rq->msg, rq->pick.ramp_pos);
+}
+
+void req_serve(struct request *rq)
+{
 	if (req_purge_refused(rq))
 		return;
 	/* one normalised target for the ring key, the cache key and the
 	 * backend ([ring] query, drop_params) */
 	query_apply(&rq->snap->conf->query, &rq->msg, rq->qbuf, &rq->qsent);
-	rq->keypos = key_pos(rq->snap->conf->scheme, rq->snap->conf->key, &rq->msg,
-				   rq->snap->ramp ? &keyu : NULL);
-	balance_start(rq->snap, &rq->walk, &rq->pick, rq->keypos, keyu);
-	key_ramp(rq->snap, &rq->msg, rq->pick.ramp_pos);
-	/* [cache]: the lookup goes here, between the key and the walk: a
-	 * hit answers with req_response_head + req_body + req_done, a fetch
-	 * in flight elsewhere parks the request with req_wait (the walk is
-	 * ready for when the wait ends without an answer) */
+	/* [cache]: the lookup goes first: a fresh hit answers from memory,
+	 * a fetch in flight elsewhere parks the request with req_wait (the
+	 * walk is ready for when the wait ends without an answer); every
+	 * request not answered from a fresh object is routed there */
 	if (req_cache_lookup(rq))
 		return;
 	req_dispatch(rq, 503);
@@ -925,24 +933,14 @@ static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *ho
 		if (rr.status != 200)
 			n = (int)rr.iov[rr.n - 1].iov_len;
 	}
-	m = snprintf(rq->reply + n, cap - (size_t)n, "Age: %lld\r\nCache-Status: ringproxy; %s; ttl=%lld\r\n",
-		     (long long)cache_obj_age(o, now), how, (long long)cache_obj_ttl(o, now));
-	if (m < 0 || (size_t)m >= cap - (size_t)n)
-		return -1;
-	n += m;
 	/* "; cached": the bytes are this cache's, filled by be (the ring may
 	 * send the URL elsewhere now); a collapsed wait got a fresh fill */
-	if (conf->backend_header[0] && be.len) {
-		m = snprintf(rq->reply + n, cap - (size_t)n, "%s: %.*s%s\r\n", conf->backend_header,
-			     (int)be.len, be.p, strncmp(how, "fwd=miss", 8) ? "; cached" : "");
-		if (m < 0 || (size_t)m >= cap - (size_t)n)
-			return -1;
-		n += m;
-	}
-	m = snprintf(rq->reply + n, cap - (size_t)n, "Via: 1.1 ringproxy\r\n%s\r\n",
-		     rq->close_after ? "Connection: close\r\n" :
-		     rq->msg.minor == 0 ? "Connection: keep-alive\r\n" : "");
-	if (m < 0 || (size_t)m >= cap - (size_t)n)
+	m = cachectl_hit_lines(rq->reply + n, cap - (size_t)n, cache_obj_age(o, now),
+			       cache_obj_ttl(o, now), how, conf->backend_header, be,
+			       strncmp(how, "fwd=miss", 8) != 0,
+			       rq->close_after ? "Connection: close\r\n" :
+			       rq->msg.minor == 0 ? "Connection: keep-alive\r\n" : "");
+	if (m < 0)
 		return -1;
 	n += m;
 	rq->obj = o;
@@ -1293,7 +1291,8 @@ static void req_on_cache_wake(struct cache_waiter *wt, struct cache_obj *obj)
  * The cache's step on the road, between the key and the walk. Returns
  * true when the request was answered from the cache or waits for another
  * request's fetch of the same object; false when it goes on to a backend,
- * leading a fill (rq->fill) when the cache wants the response. The cache
+ * leading a fill (rq->fill) when the cache wants the response. Routes
+ * (req_route) every request but a fresh hit's. The cache
  * key is the Host and the whole target (cachectl_key), not the ring key.
  */
 static bool req_cache_lookup(struct request *rq)
@@ -1306,8 +1305,10 @@ static bool req_cache_lookup(struct request *rq)
 	ssize_t klen;
 	int64_t now;
 
-	if (rq->snap->conf->cache_size == 0)
+	if (rq->snap->conf->cache_size == 0) {
+		req_route(rq);
 		return false;           /* off: no Cache-Status either */
+	}
 	cachectl_request(&rq->msg, &rq->cc);
 	rq->cc.target_field = rq->snap->conf->cache_target_field;
 	rq->cc.heuristic_max = (int64_t)(rq->snap->conf->cache_heuristic_max_ms / 1000);
@@ -1335,12 +1336,14 @@ static bool req_cache_lookup(struct request *rq)
 		cachectl_request_plain(&rq->cc);
 	if (rq->cc.kind == CACHECTL_PASS || rq->cc.kind == CACHECTL_INVALIDATE) {
 		rq->cache_fwd = "bypass";
+		req_route(rq);
 		return false;
 	}
 	rq->shared = true;
 	klen = cachectl_key(&rq->msg, key, sizeof(key));
 	if (klen < 0) {
 		rq->cache_fwd = "bypass";       /* a key too long to keep */
+		req_route(rq);
 		return false;
 	}
 	now = (int64_t)time(NULL);
@@ -1353,10 +1356,11 @@ static bool req_cache_lookup(struct request *rq)
 	rq->waiter.wake = req_on_cache_wake;
 	rq->waiter.arg = rq;
 	res = cache_lookup(cache, &cr, &rq->waiter, &obj, &rq->fill);
+	if (res == CACHE_HIT && req_reply_obj(rq, obj, NULL) == 0)
+		return true;
+	req_route(rq);
 	switch (res) {
 	case CACHE_HIT:
-		if (req_reply_obj(rq, obj, NULL) == 0)
-			return true;
 		cache_obj_release(obj);
 		rq->cache_fwd = "miss";
 		return false;

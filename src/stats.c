@@ -15,11 +15,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "balance.h"
+#include "http1.h"
 #include "proxy-t.h"
 #include "registry.h"
 #include "runstate.h"
@@ -493,13 +495,76 @@ void stats_json_str(struct evbuffer *out, const char *s)
 }
 
 /* One value of a list by its type: a flag is true/false in JSON. */
+/* Numbers without printf where printf would print an integer: /stats,
+ * /metrics and the page write about fifty a backend, and with thousands
+ * of backends printf's parsing of the format was most of their time. */
+static void stats_u64(struct evbuffer *out, uint64_t v)
+{
+	char b[20];
+
+	evbuffer_add(out, b, (size_t)(http1_dec_u64(b, v) - b));
+}
+
+/* v as "%.6g" prints it: an integer below 10^6 is its digits (so are 0
+ * and the rates of an idle backend), anything else goes to printf. */
+static void stats_g6(struct evbuffer *out, double v)
+{
+	char b[20];
+
+	if (v > -1e6 && v < 1e6 && v == (double)(int64_t)v && !(v == 0 && signbit(v)))
+		evbuffer_add(out, b, (size_t)(http1_dec_i64(b, (int64_t)v) - b));
+	else
+		evbuffer_add_printf(out, "%.6g", v);
+}
+
+/* One Prometheus sample: the NULL-ended parts of its name and labels
+ * joined, a space, v and a newline, with one evbuffer_add. */
+static void stats_prom_u64(struct evbuffer *out, const char *const *parts, uint64_t v)
+{
+	char b[512];
+	size_t n = 0;
+
+	for (; *parts; parts++) {
+		size_t l = strlen(*parts);
+
+		if (l > sizeof(b) - n - 22) {   /* no name comes close */
+			evbuffer_add(out, b, n);
+			n = 0;
+			if (l > sizeof(b) - 22) {
+				evbuffer_add(out, *parts, l);
+				continue;
+			}
+		}
+		memcpy(b + n, *parts, l);
+		n += l;
+	}
+	b[n++] = ' ';
+	n = (size_t)(http1_dec_u64(b + n, v) - b);
+	b[n++] = '\n';
+	evbuffer_add(out, b, n);
+}
+
+/* "%g" of histogram bound i, formatted once (main thread only). */
+static const char *stats_bound_text(int i)
+{
+	static char text[STATS_NBOUNDS][24];
+
+	if (!text[i][0])
+		snprintf(text[i], sizeof(text[i]), "%g", stats_hist_bound(i));
+	return text[i];
+}
+
 #define STATS_JVAL(out, type, v) stats_json_val(out, #type, v)
 static void stats_json_val(struct evbuffer *out, const char *type, uint64_t v)
 {
-	if (strcmp(type, "flag") == 0)
-		evbuffer_add_printf(out, "%s", v ? "true" : "false");
-	else
-		evbuffer_add_printf(out, "%llu", (unsigned long long)v);
+	if (strcmp(type, "flag") == 0) {
+		if (v)
+			evbuffer_add(out, "true", 4);
+		else
+			evbuffer_add(out, "false", 5);
+	} else {
+		stats_u64(out, v);
+	}
 }
 
 /* "name": {"count": n, "sum": s, "p50": .., "p90": .., "p99": ..}, in
@@ -520,8 +585,14 @@ static void stats_json_rates(struct evbuffer *out, const double *rate, int n, co
 	evbuffer_add(out, "{", 1);
 #define STATS_WIN(sec, label) \
 	evbuffer_add_printf(out, "%s\"" label "\": {", w ? ", " : ""); \
-	for (int k = 0; k < n; k++) \
-		evbuffer_add_printf(out, "%s\"%s\": %.6g", k ? ", " : "", names[k], rate[w * n + k]); \
+	for (int k = 0; k < n; k++) { \
+		if (k) \
+			evbuffer_add(out, ", ", 2); \
+		evbuffer_add(out, "\"", 1); \
+		evbuffer_add(out, names[k], strlen(names[k])); \
+		evbuffer_add(out, "\": ", 3); \
+		stats_g6(out, rate[w * n + k]); \
+	} \
 	evbuffer_add(out, "}", 1); \
 	w++;
 	RATES_WINDOWS(STATS_WIN)
@@ -732,12 +803,10 @@ static void stats_prom_hist(struct evbuffer *out, const char *metric, const char
 
 	for (int i = 0; i < STATS_NBUCKETS; i++) {
 		cum += h->n[i];
-		if (i < STATS_NBOUNDS)
-			evbuffer_add_printf(out, "%s_bucket{%sle=\"%g\"} %llu\n", metric, label,
-					    stats_hist_bound(i), (unsigned long long)cum);
-		else
-			evbuffer_add_printf(out, "%s_bucket{%sle=\"+Inf\"} %llu\n", metric, label,
-					    (unsigned long long)cum);
+		const char *parts[] = { metric, "_bucket{", label, "le=\"",
+					i < STATS_NBOUNDS ? stats_bound_text(i) : "+Inf", "\"}", NULL };
+
+		stats_prom_u64(out, parts, cum);
 	}
 	if (*label) {
 		/* "backend=\"x\"," less its comma */
@@ -948,9 +1017,11 @@ void stats_prometheus(const struct stats *st, struct evbuffer *out)
 	evbuffer_add_printf(out, "# HELP ringproxy_backend_%s%s %s%s\n# TYPE ringproxy_backend_%s%s %s\n", \
 			    #n, stats_suffix(#type), help, stats_prom_moved(#n, moved, sizeof(moved)), #n, \
 			    stats_suffix(#type), stats_ptype(#type)); \
-	for (size_t i = 0; i < st->nbe; i++) \
-		evbuffer_add_printf(out, "ringproxy_backend_%s%s{backend=\"%s\"} %llu\n", #n, \
-				    stats_suffix(#type), st->be[i].name, (unsigned long long)st->be[i].n);
+	for (size_t i = 0; i < st->nbe; i++) { \
+		const char *parts[] = { "ringproxy_backend_" #n, stats_suffix(#type), "{backend=\"", \
+					st->be[i].name, "\"}", NULL }; \
+		stats_prom_u64(out, parts, st->be[i].n); \
+	}
 	STATS_BACKEND(STATS_P)
 #undef STATS_P
 	evbuffer_add_printf(out, "# HELP ringproxy_backend_last_check_duration_seconds how long the last active "

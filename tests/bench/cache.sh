@@ -209,16 +209,8 @@ rp_ini "$RP_PORT" "$RP_CACHE" >"$TMP/ringproxy.ini"
 rp_ini "$BASE_PORT" "$BASE_CACHE" >"$TMP/before.ini"
 
 {
+	bench_haproxy_head
 	cat <<EOF
-global
-	nbthread $WORKERS
-	maxconn 4096
-defaults
-	mode http
-	timeout connect 1s
-	timeout client 30s
-	timeout server 10s
-	http-reuse always
 cache thumbs
 	total-max-size $CACHE_MB
 	max-object-size $HA_MAX_OBJECT
@@ -240,18 +232,8 @@ EOF
 
 mkdir -p "$TMP/nginx"
 {
-	[ "$(id -u)" -eq 0 ] && echo "user root;"
+	bench_nginx_head
 	cat <<EOF
-worker_processes $WORKERS;
-daemon off;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/error.log warn;
-events { worker_connections 10240; }
-http {
-	access_log off;
-	client_body_temp_path $TMP/nginx/body;
-	proxy_temp_path $TMP/nginx/proxy;
-	keepalive_requests 1000000;
 	proxy_cache_path $NGX_CACHE levels=1:2 keys_zone=thumbs:$NGX_KEYS
 	    max_size=$CACHE_SIZE inactive=1h use_temp_path=off;
 	upstream caches {

@@ -145,16 +145,8 @@ if [ -n "${ACCESS_LOG:-}" ]; then
 fi
 
 {
+	bench_haproxy_head
 	cat <<EOF
-global
-	nbthread $WORKERS
-	maxconn 4096
-defaults
-	mode http
-	timeout connect 1s
-	timeout client 30s
-	timeout server 10s
-	http-reuse always
 frontend fe
 	bind 127.0.0.1:$HA_PORT
 	default_backend caches
@@ -170,18 +162,8 @@ EOF
 
 mkdir -p "$TMP/nginx"
 {
-	[ "$(id -u)" -eq 0 ] && echo "user root;"
+	bench_nginx_head
 	cat <<EOF
-worker_processes $WORKERS;
-daemon off;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/error.log warn;
-events { worker_connections 10240; }
-http {
-	access_log off;
-	client_body_temp_path $TMP/nginx/body;
-	proxy_temp_path $TMP/nginx/proxy;
-	keepalive_requests 1000000;
 	upstream caches {
 		hash \$request_uri consistent;
 EOF

@@ -59,6 +59,44 @@ bench_caches() {
 	done
 }
 
+# --- the peers' configs: shared by compare.sh, cache.sh and floor.sh ---------
+
+# bench_haproxy_head: HAProxy's global and defaults sections, WORKERS
+# threads, keep-alive to the servers (http-reuse always).
+bench_haproxy_head() {
+	cat <<EOF
+global
+	nbthread $WORKERS
+	maxconn 4096
+defaults
+	mode http
+	timeout connect 1s
+	timeout client 30s
+	timeout server 10s
+	http-reuse always
+EOF
+}
+
+# bench_nginx_head: the top of an NGINX config run from TMP/nginx, WORKERS
+# worker processes, up to inside its http block (no access log, client
+# keep-alive not closed every 1000 requests); the caller adds the rest and
+# the closing brace.
+bench_nginx_head() {
+	[ "$(id -u)" -eq 0 ] && echo "user root;"
+	cat <<EOF
+worker_processes $WORKERS;
+daemon off;
+pid $TMP/nginx/nginx.pid;
+error_log $TMP/nginx/error.log warn;
+events { worker_connections 10240; }
+http {
+	access_log off;
+	client_body_temp_path $TMP/nginx/body;
+	proxy_temp_path $TMP/nginx/proxy;
+	keepalive_requests 1000000;
+EOF
+}
+
 # --- measuring: shared by compare.sh and cache.sh ----------------------------
 
 # bench_free_ports N: N free ports from the kernel (bind to port 0),

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -114,7 +115,42 @@ def probe_width(page):
     return m
 
 
+def many():
+    """A tier past the page's 100 rows (120 backends, one of them down,
+    far down by name): the table holds the 100 most troubled, the down one
+    first, and says how many more there are and where they are."""
+    tc = harness.Cache(TC, "many")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]       # closed again: nothing listens
+    names = [f"be-{i:03d}" for i in range(120)]
+    ports = {n: tc.port for n in names}
+    ports["be-117"] = dead
+    path = harness.write("page-many.ini", harness.conf_by_name(
+        names, ports, ring={"vnodes": 8}, proxy={"admin_listen": "127.0.0.1:0"},
+        health={"fall": 1, "backoff": "60s"}))
+    proxy = harness.Proxy(RP, path=path, tag="page-many")
+    port = int(proxy.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10).group(1))
+    harness.load(proxy.port, lambda i: f"/m/{i}.jpg", clients=8, seconds=3, max_requests=3000)
+    stats = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=10).read())
+    states = {b["name"]: b["state"] for b in stats["backends"]}
+    page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read().decode()
+    dom = Dom()
+    dom.feed(page)
+    rows = re.findall(r'<tr class="backend" data-backend="([^"]+)"', page)
+    more = re.search(r'<tr class="more">(.*?)</tr>', page, re.S)
+    t.check(states.get("be-117") == "down" and len(rows) == 100 and rows[0] == "be-117" and
+            len(set(rows)) == 100 and dom.rows["be-117"]["state"] == "down",
+            "120 backends: the page's table has the 100 most troubled, the one down first",
+            f"be-117 {states.get('be-117')}, {len(rows)} rows, first {rows[:3]}")
+    t.check(more and "of 120 backends" in more.group(1) and "other 20" in more.group(1) and
+            "/stats" in more.group(1), "and says where the other 20 are", more and more.group(1))
+    proxy.stop()
+    tc.stop()
+
+
 def main():
+    many()
     if not CHROMIUM:
         t.skip("the page in a browser", "no chromium (bash tests/deps.sh test installs it)")
         return

@@ -764,6 +764,48 @@ static void test_dates(void)
 	tap_is_str(buf, "Sun, 06 Nov 1994 08:49:37 GMT", "IMF-fixdate formatted");
 }
 
+/* The lines after a stored head, against what snprintf makes of the
+ * same values, and refused exactly when snprintf's text and its NUL do
+ * not fit. */
+static void test_hit_lines(void)
+{
+	static const struct {
+		int64_t age, ttl;
+		const char *how, *hdr, *be, *conn;
+		bool cached;
+	} cases[] = {
+		{ 0, 3600, "hit", "X-Ringproxy-Backend", "cache-1", "", true },
+		{ 12, -5, "hit; fwd=stale", "X-Ringproxy-Backend", "c", "Connection: close\r\n", true },
+		{ 9, 0, "fwd=miss; collapsed", "X-Be", "cache-22", "Connection: keep-alive\r\n", false },
+		{ 2147483648, INT64_MIN, "hit", "", "cache-1", "", true },
+		{ INT64_MAX, 1, "hit", "X-Be", "", "", true },
+	};
+	char want[512], got[512];
+	int bad = 0, refused = 0;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct http1_str be = { cases[i].be, strlen(cases[i].be) };
+		int w = snprintf(want, sizeof(want), "Age: %lld\r\nCache-Status: ringproxy; %s; ttl=%lld\r\n",
+				 (long long)cases[i].age, cases[i].how, (long long)cases[i].ttl);
+
+		if (cases[i].hdr[0] && be.len)
+			w += snprintf(want + w, sizeof(want) - (size_t)w, "%s: %s%s\r\n", cases[i].hdr,
+				      cases[i].be, cases[i].cached ? "; cached" : "");
+		w += snprintf(want + w, sizeof(want) - (size_t)w, "Via: 1.1 ringproxy\r\n%s\r\n", cases[i].conn);
+		for (size_t cap = (size_t)w - 2; cap <= (size_t)w + 2; cap++) {
+			int n = cachectl_hit_lines(got, cap, cases[i].age, cases[i].ttl, cases[i].how,
+						   cases[i].hdr, be, cases[i].cached, cases[i].conn);
+
+			if (cap <= (size_t)w)
+				refused += n == -1;
+			else if (n != w || memcmp(got, want, (size_t)w) != 0)
+				bad++;
+		}
+	}
+	tap_is_int(bad, 0, "a hit's lines are snprintf's, byte for byte");
+	tap_is_int(refused, 3 * 5, "and are refused exactly when they and a NUL do not fit");
+}
+
 int main(void)
 {
 	test_responses();
@@ -781,5 +823,6 @@ int main(void)
 	test_key();
 	test_conditional();
 	test_dates();
+	test_hit_lines();
 	return tap_done();
 }

@@ -253,12 +253,46 @@ static void check_admin(void)
 	conf_free(c);
 }
 
+/* 4,096 backends (the limit): each found by name, and a duplicate at the
+ * end refused with the line of the first. */
+static void check_many(void)
+{
+	size_t cap = 4097 * 64, n = 0;
+	char *text = malloc(cap), name[32];
+	struct conf_errors errs;
+	struct conf *c;
+	int missing = 0;
+
+	for (int i = 0; i < 4096; i++)
+		n += (size_t)snprintf(text + n, cap - n, "[backend be-%d]\nurl = http://127.0.0.1:%d\n", i,
+				      1 + i % 60000);
+	c = test_load(text);
+	for (int i = 0; c && i < 4096; i++) {
+		const struct conf_backend *b;
+
+		snprintf(name, sizeof(name), "be-%d", i);
+		b = conf_backend_find(c, name);
+		missing += !b || strcmp(b->name, name) != 0 || b->line != 2 * i + 1;
+	}
+	tap_ok(c && missing == 0 && !conf_backend_find(c, "be-4096") && !conf_backend_find(c, "be-"),
+	       "4096 backends: each found by its name, no other name found (%d wrong)", missing);
+	conf_free(c);
+	snprintf(text + n, cap - n, "[backend be-77]\nurl = http://127.0.0.1:9\n");
+	c = conf_load_string("many.ini", text, &errs);
+	tap_ok(!c && errs.n == 1 && strstr(errs.msg[0], "many.ini:8193: duplicate backend 'be-77' "
+					   "(first defined at line 155)") != NULL,
+	       "a duplicate of backend 77 of 4096 says where the first is: %s", errs.n ? errs.msg[0] : "");
+	conf_errors_free(&errs);
+	free(text);
+}
+
 int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : "tests/unit/conf";
 	struct conf_errors errs;
 
 	check_defaults();
+	check_many();
 	check_full(dir);
 	check_units();
 	check_diff();

@@ -1282,8 +1282,46 @@ static void test_details(void)
 	tap_ok(h[0].flags == 0, "details: a 304's Content-Length is not framing");
 }
 
+/* A header value's bytes are checked sixteen at a time (and the rest one
+ * by one): every byte value at every place of values around those sizes
+ * is refused exactly when it is a CTL other than HTAB, or DEL (RFC 9110
+ * 5.5). CR and LF end the line, so they are left out. */
+static void test_value_bytes(void)
+{
+	static const size_t lens[] = { 1, 2, 15, 16, 17, 31, 32, 33, 48 };
+	static struct http1_header h[64];
+	char buf[256], val[64];
+	int wrong = 0, cases = 0;
+
+	for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++)
+		for (size_t at = 0; at < lens[l]; at++)
+			for (int c = 0; c < 256; c++) {
+				struct http1_limits lim = lim_default;
+				struct http1_msg m;
+				bool ok = (c >= 0x20 && c != 0x7f) || c == '\t';
+				int n;
+				ssize_t r;
+
+				if (c == '\r' || c == '\n')
+					continue;
+				memset(val, 'v', lens[l]);
+				val[at] = (char)c;
+				n = snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: a\r\nX-V: <");
+				memcpy(buf + n, val, lens[l]);
+				n += (int)lens[l];
+				n += snprintf(buf + n, sizeof(buf) - (size_t)n, ">\r\n\r\n");
+				http1_msg_init(&m);
+				r = http1_parse_request(&m, h, buf, (size_t)n, &lim);
+				wrong += ok ? r != n : r >= 0;
+				cases++;
+			}
+	tap_ok(wrong == 0, "%d header values with each byte at each place: CTLs but HTAB and DEL refused, "
+	       "the rest taken (%d wrong)", cases, wrong);
+}
+
 int main(void)
 {
+	test_value_bytes();
 	test_requests();
 	test_responses();
 	tap_diag("table: %zu request, %zu response, %zu chunked cases", NRQ, NRS, NCK);
