@@ -289,6 +289,18 @@ class Proxy:
                 return None
             time.sleep(0.005)
 
+    def wait_checked(self, names, timeout=10, since=0):
+        """With active checks on, a backend takes traffic once its first
+        check passed (it starts 'checking', at a start or when a reload
+        adds it): wait for each of names to leave that state, in the log
+        from byte offset since; True when all did within timeout s."""
+        deadline = time.monotonic() + timeout
+        for n in names:
+            left = max(0.0, deadline - time.monotonic())
+            if self.wait_log(rf"backend {re.escape(n)}: checking -> ", left, since) is None:
+                return False
+        return True
+
     # -- signals and the process
 
     def signal(self, sig):

@@ -57,12 +57,17 @@ def main():
     # the same file, twice: listen = 127.0.0.1:0 gives each its own port
     pa = H.Proxy(RP, tag="fleet-a", path=conf)
     pb = H.Proxy(RP, tag="fleet-b", path=conf)
+    pa.wait_checked(names[:3])
+    pb.wait_checked(names[:3])
     t.check(pa.port != pb.port, "two proxies from one file")
     before = agree(pa, pb, ringref.ring_of(conf), "one file")
 
     # both reload a file with a fourth cache
     H.write("fleet.ini", H.conf_by_name(names, ports, health=health))
+    ma, mb = pa.log_size(), pb.log_size()
     ra, rb = pa.reload(), pb.reload()
+    pa.wait_checked(["c4"], since=ma)
+    pb.wait_checked(["c4"], since=mb)
     t.check(ra and rb and ra.split(";")[1] == rb.split(";")[1] and "+c4" in ra,
             f"both reload the same change ({ra} | {rb})")
     after = agree(pa, pb, ringref.ring_of(conf), "after a reload of both")

@@ -58,6 +58,7 @@ ACTIVE = {"path": "/__health", "interval": "200ms", "timeout": "300ms", "rise": 
 victim = caches[2]
 p = H.Proxy(RP, H.conf_text(caches, ring=RING, health=ACTIVE, proxy={"connect_timeout": "500ms"}))
 t.check(p.wait_log(r"listening on", 1) is not None, "ringproxy started with active checks")
+t.check(p.wait_checked([c.name for c in caches]), "... and each cache passed its first check")
 vkeys = keys_of(victim.name, 30)
 before = served_by(p.port, vkeys)
 t.check(all(v == (200, victim.name) for v in before.values()),
@@ -132,6 +133,7 @@ t.check(p.stop() == 0, "SIGTERM: exit 0")
 # ---- 3. a failing health path: down with the reason, up after rise -------
 sick = caches[3]
 p = H.Proxy(RP, H.conf_text(caches, ring=RING, health=ACTIVE))
+p.wait_checked([c.name for c in caches])
 hkeys = keys_of(sick.name, 10, "/h/")
 mark = p.log_size()
 # requests delayed 400 ms are in flight at the cache when it goes down and

@@ -120,6 +120,8 @@ def main():
     r4 = ringref.ring_of(path)
     pa = H.Proxy(RP, tag="ramp-a", path=path)
     pb = H.Proxy(RP, tag="ramp-b", path=path)
+    pa.wait_checked(names[:4])
+    pb.wait_checked(names[:4])
     aa, ab = admin_port(pa), admin_port(pb)
 
     # ---- ramp = 0: today's behaviour, every moved key at once -----------
@@ -131,7 +133,9 @@ def main():
     unmoved = [k for k in KEYS if old[k] == new[k]]
     t.check(moved and all(new[k] == "c5" for k in moved),
             f"adding c5 moves {len(moved)} of {len(KEYS)} keys, all to c5 (the model)")
+    mark = pa.log_size()
     line = pa.reload()
+    pa.wait_checked(["c5"], since=mark)  # a cache a reload adds takes keys after its first check
     got = dict((k, b) for k, b, _, _ in routes_timed(pa.port, KEYS))
     t.check(line and "+c5" in line and "ramping" not in line, f"ramp = 0: the reload line says no ramp ({line})")
     t.check(stats(aa).get("ramp", "absent") is None, "ramp = 0: /stats has \"ramp\": null")
@@ -147,7 +151,10 @@ def main():
 
     # ---- ramp = 6s: add c5, both proxies reload --------------------------
     H.write("ramp.ini", conf(names, "6s"))
+    ma, mb = pa.log_size(), pb.log_size()
     la, lb = pa.reload(), pb.reload()
+    pa.wait_checked(["c5"], since=ma)
+    pb.wait_checked(["c5"], since=mb)
     t.check(la and lb and "ramping over 6s" in la and "ramping over 6s" in lb,
             f"both reload lines say 'ramping over 6s' ({la} | {lb})")
     sa, sb = stats(aa).get("ramp"), stats(ab).get("ramp")

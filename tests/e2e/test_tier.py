@@ -81,6 +81,7 @@ def main():
     opts = {"admin_listen": "127.0.0.1:0"}
     path = H.write("tier.ini", conf(vs[:2], opts))
     p = H.Proxy(RP, path=path)
+    p.wait_checked([v.name for v in vs[:2]])
     admin = int(p.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10).group(1))
     time.sleep(1.5)                 # the first one-a-second sample is taken
     base = {v.name: counts(v) for v in vs}

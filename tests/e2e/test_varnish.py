@@ -73,6 +73,7 @@ def main():
                        health={"path": "/health", "interval": "300ms", "rise": 2, "fall": 2})
     conf = H.write("varnish.ini", text)
     px = H.Proxy(RP, tag="varnish", path=conf)
+    px.wait_checked(names)
     admin = int(px.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/").group(1))
     ring = ringref.ring_of(conf)
     keys = [f"/thumbs/{i}_200x200.jpg" for i in range(90)]
