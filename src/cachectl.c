@@ -1030,8 +1030,15 @@ bool cachectl_response(const struct cachectl_req *rq, enum http1_method method,
 	left = out->lifetime - out->initial_age;
 	window = out->swr > out->sie ? out->swr : out->sie;
 	if (left <= 0 && window <= -left && !(out->flags & CACHECTL_M_NO_CACHE)) {
-		out->why = "stale on arrival";
-		return false;
+		if (out->etag.len == 0 && out->last_modified < 0) {
+			out->why = "stale on arrival";
+			return false;
+		}
+		/* with a validator it is kept to be revalidated before its
+		 * first use, as a no-cache response is (RFC 9111 4.3): a
+		 * lifetime of a second can end between the origin's Date and
+		 * its arrival, Date being in whole seconds */
+		out->flags |= CACHECTL_M_NO_CACHE;
 	}
 	out->storable = true;
 	return true;

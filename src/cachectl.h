@@ -169,7 +169,8 @@ struct cachectl_meta {
  * of the time since then, at most rq->heuristic_max; still fresh after
  * its Age (one line of digits, else stale), or with a stale window left,
  * or no-cache with a validator (stored to be revalidated before each
- * use, CACHECTL_M_NO_CACHE); none of no-store (unless must-understand
+ * use, CACHECTL_M_NO_CACHE), or stale on arrival with a validator (the
+ * same, until a revalidation gives it a lifetime); none of no-store (unless must-understand
  * with a status this file knows), must-understand with a status it does
  * not know, private, Set-Cookie or Vary: *; with Authorization only if
  * public or s-maxage; with

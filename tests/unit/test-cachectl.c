@@ -71,6 +71,11 @@ static const struct resp_case resp_cases[] = {
 	OK("Expires, Date 100 s old", GET, R("200 OK", "Date: " D_M100 "\r\nExpires: " D_P3600 "\r\n"), 3700, 100, 0, 0, 0),
 	NO("invalid Expires is expired", GET, R("200 OK", DATE "Expires: 0\r\n"), "stale on arrival"),
 	NO("Expires in the past", GET, R("200 OK", DATE "Expires: " D_M3600 "\r\n"), "stale on arrival"),
+	/* a second of freshness can end between the Date and the arrival */
+	OK("stale on arrival with an ETag: kept to be revalidated", GET,
+	   R("200 OK", "Date: " D_M100 "\r\nExpires: " D_M100 "\r\nETag: \"abc\"\r\n"), 0, 100, 0, 0, NOCACHE),
+	OK("stale on arrival with Last-Modified: kept to be revalidated", GET,
+	   R("200 OK", DATE CC("max-age=60") "Age: 60\r\nLast-Modified: " D_M3600 "\r\n"), 60, 60, 0, 0, NOCACHE),
 	OK("max-age wins over Expires", GET, R("200 OK", DATE CC("max-age=10") "Expires: " D_P3600 "\r\n"), 10, 0, 0, 0, 0),
 	OK("Age reduces what is left", GET, R("200 OK", DATE CC("max-age=60") "Age: 50\r\n"), 60, 50, 0, 0, 0),
 	NO("Age reaching the lifetime", GET, R("200 OK", DATE CC("max-age=60") "Age: 60\r\n"), "stale on arrival"),
