@@ -936,10 +936,10 @@ fail:
 	return -1;
 }
 
-/* The first snapshot, generation 1, with the backends the state file
- * left draining still draining: they must not take keys back for the
- * moment between start and their resumed drain. 0, or -1 (logged; conf
- * stays the caller's); on success the snapshot owns conf. */
+/* The first snapshot, generation 1; a drain the state file left within
+ * its window goes on where it had got (proxy_drains_hold, then
+ * proxy_drains_resume), neither begun again nor ended at once. 0, or -1
+ * (logged; conf stays the caller's); on success the snapshot owns conf. */
 static int proxy_first_snapshot(struct proxy_main *m, struct conf *conf)
 {
 	struct backend **held;
