@@ -893,170 +893,263 @@ static int proxy_signals_add(struct proxy_main *m, struct event **sigev)
 	return 0;
 }
 
+/* Start-up checks: everything that can refuse the start (the host, the
+ * pid file, the logs, the listen address, the state file) runs before a
+ * listener or a thread exists, so a refusal has nothing to undo. 0, or -1
+ * (logged); conf stays the caller's either way. */
+static int proxy_start_checks(struct proxy_main *m, struct conf *conf, unsigned flags,
+			      const char *pid_file, struct sockaddr_storage *addr,
+			      socklen_t *addrlen)
+{
+	char err[512];
+
+	if (proxy_preflight(m->path, conf, flags) < 0)
+		goto fail;
+	snprintf(m->pid_conf, sizeof(m->pid_conf), "%s", conf->pid_file);
+	m->pid_file = pid_file ? pid_file : m->pid_conf;
+	if (m->pid_file[0] &&
+	    pidfile_check(m->pid_file, flags & PREFLIGHT_SHARE_LISTEN, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		goto fail;
+	}
+	if (log_open(conf->log_file, err, sizeof(err)) < 0 ||
+	    access_open(conf->access_log, &m->p.access_log_dropped, err, sizeof(err)) < 0) {
+		log_error("%s: %s", m->path, err);
+		goto fail;
+	}
+	proxy_fd_limit(conf);
+	snprintf(m->listen_conf, sizeof(m->listen_conf), "%s", conf->listen);
+	snprintf(m->admin_conf, sizeof(m->admin_conf), "%s", conf->admin_listen);
+	m->workers_conf = conf->workers;
+	m->p.started = time(NULL);
+	if (addr_parse(conf->listen, addr, addrlen, err, sizeof(err)) < 0) {
+		log_error("%s: listen: %s", m->path, err);
+		goto fail;
+	}
+	atomic_store(&m->p.max_conns, conf->max_connections);
+	if (*conf->state_file && runstate_load(conf->state_file, conf, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		goto fail;
+	}
+	return 0;
+fail:
+	return -1;
+}
+
+/* The first snapshot, generation 1; a drain the state file left within
+ * its window goes on where it had got (proxy_drains_hold, then
+ * proxy_drains_resume), neither begun again nor ended at once. 0, or -1
+ * (logged; conf stays the caller's); on success the snapshot owns conf. */
+static int proxy_first_snapshot(struct proxy_main *m, struct conf *conf)
+{
+	struct backend **held;
+	size_t nheld;
+	char err[512];
+
+	held = calloc(conf->nbackends ? conf->nbackends : 1, sizeof(*held));
+	nheld = held ? proxy_drains_hold(conf, held) : 0;
+	m->snap = snapshot_new(conf, 1, err, sizeof(err));
+	if (!m->snap) {
+		log_error("%s", err);
+		goto fail;
+	}
+	if (nheld)
+		proxy_drains_resume(m, held, nheld);
+	free(held);
+	m->p.generation = 1;
+	m->p.current = m->snap;
+	m->p.conf_loaded = time(NULL);
+	return 0;
+fail:
+	free(held);
+	return -1;
+}
+
+/* workers = 0 means one a CPU: the count the listeners are opened for. */
+static unsigned proxy_nworkers(const struct conf *conf)
+{
+	long ncpu;
+
+	if (conf->workers)
+		return conf->workers;
+	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	return ncpu > 0 ? (unsigned)ncpu : 1;
+}
+
+/* What the workers share and the main loop runs on: the cache, the main
+ * event base and the workers' array, made before the first listener. 0,
+ * or -1 (logged). */
+static int proxy_shared_new(struct proxy_main *m, const struct conf *conf, unsigned nworkers)
+{
+	m->p.cache = proxy_cache_new(m->path, conf);
+	if (!m->p.cache)
+		goto fail;
+	m->base = event_base_new();
+	m->p.workers = calloc(nworkers, sizeof(*m->p.workers));
+	if (!m->base || !m->p.workers) {
+		log_error("out of memory");
+		goto fail;
+	}
+	return 0;
+fail:
+	return -1;
+}
+
+/* The workers' threads, then the pid file: written after the listeners,
+ * so a script that waits for the file may connect. 0, or -1 (logged). */
+static int proxy_workers_start(struct proxy_main *m)
+{
+	char err[512];
+
+	for (unsigned i = 0; i < m->p.nworkers; i++) {
+		if (worker_start(m->p.workers[i], err, sizeof(err)) < 0) {
+			log_error("%s", err);
+			goto fail;
+		}
+	}
+	if (m->pid_file[0] && pidfile_write(m->pid_file, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		goto fail;
+	}
+	return 0;
+fail:
+	return -1;
+}
+
+/* The main loop's own events: reload, the once-a-second sample, the
+ * tier's verdict, health checks, the rates and the signal table, all on
+ * m->base. 0, or -1 (logged; what was made is left for proxy_teardown). */
+static int proxy_events_add(struct proxy_main *m, struct event **sigev)
+{
+	m->ev_reload = event_new(m->base, -1, 0, proxy_on_reload, m);
+	m->ev_sample = event_new(m->base, -1, EV_PERSIST, proxy_on_sample, m);
+	m->ev_tier = evtimer_new(m->base, proxy_on_tier, m);
+	m->health = health_new(m->base, proxy_on_resolved, m);
+	m->p.rates = rates_new();
+	if (!m->ev_reload || !m->ev_sample || !m->ev_tier || !m->health || !m->p.rates ||
+	    event_add(m->ev_sample, &(struct timeval){ 1, 0 }) < 0) {
+		log_error("out of memory");
+		goto fail;
+	}
+	if (proxy_signals_add(m, sigev) < 0)
+		goto fail;
+	return 0;
+fail:
+	return -1;
+}
+
+/* The admin listener when admin_listen is set, on the main loop, with
+ * its state endpoint answered by proxy_on_state. 0, or -1 (logged). */
+static int proxy_admin_start(struct proxy_main *m)
+{
+	char err[512];
+
+	if (!m->admin_conf[0])
+		return 0;
+	m->admin = admin_new(m->base, m->admin_conf, &m->p, err, sizeof(err));
+	if (!m->admin) {
+		log_error("admin_listen %s: %s", m->admin_conf, err);
+		return -1;
+	}
+	admin_on_state(m->admin, proxy_on_state, m);
+	return 0;
+}
+
+/* Serving starts: the first snapshot's health checks and config watch,
+ * and the start said to the log and to systemd, with the port the kernel
+ * gave (port) in place of a 0 in the config. */
+static void proxy_announce(struct proxy_main *m, const struct sockaddr_storage *addr, int port)
+{
+	char host[64], admin_where[340];
+
+	proxy_unresolved(m->snap);
+	health_apply(m->health, m->snap);
+	proxy_watch(m, m->snap->conf);
+	conn_peer_ip(addr, host, sizeof(host));
+	snprintf(m->listen_text, sizeof(m->listen_text), "%s%s%s:%d",
+		 addr->ss_family == AF_INET6 ? "[" : "", host,
+		 addr->ss_family == AF_INET6 ? "]" : "", port);
+	log_info("listening on %s with %u workers; %zu backends, %zu ring points (%s)",
+		 m->listen_text, m->p.nworkers, m->snap->nbe, m->snap->ring->npoints, m->path);
+	if (m->admin) {
+		proxy_admin_bound(m, admin_where, sizeof(admin_where));
+		log_info("stats on http://%s/ (/stats /metrics /ring /health)", admin_where);
+	}
+	proxy_status(m);
+}
+
+/* Teardown, whatever step the start reached: the workers stop before
+ * anything they use is freed, the cache after them (no fill is left),
+ * the pid file last. rc is proxy_run's result (0: a clean stop). */
+static void proxy_teardown(struct proxy_main *m, struct event **sigev, int rc)
+{
+	for (unsigned i = 0; i < m->p.nworkers; i++)
+		worker_post_stop(m->p.workers[i]);
+	for (unsigned i = 0; i < m->p.nworkers; i++)
+		worker_free(m->p.workers[i]);
+	access_close();
+	watch_free(m->watch);
+	health_free(m->health);
+	admin_free(m->admin);
+	for (size_t i = 0; i < PROXY_NSIGNALS; i++)
+		if (sigev[i])
+			event_free(sigev[i]);
+	if (m->ev_reload)
+		event_free(m->ev_reload);
+	if (m->ev_poll)
+		event_free(m->ev_poll);
+	if (m->ev_deadline)
+		event_free(m->ev_deadline);
+	if (m->ev_sample)
+		event_free(m->ev_sample);
+	if (m->ev_tier)
+		event_free(m->ev_tier);
+	rates_free(m->p.rates);
+	free(m->p.moved);
+	free(m->p.workers);
+	cache_free(m->p.cache);
+	snapshot_unref(m->snap);
+	registry_free();
+	if (m->base)
+		event_base_free(m->base);
+	if (m->pid_file)
+		pidfile_remove(m->pid_file);
+	if (rc == 0)
+		log_info("stopped");
+}
+
 int proxy_run(const char *path, struct conf *conf, unsigned flags, const char *pid_file)
 {
 	struct proxy_main m;
 	struct event *sigev[PROXY_NSIGNALS] = { 0 };
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
-	char err[512], host[64], admin_where[340];
 	unsigned nworkers;
 	int port = -1, rc = 1;
-	long ncpu;
-	struct backend **held;
-	size_t nheld;
 
 	memset(&m, 0, sizeof(m));
 	m.path = path;
 	signal(SIGPIPE, SIG_IGN);
 	srandom((unsigned)time(NULL) ^ (unsigned)getpid());
-	if (proxy_preflight(path, conf, flags) < 0) {
+	if (proxy_start_checks(&m, conf, flags, pid_file, &addr, &addrlen) < 0) {
 		conf_free(conf);
 		return 1;
 	}
-	snprintf(m.pid_conf, sizeof(m.pid_conf), "%s", conf->pid_file);
-	m.pid_file = pid_file ? pid_file : m.pid_conf;
-	if (m.pid_file[0] && pidfile_check(m.pid_file, flags & PREFLIGHT_SHARE_LISTEN, err, sizeof(err)) < 0) {
-		log_error("%s", err);
+	nworkers = proxy_nworkers(conf);
+	if (proxy_first_snapshot(&m, conf) < 0) {
 		conf_free(conf);
 		return 1;
 	}
-	if (log_open(conf->log_file, err, sizeof(err)) < 0) {
-		log_error("%s: %s", path, err);
-		conf_free(conf);
-		return 1;
-	}
-	if (access_open(conf->access_log, &m.p.access_log_dropped, err, sizeof(err)) < 0) {
-		log_error("%s: %s", path, err);
-		conf_free(conf);
-		return 1;
-	}
-	proxy_fd_limit(conf);
-	snprintf(m.listen_conf, sizeof(m.listen_conf), "%s", conf->listen);
-	snprintf(m.admin_conf, sizeof(m.admin_conf), "%s", conf->admin_listen);
-	m.workers_conf = conf->workers;
-	m.p.started = time(NULL);
-	nworkers = conf->workers;
-	if (nworkers == 0) {
-		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-		nworkers = ncpu > 0 ? (unsigned)ncpu : 1;
-	}
-	if (addr_parse(conf->listen, &addr, &addrlen, err, sizeof(err)) < 0) {
-		log_error("%s: listen: %s", path, err);
-		conf_free(conf);
-		return 1;
-	}
-	atomic_store(&m.p.max_conns, conf->max_connections);
-	if (*conf->state_file && runstate_load(conf->state_file, conf, err, sizeof(err)) < 0) {
-		log_error("%s", err);
-		conf_free(conf);
-		return 1;
-	}
-	held = calloc(conf->nbackends ? conf->nbackends : 1, sizeof(*held));
-	nheld = held ? proxy_drains_hold(conf, held) : 0;
-	m.snap = snapshot_new(conf, 1, err, sizeof(err));
-	if (!m.snap) {
-		log_error("%s", err);
-		free(held);
-		conf_free(conf);
-		return 1;
-	}
-	if (nheld)
-		proxy_drains_resume(&m, held, nheld);
-	free(held);
-	m.p.generation = 1;
-	m.p.current = m.snap;
-	m.p.conf_loaded = time(NULL);
-	m.p.cache = proxy_cache_new(path, conf);
-	if (!m.p.cache)
+	/* conf is the snapshot's from here: use m.snap->conf */
+	if (proxy_shared_new(&m, m.snap->conf, nworkers) < 0 ||
+	    proxy_listen(&m, &addr, addrlen, nworkers, &port) < 0 ||
+	    proxy_workers_start(&m) < 0 || proxy_events_add(&m, sigev) < 0 ||
+	    proxy_admin_start(&m) < 0)
 		goto out;
-	m.base = event_base_new();
-	m.p.workers = calloc(nworkers, sizeof(*m.p.workers));
-	if (!m.base || !m.p.workers) {
-		log_error("out of memory");
-		goto out;
-	}
-	if (proxy_listen(&m, &addr, addrlen, nworkers, &port) < 0)
-		goto out;
-	for (unsigned i = 0; i < m.p.nworkers; i++) {
-		if (worker_start(m.p.workers[i], err, sizeof(err)) < 0) {
-			log_error("%s", err);
-			goto out;
-		}
-	}
-	/* after the listeners: a script that waits for the file may connect */
-	if (m.pid_file[0] && pidfile_write(m.pid_file, err, sizeof(err)) < 0) {
-		log_error("%s", err);
-		goto out;
-	}
-	m.ev_reload = event_new(m.base, -1, 0, proxy_on_reload, &m);
-	m.ev_sample = event_new(m.base, -1, EV_PERSIST, proxy_on_sample, &m);
-	m.ev_tier = evtimer_new(m.base, proxy_on_tier, &m);
-	m.health = health_new(m.base, proxy_on_resolved, &m);
-	m.p.rates = rates_new();
-	if (!m.ev_reload || !m.ev_sample || !m.ev_tier || !m.health || !m.p.rates ||
-	    event_add(m.ev_sample, &(struct timeval){ 1, 0 }) < 0) {
-		log_error("out of memory");
-		goto out;
-	}
-	if (proxy_signals_add(&m, sigev) < 0)
-		goto out;
-	if (m.admin_conf[0]) {
-		m.admin = admin_new(m.base, m.admin_conf, &m.p, err, sizeof(err));
-		if (!m.admin) {
-			log_error("admin_listen %s: %s", m.admin_conf, err);
-			goto out;
-		}
-		admin_on_state(m.admin, proxy_on_state, &m);
-	}
-	proxy_unresolved(m.snap);
-	health_apply(m.health, m.snap);
-	proxy_watch(&m, m.snap->conf);
-	conn_peer_ip(&addr, host, sizeof(host));
-	snprintf(m.listen_text, sizeof(m.listen_text), "%s%s%s:%d",
-		 addr.ss_family == AF_INET6 ? "[" : "", host, addr.ss_family == AF_INET6 ? "]" : "", port);
-	log_info("listening on %s with %u workers; %zu backends, %zu ring points (%s)",
-		 m.listen_text, m.p.nworkers, m.snap->nbe, m.snap->ring->npoints, path);
-	if (m.admin) {
-		proxy_admin_bound(&m, admin_where, sizeof(admin_where));
-		log_info("stats on http://%s/ (/stats /metrics /ring /health)", admin_where);
-	}
-	proxy_status(&m);
+	proxy_announce(&m, &addr, port);
 	event_base_dispatch(m.base);
 	rc = 0;
 out:
-	for (unsigned i = 0; i < m.p.nworkers; i++)
-		worker_post_stop(m.p.workers[i]);
-	for (unsigned i = 0; i < m.p.nworkers; i++)
-		worker_free(m.p.workers[i]);
-	access_close();
-	watch_free(m.watch);
-	health_free(m.health);
-	admin_free(m.admin);
-	for (size_t i = 0; i < PROXY_NSIGNALS; i++)
-		if (sigev[i])
-			event_free(sigev[i]);
-	if (m.ev_reload)
-		event_free(m.ev_reload);
-	if (m.ev_poll)
-		event_free(m.ev_poll);
-	if (m.ev_deadline)
-		event_free(m.ev_deadline);
-	if (m.ev_sample)
-		event_free(m.ev_sample);
-	if (m.ev_tier)
-		event_free(m.ev_tier);
-	rates_free(m.p.rates);
-	free(m.p.moved);
-	free(m.p.workers);
-	cache_free(m.p.cache);         /* after the workers: no fill is left */
-	snapshot_unref(m.snap);
-	registry_free();
-	if (m.base)
-		event_base_free(m.base);
-	if (m.pid_file)
-		pidfile_remove(m.pid_file);
-	if (rc == 0)
-		log_info("stopped");
+	proxy_teardown(&m, sigev, rc);
 	return rc;
 }

@@ -193,23 +193,91 @@ static void refresh_lines(struct refresh *r, char *p)
 	}
 }
 
+/* The request lines of r's GET, in curl's list (r->hdrs): the request's
+ * Host, the stale variant's Accept-Encoding and Vary fields, and the
+ * conditional lines of stale (NULL: none), whose reference r then takes.
+ * 0, or -1 when the Vary fields do not fit (r is the caller's to free). */
+static int refresh_headers(struct refresh *r, const struct refresh_req *rq,
+			   struct cache_fill *f, const struct cache_obj *stale)
+{
+	const struct http1_header *host = NULL;
+	char line[600], ae[32], vlines[VARY_SPEC_MAX];
+	ssize_t vlen;
+
+	for (unsigned h = 0; h < rq->msg->nheaders && !host; h++)
+		if (http1_str_ieq(rq->msg->headers[h].name, "host"))
+			host = &rq->msg->headers[h];
+	if (host) {
+		snprintf(line, sizeof(line), "Host: %.*s", (int)host->value.len, host->value.p);
+		r->hdrs = curl_slist_append(r->hdrs, line);
+	}
+	/* the variant the stale object is: the same canonical
+	 * Accept-Encoding line the request path sends (req_canonical_ae),
+	 * identity for a request that named no coding */
+	if (cachectl_ae_string(rq->cc.ae, ae, sizeof(ae)) >= 0) {
+		snprintf(line, sizeof(line), "Accept-Encoding: %s", ae[0] != '\0' ? ae : "identity");
+		r->hdrs = curl_slist_append(r->hdrs, line);
+	} else {
+		r->hdrs = curl_slist_append(r->hdrs, "Accept-Encoding:");
+	}
+	/* no Accept of curl's; the fields the variant's Vary names, as
+	 * this request sent them (an image variant: its format's Accept,
+	 * which curl sends instead) */
+	r->hdrs = curl_slist_append(r->hdrs, "Accept:");
+	vlen = vary_request_lines(cache_fill_vary(f), rq->msg, vlines, sizeof(vlines) - 1);
+	if (vlen < 0)
+		return -1;
+	vlines[vlen] = '\0';
+	refresh_lines(r, vlines);
+	if (stale) {
+		char cond[320];
+		size_t clen = cachectl_cond_lines(cache_obj_etag(stale), cache_obj_last_modified(stale), cond, sizeof(cond));
+
+		r->stale = cache_obj_ref((struct cache_obj *)stale);
+		cond[clen] = '\0';
+		refresh_lines(r, cond);
+	}
+	r->hdrs = curl_slist_append(r->hdrs, "Via: 1.1 ringproxy");
+	return 0;
+}
+
+/* r's transfer as the request path would make it: GET target from the
+ * backend at url, the body as framed on the wire, conf's timeouts, and
+ * r's callbacks. */
+static void refresh_easy_setup(struct refresh *r, const struct conf *conf, const char *url,
+			       const char *target)
+{
+	curl_easy_setopt(r->easy, CURLOPT_URL, url);
+	curl_easy_setopt(r->easy, CURLOPT_REQUEST_TARGET, target);
+	curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->hdrs);
+	curl_easy_setopt(r->easy, CURLOPT_USERAGENT, NULL);
+	curl_easy_setopt(r->easy, CURLOPT_HTTP_TRANSFER_DECODING, 0L);
+	curl_easy_setopt(r->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)conf->connect_timeout_ms);
+	curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS,
+			 (long)(conf->connect_timeout_ms + conf->response_timeout_ms));
+	/* an idle connection in the multi's cache is reused as long as a
+	 * pooled one would be kept (curl counts whole seconds) */
+	curl_easy_setopt(r->easy, CURLOPT_MAXAGE_CONN,
+			 conf->backend_idle_timeout_ms < 1000 ? 1L : (long)(conf->backend_idle_timeout_ms / 1000));
+	curl_easy_setopt(r->easy, CURLOPT_HEADERFUNCTION, refresh_on_header);
+	curl_easy_setopt(r->easy, CURLOPT_HEADERDATA, r);
+	curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, refresh_on_body);
+	curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(r->easy, CURLOPT_PRIVATE, (char *)r);
+}
+
 void refresh_start(const struct refresh_req *rq, struct cache_fill *f, const struct cache_obj *stale)
 {
 	const struct conf *conf = rq->snap->conf;
-	const struct http1_header *host = NULL;
 	struct worker *w = rq->w;
 	struct refresh *r = NULL;
 	struct backend *slot = NULL;
-	char url[80], target[4096], line[600], ae[32], vlines[VARY_SPEC_MAX];
-	ssize_t vlen;
+	char url[80], target[4096];
 	int owner, i = refresh_backend(rq, &owner);
 	const struct snap_backend *sb;
 	struct pool *pool = NULL;
 	struct http1_msg sent;
 
-	for (unsigned h = 0; h < rq->msg->nheaders && !host; h++)
-		if (http1_str_ieq(rq->msg->headers[h].name, "host"))
-			host = &rq->msg->headers[h];
 	if (owner < 0 || rq->msg->target.len == 0 || rq->msg->target.p[0] != '/')
 		goto fail;
 	/* a refresh nobody has room for is counted on the backend that
@@ -249,54 +317,9 @@ void refresh_start(const struct refresh_req *rq, struct cache_fill *f, const str
 	r->easy = curlev_easy_new();
 	if (!r->easy)
 		goto fail;
-	if (host) {
-		snprintf(line, sizeof(line), "Host: %.*s", (int)host->value.len, host->value.p);
-		r->hdrs = curl_slist_append(r->hdrs, line);
-	}
-	/* the variant the stale object is: the same canonical
-	 * Accept-Encoding line the request path sends (req_canonical_ae),
-	 * identity for a request that named no coding */
-	if (cachectl_ae_string(rq->cc.ae, ae, sizeof(ae)) >= 0) {
-		snprintf(line, sizeof(line), "Accept-Encoding: %s", ae[0] != '\0' ? ae : "identity");
-		r->hdrs = curl_slist_append(r->hdrs, line);
-	} else {
-		r->hdrs = curl_slist_append(r->hdrs, "Accept-Encoding:");
-	}
-	/* no Accept of curl's; the fields the variant's Vary names, as
-	 * this request sent them (an image variant: its format's Accept,
-	 * which curl sends instead) */
-	r->hdrs = curl_slist_append(r->hdrs, "Accept:");
-	vlen = vary_request_lines(cache_fill_vary(f), rq->msg, vlines, sizeof(vlines) - 1);
-	if (vlen < 0)
+	if (refresh_headers(r, rq, f, stale) < 0)
 		goto fail;
-	vlines[vlen] = '\0';
-	refresh_lines(r, vlines);
-	if (stale) {
-		char cond[320];
-		size_t clen = cachectl_cond_lines(cache_obj_etag(stale), cache_obj_last_modified(stale), cond, sizeof(cond));
-
-		r->stale = cache_obj_ref((struct cache_obj *)stale);
-		cond[clen] = '\0';
-		refresh_lines(r, cond);
-	}
-	r->hdrs = curl_slist_append(r->hdrs, "Via: 1.1 ringproxy");
-	curl_easy_setopt(r->easy, CURLOPT_URL, url);
-	curl_easy_setopt(r->easy, CURLOPT_REQUEST_TARGET, target);
-	curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->hdrs);
-	curl_easy_setopt(r->easy, CURLOPT_USERAGENT, NULL);
-	curl_easy_setopt(r->easy, CURLOPT_HTTP_TRANSFER_DECODING, 0L);
-	curl_easy_setopt(r->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)conf->connect_timeout_ms);
-	curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS,
-			 (long)(conf->connect_timeout_ms + conf->response_timeout_ms));
-	/* an idle connection in the multi's cache is reused as long as a
-	 * pooled one would be kept (curl counts whole seconds) */
-	curl_easy_setopt(r->easy, CURLOPT_MAXAGE_CONN,
-			 conf->backend_idle_timeout_ms < 1000 ? 1L : (long)(conf->backend_idle_timeout_ms / 1000));
-	curl_easy_setopt(r->easy, CURLOPT_HEADERFUNCTION, refresh_on_header);
-	curl_easy_setopt(r->easy, CURLOPT_HEADERDATA, r);
-	curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, refresh_on_body);
-	curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, r);
-	curl_easy_setopt(r->easy, CURLOPT_PRIVATE, (char *)r);
+	refresh_easy_setup(r, conf, url, target);
 	r->slot = slot;                 /* refresh_end gives it back */
 	r->next = w->refreshes;
 	if (w->refreshes)
