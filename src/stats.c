@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "balance.h"
+#include "decfmt.h"
 #include "http1.h"
 #include "proxy-t.h"
 #include "registry.h"
@@ -505,16 +506,35 @@ static void stats_u64(struct evbuffer *out, uint64_t v)
 	evbuffer_add(out, b, (size_t)(http1_dec_u64(b, v) - b));
 }
 
-/* v as "%.6g" prints it: an integer below 10^6 is its digits (so are 0
- * and the rates of an idle backend), anything else goes to printf. */
-static void stats_g6(struct evbuffer *out, double v)
+static void stats_i64(struct evbuffer *out, int64_t v)
 {
 	char b[20];
 
-	if (v > -1e6 && v < 1e6 && v == (double)(int64_t)v && !(v == 0 && signbit(v)))
-		evbuffer_add(out, b, (size_t)(http1_dec_i64(b, (int64_t)v) - b));
-	else
-		evbuffer_add_printf(out, "%.6g", v);
+	evbuffer_add(out, b, (size_t)(http1_dec_i64(b, v) - b));
+}
+
+/* v as "%.<prec>g" prints it (decfmt.c: printf's conversion was the
+ * larger part of the pages' time). */
+static void stats_g(struct evbuffer *out, double v, int prec)
+{
+	char b[DECFMT_MAX];
+
+	evbuffer_add(out, b, (size_t)(decfmt_g(b, v, prec) - b));
+}
+
+/* s, then v as "%.<prec>f" prints it. */
+static void stats_f(struct evbuffer *out, const char *s, double v, int prec)
+{
+	char b[DECFMT_MAX + 64];
+	size_t l = strlen(s);
+
+	if (l > 64) {
+		evbuffer_add(out, s, l);
+		l = 0;
+	} else {
+		memcpy(b, s, l);
+	}
+	evbuffer_add(out, b, (size_t)(decfmt_f(b + l, v, prec) - b));
 }
 
 /* One Prometheus sample: the NULL-ended parts of its name and labels
@@ -572,9 +592,15 @@ static void stats_json_val(struct evbuffer *out, const char *type, uint64_t v)
 static void stats_json_hist(struct evbuffer *out, const char *name, const struct stats_hist_sum *h,
 			    bool first)
 {
-	evbuffer_add_printf(out, "%s\"%s\": {\"count\": %llu, \"sum\": %.6f, \"p50\": %.6f, \"p90\": %.6f, "
-			    "\"p99\": %.6f}", first ? "" : ", ", name, (unsigned long long)h->count,
-			    (double)h->sum_us / 1e6, h->p50, h->p90, h->p99);
+	evbuffer_add(out, first ? "\"" : ", \"", first ? 1 : 3);
+	evbuffer_add(out, name, strlen(name));
+	evbuffer_add(out, "\": {\"count\": ", 13);
+	stats_u64(out, h->count);
+	stats_f(out, ", \"sum\": ", (double)h->sum_us / 1e6, 6);
+	stats_f(out, ", \"p50\": ", h->p50, 6);
+	stats_f(out, ", \"p90\": ", h->p90, 6);
+	stats_f(out, ", \"p99\": ", h->p99, 6);
+	evbuffer_add(out, "}", 1);
 }
 
 /* {"10s": {"requests": r, ...}, "5m": {...}} of rate[win][k]. */
@@ -591,7 +617,7 @@ static void stats_json_rates(struct evbuffer *out, const double *rate, int n, co
 		evbuffer_add(out, "\"", 1); \
 		evbuffer_add(out, names[k], strlen(names[k])); \
 		evbuffer_add(out, "\": ", 3); \
-		stats_g6(out, rate[w * n + k]); \
+		stats_g(out, rate[w * n + k], 6); \
 	} \
 	evbuffer_add(out, "}", 1); \
 	w++;
@@ -619,14 +645,15 @@ static void stats_json_ratio(struct evbuffer *out, double r)
 	if (r < 0)
 		evbuffer_add(out, "null", 4);
 	else
-		evbuffer_add_printf(out, "%.6f", r);
+		stats_f(out, "", r, 6);
 }
 
 /* , "since": .., "reason": .., "last_failure": .., "check": {..} | null:
  * why backend b is in its state. */
 static void stats_json_why(struct evbuffer *out, const struct stats_backend *b)
 {
-	evbuffer_add_printf(out, ", \"since\": %.3f, \"reason\": ", b->since);
+	stats_f(out, ", \"since\": ", b->since, 3);
+	evbuffer_add(out, ", \"reason\": ", 12);
 	stats_json_str(out, b->reason);
 	evbuffer_add(out, ", \"last_failure\": ", 18);
 	stats_json_str(out, b->last_fail);
@@ -651,11 +678,13 @@ static void stats_json_runstate(struct evbuffer *out, const struct stats_backend
 				    b->drain_end, b->drain_seconds);
 	else
 		evbuffer_add(out, "null", 4);
+	evbuffer_add(out, ", \"runtime_weight\": ", 20);
 	if (b->runtime_weight >= 0)
-		evbuffer_add_printf(out, ", \"runtime_weight\": %.17g", b->runtime_weight);
+		stats_g(out, b->runtime_weight, 17);
 	else
-		evbuffer_add(out, ", \"runtime_weight\": null", 24);
-	evbuffer_add_printf(out, ", \"ring_weight\": %.17g", b->ring_weight);
+		evbuffer_add(out, "null", 4);
+	evbuffer_add(out, ", \"ring_weight\": ", 17);
+	stats_g(out, b->ring_weight, 17);
 }
 
 static void stats_json_head(const struct stats *st, struct evbuffer *out)
@@ -744,11 +773,19 @@ void stats_json(const struct stats *st, struct evbuffer *out)
 		stats_json_str(out, b->name);
 		evbuffer_add(out, ", \"url\": ", 9);
 		stats_json_str(out, b->url);
-		evbuffer_add_printf(out, ", \"weight\": %.17g, \"points\": %u, \"share\": %.17g, \"state\": \"%s\", "
-				    "\"max_inflight\": %ld, \"cap\": ", b->weight, b->points, b->share, b->state,
-				    b->max_inflight);
+		evbuffer_add(out, ", \"weight\": ", 12);
+		stats_g(out, b->weight, 17);
+		evbuffer_add(out, ", \"points\": ", 12);
+		stats_u64(out, b->points);
+		evbuffer_add(out, ", \"share\": ", 11);
+		stats_g(out, b->share, 17);
+		evbuffer_add(out, ", \"state\": \"", 12);
+		evbuffer_add(out, b->state, strlen(b->state));
+		evbuffer_add(out, "\", \"max_inflight\": ", 19);
+		stats_i64(out, b->max_inflight);
+		evbuffer_add(out, ", \"cap\": ", 9);
 		if (b->cap >= 0)
-			evbuffer_add_printf(out, "%ld", b->cap);
+			stats_i64(out, b->cap);
 		else
 			evbuffer_add(out, "null", 4);
 #define STATS_J(n, type, where, help) \
@@ -756,9 +793,9 @@ void stats_json(const struct stats *st, struct evbuffer *out)
 		STATS_JVAL(out, type, b->n);
 		STATS_BACKEND(STATS_J)
 #undef STATS_J
-		evbuffer_add_printf(out, ", \"tier_hit_ratio\": ");
+		evbuffer_add(out, ", \"tier_hit_ratio\": ", 20);
 		stats_json_ratio(out, b->tier_hit_ratio);
-		evbuffer_add_printf(out, ", \"tier_hit_ratio_5m\": ");
+		evbuffer_add(out, ", \"tier_hit_ratio_5m\": ", 23);
 		stats_json_ratio(out, b->tier_hit_ratio_5m);
 		stats_json_why(out, b);
 		stats_json_runstate(out, b);
@@ -786,8 +823,13 @@ void stats_ring_json(const struct stats *st, struct evbuffer *out)
 
 		evbuffer_add(out, i ? ", {\"name\": " : "{\"name\": ", i ? 11 : 9);
 		stats_json_str(out, b->name);
-		evbuffer_add_printf(out, ", \"weight\": %.17g, \"points\": %u, \"share\": %.17g, \"up\": ",
-				    b->weight, b->points, b->share);
+		evbuffer_add(out, ", \"weight\": ", 12);
+		stats_g(out, b->weight, 17);
+		evbuffer_add(out, ", \"points\": ", 12);
+		stats_u64(out, b->points);
+		evbuffer_add(out, ", \"share\": ", 11);
+		stats_g(out, b->share, 17);
+		evbuffer_add(out, ", \"up\": ", 8);
 		STATS_JVAL(out, flag, b->up);
 		evbuffer_add(out, "}", 1);
 	}
@@ -800,6 +842,7 @@ static void stats_prom_hist(struct evbuffer *out, const char *metric, const char
 			    const struct stats_hist_sum *h)
 {
 	uint64_t cum = 0;
+	char sum[DECFMT_MAX + 1];
 
 	for (int i = 0; i < STATS_NBUCKETS; i++) {
 		cum += h->n[i];
@@ -808,15 +851,16 @@ static void stats_prom_hist(struct evbuffer *out, const char *metric, const char
 
 		stats_prom_u64(out, parts, cum);
 	}
+	*decfmt_f(sum, (double)h->sum_us / 1e6, 6) = 0;
 	if (*label) {
 		/* "backend=\"x\"," less its comma */
 		int ll = (int)strlen(label) - 1;
 
-		evbuffer_add_printf(out, "%s_sum{%.*s} %.6f\n%s_count{%.*s} %llu\n", metric, ll, label,
-				    (double)h->sum_us / 1e6, metric, ll, label, (unsigned long long)h->count);
+		evbuffer_add_printf(out, "%s_sum{%.*s} %s\n%s_count{%.*s} %llu\n", metric, ll, label, sum, metric,
+				    ll, label, (unsigned long long)h->count);
 	} else {
-		evbuffer_add_printf(out, "%s_sum %.6f\n%s_count %llu\n", metric, (double)h->sum_us / 1e6,
-				    metric, (unsigned long long)h->count);
+		evbuffer_add_printf(out, "%s_sum %s\n%s_count %llu\n", metric, sum, metric,
+				    (unsigned long long)h->count);
 	}
 }
 
@@ -932,6 +976,22 @@ static void stats_prom_codes(const struct stats *st, struct evbuffer *out)
 										   stats_response_codes[i].off));
 }
 
+/* ringproxy_backend_NAME{backend="BE"} v: v as "%.17g" prints it when
+ * conv is 'g', as "%.6f" when 'f'. */
+static void stats_prom_be_sample(struct evbuffer *out, const char *name, const char *be, double v, char conv)
+{
+	char b[DECFMT_MAX + 1];
+	char *e = conv == 'g' ? decfmt_g(b, v, 17) : decfmt_f(b, v, 6);
+
+	evbuffer_add(out, "ringproxy_backend_", 18);
+	evbuffer_add(out, name, strlen(name));
+	evbuffer_add(out, "{backend=\"", 10);
+	evbuffer_add(out, be, strlen(be));
+	evbuffer_add(out, "\"} ", 3);
+	*e++ = '\n';
+	evbuffer_add(out, b, (size_t)(e - b));
+}
+
 /* The gauge ringproxy_backend_NAME of every backend: the double at off
  * in its struct stats_backend. */
 static void stats_prom_be_double(const struct stats *st, struct evbuffer *out, const char *name, const char *help,
@@ -939,8 +999,7 @@ static void stats_prom_be_double(const struct stats *st, struct evbuffer *out, c
 {
 	evbuffer_add_printf(out, "# HELP ringproxy_backend_%s %s\n# TYPE ringproxy_backend_%s gauge\n", name, help, name);
 	for (size_t i = 0; i < st->nbe; i++)
-		evbuffer_add_printf(out, "ringproxy_backend_%s{backend=\"%s\"} %.17g\n", name, st->be[i].name,
-				    *(const double *)((const char *)&st->be[i] + off));
+		stats_prom_be_sample(out, name, st->be[i].name, *(const double *)((const char *)&st->be[i] + off), 'g');
 }
 
 void stats_prometheus(const struct stats *st, struct evbuffer *out)
@@ -990,8 +1049,8 @@ void stats_prometheus(const struct stats *st, struct evbuffer *out)
 	evbuffer_add_printf(out, "# HELP ringproxy_backend_tier_hit_ratio the backend's own cache: hits / (hits + "
 			    "misses) since start (0 before any)\n# TYPE ringproxy_backend_tier_hit_ratio gauge\n");
 	for (size_t i = 0; i < st->nbe; i++)
-		evbuffer_add_printf(out, "ringproxy_backend_tier_hit_ratio{backend=\"%s\"} %.6f\n", st->be[i].name,
-				    st->be[i].tier_hit_ratio < 0 ? 0 : st->be[i].tier_hit_ratio);
+		stats_prom_be_sample(out, "tier_hit_ratio", st->be[i].name,
+				     st->be[i].tier_hit_ratio < 0 ? 0 : st->be[i].tier_hit_ratio, 'f');
 	stats_prom_be_double(st, out, "share", "exact share of the keyspace the backend owns",
 			     offsetof(struct stats_backend, share));
 	stats_prom_be_double(st, out, "weight", "configured weight", offsetof(struct stats_backend, weight));
@@ -1010,8 +1069,7 @@ void stats_prometheus(const struct stats *st, struct evbuffer *out)
 			    "# TYPE ringproxy_backend_drain_progress gauge\n");
 	for (size_t i = 0; i < st->nbe; i++)
 		if (st->be[i].drain_progress >= 0)
-			evbuffer_add_printf(out, "ringproxy_backend_drain_progress{backend=\"%s\"} %.6f\n", st->be[i].name,
-					    st->be[i].drain_progress);
+			stats_prom_be_sample(out, "drain_progress", st->be[i].name, st->be[i].drain_progress, 'f');
 	/* backend names are [A-Za-z0-9._-] (conf.c): no label escaping */
 #define STATS_P(n, type, where, help) \
 	evbuffer_add_printf(out, "# HELP ringproxy_backend_%s%s %s%s\n# TYPE ringproxy_backend_%s%s %s\n", \
@@ -1029,8 +1087,8 @@ void stats_prometheus(const struct stats *st, struct evbuffer *out)
 			    "# TYPE ringproxy_backend_last_check_duration_seconds gauge\n");
 	for (size_t i = 0; i < st->nbe; i++)
 		if (st->be[i].checked)
-			evbuffer_add_printf(out, "ringproxy_backend_last_check_duration_seconds{backend=\"%s\"} %.6f\n",
-					    st->be[i].name, st->be[i].check_seconds);
+			stats_prom_be_sample(out, "last_check_duration_seconds", st->be[i].name,
+					     st->be[i].check_seconds, 'f');
 #define STATS_PH(n, help) \
 	evbuffer_add_printf(out, "# HELP ringproxy_backend_%s_seconds %s\n" \
 			    "# TYPE ringproxy_backend_%s_seconds histogram\n", #n, help, #n); \
