@@ -12,6 +12,7 @@
 #include <event2/event.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include <time.h>
 
 #include "balance.h"
+#include "decfmt.h"
 #include "http1.h"
 #include "proxy-t.h"
 #include "registry.h"
@@ -439,6 +441,70 @@ void stats_free(struct stats *st)
 
 /* ---- rendering ---------------------------------------------------------- */
 
+/* What the renderers write is gathered in a stats_w's buffer and handed
+ * to the evbuffer a few kilobytes at a time: with thousands of backends,
+ * one evbuffer_add a field (a name's byte, a comma) was the larger part
+ * of /stats' time once printf was gone (perf). */
+struct stats_w {
+	struct evbuffer *out;
+	char *b;
+	size_t n, size;
+};
+
+static void stats_w_flush(struct stats_w *w)
+{
+	if (w->n)
+		evbuffer_add(w->out, w->b, w->n);
+	w->n = 0;
+}
+
+static void stats_w_add(struct stats_w *w, const void *p, size_t n)
+{
+	if (n > w->size - w->n) {
+		stats_w_flush(w);
+		if (n > w->size) {
+			evbuffer_add(w->out, p, n);
+			return;
+		}
+	}
+	memcpy(w->b + w->n, p, n);
+	w->n += n;
+}
+
+/* Room for n bytes (n <= the buffer's size) at the returned pointer;
+ * stats_w_commit says where the writing ended. */
+static char *stats_w_room(struct stats_w *w, size_t n)
+{
+	if (n > w->size - w->n)
+		stats_w_flush(w);
+	return w->b + w->n;
+}
+
+static void stats_w_commit(struct stats_w *w, const char *end)
+{
+	w->n = (size_t)(end - w->b);
+}
+
+__attribute__((format(printf, 2, 3)))
+static void stats_w_printf(struct stats_w *w, const char *fmt, ...)
+{
+	size_t room = w->size - w->n;
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(w->b + w->n, room, fmt, ap);
+	va_end(ap);
+	if (n >= 0 && (size_t)n < room) {
+		w->n += (size_t)n;
+		return;
+	}
+	stats_w_flush(w);
+	va_start(ap, fmt);
+	evbuffer_add_vprintf(w->out, fmt, ap);
+	va_end(ap);
+}
+
 /* The length of the valid UTF-8 sequence at s[0..n), 0 if there is none:
  * an invalid byte becomes U+FFFD, so that the output is valid JSON
  * whatever the key's bytes (a percent-decoded query can hold any). */
@@ -461,32 +527,49 @@ static size_t stats_utf8_len(const unsigned char *s, size_t n)
 	return len;
 }
 
-void stats_json_strn(struct evbuffer *out, const char *s, size_t n)
+static void stats_w_jstrn(struct stats_w *out, const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s, *e = p + n;
 
-	evbuffer_add(out, "\"", 1);
+	stats_w_add(out, "\"", 1);
 	while (p < e) {
 		unsigned char c = *p;
 		size_t l;
 
 		if (c == '"' || c == '\\') {
-			evbuffer_add_printf(out, "\\%c", c);
+			stats_w_printf(out, "\\%c", c);
 			p++;
 		} else if (c < 0x20 || c == 0x7f) {
-			evbuffer_add_printf(out, "\\u%04x", c);
+			stats_w_printf(out, "\\u%04x", c);
 			p++;
-		} else if (c < 0x80) {
-			evbuffer_add(out, p++, 1);
+		} else if (c < 0x80) {          /* the run of plain ASCII at once */
+			for (l = 1; p + l < e && p[l] >= 0x20 && p[l] < 0x7f && p[l] != '"' && p[l] != '\\'; l++)
+				;
+			stats_w_add(out, p, l);
+			p += l;
 		} else if ((l = stats_utf8_len(p, (size_t)(e - p))) > 0) {
-			evbuffer_add(out, p, l);
+			stats_w_add(out, p, l);
 			p += l;
 		} else {
-			evbuffer_add(out, "\\ufffd", 6);
+			stats_w_add(out, "\\ufffd", 6);
 			p++;
 		}
 	}
-	evbuffer_add(out, "\"", 1);
+	stats_w_add(out, "\"", 1);
+}
+
+static void stats_w_jstr(struct stats_w *out, const char *s)
+{
+	stats_w_jstrn(out, s, strlen(s));
+}
+
+void stats_json_strn(struct evbuffer *out, const char *s, size_t n)
+{
+	char b[512];
+	struct stats_w w = { out, b, 0, sizeof(b) };
+
+	stats_w_jstrn(&w, s, n);
+	stats_w_flush(&w);
 }
 
 void stats_json_str(struct evbuffer *out, const char *s)
@@ -498,28 +581,33 @@ void stats_json_str(struct evbuffer *out, const char *s)
 /* Numbers without printf where printf would print an integer: /stats,
  * /metrics and the page write about fifty a backend, and with thousands
  * of backends printf's parsing of the format was most of their time. */
-static void stats_u64(struct evbuffer *out, uint64_t v)
+static void stats_u64(struct stats_w *out, uint64_t v)
 {
-	char b[20];
-
-	evbuffer_add(out, b, (size_t)(http1_dec_u64(b, v) - b));
+	stats_w_commit(out, http1_dec_u64(stats_w_room(out, 20), v));
 }
 
-/* v as "%.6g" prints it: an integer below 10^6 is its digits (so are 0
- * and the rates of an idle backend), anything else goes to printf. */
-static void stats_g6(struct evbuffer *out, double v)
+static void stats_i64(struct stats_w *out, int64_t v)
 {
-	char b[20];
+	stats_w_commit(out, http1_dec_i64(stats_w_room(out, 20), v));
+}
 
-	if (v > -1e6 && v < 1e6 && v == (double)(int64_t)v && !(v == 0 && signbit(v)))
-		evbuffer_add(out, b, (size_t)(http1_dec_i64(b, (int64_t)v) - b));
-	else
-		evbuffer_add_printf(out, "%.6g", v);
+/* v as "%.<prec>g" prints it (decfmt.c: printf's conversion was the
+ * larger part of the pages' time). */
+static void stats_g(struct stats_w *out, double v, int prec)
+{
+	stats_w_commit(out, decfmt_g(stats_w_room(out, DECFMT_MAX), v, prec));
+}
+
+/* s, then v as "%.<prec>f" prints it. */
+static void stats_f(struct stats_w *out, const char *s, double v, int prec)
+{
+	stats_w_add(out, s, strlen(s));
+	stats_w_commit(out, decfmt_f(stats_w_room(out, DECFMT_MAX), v, prec));
 }
 
 /* One Prometheus sample: the NULL-ended parts of its name and labels
- * joined, a space, v and a newline, with one evbuffer_add. */
-static void stats_prom_u64(struct evbuffer *out, const char *const *parts, uint64_t v)
+ * joined, a space, v and a newline, in one piece. */
+static void stats_prom_u64(struct stats_w *out, const char *const *parts, uint64_t v)
 {
 	char b[512];
 	size_t n = 0;
@@ -528,10 +616,10 @@ static void stats_prom_u64(struct evbuffer *out, const char *const *parts, uint6
 		size_t l = strlen(*parts);
 
 		if (l > sizeof(b) - n - 22) {   /* no name comes close */
-			evbuffer_add(out, b, n);
+			stats_w_add(out, b, n);
 			n = 0;
 			if (l > sizeof(b) - 22) {
-				evbuffer_add(out, *parts, l);
+				stats_w_add(out, *parts, l);
 				continue;
 			}
 		}
@@ -541,7 +629,7 @@ static void stats_prom_u64(struct evbuffer *out, const char *const *parts, uint6
 	b[n++] = ' ';
 	n = (size_t)(http1_dec_u64(b + n, v) - b);
 	b[n++] = '\n';
-	evbuffer_add(out, b, n);
+	stats_w_add(out, b, n);
 }
 
 /* "%g" of histogram bound i, formatted once (main thread only). */
@@ -555,13 +643,13 @@ static const char *stats_bound_text(int i)
 }
 
 #define STATS_JVAL(out, type, v) stats_json_val(out, #type, v)
-static void stats_json_val(struct evbuffer *out, const char *type, uint64_t v)
+static void stats_json_val(struct stats_w *out, const char *type, uint64_t v)
 {
 	if (strcmp(type, "flag") == 0) {
 		if (v)
-			evbuffer_add(out, "true", 4);
+			stats_w_add(out, "true", 4);
 		else
-			evbuffer_add(out, "false", 5);
+			stats_w_add(out, "false", 5);
 	} else {
 		stats_u64(out, v);
 	}
@@ -569,35 +657,41 @@ static void stats_json_val(struct evbuffer *out, const char *type, uint64_t v)
 
 /* "name": {"count": n, "sum": s, "p50": .., "p90": .., "p99": ..}, in
  * seconds. */
-static void stats_json_hist(struct evbuffer *out, const char *name, const struct stats_hist_sum *h,
+static void stats_json_hist(struct stats_w *out, const char *name, const struct stats_hist_sum *h,
 			    bool first)
 {
-	evbuffer_add_printf(out, "%s\"%s\": {\"count\": %llu, \"sum\": %.6f, \"p50\": %.6f, \"p90\": %.6f, "
-			    "\"p99\": %.6f}", first ? "" : ", ", name, (unsigned long long)h->count,
-			    (double)h->sum_us / 1e6, h->p50, h->p90, h->p99);
+	stats_w_add(out, first ? "\"" : ", \"", first ? 1 : 3);
+	stats_w_add(out, name, strlen(name));
+	stats_w_add(out, "\": {\"count\": ", 13);
+	stats_u64(out, h->count);
+	stats_f(out, ", \"sum\": ", (double)h->sum_us / 1e6, 6);
+	stats_f(out, ", \"p50\": ", h->p50, 6);
+	stats_f(out, ", \"p90\": ", h->p90, 6);
+	stats_f(out, ", \"p99\": ", h->p99, 6);
+	stats_w_add(out, "}", 1);
 }
 
 /* {"10s": {"requests": r, ...}, "5m": {...}} of rate[win][k]. */
-static void stats_json_rates(struct evbuffer *out, const double *rate, int n, const char *const *names)
+static void stats_json_rates(struct stats_w *out, const double *rate, int n, const char *const *names)
 {
 	int w = 0;
 
-	evbuffer_add(out, "{", 1);
+	stats_w_add(out, "{", 1);
 #define STATS_WIN(sec, label) \
-	evbuffer_add_printf(out, "%s\"" label "\": {", w ? ", " : ""); \
+	stats_w_printf(out, "%s\"" label "\": {", w ? ", " : ""); \
 	for (int k = 0; k < n; k++) { \
 		if (k) \
-			evbuffer_add(out, ", ", 2); \
-		evbuffer_add(out, "\"", 1); \
-		evbuffer_add(out, names[k], strlen(names[k])); \
-		evbuffer_add(out, "\": ", 3); \
-		stats_g6(out, rate[w * n + k]); \
+			stats_w_add(out, ", ", 2); \
+		stats_w_add(out, "\"", 1); \
+		stats_w_add(out, names[k], strlen(names[k])); \
+		stats_w_add(out, "\": ", 3); \
+		stats_g(out, rate[w * n + k], 6); \
 	} \
-	evbuffer_add(out, "}", 1); \
+	stats_w_add(out, "}", 1); \
 	w++;
 	RATES_WINDOWS(STATS_WIN)
 #undef STATS_WIN
-	evbuffer_add(out, "}", 1);
+	stats_w_add(out, "}", 1);
 }
 
 #define STATS_NAME(n, help) #n,
@@ -605,90 +699,100 @@ static const char *const stats_rate_p_names[] = { RATES_PROXY(STATS_NAME) };
 static const char *const stats_rate_b_names[] = { RATES_BACKEND(STATS_NAME) };
 #undef STATS_NAME
 
-static void stats_json_reload(struct evbuffer *out, const struct proxy_reload *r)
+static void stats_json_reload(struct stats_w *out, const struct proxy_reload *r)
 {
-	evbuffer_add_printf(out, "{\"time\": %lld, \"ok\": %s, \"moved_share\": %.17g, \"report\": ",
+	stats_w_printf(out, "{\"time\": %lld, \"ok\": %s, \"moved_share\": %.17g, \"report\": ",
 			    (long long)r->when, r->ok ? "true" : "false", r->ok ? r->moved : 0.0);
-	stats_json_str(out, r->text);
-	evbuffer_add(out, "}", 1);
+	stats_w_jstr(out, r->text);
+	stats_w_add(out, "}", 1);
 }
 
 /* A ratio, null when there was nothing to divide (-1). */
-static void stats_json_ratio(struct evbuffer *out, double r)
+static void stats_json_ratio(struct stats_w *out, double r)
 {
 	if (r < 0)
-		evbuffer_add(out, "null", 4);
+		stats_w_add(out, "null", 4);
 	else
-		evbuffer_add_printf(out, "%.6f", r);
+		stats_f(out, "", r, 6);
 }
 
 /* , "since": .., "reason": .., "last_failure": .., "check": {..} | null:
  * why backend b is in its state. */
-static void stats_json_why(struct evbuffer *out, const struct stats_backend *b)
+static void stats_json_why(struct stats_w *out, const struct stats_backend *b)
 {
-	evbuffer_add_printf(out, ", \"since\": %.3f, \"reason\": ", b->since);
-	stats_json_str(out, b->reason);
-	evbuffer_add(out, ", \"last_failure\": ", 18);
-	stats_json_str(out, b->last_fail);
+	stats_f(out, ", \"since\": ", b->since, 3);
+	stats_w_add(out, ", \"reason\": ", 12);
+	stats_w_jstr(out, b->reason);
+	stats_w_add(out, ", \"last_failure\": ", 18);
+	stats_w_jstr(out, b->last_fail);
 	if (!b->checked) {
-		evbuffer_add(out, ", \"check\": null", 15);
+		stats_w_add(out, ", \"check\": null", 15);
 		return;
 	}
-	evbuffer_add_printf(out, ", \"check\": {\"time\": %.3f, \"seconds\": %.6f, \"passed\": %s, \"status\": %llu, "
+	stats_w_printf(out, ", \"check\": {\"time\": %.3f, \"seconds\": %.6f, \"passed\": %s, \"status\": %llu, "
 			    "\"result\": ", b->check_at, b->check_seconds, b->check_passed ? "true" : "false",
 			    (unsigned long long)b->last_check_status);
-	stats_json_str(out, b->check_text);
-	evbuffer_add(out, "}", 1);
+	stats_w_jstr(out, b->check_text);
+	stats_w_add(out, "}", 1);
 }
 
 /* , "admin_state": .., "drain": {..} | null, "runtime_weight": .. | null,
  * "ring_weight": ..: backend b's runtime state. */
-static void stats_json_runstate(struct evbuffer *out, const struct stats_backend *b)
+static void stats_json_runstate(struct stats_w *out, const struct stats_backend *b)
 {
-	evbuffer_add_printf(out, ", \"admin_state\": \"%s\", \"drain\": ", b->admin_state);
+	stats_w_printf(out, ", \"admin_state\": \"%s\", \"drain\": ", b->admin_state);
 	if (b->drain_progress >= 0)
-		evbuffer_add_printf(out, "{\"progress\": %.6f, \"end\": %.3f, \"seconds\": %.3f}", b->drain_progress,
+		stats_w_printf(out, "{\"progress\": %.6f, \"end\": %.3f, \"seconds\": %.3f}", b->drain_progress,
 				    b->drain_end, b->drain_seconds);
 	else
-		evbuffer_add(out, "null", 4);
+		stats_w_add(out, "null", 4);
+	stats_w_add(out, ", \"runtime_weight\": ", 20);
 	if (b->runtime_weight >= 0)
-		evbuffer_add_printf(out, ", \"runtime_weight\": %.17g", b->runtime_weight);
+		stats_g(out, b->runtime_weight, 17);
 	else
-		evbuffer_add(out, ", \"runtime_weight\": null", 24);
-	evbuffer_add_printf(out, ", \"ring_weight\": %.17g", b->ring_weight);
+		stats_w_add(out, "null", 4);
+	stats_w_add(out, ", \"ring_weight\": ", 17);
+	stats_g(out, b->ring_weight, 17);
 }
 
-static void stats_json_head(const struct stats *st, struct evbuffer *out)
+/* , "weight": .., "points": .., "share": .. of backend b (/stats, /ring). */
+static void stats_json_share(struct stats_w *out, const struct stats_backend *b)
+{
+	stats_w_add(out, ", \"weight\": ", 12);
+	stats_g(out, b->weight, 17);
+	stats_w_add(out, ", \"points\": ", 12);
+	stats_u64(out, b->points);
+	stats_w_add(out, ", \"share\": ", 11);
+	stats_g(out, b->share, 17);
+}
+
+static void stats_json_head(const struct stats *st, struct stats_w *out)
 {
 	const struct stats_build *b = &st->build;
 
-	evbuffer_add(out, "{\"build\": {\"version\": ", 22);
-	stats_json_str(out, b->version);
-	evbuffer_add(out, ", \"libevent\": ", 14);
-	stats_json_str(out, b->libevent);
-	evbuffer_add(out, ", \"openssl\": ", 13);
-	stats_json_str(out, b->openssl);
-	evbuffer_add(out, ", \"libcurl\": ", 13);
-	stats_json_str(out, b->libcurl);
-	evbuffer_add(out, ", \"inih\": ", 10);
-	stats_json_str(out, b->inih);
-	evbuffer_add(out, "}, \"config\": {\"path\": ", 22);
-	stats_json_str(out, st->conf_path);
-	evbuffer_add(out, ", \"sha256\": ", 12);
-	stats_json_str(out, st->conf_sha256);
-	evbuffer_add_printf(out, ", \"loaded\": %lld, \"on_disk\": \"%s\"}, ", st->conf_loaded, st->conf_on_disk);
+	const char *const kv[][2] = {
+		{ "{\"build\": {\"version\": ", b->version }, { ", \"libevent\": ", b->libevent },
+		{ ", \"openssl\": ", b->openssl }, { ", \"libcurl\": ", b->libcurl }, { ", \"inih\": ", b->inih },
+		{ "}, \"config\": {\"path\": ", st->conf_path }, { ", \"sha256\": ", st->conf_sha256 },
+	};
+
+	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++) {
+		stats_w_add(out, kv[i][0], strlen(kv[i][0]));
+		stats_w_jstr(out, kv[i][1]);
+	}
+	stats_w_printf(out, ", \"loaded\": %lld, \"on_disk\": \"%s\"}, ", st->conf_loaded, st->conf_on_disk);
 }
 
-void stats_json(const struct stats *st, struct evbuffer *out)
+static void stats_json_w(const struct stats *st, struct stats_w *out)
 {
 	stats_json_head(st, out);
 #define STATS_J(n, type, where, help) \
-	evbuffer_add(out, "\"" #n "\": ", sizeof(#n) + 3); \
+	stats_w_add(out, "\"" #n "\": ", sizeof(#n) + 3); \
 	STATS_JVAL(out, type, st->n); \
-	evbuffer_add(out, ", ", 2);
+	stats_w_add(out, ", ", 2);
 	STATS_PROXY(STATS_J)
 #undef STATS_J
-	evbuffer_add(out, "\"latency\": {", 12);
+	stats_w_add(out, "\"latency\": {", 12);
 	{
 		bool first = true;
 
@@ -696,73 +800,76 @@ void stats_json(const struct stats *st, struct evbuffer *out)
 		STATS_HIST_PROXY(STATS_JH)
 #undef STATS_JH
 	}
-	evbuffer_add(out, "}, \"rates\": ", 12);
+	stats_w_add(out, "}, \"rates\": ", 12);
 	stats_json_rates(out, &st->rate[0][0], RATES_NPROXY, stats_rate_p_names);
-	evbuffer_add(out, ", \"cache\": ", 11);
+	stats_w_add(out, ", \"cache\": ", 11);
 	if (st->has_cache) {
-		evbuffer_add(out, "{", 1);
-#define STATS_J(n, type, help) evbuffer_add_printf(out, "\"" #n "\": %llu, ", (unsigned long long)st->cache.n);
+		stats_w_add(out, "{", 1);
+#define STATS_J(n, type, help) stats_w_printf(out, "\"" #n "\": %llu, ", (unsigned long long)st->cache.n);
 		CACHE_STATS(STATS_J)
 #undef STATS_J
-		evbuffer_add_printf(out, "\"hit_ratio\": %.6g}", st->cache_hit_ratio);
+		stats_w_printf(out, "\"hit_ratio\": %.6g}", st->cache_hit_ratio);
 	} else {
-		evbuffer_add(out, "null", 4);
+		stats_w_add(out, "null", 4);
 	}
-	evbuffer_add_printf(out, ", \"tier\": {\"hits\": %llu, \"misses\": %llu, \"hit_ratio\": ",
+	stats_w_printf(out, ", \"tier\": {\"hits\": %llu, \"misses\": %llu, \"hit_ratio\": ",
 			    (unsigned long long)st->tier_hits, (unsigned long long)st->tier_misses);
 	stats_json_ratio(out, st->tier_hit_ratio);
-	evbuffer_add_printf(out, ", \"hit_ratio_5m\": ");
+	stats_w_printf(out, ", \"hit_ratio_5m\": ");
 	stats_json_ratio(out, st->tier_hit_ratio_5m);
-	evbuffer_add_printf(out, ", \"origin_fetches_per_second_5m\": %.6g}", st->tier_fetches_5m);
-	evbuffer_add_printf(out, ", \"scheme\": \"%s\", \"vnodes\": %u, \"points\": %zu, \"last_reload\": ", st->scheme,
+	stats_w_printf(out, ", \"origin_fetches_per_second_5m\": %.6g}", st->tier_fetches_5m);
+	stats_w_printf(out, ", \"scheme\": \"%s\", \"vnodes\": %u, \"points\": %zu, \"last_reload\": ", st->scheme,
 			    st->vnodes, st->npoints);
 	if (st->reload_time && st->nreloads)
 		stats_json_reload(out, st->reloads[st->nreloads - 1]);
 	else
-		evbuffer_add(out, "null", 4);
-	evbuffer_add(out, ", \"reloads\": [", 14);
+		stats_w_add(out, "null", 4);
+	stats_w_add(out, ", \"reloads\": [", 14);
 	for (unsigned k = st->nreloads; k-- > 0;) {
 		stats_json_reload(out, st->reloads[k]);
 		if (k)
-			evbuffer_add(out, ", ", 2);
+			stats_w_add(out, ", ", 2);
 	}
-	evbuffer_add(out, "], \"ramp\": ", 11);
+	stats_w_add(out, "], \"ramp\": ", 11);
 	if (st->ramp_rings)
-		evbuffer_add_printf(out, "{\"in_progress\": %s, \"start\": %.3f, \"end\": %.3f, \"seconds\": %.3f, "
+		stats_w_printf(out, "{\"in_progress\": %s, \"start\": %.3f, \"end\": %.3f, \"seconds\": %.3f, "
 				    "\"switched_share\": %.6f, \"moved_share\": %.17g, \"rings\": %zu}",
 				    st->ramp_in_progress ? "true" : "false", (double)st->ramp_start_ms / 1000,
 				    (double)st->ramp_end_ms / 1000,
 				    (double)(st->ramp_end_ms - st->ramp_start_ms) / 1000, st->ramp_switched,
 				    st->ramp_moved, st->ramp_rings);
 	else
-		evbuffer_add(out, "null", 4);
-	evbuffer_add(out, ", \"backends\": [", 15);
+		stats_w_add(out, "null", 4);
+	stats_w_add(out, ", \"backends\": [", 15);
 	for (size_t i = 0; i < st->nbe; i++) {
 		const struct stats_backend *b = &st->be[i];
 
-		evbuffer_add(out, i ? ", {\"name\": " : "{\"name\": ", i ? 11 : 9);
-		stats_json_str(out, b->name);
-		evbuffer_add(out, ", \"url\": ", 9);
-		stats_json_str(out, b->url);
-		evbuffer_add_printf(out, ", \"weight\": %.17g, \"points\": %u, \"share\": %.17g, \"state\": \"%s\", "
-				    "\"max_inflight\": %ld, \"cap\": ", b->weight, b->points, b->share, b->state,
-				    b->max_inflight);
+		stats_w_add(out, i ? ", {\"name\": " : "{\"name\": ", i ? 11 : 9);
+		stats_w_jstr(out, b->name);
+		stats_w_add(out, ", \"url\": ", 9);
+		stats_w_jstr(out, b->url);
+		stats_json_share(out, b);
+		stats_w_add(out, ", \"state\": \"", 12);
+		stats_w_add(out, b->state, strlen(b->state));
+		stats_w_add(out, "\", \"max_inflight\": ", 19);
+		stats_i64(out, b->max_inflight);
+		stats_w_add(out, ", \"cap\": ", 9);
 		if (b->cap >= 0)
-			evbuffer_add_printf(out, "%ld", b->cap);
+			stats_i64(out, b->cap);
 		else
-			evbuffer_add(out, "null", 4);
+			stats_w_add(out, "null", 4);
 #define STATS_J(n, type, where, help) \
-		evbuffer_add(out, ", \"" #n "\": ", sizeof(#n) + 5); \
+		stats_w_add(out, ", \"" #n "\": ", sizeof(#n) + 5); \
 		STATS_JVAL(out, type, b->n);
 		STATS_BACKEND(STATS_J)
 #undef STATS_J
-		evbuffer_add_printf(out, ", \"tier_hit_ratio\": ");
+		stats_w_add(out, ", \"tier_hit_ratio\": ", 20);
 		stats_json_ratio(out, b->tier_hit_ratio);
-		evbuffer_add_printf(out, ", \"tier_hit_ratio_5m\": ");
+		stats_w_add(out, ", \"tier_hit_ratio_5m\": ", 23);
 		stats_json_ratio(out, b->tier_hit_ratio_5m);
 		stats_json_why(out, b);
 		stats_json_runstate(out, b);
-		evbuffer_add(out, ", \"latency\": {", 14);
+		stats_w_add(out, ", \"latency\": {", 14);
 		{
 			bool first = true;
 
@@ -770,36 +877,37 @@ void stats_json(const struct stats *st, struct evbuffer *out)
 			STATS_HIST_BACKEND(STATS_JH)
 #undef STATS_JH
 		}
-		evbuffer_add(out, "}, \"rates\": ", 12);
+		stats_w_add(out, "}, \"rates\": ", 12);
 		stats_json_rates(out, &b->rate[0][0], RATES_NBACKEND, stats_rate_b_names);
-		evbuffer_add(out, "}", 1);
+		stats_w_add(out, "}", 1);
 	}
-	evbuffer_add(out, "]}\n", 3);
+	stats_w_add(out, "]}\n", 3);
 }
 
-void stats_ring_json(const struct stats *st, struct evbuffer *out)
+static void stats_ring_json_w(const struct stats *st, struct stats_w *out)
 {
-	evbuffer_add_printf(out, "{\"scheme\": \"%s\", \"vnodes\": %u, \"points\": %zu, \"backends\": [", st->scheme,
+	stats_w_printf(out, "{\"scheme\": \"%s\", \"vnodes\": %u, \"points\": %zu, \"backends\": [", st->scheme,
 			    st->vnodes, st->npoints);
 	for (size_t i = 0; i < st->nbe; i++) {
 		const struct stats_backend *b = &st->be[i];
 
-		evbuffer_add(out, i ? ", {\"name\": " : "{\"name\": ", i ? 11 : 9);
-		stats_json_str(out, b->name);
-		evbuffer_add_printf(out, ", \"weight\": %.17g, \"points\": %u, \"share\": %.17g, \"up\": ",
-				    b->weight, b->points, b->share);
+		stats_w_add(out, i ? ", {\"name\": " : "{\"name\": ", i ? 11 : 9);
+		stats_w_jstr(out, b->name);
+		stats_json_share(out, b);
+		stats_w_add(out, ", \"up\": ", 8);
 		STATS_JVAL(out, flag, b->up);
-		evbuffer_add(out, "}", 1);
+		stats_w_add(out, "}", 1);
 	}
-	evbuffer_add(out, "]}\n", 3);
+	stats_w_add(out, "]}\n", 3);
 }
 
 /* The series of one histogram: its buckets (cumulative), _sum and _count;
  * label is "" or a label pair and a comma. */
-static void stats_prom_hist(struct evbuffer *out, const char *metric, const char *label,
+static void stats_prom_hist(struct stats_w *out, const char *metric, const char *label,
 			    const struct stats_hist_sum *h)
 {
 	uint64_t cum = 0;
+	char sum[DECFMT_MAX + 1];
 
 	for (int i = 0; i < STATS_NBUCKETS; i++) {
 		cum += h->n[i];
@@ -808,15 +916,16 @@ static void stats_prom_hist(struct evbuffer *out, const char *metric, const char
 
 		stats_prom_u64(out, parts, cum);
 	}
+	*decfmt_f(sum, (double)h->sum_us / 1e6, 6) = 0;
 	if (*label) {
 		/* "backend=\"x\"," less its comma */
 		int ll = (int)strlen(label) - 1;
 
-		evbuffer_add_printf(out, "%s_sum{%.*s} %.6f\n%s_count{%.*s} %llu\n", metric, ll, label,
-				    (double)h->sum_us / 1e6, metric, ll, label, (unsigned long long)h->count);
+		stats_w_printf(out, "%s_sum{%.*s} %s\n%s_count{%.*s} %llu\n", metric, ll, label, sum, metric,
+				    ll, label, (unsigned long long)h->count);
 	} else {
-		evbuffer_add_printf(out, "%s_sum %.6f\n%s_count %llu\n", metric, (double)h->sum_us / 1e6,
-				    metric, (unsigned long long)h->count);
+		stats_w_printf(out, "%s_sum %s\n%s_count %llu\n", metric, sum, metric,
+				    (unsigned long long)h->count);
 	}
 }
 
@@ -832,36 +941,36 @@ static const char *stats_ptype(const char *type)
 }
 
 /* A label value (the text exposition format: \\, \" and \n escaped). */
-static void stats_prom_label(struct evbuffer *out, const char *name, const char *v, bool last)
+static void stats_prom_label(struct stats_w *out, const char *name, const char *v, bool last)
 {
-	evbuffer_add_printf(out, "%s=\"", name);
+	stats_w_printf(out, "%s=\"", name);
 	for (; *v; v++) {
 		if (*v == '\\' || *v == '"')
-			evbuffer_add_printf(out, "\\%c", *v);
+			stats_w_printf(out, "\\%c", *v);
 		else if (*v == '\n')
-			evbuffer_add(out, "\\n", 2);
+			stats_w_add(out, "\\n", 2);
 		else
-			evbuffer_add(out, v, 1);
+			stats_w_add(out, v, 1);
 	}
-	evbuffer_add(out, last ? "\"" : "\",", last ? 1 : 2);
+	stats_w_add(out, last ? "\"" : "\",", last ? 1 : 2);
 }
 
-static void stats_prom_info(const struct stats *st, struct evbuffer *out)
+static void stats_prom_info(const struct stats *st, struct stats_w *out)
 {
 	const struct stats_build *b = &st->build;
 
-	evbuffer_add_printf(out, "# HELP ringproxy_build_info the running build: ringproxy's version and the libraries'\n"
+	stats_w_printf(out, "# HELP ringproxy_build_info the running build: ringproxy's version and the libraries'\n"
 			    "# TYPE ringproxy_build_info gauge\nringproxy_build_info{");
 	stats_prom_label(out, "version", b->version, false);
 	stats_prom_label(out, "libevent", b->libevent, false);
 	stats_prom_label(out, "openssl", b->openssl, false);
 	stats_prom_label(out, "libcurl", b->libcurl, false);
 	stats_prom_label(out, "inih", b->inih, true);
-	evbuffer_add_printf(out, "} 1\n# HELP ringproxy_config_info the config file in use and the SHA-256 of its bytes\n"
+	stats_w_printf(out, "} 1\n# HELP ringproxy_config_info the config file in use and the SHA-256 of its bytes\n"
 			    "# TYPE ringproxy_config_info gauge\nringproxy_config_info{");
 	stats_prom_label(out, "path", st->conf_path, false);
 	stats_prom_label(out, "sha256", st->conf_sha256, true);
-	evbuffer_add_printf(out, "} 1\n# HELP ringproxy_config_loaded_timestamp_seconds when the config in use was read\n"
+	stats_w_printf(out, "} 1\n# HELP ringproxy_config_loaded_timestamp_seconds when the config in use was read\n"
 			    "# TYPE ringproxy_config_loaded_timestamp_seconds gauge\n"
 			    "ringproxy_config_loaded_timestamp_seconds %lld\n", st->conf_loaded);
 }
@@ -915,106 +1024,120 @@ static const char *stats_prom_moved(const char *name, char *buf, size_t len)
 	return "";
 }
 
-static void stats_prom_codes(const struct stats *st, struct evbuffer *out)
+static void stats_prom_codes(const struct stats *st, struct stats_w *out)
 {
-	evbuffer_add_printf(out, "# HELP ringproxy_replies_total the proxy's own replies by status code "
+	stats_w_printf(out, "# HELP ringproxy_replies_total the proxy's own replies by status code "
 			    "(\"other\": any other status)\n# TYPE ringproxy_replies_total counter\n");
 	for (size_t i = 0; i < STATS_NCODES(stats_reply_codes); i++)
-		evbuffer_add_printf(out, "ringproxy_replies_total{code=\"%s\"} %llu\n", stats_reply_codes[i].code,
+		stats_w_printf(out, "ringproxy_replies_total{code=\"%s\"} %llu\n", stats_reply_codes[i].code,
 				    (unsigned long long)*(const uint64_t *)((const char *)st + stats_reply_codes[i].off));
-	evbuffer_add_printf(out, "# HELP ringproxy_backend_http_responses_total final responses from the backend "
+	stats_w_printf(out, "# HELP ringproxy_backend_http_responses_total final responses from the backend "
 			    "by status class\n# TYPE ringproxy_backend_http_responses_total counter\n");
 	for (size_t b = 0; b < st->nbe; b++)
 		for (size_t i = 0; i < STATS_NCODES(stats_response_codes); i++)
-			evbuffer_add_printf(out, "ringproxy_backend_http_responses_total{backend=\"%s\",code=\"%s\"} %llu\n",
+			stats_w_printf(out, "ringproxy_backend_http_responses_total{backend=\"%s\",code=\"%s\"} %llu\n",
 					    st->be[b].name, stats_response_codes[i].code,
 					    (unsigned long long)*(const uint64_t *)((const char *)&st->be[b] +
 										   stats_response_codes[i].off));
 }
 
-/* The gauge ringproxy_backend_NAME of every backend: the double at off
- * in its struct stats_backend. */
-static void stats_prom_be_double(const struct stats *st, struct evbuffer *out, const char *name, const char *help,
-				 size_t off)
+/* ringproxy_backend_NAME{backend="BE"} v: v as "%.17g" prints it when
+ * conv is 'g', as "%.6f" when 'f'. */
+static void stats_prom_be_sample(struct stats_w *out, const char *name, const char *be, double v, char conv)
 {
-	evbuffer_add_printf(out, "# HELP ringproxy_backend_%s %s\n# TYPE ringproxy_backend_%s gauge\n", name, help, name);
-	for (size_t i = 0; i < st->nbe; i++)
-		evbuffer_add_printf(out, "ringproxy_backend_%s{backend=\"%s\"} %.17g\n", name, st->be[i].name,
-				    *(const double *)((const char *)&st->be[i] + off));
+	char b[DECFMT_MAX + 1];
+	char *e = conv == 'g' ? decfmt_g(b, v, 17) : decfmt_f(b, v, 6);
+
+	stats_w_add(out, "ringproxy_backend_", 18);
+	stats_w_add(out, name, strlen(name));
+	stats_w_add(out, "{backend=\"", 10);
+	stats_w_add(out, be, strlen(be));
+	stats_w_add(out, "\"} ", 3);
+	*e++ = '\n';
+	stats_w_add(out, b, (size_t)(e - b));
 }
 
-void stats_prometheus(const struct stats *st, struct evbuffer *out)
+/* The gauge ringproxy_backend_NAME of every backend: the double at off
+ * in its struct stats_backend. */
+static void stats_prom_be_double(const struct stats *st, struct stats_w *out, const char *name, const char *help,
+				 size_t off)
+{
+	stats_w_printf(out, "# HELP ringproxy_backend_%s %s\n# TYPE ringproxy_backend_%s gauge\n", name, help, name);
+	for (size_t i = 0; i < st->nbe; i++)
+		stats_prom_be_sample(out, name, st->be[i].name, *(const double *)((const char *)&st->be[i] + off), 'g');
+}
+
+static void stats_prometheus_w(const struct stats *st, struct stats_w *out)
 {
 	char moved[160];
 
 	stats_prom_info(st, out);
 #define STATS_P(n, type, where, help) \
-	evbuffer_add_printf(out, "# HELP ringproxy_%s%s %s%s\n# TYPE ringproxy_%s%s %s\nringproxy_%s%s %llu\n", \
+	stats_w_printf(out, "# HELP ringproxy_%s%s %s%s\n# TYPE ringproxy_%s%s %s\nringproxy_%s%s %llu\n", \
 			    #n, stats_suffix(#type), help, stats_prom_moved(#n, moved, sizeof(moved)), #n, \
 			    stats_suffix(#type), stats_ptype(#type), #n, stats_suffix(#type), (unsigned long long)st->n);
 	STATS_PROXY(STATS_P)
 #undef STATS_P
 	stats_prom_codes(st, out);
 #define STATS_PH(n, help) \
-	evbuffer_add_printf(out, "# HELP ringproxy_%s_seconds %s\n# TYPE ringproxy_%s_seconds histogram\n", \
+	stats_w_printf(out, "# HELP ringproxy_%s_seconds %s\n# TYPE ringproxy_%s_seconds histogram\n", \
 			    #n, help, #n); \
 	stats_prom_hist(out, "ringproxy_" #n "_seconds", "", &st->n);
 	STATS_HIST_PROXY(STATS_PH)
 #undef STATS_PH
 	if (st->has_cache) {
 #define STATS_P(n, type, help) \
-		evbuffer_add_printf(out, "# HELP ringproxy_cache_%s%s %s\n# TYPE ringproxy_cache_%s%s %s\nringproxy_cache_%s%s %llu\n", \
+		stats_w_printf(out, "# HELP ringproxy_cache_%s%s %s\n# TYPE ringproxy_cache_%s%s %s\nringproxy_cache_%s%s %llu\n", \
 				    #n, stats_suffix(#type), help, #n, stats_suffix(#type), #type, \
 				    #n, stats_suffix(#type), (unsigned long long)st->cache.n);
 		CACHE_STATS(STATS_P)
 #undef STATS_P
-		evbuffer_add_printf(out, "# HELP ringproxy_cache_hit_ratio hits / (hits + misses + coalesced) since start\n"
+		stats_w_printf(out, "# HELP ringproxy_cache_hit_ratio hits / (hits + misses + coalesced) since start\n"
 				    "# TYPE ringproxy_cache_hit_ratio gauge\nringproxy_cache_hit_ratio %.6f\n",
 				    st->cache_hit_ratio);
 	}
-	evbuffer_add_printf(out, "# HELP ringproxy_ramp_in_progress 1 while a warm ramp moves keys to their new owners\n"
+	stats_w_printf(out, "# HELP ringproxy_ramp_in_progress 1 while a warm ramp moves keys to their new owners\n"
 			    "# TYPE ringproxy_ramp_in_progress gauge\nringproxy_ramp_in_progress %d\n"
 			    "# HELP ringproxy_ramp_switched_share share of the keys the last change moved that have "
 			    "switched to their new owner (1 with no ramp)\n"
 			    "# TYPE ringproxy_ramp_switched_share gauge\nringproxy_ramp_switched_share %.6f\n",
 			    st->ramp_in_progress, st->ramp_rings ? st->ramp_switched : 1.0);
-	evbuffer_add_printf(out, "# HELP ringproxy_reload_moved_share share of the keyspace the last successful "
+	stats_w_printf(out, "# HELP ringproxy_reload_moved_share share of the keyspace the last successful "
 			    "reload gave another owner (0 before any)\n# TYPE ringproxy_reload_moved_share gauge\n"
 			    "ringproxy_reload_moved_share %.17g\n", st->reload_moved);
-	evbuffer_add_printf(out, "# HELP ringproxy_tier_hit_ratio the backends' own caches: hits / (hits + misses) "
+	stats_w_printf(out, "# HELP ringproxy_tier_hit_ratio the backends' own caches: hits / (hits + misses) "
 			    "since start (0 before any)\n# TYPE ringproxy_tier_hit_ratio gauge\nringproxy_tier_hit_ratio %.6f\n"
 			    "# HELP ringproxy_tier_origin_fetches_per_second misses of the backends' own caches per "
 			    "second over the last 5 minutes\n# TYPE ringproxy_tier_origin_fetches_per_second gauge\n"
 			    "ringproxy_tier_origin_fetches_per_second %.6f\n",
 			    st->tier_hit_ratio < 0 ? 0 : st->tier_hit_ratio, st->tier_fetches_5m);
-	evbuffer_add_printf(out, "# HELP ringproxy_backend_tier_hit_ratio the backend's own cache: hits / (hits + "
+	stats_w_printf(out, "# HELP ringproxy_backend_tier_hit_ratio the backend's own cache: hits / (hits + "
 			    "misses) since start (0 before any)\n# TYPE ringproxy_backend_tier_hit_ratio gauge\n");
 	for (size_t i = 0; i < st->nbe; i++)
-		evbuffer_add_printf(out, "ringproxy_backend_tier_hit_ratio{backend=\"%s\"} %.6f\n", st->be[i].name,
-				    st->be[i].tier_hit_ratio < 0 ? 0 : st->be[i].tier_hit_ratio);
+		stats_prom_be_sample(out, "tier_hit_ratio", st->be[i].name,
+				     st->be[i].tier_hit_ratio < 0 ? 0 : st->be[i].tier_hit_ratio, 'f');
 	stats_prom_be_double(st, out, "share", "exact share of the keyspace the backend owns",
 			     offsetof(struct stats_backend, share));
 	stats_prom_be_double(st, out, "weight", "configured weight", offsetof(struct stats_backend, weight));
 	stats_prom_be_double(st, out, "ring_weight", "the weight the ring gives the backend now: the file's, or its "
 			     "runtime weight, 0 while draining or in maintenance (ringproxy ctl)",
 			     offsetof(struct stats_backend, ring_weight));
-	evbuffer_add_printf(out, "# HELP ringproxy_backend_admin_state 1 for the backend's runtime state (ready, drain, "
+	stats_w_printf(out, "# HELP ringproxy_backend_admin_state 1 for the backend's runtime state (ready, drain, "
 			    "maint: ringproxy ctl), 0 for the others\n# TYPE ringproxy_backend_admin_state gauge\n");
 	for (size_t i = 0; i < st->nbe; i++)
 		for (int k = 0; k < RUNSTATE_N; k++)
-			evbuffer_add_printf(out, "ringproxy_backend_admin_state{backend=\"%s\",state=\"%s\"} %d\n",
+			stats_w_printf(out, "ringproxy_backend_admin_state{backend=\"%s\",state=\"%s\"} %d\n",
 					    st->be[i].name, runstate_name(k),
 					    strcmp(st->be[i].admin_state, runstate_name(k)) == 0);
-	evbuffer_add_printf(out, "# HELP ringproxy_backend_drain_progress share of a drain's window gone by, and so of "
+	stats_w_printf(out, "# HELP ringproxy_backend_drain_progress share of a drain's window gone by, and so of "
 			    "its keys moved to their next owners (absent: not draining)\n"
 			    "# TYPE ringproxy_backend_drain_progress gauge\n");
 	for (size_t i = 0; i < st->nbe; i++)
 		if (st->be[i].drain_progress >= 0)
-			evbuffer_add_printf(out, "ringproxy_backend_drain_progress{backend=\"%s\"} %.6f\n", st->be[i].name,
-					    st->be[i].drain_progress);
+			stats_prom_be_sample(out, "drain_progress", st->be[i].name, st->be[i].drain_progress, 'f');
 	/* backend names are [A-Za-z0-9._-] (conf.c): no label escaping */
 #define STATS_P(n, type, where, help) \
-	evbuffer_add_printf(out, "# HELP ringproxy_backend_%s%s %s%s\n# TYPE ringproxy_backend_%s%s %s\n", \
+	stats_w_printf(out, "# HELP ringproxy_backend_%s%s %s%s\n# TYPE ringproxy_backend_%s%s %s\n", \
 			    #n, stats_suffix(#type), help, stats_prom_moved(#n, moved, sizeof(moved)), #n, \
 			    stats_suffix(#type), stats_ptype(#type)); \
 	for (size_t i = 0; i < st->nbe; i++) { \
@@ -1024,15 +1147,15 @@ void stats_prometheus(const struct stats *st, struct evbuffer *out)
 	}
 	STATS_BACKEND(STATS_P)
 #undef STATS_P
-	evbuffer_add_printf(out, "# HELP ringproxy_backend_last_check_duration_seconds how long the last active "
+	stats_w_printf(out, "# HELP ringproxy_backend_last_check_duration_seconds how long the last active "
 			    "health check took (absent: none ran)\n"
 			    "# TYPE ringproxy_backend_last_check_duration_seconds gauge\n");
 	for (size_t i = 0; i < st->nbe; i++)
 		if (st->be[i].checked)
-			evbuffer_add_printf(out, "ringproxy_backend_last_check_duration_seconds{backend=\"%s\"} %.6f\n",
-					    st->be[i].name, st->be[i].check_seconds);
+			stats_prom_be_sample(out, "last_check_duration_seconds", st->be[i].name,
+					     st->be[i].check_seconds, 'f');
 #define STATS_PH(n, help) \
-	evbuffer_add_printf(out, "# HELP ringproxy_backend_%s_seconds %s\n" \
+	stats_w_printf(out, "# HELP ringproxy_backend_%s_seconds %s\n" \
 			    "# TYPE ringproxy_backend_%s_seconds histogram\n", #n, help, #n); \
 	for (size_t i = 0; i < st->nbe; i++) { \
 		char label[300]; \
@@ -1043,3 +1166,17 @@ void stats_prometheus(const struct stats *st, struct evbuffer *out)
 #undef STATS_PH
 }
 
+/* The public renderings: a 64 KiB gathering buffer on the main thread's
+ * stack. */
+#define STATS_RENDER(fn) \
+	void fn(const struct stats *st, struct evbuffer *out) \
+	{ \
+		char b[65536]; \
+		struct stats_w w = { out, b, 0, sizeof(b) }; \
+		fn##_w(st, &w); \
+		stats_w_flush(&w); \
+	}
+STATS_RENDER(stats_json)
+STATS_RENDER(stats_ring_json)
+STATS_RENDER(stats_prometheus)
+#undef STATS_RENDER
