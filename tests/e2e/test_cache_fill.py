@@ -242,7 +242,13 @@ def main():
     conf = harness.conf_text([("fake", fake.port)],
                              proxy={"workers": 2, "retries": 0, "response_timeout": "5s"},
                              health={"passive": "off"},
-                             cache={"size": "256m", "max_object": "16m", "lock_timeout": "3s",
+                             # 512m: the fills in flight may hold size / 16, and a
+                             # chunked or close-delimited fill reserves max_object
+                             # (16m) while its stalled leader still holds it, so
+                             # that the next section's fill is not refused room
+                             # when the previous leader's release lags on a
+                             # loaded machine
+                             cache={"size": "512m", "max_object": "16m", "lock_timeout": "3s",
                                     "min_uses": 1})
     proxy = harness.Proxy(RP, conf, tag="cache_fill")
     P = proxy.port
