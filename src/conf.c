@@ -1134,14 +1134,20 @@ out:
  * (glob's sort). A glob that matches nothing in a directory that exists
  * includes nothing (an empty conf.d); a missing directory, or a plain
  * name that does not exist, is an error. */
-static void conf_include(struct conf_parse *ps, const char *pattern)
+static void conf_include(struct conf_parse *ps, const char *value)
 {
 	const char *from = conf_file_of(ps, ps->line), *slash = strrchr(from, '/');
-	char full[PATH_MAX], dir[PATH_MAX], *ds;
+	char pattern[PATH_MAX], full[PATH_MAX], dir[PATH_MAX], *ds;
 	struct stat st;
 	glob_t g;
 	int rc;
 
+	/* a copy: value is in the line buffer, which the included files'
+	 * lines reuse (and may move) while the glob's next match waits */
+	if (snprintf(pattern, sizeof(pattern), "%s", value) >= (int)sizeof(pattern)) {
+		conf_error(ps, ps->line, "include = %.64s...: the path is too long", value);
+		return;
+	}
 	if (!*pattern) {
 		conf_error(ps, ps->line, "include needs a file or a glob, e.g. include = conf.d/*.ini");
 		return;

@@ -229,6 +229,17 @@ def includes(cache):
             "include of a missing directory is refused, naming it", err)
     rc, err = start_fails(nodir)
     t.check(rc == 1 and "no directory" in err, "start: the same refusal", err)
+    # a glob whose first file has a long line (the line buffer grows and
+    # moves) and whose next match is refused: the refusal quotes the
+    # include's own text, not the bytes of a buffer since freed (the
+    # config fuzzer found it; ASan reads the freed bytes)
+    self_ini = put("self.ini", "[proxy]\nlisten = 127.0.0.1:0\ninclude = *.ini\n"
+                   f"[backend a]\nurl = http://127.0.0.1:{cache.port}\n")
+    put("a-long.ini", "; " + "x" * 6000 + "\n")
+    rc, out, err = run("-t", "-c", self_ini)
+    t.check(rc == 1 and f"{self_ini}:3: include = *.ini: {top}/self.ini is already being read" in err
+            and "AddressSanitizer" not in err,
+            "a glob that matches its own file after a long-lined one: the loop refused, quoting the include", err)
 
 
 

@@ -2,16 +2,41 @@
  * fuzz-conf.c -- libFuzzer target for the config loader (conf.c): any
  * bytes as an INI file. No crash, no leak, and the contract holds: either
  * a config that satisfies every rule the proxy relies on, or at least one
- * error, each starting with the file name.
+ * error, each starting with the file name. It runs in an empty
+ * directory of its own, so that an include = GLOB reads no file of
+ * whoever runs it (an include then names no file: an error of fuzz.ini's).
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "conf.h"
 #include "ring.h"
 
+int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static char fuzz_dir[] = "/tmp/fuzz-conf-XXXXXX";
+
+static void fuzz_dir_remove(void)
+{
+	if (chdir("/") == 0)
+		rmdir(fuzz_dir);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	if (!mkdtemp(fuzz_dir) || chdir(fuzz_dir) < 0) {
+		perror("fuzz-conf: an empty directory to run in");
+		abort();
+	}
+	atexit(fuzz_dir_remove);
+	return 0;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
