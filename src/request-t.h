@@ -138,7 +138,7 @@ struct request {
 	bool last_chunk;                /* the last-chunk is queued */
 	size_t fill_queued;             /* (rechunk) bytes of obj's body queued */
 	unsigned chunk_line_i;          /* chunk_line in use last */
-	char chunk_line[2][20];         /* chunk-size lines: the one queued
+	char chunk_line[2][HTTP1_CHUNK_LINE_MAX]; /* chunk-size lines: the one queued
 					   and, while it goes out, the next */
 	uint64_t fill_head_end;         /* out->sent once the response head
 					   (which points into the backend's

@@ -554,22 +554,6 @@ int req_response_head(struct request *rq, const struct http1_msg *resp, struct h
 	return 0;
 }
 
-/* A chunk-size line for n at p: hex digits, CRLF. Returns its length. */
-static size_t req_chunk_line(char *p, size_t n)
-{
-	char d[2 * sizeof(n)];
-	size_t k = 0, i;
-
-	do {
-		d[k++] = "0123456789abcdef"[n & 15];
-		n >>= 4;
-	} while (n > 0);
-	for (i = 0; i < k; i++)
-		p[i] = d[k - 1 - i];
-	memcpy(p + k, "\r\n", 2);
-	return k + 2;
-}
-
 /* (rechunk) Queue as one chunk the object's bytes not queued yet, then
  * p[0..n) (the backend's buffer, once the fill is dropped); and the
  * last-chunk when the body is complete. Its chunk-size line is the one
@@ -588,7 +572,7 @@ static int req_chunk_out(struct request *rq, const char *p, size_t n)
 		return -1;
 	if (k + n > 0) {
 		line = rq->chunk_line[rq->chunk_line_i ^= 1];
-		outq_add(rq->out, line, req_chunk_line(line, k + n));
+		outq_add(rq->out, line, http1_chunk_line(line, k + n, false));
 		outq_add(rq->out, (const char *)b.iov_base + rq->fill_queued, k);
 		outq_add(rq->out, p, n);
 		outq_add(rq->out, "\r\n", 2);
