@@ -289,6 +289,13 @@ class Proxy:
                 return None
             time.sleep(0.005)
 
+    def admin_port(self, host="127.0.0.1", timeout=10):
+        """The admin listener's port, from its "stats on" log line."""
+        m = self.wait_log(r"stats on http://" + re.escape(host) + r":(\d+)/", timeout)
+        if not m:
+            raise RuntimeError("no admin listener line:\n" + self.log())
+        return int(m.group(1))
+
     def wait_checked(self, names, timeout=10, since=0):
         """With active checks on, a backend takes traffic once its first
         check passed (it starts 'checking', at a start or when a reload

@@ -22,11 +22,6 @@ RP, TC = harness.cli_args()
 t = harness.Tap()
 
 
-def admin_port(proxy):
-    m = proxy.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10)
-    if not m:
-        raise RuntimeError("no admin listener line:\n" + proxy.log())
-    return int(m.group(1))
 
 
 def fetch(port, path, method="GET"):
@@ -238,7 +233,7 @@ try:
     text = harness.conf_text(caches, proxy={"admin_listen": "127.0.0.1:0", "connect_timeout": "300ms"},
                              ring={"balance_factor": 0}, health={"fall": 1, "backoff": "30s"})
     proxy = harness.Proxy(RP, text, "admin")
-    A = admin_port(proxy)
+    A = proxy.admin_port()
     ring = ringref.Ring([(n, 1.0) for n in names], 160)
 
     # traffic with a known spread

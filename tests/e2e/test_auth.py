@@ -33,11 +33,6 @@ def ask(port, path, auth=None, method="GET", host="127.0.0.1", headers=None):
         c.close()
 
 
-def admin_port(proxy, host="127.0.0.1"):
-    m = proxy.wait_log(r"stats on http://" + re.escape(host) + r":(\d+)/", 10)
-    if not m:
-        raise RuntimeError("no admin listener line:\n" + proxy.log())
-    return int(m.group(1))
 
 
 def conf(cache, **proxy):
@@ -47,7 +42,7 @@ def conf(cache, **proxy):
 def tokens(cache):
     path = harness.write("auth.ini", conf(cache, admin_token=TOKEN))
     proxy = harness.Proxy(RP, path=path)
-    port = admin_port(proxy)
+    port = proxy.admin_port()
     res = {p: ask(port, p) for p in PATHS}
     t.check(all(st == 401 for st, _, _ in res.values()),
             "no Authorization: 401 on every admin path", str({p: r[0] for p, r in res.items()}))
@@ -155,7 +150,7 @@ def running_listener():
     cache = harness.Cache(TC, "cache-ns")
     path = harness.write("running.ini", conf(cache, admin_listen=NETNS_ADDR + ":0", admin_token=TOKEN))
     proxy = harness.Proxy(RP, path=path)
-    port = admin_port(proxy, NETNS_ADDR)
+    port = proxy.admin_port(NETNS_ADDR)
     guarded = [("GET", "/stats"), ("GET", "/ring"), ("POST", "/purge?url=http://h.example/a.jpg")]
 
     def answers(auth=None):

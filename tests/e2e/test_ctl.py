@@ -43,8 +43,6 @@ def u_of(key):
     return int.from_bytes(hashlib.md5(key.encode()).digest()[8:16], "big") / 2.0 ** 64
 
 
-def admin_port(px):
-    return int(px.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/").group(1))
 
 
 def stats(port):
@@ -80,7 +78,7 @@ def main():
     path = H.write("ctl.ini", conf(["c1", "c2", "c3", "c4"]))
     ring = ringref.ring_of(path)
     px = H.Proxy(RP, path=path, tag="ctl")
-    A = admin_port(px)
+    A = px.admin_port()
     cli = {"path": None}
 
     def point_cli(port):
@@ -233,7 +231,7 @@ def main():
     t_drain = time.time()
     px.stop()
     px = H.Proxy(RP, path=path, tag="ctl2")
-    A = admin_port(px)
+    A = px.admin_port()
     point_cli(A)
     st = stats(A)
     t.check([backend(st, n).get("admin_state") for n in ("c1", "c2", "c3", "c4")] == ["ready", "maint", "drain", "drain"]

@@ -202,9 +202,6 @@ t.check(p.stop() == 0, "SIGTERM: exit 0")
 
 
 # ---- 3c. the last backend up drops connections: not a total outage --------
-def admin_port(px):
-    m = px.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10)
-    return int(m.group(1))
 
 
 def stats_of(port, name):
@@ -219,7 +216,7 @@ def last_up_drops(px, name, keys, what):
     """Requests for keys that backend name (the last one up) drops after
     reading them: errors for those requests only, and the next normal
     request is served by it."""
-    A = admin_port(px)
+    A = px.admin_port()
     mark = px.log_size()
     got = served_by(px.port, [k + "?drop=1" for k in keys[:3]])
     t.check(all(v[0] == 502 for v in got.values()), f"{what}: 3 requests it drops: 502 each", got)
@@ -345,7 +342,7 @@ ckconf = lambda extra: H.conf_text(live + extra, ring=RING, health=CK,  # noqa: 
                                    proxy={"admin_listen": "127.0.0.1:0", "response_timeout": "1s",
                                           "connect_timeout": "300ms"})
 px = H.Proxy(RP, ckconf([]))
-A = admin_port(px)
+A = px.admin_port()
 got = served_by(px.port, [f"/ck/start/{i}" for i in range(20)])
 t.check(all(v[0] == 200 for v in got.values()),
         "start, every backend checking: requests are served as the ring places them (no 503)", got)

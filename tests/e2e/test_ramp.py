@@ -93,8 +93,6 @@ def ring_targets(port, keys):
     return out
 
 
-def admin_port(px):
-    return int(px.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/").group(1))
 
 
 def stats(port):
@@ -122,7 +120,7 @@ def main():
     pb = H.Proxy(RP, tag="ramp-b", path=path)
     pa.wait_checked(names[:4])
     pb.wait_checked(names[:4])
-    aa, ab = admin_port(pa), admin_port(pb)
+    aa, ab = pa.admin_port(), pb.admin_port()
 
     # ---- ramp = 0: today's behaviour, every moved key at once -----------
     H.write("ramp.ini", conf(names, "0"))

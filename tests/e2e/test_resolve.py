@@ -36,10 +36,6 @@ def stats(admin_port):
     return json.loads(body) if st == 200 else {}
 
 
-def admin_port(px):
-    """The admin listener's port, from the proxy's log."""
-    m = px.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", timeout=10)
-    return int(m.group(1))
 
 
 def expected_without(ring, down, keys):
@@ -115,7 +111,7 @@ def main():
     t0 = time.monotonic()
     px = H.Proxy(RP, tag="gone", path=path)
     started = time.monotonic() - t0
-    ap = admin_port(px)
+    ap = px.admin_port()
     t.check(re.search(re.escape(path) + f":{url_line}: backend gone: cannot resolve 'cache-gone\\.invalid': "
                       r"[^;]+; it is down, and its name is resolved again every 0\.3s", px.log()),
             "start: a warning names the file, the line and the interval", px.log())

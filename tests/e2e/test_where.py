@@ -25,11 +25,6 @@ t = harness.Tap()
 NAMES = ["cache-a", "cache-b", "cache-c", "cache-d"]
 
 
-def admin_port(proxy):
-    m = proxy.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10)
-    if not m:
-        raise RuntimeError("no admin listener line:\n" + proxy.log())
-    return int(m.group(1))
 
 
 class Admin:
@@ -175,7 +170,7 @@ def reasons(caches):
                                 proxy={"admin_listen": "127.0.0.1:0", "workers": 1},
                                 backend={owner: {"max_inflight": 1}})
     proxy = harness.Proxy(RP, conf, tag="where-cap")
-    adm = Admin(admin_port(proxy))
+    adm = Admin(proxy.admin_port())
     out = []
     th = threading.Thread(target=hold, args=(proxy.port, key + "?delay=1500", out))
     th.start()
@@ -199,7 +194,7 @@ def reasons(caches):
     conf = harness.conf_by_name(NAMES, ports, ring={"key": "path", "balance_factor": 1},
                                 proxy={"admin_listen": "127.0.0.1:0", "workers": 1})
     proxy = harness.Proxy(RP, conf, tag="where-bounded")
-    adm = Admin(admin_port(proxy))
+    adm = Admin(proxy.admin_port())
     # the cap moves only hot keys: these make the key all of the recent
     # requests (at least 8 counts)
     for i in range(12):
@@ -240,7 +235,7 @@ def reasons(caches):
                                 proxy={"admin_listen": "127.0.0.1:0", "workers": 1, "retries": 0},
                                 health={"fall": 1, "backoff": "60s"})
     proxy = harness.Proxy(RP, conf, tag="where-down")
-    adm = Admin(admin_port(proxy))
+    adm = Admin(proxy.admin_port())
     victim.stop()
     proxy.get(key)                  # fails: the owner goes down
     harness.wait_until(lambda: adm.where(key=key)["walk"][0]["verdict"] == "down", 5)
@@ -270,7 +265,7 @@ def cached(caches):
               cache={"size": "1m", "min_uses": 1})
     path = harness.write("where-cached.ini", harness.conf_by_name(NAMES[:3], ports, **kw))
     proxy = harness.Proxy(RP, path=path, tag="where-cached")
-    adm = Admin(admin_port(proxy))
+    adm = Admin(proxy.admin_port())
     st1, h1, _ = proxy.get(key)
     st2, h2, _ = proxy.get(key)
     t.check(st1 == 200 and h1.get("x-ringproxy-backend") == old and
@@ -321,7 +316,7 @@ def main():
     conf = harness.conf_by_name(NAMES, ports, ring={"key": "path+sorted-query"},
                                 proxy={"admin_listen": "127.0.0.1:0"})
     proxy = harness.Proxy(RP, conf, tag="where")
-    adm = Admin(admin_port(proxy))
+    adm = Admin(proxy.admin_port())
     shape(adm)
     served_by = agreement(proxy, adm, ring)
     plan_agrees(proxy, served_by)

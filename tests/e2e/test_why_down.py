@@ -25,9 +25,6 @@ RP, TC = H.cli_args()
 t = H.Tap()
 
 
-def admin_port(p):
-    m = p.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10)
-    return int(m.group(1))
 
 
 def fetch(port, path):
@@ -71,7 +68,7 @@ def passive():
                                 proxy={"admin_listen": "127.0.0.1:0", "response_timeout": "300ms",
                                        "retries": 0},
                                 health={"fall": 1, "backoff": "60s", "passive_5xx": "on"}))
-    port = admin_port(p)
+    port = p.admin_port()
     b = backends(port)
     t.check(all(x["up"] and x["reason"] == "" and x["check"] is None and x["state_since_seconds"] < 30
                 for x in b.values()),
@@ -129,7 +126,7 @@ def active():
     p = H.Proxy(RP, H.conf_text(backs, proxy={"admin_listen": "127.0.0.1:0"},
                                 health={"path": "/__health", "interval": "200ms", "timeout": "300ms",
                                         "rise": 2, "fall": 2}))
-    port = admin_port(p)
+    port = p.admin_port()
     x = wait_state(port, "a0", lambda x: x["check"] is not None)
     t.check(x["check"] and x["check"]["passed"] and x["check"]["status"] == 200 and
             x["check"]["result"] == "status 200" and 0 < x["check"]["seconds"] < 1 and
