@@ -67,6 +67,18 @@ def cli_args():
     return os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 
 
+def free_port():
+    """A free 127.0.0.1 port from the kernel, released for a program that
+    cannot take port 0 or print the one it got (nginx, haproxy,
+    nutcracker, varnishd), or for a config naming a port nobody
+    listens on."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 def tmp_path(name):
     """A path in this run's temporary directory."""
     return os.path.join(TMP, name)

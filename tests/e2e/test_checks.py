@@ -42,14 +42,6 @@ def start_fails(path, *extra, wrap=()):
         return None, p.stderr.read() if p.stderr else ""
 
 
-def free_port():
-    """A port nobody listens on (from the kernel, then released)."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
 
 def main():
     cache = H.Cache(TC, "c1")
@@ -80,7 +72,7 @@ def main():
          r":4: url: put an IPv6 address in brackets: http://\[::1\]:80"),
     ]
     for what, head, want in cases:
-        path = H.write(f"bad-{len(what)}.ini", head.format(p=free_port()) +
+        path = H.write(f"bad-{len(what)}.ini", head.format(p=H.free_port()) +
                        f"[backend c1]\nurl = http://127.0.0.1:{cache.port}\n")
         rc, out, err = run("-t", "-c", path)
         t.check(rc == 1 and re.search(re.escape(path) + want, err), f"-t: {what}", err)

@@ -44,15 +44,6 @@ NAMES = ["c1", "c2", "c3", "c4", "c5"]
 WEIGHTS = [3, 1, 2, 1, 5]
 
 
-def free_port():
-    """A free 127.0.0.1 port from the kernel, released for a program that
-    cannot take port 0 (nginx, haproxy and nutcracker print no port)."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
 
 def v4_only_name():
     """A host name that resolves to 127.0.0.1 alone: nginx makes a peer of
@@ -311,7 +302,7 @@ http {{
 def test_nginx(caches, urls, host):
     prefix = H.tmp_path("nginx")
     os.makedirs(prefix, exist_ok=True)
-    port = free_port()
+    port = H.free_port()
     # server 2 by host name; weights mixed, weight=1 written out once
     servers = []
     for i, (c, w) in enumerate(zip(caches, WEIGHTS)):
@@ -397,7 +388,7 @@ def test_haproxy(caches, urls, opt=""):
     os.makedirs(prefix, exist_ok=True)
     # a unix socket's path has 107 bytes at most: "admin", "w", "p"
     sock = f"{prefix}/{opt[:1] or 'admin'}.sock"
-    port = free_port()
+    port = H.free_port()
     conf = haproxy_conf(sock, port, caches, opt)
     path = H.write(f"haproxy{opt}.cfg", conf)
     placed, ok, ids = real_placement(tag, [HAPROXY, "-db", "-f", path], port, urls,
@@ -464,7 +455,7 @@ def nutcracker_get(port, keys, deadline_s=120):
 
 def test_nutcracker(keys, hash_name):
     mcs = [memcached(n) for n in NAMES]
-    port, stats = free_port(), free_port()
+    port, stats = H.free_port(), H.free_port()
     # c3 without a name: its identity is host:port; the rest by name
     lines = "".join(f"   - 127.0.0.1:{m.port}:{w}{'' if i == 2 else ' ' + m.name}\n"
                     for i, (m, w) in enumerate(zip(mcs, WEIGHTS)))

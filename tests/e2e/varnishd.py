@@ -19,14 +19,6 @@ VARNISHSTAT = shutil.which("varnishstat", path=os.environ.get("PATH", "") + ":/u
 VCL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "varnish.vcl")
 
 
-def free_port():
-    """A free 127.0.0.1 port from the kernel (released for varnishd)."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
 
 class Varnish:
     """varnishd -F on 127.0.0.1, its own -n working directory; in a session
@@ -49,7 +41,7 @@ class Varnish:
         """Start it (on the port it had, after the first time); wait until
         /health answers."""
         for _ in range(5):
-            port = self.port or free_port()
+            port = self.port or H.free_port()
             log = open(os.path.join(self.workdir, "varnishd.log"), "ab")
             self.proc = subprocess.Popen(
                 [VARNISHD, "-F", "-n", self.workdir, "-a", f"127.0.0.1:{port}", "-f", self.vcl,
