@@ -599,7 +599,7 @@ static void proxy_reload(struct proxy_main *m)
 	if (strcmp(c->admin_listen, m->admin_conf) != 0)
 		log_warn("reload: admin_listen changes only with a restart; still %s%s",
 			 m->admin ? "serving stats on " : "without an admin listener", m->admin ? m->admin_conf : "");
-	s = snapshot_new(c, gen, err, sizeof(err));
+	s = snapshot_next(c, gen, m->snap, err, sizeof(err));
 	if (!s) {
 		proxy_reload_refused(m, err);
 		conf_free(c);

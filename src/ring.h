@@ -69,6 +69,16 @@ uint32_t ring_points_for(unsigned vnodes, double weight);
  * result: ring_free(). */
 struct ring *ring_build(const struct ring_member *members, size_t n, enum ring_scheme s,
 			unsigned vnodes, char *err, size_t errlen);
+/* The same ring, built knowing prev (NULL: none), the ring it replaces:
+ * under the fixed scheme a backend of prev with the same name and point
+ * count has the same points, which are taken from prev instead of hashed
+ * again, so a reload pays for the backends it changes. The result is the
+ * one ring_build gives, point for point. A compat scheme builds from
+ * scratch (its points depend on the others': ketama's and Envoy's counts
+ * on the total weight, the collapse of equal points on who else is
+ * there). prev is only read. */
+struct ring *ring_build_from(const struct ring *prev, const struct ring_member *members, size_t n,
+			     enum ring_scheme scheme, unsigned vnodes, char *err, size_t errlen);
 void ring_free(struct ring *r);
 
 /* Index into r->points of the owner point for position pos, or -1 when the

@@ -145,6 +145,12 @@ static struct ring_member snapshot_member(const struct conf_backend *cb, const s
 struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 			      char *err, size_t errlen)
 {
+	return snapshot_next(conf, generation, NULL, err, errlen);
+}
+
+struct snapshot *snapshot_next(struct conf *conf, uint64_t generation, const struct snapshot *prev,
+			       char *err, size_t errlen)
+{
 	struct ring_member *m = NULL;
 	struct snapshot *s = calloc(1, sizeof(*s));
 	char why[256];
@@ -169,8 +175,8 @@ struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 		}
 		m[i] = snapshot_member(&conf->backends[i], s->be[i].state);
 	}
-	s->ring = ring_build(m, conf->nbackends, (enum ring_scheme)conf->scheme, conf->vnodes, why,
-			     sizeof(why));
+	s->ring = ring_build_from(prev ? prev->ring : NULL, m, conf->nbackends, (enum ring_scheme)conf->scheme,
+				  conf->vnodes, why, sizeof(why));
 	if (!s->ring) {
 		snprintf(err, errlen, "%s: %s", conf->path, why);
 		goto fail;
@@ -258,7 +264,8 @@ struct snapshot *snapshot_reweigh(const struct snapshot *s, char *err, size_t er
 	memcpy(n->be, s->be, s->nbe * sizeof(*n->be));
 	for (size_t i = 0; i < s->nbe; i++)
 		m[i] = snapshot_member(s->be[i].conf, s->be[i].state);
-	n->ring = ring_build(m, s->nbe, (enum ring_scheme)conf->scheme, conf->vnodes, why, sizeof(why));
+	n->ring = ring_build_from(s->ring, m, s->nbe, (enum ring_scheme)conf->scheme, conf->vnodes, why,
+				  sizeof(why));
 	if (!n->ring) {
 		snprintf(err, errlen, "%s", why);
 		goto fail;

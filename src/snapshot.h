@@ -103,6 +103,12 @@ struct snapshot {
  * The result holds one reference. */
 struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 			      char *err, size_t errlen);
+/* The same for a reload: prev (NULL: none) is the snapshot the result
+ * will replace, whose ring's points the new ring takes where they are
+ * the same (ring_build_from) instead of hashing them again. prev is only
+ * read. */
+struct snapshot *snapshot_next(struct conf *conf, uint64_t generation, const struct snapshot *prev,
+			       char *err, size_t errlen);
 
 /* Main thread: the snapshot s with the unresolved backend name now at
  * addr: same config, ring and generation (shared with s, not copied).
