@@ -34,6 +34,7 @@ __extension__ typedef unsigned __int128 ring_u128;
 #define RING_NONE UINT32_MAX
 
 static uint32_t *ring_match(const struct ring *a, const struct ring *b);
+static void ring_sum_shares(const struct ring *r, double *share);
 
 /* The fixed scheme's position of the n pieces v[] one after the other:
  * the first 8 bytes of their MD5 read big-endian; and in *u (unless
@@ -251,6 +252,7 @@ void ring_free(struct ring *r)
 		free(r->names);
 		free(r->weights);
 		free(r->npoints_of);
+		free(r->share);
 		free(r->points);
 		free(r->index);
 		free(r);
@@ -610,13 +612,15 @@ struct ring *ring_build_from(const struct ring *prev, const struct ring_member *
 	r->names = calloc(cap, sizeof(*r->names));
 	r->weights = calloc(cap, sizeof(*r->weights));
 	r->npoints_of = calloc(cap, sizeof(*r->npoints_of));
-	if (r->names == NULL || r->weights == NULL || r->npoints_of == NULL)
+	r->share = calloc(cap, sizeof(*r->share));
+	if (r->names == NULL || r->weights == NULL || r->npoints_of == NULL || r->share == NULL)
 		goto nomem;
 	if (ring_build_members(r, members, n, err, errlen) != 0 ||
 	    (scheme == RING_SCHEME_RINGPROXY ? ring_build_fixed(r, prev, err, errlen) :
 	     ring_build_compat(r, members, err, errlen)) != 0 ||
 	    ring_build_index(r, err, errlen) != 0)
 		goto fail;
+	ring_sum_shares(r, r->share);
 	goto out;
 nomem:
 	snprintf(err, errlen, "out of memory");
@@ -815,7 +819,7 @@ static ring_u128 ring_arc(const struct ring_point *p, size_t n, size_t j)
 	return ((ring_u128)1 << 64) - (p[n - 1].pos - p[0].pos);
 }
 
-void ring_shares(const struct ring *r, double *share)
+static void ring_sum_shares(const struct ring *r, double *share)
 {
 	uint32_t b0 = r->npoints ? r->points[0].backend : UINT32_MAX;
 	uint64_t s;
@@ -838,6 +842,11 @@ void ring_shares(const struct ring *r, double *share)
 		memcpy(&s, &share[i], sizeof(s));
 		share[i] = (i == b0 && s == 0) ? 1.0 : (double)s / RING_CIRCLE;
 	}
+}
+
+void ring_shares(const struct ring *r, double *share)
+{
+	memcpy(share, r->share, r->nbackends * sizeof(*share));
 }
 
 

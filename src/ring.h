@@ -145,7 +145,8 @@ int ring_ramp_owner_at(const struct ring_ramp *st, size_t n, const uint64_t *pos
 /* Each backend's exact share of the 2^64 keyspace: the sum of the arcs
  * (previous point, own point] it owns. share[i] for i < r->nbackends, each
  * in [0, 1], summing to 1 (or all 0 for an empty ring). A single point owns
- * the whole circle. Exact up to the final conversion to double. */
+ * the whole circle. Exact up to the final conversion to double. Summed
+ * when the ring is built (r->share): this copies them. */
 void ring_shares(const struct ring *r, double *share);
 
 /*

@@ -342,6 +342,7 @@ static void test_errors(void)
 
 struct test_oom {
 	long fail_at;
+	const struct ring *prev;        /* ring_build_from's, or NULL */
 	struct ring *r;
 	char err[256];
 };
@@ -354,7 +355,7 @@ static void *test_oom_build(void *arg)
 	struct test_oom *o = arg;
 
 	atomic_store(&test_fail_in, o->fail_at);
-	o->r = ring_build(m, 3, RING_SCHEME_RINGPROXY, 40, o->err, sizeof(o->err));
+	o->r = ring_build_from(o->prev, m, 3, RING_SCHEME_RINGPROXY, 40, o->err, sizeof(o->err));
 	atomic_store(&test_fail_in, -1);
 	return NULL;
 }
@@ -362,15 +363,19 @@ static void *test_oom_build(void *arg)
 /* Each allocation of a build made to fail in turn: every one is an error
  * the caller gets back ("out of memory"), never an abort; the sanitizer
  * build's leak check sees that a failed build frees what it had. */
-static void test_out_of_memory(void)
+/* The builds of test_out_of_memory: n of them until one succeeds, each
+ * failing with "out of memory" (counted in *nomem). */
+static long test_oom_count(const struct ring *prev, long *nomem)
 {
 	struct test_oom o;
-	long n = 0, nomem = 0;
+	long n = 0;
 	pthread_t t;
 
+	*nomem = 0;
 	for (long k = 1; k < 100; k++) {
 		memset(&o, 0, sizeof(o));
 		o.fail_at = k;
+		o.prev = prev;
 		if (pthread_create(&t, NULL, test_oom_build, &o) != 0)
 			break;
 		pthread_join(t, NULL);
@@ -380,12 +385,28 @@ static void test_out_of_memory(void)
 		}
 		n++;
 		if (strcmp(o.err, "out of memory") == 0)
-			nomem++;
+			(*nomem)++;
 		else
 			tap_diag("allocation %ld failed: \"%s\"", k, o.err);
 	}
-	tap_is_int(n, 13, "a build of 3 backends on a new thread makes 13 allocations (MD5 state included)");
+	return n;
+}
+
+static void test_out_of_memory(void)
+{
+	const struct ring_member other[] = { { "cache-a", 1, NULL }, { "cache-b", 1, NULL } };
+	struct ring *prev = test_build(other, 2, 40);
+	struct test_oom o;
+	long n, nomem;
+	pthread_t t;
+
+	n = test_oom_count(NULL, &nomem);
+	tap_is_int(n, 14, "a build of 3 backends on a new thread makes 14 allocations (MD5 state included)");
 	tap_is_int(nomem, n, "each of them failing: ring_build returns NULL with \"out of memory\"");
+	n = test_oom_count(prev, &nomem);
+	tap_ok(n > 14, "a build from a ring before it makes more (%ld): what to take and from where", n);
+	tap_is_int(nomem, n, "each of them failing: ring_build_from returns NULL with \"out of memory\"");
+	ring_free(prev);
 	memset(&o, 0, sizeof(o));
 	o.fail_at = -1;
 	pthread_create(&t, NULL, test_oom_build, &o);
