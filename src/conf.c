@@ -702,12 +702,13 @@ static int conf_set_uint(const struct conf_keydef *k, char *field, const char *v
 	char tt[96];
 	uint64_t u;
 
-	conf_type_text(k, tt, sizeof(tt));
 	if (conf_parse_uint(v, &u) < 0) {
+		conf_type_text(k, tt, sizeof(tt));
 		snprintf(why, whylen, "'%s' is not a whole number; expected %s", v, tt);
 		return -1;
 	}
 	if ((double)u < k->min || (double)u > k->max) {
+		conf_type_text(k, tt, sizeof(tt));
 		snprintf(why, whylen, "%s is out of range; expected %s", v, tt);
 		return -1;
 	}
@@ -721,18 +722,20 @@ static int conf_set_double(const struct conf_keydef *k, char *field, const char 
 	char tt[96];
 	double d;
 
-	conf_type_text(k, tt, sizeof(tt));
 	if (conf_parse_double(v, &d) < 0) {
+		conf_type_text(k, tt, sizeof(tt));
 		snprintf(why, whylen, "'%s' is not a number; expected %s", v, tt);
 		return -1;
 	}
 	if (d < k->min || d > k->max) {
+		conf_type_text(k, tt, sizeof(tt));
 		snprintf(why, whylen, "%s is out of range; expected %s", v, tt);
 		return -1;
 	}
 	/* below 1 the caps add up to less than the requests in flight and
 	 * every backend is over its cap (arXiv:1608.01350 takes c > 1) */
 	if (k->offset == P(balance_factor) && k->where == CONF_IN_RING && d > 0 && d < 1) {
+		conf_type_text(k, tt, sizeof(tt));
 		snprintf(why, whylen, "%s is below 1, where every backend would be over its cap; expected %s", v, tt);
 		return -1;
 	}
@@ -749,8 +752,8 @@ static int conf_set_amount(const struct conf_keydef *k, char *field, const char 
 	bool duration = k->type == CONF_T_DURATION;
 	uint64_t u;
 
-	conf_type_text(k, tt, sizeof(tt));
 	if ((duration ? conf_parse_duration(v, &u) : conf_parse_size(v, &u)) < 0) {
+		conf_type_text(k, tt, sizeof(tt));
 		snprintf(why, whylen, "'%s' is not %s", v, tt);
 		return -1;
 	}
@@ -809,19 +812,20 @@ static int conf_set_range(const struct conf_keydef *k, char *field, const char *
 	char tt[96], buf[32], *dash;
 	uint64_t lo, hi;
 
-	conf_type_text(k, tt, sizeof(tt));
 	snprintf(buf, sizeof(buf), "%s", v);
 	dash = strchr(buf, '-');
 	if (dash)
 		*dash = '\0';
 	if (strlen(v) >= sizeof(buf) || conf_parse_uint(buf, &lo) < 0 ||
 	    (dash && conf_parse_uint(dash + 1, &hi) < 0)) {
+		conf_type_text(k, tt, sizeof(tt));
 		snprintf(why, whylen, "'%s' is not %s", v, tt);
 		return -1;
 	}
 	if (!dash)
 		hi = lo;
 	if ((double)lo < k->min || (double)hi > k->max || lo > hi) {
+		conf_type_text(k, tt, sizeof(tt));
 		snprintf(why, whylen, "%s is out of range; expected %s", v, tt);
 		return -1;
 	}
