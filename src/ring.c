@@ -348,8 +348,22 @@ static void ring_merge_points(struct ring *r, struct ring_sortpt *sp, size_t n,
 	memset(r->npoints_of, 0, r->nbackends * sizeof(*r->npoints_of));
 	r->nactive = 0;
 	for (size_t i = 0; i < n || j < np;) {
+		uint64_t lim = i < n ? sp[i].pos : UINT64_MAX;
 		struct ring_point p;
 
+		/* prev's points before the next new one, in one tight loop:
+		 * a reload's new points are few (no collapse here: prev is
+		 * only given for the fixed scheme, which keeps equal points) */
+		for (; j < np && prev->points[j].pos < lim; j++) {
+			uint32_t b = map[prev->points[j].backend];
+
+			if (b == RING_NONE)
+				continue;
+			r->points[k].pos = prev->points[j].pos;
+			r->points[k++].backend = b;
+			if (r->npoints_of[b]++ == 0)
+				r->nactive++;
+		}
 		while (j < np && map[prev->points[j].backend] == RING_NONE)
 			j++;
 		if (j < np && (i == n || prev->points[j].pos < sp[i].pos ||
