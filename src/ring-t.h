@@ -61,7 +61,8 @@ struct ring {
 	double *share;              /* each backend's exact share of the
 				     * keyspace, as ring_shares gives it:
 				     * summed once at build, since /stats
-				     * reads it on every request */
+				     * reads it on every request (NULL: not
+				     * summed, ring_shares then sums) */
 	enum ring_scheme scheme;
 	unsigned vnodes;            /* the fixed scheme's; 0 for the others */
 	uint32_t nactive;           /* backends with at least one point: the

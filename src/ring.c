@@ -860,7 +860,11 @@ static void ring_sum_shares(const struct ring *r, double *share)
 
 void ring_shares(const struct ring *r, double *share)
 {
-	memcpy(share, r->share, r->nbackends * sizeof(*share));
+	/* a ring laid out by hand (the fuzzer's) has no sums: make them */
+	if (r->share == NULL)
+		ring_sum_shares(r, share);
+	else
+		memcpy(share, r->share, r->nbackends * sizeof(*share));
 }
 
 
