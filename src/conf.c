@@ -702,12 +702,13 @@ static int conf_set_uint(const struct conf_keydef *k, char *field, const char *v
 	char tt[96];
 	uint64_t u;
 
-	conf_type_text(k, tt, sizeof(tt));
 	if (conf_parse_uint(v, &u) < 0) {
+		conf_type_text(k, tt, sizeof(tt));
 		snprintf(why, whylen, "'%s' is not a whole number; expected %s", v, tt);
 		return -1;
 	}
 	if ((double)u < k->min || (double)u > k->max) {
+		conf_type_text(k, tt, sizeof(tt));
 		snprintf(why, whylen, "%s is out of range; expected %s", v, tt);
 		return -1;
 	}
@@ -721,18 +722,20 @@ static int conf_set_double(const struct conf_keydef *k, char *field, const char 
 	char tt[96];
 	double d;
 
-	conf_type_text(k, tt, sizeof(tt));
 	if (conf_parse_double(v, &d) < 0) {
+		conf_type_text(k, tt, sizeof(tt));
 		snprintf(why, whylen, "'%s' is not a number; expected %s", v, tt);
 		return -1;
 	}
 	if (d < k->min || d > k->max) {
+		conf_type_text(k, tt, sizeof(tt));
 		snprintf(why, whylen, "%s is out of range; expected %s", v, tt);
 		return -1;
 	}
 	/* below 1 the caps add up to less than the requests in flight and
 	 * every backend is over its cap (arXiv:1608.01350 takes c > 1) */
 	if (k->offset == P(balance_factor) && k->where == CONF_IN_RING && d > 0 && d < 1) {
+		conf_type_text(k, tt, sizeof(tt));
 		snprintf(why, whylen, "%s is below 1, where every backend would be over its cap; expected %s", v, tt);
 		return -1;
 	}
@@ -749,8 +752,8 @@ static int conf_set_amount(const struct conf_keydef *k, char *field, const char 
 	bool duration = k->type == CONF_T_DURATION;
 	uint64_t u;
 
-	conf_type_text(k, tt, sizeof(tt));
 	if ((duration ? conf_parse_duration(v, &u) : conf_parse_size(v, &u)) < 0) {
+		conf_type_text(k, tt, sizeof(tt));
 		snprintf(why, whylen, "'%s' is not %s", v, tt);
 		return -1;
 	}
@@ -809,19 +812,20 @@ static int conf_set_range(const struct conf_keydef *k, char *field, const char *
 	char tt[96], buf[32], *dash;
 	uint64_t lo, hi;
 
-	conf_type_text(k, tt, sizeof(tt));
 	snprintf(buf, sizeof(buf), "%s", v);
 	dash = strchr(buf, '-');
 	if (dash)
 		*dash = '\0';
 	if (strlen(v) >= sizeof(buf) || conf_parse_uint(buf, &lo) < 0 ||
 	    (dash && conf_parse_uint(dash + 1, &hi) < 0)) {
+		conf_type_text(k, tt, sizeof(tt));
 		snprintf(why, whylen, "'%s' is not %s", v, tt);
 		return -1;
 	}
 	if (!dash)
 		hi = lo;
 	if ((double)lo < k->min || (double)hi > k->max || lo > hi) {
+		conf_type_text(k, tt, sizeof(tt));
 		snprintf(why, whylen, "%s is out of range; expected %s", v, tt);
 		return -1;
 	}
@@ -2133,6 +2137,30 @@ static void conf_value_text(const struct conf_keydef *k, const void *base, char 
 	}
 }
 
+/* Whether key k has the same value at x and y (bases as for
+ * conf_value_text), without writing either: a reload of thousands of
+ * backends compares each of their keys, and the same value writes the
+ * same text. false says only that the stored values differ. */
+static bool conf_value_same(const struct conf_keydef *k, const void *x, const void *y)
+{
+	const char *f = (const char *)x + k->offset, *g = (const char *)y + k->offset;
+
+	switch (k->type) {
+	case CONF_T_UINT: return *(const unsigned *)f == *(const unsigned *)g;
+	case CONF_T_DOUBLE: return memcmp(f, g, sizeof(double)) == 0;
+	case CONF_T_DURATION:
+	case CONF_T_SIZE: return *(const uint64_t *)f == *(const uint64_t *)g;
+	case CONF_T_BOOL: return *(const bool *)f == *(const bool *)g;
+	case CONF_T_RANGE: return memcmp(f, g, 2 * sizeof(int)) == 0;
+	case CONF_T_ENUM: return *(const int *)f == *(const int *)g;
+	default: {
+		const char *a = *(char *const *)f, *b = *(char *const *)g;
+
+		return strcmp(a ? a : "", b ? b : "") == 0;
+	}
+	}
+}
+
 /* Append "key a -> b" for key k of bases x and y when the values differ;
  * name prefixes a backend's keys. Returns 1 if it did. */
 /* Keys a reload reads but does not apply (proxy.c's reload says so):
@@ -2153,6 +2181,8 @@ static int conf_diff_key(const struct conf_keydef *k, const void *x, const void 
 	struct conf_change ch = { .backend = name, .section = name ? name : conf_section_names[k->where],
 				  .key = k->key, .from = va, .to = vb, .restart = conf_key_restart(k) };
 
+	if (conf_value_same(k, x, y))
+		return 0;
 	conf_value_text(k, x, va, sizeof(va));
 	conf_value_text(k, y, vb, sizeof(vb));
 	if (strcmp(va, vb) == 0)
@@ -2201,7 +2231,7 @@ int conf_diff_each(const struct conf *a, const struct conf *b, conf_change_fn *f
 
 			/* url, weight and id are the ring's: plan_summary says them */
 			if (k->where != CONF_IN_BACKEND || k->offset == B(url) || k->offset == B(weight) ||
-			    k->offset == B(id))
+			    k->offset == B(id) || conf_value_same(k, x, y))
 				continue;
 			/* a health value inherited on both sides changed in
 			 * [health], said once there */

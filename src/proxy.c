@@ -599,7 +599,7 @@ static void proxy_reload(struct proxy_main *m)
 	if (strcmp(c->admin_listen, m->admin_conf) != 0)
 		log_warn("reload: admin_listen changes only with a restart; still %s%s",
 			 m->admin ? "serving stats on " : "without an admin listener", m->admin ? m->admin_conf : "");
-	s = snapshot_new(c, gen, err, sizeof(err));
+	s = snapshot_next(c, gen, m->snap, err, sizeof(err));
 	if (!s) {
 		proxy_reload_refused(m, err);
 		conf_free(c);
@@ -672,6 +672,7 @@ static void proxy_on_sample(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	stats_sample(&m->p);
+	snapshot_reap();
 }
 
 static void proxy_on_hup(evutil_socket_t sig, short what, void *arg)
@@ -946,6 +947,7 @@ static int proxy_first_snapshot(struct proxy_main *m, struct conf *conf)
 	size_t nheld;
 	char err[512];
 
+	snapshot_reaper();
 	held = calloc(conf->nbackends ? conf->nbackends : 1, sizeof(*held));
 	nheld = held ? proxy_drains_hold(conf, held) : 0;
 	m->snap = snapshot_new(conf, 1, err, sizeof(err));
@@ -1109,6 +1111,7 @@ static void proxy_teardown(struct proxy_main *m, struct event **sigev, int rc)
 	free(m->p.workers);
 	cache_free(m->p.cache);
 	snapshot_unref(m->snap);
+	snapshot_reap();        /* the workers are gone: what they let go of */
 	registry_free();
 	if (m->base)
 		event_base_free(m->base);

@@ -58,6 +58,11 @@ struct ring {
 	char **names;               /* nbackends copies, same order as members */
 	double *weights;
 	uint32_t *npoints_of;       /* points per backend */
+	double *share;              /* each backend's exact share of the
+				     * keyspace, as ring_shares gives it:
+				     * summed once at build, since /stats
+				     * reads it on every request (NULL: not
+				     * summed, ring_shares then sums) */
 	enum ring_scheme scheme;
 	unsigned vnodes;            /* the fixed scheme's; 0 for the others */
 	uint32_t nactive;           /* backends with at least one point: the

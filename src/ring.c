@@ -29,6 +29,13 @@
  * kept in 128 bits and only the final ratio is rounded to a double. */
 __extension__ typedef unsigned __int128 ring_u128;
 
+/* "None": the owner in a ring without points; no backend of the same
+ * name in the other ring. */
+#define RING_NONE UINT32_MAX
+
+static uint32_t *ring_match(const struct ring *a, const struct ring *b);
+static void ring_sum_shares(const struct ring *r, double *share);
+
 /* The fixed scheme's position of the n pieces v[] one after the other:
  * the first 8 bytes of their MD5 read big-endian; and in *u (unless
  * NULL) the last 8 read the same way. 0, or -1 with err. */
@@ -245,6 +252,7 @@ void ring_free(struct ring *r)
 		free(r->names);
 		free(r->weights);
 		free(r->npoints_of);
+		free(r->share);
 		free(r->points);
 		free(r->index);
 		free(r);
@@ -324,52 +332,98 @@ out:
 	return byname;
 }
 
-/* The n points sp[] into r->points, sorted by (pos, rank), and each
- * backend's count; collapse: equal neighbours kept once, the first. */
-static void ring_sort_points(struct ring *r, struct ring_sortpt *sp, size_t n, bool collapse)
+/* The n points sp[] into r->points, sorted by (pos, rank), merged with
+ * the points of prev (NULL: none) whose backend map[] gives an index of r
+ * (RING_NONE: not taken), and each backend's count; collapse: equal
+ * neighbours kept once, the first. prev's points are sorted by position
+ * with ties in name order, which is r's rank order too, so the merge
+ * gives the order one sort of all of them would. */
+static void ring_merge_points(struct ring *r, struct ring_sortpt *sp, size_t n,
+			      const struct ring *prev, const uint32_t *map, const uint32_t *rank,
+			      bool collapse)
 {
-	size_t k = 0;
+	size_t k = 0, j = 0, np = prev ? prev->npoints : 0;
 
 	qsort(sp, n, sizeof(*sp), ring_sortpt_cmp);
 	memset(r->npoints_of, 0, r->nbackends * sizeof(*r->npoints_of));
 	r->nactive = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (collapse && k > 0 && r->points[k - 1].pos == sp[i].pos)
+	for (size_t i = 0; i < n || j < np;) {
+		uint64_t lim = i < n ? sp[i].pos : UINT64_MAX;
+		struct ring_point p;
+
+		/* prev's points before the next new one, in one tight loop:
+		 * a reload's new points are few (no collapse here: prev is
+		 * only given for the fixed scheme, which keeps equal points) */
+		for (; j < np && prev->points[j].pos < lim; j++) {
+			uint32_t b = map[prev->points[j].backend];
+
+			if (b == RING_NONE)
+				continue;
+			r->points[k].pos = prev->points[j].pos;
+			r->points[k++].backend = b;
+			if (r->npoints_of[b]++ == 0)
+				r->nactive++;
+		}
+		while (j < np && map[prev->points[j].backend] == RING_NONE)
+			j++;
+		if (j < np && (i == n || prev->points[j].pos < sp[i].pos ||
+			       (prev->points[j].pos == sp[i].pos &&
+				rank[map[prev->points[j].backend]] < sp[i].rank))) {
+			p.pos = prev->points[j].pos;
+			p.backend = map[prev->points[j++].backend];
+		} else if (i < n) {
+			p.pos = sp[i].pos;
+			p.backend = sp[i++].backend;
+		} else {
+			break;
+		}
+		if (collapse && k > 0 && r->points[k - 1].pos == p.pos)
 			continue;
-		r->points[k].pos = sp[i].pos;
-		r->points[k].backend = sp[i].backend;
-		if (r->npoints_of[sp[i].backend]++ == 0)
+		r->points[k++] = p;
+		if (r->npoints_of[p.backend]++ == 0)
 			r->nactive++;
-		k++;
 	}
 	r->npoints = k;
 }
 
-/* The fixed scheme's points, each ranked by its backend's name (ties go
- * by name): n = r->npoints of them, the caller frees. NULL with err. */
-static struct ring_sortpt *ring_hash_points(struct ring *r, size_t *n, char *err, size_t errlen)
+/* "#i" of point i at p (16 bytes): its length. */
+static size_t ring_vnode_suffix(char *p, uint32_t i)
 {
-	struct ring_byname *byname = NULL;
-	struct ring_sortpt *sp = NULL;
-	uint32_t *rank = NULL;
-	size_t k = 0;
+	char d[10];
+	size_t n = 0, len = 0;
 
-	rank = malloc((r->nbackends ? r->nbackends : 1) * sizeof(*rank));
-	sp = malloc((r->npoints ? r->npoints : 1) * sizeof(*sp));
-	if (rank == NULL || sp == NULL) {
+	do {
+		d[n++] = (char)('0' + i % 10);
+		i /= 10;
+	} while (i);
+	p[len++] = '#';
+	while (n)
+		p[len++] = d[--n];
+	return len;
+}
+
+/* The fixed scheme's points of the backends that skip[] (NULL: none)
+ * does not name, each ranked by its backend's name (rank[], so ties go by
+ * name): *n of them, the caller frees. NULL with err. */
+static struct ring_sortpt *ring_hash_points(struct ring *r, const uint32_t *rank, const bool *skip,
+					    size_t *n, char *err, size_t errlen)
+{
+	struct ring_sortpt *sp = NULL;
+	size_t k = 0, total = 0;
+
+	for (size_t b = 0; b < r->nbackends; b++)
+		total += skip && skip[b] ? 0 : r->npoints_of[b];
+	sp = malloc((total ? total : 1) * sizeof(*sp));
+	if (sp == NULL) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	byname = ring_byname_distinct(r, rank, err, errlen);
-	if (byname == NULL)
-		goto fail;
 	for (size_t b = 0; b < r->nbackends; b++) {
 		size_t nlen = strlen(r->names[b]);
 
-		for (uint32_t i = 0; i < r->npoints_of[b]; i++) {
+		for (uint32_t i = 0; !(skip && skip[b]) && i < r->npoints_of[b]; i++) {
 			char suffix[16];
-			int slen = snprintf(suffix, sizeof(suffix), "#%u", i);
-			struct iovec v[2] = { { r->names[b], nlen }, { suffix, (size_t)slen } };
+			struct iovec v[2] = { { r->names[b], nlen }, { suffix, ring_vnode_suffix(suffix, i) } };
 
 			if (ring_digest(v, 2, &sp[k].pos, NULL, err, errlen) != 0)
 				goto fail;
@@ -384,8 +438,6 @@ fail:
 	free(sp);
 	sp = NULL;
 out:
-	free(rank);
-	free(byname);
 	return sp;
 }
 
@@ -426,17 +478,76 @@ out:
 	return sp;
 }
 
-/* Hash every point, then sort by (pos, rank). A compat scheme's equal
- * neighbours are collapsed to the first, as NGINX does (a lookup finds
- * the first of equal points anyway; the collapse keeps the walk and the
- * counts to the points that own keys); the fixed scheme keeps both, in
- * name order. */
-static int ring_build_points(struct ring *r, const struct ring_member *m, char *err, size_t errlen)
+/* Which of r's backends have their points in prev (a fixed-scheme ring)
+ * already: those of the same name and the same number of points, since
+ * point i is MD5("NAME#i") whatever else the ring holds. Returns, for
+ * each of prev's backends, the index in r of such a backend, RING_NONE
+ * for the others, and marks them in reused[] (r's); NULL without memory.
+ * The caller frees. */
+static uint32_t *ring_reusable(const struct ring *r, const struct ring *prev, bool *reused)
 {
-	bool fixed = r->scheme == RING_SCHEME_RINGPROXY;
+	uint32_t *map = ring_match(prev, r);
+
+	for (size_t j = 0; map != NULL && j < prev->nbackends; j++) {
+		uint32_t i = map[j];
+
+		if (i != RING_NONE && prev->npoints_of[j] == r->npoints_of[i])
+			reused[i] = true;
+		else
+			map[j] = RING_NONE;
+	}
+	return map;
+}
+
+/* The fixed scheme's points, sorted by (pos, name): those prev (NULL, or
+ * a ring of another scheme: none) has are taken from it, the others
+ * hashed. A reload that changes a few backends of thousands hashes and
+ * sorts only theirs, and merges them into the rest in one pass. */
+static int ring_build_fixed(struct ring *r, const struct ring *prev, char *err, size_t errlen)
+{
+	struct ring_byname *byname = NULL;
+	struct ring_sortpt *sp = NULL;
+	uint32_t *rank = NULL, *map = NULL;
+	bool *reused = NULL;
+	size_t cap = r->nbackends ? r->nbackends : 1, n = 0;
+	int rc = -1;
+
+	if (prev != NULL && prev->scheme != RING_SCHEME_RINGPROXY)
+		prev = NULL;    /* none of its points is one of ours */
+	rank = malloc(cap * sizeof(*rank));
+	r->points = malloc((r->npoints ? r->npoints : 1) * sizeof(*r->points));
+	if (rank == NULL || r->points == NULL || (prev && !(reused = calloc(cap, sizeof(*reused)))))
+		goto nomem;
+	byname = ring_byname_distinct(r, rank, err, errlen);
+	if (byname == NULL)
+		goto out;
+	if (prev && !(map = ring_reusable(r, prev, reused)))
+		goto nomem;
+	sp = ring_hash_points(r, rank, reused, &n, err, errlen);
+	if (sp == NULL)
+		goto out;
+	ring_merge_points(r, sp, n, prev, map, rank, false);
+	rc = 0;
+	goto out;
+nomem:
+	snprintf(err, errlen, "out of memory");
+out:
+	free(sp);
+	free(map);
+	free(byname);
+	free(reused);
+	free(rank);
+	return rc;
+}
+
+/* A compat scheme's points, sorted by (pos, builder's order), equal
+ * neighbours collapsed to the first, as NGINX does (a lookup finds the
+ * first of equal points anyway; the collapse keeps the walk and the
+ * counts to the points that own keys). */
+static int ring_build_compat(struct ring *r, const struct ring_member *m, char *err, size_t errlen)
+{
 	size_t n = 0;
-	struct ring_sortpt *sp = fixed ? ring_hash_points(r, &n, err, errlen) :
-				 ring_compat_points(r, m, &n, err, errlen);
+	struct ring_sortpt *sp = ring_compat_points(r, m, &n, err, errlen);
 	int rc = -1;
 
 	if (sp == NULL)
@@ -446,7 +557,7 @@ static int ring_build_points(struct ring *r, const struct ring_member *m, char *
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	ring_sort_points(r, sp, n, !fixed);
+	ring_merge_points(r, sp, n, NULL, NULL, NULL, true);
 	rc = 0;
 out:
 	free(sp);
@@ -492,6 +603,12 @@ out:
 struct ring *ring_build(const struct ring_member *members, size_t n, enum ring_scheme scheme,
 			unsigned vnodes, char *err, size_t errlen)
 {
+	return ring_build_from(NULL, members, n, scheme, vnodes, err, errlen);
+}
+
+struct ring *ring_build_from(const struct ring *prev, const struct ring_member *members, size_t n,
+			     enum ring_scheme scheme, unsigned vnodes, char *err, size_t errlen)
+{
 	struct ring *r = NULL;
 	size_t cap = n ? n : 1;
 
@@ -509,12 +626,15 @@ struct ring *ring_build(const struct ring_member *members, size_t n, enum ring_s
 	r->names = calloc(cap, sizeof(*r->names));
 	r->weights = calloc(cap, sizeof(*r->weights));
 	r->npoints_of = calloc(cap, sizeof(*r->npoints_of));
-	if (r->names == NULL || r->weights == NULL || r->npoints_of == NULL)
+	r->share = calloc(cap, sizeof(*r->share));
+	if (r->names == NULL || r->weights == NULL || r->npoints_of == NULL || r->share == NULL)
 		goto nomem;
 	if (ring_build_members(r, members, n, err, errlen) != 0 ||
-	    ring_build_points(r, members, err, errlen) != 0 ||
+	    (scheme == RING_SCHEME_RINGPROXY ? ring_build_fixed(r, prev, err, errlen) :
+	     ring_build_compat(r, members, err, errlen)) != 0 ||
 	    ring_build_index(r, err, errlen) != 0)
 		goto fail;
+	ring_sum_shares(r, r->share);
 	goto out;
 nomem:
 	snprintf(err, errlen, "out of memory");
@@ -713,7 +833,7 @@ static ring_u128 ring_arc(const struct ring_point *p, size_t n, size_t j)
 	return ((ring_u128)1 << 64) - (p[n - 1].pos - p[0].pos);
 }
 
-void ring_shares(const struct ring *r, double *share)
+static void ring_sum_shares(const struct ring *r, double *share)
 {
 	uint32_t b0 = r->npoints ? r->points[0].backend : UINT32_MAX;
 	uint64_t s;
@@ -738,8 +858,15 @@ void ring_shares(const struct ring *r, double *share)
 	}
 }
 
-/* "None": the owner in a ring without points. */
-#define RING_NONE UINT32_MAX
+void ring_shares(const struct ring *r, double *share)
+{
+	/* a ring laid out by hand (the fuzzer's) has no sums: make them */
+	if (r->share == NULL)
+		ring_sum_shares(r, share);
+	else
+		memcpy(share, r->share, r->nbackends * sizeof(*share));
+}
+
 
 /* Flow accumulator: open addressing on (from, to), grown at half load, so
  * its size follows the pairs that occur rather than na x nb. */
@@ -876,9 +1003,22 @@ static int ring_sweep(const struct ring *a, const struct ring *b, const uint32_t
 	uint64_t first = 0, prev = 0;
 
 	while (ia < a->npoints || ib < b->npoints) {
+		const struct ring_point *pa = &a->points[ia], *pb = &b->points[ib];
 		uint64_t q;
 		uint32_t oa, ob;
 
+		/* A reload's rings share most of their points: a point both
+		 * have, alone at its position in each and of one backend,
+		 * ends a segment that keeps its owner. What the general case
+		 * below does with it, at a fraction of the cost. */
+		if (nseg > 0 && ia < a->npoints && ib < b->npoints && pa->pos == pb->pos &&
+		    map[pa->backend] == pb->backend && (ia + 1 == a->npoints || pa[1].pos != pa->pos) &&
+		    (ib + 1 == b->npoints || pb[1].pos != pb->pos)) {
+			prev = pa->pos;
+			ia++;
+			ib++;
+			continue;
+		}
 		if (ib == b->npoints ||
 		    (ia < a->npoints && a->points[ia].pos <= b->points[ib].pos))
 			q = a->points[ia].pos;

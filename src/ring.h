@@ -69,6 +69,16 @@ uint32_t ring_points_for(unsigned vnodes, double weight);
  * result: ring_free(). */
 struct ring *ring_build(const struct ring_member *members, size_t n, enum ring_scheme s,
 			unsigned vnodes, char *err, size_t errlen);
+/* The same ring, built knowing prev (NULL: none), the ring it replaces:
+ * under the fixed scheme a backend of prev with the same name and point
+ * count has the same points, which are taken from prev instead of hashed
+ * again, so a reload pays for the backends it changes. The result is the
+ * one ring_build gives, point for point. A compat scheme builds from
+ * scratch (its points depend on the others': ketama's and Envoy's counts
+ * on the total weight, the collapse of equal points on who else is
+ * there). prev is only read. */
+struct ring *ring_build_from(const struct ring *prev, const struct ring_member *members, size_t n,
+			     enum ring_scheme scheme, unsigned vnodes, char *err, size_t errlen);
 void ring_free(struct ring *r);
 
 /* Index into r->points of the owner point for position pos, or -1 when the
@@ -135,7 +145,8 @@ int ring_ramp_owner_at(const struct ring_ramp *st, size_t n, const uint64_t *pos
 /* Each backend's exact share of the 2^64 keyspace: the sum of the arcs
  * (previous point, own point] it owns. share[i] for i < r->nbackends, each
  * in [0, 1], summing to 1 (or all 0 for an empty ring). A single point owns
- * the whole circle. Exact up to the final conversion to double. */
+ * the whole circle. Exact up to the final conversion to double. Summed
+ * when the ring is built (r->share): this copies them. */
 void ring_shares(const struct ring *r, double *share);
 
 /*

@@ -145,6 +145,12 @@ static struct ring_member snapshot_member(const struct conf_backend *cb, const s
 struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 			      char *err, size_t errlen)
 {
+	return snapshot_next(conf, generation, NULL, err, errlen);
+}
+
+struct snapshot *snapshot_next(struct conf *conf, uint64_t generation, const struct snapshot *prev,
+			       char *err, size_t errlen)
+{
 	struct ring_member *m = NULL;
 	struct snapshot *s = calloc(1, sizeof(*s));
 	char why[256];
@@ -169,8 +175,8 @@ struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 		}
 		m[i] = snapshot_member(&conf->backends[i], s->be[i].state);
 	}
-	s->ring = ring_build(m, conf->nbackends, (enum ring_scheme)conf->scheme, conf->vnodes, why,
-			     sizeof(why));
+	s->ring = ring_build_from(prev ? prev->ring : NULL, m, conf->nbackends, (enum ring_scheme)conf->scheme,
+				  conf->vnodes, why, sizeof(why));
 	if (!s->ring) {
 		snprintf(err, errlen, "%s: %s", conf->path, why);
 		goto fail;
@@ -258,7 +264,8 @@ struct snapshot *snapshot_reweigh(const struct snapshot *s, char *err, size_t er
 	memcpy(n->be, s->be, s->nbe * sizeof(*n->be));
 	for (size_t i = 0; i < s->nbe; i++)
 		m[i] = snapshot_member(s->be[i].conf, s->be[i].state);
-	n->ring = ring_build(m, s->nbe, (enum ring_scheme)conf->scheme, conf->vnodes, why, sizeof(why));
+	n->ring = ring_build_from(s->ring, m, s->nbe, (enum ring_scheme)conf->scheme, conf->vnodes, why,
+				  sizeof(why));
 	if (!n->ring) {
 		snprintf(err, errlen, "%s", why);
 		goto fail;
@@ -443,12 +450,17 @@ void snapshot_ref(struct snapshot *s)
 	atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
 }
 
-void snapshot_unref(struct snapshot *s)
+/* Snapshots whose last reference a thread other than the reaper let go
+ * of: a stack that any thread pushes onto and the reaper empties in one
+ * exchange (no pop of single entries, so no ABA). Freeing a snapshot of
+ * thousands of backends is thousands of free() calls: a worker that did
+ * it after a reload held its requests for a millisecond. */
+static _Atomic(struct snapshot *) snap_retired;
+static atomic_bool snap_have_reaper;
+static _Thread_local bool snap_is_reaper;
+
+static void snapshot_destroy(struct snapshot *s)
 {
-	if (!s)
-		return;
-	if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
-		return;
 	if (s->base) {
 		snapshot_unref(s->base);
 	} else {
@@ -459,4 +471,38 @@ void snapshot_unref(struct snapshot *s)
 	free(s->be);
 	free(s->cache);
 	free(s);
+}
+
+void snapshot_reaper(void)
+{
+	snap_is_reaper = true;
+	atomic_store(&snap_have_reaper, true);
+}
+
+void snapshot_reap(void)
+{
+	struct snapshot *s = atomic_exchange_explicit(&snap_retired, NULL, memory_order_acquire);
+
+	while (s) {
+		struct snapshot *next = s->retired_next;
+
+		snapshot_destroy(s);
+		s = next;
+	}
+}
+
+void snapshot_unref(struct snapshot *s)
+{
+	if (!s)
+		return;
+	if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	if (!atomic_load_explicit(&snap_have_reaper, memory_order_relaxed) || snap_is_reaper) {
+		snapshot_destroy(s);
+		return;
+	}
+	s->retired_next = atomic_load_explicit(&snap_retired, memory_order_relaxed);
+	while (!atomic_compare_exchange_weak_explicit(&snap_retired, &s->retired_next, s, memory_order_release,
+						      memory_order_relaxed))
+		;
 }

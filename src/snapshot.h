@@ -91,6 +91,8 @@ struct snapshot {
 	struct snap_conf *conf_ref;     /* the config's likewise */
 	const struct snap_ramp *ramp;   /* a warm ramp, or NULL; owned by
 					   the snapshot (base's when shared) */
+	struct snapshot *retired_next;  /* once unreferenced, waiting for
+					   the reaper (snapshot_reap) */
 };
 
 /* Build a snapshot from a loaded config (taking ownership of conf on
@@ -103,6 +105,12 @@ struct snapshot {
  * The result holds one reference. */
 struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 			      char *err, size_t errlen);
+/* The same for a reload: prev (NULL: none) is the snapshot the result
+ * will replace, whose ring's points the new ring takes where they are
+ * the same (ring_build_from) instead of hashing them again. prev is only
+ * read. */
+struct snapshot *snapshot_next(struct conf *conf, uint64_t generation, const struct snapshot *prev,
+			       char *err, size_t errlen);
 
 /* Main thread: the snapshot s with the unresolved backend name now at
  * addr: same config, ring and generation (shared with s, not copied).
@@ -161,8 +169,16 @@ int snapshot_ramp(struct snapshot *s, const struct snapshot *prev, int64_t now_m
 int snapshot_ramp_over(struct snapshot *s, const struct snapshot *prev, int64_t now_ms,
 		       int64_t wall_ms, uint64_t span_ms, struct snap_ramp_info *info);
 
-/* Any thread. */
+/* Any thread. The last unref frees the snapshot, unless a reaper thread
+ * is named (snapshot_reaper) and this is another: the snapshot is then
+ * left for the reaper's next snapshot_reap. */
 void snapshot_ref(struct snapshot *s);
 void snapshot_unref(struct snapshot *s);
+/* Name the calling thread (the main thread) the one that frees
+ * snapshots, so that a worker dropping the last reference to an old one
+ * does not spend its time on thousands of free() calls. */
+void snapshot_reaper(void);
+/* The reaper: free the snapshots other threads let go of. */
+void snapshot_reap(void);
 
 #endif

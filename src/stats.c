@@ -606,30 +606,28 @@ static void stats_f(struct stats_w *out, const char *s, double v, int prec)
 }
 
 /* One Prometheus sample: the NULL-ended parts of its name and labels
- * joined, a space, v and a newline, in one piece. */
+ * joined, a space, v and a newline, written straight into the buffer
+ * (thousands of backends make millions of these bytes a scrape). */
 static void stats_prom_u64(struct stats_w *out, const char *const *parts, uint64_t v)
 {
-	char b[512];
-	size_t n = 0;
+	size_t len[8], total = 0, k = 0;
+	char *p;
 
-	for (; *parts; parts++) {
-		size_t l = strlen(*parts);
-
-		if (l > sizeof(b) - n - 22) {   /* no name comes close */
-			stats_w_add(out, b, n);
-			n = 0;
-			if (l > sizeof(b) - 22) {
-				stats_w_add(out, *parts, l);
-				continue;
-			}
-		}
-		memcpy(b + n, *parts, l);
-		n += l;
+	for (; parts[k] && k < 8; k++) {
+		len[k] = strlen(parts[k]);
+		total += len[k];
 	}
-	b[n++] = ' ';
-	n = (size_t)(http1_dec_u64(b + n, v) - b);
-	b[n++] = '\n';
-	stats_w_add(out, b, n);
+	/* a name and its labels are short (names of 64 bytes at most);
+	 * room for them, the space, 20 digits and the newline */
+	p = stats_w_room(out, total + 22);
+	for (size_t i = 0; i < k; i++) {
+		memcpy(p, parts[i], len[i]);
+		p += len[i];
+	}
+	*p++ = ' ';
+	p = http1_dec_u64(p, v);
+	*p++ = '\n';
+	stats_w_commit(out, p);
 }
 
 /* "%g" of histogram bound i, formatted once (main thread only). */
@@ -907,25 +905,53 @@ static void stats_prom_hist(struct stats_w *out, const char *metric, const char 
 			    const struct stats_hist_sum *h)
 {
 	uint64_t cum = 0;
-	char sum[DECFMT_MAX + 1];
+	char sum[DECFMT_MAX + 1], pre[640];
+	size_t ml = strlen(metric), ll = strlen(label), n;
 
+	/* every bucket's line starts "METRIC_bucket{LABELle=\"": once */
+	if (ml + ll > sizeof(pre) - 16)
+		return;         /* names are short: conf.c bounds them */
+	memcpy(pre, metric, ml);
+	memcpy(pre + ml, "_bucket{", 8);
+	memcpy(pre + ml + 8, label, ll);
+	memcpy(pre + ml + 8 + ll, "le=\"", 4);
+	n = ml + 12 + ll;
 	for (int i = 0; i < STATS_NBUCKETS; i++) {
-		cum += h->n[i];
-		const char *parts[] = { metric, "_bucket{", label, "le=\"",
-					i < STATS_NBOUNDS ? stats_bound_text(i) : "+Inf", "\"}", NULL };
+		const char *bound = i < STATS_NBOUNDS ? stats_bound_text(i) : "+Inf";
+		size_t bl = strlen(bound);
+		char *p = stats_w_room(out, n + bl + 25);
 
-		stats_prom_u64(out, parts, cum);
+		cum += h->n[i];
+		memcpy(p, pre, n);
+		memcpy(p + n, bound, bl);
+		p += n + bl;
+		memcpy(p, "\"} ", 3);
+		p = http1_dec_u64(p + 3, cum);
+		*p++ = '\n';
+		stats_w_commit(out, p);
 	}
 	*decfmt_f(sum, (double)h->sum_us / 1e6, 6) = 0;
-	if (*label) {
-		/* "backend=\"x\"," less its comma */
-		int ll = (int)strlen(label) - 1;
+	/* "backend=\"x\"," less its comma, in braces; none without */
+	if (ll)
+		ll--;
+	for (int k = 0; k < 2; k++) {
+		stats_w_add(out, metric, ml);
+		stats_w_add(out, k ? "_count" : "_sum", k ? 6 : 4);
+		if (ll) {
+			stats_w_add(out, "{", 1);
+			stats_w_add(out, label, ll);
+			stats_w_add(out, "}", 1);
+		}
+		stats_w_add(out, " ", 1);
+		if (k) {
+			char c[24], *e = http1_dec_u64(c, h->count);
 
-		stats_w_printf(out, "%s_sum{%.*s} %s\n%s_count{%.*s} %llu\n", metric, ll, label, sum, metric,
-				    ll, label, (unsigned long long)h->count);
-	} else {
-		stats_w_printf(out, "%s_sum %s\n%s_count %llu\n", metric, sum, metric,
-				    (unsigned long long)h->count);
+			*e++ = '\n';
+			stats_w_add(out, c, (size_t)(e - c));
+		} else {
+			stats_w_add(out, sum, strlen(sum));
+			stats_w_add(out, "\n", 1);
+		}
 	}
 }
 
@@ -1034,11 +1060,13 @@ static void stats_prom_codes(const struct stats *st, struct stats_w *out)
 	stats_w_printf(out, "# HELP ringproxy_backend_http_responses_total final responses from the backend "
 			    "by status class\n# TYPE ringproxy_backend_http_responses_total counter\n");
 	for (size_t b = 0; b < st->nbe; b++)
-		for (size_t i = 0; i < STATS_NCODES(stats_response_codes); i++)
-			stats_w_printf(out, "ringproxy_backend_http_responses_total{backend=\"%s\",code=\"%s\"} %llu\n",
-					    st->be[b].name, stats_response_codes[i].code,
-					    (unsigned long long)*(const uint64_t *)((const char *)&st->be[b] +
-										   stats_response_codes[i].off));
+		for (size_t i = 0; i < STATS_NCODES(stats_response_codes); i++) {
+			const char *parts[] = { "ringproxy_backend_http_responses_total{backend=\"", st->be[b].name,
+						"\",code=\"", stats_response_codes[i].code, "\"}", NULL };
+
+			stats_prom_u64(out, parts, *(const uint64_t *)((const char *)&st->be[b] +
+								      stats_response_codes[i].off));
+		}
 }
 
 /* ringproxy_backend_NAME{backend="BE"} v: v as "%.17g" prints it when
@@ -1125,10 +1153,12 @@ static void stats_prometheus_w(const struct stats *st, struct stats_w *out)
 	stats_w_printf(out, "# HELP ringproxy_backend_admin_state 1 for the backend's runtime state (ready, drain, "
 			    "maint: ringproxy ctl), 0 for the others\n# TYPE ringproxy_backend_admin_state gauge\n");
 	for (size_t i = 0; i < st->nbe; i++)
-		for (int k = 0; k < RUNSTATE_N; k++)
-			stats_w_printf(out, "ringproxy_backend_admin_state{backend=\"%s\",state=\"%s\"} %d\n",
-					    st->be[i].name, runstate_name(k),
-					    strcmp(st->be[i].admin_state, runstate_name(k)) == 0);
+		for (int k = 0; k < RUNSTATE_N; k++) {
+			const char *parts[] = { "ringproxy_backend_admin_state{backend=\"", st->be[i].name,
+						"\",state=\"", runstate_name(k), "\"}", NULL };
+
+			stats_prom_u64(out, parts, strcmp(st->be[i].admin_state, runstate_name(k)) == 0);
+		}
 	stats_w_printf(out, "# HELP ringproxy_backend_drain_progress share of a drain's window gone by, and so of "
 			    "its keys moved to their next owners (absent: not draining)\n"
 			    "# TYPE ringproxy_backend_drain_progress gauge\n");

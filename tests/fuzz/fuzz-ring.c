@@ -20,7 +20,7 @@
  * members of a pool of names, vnodes and weights from the input, with
  * backends added, removed, reweighted or left alone between ring a and
  * ring b (and vnodes changed if byte 1 says so); a repeated name must be
- * refused. Bits 1-3 of byte 0 pick the scheme of both rings: ringproxy,
+ * refused; b built from a (ring_build_from) must be b. Bits 1-3 of byte 0 pick the scheme of both rings: ringproxy,
  * nginx, haproxy, ketama (either key hash) or envoy (whole weights; ids
  * "1".."8" by name for haproxy, the names for the others), so the compat
  * builders' rings meet the same model. Synthetic (byte 0 odd): the points themselves come from the
@@ -304,6 +304,26 @@ static void fuzz_check_diff(const struct ring *a, const struct ring *b,
 
 /* ---- rings from the input -------------------------------------------- */
 
+/* b built from a (ring_build_from, the points a has taken from it) is
+ * b as ring_build made it, point for point. */
+static void fuzz_check_from(const struct ring *a, const struct ring *b, const struct ring_member *mb,
+			    size_t nb, enum ring_scheme scheme, unsigned vb)
+{
+	char err[256];
+	struct ring *f = ring_build_from(a, mb, nb, scheme, vb, err, sizeof(err));
+	size_t ni = b->index ? ((size_t)1 << (64 - b->index_shift)) + 1 : 0;
+
+	FUZZ_CHECK(f != NULL && f->npoints == b->npoints && f->nbackends == b->nbackends &&
+		   f->nactive == b->nactive && f->index_shift == b->index_shift &&
+		   (f->index == NULL) == (b->index == NULL));
+	for (size_t i = 0; i < b->npoints; i++)
+		FUZZ_CHECK(f->points[i].pos == b->points[i].pos && f->points[i].backend == b->points[i].backend);
+	for (size_t i = 0; i < b->nbackends; i++)
+		FUZZ_CHECK(f->npoints_of[i] == b->npoints_of[i] && f->share[i] == b->share[i]);
+	FUZZ_CHECK(ni == 0 || memcmp(f->index, b->index, ni * sizeof(*b->index)) == 0);
+	ring_free(f);
+}
+
 /* Ring a and b by ring_build: per member 2 bytes, name (low 3 bits), in
  * a (bit 3), in b (bit 4), reweighted in b (bit 5); weight in quarters,
  * a's in the low and b's in the high nibble. A repeated name is refused
@@ -353,6 +373,7 @@ static void fuzz_built(struct fuzz_in *in, enum ring_scheme scheme, struct ring 
 	*ra = ring_build(ma, na, scheme, va, err, sizeof(err));
 	*rb = ring_build(mb, nb, scheme, vb, err, sizeof(err));
 	FUZZ_CHECK(*ra != NULL && *rb != NULL && (*ra)->scheme == scheme);
+	fuzz_check_from(*ra, *rb, mb, nb, scheme, vb);
 	for (size_t i = 0; i < na; i++) {
 		uint32_t w = (uint32_t)ma[i].weight, n = (*ra)->npoints_of[i];
 

@@ -342,6 +342,7 @@ static void test_errors(void)
 
 struct test_oom {
 	long fail_at;
+	const struct ring *prev;        /* ring_build_from's, or NULL */
 	struct ring *r;
 	char err[256];
 };
@@ -354,7 +355,7 @@ static void *test_oom_build(void *arg)
 	struct test_oom *o = arg;
 
 	atomic_store(&test_fail_in, o->fail_at);
-	o->r = ring_build(m, 3, RING_SCHEME_RINGPROXY, 40, o->err, sizeof(o->err));
+	o->r = ring_build_from(o->prev, m, 3, RING_SCHEME_RINGPROXY, 40, o->err, sizeof(o->err));
 	atomic_store(&test_fail_in, -1);
 	return NULL;
 }
@@ -362,15 +363,19 @@ static void *test_oom_build(void *arg)
 /* Each allocation of a build made to fail in turn: every one is an error
  * the caller gets back ("out of memory"), never an abort; the sanitizer
  * build's leak check sees that a failed build frees what it had. */
-static void test_out_of_memory(void)
+/* The builds of test_out_of_memory: n of them until one succeeds, each
+ * failing with "out of memory" (counted in *nomem). */
+static long test_oom_count(const struct ring *prev, long *nomem)
 {
 	struct test_oom o;
-	long n = 0, nomem = 0;
+	long n = 0;
 	pthread_t t;
 
+	*nomem = 0;
 	for (long k = 1; k < 100; k++) {
 		memset(&o, 0, sizeof(o));
 		o.fail_at = k;
+		o.prev = prev;
 		if (pthread_create(&t, NULL, test_oom_build, &o) != 0)
 			break;
 		pthread_join(t, NULL);
@@ -380,12 +385,28 @@ static void test_out_of_memory(void)
 		}
 		n++;
 		if (strcmp(o.err, "out of memory") == 0)
-			nomem++;
+			(*nomem)++;
 		else
 			tap_diag("allocation %ld failed: \"%s\"", k, o.err);
 	}
-	tap_is_int(n, 13, "a build of 3 backends on a new thread makes 13 allocations (MD5 state included)");
+	return n;
+}
+
+static void test_out_of_memory(void)
+{
+	const struct ring_member other[] = { { "cache-a", 1, NULL }, { "cache-b", 1, NULL } };
+	struct ring *prev = test_build(other, 2, 40);
+	struct test_oom o;
+	long n, nomem;
+	pthread_t t;
+
+	n = test_oom_count(NULL, &nomem);
+	tap_is_int(n, 14, "a build of 3 backends on a new thread makes 14 allocations (MD5 state included)");
 	tap_is_int(nomem, n, "each of them failing: ring_build returns NULL with \"out of memory\"");
+	n = test_oom_count(prev, &nomem);
+	tap_ok(n > 14, "a build from a ring before it makes more (%ld): what to take and from where", n);
+	tap_is_int(nomem, n, "each of them failing: ring_build_from returns NULL with \"out of memory\"");
+	ring_free(prev);
 	memset(&o, 0, sizeof(o));
 	o.fail_at = -1;
 	pthread_create(&t, NULL, test_oom_build, &o);
@@ -1348,6 +1369,154 @@ static void test_walk_skip(void)
 	ring_free(r);
 }
 
+/* ring_build_from against ring_build: under every scheme, a chain of
+ * random membership changes (backends added, removed, reweighted, given
+ * a new identity, moved in the file; vnodes changed), each ring built
+ * from the one before and from scratch, which must be the same ring,
+ * point for point; each chain starts from the last ring of another
+ * scheme. */
+#define TEST_FROM_MAX 48
+
+struct test_from_be {
+	char name[16];
+	unsigned idn;           /* the compat identity's number */
+	unsigned w;             /* 0..3 */
+};
+
+struct test_from {
+	struct test_from_be be[TEST_FROM_MAX];
+	char ids[TEST_FROM_MAX][40];
+	struct ring_member m[TEST_FROM_MAX];
+	size_t n;
+	unsigned next, vnodes;
+};
+
+static void test_from_new(struct test_from *t, struct test_from_be *b)
+{
+	snprintf(b->name, sizeof(b->name), "be-%u", t->next);
+	b->idn = ++t->next;
+	b->w = 1 + (unsigned)(test_rand() % 3);
+}
+
+/* One random change to t's backends. */
+static void test_from_change(struct test_from *t)
+{
+	size_t x = t->n ? test_rand() % t->n : 0, y = t->n ? test_rand() % t->n : 0;
+	struct test_from_be b;
+
+	switch (test_rand() % 6) {
+	case 0:
+		if (t->n == TEST_FROM_MAX)
+			break;
+		memmove(&t->be[x + 1], &t->be[x], (t->n - x) * sizeof(b));
+		test_from_new(t, &t->be[x]);
+		t->n++;
+		break;
+	case 1:
+		if (t->n <= 1)
+			break;
+		memmove(&t->be[x], &t->be[x + 1], (t->n - x - 1) * sizeof(b));
+		t->n--;
+		break;
+	case 2:
+		t->be[x].w = (unsigned)(test_rand() % 4);
+		break;
+	case 3:
+		t->be[x].idn = ++t->next;
+		break;
+	case 4:
+		b = t->be[x];
+		t->be[x] = t->be[y];
+		t->be[y] = b;
+		break;
+	default:
+		t->vnodes = 10 + (unsigned)(test_rand() % 4) * 30;
+		break;
+	}
+}
+
+/* t's members as scheme s takes them: an identity of the form it
+ * accepts, whole weights for a compat scheme, any for the fixed one. */
+static void test_from_members(struct test_from *t, enum ring_scheme s)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		unsigned k = t->be[i].idn;
+
+		if (s == RING_SCHEME_NGINX || s == RING_SCHEME_ENVOY)
+			snprintf(t->ids[i], sizeof(t->ids[i]), "10.%u.%u.%u:8080", k >> 16 & 255, k >> 8 & 255,
+				 k & 255);
+		else if (s == RING_SCHEME_HAPROXY)
+			snprintf(t->ids[i], sizeof(t->ids[i]), "%u", k);
+		else
+			snprintf(t->ids[i], sizeof(t->ids[i]), "cache-%u:11212", k);
+		t->m[i].name = t->be[i].name;
+		t->m[i].id = t->ids[i];
+		t->m[i].weight = s == RING_SCHEME_RINGPROXY ? t->be[i].w * 1.25 : t->be[i].w;
+	}
+}
+
+static int test_same_ring(const struct ring *a, const struct ring *b)
+{
+	size_t nb;
+
+	if (a->npoints != b->npoints || a->nbackends != b->nbackends || a->nactive != b->nactive ||
+	    a->scheme != b->scheme || a->vnodes != b->vnodes || a->index_shift != b->index_shift ||
+	    (a->index == NULL) != (b->index == NULL))
+		return 0;
+	for (size_t i = 0; i < a->npoints; i++)
+		if (a->points[i].pos != b->points[i].pos || a->points[i].backend != b->points[i].backend)
+			return 0;
+	for (size_t i = 0; i < a->nbackends; i++)
+		if (strcmp(a->names[i], b->names[i]) != 0 || a->weights[i] != b->weights[i] ||
+		    a->npoints_of[i] != b->npoints_of[i])
+			return 0;
+	nb = a->index ? ((size_t)1 << (64 - a->index_shift)) + 1 : 0;
+	return nb == 0 || memcmp(a->index, b->index, nb * sizeof(*a->index)) == 0;
+}
+
+static void test_build_from(void)
+{
+	static struct test_from t;
+	struct ring *prev = NULL;
+	char err[256] = "";
+
+	t.vnodes = 40;
+	for (int s = 0; s < RING_NSCHEMES; s++) {
+		int ok = 1, rounds = 0;
+
+		if (!ring_scheme_built((enum ring_scheme)s))
+			continue;
+		for (int round = 0; round < 150; round++) {
+			struct ring *scratch, *from;
+
+			if (t.n == 0)
+				for (; t.n < 24; t.n++)
+					test_from_new(&t, &t.be[t.n]);
+			else
+				for (int k = 1 + (int)(test_rand() % 3); k > 0; k--)
+					test_from_change(&t);
+			test_from_members(&t, (enum ring_scheme)s);
+			scratch = ring_build(t.m, t.n, (enum ring_scheme)s, t.vnodes, err, sizeof(err));
+			from = ring_build_from(prev, t.m, t.n, (enum ring_scheme)s, t.vnodes, err, sizeof(err));
+			if (!scratch || !from) {
+				tap_diag("%s round %d: %s", ring_scheme_name((enum ring_scheme)s), round, err);
+				ok = 0;
+			} else {
+				ok &= test_same_ring(scratch, from);
+				rounds++;
+			}
+			ring_free(scratch);
+			if (from) {
+				ring_free(prev);
+				prev = from;
+			}
+		}
+		tap_ok(ok && rounds == 150, "%s (row %d): a ring built from the one before is the one built from scratch, over %d random changes",
+		       ring_scheme_name((enum ring_scheme)s), s, rounds);
+	}
+	ring_free(prev);
+}
+
 int main(void)
 {
 	/* Must precede any OpenSSL allocation; if it fails the check below
@@ -1377,5 +1546,6 @@ int main(void)
 	test_ramp_chain();
 	test_walk_skip();
 	test_lists();
+	test_build_from();
 	return tap_done();
 }

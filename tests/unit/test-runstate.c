@@ -87,6 +87,18 @@ int main(void)
 	if (!tap_ok(s != NULL, "a snapshot of three backends"))
 		return 1;
 	a = s->be[0].state, b = s->be[1].state, c = s->be[2].state;
+	/* a find starts where the last one ended: any order finds the
+	 * same entries, and a new name gets one of its own, once */
+	tap_ok(registry_find(c->name, err, sizeof(err)) == c && registry_find(a->name, err, sizeof(err)) == a &&
+	       registry_find(a->name, err, sizeof(err)) == a && registry_find(b->name, err, sizeof(err)) == b &&
+	       registry_find(c->name, err, sizeof(err)) == c,
+	       "the registry finds each name's entry in any order");
+	{
+		struct backend *z = registry_find("zz-new", err, sizeof(err));
+
+		tap_ok(z && z != a && z != b && z != c && registry_find(a->name, err, sizeof(err)) == a &&
+		       registry_find("zz-new", err, sizeof(err)) == z, "... and a new name once");
+	}
 
 	tap_is_str(runstate_name(RUNSTATE_MAINT), "maint", "the states' words");
 	tap_is_int(runstate_parse("drain"), RUNSTATE_DRAIN, "... and back");
