@@ -61,6 +61,8 @@
 #define C_VALUE  0x02u  /* field-vchar, SP, HTAB, obs-text */
 #define C_TARGET 0x04u  /* request-target: VCHAR except '#' */
 #define C_HOST   0x08u  /* Host: reg-name, IP literal, port */
+#define C_NAME   0x10u  /* tchar but '_': a header name's span stops at
+			   the '_' that flags it (HTTP1_HDR_UNDERSCORE) */
 
 #define C_IS_ALNUM(c) (((c) >= '0' && (c) <= '9') || ((c) >= 'a' && (c) <= 'z') \
 		       || ((c) >= 'A' && (c) <= 'Z'))
@@ -74,6 +76,7 @@
 		      || (c) == '+' || (c) == ',' || (c) == ';' || (c) == '=' \
 		      || (c) == ':' || (c) == '[' || (c) == ']' || (c) == '%')
 #define C_OF(c) ((C_IS_TOKEN(c) ? C_TOKEN : 0u) \
+		 | ((C_IS_TOKEN(c) && (c) != '_') ? C_NAME : 0u) \
 		 | (((c) == '\t' || ((c) >= 0x20 && (c) != 0x7f)) ? C_VALUE : 0u) \
 		 | (((c) > 0x20 && (c) < 0x7f && (c) != '#') ? C_TARGET : 0u) \
 		 | (C_IS_HOST(c) ? C_HOST : 0u))
@@ -142,8 +145,11 @@ static __m128i http1_bad16(__m128i x)
  * (User-Agent, cookies, a response's dates and types) are most of a
  * head's bytes. Sixteen bytes a step with SSE2 (a debugoptimized -O2 build
  * does not vectorise the loop: it took 1,300 instructions of a forwarded
- * request), the rest a branch-free reduction. */
-static bool http1_value_ok(const char *p, const char *e)
+ * request). A value shorter than that (most are: a type, a length, a host)
+ * is one load of the 16 bytes that end at e, of which only its own count:
+ * lo is the first byte of the head, so the load stays inside it; only a
+ * head under 16 bytes takes the byte loop. */
+static bool http1_value_ok(const char *lo, const char *p, const char *e)
 {
 	unsigned bad = 0;
 
@@ -157,6 +163,16 @@ static bool http1_value_ok(const char *p, const char *e)
 		acc = _mm_or_si128(acc, http1_bad16(_mm_loadu_si128((const __m128i *)(const void *)(e - 16))));
 		return _mm_movemask_epi8(acc) == 0;
 	}
+	if (e - lo >= 16) {
+		/* bit i of the mask is byte e - 16 + i: the value's are the
+		 * top e - p bits */
+		unsigned m = (unsigned)_mm_movemask_epi8(
+			http1_bad16(_mm_loadu_si128((const __m128i *)(const void *)(e - 16))));
+
+		return (m >> (16 - (e - p))) == 0;
+	}
+#else
+	(void)lo;
 #endif
 	for (; p < e; p++) {
 		unsigned char c = (unsigned char)*p;
@@ -713,21 +729,27 @@ static ssize_t http1_status_line(struct http1_msg *m, const char **pp, const cha
 }
 
 /* The header fields from *pp (after the start line's CRLF) to the empty
- * line: each is classified as it is read, what framing needs goes to
- * seen. 0, or a negative status. */
-static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, const char **pp,
-			    const char *e, const struct http1_limits *lim, bool request,
-			    struct http1_seen *seen)
+ * line, in the head [head, e): each is classified as it is read, what
+ * framing needs goes to seen. 0, or a negative status. */
+static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, const char *head,
+			    const char **pp, const char *e, const struct http1_limits *lim,
+			    bool request, struct http1_seen *seen)
 {
 	const char *p = *pp, *s;
 
 	while (*p != '\r') {
 		struct http1_header *h;
+		unsigned flags;
 
 		if (HTTP1_OWS(*p))
 			return http1_fail(m, 400, "obsolete line folding");
 		s = p;
-		p = http1_span(p, C_TOKEN);
+		p = http1_span(p, C_NAME);
+		flags = 0;
+		if (*p == '_') {
+			flags = HTTP1_HDR_UNDERSCORE;
+			p = http1_span(p, C_TOKEN);
+		}
 		if (*p != ':') {
 			if (HTTP1_OWS(*p))
 				return http1_fail(m, 400, "whitespace before colon");
@@ -745,13 +767,13 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 		h = &hdrs[m->nheaders];
 		h->name.p = s;
 		h->name.len = (size_t)(p - s);
-		h->flags = memchr(s, '_', h->name.len) ? HTTP1_HDR_UNDERSCORE : 0;
+		h->flags = flags;
 		p++;
 		while (HTTP1_OWS(*p))
 			p++;
 		s = p;
 		p = memchr(p, '\r', (size_t)(e - p));  /* found: the head ends in CRLF */
-		if (!http1_value_ok(s, p))
+		if (!http1_value_ok(head, s, p))
 			return http1_fail(m, 400, "invalid character in header value");
 		if (p[1] != '\n')
 			return http1_fail(m, 400, "bare CR");
@@ -923,7 +945,7 @@ static ssize_t http1_parse(struct http1_msg *m, struct http1_header *hdrs,
 	if (p[1] != '\n')
 		return http1_fail(m, 400, "bare CR");
 	p += 2;
-	r = http1_fields(m, hdrs, &p, e, lim, request, &seen);
+	r = http1_fields(m, hdrs, buf + m->start_, &p, e, lim, request, &seen);
 	if (r < 0)
 		return r;
 	if (p + 2 != e)

@@ -1293,6 +1293,9 @@ static void test_value_bytes(void)
 	char buf[256], val[64];
 	int wrong = 0, cases = 0;
 
+	/* bare: the value alone, so a short one's check sees the CRLF and
+	 * the name before it in the same 16 bytes, which must not count */
+	for (int bare = 0; bare < 2; bare++)
 	for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++)
 		for (size_t at = 0; at < lens[l]; at++)
 			for (int c = 0; c < 256; c++) {
@@ -1306,10 +1309,10 @@ static void test_value_bytes(void)
 					continue;
 				memset(val, 'v', lens[l]);
 				val[at] = (char)c;
-				n = snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: a\r\nX-V: <");
+				n = snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: a\r\nX-V: %s", bare ? "" : "<");
 				memcpy(buf + n, val, lens[l]);
 				n += (int)lens[l];
-				n += snprintf(buf + n, sizeof(buf) - (size_t)n, ">\r\n\r\n");
+				n += snprintf(buf + n, sizeof(buf) - (size_t)n, "%s\r\n\r\n", bare ? "" : ">");
 				http1_msg_init(&m);
 				r = http1_parse_request(&m, h, buf, (size_t)n, &lim);
 				wrong += ok ? r != n : r >= 0;
