@@ -69,6 +69,14 @@ static const struct rq_case rq_cases[] = {
 	RQ("Content-Length repeated equal", "POST /u HTTP/1.1\r\n" H "Content-Length: 5\r\ncontent-length: 5\r\n\r\nhello", OK, LEN, 5, 1),
 	RQ("Content-Length 2^63-1", "POST /u HTTP/1.1\r\n" H "Content-Length: 9223372036854775807\r\n\r\n", OK, LEN, INT64_MAX, 1),
 	RQ("chunked", "POST /u HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", OK, CHK, 0, 1),
+	/* names compared eight bytes at a time: any case matches, a byte
+	 * that only folds onto the literal's ('_' onto '-') does not */
+	RQ("CONTENT-LENGTH uppercase", "POST /u HTTP/1.1\r\n" H "CONTENT-LENGTH: 5\r\n\r\nhello", OK, LEN, 5, 1),
+	RQ("tRaNsFeR-eNcOdInG mixed case", "POST /u HTTP/1.1\r\n" H "tRaNsFeR-eNcOdInG: chunked\r\n\r\n", OK, CHK, 0, 1),
+	RQ("Content_Length is another header", "POST /u HTTP/1.1\r\n" H "Content_Length: 5\r\n\r\n", OK, NONE, 0, 1),
+	RQ("Content-Lengtx is another header", "POST /u HTTP/1.1\r\n" H "Content-Lengtx: 5\r\n\r\n", OK, NONE, 0, 1),
+	RQ("Xontent-Length is another header", "POST /u HTTP/1.1\r\n" H "Xontent-Length: 5\r\n\r\n", OK, NONE, 0, 1),
+	RQ("Transfer-Encoding: CHUNKED, 8 bytes or more", "POST /u HTTP/1.1\r\n" H "Transfer-Encoding: CHUNKED\r\nConnection: KEEP-ALIVE\r\n\r\n", OK, CHK, 0, 1),
 	RQ("Chunked uppercase", "POST /u HTTP/1.1\r\n" H "Transfer-Encoding: CHUNKED\r\n\r\n", OK, CHK, 0, 1),
 	RQ("chunked with trailing SP (OWS)", "POST /u HTTP/1.1\r\n" H "Transfer-Encoding: chunked \r\n\r\n", OK, CHK, 0, 1),
 	RQ("chunked after HTAB (OWS)", "POST /u HTTP/1.1\r\n" H "Transfer-Encoding:\tchunked\r\n\r\n", OK, CHK, 0, 1),
