@@ -1330,9 +1330,53 @@ static void test_value_bytes(void)
 	       "the rest taken (%d wrong)", cases, wrong);
 }
 
+/* Every byte at every place of a header name, with the head going on
+ * for 16 bytes and more after it (sixteen at a time) or not (a byte at a
+ * time): tchar taken ('_' flagged), anything else refused. */
+static void test_name_bytes(void)
+{
+	static const size_t lens[] = { 1, 2, 15, 16, 17, 31, 33 };
+	static const char tchar[] = "!#$%&'*+-.^_`|~";
+	static struct http1_header h[64];
+	char buf[256], name[64];
+	int wrong = 0, cases = 0;
+
+	for (int pad = 0; pad < 2; pad++)
+	for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++)
+		for (size_t at = 0; at < lens[l]; at++)
+			for (int c = 1; c < 256; c++) {
+				struct http1_msg m;
+				bool ok = (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')
+					  || (c < 0x80 && strchr(tchar, c) != NULL);
+				int n;
+				ssize_t r;
+
+				if (c == ':' || c == '\r' || c == '\n')
+					continue;
+				memset(name, 'n', lens[l]);
+				name[at] = (char)c;
+				n = snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: a\r\n");
+				memcpy(buf + n, name, lens[l]);
+				n += (int)lens[l];
+				n += snprintf(buf + n, sizeof(buf) - (size_t)n, ": v\r\n%s\r\n",
+					      pad ? "X-Pad: 0123456789abcdef0123456789\r\n" : "");
+				http1_msg_init(&m);
+				r = http1_parse_request(&m, h, buf, (size_t)n, &lim_default);
+				if (ok)
+					wrong += r != n || h[1].name.len != lens[l]
+						 || (h[1].flags == HTTP1_HDR_UNDERSCORE) != (c == '_');
+				else
+					wrong += r >= 0;
+				cases++;
+			}
+	tap_ok(wrong == 0, "%d header names with each byte at each place: tchar taken ('_' flagged), "
+	       "the rest refused (%d wrong)", cases, wrong);
+}
+
 int main(void)
 {
 	test_value_bytes();
+	test_name_bytes();
 	test_requests();
 	test_responses();
 	tap_diag("table: %zu request, %zu response, %zu chunked cases", NRQ, NRS, NCK);
