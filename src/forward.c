@@ -39,6 +39,7 @@
 #include "cachectl.h"
 #include "conf.h"
 #include "conn.h"
+#include "deadline.h"
 #include "request.h"
 #include "log.h"
 #include "registry.h"
@@ -141,7 +142,7 @@ void fwd_close(struct upstream *u)
 		fwd_unbind(u);
 	event_del(&u->rev);
 	event_del(&u->wev);
-	event_del(&u->tev);
+	deadline_stop(&u->tev);
 	if (u->busy) {
 		u->close_due = true;
 		return;
@@ -295,7 +296,7 @@ static void fwd_pump(struct upstream *u)
 			return;
 		}
 		if (u->state == UP_HEAD && !u->got_bytes)
-			event_add(&u->tev, u->w->tv_response);
+			deadline_set(&u->tev, u->w->us_response);
 		return;
 	}
 }
@@ -328,10 +329,10 @@ static struct upstream *fwd_connect(struct worker *w, const struct snap_backend 
 	u->state = UP_CONNECTING;
 	event_assign(&u->rev, w->base, fd, EV_READ | EV_PERSIST, fwd_on_event, u);
 	event_assign(&u->wev, w->base, fd, EV_WRITE | EV_PERSIST, fwd_on_event, u);
-	evtimer_assign(&u->tev, w->base, fwd_on_event, u);
+	deadline_assign(&u->tev, w->base, fwd_on_event, u);
 	event_add(&u->rev, NULL);
 	event_add(&u->wev, NULL);
-	event_add(&u->tev, w->tv_connect);
+	deadline_set(&u->tev, w->us_connect);
 	atomic_fetch_add_explicit(&sb->state->connects, 1, memory_order_relaxed);
 	return u;
 }
@@ -359,7 +360,7 @@ static int fwd_begin(struct request *rq, int i, bool fresh, enum req_fail *kind,
 	if (u) {
 		u->reused = true;
 		u->state = UP_HEAD;
-		event_del(&u->tev);
+		deadline_clear(&u->tev);
 	} else {
 		u = fwd_connect(w, sb, kind, why, whylen);
 		if (!u)
@@ -470,7 +471,7 @@ static void fwd_finish(struct upstream *u)
 			event_add(&u->rev, NULL);
 			u->read_paused = false;
 		}
-		event_add(&u->tev, w->tv_idle);
+		deadline_set(&u->tev, w->us_idle);
 		fwd_pool_push(pool, u);
 	} else {
 		fwd_close(u);
@@ -486,7 +487,7 @@ static void fwd_pause(struct upstream *u)
 	if (!u->read_paused) {
 		event_del(&u->rev);
 		if (u->state == UP_BODY)
-			event_del(&u->tev);
+			deadline_clear(&u->tev);
 		u->read_paused = true;
 	}
 }
@@ -500,7 +501,7 @@ static void fwd_drained(struct upstream *u)
 	if (u->read_paused && !u->eof) {
 		event_add(&u->rev, NULL);
 		if (u->state == UP_BODY)
-			event_add(&u->tev, u->w->tv_response);
+			deadline_set(&u->tev, u->w->us_response);
 		u->read_paused = false;
 	}
 	if (u->in.pos == u->in.len)
@@ -683,7 +684,7 @@ static int fwd_parse_head(struct upstream *u)
 	if (fwd_head(u, (size_t)r) < 0)
 		return 0;
 	/* body inactivity from here */
-	event_add(&u->tev, u->w->tv_response);
+	deadline_set(&u->tev, u->w->us_response);
 	return 1;
 }
 
@@ -783,7 +784,7 @@ static void fwd_read(evutil_socket_t fd, short what, void *arg)
 		b->len += (size_t)n;
 		/* response_timeout bounds each pause inside a body */
 		if (u->state == UP_BODY)
-			event_add(&u->tev, u->w->tv_response);
+			deadline_set(&u->tev, u->w->us_response);
 		fwd_process(u);
 		return;
 	}
@@ -830,7 +831,7 @@ static void fwd_write(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 		u->state = UP_HEAD;
-		event_del(&u->tev);
+		deadline_clear(&u->tev);
 	}
 	fwd_pump(u);
 }
@@ -875,8 +876,10 @@ static void fwd_on_event(evutil_socket_t fd, short what, void *arg)
 	struct upstream *u = arg;
 
 	fwd_enter(u);
-	if (what & EV_TIMEOUT)
-		fwd_timeout(fd, what, u);
+	if (what & EV_TIMEOUT) {
+		if (deadline_fired(&u->tev))
+			fwd_timeout(fd, what, u);
+	}
 	else if (what & EV_READ)
 		fwd_read(fd, what, u);
 	else

@@ -50,6 +50,7 @@
 #include "addr.h"
 #include "conf.h"
 #include "conn.h"
+#include "deadline.h"
 #include "forward.h"
 #include "http1.h"
 #include "log.h"
@@ -91,7 +92,7 @@ void front_close(struct client *c)
 	release = c->rq ? req_end(c->rq) : true;
 	event_del(&c->rev);
 	event_del(&c->wev);
-	event_del(&c->tev);
+	deadline_stop(&c->tev);
 	close(c->fd);
 	c->fd = -1;
 	c->closed = true;
@@ -133,7 +134,6 @@ static void front_leave(struct client *c)
  * after it, closes at once. */
 static void front_end(struct client *c)
 {
-	static const struct timeval linger = { FRONT_LINGER_MS / 1000, (FRONT_LINGER_MS % 1000) * 1000 };
 	const struct request *rq = c->rq;
 
 	if (c->read_eof ||
@@ -150,7 +150,7 @@ static void front_end(struct client *c)
 		event_add(&c->rev, NULL);
 		c->read_paused = false;
 	}
-	event_add(&c->tev, &linger);
+	deadline_set(&c->tev, (int64_t)FRONT_LINGER_MS * 1000);
 }
 
 int front_accept(struct worker *w, int fd, const struct sockaddr_storage *peer)
@@ -165,12 +165,12 @@ int front_accept(struct worker *w, int fd, const struct sockaddr_storage *peer)
 	c->iplen = strlen(c->ip);
 	event_assign(&c->rev, w->base, fd, EV_READ | EV_PERSIST, front_on_event, c);
 	event_assign(&c->wev, w->base, fd, EV_WRITE | EV_PERSIST, front_on_event, c);
-	evtimer_assign(&c->tev, w->base, front_on_event, c);
+	deadline_assign(&c->tev, w->base, front_on_event, c);
 	if (event_add(&c->rev, NULL) < 0) {
 		worker_client_put(w, c);
 		return -1;
 	}
-	event_add(&c->tev, w->tv_client);
+	deadline_set(&c->tev, w->us_client);
 	c->state = CL_HEAD;
 	if (w->snap->conf->proxy_protocol) {
 		char err[8];
@@ -199,7 +199,7 @@ static int front_send(struct client *c)
 			event_del(&c->wev);
 			/* the write-stall timer; an upload keeps its own */
 			if (c->state == CL_FORWARD && c->rq->body_done)
-				event_del(&c->tev);
+				deadline_clear(&c->tev);
 		}
 		return 1;
 	}
@@ -208,7 +208,7 @@ static int front_send(struct client *c)
 			event_add(&c->wev, NULL);
 		/* a client that stops reading is timed out; one that reads
 		 * slowly but steadily is not: the timer restarts on progress */
-		event_add(&c->tev, c->w->tv_client);
+		deadline_set(&c->tev, c->w->us_client);
 		return 0;
 	}
 	return -1;
@@ -234,7 +234,7 @@ static void front_body_taken(struct client *c)
 {
 	/* the client timer watched the upload; the response has its own */
 	if (c->state == CL_FORWARD)
-		event_del(&c->tev);
+		deadline_clear(&c->tev);
 }
 
 /* ---- the connection's loop ------------------------------------------- */
@@ -262,7 +262,7 @@ static bool front_request_end(struct client *c)
 	if (c->in.pos == c->in.len)
 		c->in.pos = c->in.len = 0;
 	outq_reset(c->out);
-	event_add(&c->tev, w->tv_client);
+	deadline_set(&c->tev, w->us_client);
 	front_resume(c);
 	return true;
 }
@@ -307,7 +307,7 @@ static void front_serve(struct client *c)
 		/* back from a yield (or more bytes came first): the client's
 		 * timer is its timeout again */
 		c->yielded = false;
-		event_add(&c->tev, c->w->tv_client);
+		deadline_set(&c->tev, c->w->us_client);
 	}
 	front_enter(c);
 	c->in_loop = true;
@@ -330,10 +330,8 @@ static void front_serve(struct client *c)
 			/* a timer due now runs after the next poll, so the
 			 * events of other connections come first (an event
 			 * made active would run before any poll) */
-			static const struct timeval now = { 0, 0 };
-
 			c->yielded = true;
-			event_add(&c->tev, &now);
+			deadline_set(&c->tev, 0);
 			break;
 		}
 		/* a head must fit the read buffer too: a connection made
@@ -366,9 +364,9 @@ static void front_serve(struct client *c)
 		/* while the request is served, the client timer watches only
 		 * a body upload or a client that stops reading */
 		if (c->rq->body_done)
-			event_del(&c->tev);
+			deadline_clear(&c->tev);
 		else
-			event_add(&c->tev, c->w->tv_client);
+			deadline_set(&c->tev, c->w->us_client);
 		req_serve(c->rq);
 	}
 	c->in_loop = false;
@@ -512,7 +510,7 @@ static void front_read(evutil_socket_t fd, short what, void *arg)
 		if (c->state == CL_HEAD) {
 			front_serve(c);
 		} else if (c->state == CL_FORWARD && !c->rq->body_done) {
-			event_add(&c->tev, c->w->tv_client);
+			deadline_set(&c->tev, c->w->us_client);
 			req_client_data(c->rq);
 		} else if (c->state == CL_PROXY) {
 			front_proxy(c);
@@ -549,7 +547,7 @@ static void front_write(evutil_socket_t fd, short what, void *arg)
 	if (rc == 0)
 		return;
 	if (c->state != CL_FORWARD || c->rq->body_done)
-		event_del(&c->tev);
+		deadline_clear(&c->tev);
 	if (c->state == CL_FORWARD)
 		req_client_drained(c->rq);
 }
@@ -587,7 +585,7 @@ static void front_timeout(evutil_socket_t fd, short what, void *arg)
 
 		if (q > 0 && (uint64_t)q <= sent && sent - (uint64_t)q != c->delivered) {
 			c->delivered = sent - (uint64_t)q;
-			event_add(&c->tev, c->w->tv_client);
+			deadline_set(&c->tev, c->w->us_client);
 			return;
 		}
 	}
@@ -607,8 +605,10 @@ static void front_on_event(evutil_socket_t fd, short what, void *arg)
 	struct client *c = arg;
 
 	front_enter(c);
-	if (what & EV_TIMEOUT)
-		front_timeout(fd, what, c);
+	if (what & EV_TIMEOUT) {
+		if (deadline_fired(&c->tev))
+			front_timeout(fd, what, c);
+	}
 	else if (what & EV_READ)
 		front_read(fd, what, c);
 	else

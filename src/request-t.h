@@ -68,11 +68,8 @@ struct request {
 	uint64_t out_sent0;             /* out->sent at its start */
 	const char *route;              /* why its backend: "owner", "replica",
 					   "spill", "failover", "ramp", "retry" */
-	/* a request with a body: its method and target, copied (the body's
-	 * bytes may move the head's out of the read buffer) */
-	char line[256];
-	uint16_t line_mlen, line_tlen;
-	bool line_copied;
+	uint16_t line_mlen, line_tlen;  /* of line */
+	bool line_copied;               /* line holds them */
 
 	/* the head, parsed in place in the client's read buffer (front.c
 	 * parses into msg with http1.c); hdrs is the connection's array */
@@ -138,8 +135,6 @@ struct request {
 	bool last_chunk;                /* the last-chunk is queued */
 	size_t fill_queued;             /* (rechunk) bytes of obj's body queued */
 	unsigned chunk_line_i;          /* chunk_line in use last */
-	char chunk_line[2][HTTP1_CHUNK_LINE_MAX]; /* chunk-size lines: the one queued
-					   and, while it goes out, the next */
 	uint64_t fill_head_end;         /* out->sent once the response head
 					   (which points into the backend's
 					   buffer) is written (req_head_out) */
@@ -152,22 +147,13 @@ struct request {
 					   started (its head may be gone by
 					   the response): hash and length
 					   only, p NULL; len 0: none */
-	char inval_base[192];           /* its key's host and path (no query),
-					   for the Location and
-					   Content-Location it invalidates
-					   too (RFC 9111 4.4) */
-	uint8_t inval_host_len;         /* of inval_base */
+	uint8_t inval_host_len;         /* of inval_base: its key's host */
 	uint8_t inval_path_len;         /* 0: none (did not fit) */
 	bool collapsed;                 /* it waited for another's fetch */
 	struct cache_obj *stale;        /* the expired object it found (a
 					   reference): answers instead of a
 					   backend failure (stale-if-error) */
 	int64_t sent_at;                /* when it went to the backend */
-	char cond[480];                 /* If-None-Match / If-Modified-Since
-					   lines revalidating rq->stale, then
-					   the canonical Accept-Encoding line,
-					   Surrogate-Capability and an image
-					   variant's Accept */
 	size_t cond_len;                /* 0: not revalidating */
 	size_t ae_len;                  /* the variant's lines (Accept-Encoding,
 					   Accept) after cond[cond_len]; 0:
@@ -186,13 +172,34 @@ struct request {
 					   the connection's buffer, lent (a
 					   reload may grow it) */
 	size_t *scratch_cap;
+
+	/* last, and not zeroed by req_init: each is written before it is
+	 * read, or read only through a length or flag above; a memset of
+	 * them on every lend of a connection's memory cost ~550
+	 * instructions a request for qbuf's 4 KiB, ~330 for the rest */
+	char line[256];                 /* a request with a body: its method
+					   and target, copied (the body's bytes
+					   may move the head's out of the read
+					   buffer); line_copied says so */
+	char chunk_line[2][HTTP1_CHUNK_LINE_MAX]; /* chunk-size lines: the one queued
+					   and, while it goes out, the next */
+	char inval_base[192];           /* inval's host and path (no query),
+					   for the Location and
+					   Content-Location it invalidates
+					   too (RFC 9111 4.4); inval_path_len 0:
+					   none */
+	char cond[480];                 /* If-None-Match / If-Modified-Since
+					   lines revalidating rq->stale, then
+					   the canonical Accept-Encoding line,
+					   Surrogate-Capability and an image
+					   variant's Accept; cond_len, ae_len */
 	char reply[512];                /* the proxy's own response */
 	char why[512];                  /* the last backend failure, for the
-					   reply if no retry succeeds */
-	/* last, and not zeroed by req_init (only query_apply writes it,
-	 * before anything reads it): a memset of its 4 KiB on every lend
-	 * of a connection's memory cost ~550 instructions a request */
-	char qbuf[QUERY_TARGET_MAX];    /* msg's normalised target */
+					   reply if no retry succeeds; ""
+					   from req_begin */
+	char qbuf[QUERY_TARGET_MAX];    /* msg's normalised target (only
+					   query_apply writes it, before
+					   anything reads it) */
 };
 
 #endif

@@ -91,7 +91,7 @@ void req_init(struct request *rq, struct worker *w, struct client *c, const stru
 	      const char *ip, size_t iplen,
 	      const struct req_client_ops *client, const struct req_backend_ops *backend)
 {
-	memset(rq, 0, offsetof(struct request, qbuf));
+	memset(rq, 0, offsetof(struct request, line));
 	rq->cl = c;
 	rq->w = w;
 	rq->client = client;

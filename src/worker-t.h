@@ -18,6 +18,7 @@
 #include <sys/uio.h>
 
 #include "access-t.h"
+#include "deadline-t.h"
 #include "balance-t.h"
 #include "conn-t.h"
 #include "freelist-t.h"
@@ -55,7 +56,8 @@ enum up_state {
 struct upstream {
 	struct worker *w;
 	int fd;
-	struct event rev, wev, tev;
+	struct event rev, wev;
+	struct deadline tev;             /* the connection's timeout */
 	enum up_state state;
 	struct rbuf in;
 	struct outq out;                /* request head + body to the backend */
@@ -155,7 +157,8 @@ struct client_mem {
 struct client {
 	struct worker *w;
 	int fd;
-	struct event rev, wev, tev;
+	struct event rev, wev;
+	struct deadline tev;             /* the connection's timeout */
 	enum cl_state state;
 	bool read_paused;
 	bool read_eof;
@@ -227,9 +230,8 @@ struct worker {
 					   operations off every request */
 	struct snapref *retired;        /* replaced, still in use */
 	unsigned nretired, retired_cap;
-	const struct timeval *tv_client, *tv_connect, *tv_response, *tv_idle;
-	struct timeval tvs[4];          /* the same as plain values, used when
-					   the base has no common timeout left */
+	int64_t us_client, us_connect, us_response, us_idle; /* the current
+					   snapshot's timeouts, in µs */
 
 	/* pools by registry id, in chunks that never move once allocated, so
 	 * the main thread may read their counters while the worker runs */

@@ -136,23 +136,11 @@ static void worker_trim_soon(struct worker *w)
 static void worker_set_timeouts(struct worker *w)
 {
 	const struct conf *c = w->snap->conf;
-	const uint64_t ms[4] = { c->client_timeout_ms, c->connect_timeout_ms,
-				 c->response_timeout_ms, c->backend_idle_timeout_ms };
-	const struct timeval **out[4] = { &w->tv_client, &w->tv_connect,
-					  &w->tv_response, &w->tv_idle };
 
-	/* Common timeouts make re-arming a per-connection timer O(1): every
-	 * timer of one duration sits in one queue instead of the heap. A base
-	 * has room for a limited number of durations; past it (many reloads
-	 * with ever new timeouts) the plain value works the same, slower. */
-	for (int i = 0; i < 4; i++) {
-		const struct timeval *common;
-
-		w->tvs[i].tv_sec = (time_t)(ms[i] / 1000);
-		w->tvs[i].tv_usec = (suseconds_t)((ms[i] % 1000) * 1000);
-		common = event_base_init_common_timeout(w->base, &w->tvs[i]);
-		*out[i] = common ? common : &w->tvs[i];
-	}
+	w->us_client = (int64_t)c->client_timeout_ms * 1000;
+	w->us_connect = (int64_t)c->connect_timeout_ms * 1000;
+	w->us_response = (int64_t)c->response_timeout_ms * 1000;
+	w->us_idle = (int64_t)c->backend_idle_timeout_ms * 1000;
 }
 
 static void worker_on_accept_resume(evutil_socket_t fd, short what, void *arg)

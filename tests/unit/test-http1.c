@@ -69,6 +69,14 @@ static const struct rq_case rq_cases[] = {
 	RQ("Content-Length repeated equal", "POST /u HTTP/1.1\r\n" H "Content-Length: 5\r\ncontent-length: 5\r\n\r\nhello", OK, LEN, 5, 1),
 	RQ("Content-Length 2^63-1", "POST /u HTTP/1.1\r\n" H "Content-Length: 9223372036854775807\r\n\r\n", OK, LEN, INT64_MAX, 1),
 	RQ("chunked", "POST /u HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", OK, CHK, 0, 1),
+	/* names compared eight bytes at a time: any case matches, a byte
+	 * that only folds onto the literal's ('_' onto '-') does not */
+	RQ("CONTENT-LENGTH uppercase", "POST /u HTTP/1.1\r\n" H "CONTENT-LENGTH: 5\r\n\r\nhello", OK, LEN, 5, 1),
+	RQ("tRaNsFeR-eNcOdInG mixed case", "POST /u HTTP/1.1\r\n" H "tRaNsFeR-eNcOdInG: chunked\r\n\r\n", OK, CHK, 0, 1),
+	RQ("Content_Length is another header", "POST /u HTTP/1.1\r\n" H "Content_Length: 5\r\n\r\n", OK, NONE, 0, 1),
+	RQ("Content-Lengtx is another header", "POST /u HTTP/1.1\r\n" H "Content-Lengtx: 5\r\n\r\n", OK, NONE, 0, 1),
+	RQ("Xontent-Length is another header", "POST /u HTTP/1.1\r\n" H "Xontent-Length: 5\r\n\r\n", OK, NONE, 0, 1),
+	RQ("Transfer-Encoding: CHUNKED, 8 bytes or more", "POST /u HTTP/1.1\r\n" H "Transfer-Encoding: CHUNKED\r\nConnection: KEEP-ALIVE\r\n\r\n", OK, CHK, 0, 1),
 	RQ("Chunked uppercase", "POST /u HTTP/1.1\r\n" H "Transfer-Encoding: CHUNKED\r\n\r\n", OK, CHK, 0, 1),
 	RQ("chunked with trailing SP (OWS)", "POST /u HTTP/1.1\r\n" H "Transfer-Encoding: chunked \r\n\r\n", OK, CHK, 0, 1),
 	RQ("chunked after HTAB (OWS)", "POST /u HTTP/1.1\r\n" H "Transfer-Encoding:\tchunked\r\n\r\n", OK, CHK, 0, 1),
@@ -1282,41 +1290,97 @@ static void test_details(void)
 	tap_ok(h[0].flags == 0, "details: a 304's Content-Length is not framing");
 }
 
-/* A header value's bytes are checked sixteen at a time (and the rest one
- * by one): every byte value at every place of values around those sizes
- * is refused exactly when it is a CTL other than HTAB, or DEL (RFC 9110
- * 5.5). CR and LF end the line, so they are left out. */
+/* buf := pre, len bytes of fill with c at at, post; returns the length. */
+static int byte_request(char *buf, size_t cap, const char *pre, char fill, size_t len, size_t at,
+			int c, const char *post)
+{
+	int n = snprintf(buf, cap, "%s", pre);
+
+	memset(buf + n, fill, len);
+	buf[n + (int)at] = (char)c;
+	n += (int)len;
+	return n + snprintf(buf + n, cap - (size_t)n, "%s", post);
+}
+
+/* one(variant, len, at, c) for both variants, every length of lens, every
+ * place and every byte but CR and LF (they end the line): 1 when the
+ * parse was wrong, 0 when right, -1 for a case left out. The wrong ones;
+ * *cases counts the others. */
+static int byte_cases(const size_t *lens, size_t nlens, int (*one)(int, size_t, size_t, int), int *cases)
+{
+	int wrong = 0;
+
+	for (int v = 0; v < 2; v++)
+		for (size_t l = 0; l < nlens; l++)
+			for (size_t at = 0; at < lens[l]; at++)
+				for (int c = 0; c < 256; c++) {
+					int r = c == '\r' || c == '\n' ? -1 : one(v, lens[l], at, c);
+
+					if (r >= 0) {
+						wrong += r;
+						(*cases)++;
+					}
+				}
+	return wrong;
+}
+
+/* A header value (variant 1: the value alone, so a short one's check sees
+ * the CRLF and the name before it in the same 16 bytes, which must not
+ * count): refused exactly when c is a CTL other than HTAB, or DEL. */
+static int value_byte(int bare, size_t len, size_t at, int c)
+{
+	static struct http1_header h[64];
+	bool ok = (c >= 0x20 && c != 0x7f) || c == '\t';
+	struct http1_msg m;
+	char buf[256];
+	int n = byte_request(buf, sizeof(buf), bare ? "GET / HTTP/1.1\r\nHost: a\r\nX-V: "
+			     : "GET / HTTP/1.1\r\nHost: a\r\nX-V: <", 'v', len, at, c,
+			     bare ? "\r\n\r\n" : ">\r\n\r\n");
+	ssize_t r;
+
+	http1_msg_init(&m);
+	r = http1_parse_request(&m, h, buf, (size_t)n, &lim_default);
+	return ok ? r != n : r >= 0;
+}
+
+/* A header name (variant 1: the head goes on for 16 bytes and more after
+ * it, so it is read sixteen at a time): tchar taken ('_' flagged),
+ * anything else refused. */
+static int name_byte(int pad, size_t len, size_t at, int c)
+{
+	static const char tchar[] = "!#$%&'*+-.^_`|~";
+	static struct http1_header h[64];
+	bool ok = (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')
+		  || (c > 0 && c < 0x80 && strchr(tchar, c) != NULL);
+	struct http1_msg m;
+	char buf[256];
+	int n;
+	ssize_t r;
+
+	if (c == ':')
+		return -1;      /* it ends the name */
+	n = byte_request(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: a\r\n", 'n', len, at, c,
+			 pad ? ": v\r\nX-Pad: 0123456789abcdef0123456789\r\n\r\n" : ": v\r\n\r\n");
+	http1_msg_init(&m);
+	r = http1_parse_request(&m, h, buf, (size_t)n, &lim_default);
+	if (!ok)
+		return r >= 0;
+	return r != n || h[1].name.len != len || (h[1].flags == HTTP1_HDR_UNDERSCORE) != (c == '_');
+}
+
+/* Every byte at every place of header values and names. */
 static void test_value_bytes(void)
 {
-	static const size_t lens[] = { 1, 2, 15, 16, 17, 31, 32, 33, 48 };
-	static struct http1_header h[64];
-	char buf[256], val[64];
-	int wrong = 0, cases = 0;
+	static const size_t vlens[] = { 1, 2, 15, 16, 17, 31, 32, 33, 48 };
+	static const size_t nlens[] = { 1, 2, 15, 16, 17, 31, 33 };
+	int cases = 0, wrong = byte_cases(vlens, sizeof(vlens) / sizeof(vlens[0]), value_byte, &cases);
 
-	for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++)
-		for (size_t at = 0; at < lens[l]; at++)
-			for (int c = 0; c < 256; c++) {
-				struct http1_limits lim = lim_default;
-				struct http1_msg m;
-				bool ok = (c >= 0x20 && c != 0x7f) || c == '\t';
-				int n;
-				ssize_t r;
-
-				if (c == '\r' || c == '\n')
-					continue;
-				memset(val, 'v', lens[l]);
-				val[at] = (char)c;
-				n = snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: a\r\nX-V: <");
-				memcpy(buf + n, val, lens[l]);
-				n += (int)lens[l];
-				n += snprintf(buf + n, sizeof(buf) - (size_t)n, ">\r\n\r\n");
-				http1_msg_init(&m);
-				r = http1_parse_request(&m, h, buf, (size_t)n, &lim);
-				wrong += ok ? r != n : r >= 0;
-				cases++;
-			}
 	tap_ok(wrong == 0, "%d header values with each byte at each place: CTLs but HTAB and DEL refused, "
 	       "the rest taken (%d wrong)", cases, wrong);
+	cases = 0;
+	wrong = byte_cases(nlens, sizeof(nlens) / sizeof(nlens[0]), name_byte, &cases);
+	tap_ok(wrong == 0, "%d header names with each byte at each place: tchar taken ('_' flagged), "
+	       "the rest refused (%d wrong)", cases, wrong);
 }
 
 int main(void)

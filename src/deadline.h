@@ -1,0 +1,37 @@
+/*
+ * deadline.h -- a connection's timeout, re-armed lazily: restarting it
+ * (every request restarts two or three) only stores the new deadline;
+ * the libevent timer stays where it is when that is no later, and when it
+ * fires early it is set again for what is left. Worker thread only.
+ */
+#ifndef RINGPROXY_DEADLINE_H
+#define RINGPROXY_DEADLINE_H
+
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "deadline-t.h"
+
+/* Sets up d's timer on base (cb(fd -1, EV_TIMEOUT, arg) when it fires);
+ * no timeout is due. */
+void deadline_assign(struct deadline *d, struct event_base *base, event_callback_fn cb,
+		     void *arg);
+
+/* The timeout is reached us µs from now (0: at the next turn of the
+ * loop, after the events already waiting), whatever was due before. */
+void deadline_set(struct deadline *d, int64_t us);
+
+/* No timeout is due. The timer may still fire; deadline_fired tells. */
+void deadline_clear(struct deadline *d);
+
+/* No timeout is due and the timer is removed from the base: before the
+ * connection's struct is reused or freed. */
+void deadline_stop(struct deadline *d);
+
+/* Asked first by the timer's callback: true when the timeout is reached
+ * (it is then no longer due), false when the timer fired early or for a
+ * timeout since cleared; it is set again for what is left, if anything. */
+bool deadline_fired(struct deadline *d);
+
+#endif
