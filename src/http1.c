@@ -191,7 +191,8 @@ static unsigned http1_name16(__m128i x)
 
 /* The first byte at or after p that is not field-vchar, SP, HTAB or
  * obs-text: the CR that ends a valid value, or the byte that makes it
- * invalid. [lo, e) is the head, which ends in CRLF, so there is one.
+ * invalid; e when [p, e) has none (bytes that stop before the head's
+ * end). [lo, e) are the bytes of the head that may be read.
  * Values (User-Agent, cookies, a response's dates and types) are most of a
  * head's bytes: sixteen a step with SSE2 (a debugoptimized -O2 build does
  * not vectorise the loop: with a memchr for the CR first, the two took
@@ -213,35 +214,33 @@ static const char *http1_value_end(const char *lo, const char *p, const char *e)
 		m = (unsigned)_mm_movemask_epi8(
 			http1_bad16(_mm_loadu_si128((const __m128i *)(const void *)(e - 16))));
 		m >>= 16 - (e - p);
-		if (m)
-			return p + __builtin_ctz(m);
+		return m ? p + __builtin_ctz(m) : e;
 	}
 #else
 	(void)lo;
-	(void)e;
 #endif
-	while (HTTP1_IS(*p, C_VALUE))
+	while (p < e && HTTP1_IS(*p, C_VALUE))
 		p++;
 	return p;
 }
 
-/* First byte at or after p outside class k. The caller guarantees such a
- * byte before the end of the buffer (CR and LF are in no span class), and
- * no byte is read past it. Unrolled: names and targets are the hot loops. */
-static const char *http1_span(const char *p, unsigned k)
+/* First byte at or after p outside class k, or e when [p, e) has none
+ * (CR and LF are in no span class, so a complete head always has one).
+ * Unrolled: names and targets are the hot loops. */
+static const char *http1_span(const char *p, const char *e, unsigned k)
 {
-	while (HTTP1_IS(p[0], k) && HTTP1_IS(p[1], k) && HTTP1_IS(p[2], k)
+	while (e - p >= 4 && HTTP1_IS(p[0], k) && HTTP1_IS(p[1], k) && HTTP1_IS(p[2], k)
 	       && HTTP1_IS(p[3], k))
 		p += 4;
-	while (HTTP1_IS(*p, k))
+	while (p < e && HTTP1_IS(*p, k))
 		p++;
 	return p;
 }
 
-/* The first byte at or after p that is not in C_NAME, before e (the head
- * ends in CRLF, which is not): sixteen bytes a step while they are in the
- * head, then http1_span. Names are a head's hottest loop after values:
- * a byte at a time they took 870 instructions of a forwarded request. */
+/* The first byte at or after p that is not in C_NAME, or e: sixteen bytes
+ * a step while they are before e, then http1_span. Names are a head's
+ * hottest loop after values: a byte at a time they took 870 instructions
+ * of a forwarded request. */
 static const char *http1_name_end(const char *p, const char *e)
 {
 #ifdef __SSE2__
@@ -251,10 +250,8 @@ static const char *http1_name_end(const char *p, const char *e)
 		if (m)
 			return p + __builtin_ctz(m);
 	}
-#else
-	(void)e;
 #endif
-	return http1_span(p, C_NAME);
+	return http1_span(p, e, C_NAME);
 }
 
 /* Sets m->error and returns -status: the caller's single way to fail. */
@@ -263,6 +260,11 @@ static ssize_t http1_fail(struct http1_msg *m, int status, const char *why)
 	m->error = why;
 	return -(ssize_t)status;
 }
+
+/* What the head's parts return when its bytes ran out before its end:
+ * only the one-pass parse sees it (http1_parse), since a head that
+ * http1_find_end found ends in CRLF, where every scan stops. */
+#define HTTP1_SHORT (-1)
 
 /*
  * Finds the end of the head, resuming at m->scan_ so a head that arrives a
@@ -713,7 +715,8 @@ struct http1_seen {
 };
 
 /* The request line from *pp (at the method) to its CR: method, target,
- * version. 0, or a negative status (http1_fail). */
+ * version. 0 (*pp at the CR, before e - 1), a negative status (http1_fail)
+ * or HTTP1_SHORT. */
 static ssize_t http1_request_line(struct http1_msg *m, const char **pp, const char *e)
 {
 	const char *p = *pp, *s;
@@ -721,15 +724,19 @@ static ssize_t http1_request_line(struct http1_msg *m, const char **pp, const ch
 	int v;
 
 	s = p;
-	while (HTTP1_IS(*p, C_TOKEN))
+	while (p < e && HTTP1_IS(*p, C_TOKEN))
 		p++;
+	if (p == e)
+		return HTTP1_SHORT;
 	if (p == s || *p != ' ')
 		return http1_fail(m, 400, "invalid method");
 	m->method.p = s;
 	m->method.len = (size_t)(p - s);
 	m->method_id = http1_method_id(s, m->method.len);
 	s = ++p;
-	p = http1_span(p, C_TARGET);
+	p = http1_span(p, e, C_TARGET);
+	if (e - p < 2)
+		return HTTP1_SHORT;
 	if (p == s)
 		return http1_fail(m, 400, "invalid request target");
 	m->target.p = s;
@@ -754,8 +761,8 @@ static ssize_t http1_request_line(struct http1_msg *m, const char **pp, const ch
 	return 0;
 }
 
-/* The status line from *pp to its CR: version, status, reason. 0, or a
- * negative status. */
+/* The status line from *pp to its CR: version, status, reason. 0 (*pp at
+ * the CR, before e - 1), a negative status or HTTP1_SHORT. */
 static ssize_t http1_status_line(struct http1_msg *m, const char **pp, const char *e)
 {
 	const char *p = *pp, *s;
@@ -776,7 +783,7 @@ static ssize_t http1_status_line(struct http1_msg *m, const char **pp, const cha
 	p += 3;
 	if (*p == ' ') {
 		s = ++p;
-		while (HTTP1_IS(*p, C_VALUE))
+		while (p < e && HTTP1_IS(*p, C_VALUE))
 			p++;
 		m->reason.p = s;
 		m->reason.len = (size_t)(p - s);
@@ -784,6 +791,8 @@ static ssize_t http1_status_line(struct http1_msg *m, const char **pp, const cha
 		m->reason.p = p;        /* tolerated: no SP, no reason */
 		m->reason.len = 0;
 	}
+	if (e - p < 2)
+		return HTTP1_SHORT;
 	if (*p != '\r')
 		return http1_fail(m, 400, "invalid character in status line");
 	*pp = p;
@@ -792,26 +801,33 @@ static ssize_t http1_status_line(struct http1_msg *m, const char **pp, const cha
 
 /* The header fields from *pp (after the start line's CRLF) to the empty
  * line, in the head [head, e): each is classified as it is read, what
- * framing needs goes to seen. 0, or a negative status. */
+ * framing needs goes to seen. 0 (*pp at the empty line's CR, before e - 1),
+ * a negative status, or HTTP1_SHORT. */
 static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, const char *head,
 			    const char **pp, const char *e, const struct http1_limits *lim,
 			    bool request, struct http1_seen *seen)
 {
 	const char *p = *pp, *s;
 
-	while (*p != '\r') {
+	for (;;) {
 		struct http1_header *h;
 		unsigned flags;
 
+		if (e - p < 2)
+			return HTTP1_SHORT;
+		if (*p == '\r')
+			break;
 		if (HTTP1_OWS(*p))
 			return http1_fail(m, 400, "obsolete line folding");
 		s = p;
 		p = http1_name_end(p, e);
 		flags = 0;
-		if (*p == '_') {
+		if (p < e && *p == '_') {
 			flags = HTTP1_HDR_UNDERSCORE;
-			p = http1_span(p, C_TOKEN);
+			p = http1_span(p, e, C_TOKEN);
 		}
+		if (p == e)
+			return HTTP1_SHORT;
 		if (*p != ':') {
 			if (HTTP1_OWS(*p))
 				return http1_fail(m, 400, "whitespace before colon");
@@ -831,10 +847,12 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 		h->name.len = (size_t)(p - s);
 		h->flags = flags;
 		p++;
-		while (HTTP1_OWS(*p))
+		while (p < e && HTTP1_OWS(*p))
 			p++;
 		s = p;
 		p = http1_value_end(head, p, e);
+		if (e - p < 2)
+			return HTTP1_SHORT;
 		if (*p != '\r')
 			return http1_fail(m, 400, "invalid character in header value");
 		if (p[1] != '\n')
@@ -979,8 +997,49 @@ static ssize_t http1_framing_response(struct http1_msg *m, const struct http1_se
 }
 
 /*
+ * The head in [p, e) from its start line: the start line and the fields,
+ * each classified as it is read, what framing needs going to seen.
+ * Returns the offset in buf of the head's end (after its empty line), a
+ * negative status, or HTTP1_SHORT when e came first.
+ */
+static ssize_t http1_head(struct http1_msg *m, struct http1_header *hdrs, const char *buf,
+			  const char *p, const char *e, const struct http1_limits *lim,
+			  bool request, struct http1_seen *seen)
+{
+	const char *head = p;
+	ssize_t r;
+
+	m->headers = hdrs;
+	m->nheaders = 0;
+	r = request ? http1_request_line(m, &p, e) : http1_status_line(m, &p, e);
+	if (r < 0)
+		return r;
+	if (p[1] != '\n')
+		return http1_fail(m, 400, "bare CR");
+	p += 2;
+	r = http1_fields(m, hdrs, head, &p, e, lim, request, seen);
+	if (r < 0)
+		return r;
+	if (p[1] != '\n')
+		return http1_fail(m, 400, "malformed head");
+	return p + 2 - buf;
+}
+
+/*
  * The common head parser. request selects the grammar; every error status is
  * the request's (400, 431, ...); the response caller maps them to 502.
+ *
+ * A head that arrives whole (the usual case) is read once: the start line
+ * and fields are parsed straight from the bytes there are, up to max_head,
+ * and the first empty line ends the head. Every byte of a head parsed so
+ * is a token, target, value or version byte, CR only before LF, so it is
+ * the head http1_find_end finds, parsed the same way. Anything else --
+ * bytes that end before the head does, any error -- is forgotten and taken
+ * the way it always was: http1_find_end, then the parse, so which error a
+ * bad head gets (bare LF before a bad name, 431 before all) stays as it
+ * was, and a head that trickles in is tried in one pass only on its first
+ * call (m->scan_ 0), which keeps it O(n). Finding the end first cost a
+ * memchr a line, 700 instructions of a forwarded request.
  */
 static ssize_t http1_parse(struct http1_msg *m, struct http1_header *hdrs,
 			   const char *buf, size_t len,
@@ -989,30 +1048,35 @@ static ssize_t http1_parse(struct http1_msg *m, struct http1_header *hdrs,
 {
 	struct http1_seen seen = { { 0, 0, false, false }, false, false, false, 0, 0 };
 	bool conn_close = false, conn_ka = false, conn_upg = false;
-	const char *p, *e;
 	ssize_t end, r;
 	unsigned i;
 
+	if (m->scan_ == 0) {
+		/* m is as http1_msg_init left it, or holds this same head
+		 * parsed before (a caller that moved it to a larger buffer),
+		 * which parses the same again */
+		const char *p = buf, *e = buf + (len < lim->max_head ? len : lim->max_head);
+
+		while (request && e - p >= 2 && p[0] == '\r' && p[1] == '\n')
+			p += 2;         /* empty lines before a request line */
+		end = http1_head(m, hdrs, buf, p, e, lim, request, &seen);
+		if (end > 0) {
+			m->start_ = (size_t)(p - buf);
+			goto fields;
+		}
+		http1_msg_init(m);
+		seen = (struct http1_seen){ { 0, 0, false, false }, false, false, false, 0, 0 };
+	}
 	end = http1_find_end(m, buf, len, lim->max_head, request);
 	if (end <= 0)
 		return end;
-	e = buf + end;
-	p = buf + m->start_;
-	m->headers = hdrs;
-	m->nheaders = 0;
-
-	r = request ? http1_request_line(m, &p, e) : http1_status_line(m, &p, e);
-	if (r < 0)
-		return r;
-	if (p[1] != '\n')
-		return http1_fail(m, 400, "bare CR");
-	p += 2;
-	r = http1_fields(m, hdrs, buf + m->start_, &p, e, lim, request, &seen);
-	if (r < 0)
-		return r;
-	if (p + 2 != e)
+	r = http1_head(m, hdrs, buf, buf + m->start_, buf + end, lim, request, &seen);
+	if (r == HTTP1_SHORT || (r > 0 && r != end))
 		return http1_fail(m, 400, "malformed head");    /* invariant */
+	if (r < 0)
+		return r;
 
+fields:
 	if (seen.nconn > 0) {
 		for (i = 0; i < m->nheaders; i++) {
 			if (m->headers[i].flags == HTTP1_HDR_HOP
