@@ -627,9 +627,21 @@ static int http1_content_length(struct http1_str v, uint64_t *cl, bool *have)
 {
 	const char *p = v.p, *e = v.p + v.len;
 	struct http1_str el;
-	uint64_t n;
+	uint64_t n = 0;
 	size_t i;
 
+	/* the usual value, one number of up to 18 digits (below 2^63), is
+	 * read without the list's split or the overflow test per digit; a
+	 * comma or any other byte takes the loop below */
+	for (i = 0; i < v.len && i < 18 && (unsigned)((unsigned char)v.p[i] - '0') <= 9u; i++)
+		n = n * 10 + (unsigned)((unsigned char)v.p[i] - '0');
+	if (i == v.len && i != 0) {
+		if (*have && n != *cl)
+			return -1;
+		*cl = n;
+		*have = true;
+		return 0;
+	}
 	while (http1_list_next(&p, e, &el)) {
 		if (el.len == 0)
 			return -1;
@@ -807,7 +819,8 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 			    const char **pp, const char *e, const struct http1_limits *lim,
 			    bool request, struct http1_seen *seen)
 {
-	const char *p = *pp, *s;
+	const char *p = *pp, *s, *cr;
+	unsigned n = m->nheaders, max = lim->max_headers;
 
 	for (;;) {
 		struct http1_header *h;
@@ -822,12 +835,14 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 		s = p;
 		p = http1_name_end(p, e);
 		flags = 0;
-		if (p < e && *p == '_') {
-			flags = HTTP1_HDR_UNDERSCORE;
-			p = http1_span(p, e, C_TOKEN);
-		}
 		if (p == e)
 			return HTTP1_SHORT;
+		if (*p == '_') {
+			flags = HTTP1_HDR_UNDERSCORE;
+			p = http1_span(p, e, C_TOKEN);
+			if (p == e)
+				return HTTP1_SHORT;
+		}
 		if (*p != ':') {
 			if (HTTP1_OWS(*p))
 				return http1_fail(m, 400, "whitespace before colon");
@@ -835,36 +850,36 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 		}
 		if (p == s)
 			return http1_fail(m, 400, "empty header name");
-		if (m->nheaders >= lim->max_headers)
+		if (n >= max)
 			return http1_fail(m, 431, "too many headers");
 		/* counted only once its value is known good: a refused
 		 * request's headers are still read (the access log's
 		 * Referer and User-Agent), and a slot counted early would
 		 * show the previous message's value, a slice of a buffer
 		 * that another connection may own or that is freed */
-		h = &hdrs[m->nheaders];
+		h = &hdrs[n];
 		h->name.p = s;
 		h->name.len = (size_t)(p - s);
 		h->flags = flags;
-		p++;
-		while (p < e && HTTP1_OWS(*p))
-			p++;
-		s = p;
-		p = http1_value_end(head, p, e);
-		if (e - p < 2)
+		/* OWS is a value byte: the value's end is found from the
+		 * colon, its OWS trimmed within it */
+		s = ++p;
+		cr = http1_value_end(head, p, e);
+		if (e - cr < 2)
 			return HTTP1_SHORT;
-		if (*p != '\r')
+		if (*cr != '\r')
 			return http1_fail(m, 400, "invalid character in header value");
-		if (p[1] != '\n')
+		if (cr[1] != '\n')
 			return http1_fail(m, 400, "bare CR");
-		h->value.p = s;
+		while (s < cr && HTTP1_OWS(*s))
+			s++;
+		p = cr;
 		while (p > s && HTTP1_OWS(p[-1]))
 			p--;
+		h->value.p = s;
 		h->value.len = (size_t)(p - s);
-		m->nheaders++;
-		while (*p != '\r')
-			p++;
-		p += 2;
+		m->nheaders = ++n;
+		p = cr + 2;
 
 		switch (http1_kind(h->name)) {
 		case K_OTHER:
