@@ -190,6 +190,16 @@ static unsigned http1_name16(__m128i x)
 					   _mm_cmpeq_epi8(x, _mm_set1_epi8('~'))));
 	return (unsigned)_mm_movemask_epi8(ok);
 }
+
+/* The bytes of x that are letters, digits or '-', as a 16-bit mask: a
+ * third of http1_name16's work, and all that most names hold. */
+static unsigned http1_alnum16(__m128i x)
+{
+	__m128i ok = _mm_or_si128(http1_in16(_mm_or_si128(x, _mm_set1_epi8(0x20)), 'a', 25),
+				  http1_in16(x, '0', 9));
+
+	return (unsigned)_mm_movemask_epi8(_mm_or_si128(ok, _mm_cmpeq_epi8(x, _mm_set1_epi8('-'))));
+}
 #endif
 
 /* The first byte at or after p that is not field-vchar, SP, HTAB or
@@ -246,6 +256,19 @@ static const char *http1_span(const char *p, const char *e, unsigned k)
 static const char *http1_name_end(const char *p, const char *e)
 {
 #ifdef __SSE2__
+	/* the usual name is letters, digits and '-' up to its ':', which
+	 * is not in C_NAME: its end is the first other byte when that is
+	 * the ':'; any other byte there is classified in full */
+	for (; e - p >= 16; p += 16) {
+		unsigned m = ~http1_alnum16(_mm_loadu_si128((const __m128i *)(const void *)p)) & 0xffffu;
+
+		if (m) {
+			p += __builtin_ctz(m);
+			if (*p == ':')
+				return p;
+			break;
+		}
+	}
 	for (; e - p >= 16; p += 16) {
 		unsigned m = ~http1_name16(_mm_loadu_si128((const __m128i *)(const void *)p)) & 0xffffu;
 
