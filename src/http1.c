@@ -504,10 +504,50 @@ size_t http1_path_clean(const char *path, size_t len, char *out)
 	return o;
 }
 
-/* Splits the request target into path and query; -status on a bad form. */
-static ssize_t http1_target(struct http1_msg *m)
+/* What the request line's scan saw of a target that ends within the
+ * sixteen bytes at its start: where its first '?' is (NULL: none) and
+ * whether its part before it is free of '%' and of a '.' that starts a
+ * segment, so holds no dot-segment (http1_maybe_dots would say false). */
+struct http1_hint {
+	bool known;
+	bool clean;
+	const char *q;
+};
+
+#ifdef __SSE2__
+/* The end of a request target at p when it ends within the sixteen bytes
+ * at p (the usual one), with *hint; NULL when it goes on past them. */
+static const char *http1_target16(const char *p, struct http1_hint *hint)
+{
+	__m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+	__m128i ok = _mm_andnot_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('#')), http1_in16(x, '!', 0x7e - '!'));
+	unsigned end = ~(unsigned)_mm_movemask_epi8(ok) & 0xffffu, path, q, dots, pct, seg;
+
+	if (end == 0)
+		return NULL;
+	path = (1u << __builtin_ctz(end)) - 1;
+	q = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8('?'))) & path;
+	if (q)
+		path = (1u << __builtin_ctz(q)) - 1;
+	dots = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8('.')));
+	pct = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8('%')));
+	/* a segment starts at the target's start, after '/' and after a backslash */
+	seg = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('/')),
+						       _mm_cmpeq_epi8(x, _mm_set1_epi8('\\')))) << 1 | 1u;
+	hint->known = true;
+	hint->clean = ((pct | (dots & seg)) & path) == 0;
+	hint->q = q ? p + __builtin_ctz(q) : NULL;
+	return p + __builtin_ctz(end);
+}
+#endif
+
+/* Splits the request target into path and query; -status on a bad form.
+ * hint, when known, is of an origin-form target's bytes: no memchr for
+ * the '?', and no dot-segment scan of a clean path. */
+static ssize_t http1_target(struct http1_msg *m, const struct http1_hint *hint)
 {
 	const char *t = m->target.p, *e = t + m->target.len, *p, *q;
+	bool origin = t[0] == '/' && hint->known;
 
 	if (m->method_id == HTTP1_M_CONNECT)
 		return http1_fail(m, 405, "CONNECT is not supported");
@@ -546,7 +586,7 @@ static ssize_t http1_target(struct http1_msg *m)
 			if (!HTTP1_IS(m->authority.p[i], C_HOST) || m->authority.p[i] == '@')
 				return http1_fail(m, 400, "invalid authority in the request target");
 	}
-	q = memchr(p, '?', (size_t)(e - p));
+	q = origin ? hint->q : memchr(p, '?', (size_t)(e - p));
 	if (q == NULL) {
 		m->path.p = p;
 		m->path.len = (size_t)(e - p);
@@ -561,6 +601,8 @@ static ssize_t http1_target(struct http1_msg *m)
 		m->path.p = "/";                /* "http://h" or "http://h?x" */
 		m->path.len = 1;
 	}
+	if (origin && hint->clean)
+		return 0;
 	switch (http1_path_dots(m->path.p, m->path.len)) {
 	case -1:
 		return http1_fail(m, 400, "a dot-segment next to an encoded slash, a backslash or a ';'");
@@ -757,6 +799,7 @@ struct http1_seen {
 static ssize_t http1_request_line(struct http1_msg *m, const char **pp, const char *e)
 {
 	const char *p = *pp, *s;
+	struct http1_hint hint = { false, false, NULL };
 	ssize_t r;
 	int v;
 
@@ -771,7 +814,12 @@ static ssize_t http1_request_line(struct http1_msg *m, const char **pp, const ch
 	m->method.len = (size_t)(p - s);
 	m->method_id = http1_method_id(s, m->method.len);
 	s = ++p;
+#ifdef __SSE2__
+	if (e - p < 16 || (p = http1_target16(s, &hint)) == NULL)
+		p = http1_span(s, e, C_TARGET);
+#else
 	p = http1_span(p, e, C_TARGET);
+#endif
 	if (e - p < 2)
 		return HTTP1_SHORT;
 	if (p == s)
@@ -791,7 +839,7 @@ static ssize_t http1_request_line(struct http1_msg *m, const char **pp, const ch
 	if (v < 0)
 		return http1_fail(m, 505, "HTTP version not supported");
 	m->minor = v;
-	r = http1_target(m);
+	r = http1_target(m, &hint);
 	if (r < 0)
 		return r;
 	*pp = p;
