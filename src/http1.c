@@ -944,8 +944,12 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 			return http1_fail(m, 400, "invalid character in header value");
 		if (cr[1] != '\n')
 			return http1_fail(m, 400, "bare CR");
-		while (s < cr && HTTP1_OWS(*s))
-			s++;
+		if (*s == ' ' && !HTTP1_OWS(s[1])) {
+			s++;    /* the usual single SP; s[1] is *cr at most */
+		} else {
+			while (s < cr && HTTP1_OWS(*s))
+				s++;
+		}
 		p = cr;
 		while (p > s && HTTP1_OWS(p[-1]))
 			p--;
