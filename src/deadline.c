@@ -25,16 +25,6 @@
  */
 #include "deadline.h"
 
-#include <time.h>
-
-static int64_t deadline_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* The timer fires us µs from now, at the latest. */
 static void deadline_arm(struct deadline *d, int64_t now, int64_t us)
 {
@@ -54,7 +44,7 @@ void deadline_assign(struct deadline *d, struct event_base *base, event_callback
 
 void deadline_set(struct deadline *d, int64_t us)
 {
-	int64_t now = deadline_now();
+	int64_t now = deadline_now_us();
 
 	d->due = now + us;
 	/* a timer that fires no later than the new deadline stays: when it
@@ -83,7 +73,7 @@ bool deadline_fired(struct deadline *d)
 	d->armed = 0;
 	if (d->due == 0)
 		return false;
-	now = deadline_now();
+	now = deadline_now_us();
 	if (now >= d->due) {
 		d->due = 0;
 		return true;

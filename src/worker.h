@@ -12,6 +12,7 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include "deadline.h"
 #include "worker-t.h"
 
 struct snapshot;
@@ -118,19 +119,14 @@ static inline void worker_add(_Atomic uint64_t *counter, uint64_t n)
 			      memory_order_relaxed);
 }
 
-/* Now in microseconds, CLOCK_MONOTONIC: read through the vDSO (no
- * syscall; about 20 ns with the TSC clocksource). Not libevent's cached
- * loop time: on 2.1 that is CLOCK_MONOTONIC_COARSE, a tick of 1-4 ms,
- * which put every local miss at 0 and made the sub-millisecond buckets
- * meaningless; its precise mode would add a timerfd_settime per turn of
- * the loop. Worker thread. */
+/* Now in microseconds, on the clock the connections' timeouts use
+ * (deadline_now_us: precise, not libevent's coarse cached time, which put
+ * every local miss at 0 and made the sub-millisecond buckets
+ * meaningless). Worker thread. */
 static inline int64_t worker_now_us(const struct worker *w)
 {
-	struct timespec ts;
-
 	(void)w;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+	return deadline_now_us();
 }
 
 /* Count a duration of us microseconds (negative: 0) into h; one writer. */
