@@ -879,8 +879,7 @@ static void fwd_on_event(evutil_socket_t fd, short what, void *arg)
 	if (what & EV_TIMEOUT) {
 		if (deadline_fired(&u->tev))
 			fwd_timeout(fd, what, u);
-	}
-	else if (what & EV_READ)
+	} else if (what & EV_READ)
 		fwd_read(fd, what, u);
 	else
 		fwd_write(fd, what, u);

@@ -608,8 +608,7 @@ static void front_on_event(evutil_socket_t fd, short what, void *arg)
 	if (what & EV_TIMEOUT) {
 		if (deadline_fired(&c->tev))
 			front_timeout(fd, what, c);
-	}
-	else if (what & EV_READ)
+	} else if (what & EV_READ)
 		front_read(fd, what, c);
 	else
 		front_write(fd, what, c);
