@@ -48,6 +48,7 @@
 
 #include "addr.h"
 #include "conf.h"
+#include "decfmt.h"
 #include "http1.h"
 #include "snapshot.h"
 #include "worker.h"
@@ -402,7 +403,7 @@ static char *access_cstr(char *p, const char *s)
 
 static char *access_2d(char *p, unsigned v)
 {
-	memcpy(p, http1_digits2 + 2 * v, 2);
+	memcpy(p, decfmt_digits2 + 2 * v, 2);
 	return p + 2;
 }
 
@@ -416,7 +417,7 @@ static char *access_secs(char *p, int64_t us)
 	if (us < 1000000) {
 		*p++ = '0';     /* most requests */
 	} else {
-		p = http1_dec_u64(p, (uint64_t)us / 1000000);
+		p = decfmt_u64(p, (uint64_t)us / 1000000);
 	}
 	*p++ = '.';
 	frac = (uint64_t)us % 1000000;
@@ -775,7 +776,7 @@ static char *access_status(char *p, int status)
 		*p++ = (char)('0' + status / 100);
 		return access_2d(p, (unsigned)(status % 100));
 	}
-	return http1_dec_u64(p, status < 0 ? 0 : (uint64_t)status);
+	return decfmt_u64(p, status < 0 ? 0 : (uint64_t)status);
 }
 
 char *access_format(char *p, struct access_buf *b, const struct access_fields *f, bool json)
@@ -801,7 +802,7 @@ char *access_format(char *p, struct access_buf *b, const struct access_fields *f
 		p = ACCESS_PUTS(p, "\",\"status\":");
 		p = access_status(p, l->status);
 		p = ACCESS_PUTS(p, ",\"bytes\":");
-		p = http1_dec_u64(p, l->bytes);
+		p = decfmt_u64(p, l->bytes);
 		p = ACCESS_PUTS(p, ",\"referer\":\"");
 		p = access_field(p, f->referer.p, f->referer.len, ACCESS_HDR_MAX, true);
 		p = ACCESS_PUTS(p, "\",\"user_agent\":\"");
@@ -834,7 +835,7 @@ char *access_format(char *p, struct access_buf *b, const struct access_fields *f
 		p = ACCESS_PUTS(p, "\" ");
 		p = access_status(p, l->status);
 		*p++ = ' ';
-		p = http1_dec_u64(p, l->bytes);
+		p = decfmt_u64(p, l->bytes);
 		p = ACCESS_PUTS(p, " \"");
 		p = access_field(p, f->referer.p, f->referer.len, ACCESS_HDR_MAX, false);
 		p = ACCESS_PUTS(p, "\" \"");

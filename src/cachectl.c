@@ -19,6 +19,8 @@
 #include <strings.h>
 #include <time.h>
 
+#include "decfmt.h"
+
 static unsigned char cachectl_lower(unsigned char c)
 {
 	return (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
@@ -1110,7 +1112,7 @@ int cachectl_hit_lines(char *buf, size_t cap, int64_t age, int64_t ttl, const ch
 {
 	size_t hlen = strlen(how), hdrlen = be.len ? strlen(hdr) : 0, clen = strlen(conn);
 	char a[20], t[20];
-	size_t alen = (size_t)(http1_dec_i64(a, age) - a), tlen = (size_t)(http1_dec_i64(t, ttl) - t);
+	size_t alen = (size_t)(decfmt_i64(a, age) - a), tlen = (size_t)(decfmt_i64(t, ttl) - t);
 	/* the room snprintf would have asked for, its NUL included */
 	size_t need = sizeof("Age: \r\nCache-Status: ringproxy; ; ttl=\r\n" "Via: 1.1 ringproxy\r\n\r\n") +
 		      alen + hlen + tlen + clen + (hdrlen ? hdrlen + be.len + sizeof(": \r\n") - 1 + (cached ? 8 : 0) : 0);

@@ -19,8 +19,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "http1.h"
-
 __extension__ typedef unsigned __int128 decfmt_u128;
 
 /* floor(a * 10^k) in *fl and a * 10^k rounded to the nearest, ties to
@@ -65,7 +63,7 @@ static const uint64_t decfmt_pow10[] = {
 static char *decfmt_digits(char *p, uint64_t q, int n)
 {
 	char b[20];
-	int l = (int)(http1_dec_u64(b, q) - b);
+	int l = (int)(decfmt_u64(b, q) - b);
 
 	memset(p, '0', (size_t)(n - l));
 	memcpy(p + n - l, b, (size_t)l);
@@ -126,7 +124,7 @@ char *decfmt_g(char *p, double v, int prec)
 		x = x < 0 ? -x : x;
 		if (x < 10)
 			*e++ = '0';
-		return http1_dec_u64(e, (uint64_t)x);
+		return decfmt_u64(e, (uint64_t)x);
 	}
 	if (x < 0) {                   /* 0.000ddd */
 		memcpy(d, "0.0000", (size_t)(1 - x));
@@ -149,9 +147,50 @@ char *decfmt_f(char *p, double v, int prec)
 		return p + snprintf(p, DECFMT_MAX, "%.*f", prec, v);
 	if (signbit(v))
 		*p++ = '-';
-	p = http1_dec_u64(p, q / decfmt_pow10[prec]);
+	p = decfmt_u64(p, q / decfmt_pow10[prec]);
 	if (!prec)
 		return p;
 	*p++ = '.';
 	return decfmt_digits(p, q % decfmt_pow10[prec], prec);
+}
+
+const char decfmt_digits2[201] =
+	"00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+
+static unsigned decfmt_ndigits(uint64_t v)
+{
+	unsigned n = 1;
+
+	while (v >= 10000) {
+		v /= 10000;
+		n += 4;
+	}
+	return n + (v >= 10) + (v >= 100) + (v >= 1000);
+}
+
+/* two digits a division by 100 (by a constant: a multiplication) */
+char *decfmt_u64(char *p, uint64_t v)
+{
+	char *e = p + decfmt_ndigits(v), *q = e;
+
+	while (v >= 100) {
+		q -= 2;
+		memcpy(q, decfmt_digits2 + 2 * (v % 100), 2);
+		v /= 100;
+	}
+	if (v >= 10) {
+		q -= 2;
+		memcpy(q, decfmt_digits2 + 2 * v, 2);
+	} else {
+		*--q = (char)('0' + v);
+	}
+	return e;
+}
+
+char *decfmt_i64(char *p, int64_t v)
+{
+	if (v >= 0)
+		return decfmt_u64(p, (uint64_t)v);
+	*p++ = '-';
+	return decfmt_u64(p, -(uint64_t)v);
 }

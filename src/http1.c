@@ -56,6 +56,8 @@
 #include <emmintrin.h>
 #endif
 
+#include "decfmt.h"
+
 /* Character classes, one table lookup per byte on the hot loops. */
 #define C_TOKEN  0x01u  /* tchar (RFC 9110 5.6.2) */
 #define C_VALUE  0x02u  /* field-vchar, SP, HTAB, obs-text */
@@ -1489,7 +1491,7 @@ static void http1_put_u64(struct http1_out *o, uint64_t v)
 {
 	char tmp[20];
 
-	http1_put(o, tmp, (size_t)(http1_dec_u64(tmp, v) - tmp));
+	http1_put(o, tmp, (size_t)(decfmt_u64(tmp, v) - tmp));
 }
 
 static void http1_iov(struct http1_out *o, const char *p, size_t n)
@@ -1800,45 +1802,4 @@ const char *http1_reason(int status)
 	case 505: return "HTTP Version Not Supported";
 	}
 	return "Unknown";
-}
-
-const char http1_digits2[201] =
-	"00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
-
-static unsigned http1_ndigits(uint64_t v)
-{
-	unsigned n = 1;
-
-	while (v >= 10000) {
-		v /= 10000;
-		n += 4;
-	}
-	return n + (v >= 10) + (v >= 100) + (v >= 1000);
-}
-
-/* two digits a division by 100 (by a constant: a multiplication) */
-char *http1_dec_u64(char *p, uint64_t v)
-{
-	char *e = p + http1_ndigits(v), *q = e;
-
-	while (v >= 100) {
-		q -= 2;
-		memcpy(q, http1_digits2 + 2 * (v % 100), 2);
-		v /= 100;
-	}
-	if (v >= 10) {
-		q -= 2;
-		memcpy(q, http1_digits2 + 2 * v, 2);
-	} else {
-		*--q = (char)('0' + v);
-	}
-	return e;
-}
-
-char *http1_dec_i64(char *p, int64_t v)
-{
-	if (v >= 0)
-		return http1_dec_u64(p, (uint64_t)v);
-	*p++ = '-';
-	return http1_dec_u64(p, -(uint64_t)v);
 }

@@ -163,14 +163,5 @@ int http1_path_dots(const char *path, size_t len);
  */
 size_t http1_path_clean(const char *path, size_t len, char *out);
 
-/* "00" .. "99", two bytes each: the digits of v % 100 at 2 * (v % 100). */
-extern const char http1_digits2[201];
-
-/* v in decimal at p, which has room for 20 bytes; returns the end. No
- * printf: a hit's head and the access log write their numbers with it. */
-char *http1_dec_u64(char *p, uint64_t v);
-
-/* v in decimal, '-' first when negative; room for 20 bytes. */
-char *http1_dec_i64(char *p, int64_t v);
 
 #endif

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include "decfmt.h"
 #include "md5.h"
 #include "ring-compat.h"
 
@@ -389,17 +390,8 @@ static void ring_merge_points(struct ring *r, struct ring_sortpt *sp, size_t n,
 /* "#i" of point i at p (16 bytes): its length. */
 static size_t ring_vnode_suffix(char *p, uint32_t i)
 {
-	char d[10];
-	size_t n = 0, len = 0;
-
-	do {
-		d[n++] = (char)('0' + i % 10);
-		i /= 10;
-	} while (i);
-	p[len++] = '#';
-	while (n)
-		p[len++] = d[--n];
-	return len;
+	p[0] = '#';
+	return (size_t)(decfmt_u64(p + 1, i) - p);
 }
 
 /* The fixed scheme's points of the backends that skip[] (NULL: none)

@@ -583,12 +583,12 @@ void stats_json_str(struct evbuffer *out, const char *s)
  * of backends printf's parsing of the format was most of their time. */
 static void stats_u64(struct stats_w *out, uint64_t v)
 {
-	stats_w_commit(out, http1_dec_u64(stats_w_room(out, 20), v));
+	stats_w_commit(out, decfmt_u64(stats_w_room(out, 20), v));
 }
 
 static void stats_i64(struct stats_w *out, int64_t v)
 {
-	stats_w_commit(out, http1_dec_i64(stats_w_room(out, 20), v));
+	stats_w_commit(out, decfmt_i64(stats_w_room(out, 20), v));
 }
 
 /* v as "%.<prec>g" prints it (decfmt.c: printf's conversion was the
@@ -625,7 +625,7 @@ static void stats_prom_u64(struct stats_w *out, const char *const *parts, uint64
 		p += len[i];
 	}
 	*p++ = ' ';
-	p = http1_dec_u64(p, v);
+	p = decfmt_u64(p, v);
 	*p++ = '\n';
 	stats_w_commit(out, p);
 }
@@ -926,7 +926,7 @@ static void stats_prom_hist(struct stats_w *out, const char *metric, const char 
 		memcpy(p + n, bound, bl);
 		p += n + bl;
 		memcpy(p, "\"} ", 3);
-		p = http1_dec_u64(p + 3, cum);
+		p = decfmt_u64(p + 3, cum);
 		*p++ = '\n';
 		stats_w_commit(out, p);
 	}
@@ -944,7 +944,7 @@ static void stats_prom_hist(struct stats_w *out, const char *metric, const char 
 		}
 		stats_w_add(out, " ", 1);
 		if (k) {
-			char c[24], *e = http1_dec_u64(c, h->count);
+			char c[24], *e = decfmt_u64(c, h->count);
 
 			*e++ = '\n';
 			stats_w_add(out, c, (size_t)(e - c));
