@@ -190,11 +190,12 @@ for r in $(seq "$ROUNDS"); do
 		read -r u1 s1 <<<"$(bench_cpu_ticks "${pp[@]}")"
 		awk -v name="$name" -v r="$r" -v n="$(bench_kv requests "$res")" \
 		    -v d="$(bench_kv duration_us "$res")" -v p99="$(bench_kv p99_us "$res")" \
-		    -v e="$(bench_kv errors "$res")" -v t="$((u1 - u0 + s1 - s0))" -v hz="$HZ" 'BEGIN {
-			printf "%s\t%d\t%.3f\t%.0f\t%d\t%d\n", name, r,
-			    t * 1e6 / hz / (n > 0 ? n : 1), n / (d / 1e6), p99, e }' | tee -a "$runs" |
-		    awk -F'\t' '{ printf "# round %d %-10s %6.2f us/req CPU  %7d req/s  p99 %6d us  %d errors\n",
-			$2, $1, $3, $4, $5, $6 }' >&2
+		    -v e="$(bench_kv errors "$res")" -v u="$((u1 - u0))" -v s="$((s1 - s0))" -v hz="$HZ" 'BEGIN {
+			n = n > 0 ? n : 1
+			printf "%s\t%d\t%.3f\t%.0f\t%d\t%d\t%.3f\t%.3f\n", name, r, (u + s) * 1e6 / hz / n,
+			    n / (d / 1e6), p99, e, u * 1e6 / hz / n, s * 1e6 / hz / n }' | tee -a "$runs" |
+		    awk -F'\t' '{ printf "# round %d %-10s %6.2f us/req CPU (user %5.2f, sys %5.2f)  %7d req/s  p99 %6d us  %d errors\n",
+			$2, $1, $3, $7, $8, $4, $5, $6 }' >&2
 	done
 done
 
@@ -232,8 +233,8 @@ awk -v h="${m[hit.rp]}" -v hb="${m[hit.bare]}" -v f="${m[fwd.rp]}" -v fb="${m[fw
 echo
 echo "<details><summary>every run</summary>"
 echo
-echo "| run | round | CPU µs/req | req/s | p99 µs | errors |"
-echo "|---|---:|---:|---:|---:|---:|"
+echo "| run | round | CPU µs/req | req/s | p99 µs | errors | user µs/req | system µs/req |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 awk -F'\t' '{ printf "| %s |", $1; for (i = 2; i <= NF; i++) printf " %s |", $i; print "" }' "$runs"
 echo
 echo "</details>"
