@@ -84,7 +84,7 @@ static const struct conf_keydef conf_keys[] = {
 	  "a token: letters, digits and -._~+/ then = padding (e.g. openssl rand -hex 32), or empty",
 	  "when set, every admin request needs Authorization: Bearer TOKEN (else 401); required when admin_listen is not a loopback address" },
 	{ CONF_IN_PROXY, "workers", CONF_T_UINT, P(workers), "0", 0, 256, NULL,
-	  "worker threads, each with its own listener; 0 = one per online CPU" },
+	  "worker threads, each with its own listener; a worker with 2 more client connections than another hands its new ones over, so they serve about as many each; 0 = one per online CPU" },
 	{ CONF_IN_PROXY, "connect_timeout", CONF_T_DURATION, P(connect_timeout_ms), "1s", 1, 600000, NULL,
 	  "time to establish a backend connection" },
 	{ CONF_IN_PROXY, "response_timeout", CONF_T_DURATION, P(response_timeout_ms), "10s", 1, 3600000, NULL,

@@ -1088,6 +1088,8 @@ static void proxy_teardown(struct proxy_main *m, struct event **sigev, int rc)
 	for (unsigned i = 0; i < m->p.nworkers; i++)
 		worker_post_stop(m->p.workers[i]);
 	for (unsigned i = 0; i < m->p.nworkers; i++)
+		worker_join(m->p.workers[i]);
+	for (unsigned i = 0; i < m->p.nworkers; i++)
 		worker_free(m->p.workers[i]);
 	access_close();
 	watch_free(m->watch);

@@ -32,6 +32,8 @@
 	X(reloads_failed, counter, SHARED, "reloads refused because the file was invalid") \
 	X(connections, gauge, DERIVED, "client connections open") \
 	X(accepted, counter, SHARED, "client connections accepted") \
+	X(accept_handoffs, counter, SHARED, "client connections a worker accepted and handed to a worker with fewer, so that the workers serve about as many each") \
+	X(connections_busiest_worker, gauge, DERIVED, "client connections open on the worker with the most") \
 	X(refused, counter, SHARED, "client connections closed at once over max_connections") \
 	X(proxy_protocol_refused, counter, SHARED, "client connections closed for their first bytes (proxy_protocol: a PROXY header missing, malformed, incomplete, or from a source not in proxy_protocol_from)") \
 	X(inflight, gauge, DERIVED, "requests in flight to all backends") \

@@ -47,6 +47,19 @@ static uint64_t stats_proxy_connections(const struct proxy *p)
 	return atomic_load(&p->nconns);
 }
 
+static uint64_t stats_proxy_connections_busiest_worker(const struct proxy *p)
+{
+	unsigned most = 0;
+
+	for (unsigned i = 0; i < p->nworkers; i++) {
+		unsigned n = p->workers[i] ? worker_clients(p->workers[i]) : 0;
+
+		if (n > most)
+			most = n;
+	}
+	return most;
+}
+
 static uint64_t stats_proxy_inflight(const struct proxy *p)
 {
 	long n = atomic_load(&registry_total_inflight);

@@ -238,6 +238,11 @@ struct worker {
 	struct pool *_Atomic pool_chunks[WORKER_POOL_CHUNKS];
 	struct client *clients;         /* active, for shutdown */
 	unsigned nclients;
+	/* what the other workers' accepts balance against (worker.c,
+	 * worker_balance_to): nclients as last stored by this worker, and
+	 * the connections handed to it that it has not taken yet */
+	_Atomic unsigned clients_seen;
+	_Atomic unsigned clients_coming;
 	struct freelist free_clients;   /* structs kept for reuse */
 	struct freelist free_ups;
 	struct freelist free_mems;      /* struct client_mem */

@@ -44,6 +44,13 @@
 #define WORKER_TRIM_MS 1000     /* after frees, before handing back */
 #define WORKER_ACCEPT_BATCH 64  /* accepts per wake-up, for fairness */
 #define WORKER_ACCEPT_PAUSE_MS 100 /* after EMFILE and the like */
+/* A new connection goes to another worker when that one has at least this
+ * many fewer client connections: the kernel's SO_REUSEPORT hash splits 64
+ * connections between two listeners as unevenly as 40 to 24, and the
+ * clients of the busier worker wait longer (p99). With 2 a worker keeps a
+ * connection while it has at most one more than the least busy, so the
+ * split stays within 2 and an even one is left alone. */
+#define WORKER_BALANCE_SLACK 2
 
 /* The buffers a connection struct owns, kept across reuse. */
 struct worker_bufs {
@@ -175,6 +182,95 @@ static void worker_pause_accept(struct worker *w, int err)
 	}
 }
 
+/* A connection on its way from the worker that accepted it to a less
+ * busy one (worker_balance_to). */
+struct worker_handoff {
+	struct mbox_msg m;              /* first: the message is the struct */
+	struct worker *to;
+	int fd;
+	struct sockaddr_storage peer;
+};
+
+/* Any worker thread: a worker's client connections as the others see them. */
+static unsigned worker_load(const struct worker *w)
+{
+	return atomic_load_explicit(&w->clients_seen, memory_order_relaxed) +
+	       atomic_load_explicit(&w->clients_coming, memory_order_relaxed);
+}
+
+static void worker_publish_load(struct worker *w)
+{
+	atomic_store_explicit(&w->clients_seen, w->nclients, memory_order_relaxed);
+}
+
+/* The least busy of the other workers still accepting, if it has at least
+ * WORKER_BALANCE_SLACK fewer client connections than w; NULL to keep the
+ * connection. Read at accept only, never per request. The counts may be
+ * a moment old: two workers accepting at once may each keep one, and the
+ * split stays within the slack or a connection of it. */
+static struct worker *worker_balance_to(struct worker *w)
+{
+	struct proxy *p = w->proxy;
+	struct worker *best = NULL;
+	unsigned mine = w->nclients + atomic_load_explicit(&w->clients_coming, memory_order_relaxed);
+	unsigned least = mine;
+
+	if (p->workers == NULL || p->nworkers < 2)
+		return NULL;
+	for (unsigned i = 0; i < p->nworkers; i++) {
+		struct worker *o = p->workers[i];
+		unsigned n;
+
+		if (o == NULL || o == w || atomic_load(&o->mbox_drain) || atomic_load(&o->mbox_stop))
+			continue;
+		n = worker_load(o);
+		if (n < least) {
+			least = n;
+			best = o;
+		}
+	}
+	return best && least + WORKER_BALANCE_SLACK <= mine ? best : NULL;
+}
+
+/* On the receiving worker's thread (or in worker_free, after it ended). */
+static void worker_on_handoff(struct mbox_msg *m)
+{
+	struct worker_handoff *h = (struct worker_handoff *)m;
+	struct worker *w = h->to;
+
+	atomic_fetch_sub_explicit(&w->clients_coming, 1, memory_order_relaxed);
+	if (w->stopping || w->ops->accept(w, h->fd, &h->peer) < 0) {
+		atomic_fetch_sub(&w->proxy->nconns, 1);
+		close(h->fd);
+	} else {
+		worker_publish_load(w);
+	}
+	free(h);
+}
+
+/* Serve the accepted fd here, or hand it to a less busy worker. */
+static int worker_take(struct worker *w, int fd, const struct sockaddr_storage *ss)
+{
+	struct worker *to = worker_balance_to(w);
+	struct worker_handoff *h = to ? malloc(sizeof(*h)) : NULL;
+
+	if (h == NULL) {
+		if (w->ops->accept(w, fd, ss) < 0)
+			return -1;
+		worker_publish_load(w);
+		return 0;
+	}
+	h->m.next = NULL;
+	h->m.fn = worker_on_handoff;
+	h->to = to;
+	h->fd = fd;
+	h->peer = *ss;
+	atomic_fetch_add_explicit(&to->clients_coming, 1, memory_order_relaxed);
+	atomic_fetch_add(&w->proxy->accept_handoffs, 1);
+	mbox_post(&to->mbox, &h->m);
+	return 0;
+}
+
 static void worker_on_accept(evutil_socket_t lfd, short what, void *arg)
 {
 	struct worker *w = arg;
@@ -202,7 +298,7 @@ static void worker_on_accept(evutil_socket_t lfd, short what, void *arg)
 		}
 		atomic_fetch_add(&p->accepted, 1);
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (w->ops->accept(w, fd, &ss) < 0) {
+		if (worker_take(w, fd, &ss) < 0) {
 			atomic_fetch_sub(&p->nconns, 1);
 			close(fd);
 		}
@@ -360,6 +456,11 @@ void worker_post_drain(struct worker *w)
 	worker_poke(w);
 }
 
+unsigned worker_clients(const struct worker *w)
+{
+	return atomic_load_explicit(&w->clients_seen, memory_order_relaxed);
+}
+
 bool worker_done(struct worker *w)
 {
 	return atomic_load(&w->done);
@@ -369,6 +470,14 @@ void worker_post_stop(struct worker *w)
 {
 	atomic_store(&w->mbox_stop, true);
 	worker_poke(w);
+}
+
+void worker_join(struct worker *w)
+{
+	if (w && w->started) {
+		pthread_join(w->thread, NULL);
+		w->started = false;
+	}
 }
 
 struct worker *worker_new(struct proxy *p, int id, int listen_fd, struct snapshot *snap,
@@ -469,8 +578,7 @@ void worker_free(struct worker *w)
 
 	if (!w)
 		return;
-	if (w->started)
-		pthread_join(w->thread, NULL);
+	worker_join(w);
 	w->stopping = true;
 	/* wake-ups posted as the workers stopped (a fetch another worker's
 	 * teardown ended): run them here, after the thread, so that the
@@ -562,6 +670,7 @@ void worker_client_put(struct worker *w, struct client *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	w->nclients--;
+	worker_publish_load(w);
 	if (w->stopping && w->nclients == 0)
 		event_base_loopbreak(w->base);
 	if (w->stopping || !freelist_push(&w->free_clients, &c->reuse)) {

@@ -54,12 +54,17 @@ void worker_post_snapshot(struct worker *w, struct snapshot *s);
 /* Graceful stop: close the listener and idle connections, let requests in
  * flight finish (their connections close after), then end the loop. */
 void worker_post_drain(struct worker *w);
-/* Ask the worker to end its loop now; worker_free joins and frees. */
+/* Ask the worker to end its loop now; worker_join waits for it. */
 void worker_post_stop(struct worker *w);
+/* Wait for the worker's thread to end. Every worker is joined before any
+ * is freed: until then one may still hand a connection to another. */
+void worker_join(struct worker *w);
 /* Any thread: run m->fn on the worker's thread soon (see mbox.h for who
  * owns m). Used to wake a request that waits for another request's fetch
  * (request.h, req_wait). */
 void worker_post(struct worker *w, struct mbox_msg *m);
+/* Any thread: the worker's client connections, as it last counted them. */
+unsigned worker_clients(const struct worker *w);
 /* Has the worker's loop ended (drained or stopped)? Any thread. */
 bool worker_done(struct worker *w);
 void worker_free(struct worker *w);

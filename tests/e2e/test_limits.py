@@ -3,9 +3,12 @@
 backend header (or none; a backend's own header of that name never reaches
 the client), header names with '_' (dropped unless underscores_in_headers
 = on), and max_connections (connections over it are closed at once; the
-ones under it keep working).
+ones under it keep working), and client connections spread evenly over
+the workers.
 usage: test_limits.py RINGPROXY TESTCACHE"""
 
+import http.client
+import json
 import os
 import re
 import socket
@@ -116,6 +119,44 @@ try:
     t.check(ok, "once one of the 3 closes, a new connection is served")
     for s in held:
         s.close()
+    t.check(p.stop() == 0, "exit 0")
+
+    # ---- client connections spread evenly over the workers -------------
+    # The kernel's SO_REUSEPORT hash alone splits 64 connections between two
+    # listeners anywhere from 32/32 to 40/24 (a busiest worker at 35 or more
+    # about half the time); the busier worker's clients wait longer.
+    p = harness.Proxy(RP, harness.conf_text(caches, proxy={"admin_listen": "127.0.0.1:0"}), "limits-spread")
+    admin = p.admin_port()
+
+    def stats():
+        c = http.client.HTTPConnection("127.0.0.1", admin, timeout=10)
+        try:
+            c.request("GET", "/stats")
+            return json.loads(c.getresponse().read())
+        finally:
+            c.close()
+
+    busiest, served, handed = [], 0, 0
+    for trial in range(5):
+        conns = [socket.create_connection(("127.0.0.1", p.port), timeout=10) for _ in range(64)]
+        for rnd in range(2):
+            for i, s in enumerate(conns):
+                s.sendall(b"GET /spread/%d/%d HTTP/1.1\r\nHost: x\r\n\r\n" % (trial, i))
+            for s in conns:
+                served += s.recv(65536).startswith(b"HTTP/1.1 200")
+        st = stats()
+        busiest.append((st["connections"], st["connections_busiest_worker"]))
+        handed = st["accept_handoffs"]
+        for s in conns:
+            s.close()
+        harness.wait_until(lambda: stats()["connections"] == 0, 10)
+    t.check(served == 5 * 64 * 2, "64 connections x 2 requests x 5 rounds, two workers: every request is "
+            "served, on the worker the connection was handed to as on the one that accepted it",
+            served)
+    t.check(all(n == 64 and most <= 34 for n, most in busiest),
+            "each round the busiest of the two workers holds at most 34 of the 64 connections "
+            "(open, busiest worker)", busiest)
+    t.check(handed > 0 and handed <= 5 * 64, "accept_handoffs counts the connections handed over", handed)
     t.check(p.stop() == 0, "exit 0")
 finally:
     for c in caches:
