@@ -7,7 +7,6 @@ ones under it keep working), and client connections spread evenly over
 the workers.
 usage: test_limits.py RINGPROXY TESTCACHE"""
 
-import http.client
 import json
 import os
 import re
@@ -129,12 +128,7 @@ try:
     admin = p.admin_port()
 
     def stats():
-        c = http.client.HTTPConnection("127.0.0.1", admin, timeout=10)
-        try:
-            c.request("GET", "/stats")
-            return json.loads(c.getresponse().read())
-        finally:
-            c.close()
+        return json.loads(harness.get(admin, "/stats")[2])
 
     busiest, served, handed = [], 0, 0
     for trial in range(5):
