@@ -110,6 +110,15 @@ struct http1_msg {
 	bool upgrade;               /* Connection: upgrade + Upgrade present */
 	struct http1_str host;      /* Host header value (requests), len 0 if none */
 
+	struct http1_str line;      /* the start line as received, its CRLF
+				       included (len 0: none): a writer sends
+				       it as it is when it would write the
+				       same bytes */
+	unsigned seen;              /* every flag the parser set on a header
+				       (HTTP1_HDR_*, never HTTP1_HDR_DROP): a
+				       flag not in it is on no header, and a
+				       writer skips the walk that looks for it */
+
 	size_t head_len;            /* bytes of the head, once complete */
 	const char *error;          /* static text describing a parse error */
 

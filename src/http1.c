@@ -1006,6 +1006,7 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 				m->expect_continue = true;
 			break;
 		}
+		m->seen |= h->flags;
 	}
 	*pp = p;
 	return 0;
@@ -1113,6 +1114,8 @@ static ssize_t http1_head(struct http1_msg *m, struct http1_header *hdrs, const 
 	if (p[1] != '\n')
 		return http1_fail(m, 400, "bare CR");
 	p += 2;
+	m->line.p = head;
+	m->line.len = (size_t)(p - head);
 	r = http1_fields(m, hdrs, head, &p, e, lim, request, seen);
 	if (r < 0)
 		return r;
@@ -1524,31 +1527,32 @@ static const char *http1_line_end(const struct http1_header *h)
 	return p + 2;
 }
 
-/* Headers without any flag in drop and not named named (len 0: no such
- * name), as runs of contiguous lines. */
+/* The start line when line.len (the one received, sent as it is), then
+ * the headers without any flag in drop and not named named (len 0: no
+ * such name), as runs of contiguous lines. A parsed head's lines lie one
+ * after the other from its start line on, so a run ends where the next
+ * line left out starts, and only the last run's end is looked for. */
 static void http1_copy_headers(struct http1_out *o, const struct http1_msg *m,
-			       unsigned drop, struct http1_str named)
+			       unsigned drop, struct http1_str named, struct http1_str line)
 {
-	const char *run = NULL, *run_end = NULL;
+	const char *run = line.len ? line.p : NULL;
 	unsigned i;
 
 	for (i = 0; i < m->nheaders; i++) {
 		const struct http1_header *h = &m->headers[i];
 
 		if ((h->flags & drop) || (named.len != 0 && h->name.len == named.len &&
-					  strncasecmp(h->name.p, named.p, named.len) == 0))
-			continue;
-		if (run != NULL && h->name.p == run_end) {
-			run_end = http1_line_end(h);
-			continue;
+					  strncasecmp(h->name.p, named.p, named.len) == 0)) {
+			if (run != NULL)
+				http1_iov(o, run, (size_t)(h->name.p - run));
+			run = NULL;
+		} else if (run == NULL) {
+			run = h->name.p;
 		}
-		if (run != NULL)
-			http1_iov(o, run, (size_t)(run_end - run));
-		run = h->name.p;
-		run_end = http1_line_end(h);
 	}
 	if (run != NULL)
-		http1_iov(o, run, (size_t)(run_end - run));
+		http1_iov(o, run, (size_t)((m->nheaders ? http1_line_end(&m->headers[m->nheaders - 1])
+					   : line.p + line.len) - run));
 }
 
 /* "Name: v1, v2[, ours]\r\n" from every header with flag and name_len
@@ -1560,7 +1564,7 @@ static void http1_merge(struct http1_out *o, const struct http1_msg *m,
 	bool any = false;
 	unsigned i;
 
-	for (i = 0; i < m->nheaders; i++) {
+	for (i = 0; i < m->nheaders && (m->seen & flag); i++) {
 		const struct http1_header *h = &m->headers[i];
 
 		if (!(h->flags & flag) || (name_len != 0 && h->name.len != name_len)
@@ -1648,7 +1652,7 @@ void http1_drop_named(struct http1_msg *m, struct http1_str name)
 	if (name.len == 0)
 		return;
 	for (unsigned i = 0; i < m->nheaders; i++)
-		if (http1_slice_ieq(m->headers[i].name, name))
+		if (m->headers[i].name.len == name.len && http1_slice_ieq(m->headers[i].name, name))
 			m->headers[i].flags |= HTTP1_HDR_DROP;
 }
 
@@ -1659,11 +1663,19 @@ int http1_write_request(const struct http1_msg *m, const struct http1_fwd_req *f
 	struct http1_out o;
 	static const char xff[] = "X-Forwarded-For: ", via[] = "Via: ";
 
+	/* the request line received is the one we would write for an
+	 * HTTP/1.1 request in origin- or asterisk-form with a Host, a clean
+	 * path, no prefix and its own query */
+	struct http1_str line = { m->line.p, m->minor == 1 && m->authority.len == 0 && m->host.p != NULL
+				  && !m->path_dots && f->prefix.len == 0 && f->query.p == NULL ? m->line.len : 0 };
+
 	http1_out_init(&o, iov, iovmax, scratch, scratchlen);
-	http1_put_str(&o, m->method);
-	HTTP1_PUTS(&o, " ");
-	http1_put_target(&o, m, f->prefix, f->query);
-	HTTP1_PUTS(&o, " HTTP/1.1\r\n");
+	if (line.len == 0) {
+		http1_put_str(&o, m->method);
+		HTTP1_PUTS(&o, " ");
+		http1_put_target(&o, m, f->prefix, f->query);
+		HTTP1_PUTS(&o, " HTTP/1.1\r\n");
+	}
 	if (m->authority.len != 0) {
 		HTTP1_PUTS(&o, "Host: ");
 		http1_put_str(&o, m->authority);
@@ -1677,7 +1689,7 @@ int http1_write_request(const struct http1_msg *m, const struct http1_fwd_req *f
 	http1_copy_headers(&o, m, HTTP1_HDR_HOP | HTTP1_HDR_FRAMING | HTTP1_HDR_XFF
 			   | HTTP1_HDR_GENERATED | HTTP1_HDR_DROP | (m->authority.len ? HTTP1_HDR_HOST : 0u)
 			   | (f->keep_underscores ? 0u : HTTP1_HDR_UNDERSCORE)
-			   | (f->drop_fwd ? HTTP1_HDR_FWD : 0u), (struct http1_str){ NULL, 0 });
+			   | (f->drop_fwd ? HTTP1_HDR_FWD : 0u), (struct http1_str){ NULL, 0 }, line);
 	http1_framing_line(&o, m);
 	http1_merge(&o, m, HTTP1_HDR_XFF, 0, xff, sizeof(xff) - 1, f->client_ip);
 	if (f->proto.len != 0) {
@@ -1698,25 +1710,31 @@ int http1_write_response(const struct http1_msg *m, const struct http1_fwd_resp 
 {
 	struct http1_out o;
 	static const char via[] = "Via: ";
+	/* the status line received is the one we would write when it is
+	 * HTTP/1.1 with a SP before its reason: "HTTP/1.1 " 3DIGIT SP */
+	struct http1_str line = { m->line.p, m->minor == 1 && m->line.len == 13 + m->reason.len + 2
+				  ? m->line.len : 0 };
 	char code[3];
 
 	http1_out_init(&o, iov, iovmax, scratch, scratchlen);
-	code[0] = (char)('0' + m->status / 100);
-	code[1] = (char)('0' + m->status / 10 % 10);
-	code[2] = (char)('0' + m->status % 10);
-	HTTP1_PUTS(&o, "HTTP/1.1 ");
-	http1_put(&o, code, 3);
-	HTTP1_PUTS(&o, " ");
-	http1_put_str(&o, m->reason);
-	HTTP1_PUTS(&o, "\r\n");
-	http1_flush(&o);
+	if (line.len == 0) {
+		code[0] = (char)('0' + m->status / 100);
+		code[1] = (char)('0' + m->status / 10 % 10);
+		code[2] = (char)('0' + m->status % 10);
+		HTTP1_PUTS(&o, "HTTP/1.1 ");
+		http1_put(&o, code, 3);
+		HTTP1_PUTS(&o, " ");
+		http1_put_str(&o, m->reason);
+		HTTP1_PUTS(&o, "\r\n");
+		http1_flush(&o);
+	}
 	/* a response's X-Forwarded-For is relayed; its Via is merged with
 	 * ours and X-Forwarded-Proto, meaningless there, is dropped; so is
 	 * the backend's own header of our backend header's name: the client
 	 * must read ours, not one a backend made up; and any line the caller
 	 * flagged HTTP1_HDR_DROP ([cache] strip_targeted) */
 	http1_copy_headers(&o, m, HTTP1_HDR_HOP | HTTP1_HDR_FRAMING | HTTP1_HDR_GENERATED | HTTP1_HDR_DROP,
-			   f->backend_hdr);
+			   f->backend_hdr, line);
 	if (!f->dechunk)
 		http1_framing_line(&o, m);
 	if (f->backend_hdr.len != 0) {
