@@ -936,8 +936,7 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 		h->name.p = s;
 		h->name.len = (size_t)(p - s);
 		h->flags = flags;
-		/* OWS is a value byte: the value's end is found from the
-		 * colon, its OWS trimmed within it */
+		/* OWS is a value byte: the end is found from the colon, OWS trimmed within */
 		s = ++p;
 		cr = http1_value_end(head, p, e);
 		if (e - cr < 2)
