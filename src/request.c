@@ -91,7 +91,7 @@ void req_init(struct request *rq, struct worker *w, struct client *c, const stru
 	      const char *ip, size_t iplen,
 	      const struct req_client_ops *client, const struct req_backend_ops *backend)
 {
-	memset(rq, 0, offsetof(struct request, line));
+	memset(rq, 0, offsetof(struct request, walk));
 	rq->cl = c;
 	rq->w = w;
 	rq->client = client;
@@ -105,7 +105,7 @@ void req_init(struct request *rq, struct worker *w, struct client *c, const stru
 	rq->lost = -1;
 	rq->wake.fn = req_on_wake;
 	evtimer_assign(&rq->wait_ev, w->base, req_on_wait_timeout, rq);
-	http1_msg_init(&rq->msg);
+	/* rq->msg is zeroed, as http1_msg_init would */
 }
 
 void req_client_ip(struct request *rq, const char *ip, size_t iplen)
