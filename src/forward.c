@@ -111,10 +111,8 @@ static void fwd_unbind(struct upstream *u)
 		return;
 	/* what went out for this request: its head and body */
 	if (u->out.sent > u->sent_before) {
-		struct pool *pool = worker_pool(u->w, u->backend_id);
-
-		if (pool)
-			worker_add(&pool->bytes_out, u->out.sent - u->sent_before);
+		if (u->pool)
+			worker_add(&u->pool->bytes_out, u->out.sent - u->sent_before);
 	}
 	req_unbind(rq);
 	u->rq = NULL;
@@ -137,7 +135,7 @@ void fwd_close(struct upstream *u)
 	if (u->close_due)
 		return;
 	if (u->state == UP_IDLE)
-		fwd_pool_remove(worker_pool(w, u->backend_id), u);
+		fwd_pool_remove(u->pool, u);
 	else
 		fwd_unbind(u);
 	event_del(&u->rev);
@@ -377,6 +375,7 @@ static int fwd_begin(struct request *rq, int i, bool fresh, enum req_fail *kind,
 	}
 	u->ring_index = i;
 	u->backend_id = sb->state->id;
+	u->pool = pool;
 	u->got_bytes = false;
 	u->sent_before = u->out.sent;
 	u->t_sent = worker_now_us(w);
@@ -451,7 +450,7 @@ static void fwd_finish(struct upstream *u)
 	struct worker *w = u->w;
 	/* the pool outlives the request: its size is the current config's */
 	const struct conf *conf = w->snap->conf;
-	struct pool *pool = worker_pool(w, u->backend_id);
+	struct pool *pool = u->pool;
 	bool reuse;
 
 	if (pool) {
@@ -521,7 +520,7 @@ static void fwd_client_drained(struct upstream *u)
  * of the backend's own cache (tier.c), counted per backend. */
 static void fwd_count_class(struct upstream *u)
 {
-	struct pool *pool = worker_pool(u->w, u->backend_id);
+	struct pool *pool = u->pool;
 	int st = u->resp.status;
 	enum tier_verdict v;
 
@@ -773,7 +772,7 @@ static void fwd_read(evutil_socket_t fd, short what, void *arg)
 	}
 	n = recv(fd, b->data + b->len, b->cap - b->len, 0);
 	if (n > 0) {
-		struct pool *pool = worker_pool(u->w, u->backend_id);
+		struct pool *pool = u->pool;
 
 		if (pool) {
 			worker_add(&pool->bytes_in, (uint64_t)n);

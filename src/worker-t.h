@@ -62,6 +62,9 @@ struct upstream {
 	struct rbuf in;
 	struct outq out;                /* request head + body to the backend */
 	uint32_t backend_id;            /* registry id */
+	struct pool *pool;              /* worker_pool(w, backend_id), set with
+					   it (NULL: none); a worker's pools
+					   last as long as it */
 	int ring_index;                 /* backend index in the request's snapshot */
 	struct sockaddr_storage addr;   /* where it is connected */
 	socklen_t addrlen;
