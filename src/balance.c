@@ -118,6 +118,19 @@ bool balance_is_hot(uint64_t pos, long total)
 	return s != NULL && balance_hot_est(s, sketch_estimate(s, pos), total);
 }
 
+/* balance_is_hot for a request's key: from the count balance_start saw
+ * (hot_est, see struct balance_pick) when there is one, so the sketch's
+ * rows are not read again for the owner's verdict and for owner_hot. */
+static bool balance_pick_hot(uint64_t pos, unsigned hot_est, long total)
+{
+	struct sketch *s;
+
+	if (hot_est == 0)
+		return balance_is_hot(pos, total);
+	s = atomic_load_explicit(&balance_sketch, memory_order_acquire);
+	return s != NULL && balance_hot_est(s, hot_est - 1, total);
+}
+
 /*
  * The share of recent requests whose key was hot when placed
  * (balance_start counts them): the part of the load in flight that the cap
@@ -298,7 +311,8 @@ static int balance_ramping(const struct snapshot *s, int i, uint64_t pos, bool p
  * trial is looked at, not claimed, and ex gets the numbers behind the
  * verdict. */
 static enum balance_verdict balance_verdict(const struct snapshot *s, int i, uint64_t pos,
-					    bool held, double w, long *limit, struct balance_why *ex)
+					    unsigned hot_est, bool held, double w, long *limit,
+					    struct balance_why *ex)
 {
 	struct backend *b = s->be[i].state;
 	const struct conf *conf = s->conf;
@@ -348,7 +362,7 @@ static enum balance_verdict balance_verdict(const struct snapshot *s, int i, uin
 		 * (balance_rare_cap): none under even load. A key a warm
 		 * ramp holds on its previous owner is a rare key there unless
 		 * hot: holding it is the ramp's point. */
-		bool hot = balance_is_hot(pos, total);
+		bool hot = balance_pick_hot(pos, hot_est, total);
 		long bound = hot ? cap : balance_rare_cap(cap, balance_hot_share());
 
 		if (ex) {
@@ -375,7 +389,7 @@ enum balance_verdict balance_check(const struct snapshot *s, int i, uint64_t pos
 {
 	long limit;
 
-	return balance_verdict(s, i, pos, false, s->ring->weights[i], &limit, NULL);
+	return balance_verdict(s, i, pos, 0, false, s->ring->weights[i], &limit, NULL);
 }
 
 /* The verdict for backend i with its numbers in why, as a request for
@@ -392,7 +406,7 @@ static void balance_explain_as(const struct snapshot *s, int i, uint64_t pos, bo
 	why->ramp = 1;
 	why->max_inflight = s->be[i].conf->max_inflight;
 	why->inflight = atomic_load_explicit(&s->be[i].state->inflight, memory_order_relaxed);
-	why->verdict = balance_verdict(s, i, pos, held, w, &limit, why);
+	why->verdict = balance_verdict(s, i, pos, 0, held, w, &limit, why);
 }
 
 void balance_explain(const struct snapshot *s, int i, uint64_t pos, struct balance_why *why)
@@ -499,6 +513,7 @@ void balance_start(const struct snapshot *s, struct ring_walk *w, struct balance
 	pick->owner_hot = 0;
 	pick->any_full = 0;
 	pick->key_u = u;
+	pick->hot_est = sk != NULL ? est + 1 : 0;
 	for (size_t i = 0; i < BALANCE_RAMP_STEPS; i++)
 		pick->ramp_pos[i] = pos;
 	pick->nlist = 0;
@@ -533,7 +548,7 @@ static bool balance_held(const struct snapshot *s, struct ring_walk *w, uint64_t
 	if (prev < 0 || prev == owner)
 		return false;           /* not moved, or nothing to ramp from */
 	if (to == prev) {
-		v = balance_verdict(s, prev, pos, true, r->weight[prev], &limit, NULL);
+		v = balance_verdict(s, prev, pos, pick->hot_est, true, r->weight[prev], &limit, NULL);
 		if (v == BALANCE_OK && balance_take(s->be[prev].state, limit)) {
 			pick->backend = pick->owner = prev;
 			pick->owner_verdict = BALANCE_OK;
@@ -605,7 +620,7 @@ static bool balance_list(const struct snapshot *s, struct ring_walk *w, uint64_t
 		if (best < 0)
 			return false;
 		i = pick->list[best];
-		v = balance_verdict(s, i, pos, false, s->ring->weights[i], &limit, NULL);
+		v = balance_verdict(s, i, pos, pick->hot_est, false, s->ring->weights[i], &limit, NULL);
 		if (v == BALANCE_OK && balance_take(s->be[i].state, limit)) {
 			pick->backend = i;
 			pick->replica = best;
@@ -641,7 +656,8 @@ void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 	}
 	while ((i = ring_walk_next(w)) >= 0) {
 		long limit;
-		enum balance_verdict v = balance_verdict(s, i, pos, false, s->ring->weights[i], &limit, NULL);
+		enum balance_verdict v = balance_verdict(s, i, pos, pick->hot_est, false, s->ring->weights[i],
+							 &limit, NULL);
 
 		if (w->yielded == 1) {
 			pick->owner = i;
@@ -657,8 +673,9 @@ void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 		}
 		if (w->yielded == 1)
 			pick->owner_hot = v == BALANCE_BOUNDED &&
-					  balance_is_hot(pos, atomic_load_explicit(&registry_total_inflight,
-										   memory_order_relaxed));
+					  balance_pick_hot(pos, pick->hot_est,
+							   atomic_load_explicit(&registry_total_inflight,
+										memory_order_relaxed));
 		if (v == BALANCE_FULL)
 			pick->any_full = 1;
 		if (v == BALANCE_OK) {
