@@ -140,6 +140,7 @@ void fwd_close(struct upstream *u)
 		fwd_unbind(u);
 	event_del(&u->rev);
 	event_del(&u->wev);
+	u->writing = false;
 	deadline_stop(&u->tev);
 	if (u->busy) {
 		u->close_due = true;
@@ -279,12 +280,16 @@ static void fwd_pump(struct upstream *u)
 			return;
 		}
 		if (rc == 0) {
-			if (!event_pending(&u->wev, EV_WRITE, NULL))
+			if (!u->writing) {
 				event_add(&u->wev, NULL);
+				u->writing = true;
+			}
 			return;
 		}
-		if (event_pending(&u->wev, EV_WRITE, NULL))
+		if (u->writing) {
 			event_del(&u->wev);
+			u->writing = false;
+		}
 		u->ck_used = 0;                 /* the queue no longer holds them */
 		req_head_sent(rq);
 		if (!rq->body_done) {
@@ -330,6 +335,7 @@ static struct upstream *fwd_connect(struct worker *w, const struct snap_backend 
 	deadline_assign(&u->tev, w->base, fwd_on_event, u);
 	event_add(&u->rev, NULL);
 	event_add(&u->wev, NULL);
+	u->writing = true;
 	deadline_set(&u->tev, w->us_connect);
 	atomic_fetch_add_explicit(&sb->state->connects, 1, memory_order_relaxed);
 	return u;
@@ -436,7 +442,7 @@ static bool fwd_sending(const struct upstream *u)
 
 static void fwd_request_body(struct upstream *u)
 {
-	if (u->state == UP_CONNECTING || event_pending(&u->wev, EV_WRITE, NULL))
+	if (u->state == UP_CONNECTING || u->writing)
 		return;         /* sent when the socket takes more */
 	fwd_enter(u);
 	fwd_pump(u);
