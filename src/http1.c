@@ -1011,22 +1011,64 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 	return 0;
 }
 
-/* A request's body framing from what its fields said (RFC 9112 6.3),
- * refusing every ambiguous combination. 0, or a negative status. */
-static ssize_t http1_framing_request(struct http1_msg *m, const struct http1_seen *seen)
+#ifdef __SSE2__
+/* The bytes of x in C_HOST, as a 16-bit mask: letters, digits, '$' to
+ * '.', ':', ';', and '!', '=', '[', ']', '_', '~'. */
+static unsigned http1_host16(__m128i x)
 {
-	unsigned i;
+	__m128i ok = _mm_or_si128(http1_in16(_mm_or_si128(x, _mm_set1_epi8(0x20)), 'a', 25),
+				  http1_in16(x, '0', ';' - '0'));
 
+	ok = _mm_or_si128(ok, http1_in16(x, '$', '.' - '$'));
+	ok = _mm_or_si128(ok, _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('!')),
+					   _mm_cmpeq_epi8(x, _mm_set1_epi8('='))));
+	ok = _mm_or_si128(ok, _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('[')),
+					   _mm_cmpeq_epi8(x, _mm_set1_epi8(']'))));
+	ok = _mm_or_si128(ok, _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('_')),
+					   _mm_cmpeq_epi8(x, _mm_set1_epi8('~'))));
+	return (unsigned)_mm_movemask_epi8(ok);
+}
+#endif
+
+/* Whether every byte of v, a slice of the head that starts at lo, is in
+ * C_HOST: sixteen a step with SSE2, the last step the sixteen bytes that
+ * end with v, so no load leaves the head (the request line is before
+ * any Host); a byte at a time they were 90 instructions of a request
+ * with "Host: 127.0.0.1:8080". */
+static bool http1_host_ok(const char *lo, struct http1_str v)
+{
+	const char *p = v.p, *end = v.p + v.len;
+
+#ifdef __SSE2__
+	for (; end - p >= 16; p += 16)
+		if (http1_host16(_mm_loadu_si128((const __m128i *)(const void *)p)) != 0xffffu)
+			return false;
+	if (p == end)
+		return true;
+	if (end - lo >= 16)     /* bit i is byte end - 16 + i: p's are the top end - p */
+		return http1_host16(_mm_loadu_si128((const __m128i *)(const void *)(end - 16)))
+		       >> (16 - (end - p)) == (1u << (end - p)) - 1;
+#else
+	(void)lo;
+#endif
+	for (; p < end; p++)
+		if (!HTTP1_IS(*p, C_HOST))
+			return false;
+	return true;
+}
+
+/* A request's body framing from what its fields said (RFC 9112 6.3),
+ * refusing every ambiguous combination; lo is the head's start. 0, or a
+ * negative status. */
+static ssize_t http1_framing_request(struct http1_msg *m, const struct http1_seen *seen,
+				     const char *lo)
+{
 	if (seen->nhost > 1)
 		return http1_fail(m, 400, "more than one Host");
 	if (seen->nhost == 0 && m->minor == 1)
 		return http1_fail(m, 400, "HTTP/1.1 request without Host");
-	for (i = 0; i + 4 <= m->host.len && HTTP1_IS4(m->host.p + i, C_HOST); i += 4)
-		;
-	for (; i < m->host.len; i++) {
-		if (!HTTP1_IS(m->host.p[i], C_HOST))
-			return http1_fail(m, 400, "invalid Host");
-	}
+	if (!http1_host_ok(lo, m->host))
+		return http1_fail(m, 400, "invalid Host");
 	if (seen->has_te) {
 		if (m->minor == 0)
 			return http1_fail(m, 400, "Transfer-Encoding in HTTP/1.0");
@@ -1188,7 +1230,7 @@ fields:
 
 	if (seen.has_te && seen.have_cl)
 		return http1_fail(m, 400, "both Transfer-Encoding and Content-Length");
-	r = request ? http1_framing_request(m, &seen) : http1_framing_response(m, &seen, req_method);
+	r = request ? http1_framing_request(m, &seen, buf) : http1_framing_response(m, &seen, req_method);
 	if (r < 0)
 		return r;
 	m->head_len = (size_t)end;

@@ -1959,7 +1959,29 @@ static int name_byte(int pad, size_t len, size_t at, int c)
 	return r != n || h[1].name.len != len || (h[1].flags == HTTP1_HDR_UNDERSCORE) != (c == '_');
 }
 
-/* Every byte at every place of header values and names. */
+/* A Host value (variant 1: more header lines after it): taken exactly
+ * when every byte is a reg-name, IP-literal or port byte (RFC 3986:
+ * unreserved, sub-delims, ':', '[', ']', '%'), OWS at either end being
+ * trimmed. */
+static int host_byte(int more, size_t len, size_t at, int c)
+{
+	static const char other[] = "-._~!$&'()*+,;=:[]%";
+	static struct http1_header h[64];
+	bool ows = c == ' ' || c == '\t';
+	bool ok = (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')
+		  || (c > 0 && c < 0x80 && strchr(other, c) != NULL) || (ows && (at == 0 || at == len - 1));
+	struct http1_msg m;
+	char buf[256];
+	int n = byte_request(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: ", 'h', len, at, c,
+			     more ? "\r\nX-Pad: 0123456789abcdef0123456789\r\n\r\n" : "\r\n\r\n");
+	ssize_t r;
+
+	http1_msg_init(&m);
+	r = http1_parse_request(&m, h, buf, (size_t)n, &lim_default);
+	return ok ? r != n : r != -400;
+}
+
+/* Every byte at every place of header values and names, and of Host. */
 static void test_value_bytes(void)
 {
 	static const size_t vlens[] = { 1, 2, 15, 16, 17, 31, 32, 33, 48 };
@@ -1972,6 +1994,10 @@ static void test_value_bytes(void)
 	wrong = byte_cases(nlens, sizeof(nlens) / sizeof(nlens[0]), name_byte, &cases);
 	tap_ok(wrong == 0, "%d header names with each byte at each place: tchar taken ('_' flagged), "
 	       "the rest refused (%d wrong)", cases, wrong);
+	cases = 0;
+	wrong = byte_cases(vlens, sizeof(vlens) / sizeof(vlens[0]), host_byte, &cases);
+	tap_ok(wrong == 0, "%d Host values with each byte at each place: reg-name, IP-literal and port "
+	       "bytes taken, the rest 400 (%d wrong)", cases, wrong);
 }
 
 int main(void)
