@@ -618,7 +618,7 @@ static ssize_t http1_target(struct http1_msg *m, const struct http1_hint *hint)
 /* What a header name means to the proxy. */
 enum http1_kind {
 	K_OTHER = 0, K_CONNECTION, K_HOP, K_TE, K_CL, K_XFF, K_GEN, K_HOST, K_FWD,
-	K_EXPECT, K_UPGRADE,
+	K_EXPECT, K_UPGRADE, K_TIER,
 };
 
 static enum http1_kind http1_kind(struct http1_str n)
@@ -627,7 +627,9 @@ static enum http1_kind http1_kind(struct http1_str n)
 	case 2:
 		return HTTP1_IEQ(n, "te") ? K_HOP : K_OTHER;
 	case 3:
-		return HTTP1_IEQ(n, "via") ? K_GEN : K_OTHER;
+		if (HTTP1_IEQ(n, "via"))
+			return K_GEN;
+		return HTTP1_IEQ(n, "age") ? K_TIER : K_OTHER;
 	case 4:
 		return HTTP1_IEQ(n, "host") ? K_HOST : K_OTHER;
 	case 6:
@@ -637,13 +639,19 @@ static enum http1_kind http1_kind(struct http1_str n)
 	case 7:
 		if (HTTP1_IEQ(n, "upgrade"))
 			return K_UPGRADE;
-		return HTTP1_IEQ(n, "trailer") ? K_HOP : K_OTHER;
+		if (HTTP1_IEQ(n, "trailer"))
+			return K_HOP;
+		return HTTP1_IEQ(n, "x-cache") ? K_TIER : K_OTHER;
 	case 9:
-		return HTTP1_IEQ(n, "forwarded") ? K_FWD : K_OTHER;
+		if (HTTP1_IEQ(n, "forwarded"))
+			return K_FWD;
+		return HTTP1_IEQ(n, "x-varnish") ? K_TIER : K_OTHER;
 	case 10:
 		if (HTTP1_IEQ(n, "connection"))
 			return K_CONNECTION;
 		return HTTP1_IEQ(n, "keep-alive") ? K_HOP : K_OTHER;
+	case 12:
+		return HTTP1_IEQ(n, "cache-status") ? K_TIER : K_OTHER;
 	case 13:
 		return HTTP1_IEQ(n, "x-rewrite-url") ? K_FWD : K_OTHER;
 	case 14:
@@ -886,6 +894,64 @@ static ssize_t http1_status_line(struct http1_msg *m, const char **pp, const cha
 	return 0;
 }
 
+/* What the header h just read means: its flags, and what the framing
+ * functions need in seen. 0, or a negative status (http1_fail). */
+static ssize_t http1_field(struct http1_msg *m, struct http1_header *h, bool request,
+			   struct http1_seen *seen)
+{
+	switch (http1_kind(h->name)) {
+	case K_OTHER:
+		break;
+	case K_TIER:
+		m->seen |= HTTP1_SEEN_TIER;
+		break;
+	case K_CONNECTION:
+		h->flags = HTTP1_HDR_HOP;
+		seen->nconn++;
+		break;
+	case K_HOP:
+		h->flags = HTTP1_HDR_HOP;
+		break;
+	case K_UPGRADE:
+		h->flags = HTTP1_HDR_HOP;
+		seen->has_upgrade = true;
+		break;
+	case K_TE:
+		h->flags = HTTP1_HDR_HOP | HTTP1_HDR_FRAMING;
+		seen->has_te = true;
+		http1_te_add(&seen->te, h->value);
+		break;
+	case K_CL:
+		h->flags = HTTP1_HDR_FRAMING;
+		if (http1_content_length(h->value, &m->content_length, &seen->have_cl) < 0)
+			return http1_fail(m, 400, "invalid Content-Length");
+		break;
+	case K_XFF:
+		h->flags = HTTP1_HDR_XFF;
+		break;
+	case K_GEN:
+		h->flags = HTTP1_HDR_GENERATED;
+		break;
+	case K_FWD:
+		if (request)
+			h->flags = HTTP1_HDR_FWD;
+		break;
+	case K_HOST:
+		if (request) {
+			seen->nhost++;
+			m->host = h->value;
+			h->flags = HTTP1_HDR_HOST;
+		}
+		break;
+	case K_EXPECT:
+		if (request && m->minor == 1 && HTTP1_IEQ(h->value, "100-continue"))
+			m->expect_continue = true;
+		break;
+	}
+	m->seen |= h->flags;
+	return 0;
+}
+
 /* The header fields from *pp (after the start line's CRLF) to the empty
  * line, in the head [head, e): each is classified as it is read, what
  * framing needs goes to seen. 0 (*pp at the empty line's CR, before e - 1),
@@ -896,6 +962,7 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 {
 	const char *p = *pp, *s, *cr;
 	unsigned n = m->nheaders, max = lim->max_headers;
+	ssize_t r;
 
 	for (;;) {
 		struct http1_header *h;
@@ -959,53 +1026,9 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 		m->nheaders = ++n;
 		p = cr + 2;
 
-		switch (http1_kind(h->name)) {
-		case K_OTHER:
-			break;
-		case K_CONNECTION:
-			h->flags = HTTP1_HDR_HOP;
-			seen->nconn++;
-			break;
-		case K_HOP:
-			h->flags = HTTP1_HDR_HOP;
-			break;
-		case K_UPGRADE:
-			h->flags = HTTP1_HDR_HOP;
-			seen->has_upgrade = true;
-			break;
-		case K_TE:
-			h->flags = HTTP1_HDR_HOP | HTTP1_HDR_FRAMING;
-			seen->has_te = true;
-			http1_te_add(&seen->te, h->value);
-			break;
-		case K_CL:
-			h->flags = HTTP1_HDR_FRAMING;
-			if (http1_content_length(h->value, &m->content_length, &seen->have_cl) < 0)
-				return http1_fail(m, 400, "invalid Content-Length");
-			break;
-		case K_XFF:
-			h->flags = HTTP1_HDR_XFF;
-			break;
-		case K_GEN:
-			h->flags = HTTP1_HDR_GENERATED;
-			break;
-		case K_FWD:
-			if (request)
-				h->flags = HTTP1_HDR_FWD;
-			break;
-		case K_HOST:
-			if (request) {
-				seen->nhost++;
-				m->host = h->value;
-				h->flags = HTTP1_HDR_HOST;
-			}
-			break;
-		case K_EXPECT:
-			if (request && m->minor == 1 && HTTP1_IEQ(h->value, "100-continue"))
-				m->expect_continue = true;
-			break;
-		}
-		m->seen |= h->flags;
+		r = http1_field(m, h, request, seen);
+		if (r < 0)
+			return r;
 	}
 	*pp = p;
 	return 0;
