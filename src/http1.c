@@ -1535,7 +1535,10 @@ struct http1_out {
 	bool bad;
 };
 
-static void http1_put(struct http1_out *o, const char *s, size_t n)
+/* Inlined everywhere, as is http1_merge: a literal's length is then a
+ * constant and its copy a few moves, not a call of memcpy (with the
+ * calls, the writers' generated lines were 165 instructions more). */
+static inline __attribute__((always_inline)) void http1_put(struct http1_out *o, const char *s, size_t n)
 {
 	if (n == 0)
 		return;         /* s may be NULL: an absent slice */
@@ -1621,9 +1624,10 @@ static void http1_copy_headers(struct http1_out *o, const struct http1_msg *m,
 
 /* "Name: v1, v2[, ours]\r\n" from every header with flag and name_len
  * (name_len 0: any), nothing when there is nothing to say. */
-static void http1_merge(struct http1_out *o, const struct http1_msg *m,
-			unsigned flag, size_t name_len, const char *line,
-			size_t line_len, struct http1_str ours)
+static inline __attribute__((always_inline)) void http1_merge(struct http1_out *o, const struct http1_msg *m,
+							      unsigned flag, size_t name_len,
+							      const char *line, size_t line_len,
+							      struct http1_str ours)
 {
 	bool any = false;
 	unsigned i;
