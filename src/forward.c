@@ -571,7 +571,11 @@ static int fwd_head(struct upstream *u, size_t head_len)
 	memset(&fr, 0, sizeof(fr));
 	fr.backend_hdr.p = conf->backend_header;
 	fr.backend_hdr.len = rq->snap->backend_header_len;
-	http1_drop_named(&u->resp, fr.backend_hdr);
+	/* the writer leaves out the backend's own header of that name by
+	 * itself; the cache stores every line not flagged, in a fill or a
+	 * revalidation, both of which hold rq->fill */
+	if (rq->fill)
+		http1_drop_named(&u->resp, fr.backend_hdr);
 	if (conf->cache_strip_targeted)
 		cachectl_strip_targeted(&u->resp, conf->cache_target_field);
 	fr.backend_name.p = sb->conf->name;
