@@ -384,7 +384,7 @@ static int fwd_begin(struct request *rq, int i, bool fresh, enum req_fail *kind,
 	u->pool = pool;
 	u->got_bytes = false;
 	u->sent_before = u->out.sent;
-	u->t_sent = worker_now_us(w);
+	u->t_sent = deadline_clock_us();        /* not the turn's: it goes out now */
 	u->resp_done = false;
 	u->eof = false;
 	u->dechunk = false;
@@ -883,6 +883,8 @@ static void fwd_timeout(evutil_socket_t fd, short what, void *arg)
 static void fwd_on_event(evutil_socket_t fd, short what, void *arg)
 {
 	struct upstream *u = arg;
+	/* one clock read for the turn's timeouts and timestamps */
+	int64_t outer = deadline_turn_begin();
 
 	fwd_enter(u);
 	if (what & EV_TIMEOUT) {
@@ -893,6 +895,7 @@ static void fwd_on_event(evutil_socket_t fd, short what, void *arg)
 	else
 		fwd_write(fd, what, u);
 	fwd_leave(u);
+	deadline_turn_end(outer);
 }
 
 const struct req_backend_ops fwd_req_ops = {

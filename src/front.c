@@ -612,6 +612,8 @@ static void front_timeout(evutil_socket_t fd, short what, void *arg)
 static void front_on_event(evutil_socket_t fd, short what, void *arg)
 {
 	struct client *c = arg;
+	/* one clock read for the turn's timeouts and timestamps */
+	int64_t outer = deadline_turn_begin();
 
 	front_enter(c);
 	if (what & EV_TIMEOUT) {
@@ -622,4 +624,5 @@ static void front_on_event(evutil_socket_t fd, short what, void *arg)
 	else
 		front_write(fd, what, c);
 	front_leave(c);
+	deadline_turn_end(outer);
 }

@@ -26,6 +26,7 @@
 #include "cachectl.h"
 #include "conf.h"
 #include "conn.h"
+#include "deadline.h"
 #include "health.h"
 #include "key.h"
 #include "log.h"
@@ -303,8 +304,9 @@ bool req_end(struct request *rq)
 	rq->stale = NULL;
 	req_settle(rq);
 	if (rq->state != REQ_IDLE) {
-		/* one clock read for the histogram and the log line */
-		int64_t took = worker_now_us(rq->w) - rq->t_begin;
+		/* one clock read for the histogram and the log line: the
+		 * clock, not the turn's start, which may be t_begin's */
+		int64_t took = deadline_clock_us() - rq->t_begin;
 
 		if (rq->state != REQ_DONE && rq->end_kind == REQ_END_NONE)
 			rq->end_kind = REQ_END_ABORT;
