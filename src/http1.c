@@ -970,10 +970,12 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 
 		if (e - p < 2)
 			return HTTP1_SHORT;
-		if (*p == '\r')
-			break;
-		if (HTTP1_OWS(*p))
-			return http1_fail(m, 400, "obsolete line folding");
+		if (!HTTP1_IS(*p, C_NAME)) {    /* a name's byte: the usual one */
+			if (*p == '\r')
+				break;
+			if (HTTP1_OWS(*p))
+				return http1_fail(m, 400, "obsolete line folding");
+		}
 		s = p;
 		p = http1_name_end(p, e);
 		flags = 0;
@@ -1008,10 +1010,8 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 		cr = http1_value_end(head, p, e);
 		if (e - cr < 2)
 			return HTTP1_SHORT;
-		if (*cr != '\r')
-			return http1_fail(m, 400, "invalid character in header value");
-		if (cr[1] != '\n')
-			return http1_fail(m, 400, "bare CR");
+		if (*cr != '\r' || cr[1] != '\n')
+			return http1_fail(m, 400, *cr != '\r' ? "invalid character in header value" : "bare CR");
 		if (*s == ' ' && !HTTP1_OWS(s[1])) {
 			s++;    /* the usual single SP; s[1] is *cr at most */
 		} else {
@@ -1019,7 +1019,7 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 				s++;
 		}
 		p = cr;
-		while (p > s && HTTP1_OWS(p[-1]))
+		while (HTTP1_OWS(p[-1]) && p > s)       /* p[-1]: the colon at most */
 			p--;
 		h->value.p = s;
 		h->value.len = (size_t)(p - s);
