@@ -175,7 +175,7 @@ struct request {
 	 * them on every lend of a connection's memory cost ~550
 	 * instructions a request for qbuf's 4 KiB, ~330 for the rest, and
 	 * ~100 for the walk, the pick and the timer, which req_route
-	 * (balance_start) and req_init (evtimer_assign) set in full */
+	 * (balance_start) and req_wait (evtimer_assign) set in full */
 	struct ring_walk walk;          /* (routing) along the ring from keypos */
 	struct balance_pick pick;
 	struct event wait_ev;           /* lock_timeout (REQ_WAIT) */

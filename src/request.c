@@ -105,8 +105,8 @@ void req_init(struct request *rq, struct worker *w, struct client *c, const stru
 	rq->iplen = iplen;
 	rq->lost = -1;
 	rq->wake.fn = req_on_wake;
-	evtimer_assign(&rq->wait_ev, w->base, req_on_wait_timeout, rq);
-	/* rq->msg is zeroed, as http1_msg_init would */
+	/* rq->msg is zeroed, as http1_msg_init would; wait_ev is assigned
+	 * when a wait begins (req_wait), the only time it is added */
 }
 
 void req_client_ip(struct request *rq, const char *ip, size_t iplen)
@@ -1401,6 +1401,9 @@ void req_wait(struct request *rq, const struct timeval *tv)
 {
 	req_set_state(rq, REQ_WAIT);
 	rq->wake_due = true;
+	/* not pending: a request waits once, and a wait ends with its
+	 * event_del (req_end, req_wait_over, req_on_wake) */
+	evtimer_assign(&rq->wait_ev, rq->w->base, req_on_wait_timeout, rq);
 	event_add(&rq->wait_ev, tv);
 }
 
