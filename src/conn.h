@@ -38,6 +38,9 @@ long conn_unacked(int fd);
  * Linux 4.1+). 0, or -1 when the kernel does not say. */
 int conn_acked(int fd, uint64_t *acked);
 
+/* recv(fd, buf, len, 0), without glibc's cancellation point (conn.c). */
+ssize_t conn_recv(int fd, void *buf, size_t len);
+
 /* Write as much of q as the socket takes. Returns 1 when q is empty, 0 when
  * the socket would block (q advanced past what was written), -1 on error
  * (errno set). */

@@ -780,7 +780,7 @@ static void fwd_read(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 	}
-	n = recv(fd, b->data + b->len, b->cap - b->len, 0);
+	n = conn_recv(fd, b->data + b->len, b->cap - b->len);
 	if (n > 0) {
 		struct pool *pool = u->pool;
 

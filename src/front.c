@@ -490,7 +490,7 @@ static void front_read(evutil_socket_t fd, short what, void *arg)
 		/* drop what a closing client still sends */
 		char drop[4096];
 
-		n = recv(fd, drop, sizeof(drop), 0);
+		n = conn_recv(fd, drop, sizeof(drop));
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
 			front_close(c);
 		return;
@@ -513,7 +513,7 @@ static void front_read(evutil_socket_t fd, short what, void *arg)
 		front_pause(c);
 		return;
 	}
-	n = recv(fd, c->in.data + c->in.len, room, 0);
+	n = conn_recv(fd, c->in.data + c->in.len, room);
 	if (n > 0) {
 		c->in.len += (size_t)n;
 		if (c->state == CL_HEAD) {
