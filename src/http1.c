@@ -818,6 +818,8 @@ static ssize_t http1_request_line(struct http1_msg *m, const char **pp, const ch
 	int v;
 
 	s = p;
+	if (e - p >= 4 && memcmp(p, "GET ", 4) == 0)
+		p += 3;                 /* the usual method: no byte loop */
 	while (p < e && HTTP1_IS(*p, C_TOKEN))
 		p++;
 	if (p == e)
