@@ -900,8 +900,9 @@ static ssize_t http1_status_line(struct http1_msg *m, const char **pp, const cha
 	return 0;
 }
 
-/* What the header h just read means: its flags, and what the framing
- * functions need in seen. 0, or a negative status (http1_fail). */
+/* What the header h just read means: its flags (the caller adds them to
+ * m->seen), and what the framing functions need in seen. 0, or a
+ * negative status (http1_fail). */
 static ssize_t http1_field(struct http1_msg *m, struct http1_header *h, bool request,
 			   struct http1_seen *seen)
 {
@@ -954,7 +955,6 @@ static ssize_t http1_field(struct http1_msg *m, struct http1_header *h, bool req
 			m->expect_continue = true;
 		break;
 	}
-	m->seen |= h->flags;
 	return 0;
 }
 
@@ -967,7 +967,7 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 			    bool request, struct http1_seen *seen)
 {
 	const char *p = *pp, *s, *cr;
-	unsigned n = m->nheaders, max = lim->max_headers;
+	unsigned n = m->nheaders, max = lim->max_headers, flags_seen = 0;
 	ssize_t r;
 
 	for (;;) {
@@ -1035,7 +1035,9 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 		r = http1_field(m, h, request, seen);
 		if (r < 0)
 			return r;
+		flags_seen |= h->flags;
 	}
+	m->seen |= flags_seen;
 	*pp = p;
 	return 0;
 }
@@ -1066,7 +1068,11 @@ static unsigned http1_host16(__m128i x)
  * with "Host: 127.0.0.1:8080". */
 static bool http1_host_ok(const char *lo, struct http1_str v)
 {
-	const char *p = v.p, *end = v.p + v.len;
+	const char *p = v.p, *end;
+
+	if (v.len == 0)
+		return true;    /* none: p may be NULL */
+	end = p + v.len;
 
 #ifdef __SSE2__
 	for (; end - p >= 16; p += 16)
