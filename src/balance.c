@@ -35,6 +35,8 @@ _Static_assert(BALANCE_LIST_MAX == RING_LIST_MAX, "a pick holds any preference l
  * Created by the first request; any worker increments it, lock-free.
  */
 #define BALANCE_HOT_KEYS   1024
+/* the sketch's window (sketch_window): read as this constant, a power of
+ * two, so the divisions by it on every forward are shifts, not divides */
 #define BALANCE_HOT_WINDOW 1024
 /* The fewest counts that make a key hot whatever the concurrency: under
  * 8 of 1,024 to 2,048 requests (0.4-0.8%) is noise of a count-min. */
@@ -104,7 +106,7 @@ static bool balance_hot_est(struct sketch *s, unsigned est, long total)
 	/* a saturated counter: 255 of at most 2,048 requests, 1 in 8 */
 	if (est >= sketch_max(s))
 		return true;
-	window = sketch_window(s);
+	window = BALANCE_HOT_WINDOW;    /* sketch_window(s), as a constant */
 	seen = balance_decayed(sketch_samples(s), window);
 	/* the key's expected share of the requests in flight, p x (total +
 	 * 1), is at least one whole request: moving it frees a slot */
@@ -163,7 +165,7 @@ static void balance_count_hot(void)
 
 	if (s == NULL)
 		return;
-	balance_hot_decay(sketch_samples(s) / sketch_window(s));
+	balance_hot_decay(sketch_samples(s) / BALANCE_HOT_WINDOW);
 	atomic_fetch_add_explicit(&balance_nhot, 1, memory_order_relaxed);
 }
 
@@ -174,7 +176,7 @@ double balance_hot_share(void)
 
 	if (s == NULL)
 		return 0;
-	window = sketch_window(s);
+	window = BALANCE_HOT_WINDOW;
 	seen = sketch_samples(s);
 	epoch = seen / window;
 	h = atomic_load_explicit(&balance_nhot, memory_order_relaxed);
