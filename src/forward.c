@@ -354,7 +354,7 @@ static int fwd_begin(struct request *rq, int i, bool fresh, enum req_fail *kind,
 	while (!fresh && pool && pool->head) {
 		u = pool->head;
 		fwd_pool_remove(pool, u);
-		if (u->addrlen == sb->addrlen && memcmp(&u->addr, &sb->addr, sb->addrlen) == 0)
+		if (conn_same_addr(&u->addr, u->addrlen, &sb->addr, sb->addrlen))
 			break;
 		/* the backend moved to a new address on reload */
 		u->state = UP_CONNECTING;       /* not idle any more */
