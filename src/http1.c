@@ -1701,7 +1701,9 @@ static inline __attribute__((always_inline)) void http1_merge(struct http1_out *
 		HTTP1_PUTS(o, "\r\n");
 }
 
-static void http1_framing_line(struct http1_out *o, const struct http1_msg *m)
+/* The canonical framing line; inlined, as the copier is, in both writers. */
+static inline __attribute__((always_inline)) void http1_framing_line(struct http1_out *o,
+								     const struct http1_msg *m)
 {
 	if (m->framing == HTTP1_BODY_LENGTH) {
 		HTTP1_PUTS(o, "Content-Length: ");
