@@ -814,12 +814,13 @@ static ssize_t http1_request_line(struct http1_msg *m, const char **pp, const ch
 {
 	const char *p = *pp, *s;
 	struct http1_hint hint = { false, false, NULL };
+	/* the usual method: no byte loop, no lookup */
+	bool get = e - p >= 4 && memcmp(p, "GET ", 4) == 0;
 	ssize_t r;
 	int v;
 
 	s = p;
-	if (e - p >= 4 && memcmp(p, "GET ", 4) == 0)
-		p += 3;                 /* the usual method: no byte loop */
+	p += get ? 3 : 0;
 	while (p < e && HTTP1_IS(*p, C_TOKEN))
 		p++;
 	if (p == e)
@@ -828,7 +829,7 @@ static ssize_t http1_request_line(struct http1_msg *m, const char **pp, const ch
 		return http1_fail(m, 400, "invalid method");
 	m->method.p = s;
 	m->method.len = (size_t)(p - s);
-	m->method_id = http1_method_id(s, m->method.len);
+	m->method_id = get ? HTTP1_M_GET : http1_method_id(s, m->method.len);
 	s = ++p;
 #ifdef __SSE2__
 	if (e - p < 16 || (p = http1_target16(s, &hint)) == NULL)
