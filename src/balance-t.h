@@ -35,6 +35,9 @@ struct balance_pick {
 				   moving a rare one (stats: spilled_hot) */
 	int any_full;           /* some candidate was at its hard cap */
 	uint64_t key_u;         /* the key's ramp value (ring_hash2) */
+	unsigned hot_est;       /* the key's count in the hot-key sketch as
+				   balance_start counted it, + 1; 0: not
+				   counted, the sketch is read */
 	uint64_t ramp_pos[BALANCE_RAMP_STEPS];  /* the key's position in each
 				   step of a warm ramp: balance_start's pos,
 				   unless key_ramp found the step's

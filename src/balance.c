@@ -35,6 +35,8 @@ _Static_assert(BALANCE_LIST_MAX == RING_LIST_MAX, "a pick holds any preference l
  * Created by the first request; any worker increments it, lock-free.
  */
 #define BALANCE_HOT_KEYS   1024
+/* the sketch's window (sketch_window): read as this constant, a power of
+ * two, so the divisions by it on every forward are shifts, not divides */
 #define BALANCE_HOT_WINDOW 1024
 /* The fewest counts that make a key hot whatever the concurrency: under
  * 8 of 1,024 to 2,048 requests (0.4-0.8%) is noise of a count-min. */
@@ -104,7 +106,7 @@ static bool balance_hot_est(struct sketch *s, unsigned est, long total)
 	/* a saturated counter: 255 of at most 2,048 requests, 1 in 8 */
 	if (est >= sketch_max(s))
 		return true;
-	window = sketch_window(s);
+	window = BALANCE_HOT_WINDOW;    /* sketch_window(s), as a constant */
 	seen = balance_decayed(sketch_samples(s), window);
 	/* the key's expected share of the requests in flight, p x (total +
 	 * 1), is at least one whole request: moving it frees a slot */
@@ -116,6 +118,19 @@ bool balance_is_hot(uint64_t pos, long total)
 	struct sketch *s = atomic_load_explicit(&balance_sketch, memory_order_acquire);
 
 	return s != NULL && balance_hot_est(s, sketch_estimate(s, pos), total);
+}
+
+/* balance_is_hot for a request's key: from the count balance_start saw
+ * (hot_est, see struct balance_pick) when there is one, so the sketch's
+ * rows are not read again for the owner's verdict and for owner_hot. */
+static bool balance_pick_hot(uint64_t pos, unsigned hot_est, long total)
+{
+	struct sketch *s;
+
+	if (hot_est == 0)
+		return balance_is_hot(pos, total);
+	s = atomic_load_explicit(&balance_sketch, memory_order_acquire);
+	return s != NULL && balance_hot_est(s, hot_est - 1, total);
 }
 
 /*
@@ -150,7 +165,7 @@ static void balance_count_hot(void)
 
 	if (s == NULL)
 		return;
-	balance_hot_decay(sketch_samples(s) / sketch_window(s));
+	balance_hot_decay(sketch_samples(s) / BALANCE_HOT_WINDOW);
 	atomic_fetch_add_explicit(&balance_nhot, 1, memory_order_relaxed);
 }
 
@@ -161,7 +176,7 @@ double balance_hot_share(void)
 
 	if (s == NULL)
 		return 0;
-	window = sketch_window(s);
+	window = BALANCE_HOT_WINDOW;
 	seen = sketch_samples(s);
 	epoch = seen / window;
 	h = atomic_load_explicit(&balance_nhot, memory_order_relaxed);
@@ -298,7 +313,8 @@ static int balance_ramping(const struct snapshot *s, int i, uint64_t pos, bool p
  * trial is looked at, not claimed, and ex gets the numbers behind the
  * verdict. */
 static enum balance_verdict balance_verdict(const struct snapshot *s, int i, uint64_t pos,
-					    bool held, double w, long *limit, struct balance_why *ex)
+					    unsigned hot_est, bool held, double w, long *limit,
+					    struct balance_why *ex)
 {
 	struct backend *b = s->be[i].state;
 	const struct conf *conf = s->conf;
@@ -348,7 +364,7 @@ static enum balance_verdict balance_verdict(const struct snapshot *s, int i, uin
 		 * (balance_rare_cap): none under even load. A key a warm
 		 * ramp holds on its previous owner is a rare key there unless
 		 * hot: holding it is the ramp's point. */
-		bool hot = balance_is_hot(pos, total);
+		bool hot = balance_pick_hot(pos, hot_est, total);
 		long bound = hot ? cap : balance_rare_cap(cap, balance_hot_share());
 
 		if (ex) {
@@ -375,7 +391,7 @@ enum balance_verdict balance_check(const struct snapshot *s, int i, uint64_t pos
 {
 	long limit;
 
-	return balance_verdict(s, i, pos, false, s->ring->weights[i], &limit, NULL);
+	return balance_verdict(s, i, pos, 0, false, s->ring->weights[i], &limit, NULL);
 }
 
 /* The verdict for backend i with its numbers in why, as a request for
@@ -392,7 +408,7 @@ static void balance_explain_as(const struct snapshot *s, int i, uint64_t pos, bo
 	why->ramp = 1;
 	why->max_inflight = s->be[i].conf->max_inflight;
 	why->inflight = atomic_load_explicit(&s->be[i].state->inflight, memory_order_relaxed);
-	why->verdict = balance_verdict(s, i, pos, held, w, &limit, why);
+	why->verdict = balance_verdict(s, i, pos, 0, held, w, &limit, why);
 }
 
 void balance_explain(const struct snapshot *s, int i, uint64_t pos, struct balance_why *why)
@@ -499,6 +515,7 @@ void balance_start(const struct snapshot *s, struct ring_walk *w, struct balance
 	pick->owner_hot = 0;
 	pick->any_full = 0;
 	pick->key_u = u;
+	pick->hot_est = sk != NULL ? est + 1 : 0;
 	for (size_t i = 0; i < BALANCE_RAMP_STEPS; i++)
 		pick->ramp_pos[i] = pos;
 	pick->nlist = 0;
@@ -533,7 +550,7 @@ static bool balance_held(const struct snapshot *s, struct ring_walk *w, uint64_t
 	if (prev < 0 || prev == owner)
 		return false;           /* not moved, or nothing to ramp from */
 	if (to == prev) {
-		v = balance_verdict(s, prev, pos, true, r->weight[prev], &limit, NULL);
+		v = balance_verdict(s, prev, pos, pick->hot_est, true, r->weight[prev], &limit, NULL);
 		if (v == BALANCE_OK && balance_take(s->be[prev].state, limit)) {
 			pick->backend = pick->owner = prev;
 			pick->owner_verdict = BALANCE_OK;
@@ -605,7 +622,7 @@ static bool balance_list(const struct snapshot *s, struct ring_walk *w, uint64_t
 		if (best < 0)
 			return false;
 		i = pick->list[best];
-		v = balance_verdict(s, i, pos, false, s->ring->weights[i], &limit, NULL);
+		v = balance_verdict(s, i, pos, pick->hot_est, false, s->ring->weights[i], &limit, NULL);
 		if (v == BALANCE_OK && balance_take(s->be[i].state, limit)) {
 			pick->backend = i;
 			pick->replica = best;
@@ -641,7 +658,8 @@ void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 	}
 	while ((i = ring_walk_next(w)) >= 0) {
 		long limit;
-		enum balance_verdict v = balance_verdict(s, i, pos, false, s->ring->weights[i], &limit, NULL);
+		enum balance_verdict v = balance_verdict(s, i, pos, pick->hot_est, false, s->ring->weights[i],
+							 &limit, NULL);
 
 		if (w->yielded == 1) {
 			pick->owner = i;
@@ -657,8 +675,9 @@ void balance_next(const struct snapshot *s, struct ring_walk *w, uint64_t pos,
 		}
 		if (w->yielded == 1)
 			pick->owner_hot = v == BALANCE_BOUNDED &&
-					  balance_is_hot(pos, atomic_load_explicit(&registry_total_inflight,
-										   memory_order_relaxed));
+					  balance_pick_hot(pos, pick->hot_est,
+							   atomic_load_explicit(&registry_total_inflight,
+										memory_order_relaxed));
 		if (v == BALANCE_FULL)
 			pick->any_full = 1;
 		if (v == BALANCE_OK) {

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -37,6 +38,26 @@ long conn_unacked(int fd);
  * connection's life, the SYN counted as one (TCP_INFO tcpi_bytes_acked,
  * Linux 4.1+). 0, or -1 when the kernel does not say. */
 int conn_acked(int fd, uint64_t *acked);
+
+/* Whether a[0..alen) and b[0..blen) are the same address: an IPv4 one (16
+ * bytes, every request asks it of a pooled connection) in two word
+ * compares, not a call of memcmp. */
+static inline bool conn_same_addr(const struct sockaddr_storage *a, socklen_t alen,
+				  const struct sockaddr_storage *b, socklen_t blen)
+{
+	uint64_t x[2], y[2];
+
+	if (alen != blen)
+		return false;
+	if (alen != 16)
+		return memcmp(a, b, alen) == 0;
+	memcpy(x, a, 16);
+	memcpy(y, b, 16);
+	return ((x[0] ^ y[0]) | (x[1] ^ y[1])) == 0;
+}
+
+/* recv(fd, buf, len, 0), without glibc's cancellation point (conn.c). */
+ssize_t conn_recv(int fd, void *buf, size_t len);
 
 /* Write as much of q as the socket takes. Returns 1 when q is empty, 0 when
  * the socket would block (q advanced past what was written), -1 on error

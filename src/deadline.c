@@ -13,9 +13,12 @@
  * Clearing leaves the timer as it is: when it fires, nothing is due.
  *
  * Accuracy: the deadline is now + timeout on CLOCK_MONOTONIC (precise,
- * through the vDSO) and it is compared with the same clock when the timer
- * fires, so a timeout never ends early. libevent's own clock (the loop's
- * cached CLOCK_MONOTONIC_COARSE on 2.1) is never ahead of it, so the timer
+ * through the vDSO; in a handler's turn, the clock at the handler's
+ * start, so a timeout set there ends early by at most what the handler
+ * had run, microseconds) and it is compared with the same clock when the
+ * timer fires, so a timeout never ends earlier than that. libevent's own
+ * clock (the loop's cached CLOCK_MONOTONIC_COARSE on 2.1) is never ahead
+ * of it, so the timer
  * fires at most a tick early, which costs one more short wait, and late
  * by what libevent's timers are late anyway (its tick, the loop's 1 ms
  * rounding of epoll_wait, the callbacks before it). A timer set again
@@ -24,6 +27,8 @@
  * timeout per connection, not one a request).
  */
 #include "deadline.h"
+
+_Thread_local int64_t deadline_turn_us;
 
 /* The timer fires us µs from now, at the latest. */
 static void deadline_arm(struct deadline *d, int64_t now, int64_t us)

@@ -111,10 +111,8 @@ static void fwd_unbind(struct upstream *u)
 		return;
 	/* what went out for this request: its head and body */
 	if (u->out.sent > u->sent_before) {
-		struct pool *pool = worker_pool(u->w, u->backend_id);
-
-		if (pool)
-			worker_add(&pool->bytes_out, u->out.sent - u->sent_before);
+		if (u->pool)
+			worker_add(&u->pool->bytes_out, u->out.sent - u->sent_before);
 	}
 	req_unbind(rq);
 	u->rq = NULL;
@@ -137,11 +135,12 @@ void fwd_close(struct upstream *u)
 	if (u->close_due)
 		return;
 	if (u->state == UP_IDLE)
-		fwd_pool_remove(worker_pool(w, u->backend_id), u);
+		fwd_pool_remove(u->pool, u);
 	else
 		fwd_unbind(u);
 	event_del(&u->rev);
 	event_del(&u->wev);
+	u->writing = false;
 	deadline_stop(&u->tev);
 	if (u->busy) {
 		u->close_due = true;
@@ -281,12 +280,16 @@ static void fwd_pump(struct upstream *u)
 			return;
 		}
 		if (rc == 0) {
-			if (!event_pending(&u->wev, EV_WRITE, NULL))
+			if (!u->writing) {
 				event_add(&u->wev, NULL);
+				u->writing = true;
+			}
 			return;
 		}
-		if (event_pending(&u->wev, EV_WRITE, NULL))
+		if (u->writing) {
 			event_del(&u->wev);
+			u->writing = false;
+		}
 		u->ck_used = 0;                 /* the queue no longer holds them */
 		req_head_sent(rq);
 		if (!rq->body_done) {
@@ -332,6 +335,7 @@ static struct upstream *fwd_connect(struct worker *w, const struct snap_backend 
 	deadline_assign(&u->tev, w->base, fwd_on_event, u);
 	event_add(&u->rev, NULL);
 	event_add(&u->wev, NULL);
+	u->writing = true;
 	deadline_set(&u->tev, w->us_connect);
 	atomic_fetch_add_explicit(&sb->state->connects, 1, memory_order_relaxed);
 	return u;
@@ -350,7 +354,7 @@ static int fwd_begin(struct request *rq, int i, bool fresh, enum req_fail *kind,
 	while (!fresh && pool && pool->head) {
 		u = pool->head;
 		fwd_pool_remove(pool, u);
-		if (u->addrlen == sb->addrlen && memcmp(&u->addr, &sb->addr, sb->addrlen) == 0)
+		if (conn_same_addr(&u->addr, u->addrlen, &sb->addr, sb->addrlen))
 			break;
 		/* the backend moved to a new address on reload */
 		u->state = UP_CONNECTING;       /* not idle any more */
@@ -377,9 +381,10 @@ static int fwd_begin(struct request *rq, int i, bool fresh, enum req_fail *kind,
 	}
 	u->ring_index = i;
 	u->backend_id = sb->state->id;
+	u->pool = pool;
 	u->got_bytes = false;
 	u->sent_before = u->out.sent;
-	u->t_sent = worker_now_us(w);
+	u->t_sent = deadline_clock_us();        /* not the turn's: it goes out now */
 	u->resp_done = false;
 	u->eof = false;
 	u->dechunk = false;
@@ -437,7 +442,7 @@ static bool fwd_sending(const struct upstream *u)
 
 static void fwd_request_body(struct upstream *u)
 {
-	if (u->state == UP_CONNECTING || event_pending(&u->wev, EV_WRITE, NULL))
+	if (u->state == UP_CONNECTING || u->writing)
 		return;         /* sent when the socket takes more */
 	fwd_enter(u);
 	fwd_pump(u);
@@ -451,7 +456,7 @@ static void fwd_finish(struct upstream *u)
 	struct worker *w = u->w;
 	/* the pool outlives the request: its size is the current config's */
 	const struct conf *conf = w->snap->conf;
-	struct pool *pool = worker_pool(w, u->backend_id);
+	struct pool *pool = u->pool;
 	bool reuse;
 
 	if (pool) {
@@ -521,7 +526,7 @@ static void fwd_client_drained(struct upstream *u)
  * of the backend's own cache (tier.c), counted per backend. */
 static void fwd_count_class(struct upstream *u)
 {
-	struct pool *pool = worker_pool(u->w, u->backend_id);
+	struct pool *pool = u->pool;
 	int st = u->resp.status;
 	enum tier_verdict v;
 
@@ -566,7 +571,11 @@ static int fwd_head(struct upstream *u, size_t head_len)
 	memset(&fr, 0, sizeof(fr));
 	fr.backend_hdr.p = conf->backend_header;
 	fr.backend_hdr.len = rq->snap->backend_header_len;
-	http1_drop_named(&u->resp, fr.backend_hdr);
+	/* the writer leaves out the backend's own header of that name by
+	 * itself; the cache stores every line not flagged, in a fill or a
+	 * revalidation, both of which hold rq->fill */
+	if (rq->fill)
+		http1_drop_named(&u->resp, fr.backend_hdr);
 	if (conf->cache_strip_targeted)
 		cachectl_strip_targeted(&u->resp, conf->cache_target_field);
 	fr.backend_name.p = sb->conf->name;
@@ -771,9 +780,9 @@ static void fwd_read(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 	}
-	n = recv(fd, b->data + b->len, b->cap - b->len, 0);
+	n = conn_recv(fd, b->data + b->len, b->cap - b->len);
 	if (n > 0) {
-		struct pool *pool = worker_pool(u->w, u->backend_id);
+		struct pool *pool = u->pool;
 
 		if (pool) {
 			worker_add(&pool->bytes_in, (uint64_t)n);
@@ -874,6 +883,8 @@ static void fwd_timeout(evutil_socket_t fd, short what, void *arg)
 static void fwd_on_event(evutil_socket_t fd, short what, void *arg)
 {
 	struct upstream *u = arg;
+	/* one clock read for the turn's timeouts and timestamps */
+	int64_t outer = deadline_turn_begin();
 
 	fwd_enter(u);
 	if (what & EV_TIMEOUT) {
@@ -884,6 +895,7 @@ static void fwd_on_event(evutil_socket_t fd, short what, void *arg)
 	else
 		fwd_write(fd, what, u);
 	fwd_leave(u);
+	deadline_turn_end(outer);
 }
 
 const struct req_backend_ops fwd_req_ops = {

@@ -92,6 +92,7 @@ void front_close(struct client *c)
 	release = c->rq ? req_end(c->rq) : true;
 	event_del(&c->rev);
 	event_del(&c->wev);
+	c->writing = false;
 	deadline_stop(&c->tev);
 	close(c->fd);
 	c->fd = -1;
@@ -146,6 +147,7 @@ static void front_end(struct client *c)
 	c->state = CL_LINGER;
 	c->in.pos = c->in.len = 0;
 	event_del(&c->wev);
+	c->writing = false;
 	if (c->read_paused) {
 		event_add(&c->rev, NULL);
 		c->read_paused = false;
@@ -165,6 +167,7 @@ int front_accept(struct worker *w, int fd, const struct sockaddr_storage *peer)
 	c->iplen = strlen(c->ip);
 	event_assign(&c->rev, w->base, fd, EV_READ | EV_PERSIST, front_on_event, c);
 	event_assign(&c->wev, w->base, fd, EV_WRITE | EV_PERSIST, front_on_event, c);
+	c->writing = false;
 	deadline_assign(&c->tev, w->base, front_on_event, c);
 	if (event_add(&c->rev, NULL) < 0) {
 		worker_client_put(w, c);
@@ -195,8 +198,9 @@ static int front_send(struct client *c)
 	int rc = conn_flush(c->fd, c->out);
 
 	if (rc == 1) {
-		if (event_pending(&c->wev, EV_WRITE, NULL)) {
+		if (c->writing) {
 			event_del(&c->wev);
+			c->writing = false;
 			/* the write-stall timer; an upload keeps its own */
 			if (c->state == CL_FORWARD && c->rq->body_done)
 				deadline_clear(&c->tev);
@@ -204,8 +208,10 @@ static int front_send(struct client *c)
 		return 1;
 	}
 	if (rc == 0) {
-		if (!event_pending(&c->wev, EV_WRITE, NULL))
+		if (!c->writing) {
 			event_add(&c->wev, NULL);
+			c->writing = true;
+		}
 		/* a client that stops reading is timed out; one that reads
 		 * slowly but steadily is not: the timer restarts on progress */
 		deadline_set(&c->tev, c->w->us_client);
@@ -375,7 +381,10 @@ static void front_serve(struct client *c)
 		/* idle between requests: nothing buffered, nothing points
 		 * into the buffer, the last response is out; the memory goes
 		 * back to the worker until the client sends again */
-		event_del(&c->wev);
+		if (c->writing) {
+			event_del(&c->wev);
+			c->writing = false;
+		}
 		worker_client_mem_put(c->w, c);
 	}
 	front_leave(c);
@@ -481,7 +490,7 @@ static void front_read(evutil_socket_t fd, short what, void *arg)
 		/* drop what a closing client still sends */
 		char drop[4096];
 
-		n = recv(fd, drop, sizeof(drop), 0);
+		n = conn_recv(fd, drop, sizeof(drop));
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
 			front_close(c);
 		return;
@@ -504,7 +513,7 @@ static void front_read(evutil_socket_t fd, short what, void *arg)
 		front_pause(c);
 		return;
 	}
-	n = recv(fd, c->in.data + c->in.len, room, 0);
+	n = conn_recv(fd, c->in.data + c->in.len, room);
 	if (n > 0) {
 		c->in.len += (size_t)n;
 		if (c->state == CL_HEAD) {
@@ -603,6 +612,8 @@ static void front_timeout(evutil_socket_t fd, short what, void *arg)
 static void front_on_event(evutil_socket_t fd, short what, void *arg)
 {
 	struct client *c = arg;
+	/* one clock read for the turn's timeouts and timestamps */
+	int64_t outer = deadline_turn_begin();
 
 	front_enter(c);
 	if (what & EV_TIMEOUT) {
@@ -613,4 +624,5 @@ static void front_on_event(evutil_socket_t fd, short what, void *arg)
 	else
 		front_write(fd, what, c);
 	front_leave(c);
+	deadline_turn_end(outer);
 }

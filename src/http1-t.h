@@ -61,6 +61,11 @@ enum http1_framing {
 				     treat '_' and '-' alike: X_User can pose
 				     as X-User behind the proxy) */
 
+/* In http1_msg.seen only, never on a header: a header named Age,
+ * X-Cache, X-Varnish or Cache-Status, those the cache tier's verdict is
+ * read from (tier.c), is among them. */
+#define HTTP1_SEEN_TIER    0x100u
+
 struct http1_header {
 	struct http1_str name;
 	struct http1_str value;     /* leading/trailing OWS trimmed */
@@ -109,6 +114,16 @@ struct http1_msg {
 	bool expect_continue;       /* request: Expect: 100-continue */
 	bool upgrade;               /* Connection: upgrade + Upgrade present */
 	struct http1_str host;      /* Host header value (requests), len 0 if none */
+
+	struct http1_str line;      /* the start line as received, its CRLF
+				       included (len 0: none): a writer sends
+				       it as it is when it would write the
+				       same bytes */
+	unsigned seen;              /* every flag the parser set on a header
+				       (HTTP1_HDR_*, never HTTP1_HDR_DROP), and
+				       HTTP1_SEEN_TIER: a flag not in it is on
+				       no header, and a writer (or tier.c)
+				       skips the walk that looks for it */
 
 	size_t head_len;            /* bytes of the head, once complete */
 	const char *error;          /* static text describing a parse error */

@@ -372,6 +372,10 @@ static enum http1_method http1_method_id(const char *p, size_t n)
  */
 static int http1_version(const char *p, const char **after)
 {
+	if (http1_load8(p) == http1_load8("HTTP/1.1")) {       /* the usual one: one test */
+		*after = p + 8;
+		return 1;
+	}
 	if (memcmp(p, "HTTP/", 5) != 0 || p[5] < '0' || p[5] > '9' || p[6] != '.'
 	    || p[7] < '0' || p[7] > '9')
 		return -400;
@@ -618,7 +622,7 @@ static ssize_t http1_target(struct http1_msg *m, const struct http1_hint *hint)
 /* What a header name means to the proxy. */
 enum http1_kind {
 	K_OTHER = 0, K_CONNECTION, K_HOP, K_TE, K_CL, K_XFF, K_GEN, K_HOST, K_FWD,
-	K_EXPECT, K_UPGRADE,
+	K_EXPECT, K_UPGRADE, K_TIER,
 };
 
 static enum http1_kind http1_kind(struct http1_str n)
@@ -627,7 +631,9 @@ static enum http1_kind http1_kind(struct http1_str n)
 	case 2:
 		return HTTP1_IEQ(n, "te") ? K_HOP : K_OTHER;
 	case 3:
-		return HTTP1_IEQ(n, "via") ? K_GEN : K_OTHER;
+		if (HTTP1_IEQ(n, "via"))
+			return K_GEN;
+		return HTTP1_IEQ(n, "age") ? K_TIER : K_OTHER;
 	case 4:
 		return HTTP1_IEQ(n, "host") ? K_HOST : K_OTHER;
 	case 6:
@@ -637,13 +643,19 @@ static enum http1_kind http1_kind(struct http1_str n)
 	case 7:
 		if (HTTP1_IEQ(n, "upgrade"))
 			return K_UPGRADE;
-		return HTTP1_IEQ(n, "trailer") ? K_HOP : K_OTHER;
+		if (HTTP1_IEQ(n, "trailer"))
+			return K_HOP;
+		return HTTP1_IEQ(n, "x-cache") ? K_TIER : K_OTHER;
 	case 9:
-		return HTTP1_IEQ(n, "forwarded") ? K_FWD : K_OTHER;
+		if (HTTP1_IEQ(n, "forwarded"))
+			return K_FWD;
+		return HTTP1_IEQ(n, "x-varnish") ? K_TIER : K_OTHER;
 	case 10:
 		if (HTTP1_IEQ(n, "connection"))
 			return K_CONNECTION;
 		return HTTP1_IEQ(n, "keep-alive") ? K_HOP : K_OTHER;
+	case 12:
+		return HTTP1_IEQ(n, "cache-status") ? K_TIER : K_OTHER;
 	case 13:
 		return HTTP1_IEQ(n, "x-rewrite-url") ? K_FWD : K_OTHER;
 	case 14:
@@ -802,10 +814,13 @@ static ssize_t http1_request_line(struct http1_msg *m, const char **pp, const ch
 {
 	const char *p = *pp, *s;
 	struct http1_hint hint = { false, false, NULL };
+	/* the usual method: no byte loop, no lookup */
+	bool get = e - p >= 4 && memcmp(p, "GET ", 4) == 0;
 	ssize_t r;
 	int v;
 
 	s = p;
+	p += get ? 3 : 0;
 	while (p < e && HTTP1_IS(*p, C_TOKEN))
 		p++;
 	if (p == e)
@@ -814,7 +829,7 @@ static ssize_t http1_request_line(struct http1_msg *m, const char **pp, const ch
 		return http1_fail(m, 400, "invalid method");
 	m->method.p = s;
 	m->method.len = (size_t)(p - s);
-	m->method_id = http1_method_id(s, m->method.len);
+	m->method_id = get ? HTTP1_M_GET : http1_method_id(s, m->method.len);
 	s = ++p;
 #ifdef __SSE2__
 	if (e - p < 16 || (p = http1_target16(s, &hint)) == NULL)
@@ -886,6 +901,64 @@ static ssize_t http1_status_line(struct http1_msg *m, const char **pp, const cha
 	return 0;
 }
 
+/* What the header h just read means: its flags (the caller adds them to
+ * m->seen), and what the framing functions need in seen. 0, or a
+ * negative status (http1_fail). */
+static ssize_t http1_field(struct http1_msg *m, struct http1_header *h, bool request,
+			   struct http1_seen *seen)
+{
+	switch (http1_kind(h->name)) {
+	case K_OTHER:
+		break;
+	case K_TIER:
+		m->seen |= HTTP1_SEEN_TIER;
+		break;
+	case K_CONNECTION:
+		h->flags = HTTP1_HDR_HOP;
+		seen->nconn++;
+		break;
+	case K_HOP:
+		h->flags = HTTP1_HDR_HOP;
+		break;
+	case K_UPGRADE:
+		h->flags = HTTP1_HDR_HOP;
+		seen->has_upgrade = true;
+		break;
+	case K_TE:
+		h->flags = HTTP1_HDR_HOP | HTTP1_HDR_FRAMING;
+		seen->has_te = true;
+		http1_te_add(&seen->te, h->value);
+		break;
+	case K_CL:
+		h->flags = HTTP1_HDR_FRAMING;
+		if (http1_content_length(h->value, &m->content_length, &seen->have_cl) < 0)
+			return http1_fail(m, 400, "invalid Content-Length");
+		break;
+	case K_XFF:
+		h->flags = HTTP1_HDR_XFF;
+		break;
+	case K_GEN:
+		h->flags = HTTP1_HDR_GENERATED;
+		break;
+	case K_FWD:
+		if (request)
+			h->flags = HTTP1_HDR_FWD;
+		break;
+	case K_HOST:
+		if (request) {
+			seen->nhost++;
+			m->host = h->value;
+			h->flags = HTTP1_HDR_HOST;
+		}
+		break;
+	case K_EXPECT:
+		if (request && m->minor == 1 && HTTP1_IEQ(h->value, "100-continue"))
+			m->expect_continue = true;
+		break;
+	}
+	return 0;
+}
+
 /* The header fields from *pp (after the start line's CRLF) to the empty
  * line, in the head [head, e): each is classified as it is read, what
  * framing needs goes to seen. 0 (*pp at the empty line's CR, before e - 1),
@@ -895,7 +968,8 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 			    bool request, struct http1_seen *seen)
 {
 	const char *p = *pp, *s, *cr;
-	unsigned n = m->nheaders, max = lim->max_headers;
+	unsigned n = m->nheaders, max = lim->max_headers, flags_seen = 0;
+	ssize_t r;
 
 	for (;;) {
 		struct http1_header *h;
@@ -903,10 +977,12 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 
 		if (e - p < 2)
 			return HTTP1_SHORT;
-		if (*p == '\r')
-			break;
-		if (HTTP1_OWS(*p))
-			return http1_fail(m, 400, "obsolete line folding");
+		if (!HTTP1_IS(*p, C_NAME)) {    /* a name's byte: the usual one */
+			if (*p == '\r')
+				break;
+			if (HTTP1_OWS(*p))
+				return http1_fail(m, 400, "obsolete line folding");
+		}
 		s = p;
 		p = http1_name_end(p, e);
 		flags = 0;
@@ -936,16 +1012,13 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 		h->name.p = s;
 		h->name.len = (size_t)(p - s);
 		h->flags = flags;
-		/* OWS is a value byte: the value's end is found from the
-		 * colon, its OWS trimmed within it */
+		/* OWS is a value byte: the end is found from the colon, OWS trimmed within */
 		s = ++p;
 		cr = http1_value_end(head, p, e);
 		if (e - cr < 2)
 			return HTTP1_SHORT;
-		if (*cr != '\r')
-			return http1_fail(m, 400, "invalid character in header value");
-		if (cr[1] != '\n')
-			return http1_fail(m, 400, "bare CR");
+		if (*cr != '\r' || cr[1] != '\n')
+			return http1_fail(m, 400, *cr != '\r' ? "invalid character in header value" : "bare CR");
 		if (*s == ' ' && !HTTP1_OWS(s[1])) {
 			s++;    /* the usual single SP; s[1] is *cr at most */
 		} else {
@@ -953,80 +1026,85 @@ static ssize_t http1_fields(struct http1_msg *m, struct http1_header *hdrs, cons
 				s++;
 		}
 		p = cr;
-		while (p > s && HTTP1_OWS(p[-1]))
+		while (HTTP1_OWS(p[-1]) && p > s)       /* p[-1]: the colon at most */
 			p--;
 		h->value.p = s;
 		h->value.len = (size_t)(p - s);
 		m->nheaders = ++n;
 		p = cr + 2;
 
-		switch (http1_kind(h->name)) {
-		case K_OTHER:
-			break;
-		case K_CONNECTION:
-			h->flags = HTTP1_HDR_HOP;
-			seen->nconn++;
-			break;
-		case K_HOP:
-			h->flags = HTTP1_HDR_HOP;
-			break;
-		case K_UPGRADE:
-			h->flags = HTTP1_HDR_HOP;
-			seen->has_upgrade = true;
-			break;
-		case K_TE:
-			h->flags = HTTP1_HDR_HOP | HTTP1_HDR_FRAMING;
-			seen->has_te = true;
-			http1_te_add(&seen->te, h->value);
-			break;
-		case K_CL:
-			h->flags = HTTP1_HDR_FRAMING;
-			if (http1_content_length(h->value, &m->content_length, &seen->have_cl) < 0)
-				return http1_fail(m, 400, "invalid Content-Length");
-			break;
-		case K_XFF:
-			h->flags = HTTP1_HDR_XFF;
-			break;
-		case K_GEN:
-			h->flags = HTTP1_HDR_GENERATED;
-			break;
-		case K_FWD:
-			if (request)
-				h->flags = HTTP1_HDR_FWD;
-			break;
-		case K_HOST:
-			if (request) {
-				seen->nhost++;
-				m->host = h->value;
-				h->flags = HTTP1_HDR_HOST;
-			}
-			break;
-		case K_EXPECT:
-			if (request && m->minor == 1 && HTTP1_IEQ(h->value, "100-continue"))
-				m->expect_continue = true;
-			break;
-		}
+		r = http1_field(m, h, request, seen);
+		if (r < 0)
+			return r;
+		flags_seen |= h->flags;
 	}
+	m->seen |= flags_seen;
 	*pp = p;
 	return 0;
 }
 
-/* A request's body framing from what its fields said (RFC 9112 6.3),
- * refusing every ambiguous combination. 0, or a negative status. */
-static ssize_t http1_framing_request(struct http1_msg *m, const struct http1_seen *seen)
+#ifdef __SSE2__
+/* The bytes of x in C_HOST, as a 16-bit mask: letters, digits, '$' to
+ * '.', ':', ';', and '!', '=', '[', ']', '_', '~'. */
+static unsigned http1_host16(__m128i x)
 {
-	unsigned i;
+	__m128i ok = _mm_or_si128(http1_in16(_mm_or_si128(x, _mm_set1_epi8(0x20)), 'a', 25),
+				  http1_in16(x, '0', ';' - '0'));
 
+	ok = _mm_or_si128(ok, http1_in16(x, '$', '.' - '$'));
+	ok = _mm_or_si128(ok, _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('!')),
+					   _mm_cmpeq_epi8(x, _mm_set1_epi8('='))));
+	ok = _mm_or_si128(ok, _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('[')),
+					   _mm_cmpeq_epi8(x, _mm_set1_epi8(']'))));
+	ok = _mm_or_si128(ok, _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('_')),
+					   _mm_cmpeq_epi8(x, _mm_set1_epi8('~'))));
+	return (unsigned)_mm_movemask_epi8(ok);
+}
+#endif
+
+/* Whether every byte of v, a slice of the head that starts at lo, is in
+ * C_HOST: sixteen a step with SSE2, the last step the sixteen bytes that
+ * end with v, so no load leaves the head (the request line is before
+ * any Host); a byte at a time they were 90 instructions of a request
+ * with "Host: 127.0.0.1:8080". */
+static bool http1_host_ok(const char *lo, struct http1_str v)
+{
+	const char *p = v.p, *end;
+
+	if (v.len == 0)
+		return true;    /* none: p may be NULL */
+	end = p + v.len;
+
+#ifdef __SSE2__
+	for (; end - p >= 16; p += 16)
+		if (http1_host16(_mm_loadu_si128((const __m128i *)(const void *)p)) != 0xffffu)
+			return false;
+	if (p == end)
+		return true;
+	if (end - lo >= 16)     /* bit i is byte end - 16 + i: p's are the top end - p */
+		return http1_host16(_mm_loadu_si128((const __m128i *)(const void *)(end - 16)))
+		       >> (16 - (end - p)) == (1u << (end - p)) - 1;
+#else
+	(void)lo;
+#endif
+	for (; p < end; p++)
+		if (!HTTP1_IS(*p, C_HOST))
+			return false;
+	return true;
+}
+
+/* A request's body framing from what its fields said (RFC 9112 6.3),
+ * refusing every ambiguous combination; lo is the head's start. 0, or a
+ * negative status. */
+static ssize_t http1_framing_request(struct http1_msg *m, const struct http1_seen *seen,
+				     const char *lo)
+{
 	if (seen->nhost > 1)
 		return http1_fail(m, 400, "more than one Host");
 	if (seen->nhost == 0 && m->minor == 1)
 		return http1_fail(m, 400, "HTTP/1.1 request without Host");
-	for (i = 0; i + 4 <= m->host.len && HTTP1_IS4(m->host.p + i, C_HOST); i += 4)
-		;
-	for (; i < m->host.len; i++) {
-		if (!HTTP1_IS(m->host.p[i], C_HOST))
-			return http1_fail(m, 400, "invalid Host");
-	}
+	if (!http1_host_ok(lo, m->host))
+		return http1_fail(m, 400, "invalid Host");
 	if (seen->has_te) {
 		if (m->minor == 0)
 			return http1_fail(m, 400, "Transfer-Encoding in HTTP/1.0");
@@ -1113,6 +1191,8 @@ static ssize_t http1_head(struct http1_msg *m, struct http1_header *hdrs, const 
 	if (p[1] != '\n')
 		return http1_fail(m, 400, "bare CR");
 	p += 2;
+	m->line.p = head;
+	m->line.len = (size_t)(p - head);
 	r = http1_fields(m, hdrs, head, &p, e, lim, request, seen);
 	if (r < 0)
 		return r;
@@ -1186,7 +1266,7 @@ fields:
 
 	if (seen.has_te && seen.have_cl)
 		return http1_fail(m, 400, "both Transfer-Encoding and Content-Length");
-	r = request ? http1_framing_request(m, &seen) : http1_framing_response(m, &seen, req_method);
+	r = request ? http1_framing_request(m, &seen, buf) : http1_framing_response(m, &seen, req_method);
 	if (r < 0)
 		return r;
 	m->head_len = (size_t)end;
@@ -1468,7 +1548,36 @@ struct http1_out {
 	bool bad;
 };
 
-static void http1_put(struct http1_out *o, const char *s, size_t n)
+/* n (1 to 16) bytes from s to p: two loads and two stores that overlap,
+ * none outside either range. The slices the writers copy (an address,
+ * a Via entry, a backend's name) are this short; memcpy's call for them
+ * cost 30 instructions each. */
+static inline void http1_copy16(char *p, const char *s, size_t n)
+{
+	uint64_t a, b;
+	uint32_t c, d;
+
+	if (n >= 8) {
+		memcpy(&a, s, 8);
+		memcpy(&b, s + n - 8, 8);
+		memcpy(p, &a, 8);
+		memcpy(p + n - 8, &b, 8);
+	} else if (n >= 4) {
+		memcpy(&c, s, 4);
+		memcpy(&d, s + n - 4, 4);
+		memcpy(p, &c, 4);
+		memcpy(p + n - 4, &d, 4);
+	} else {
+		p[0] = s[0];
+		p[n / 2] = s[n / 2];
+		p[n - 1] = s[n - 1];
+	}
+}
+
+/* Inlined everywhere, as is http1_merge: a literal's length is then a
+ * constant and its copy a few moves, not a call of memcpy (with the
+ * calls, the writers' generated lines were 165 instructions more). */
+static inline __attribute__((always_inline)) void http1_put(struct http1_out *o, const char *s, size_t n)
 {
 	if (n == 0)
 		return;         /* s may be NULL: an absent slice */
@@ -1476,7 +1585,10 @@ static void http1_put(struct http1_out *o, const char *s, size_t n)
 		o->bad = true;
 		return;
 	}
-	memcpy(o->p, s, n);
+	if (!__builtin_constant_p(n) && n <= 16)
+		http1_copy16(o->p, s, n);
+	else
+		memcpy(o->p, s, n);
 	o->p += n;
 }
 
@@ -1524,43 +1636,48 @@ static const char *http1_line_end(const struct http1_header *h)
 	return p + 2;
 }
 
-/* Headers without any flag in drop and not named named (len 0: no such
- * name), as runs of contiguous lines. */
-static void http1_copy_headers(struct http1_out *o, const struct http1_msg *m,
-			       unsigned drop, struct http1_str named)
+/* The start line when line.len (the one received, sent as it is), then
+ * the headers without any flag in drop and not named named (len 0: no
+ * such name), as runs of contiguous lines. A parsed head's lines lie one
+ * after the other from its start line on, so a run ends where the next
+ * line left out starts, and only the last run's end is looked for.
+ * Inlined in both writers: the request's has no name to test. */
+static inline __attribute__((always_inline)) void http1_copy_headers(struct http1_out *o,
+								     const struct http1_msg *m,
+								     unsigned drop, struct http1_str named,
+								     struct http1_str line)
 {
-	const char *run = NULL, *run_end = NULL;
+	const char *run = line.len ? line.p : NULL;
 	unsigned i;
 
 	for (i = 0; i < m->nheaders; i++) {
 		const struct http1_header *h = &m->headers[i];
 
 		if ((h->flags & drop) || (named.len != 0 && h->name.len == named.len &&
-					  strncasecmp(h->name.p, named.p, named.len) == 0))
-			continue;
-		if (run != NULL && h->name.p == run_end) {
-			run_end = http1_line_end(h);
-			continue;
+					  strncasecmp(h->name.p, named.p, named.len) == 0)) {
+			if (run != NULL)
+				http1_iov(o, run, (size_t)(h->name.p - run));
+			run = NULL;
+		} else if (run == NULL) {
+			run = h->name.p;
 		}
-		if (run != NULL)
-			http1_iov(o, run, (size_t)(run_end - run));
-		run = h->name.p;
-		run_end = http1_line_end(h);
 	}
 	if (run != NULL)
-		http1_iov(o, run, (size_t)(run_end - run));
+		http1_iov(o, run, (size_t)((m->nheaders ? http1_line_end(&m->headers[m->nheaders - 1])
+					   : line.p + line.len) - run));
 }
 
 /* "Name: v1, v2[, ours]\r\n" from every header with flag and name_len
  * (name_len 0: any), nothing when there is nothing to say. */
-static void http1_merge(struct http1_out *o, const struct http1_msg *m,
-			unsigned flag, size_t name_len, const char *line,
-			size_t line_len, struct http1_str ours)
+static inline __attribute__((always_inline)) void http1_merge(struct http1_out *o, const struct http1_msg *m,
+							      unsigned flag, size_t name_len,
+							      const char *line, size_t line_len,
+							      struct http1_str ours)
 {
 	bool any = false;
 	unsigned i;
 
-	for (i = 0; i < m->nheaders; i++) {
+	for (i = 0; i < m->nheaders && (m->seen & flag); i++) {
 		const struct http1_header *h = &m->headers[i];
 
 		if (!(h->flags & flag) || (name_len != 0 && h->name.len != name_len)
@@ -1585,7 +1702,9 @@ static void http1_merge(struct http1_out *o, const struct http1_msg *m,
 		HTTP1_PUTS(o, "\r\n");
 }
 
-static void http1_framing_line(struct http1_out *o, const struct http1_msg *m)
+/* The canonical framing line; inlined, as the copier is, in both writers. */
+static inline __attribute__((always_inline)) void http1_framing_line(struct http1_out *o,
+								     const struct http1_msg *m)
 {
 	if (m->framing == HTTP1_BODY_LENGTH) {
 		HTTP1_PUTS(o, "Content-Length: ");
@@ -1648,7 +1767,7 @@ void http1_drop_named(struct http1_msg *m, struct http1_str name)
 	if (name.len == 0)
 		return;
 	for (unsigned i = 0; i < m->nheaders; i++)
-		if (http1_slice_ieq(m->headers[i].name, name))
+		if (m->headers[i].name.len == name.len && http1_slice_ieq(m->headers[i].name, name))
 			m->headers[i].flags |= HTTP1_HDR_DROP;
 }
 
@@ -1659,11 +1778,19 @@ int http1_write_request(const struct http1_msg *m, const struct http1_fwd_req *f
 	struct http1_out o;
 	static const char xff[] = "X-Forwarded-For: ", via[] = "Via: ";
 
+	/* the request line received is the one we would write for an
+	 * HTTP/1.1 request in origin- or asterisk-form with a Host, a clean
+	 * path, no prefix and its own query */
+	struct http1_str line = { m->line.p, m->minor == 1 && m->authority.len == 0 && m->host.p != NULL
+				  && !m->path_dots && f->prefix.len == 0 && f->query.p == NULL ? m->line.len : 0 };
+
 	http1_out_init(&o, iov, iovmax, scratch, scratchlen);
-	http1_put_str(&o, m->method);
-	HTTP1_PUTS(&o, " ");
-	http1_put_target(&o, m, f->prefix, f->query);
-	HTTP1_PUTS(&o, " HTTP/1.1\r\n");
+	if (line.len == 0) {
+		http1_put_str(&o, m->method);
+		HTTP1_PUTS(&o, " ");
+		http1_put_target(&o, m, f->prefix, f->query);
+		HTTP1_PUTS(&o, " HTTP/1.1\r\n");
+	}
 	if (m->authority.len != 0) {
 		HTTP1_PUTS(&o, "Host: ");
 		http1_put_str(&o, m->authority);
@@ -1677,7 +1804,7 @@ int http1_write_request(const struct http1_msg *m, const struct http1_fwd_req *f
 	http1_copy_headers(&o, m, HTTP1_HDR_HOP | HTTP1_HDR_FRAMING | HTTP1_HDR_XFF
 			   | HTTP1_HDR_GENERATED | HTTP1_HDR_DROP | (m->authority.len ? HTTP1_HDR_HOST : 0u)
 			   | (f->keep_underscores ? 0u : HTTP1_HDR_UNDERSCORE)
-			   | (f->drop_fwd ? HTTP1_HDR_FWD : 0u), (struct http1_str){ NULL, 0 });
+			   | (f->drop_fwd ? HTTP1_HDR_FWD : 0u), (struct http1_str){ NULL, 0 }, line);
 	http1_framing_line(&o, m);
 	http1_merge(&o, m, HTTP1_HDR_XFF, 0, xff, sizeof(xff) - 1, f->client_ip);
 	if (f->proto.len != 0) {
@@ -1698,25 +1825,31 @@ int http1_write_response(const struct http1_msg *m, const struct http1_fwd_resp 
 {
 	struct http1_out o;
 	static const char via[] = "Via: ";
+	/* the status line received is the one we would write when it is
+	 * HTTP/1.1 with a SP before its reason: "HTTP/1.1 " 3DIGIT SP */
+	struct http1_str line = { m->line.p, m->minor == 1 && m->line.len == 13 + m->reason.len + 2
+				  ? m->line.len : 0 };
 	char code[3];
 
 	http1_out_init(&o, iov, iovmax, scratch, scratchlen);
-	code[0] = (char)('0' + m->status / 100);
-	code[1] = (char)('0' + m->status / 10 % 10);
-	code[2] = (char)('0' + m->status % 10);
-	HTTP1_PUTS(&o, "HTTP/1.1 ");
-	http1_put(&o, code, 3);
-	HTTP1_PUTS(&o, " ");
-	http1_put_str(&o, m->reason);
-	HTTP1_PUTS(&o, "\r\n");
-	http1_flush(&o);
+	if (line.len == 0) {
+		code[0] = (char)('0' + m->status / 100);
+		code[1] = (char)('0' + m->status / 10 % 10);
+		code[2] = (char)('0' + m->status % 10);
+		HTTP1_PUTS(&o, "HTTP/1.1 ");
+		http1_put(&o, code, 3);
+		HTTP1_PUTS(&o, " ");
+		http1_put_str(&o, m->reason);
+		HTTP1_PUTS(&o, "\r\n");
+		http1_flush(&o);
+	}
 	/* a response's X-Forwarded-For is relayed; its Via is merged with
 	 * ours and X-Forwarded-Proto, meaningless there, is dropped; so is
 	 * the backend's own header of our backend header's name: the client
 	 * must read ours, not one a backend made up; and any line the caller
 	 * flagged HTTP1_HDR_DROP ([cache] strip_targeted) */
 	http1_copy_headers(&o, m, HTTP1_HDR_HOP | HTTP1_HDR_FRAMING | HTTP1_HDR_GENERATED | HTTP1_HDR_DROP,
-			   f->backend_hdr);
+			   f->backend_hdr, line);
 	if (!f->dechunk)
 		http1_framing_line(&o, m);
 	if (f->backend_hdr.len != 0) {

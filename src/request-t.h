@@ -91,8 +91,6 @@ struct request {
 	/* routing: the snapshot it started with, held to its end */
 	struct snapshot *snap;
 	uint64_t keypos;                /* the key's position on the ring */
-	struct ring_walk walk;
-	struct balance_pick pick;
 	unsigned tries;                 /* backends tried */
 	int cur;                        /* ring index of the current backend */
 	bool slot;                      /* it holds an in-flight slot on cur
@@ -163,7 +161,6 @@ struct request {
 	struct cache_waiter waiter;     /* attached to the fetch (cache.h) */
 	struct cache_obj *woke_obj;     /* what the wake-up brought: written by
 					   the waking thread before it posts */
-	struct event wait_ev;           /* lock_timeout */
 	struct mbox_msg wake;           /* posted to end the wait */
 	bool wake_due;                  /* a posted wake may still come: the
 					   struct must outlive it */
@@ -176,7 +173,12 @@ struct request {
 	/* last, and not zeroed by req_init: each is written before it is
 	 * read, or read only through a length or flag above; a memset of
 	 * them on every lend of a connection's memory cost ~550
-	 * instructions a request for qbuf's 4 KiB, ~330 for the rest */
+	 * instructions a request for qbuf's 4 KiB, ~330 for the rest, and
+	 * ~100 for the walk, the pick and the timer, which req_route
+	 * (balance_start) and req_wait (evtimer_assign) set in full */
+	struct ring_walk walk;          /* (routing) along the ring from keypos */
+	struct balance_pick pick;
+	struct event wait_ev;           /* lock_timeout (REQ_WAIT) */
 	char line[256];                 /* a request with a body: its method
 					   and target, copied (the body's bytes
 					   may move the head's out of the read

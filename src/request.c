@@ -26,6 +26,7 @@
 #include "cachectl.h"
 #include "conf.h"
 #include "conn.h"
+#include "deadline.h"
 #include "health.h"
 #include "key.h"
 #include "log.h"
@@ -91,7 +92,7 @@ void req_init(struct request *rq, struct worker *w, struct client *c, const stru
 	      const char *ip, size_t iplen,
 	      const struct req_client_ops *client, const struct req_backend_ops *backend)
 {
-	memset(rq, 0, offsetof(struct request, line));
+	memset(rq, 0, offsetof(struct request, walk));
 	rq->cl = c;
 	rq->w = w;
 	rq->client = client;
@@ -104,8 +105,8 @@ void req_init(struct request *rq, struct worker *w, struct client *c, const stru
 	rq->iplen = iplen;
 	rq->lost = -1;
 	rq->wake.fn = req_on_wake;
-	evtimer_assign(&rq->wait_ev, w->base, req_on_wait_timeout, rq);
-	http1_msg_init(&rq->msg);
+	/* rq->msg is zeroed, as http1_msg_init would; wait_ev is assigned
+	 * when a wait begins (req_wait), the only time it is added */
 }
 
 void req_client_ip(struct request *rq, const char *ip, size_t iplen)
@@ -303,8 +304,9 @@ bool req_end(struct request *rq)
 	rq->stale = NULL;
 	req_settle(rq);
 	if (rq->state != REQ_IDLE) {
-		/* one clock read for the histogram and the log line */
-		int64_t took = worker_now_us(rq->w) - rq->t_begin;
+		/* one clock read for the histogram and the log line: the
+		 * clock, not the turn's start, which may be t_begin's */
+		int64_t took = deadline_clock_us() - rq->t_begin;
 
 		if (rq->state != REQ_DONE && rq->end_kind == REQ_END_NONE)
 			rq->end_kind = REQ_END_ABORT;
@@ -1399,6 +1401,9 @@ void req_wait(struct request *rq, const struct timeval *tv)
 {
 	req_set_state(rq, REQ_WAIT);
 	rq->wake_due = true;
+	/* not pending: a request waits once, and a wait ends with its
+	 * event_del (req_end, req_wait_over, req_on_wake) */
+	evtimer_assign(&rq->wait_ev, rq->w->base, req_on_wait_timeout, rq);
 	event_add(&rq->wait_ev, tv);
 }
 

@@ -154,6 +154,8 @@ enum tier_verdict tier_verdict(const struct http1_msg *m, enum tier_status mode)
 
 	if (mode == TIER_OFF)
 		return TIER_NONE;
+	if (!(m->seen & HTTP1_SEEN_TIER))       /* the parser saw none of the names */
+		return mode == TIER_AUTO || mode == TIER_AGE ? tier_age(NULL) : TIER_NONE;
 	/* the last line of each: a list's last member is the nearest cache */
 	for (unsigned i = 0; i < m->nheaders; i++) {
 		const struct http1_header *h = &m->headers[i];

@@ -62,6 +62,9 @@ struct upstream {
 	struct rbuf in;
 	struct outq out;                /* request head + body to the backend */
 	uint32_t backend_id;            /* registry id */
+	struct pool *pool;              /* worker_pool(w, backend_id), set with
+					   it (NULL: none); a worker's pools
+					   last as long as it */
 	int ring_index;                 /* backend index in the request's snapshot */
 	struct sockaddr_storage addr;   /* where it is connected */
 	socklen_t addrlen;
@@ -69,6 +72,8 @@ struct upstream {
 	uint64_t sent_before;           /* out.sent when the request began */
 	int64_t t_sent;                 /* worker_now_us when it began */
 	bool got_bytes;                 /* any response byte arrived */
+	bool writing;                   /* wev is added: the request waits
+					   for the socket, or the connect */
 	bool read_paused;               /* rev removed for backpressure */
 	bool eof;                       /* the backend closed (or misbehaved):
 					   never pooled again */
@@ -160,6 +165,8 @@ struct client {
 	struct event rev, wev;
 	struct deadline tev;             /* the connection's timeout */
 	enum cl_state state;
+	bool writing;                   /* wev is added: output waits for
+					   the socket (event_pending, cheaper) */
 	bool read_paused;
 	bool read_eof;
 	bool in_loop;                   /* front_serve is running for it */

@@ -3,7 +3,7 @@
  * ends at the last deadline set, never at an earlier one its timer was
  * still armed for, never before it; a cleared one never ends; one set
  * sooner than its timer moves the timer; one set to 0 ends at the next
- * turn of the loop.
+ * turn of the loop; one set in a handler's turn runs from the turn's start.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -56,7 +56,7 @@ int main(void)
 {
 	struct event_base *base = event_base_new();
 	struct probe p = { .base = base };
-	int64_t set_at;
+	int64_t set_at, turn_at, outer;
 
 	deadline_assign(&p.d, base, on_timer, &p);
 
@@ -94,6 +94,21 @@ int main(void)
 	deadline_set(&p.d, 0);
 	event_base_loop(base, EVLOOP_ONCE);
 	tap_is_int(p.fired, 1, "set to 0: ends at the next turn of the loop");
+
+	/* a handler's turn: one clock reading for what it sets; a timeout
+	 * set in it runs from the turn's start, never from before it */
+	p.fired = p.calls = 0;
+	outer = deadline_turn_begin();
+	turn_at = deadline_now_us();
+	for (int spin = 0; spin < 100000000 && now_us() - turn_at < 2000; spin++)
+		;
+	tap_ok(deadline_now_us() == turn_at, "in a turn: now is the turn's start");
+	deadline_set(&p.d, 50000);
+	deadline_turn_end(outer);
+	tap_ok(outer == 0 && deadline_now_us() >= turn_at + 2000, "after the turn: the clock again");
+	run_for(base, 200);
+	tap_ok(p.fired == 1 && p.at - turn_at >= 50000 && p.at - turn_at < 150000,
+	       "set in a turn: ends 50 ms after the turn's start (%lld µs)", (long long)(p.at - turn_at));
 
 	/* stopped: removed from the base */
 	p.fired = p.calls = 0;

@@ -1248,6 +1248,585 @@ static void test_write_dropped(void)
 	tap_is_str(out, want_resp2, "backend header renamed: the backend's header of the new name is dropped");
 }
 
+/* The writers' output for a table of heads, byte for byte: each head is
+ * parsed, then written with the variant v of our additions (see
+ * write_table). The outputs are those of the writers before they took
+ * shortcuts from what the parser saw (the request line or status line
+ * reused from the buffer, merges skipped when no header has their flag):
+ * a shortcut taken when it should not be changes a line here. */
+struct wr_case {
+	const char *name;
+	const char *in;
+	size_t len;
+	int v;
+	const char *want;
+};
+
+#define WR(n, lit, v, want) { n, S(lit), v, want }
+
+static const struct wr_case wr_requests[] = {
+	WR("plain",
+	   "GET /a HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"\r\n",
+	   0, "GET /a HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("plain, no headers but Host, query",
+	   "GET /a?b=1&c HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"Accept: */*\r\n"
+		"\r\n",
+	   0, "GET /a?b=1&c HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"Accept: */*\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("lower-case via and xff",
+	   "GET /a HTTP/1.1\r\n"
+		"host: h\r\n"
+		"via: 1.0 a\r\n"
+		"x-forwarded-for: 1.2.3.4\r\n"
+		"\r\n",
+	   0, "GET /a HTTP/1.1\r\n"
+		"host: h\r\n"
+		"X-Forwarded-For: 1.2.3.4, 10.0.0.9\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"Via: 1.0 a, 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("upper-case, an empty xff",
+	   "GET /a HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"VIA: 1.0 a\r\n"
+		"X-FORWARDED-FOR: 1.2.3.4\r\n"
+		"X-Forwarded-For:   \r\n"
+		"vIa:\r\n"
+		"\r\n",
+	   0, "GET /a HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"X-Forwarded-For: 1.2.3.4, 10.0.0.9\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"Via: 1.0 a, 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("Connection lists via, xff and a header",
+	   "GET /a HTTP/1.1\r\n"
+		"Connection: via, X-Forwarded-For, x-a\r\n"
+		"X-A: 1\r\n"
+		"Host: h\r\n"
+		"Via: 1.0 e\r\n"
+		"X-Forwarded-For: 9.9.9.9\r\n"
+		"\r\n",
+	   0, "GET /a HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"X-Forwarded-For: 9.9.9.9, 10.0.0.9\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"Via: 1.0 e, 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("Connection lists an earlier header",
+	   "GET /a HTTP/1.1\r\n"
+		"X-B: 1\r\n"
+		"Host: h\r\n"
+		"X-C: 2\r\n"
+		"connection: X-b , keep-alive\r\n"
+		"X-D: 3\r\n"
+		"\r\n",
+	   0, "GET /a HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"X-C: 2\r\n"
+		"X-D: 3\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("via first, xff last",
+	   "GET /a HTTP/1.1\r\n"
+		"Via: 1.1 first\r\n"
+		"Host: h\r\n"
+		"A: 1\r\n"
+		"X-Forwarded-For: 5.5.5.5\r\n"
+		"\r\n",
+	   0, "GET /a HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"A: 1\r\n"
+		"X-Forwarded-For: 5.5.5.5, 10.0.0.9\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"Via: 1.1 first, 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("hop-by-hop first",
+	   "GET /a HTTP/1.1\r\n"
+		"Keep-Alive: 5\r\n"
+		"Host: h\r\n"
+		"TE: trailers\r\n"
+		"A: 1\r\n"
+		"Proxy-Connection: x\r\n"
+		"\r\n",
+	   0, "GET /a HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"A: 1\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("only X-Forwarded-Proto",
+	   "GET /a HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"X-Forwarded-Proto: https\r\n"
+		"B: 2\r\n"
+		"\r\n",
+	   0, "GET /a HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"B: 2\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("HTTP/1.0, no Host",
+	   "GET /a HTTP/1.0\r\n"
+		"A: 1\r\n"
+		"\r\n",
+	   0, "GET /a HTTP/1.1\r\n"
+		"Host: be\r\n"
+		"A: 1\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("HTTP/1.0 with Host",
+	   "GET /a HTTP/1.0\r\n"
+		"Host: h\r\n"
+		"Via: 1.0 x\r\n"
+		"\r\n",
+	   0, "GET /a HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"Via: 1.0 x, 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("leading empty lines",
+	   "\r\n"
+		"\r\n"
+		"GET /a HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"\r\n",
+	   0, "GET /a HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("absolute-form",
+	   "GET http://Auth:81/p?q HTTP/1.1\r\n"
+		"Host: other\r\n"
+		"A: 1\r\n"
+		"\r\n",
+	   0, "GET /p?q HTTP/1.1\r\n"
+		"Host: Auth:81\r\n"
+		"A: 1\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("dot-segments",
+	   "GET /x/../y/./z HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"\r\n",
+	   0, "GET /y/z HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("asterisk",
+	   "OPTIONS * HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"\r\n",
+	   1, "OPTIONS * HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("with a prefix",
+	   "GET /a?q HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"\r\n",
+	   1, "GET /pre/a?q HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("query as received",
+	   "GET /a?z=1&a=2 HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"\r\n",
+	   2, "GET /a?a=2&z=1 HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("forwarding headers dropped",
+	   "GET /a HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"Forwarded: for=1\r\n"
+		"X-Forwarded-Host: e\r\n"
+		"A: 1\r\n"
+		"\r\n",
+	   3, "GET /a HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"A: 1\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("extra lines, underscores kept",
+	   "GET /a HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"X_Y: 1\r\n"
+		"\r\n",
+	   4, "GET /a HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"X_Y: 1\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"If-None-Match: \"e\"\r\n"
+		"\r\n"),
+	WR("underscore dropped",
+	   "GET /a HTTP/1.1\r\n"
+		"X_Y: 1\r\n"
+		"Host: h\r\n"
+		"_: 2\r\n"
+		"\r\n",
+	   0, "GET /a HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("framing",
+	   "POST /u HTTP/1.1\r\n"
+		"Content-Length: 5\r\n"
+		"Host: h\r\n"
+		"X: y\r\n"
+		"\r\n",
+	   0, "POST /u HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"X: y\r\n"
+		"Content-Length: 5\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("chunked",
+	   "POST /u HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"Transfer-Encoding: chunked\r\n"
+		"\r\n",
+	   0, "POST /u HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"Transfer-Encoding: chunked\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("no proto",
+	   "GET /a HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"X-Forwarded-Proto: x\r\n"
+		"\r\n",
+	   5, "GET /a HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\n"
+		"Via: 1.0 ringproxy\r\n"
+		"\r\n"),
+	WR("unknown method",
+	   "PURGEX /a HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"Upgrade: z\r\n"
+		"Connection: upgrade\r\n"
+		"\r\n",
+	   0, "PURGEX /a HTTP/1.1\r\n"
+		"Host: h\r\n"
+		"X-Forwarded-For: 10.0.0.9\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+};
+
+static const struct wr_case wr_responses[] = {
+	WR("testcache's",
+	   "HTTP/1.1 200 OK\r\n"
+		"X-Backend: a\r\n"
+		"Cache-Control: public, max-age=3600\r\n"
+		"Content-Type: image/jpeg\r\n"
+		"X-Request-Count: 1\r\n"
+		"X-Echo-Version: 1.1\r\n"
+		"Date: Tue, 01 Dec 2026 18:24:27 GMT\r\n"
+		"Content-Length: 4096\r\n"
+		"\r\n",
+	   0, "HTTP/1.1 200 OK\r\n"
+		"X-Backend: a\r\n"
+		"Cache-Control: public, max-age=3600\r\n"
+		"Content-Type: image/jpeg\r\n"
+		"X-Request-Count: 1\r\n"
+		"X-Echo-Version: 1.1\r\n"
+		"Date: Tue, 01 Dec 2026 18:24:27 GMT\r\n"
+		"Content-Length: 4096\r\n"
+		"X-Ringproxy-Backend: cache1\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("lower and upper via",
+	   "HTTP/1.1 200 OK\r\n"
+		"via: 1.1 a\r\n"
+		"A: 1\r\n"
+		"VIA: 1.0 b\r\n"
+		"Content-Length: 3\r\n"
+		"\r\n",
+	   0, "HTTP/1.1 200 OK\r\n"
+		"A: 1\r\n"
+		"Content-Length: 3\r\n"
+		"X-Ringproxy-Backend: cache1\r\n"
+		"Via: 1.1 a, 1.0 b, 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("no reason, no SP",
+	   "HTTP/1.1 200\r\n"
+		"Content-Length: 0\r\n"
+		"\r\n",
+	   0, "HTTP/1.1 200 \r\n"
+		"Content-Length: 0\r\n"
+		"X-Ringproxy-Backend: cache1\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("empty reason",
+	   "HTTP/1.1 404 \r\n"
+		"A: 1\r\n"
+		"\r\n",
+	   0, "HTTP/1.1 404 \r\n"
+		"A: 1\r\n"
+		"X-Ringproxy-Backend: cache1\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"Connection: close\r\n"
+		"\r\n"),
+	WR("reason with tabs and obs-text",
+	   "HTTP/1.1 200 O\tK \xe9""t\xe9""\r\n"
+		"Content-Length: 0\r\n"
+		"\r\n",
+	   0, "HTTP/1.1 200 O\tK \xe9""t\xe9""\r\n"
+		"Content-Length: 0\r\n"
+		"X-Ringproxy-Backend: cache1\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("HTTP/1.0",
+	   "HTTP/1.0 200 OK\r\n"
+		"A: 1\r\n"
+		"Content-Length: 0\r\n"
+		"\r\n",
+	   0, "HTTP/1.1 200 OK\r\n"
+		"A: 1\r\n"
+		"Content-Length: 0\r\n"
+		"X-Ringproxy-Backend: cache1\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("Connection first",
+	   "HTTP/1.1 200 OK\r\n"
+		"Connection: close, X-Z\r\n"
+		"X-Z: 1\r\n"
+		"B: 2\r\n"
+		"Content-Length: 0\r\n"
+		"\r\n",
+	   0, "HTTP/1.1 200 OK\r\n"
+		"B: 2\r\n"
+		"Content-Length: 0\r\n"
+		"X-Ringproxy-Backend: cache1\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("X-Forwarded-Proto only",
+	   "HTTP/1.1 200 OK\r\n"
+		"X-Forwarded-Proto: http\r\n"
+		"B: 2\r\n"
+		"Content-Length: 0\r\n"
+		"\r\n",
+	   0, "HTTP/1.1 200 OK\r\n"
+		"B: 2\r\n"
+		"Content-Length: 0\r\n"
+		"X-Ringproxy-Backend: cache1\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("xff relayed",
+	   "HTTP/1.1 200 OK\r\n"
+		"X-Forwarded-For: 1.1.1.1\r\n"
+		"Content-Length: 0\r\n"
+		"\r\n",
+	   0, "HTTP/1.1 200 OK\r\n"
+		"X-Forwarded-For: 1.1.1.1\r\n"
+		"Content-Length: 0\r\n"
+		"X-Ringproxy-Backend: cache1\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("backend header, any case, and Via",
+	   "HTTP/1.1 200 OK\r\n"
+		"X-RINGPROXY-BACKEND: x\r\n"
+		"Via: 1.1 v\r\n"
+		"Content-Length: 0\r\n"
+		"x-ringproxy-backend: y\r\n"
+		"\r\n",
+	   0, "HTTP/1.1 200 OK\r\n"
+		"Content-Length: 0\r\n"
+		"X-Ringproxy-Backend: cache1\r\n"
+		"Via: 1.1 v, 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("close announced",
+	   "HTTP/1.1 200 OK\r\n"
+		"Content-Length: 0\r\n"
+		"\r\n",
+	   1, "HTTP/1.1 200 OK\r\n"
+		"Content-Length: 0\r\n"
+		"X-Ringproxy-Backend: cache1\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"Connection: close\r\n"
+		"\r\n"),
+	WR("keep-alive for 1.0, extra",
+	   "HTTP/1.1 200 OK\r\n"
+		"Content-Length: 0\r\n"
+		"A: b\r\n"
+		"\r\n",
+	   2, "HTTP/1.1 200 OK\r\n"
+		"A: b\r\n"
+		"Content-Length: 0\r\n"
+		"X-Ringproxy-Backend: cache1\r\n"
+		"Cache-Status: ringproxy; fwd=miss\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"Connection: keep-alive\r\n"
+		"\r\n"),
+	WR("dechunked",
+	   "HTTP/1.1 200 OK\r\n"
+		"Transfer-Encoding: chunked\r\n"
+		"A: b\r\n"
+		"\r\n",
+	   3, "HTTP/1.1 200 OK\r\n"
+		"A: b\r\n"
+		"X-Ringproxy-Backend: cache1\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"Connection: close\r\n"
+		"\r\n"),
+	WR("until close",
+	   "HTTP/1.1 200 OK\r\n"
+		"A: b\r\n"
+		"\r\n",
+	   0, "HTTP/1.1 200 OK\r\n"
+		"A: b\r\n"
+		"X-Ringproxy-Backend: cache1\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"Connection: close\r\n"
+		"\r\n"),
+	WR("204 with Content-Length",
+	   "HTTP/1.1 204 No Content\r\n"
+		"Content-Length: 5\r\n"
+		"A: 1\r\n"
+		"\r\n",
+	   0, "HTTP/1.1 204 No Content\r\n"
+		"A: 1\r\n"
+		"X-Ringproxy-Backend: cache1\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+	WR("no backend header, no via",
+	   "HTTP/1.1 301 Moved\r\n"
+		"Location: /x\r\n"
+		"Content-Length: 0\r\n"
+		"\r\n",
+	   4, "HTTP/1.1 301 Moved\r\n"
+		"Location: /x\r\n"
+		"Content-Length: 0\r\n"
+		"\r\n"),
+	WR("chunked",
+	   "HTTP/1.1 200 OK\r\n"
+		"A: 1\r\n"
+		"Transfer-Encoding: chunked\r\n"
+		"\r\n",
+	   0, "HTTP/1.1 200 OK\r\n"
+		"A: 1\r\n"
+		"Transfer-Encoding: chunked\r\n"
+		"X-Ringproxy-Backend: cache1\r\n"
+		"Via: 1.1 ringproxy\r\n"
+		"\r\n"),
+};
+
+static void test_write_table(void)
+{
+	size_t k;
+
+	for (k = 0; k < sizeof(wr_requests) / sizeof(wr_requests[0]); k++) {
+		const struct wr_case *c = &wr_requests[k];
+		struct http1_fwd_req f = {
+			{ "", 0 }, { "10.0.0.9", 8 }, { "http", 4 }, { "1.1 ringproxy", 13 },
+			{ "be", 2 }, false, { "", 0 }, false, { NULL, 0 },
+		};
+		struct http1_header h[64];
+		struct http1_msg m;
+		struct iovec iov[32];
+		char scratch[1024], out[4096];
+		int n;
+
+		if (c->v == 1)
+			f.prefix = (struct http1_str){ "/pre", 4 };
+		else if (c->v == 2)
+			f.query = (struct http1_str){ "a=2&z=1", 7 };
+		else if (c->v == 3)
+			f.drop_fwd = true;
+		else if (c->v == 4) {
+			f.keep_underscores = true;
+			f.extra = (struct http1_str){ "If-None-Match: \"e\"\r\n", 20 };
+		} else if (c->v == 5) {
+			f.proto.len = 0;
+			f.via = (struct http1_str){ "1.0 ringproxy", 13 };
+		}
+		http1_msg_init(&m);
+		n = http1_parse_request(&m, h, c->in, c->len, &lim_default) > 0 ?
+		    http1_write_request(&m, &f, iov, 32, scratch, sizeof(scratch)) : -1;
+		if (n >= 0)
+			gather(iov, n, out);
+		tap_is_str(n >= 0 ? out : "(no head)", c->want, "write table, request: %s", c->name);
+	}
+	for (k = 0; k < sizeof(wr_responses) / sizeof(wr_responses[0]); k++) {
+		const struct wr_case *c = &wr_responses[k];
+		struct http1_fwd_resp f = {
+			{ "X-Ringproxy-Backend", 19 }, { "cache1", 6 }, { "1.1 ringproxy", 13 },
+			false, false, false, { "", 0 },
+		};
+		struct http1_header h[64];
+		struct http1_msg m;
+		struct iovec iov[32];
+		char scratch[1024], out[4096];
+		int n;
+
+		if (c->v == 1)
+			f.close = true;
+		else if (c->v == 2) {
+			f.keep_alive_10 = true;
+			f.extra = (struct http1_str){ "Cache-Status: ringproxy; fwd=miss\r\n", 35 };
+		} else if (c->v == 3)
+			f.dechunk = true;
+		else if (c->v == 4)
+			f.backend_hdr.len = f.via.len = 0;
+		http1_msg_init(&m);
+		n = -1;
+		if (http1_parse_response(&m, h, c->in, c->len, &lim_default, HTTP1_M_GET) > 0) {
+			http1_drop_named(&m, f.backend_hdr);
+			n = http1_write_response(&m, &f, iov, 32, scratch, sizeof(scratch));
+		}
+		if (n >= 0)
+			gather(iov, n, out);
+		tap_is_str(n >= 0 ? out : "(no head)", c->want, "write table, response: %s", c->name);
+	}
+}
+
 static void test_simple(void)
 {
 	char out[256];
@@ -1380,7 +1959,29 @@ static int name_byte(int pad, size_t len, size_t at, int c)
 	return r != n || h[1].name.len != len || (h[1].flags == HTTP1_HDR_UNDERSCORE) != (c == '_');
 }
 
-/* Every byte at every place of header values and names. */
+/* A Host value (variant 1: more header lines after it): taken exactly
+ * when every byte is a reg-name, IP-literal or port byte (RFC 3986:
+ * unreserved, sub-delims, ':', '[', ']', '%'), OWS at either end being
+ * trimmed. */
+static int host_byte(int more, size_t len, size_t at, int c)
+{
+	static const char other[] = "-._~!$&'()*+,;=:[]%";
+	static struct http1_header h[64];
+	bool ows = c == ' ' || c == '\t';
+	bool ok = (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')
+		  || (c > 0 && c < 0x80 && strchr(other, c) != NULL) || (ows && (at == 0 || at == len - 1));
+	struct http1_msg m;
+	char buf[256];
+	int n = byte_request(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: ", 'h', len, at, c,
+			     more ? "\r\nX-Pad: 0123456789abcdef0123456789\r\n\r\n" : "\r\n\r\n");
+	ssize_t r;
+
+	http1_msg_init(&m);
+	r = http1_parse_request(&m, h, buf, (size_t)n, &lim_default);
+	return ok ? r != n : r != -400;
+}
+
+/* Every byte at every place of header values and names, and of Host. */
 static void test_value_bytes(void)
 {
 	static const size_t vlens[] = { 1, 2, 15, 16, 17, 31, 32, 33, 48 };
@@ -1393,6 +1994,10 @@ static void test_value_bytes(void)
 	wrong = byte_cases(nlens, sizeof(nlens) / sizeof(nlens[0]), name_byte, &cases);
 	tap_ok(wrong == 0, "%d header names with each byte at each place: tchar taken ('_' flagged), "
 	       "the rest refused (%d wrong)", cases, wrong);
+	cases = 0;
+	wrong = byte_cases(vlens, sizeof(vlens) / sizeof(vlens[0]), host_byte, &cases);
+	tap_ok(wrong == 0, "%d Host values with each byte at each place: reg-name, IP-literal and port "
+	       "bytes taken, the rest 400 (%d wrong)", cases, wrong);
 }
 
 int main(void)
@@ -1408,6 +2013,7 @@ int main(void)
 	test_write_request();
 	test_write_response();
 	test_write_dropped();
+	test_write_table();
 	test_simple();
 	test_details();
 	return tap_done();

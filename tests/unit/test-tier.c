@@ -58,6 +58,14 @@ static const struct {
 	{ "Age: -1\r\n", TIER_AGE, TIER_MISS, "an invalid Age: a miss" },
 	{ "X-Cache: HIT\r\n", TIER_AGE, TIER_MISS, "age mode: X-Cache ignored, no Age: a miss" },
 	{ "Age: 3\r\nAge: 0\r\n", TIER_AGE, TIER_MISS, "the last Age line" },
+	/* the parser notes the four names in any case, wherever they are */
+	{ "X-A: 1\r\naGE: 7\r\nX-Cache-Node: n\r\n", TIER_AUTO, TIER_HIT, "auto: aGE in any case, between others" },
+	{ "Content-Type: t\r\nX-VARNISH: 1 2\r\n", TIER_AUTO, TIER_HIT, "auto: X-VARNISH upper case" },
+	{ "x-cAcHe: MISS\r\nVia: 1.1 v\r\n", TIER_AUTO, TIER_MISS, "auto: x-cAcHe mixed case, first" },
+	{ "Age: 9\r\nCACHE-STATUS: e; fwd=uri-miss\r\n", TIER_AUTO, TIER_MISS,
+	  "auto: CACHE-STATUS upper case before Age" },
+	{ "X-Varnishes: 1 2\r\nX-Cache-Hit: 1\r\nAges: 4\r\nCache-Statuses: c; hit\r\n", TIER_AUTO, TIER_MISS,
+	  "auto: longer names are none of them" },
 };
 
 int main(void)
