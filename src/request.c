@@ -85,6 +85,7 @@ static bool req_stale_if_error(struct request *rq);
 static bool req_conditional(const struct http1_msg *m);
 static void req_revalidated(struct request *rq, const struct http1_msg *resp);
 static void req_log_fields(struct request *rq, struct access_req *l);
+static void req_obj_drop(struct request *rq, struct cache_obj *o);
 
 void req_init(struct request *rq, struct worker *w, struct client *c, const struct rbuf *in,
 	      struct outq *out, char **scratch, size_t *scratch_cap,
@@ -295,7 +296,7 @@ bool req_end(struct request *rq)
 		cache_fill_abort(rq->fill);
 		rq->fill = NULL;
 	}
-	cache_obj_release(rq->obj);
+	req_obj_drop(rq, rq->obj);
 	rq->obj = NULL;
 	rq->from_fill = false;
 	rq->rechunk = false;
@@ -1261,6 +1262,18 @@ static void req_lock_timeout(const struct request *rq, struct timeval *tv)
 	tv->tv_usec = (suseconds_t)(ms % 1000 * 1000);
 }
 
+/* Let go of object o the request answered with (NULL: none): a borrow
+ * from the worker's memo (memo_slot), else a reference. */
+static void req_obj_drop(struct request *rq, struct cache_obj *o)
+{
+	if (rq->memo_slot != 0) {
+		cache_memo_put(rq->w->memo, rq->memo_slot - 1);
+		rq->memo_slot = 0;
+		return;
+	}
+	cache_obj_release(o);
+}
+
 /* Any thread (the one ending the fill): the fetch rq waited for is over;
  * obj is the object (a reference for rq) or NULL. Handed to rq's worker. */
 static void req_on_cache_wake(struct cache_waiter *wt, struct cache_obj *obj)
@@ -1269,6 +1282,26 @@ static void req_on_cache_wake(struct cache_waiter *wt, struct cache_obj *obj)
 
 	rq->woke_obj = obj;
 	req_wake(rq);
+}
+
+/* The lookup of cr: this worker's memo first (a repeated hit without the
+ * shared table's lock and lines), then the cache; a fresh hit found there
+ * is offered to the memo, which then lends it to the request. */
+static enum cache_result req_cache_find(struct request *rq, struct cache *cache,
+					const struct cache_req *cr, struct cache_obj **obj)
+{
+	enum cache_result res;
+	unsigned slot;
+
+	*obj = cache_memo_get(rq->w->memo, cr, &slot);
+	if (*obj != NULL) {
+		rq->memo_slot = slot + 1;
+		return CACHE_HIT;
+	}
+	res = cache_lookup(cache, cr, &rq->waiter, obj, &rq->fill);
+	if (res == CACHE_HIT && cache_memo_adopt(rq->w->memo, cr, *obj, &slot) == 0)
+		rq->memo_slot = slot + 1;
+	return res;
 }
 
 /*
@@ -1339,13 +1372,13 @@ static bool req_cache_lookup(struct request *rq)
 	cr.flags |= CACHE_L_STALE | CACHE_L_KEEP_STALE;
 	rq->waiter.wake = req_on_cache_wake;
 	rq->waiter.arg = rq;
-	res = cache_lookup(cache, &cr, &rq->waiter, &obj, &rq->fill);
+	res = req_cache_find(rq, cache, &cr, &obj);
 	if (res == CACHE_HIT && req_reply_obj(rq, obj, NULL) == 0)
 		return true;
 	req_route(rq);
 	switch (res) {
 	case CACHE_HIT:
-		cache_obj_release(obj);
+		req_obj_drop(rq, obj);
 		rq->cache_fwd = "miss";
 		return false;
 	case CACHE_STALE:
