@@ -509,6 +509,8 @@ void cachectl_request(const struct http1_msg *req, struct cachectl_req *out)
 		case 13:
 			if (http1_str_ieq(h->name, "authorization")) {
 				auth = true;
+			} else if (http1_str_ieq(h->name, "if-none-match")) {
+				out->flags |= CACHECTL_RQ_COND;
 			} else if (http1_str_ieq(h->name, "cache-control")) {
 				const char *p = h->value.p, *e = p + h->value.len;
 				struct http1_str el;
@@ -520,6 +522,10 @@ void cachectl_request(const struct http1_msg *req, struct cachectl_req *out)
 		case 15:
 			if (http1_str_ieq(h->name, "accept-encoding"))
 				cachectl_ae_line(&a, h->value);
+			break;
+		case 17:
+			if (http1_str_ieq(h->name, "if-modified-since"))
+				out->flags |= CACHECTL_RQ_COND;
 			break;
 		default:
 			break;

@@ -424,6 +424,10 @@ static const struct req_case req_cases[] = {
 	RQ("no-store", "Cache-Control: no-store\r\n", CACHECTL_LOOKUP, CACHECTL_RQ_NO_STORE, -1, 0),
 	RQ("Authorization", "Authorization: Bearer x\r\n", CACHECTL_LOOKUP, CACHECTL_RQ_AUTH, -1, 0),
 	RQ("Pragma: no-cache not read", "Pragma: no-cache\r\n", CACHECTL_LOOKUP, 0, -1, 0),
+	RQ("If-None-Match", "if-none-match: \"a\"\r\n", CACHECTL_LOOKUP, CACHECTL_RQ_COND, -1, 0),
+	RQ("If-Modified-Since", "If-Modified-Since: Sun, 06 Nov 1994 08:49:37 GMT\r\n", CACHECTL_LOOKUP,
+	   CACHECTL_RQ_COND, -1, 0),
+	RQ("If-Match is no conditional of ours", "If-Match: \"a\"\r\n", CACHECTL_LOOKUP, 0, -1, 0),
 	/* a body, or no Host to key by: neither served nor stored */
 	{ "GET with a body", "GET /page HTTP/1.1\r\nHost: h.example\r\nCache-Control: no-cache\r\n"
 	  "Content-Length: 12\r\n\r\nPOISON-CL-01", CACHECTL_PASS, 0, -1, 0 },
