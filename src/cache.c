@@ -1370,6 +1370,7 @@ struct cache_memo_slot {
 					   borrower */
 	bool used;                      /* hit since another key asked for the
 					   slot (its second chance) */
+	struct cache_memo_note note;    /* the user's, for obj */
 };
 
 struct cache_memo {
@@ -1449,7 +1450,10 @@ static void cache_memo_drop(struct cache_memo *m, struct cache_memo_slot *sl)
 	m->bytes -= sl->obj->charge;
 	atomic_fetch_sub(&sl->obj->memos, 1);
 	cache_obj_release(sl->obj);
-	*sl = (struct cache_memo_slot){ NULL, 0, 0, 0, false, false };
+	memset(sl, 0, offsetof(struct cache_memo_slot, note));
+	sl->note.at = 0;
+	sl->note.tag = 0;
+	sl->note.len = 0;
 }
 
 /* A reload configured the cache (all), or a memoized object left the
@@ -1580,6 +1584,11 @@ int cache_memo_adopt(struct cache_memo *m, const struct cache_req *r, struct cac
 	m->bytes += o->charge;
 	*slot = i;
 	return 0;
+}
+
+struct cache_memo_note *cache_memo_note(struct cache_memo *m, unsigned slot)
+{
+	return &m->slot[slot].note;
 }
 
 void cache_memo_put(struct cache_memo *m, unsigned slot)

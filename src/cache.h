@@ -272,6 +272,22 @@ int cache_memo_adopt(struct cache_memo *m, const struct cache_req *r, struct cac
 /* The borrower of *slot is done with the object. */
 void cache_memo_put(struct cache_memo *m, unsigned slot);
 
+/* What the memo's user keeps with a slot's object: bytes it derives from
+ * the object and would otherwise make again for each hit (the lines a
+ * hit sends after the stored head), with its own tag and time to tell
+ * when they no longer apply. Emptied (len 0, tag 0, at 0) whenever the
+ * slot takes another object; the borrower of slot may read and write it
+ * while it borrows. */
+#define CACHE_MEMO_NOTE 176
+struct cache_memo_note {
+	int64_t at;
+	uint64_t tag;
+	size_t len;
+	char buf[CACHE_MEMO_NOTE];
+};
+
+struct cache_memo_note *cache_memo_note(struct cache_memo *m, unsigned slot);
+
 /* ---- the leader's fill ------------------------------------------------ */
 
 /*

@@ -882,19 +882,59 @@ static int req_not_modified_head(struct iovec head, char *buf, size_t cap, int m
 	return n;
 }
 
-/* Answer from cached object o (a reference, now the request's): its
- * stored head, our Age, Cache-Status, backend header, Via and connection
- * lines, and its body (none for a HEAD: the head's Content-Length is the
- * GET's). One writev; with the read of the request, two syscalls a hit.
- * -1 when the lines do not fit (the caller forwards instead). */
-static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *how)
+/* The lines after the stored head of a hit of o at now ("hit" or how),
+ * without the Connection line and blank line that end them, into buf.
+ * A hit from the worker's memo keeps them with the object for the second
+ * and config they were made for (each hit of a hot object would make
+ * the same ones again). Their length, or -1 when they do not fit. */
+static int req_hit_lines(struct request *rq, struct cache_obj *o, const char *how, int64_t now,
+			 char *buf, size_t cap)
 {
 	const struct conf *conf = rq->snap->conf;
+	struct cache_memo_note *note = NULL;
+	int m;
+
+	if (rq->memo_slot != 0 && strcmp(how, "hit") == 0) {
+		note = cache_memo_note(rq->w->memo, rq->memo_slot - 1);
+		if (note->len != 0 && note->at == now && note->tag == rq->snap->generation) {
+			if (note->len > cap)
+				return -1;
+			memcpy(buf, note->buf, note->len);
+			return (int)note->len;
+		}
+	}
+	/* "; cached": the bytes are this cache's, filled by be (the ring may
+	 * send the URL elsewhere now); a collapsed wait got a fresh fill */
+	m = cachectl_hit_lines(buf, cap, cache_obj_age(o, now), cache_obj_ttl(o, now), how,
+			       conf->backend_header, cache_obj_backend(o),
+			       strncmp(how, "fwd=miss", 8) != 0, "");
+	if (m < 2)
+		return -1;
+	m -= 2;                 /* the blank line: the caller's */
+	if (note != NULL && (size_t)m <= sizeof(note->buf)) {
+		memcpy(note->buf, buf, (size_t)m);
+		note->len = (size_t)m;
+		note->at = now;
+		note->tag = rq->snap->generation;
+	}
+	return m;
+}
+
+/* Answer from cached object o (a reference, now the request's, or a
+ * borrow from the worker's memo: memo_slot): its stored head, our Age,
+ * Cache-Status, backend header, Via and connection lines, and its body
+ * (none for a HEAD: the head's Content-Length is the GET's). One writev;
+ * with the read of the request, two syscalls a hit. -1 when the lines
+ * do not fit (the caller forwards instead). */
+static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *how)
+{
 	struct iovec head = cache_obj_head(o), body = cache_obj_body(o);
-	struct http1_str be = cache_obj_backend(o);
 	int64_t now = (int64_t)time(NULL);
 	size_t cap = sizeof(rq->reply);
 	struct range_reply rr = { .status = 200 };
+	const char *conn = rq->close_after ? "Connection: close\r\n" :
+			   rq->msg.minor == 0 ? "Connection: keep-alive\r\n" : "";
+	size_t clen = strlen(conn);
 	bool nm = false;
 	int n, m;
 
@@ -902,7 +942,7 @@ static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *ho
 		how = rq->collapsed ? "fwd=miss; collapsed" : "hit";
 	/* a client's own conditional that the fresh object matches: 304,
 	 * with the stored validators and caching lines (RFC 9110 15.4.5) */
-	if (strcmp(how, "hit") == 0 && cache_obj_status(o) == 200 &&
+	if ((rq->cc.flags & CACHECTL_RQ_COND) && strcmp(how, "hit") == 0 && cache_obj_status(o) == 200 &&
 	    cachectl_not_modified(&rq->msg, cache_obj_etag(o), cache_obj_last_modified(o), now))
 		nm = true;
 	n = 0;
@@ -918,16 +958,13 @@ static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *ho
 		if (rr.status != 200)
 			n = (int)rr.iov[rr.n - 1].iov_len;
 	}
-	/* "; cached": the bytes are this cache's, filled by be (the ring may
-	 * send the URL elsewhere now); a collapsed wait got a fresh fill */
-	m = cachectl_hit_lines(rq->reply + n, cap - (size_t)n, cache_obj_age(o, now),
-			       cache_obj_ttl(o, now), how, conf->backend_header, be,
-			       strncmp(how, "fwd=miss", 8) != 0,
-			       rq->close_after ? "Connection: close\r\n" :
-			       rq->msg.minor == 0 ? "Connection: keep-alive\r\n" : "");
-	if (m < 0)
+	m = req_hit_lines(rq, o, how, now, rq->reply + n, cap - (size_t)n);
+	if (m < 0 || (size_t)(n + m) + clen + 2 >= cap)
 		return -1;
 	n += m;
+	memcpy(rq->reply + n, conn, clen);
+	memcpy(rq->reply + n + clen, "\r\n", 2);
+	n += (int)clen + 2;
 	rq->obj = o;
 	outq_reset(rq->out);
 	if (rr.status != 200) {
