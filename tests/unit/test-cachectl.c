@@ -648,6 +648,25 @@ static void test_key(void)
 	}
 	parse_req(&rq, t[0].req);
 	tap_is_int(cachectl_key(&rq, buf, 10), -1, "key: too small a buffer");
+	{
+		/* every byte value at every place of a word: only A-Z change */
+		char host[264], out[300];
+		unsigned bad = 0;
+
+		for (size_t off = 0; off < 8; off++) {
+			for (i = 0; i < 256; i++)
+				host[off + i] = (char)i;
+			http1_msg_init(&rq);
+			rq.host = (struct http1_str){ host + off, 256 };
+			rq.path = (struct http1_str){ "/", 1 };
+			if (cachectl_key(&rq, out, sizeof(out)) != 257)
+				bad++;
+			for (i = 0; i < 256; i++)
+				bad += (unsigned char)out[i] != (i >= 'A' && i <= 'Z' ? i + 32 : i);
+			bad += out[256] != '/';
+		}
+		tap_is_int(bad, 0, "key: every byte of the host at every offset, only A-Z lowered");
+	}
 }
 
 /* ---- conditional requests -------------------------------------------- */
