@@ -100,10 +100,6 @@ struct cache_obj {
 	struct cache_node node;         /* first: tables hold nodes */
 	struct cache_obj *prev, *next;  /* eviction list, prev toward head */
 	_Atomic unsigned refs;
-	_Atomic bool gone;              /* out of the table for good (set
-					   under the shard lock): a memo
-					   holding it never answers with it
-					   again */
 	_Atomic unsigned memos;         /* memos holding it (cache_memo_adopt):
 					   its unlinking tells them */
 	uint8_t q;                      /* CACHE_Q_*: NONE when not linked */
@@ -111,6 +107,10 @@ struct cache_obj {
 	uint8_t ae;                     /* the variant's codings */
 	uint8_t flags;                  /* CACHECTL_M_* | CACHE_O_MARKER */
 	uint16_t status;
+	_Atomic bool gone;              /* out of the table for good (set
+					   under the shard lock): a memo
+					   holding it never answers with it
+					   again */
 	uint32_t keylen, backlen, etaglen, varylen;
 	size_t headlen;                 /* head with our Content-Length line */
 	size_t head_off, body_off, bodylen, charge;
