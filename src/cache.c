@@ -67,6 +67,9 @@
 					   size / 16 bytes of objects freed */
 #define CACHE_TRIM_GAP_NS   INT64_C(1000000000) /* and at most once a second */
 #define CACHE_VARIANTS      16u         /* max_variants when 0 is given */
+#define CACHE_MEMO_SLOTS    128u        /* a memo's slots (a power of two) */
+#define CACHE_MEMO_FLUSH    16u         /* memo hits told to the shard at once */
+#define CACHE_MEMO_DIV      64u         /* a memo holds at most size / 64 */
 
 enum cache_kind { CACHE_K_OBJ = 1, CACHE_K_FILL };
 
@@ -97,11 +100,17 @@ struct cache_obj {
 	struct cache_node node;         /* first: tables hold nodes */
 	struct cache_obj *prev, *next;  /* eviction list, prev toward head */
 	_Atomic unsigned refs;
+	_Atomic unsigned memos;         /* memos holding it (cache_memo_adopt):
+					   its unlinking tells them */
 	uint8_t q;                      /* CACHE_Q_*: NONE when not linked */
 	uint8_t freq;                   /* S3-FIFO */
 	uint8_t ae;                     /* the variant's codings */
 	uint8_t flags;                  /* CACHECTL_M_* | CACHE_O_MARKER */
 	uint16_t status;
+	_Atomic bool gone;              /* out of the table for good (set
+					   under the shard lock): a memo
+					   holding it never answers with it
+					   again */
 	uint32_t keylen, backlen, etaglen, varylen;
 	size_t headlen;                 /* head with our Content-Length line */
 	size_t head_off, body_off, bodylen, charge;
@@ -145,6 +154,7 @@ struct cache_list {
 
 struct cache_shard {
 	alignas(64) pthread_mutex_t lock;
+	struct cache *c;
 	struct cache_slot *slots;
 	size_t nslots, nnodes;          /* nslots: a power of two */
 	struct cache_list q[CACHE_NQ];
@@ -173,6 +183,14 @@ struct cache {
 					   last trim (cache_dead_free_trim) */
 	_Atomic int64_t trimmed;        /* its time, CLOCK_MONOTONIC ns */
 	struct cache_shard *shards;
+	/* the workers' memos (cache_memo_*): read on every memo hit,
+	 * written only when a memoized object leaves or a reload configures,
+	 * so on a line of their own */
+	alignas(64) _Atomic uint64_t memo_gone; /* memoized objects unlinked */
+	_Atomic uint64_t memo_gen;      /* cache_configure calls */
+	alignas(64) pthread_mutex_t memo_lock; /* the list, for cache_stats */
+	struct cache_memo *memos;
+	uint64_t memo_hits_gone;        /* hits of memos freed (memo_lock) */
 };
 
 /* Counters change under the shard lock (one writer), and are read by
@@ -557,10 +575,19 @@ static void cache_dead_free_trim(struct cache *c, struct cache_dead *d)
 #endif
 }
 
-/* Take o out of the table and its list; the table's reference goes. */
+/* Take o out of the table and its list; the table's reference goes. A
+ * memo that holds o sees it gone from its next request on: the flag is
+ * stored before a memo's adoption can have missed it (cache_memo_adopt
+ * counts itself in memos, then reads gone; both sequentially consistent), and a
+ * memoized object's leaving makes every memo sweep its slots, so that
+ * what memos keep alive of objects out of the table does not wait for
+ * their next hit of the same slot. */
 static void cache_unlink(struct cache_shard *s, struct cache_obj *o,
 			 struct cache_dead *d)
 {
+	atomic_store(&o->gone, true);
+	if (atomic_load(&o->memos) != 0)
+		atomic_fetch_add_explicit(&s->c->memo_gone, 1, memory_order_release);
 	cache_tab_del(s, &o->node);
 	if (o->q != CACHE_Q_NONE)
 		cache_list_remove(s, o);
@@ -798,6 +825,7 @@ static unsigned cache_sketch_flags(const struct cache *c)
 
 static int cache_shard_init(struct cache *c, struct cache_shard *s, size_t budget)
 {
+	s->c = c;
 	s->share = budget;
 	s->sk_expected = cache_expected(budget);
 	s->sk = sketch_new(s->sk_expected, 4, 0, cache_sketch_flags(c));
@@ -829,9 +857,10 @@ struct cache *cache_new(const struct cache_params *p, char *err, size_t len)
 			 CACHE_MAX_SHARDS);
 		return NULL;
 	}
-	c = calloc(1, sizeof(*c));
+	c = aligned_alloc(64, sizeof(*c));     /* a multiple of 64 */
 	if (c == NULL)
 		goto oom;
+	memset(c, 0, sizeof(*c));
 	c->nshards = n;
 	c->shard_shift = 64;
 	for (i = n; i > 1; i >>= 1)
@@ -846,6 +875,11 @@ struct cache *cache_new(const struct cache_params *p, char *err, size_t len)
 	atomic_init(&c->max_object, p->max_object);
 	atomic_init(&c->min_uses, p->min_uses);
 	atomic_init(&c->max_variants, p->max_variants ? p->max_variants : CACHE_VARIANTS);
+	if (cache_lock_init(&c->memo_lock) < 0) {
+		free(c);
+		c = NULL;
+		goto oom;
+	}
 	c->shards = aligned_alloc(64, n * sizeof(*c->shards));
 	if (c->shards == NULL)
 		goto oom;
@@ -884,6 +918,7 @@ void cache_free(struct cache *c)
 		pthread_mutex_destroy(&s->lock);
 	}
 	free(c->shards);
+	pthread_mutex_destroy(&c->memo_lock);
 	free(c);
 }
 
@@ -897,6 +932,8 @@ void cache_configure(struct cache *c, size_t size, size_t max_object,
 			      memory_order_relaxed);
 	atomic_store_explicit(&c->max_object, max_object, memory_order_relaxed);
 	atomic_store_explicit(&c->size, size, memory_order_relaxed);
+	/* the memos let go of everything they hold before their next hit */
+	atomic_fetch_add_explicit(&c->memo_gen, 1, memory_order_release);
 	for (i = 0; i < c->nshards; i++) {
 		struct cache_shard *s = &c->shards[i];
 		struct cache_dead d = { NULL };
@@ -922,11 +959,14 @@ void cache_configure(struct cache *c, size_t size, size_t max_object,
 	}
 }
 
+static uint64_t cache_memo_hits(const struct cache *c);
+
 void cache_stats(const struct cache *c, struct cache_stats *out)
 {
 	unsigned i;
 
 	memset(out, 0, sizeof(*out));
+	out->hits = cache_memo_hits(c);
 	for (i = 0; i < c->nshards; i++) {
 		const struct cache_shard *s = &c->shards[i];
 
@@ -1303,6 +1343,260 @@ size_t cache_invalidate_locations(struct cache *c, struct http1_str host, struct
 		removed += cache_invalidate(c, &k);
 	}
 	return removed;
+}
+
+/* ---- a worker's memo -------------------------------------------------- */
+
+/*
+ * A memo answers a worker's repeated hits without the shard: no lock, no
+ * sketch, no list move, no shared counter, no reference count written.
+ * Each slot holds one reference to an object this worker found as a
+ * plain fresh hit; a request served from it borrows that reference with
+ * a count only this worker touches. The shard still learns of the hits:
+ * a slot's are told to its sketch and policy under one lock every
+ * CACHE_MEMO_FLUSH hits, at its first hit of each second, and when the
+ * slot lets the object go, so a hot object keeps its frequency and
+ * recency there. Sixteen because the sketch's 4-bit counters saturate at
+ * 15: one batch carries a key as far as sixteen increments would, and the
+ * lock and the lines it writes are taken one hit in sixteen.
+ */
+struct cache_memo_slot {
+	struct cache_obj *obj;          /* the memo's reference; NULL: empty */
+	unsigned borrowers;             /* requests sending obj now */
+	unsigned pending;               /* hits not yet told to the shard */
+	int64_t told;                   /* second of the last telling */
+	bool dead;                      /* gone or dropped while borrowed:
+					   no new hit; released by the last
+					   borrower */
+	bool used;                      /* hit since another key asked for the
+					   slot (its second chance) */
+	struct cache_memo_note note;    /* the user's, for obj */
+};
+
+struct cache_memo {
+	struct cache *c;
+	struct cache_memo *next, *prev; /* c->memos (c->memo_lock) */
+	_Atomic uint64_t hits;          /* one writer: the memo's thread */
+	uint64_t gone_seen, gen_seen;   /* c->memo_gone, c->memo_gen swept at */
+	size_t bytes;                   /* charges of the objects held */
+	struct cache_memo_slot slot[CACHE_MEMO_SLOTS];
+};
+
+static uint64_t cache_memo_hits(const struct cache *c)
+{
+	/* the lock only orders the list against memos coming and going
+	 * (never taken on a request's path): mutable in a const cache */
+	pthread_mutex_t *lk = (pthread_mutex_t *)&c->memo_lock;
+	const struct cache_memo *m;
+	uint64_t n;
+
+	pthread_mutex_lock(lk);
+	n = c->memo_hits_gone;
+	for (m = c->memos; m != NULL; m = m->next)
+		n += atomic_load_explicit(&m->hits, memory_order_relaxed);
+	pthread_mutex_unlock(lk);
+	return n;
+}
+
+struct cache_memo *cache_memo_new(struct cache *c)
+{
+	struct cache_memo *m = calloc(1, sizeof(*m));
+
+	if (m == NULL)
+		return NULL;
+	m->c = c;
+	m->gone_seen = atomic_load_explicit(&c->memo_gone, memory_order_acquire);
+	m->gen_seen = atomic_load_explicit(&c->memo_gen, memory_order_acquire);
+	pthread_mutex_lock(&c->memo_lock);
+	m->next = c->memos;
+	if (c->memos != NULL)
+		c->memos->prev = m;
+	c->memos = m;
+	pthread_mutex_unlock(&c->memo_lock);
+	return m;
+}
+
+/* Tell the slot's object's shard of its pending hits: the sketch counts
+ * them, the policy moves it as one hit would (a list move is the same
+ * whether one hit or sixteen asked for it). */
+static void cache_memo_tell(struct cache_memo *m, struct cache_memo_slot *sl, int64_t now)
+{
+	struct cache_obj *o = sl->obj;
+	struct cache_shard *s;
+
+	sl->told = now;
+	if (sl->pending == 0)
+		return;
+	s = cache_shard_of(m->c, o->node.hash, NULL);
+	pthread_mutex_lock(&s->lock);
+	if (!atomic_load_explicit(&o->gone, memory_order_relaxed)) {
+		sketch_add(s->sk, o->node.hash, sl->pending);
+		cache_policy_hit(m->c, s, o);
+	}
+	pthread_mutex_unlock(&s->lock);
+	sl->pending = 0;
+}
+
+/* Let the slot's object go: now, or by its last borrower. */
+static void cache_memo_drop(struct cache_memo *m, struct cache_memo_slot *sl)
+{
+	if (sl->obj == NULL)
+		return;
+	if (sl->borrowers > 0) {
+		sl->dead = true;
+		return;
+	}
+	cache_memo_tell(m, sl, sl->told);
+	m->bytes -= sl->obj->charge;
+	atomic_fetch_sub(&sl->obj->memos, 1);
+	cache_obj_release(sl->obj);
+	memset(sl, 0, offsetof(struct cache_memo_slot, note));
+	sl->note.at = 0;
+	sl->note.tag = 0;
+	sl->note.len = 0;
+}
+
+/* A reload configured the cache (all), or a memoized object left the
+ * table (those gone): let them go before the next answer. */
+static void cache_memo_sweep(struct cache_memo *m)
+{
+	uint64_t gen = atomic_load_explicit(&m->c->memo_gen, memory_order_acquire);
+	uint64_t gone = atomic_load_explicit(&m->c->memo_gone, memory_order_acquire);
+	bool all = gen != m->gen_seen;
+
+	if (!all && gone == m->gone_seen)
+		return;
+	m->gen_seen = gen;
+	m->gone_seen = gone;
+	for (unsigned i = 0; i < CACHE_MEMO_SLOTS; i++) {
+		struct cache_memo_slot *sl = &m->slot[i];
+
+		if (sl->obj != NULL
+		    && (all || atomic_load_explicit(&sl->obj->gone, memory_order_acquire)))
+			cache_memo_drop(m, sl);
+	}
+}
+
+void cache_memo_free(struct cache_memo *m)
+{
+	struct cache *c;
+
+	if (m == NULL)
+		return;
+	c = m->c;
+	for (unsigned i = 0; i < CACHE_MEMO_SLOTS; i++) {
+		m->slot[i].borrowers = 0;       /* every request has ended */
+		cache_memo_drop(m, &m->slot[i]);
+	}
+	pthread_mutex_lock(&c->memo_lock);
+	if (m->prev != NULL)
+		m->prev->next = m->next;
+	else
+		c->memos = m->next;
+	if (m->next != NULL)
+		m->next->prev = m->prev;
+	c->memo_hits_gone += atomic_load_explicit(&m->hits, memory_order_relaxed);
+	pthread_mutex_unlock(&c->memo_lock);
+	free(m);
+}
+
+/* Whether r asks for nothing but a fresh object: what cache_decide
+ * answers with a plain CACHE_HIT, whatever else it does. HEAD, no-store,
+ * Range and a client's conditional are all served from a fresh object
+ * (the caller makes the 304, the 206), so they qualify. */
+static bool cache_memo_plain(const struct cache_req *r)
+{
+	return !(r->flags & (CACHE_L_REFRESH | CACHE_L_AUTH)) && r->max_age < 0
+	       && r->min_fresh <= 0;
+}
+
+/* Whether o can sit in a memo: an object cache_find picks by key and
+ * Accept-Encoding alone (none of its Vary's other fields), and one that
+ * answers as a hit while fresh (no marker, no no-cache). Such an object
+ * is the only one of its key and variant in the table: storing another
+ * unlinks it (cache_publish, cache_variant_keeps). */
+static bool cache_memo_fits(const struct cache_obj *o)
+{
+	return o->varylen == 0 && !(o->flags & (CACHE_O_MARKER | CACHECTL_M_NO_CACHE));
+}
+
+struct cache_obj *cache_memo_get(struct cache_memo *m, const struct cache_req *r,
+				 unsigned *slot)
+{
+	struct cache_memo_slot *sl;
+	struct cache_obj *o;
+	unsigned i;
+
+	if (m == NULL || !cache_memo_plain(r))
+		return NULL;
+	cache_memo_sweep(m);
+	i = (unsigned)r->key.hash & (CACHE_MEMO_SLOTS - 1);
+	sl = &m->slot[i];
+	o = sl->obj;
+	if (o == NULL || sl->dead || o->node.hash != r->key.hash || o->keylen != r->key.len
+	    || memcmp(cache_obj_key(o), r->key.p, r->key.len) != 0 || !cache_variant_ae(o, r->ae))
+		return NULL;
+	if (atomic_load_explicit(&o->gone, memory_order_acquire)) {
+		cache_memo_drop(m, sl);
+		return NULL;
+	}
+	if (cache_obj_ttl(o, r->now) <= 0)
+		return NULL;    /* expired: the shard decides (stale, refresh) */
+	atomic_store_explicit(&m->hits, atomic_load_explicit(&m->hits, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	sl->borrowers++;
+	sl->used = true;
+	if (++sl->pending >= CACHE_MEMO_FLUSH || r->now != sl->told)
+		cache_memo_tell(m, sl, r->now);
+	*slot = i;
+	return o;
+}
+
+int cache_memo_adopt(struct cache_memo *m, const struct cache_req *r, struct cache_obj *o,
+		     unsigned *slot)
+{
+	size_t lim;
+	struct cache_memo_slot *sl;
+	unsigned i;
+
+	if (m == NULL || !cache_memo_plain(r) || !cache_memo_fits(o))
+		return -1;
+	i = (unsigned)r->key.hash & (CACHE_MEMO_SLOTS - 1);
+	sl = &m->slot[i];
+	if (sl->obj == o)
+		return -1;      /* this worker's earlier copy went dead */
+	if (sl->obj != NULL && (sl->borrowers > 0 || sl->used)) {
+		sl->used = false;       /* a second chance, used by the next ask */
+		return -1;
+	}
+	lim = atomic_load_explicit(&m->c->size, memory_order_relaxed) / CACHE_MEMO_DIV;
+	if (m->bytes - (sl->obj != NULL ? sl->obj->charge : 0) + o->charge > lim)
+		return -1;
+	cache_memo_drop(m, sl);
+	atomic_fetch_add(&o->memos, 1);
+	if (atomic_load(&o->gone)) {
+		atomic_fetch_sub(&o->memos, 1);
+		return -1;      /* it left as it came: no memo keeps it */
+	}
+	sl->obj = o;            /* the caller's reference is the memo's now */
+	sl->borrowers = 1;
+	sl->told = r->now;
+	m->bytes += o->charge;
+	*slot = i;
+	return 0;
+}
+
+struct cache_memo_note *cache_memo_note(struct cache_memo *m, unsigned slot)
+{
+	return &m->slot[slot].note;
+}
+
+void cache_memo_put(struct cache_memo *m, unsigned slot)
+{
+	struct cache_memo_slot *sl = &m->slot[slot];
+
+	if (--sl->borrowers == 0 && sl->dead)
+		cache_memo_drop(m, sl);
 }
 
 /* ---- fills -------------------------------------------------------------- */

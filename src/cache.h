@@ -114,7 +114,8 @@ void cache_free(struct cache *c);
 void cache_configure(struct cache *c, size_t size, size_t max_object,
 		     unsigned min_uses, unsigned max_variants);
 
-/* Sums the shards' counters; any thread, no lock taken. */
+/* Sums the shards' counters and the memos' hits; any thread, no shard
+ * lock taken (only the memo list's, which no request takes). */
 void cache_stats(const struct cache *c, struct cache_stats *out);
 
 /* ---- lookup ----------------------------------------------------------- */
@@ -231,6 +232,61 @@ size_t cache_invalidate(struct cache *c, const struct cache_key *k);
 #define CACHE_LOCATION_KEY_MAX 4096
 size_t cache_invalidate_locations(struct cache *c, struct http1_str host, struct http1_str path,
 				  const struct http1_msg *resp);
+
+/* ---- a worker's memo of its hits ------------------------------------ */
+
+/*
+ * A small table a worker owns of objects it answered as fresh hits, so
+ * that the next hit of one costs no lock and writes no line another
+ * worker reads: no sketch increment, no list move, no shared counter, no
+ * reference count (cache.c says how the shard still learns of the hits).
+ * It answers exactly what cache_lookup would answer with a plain
+ * CACHE_HIT; an object that leaves the table (purge, invalidation,
+ * eviction, replacement, a variant stored over it, a resize) and every
+ * object after cache_configure is never answered from it again, from the
+ * next cache_memo_get on. It keeps at most size / 64 bytes of objects,
+ * and lets go of those that left at the next get after they did.
+ *
+ * cache_memo_new and cache_memo_free on any thread (the free after every
+ * request of its worker ended, before cache_free); the others on the
+ * memo's own thread only.
+ */
+struct cache_memo;
+
+struct cache_memo *cache_memo_new(struct cache *c);
+void cache_memo_free(struct cache_memo *m);
+
+/* r's object when the memo may answer r with it (counted as a hit): the
+ * object is borrowed, valid until cache_memo_put(m, *slot). NULL: ask
+ * cache_lookup. m NULL: NULL. */
+struct cache_obj *cache_memo_get(struct cache_memo *m, const struct cache_req *r,
+				 unsigned *slot);
+
+/* After cache_lookup answered r with CACHE_HIT o: 0 when the memo took
+ * the caller's reference to o and the caller now borrows it (return it
+ * with cache_memo_put(m, *slot), not cache_obj_release), -1 when it did
+ * not (the reference stays the caller's). */
+int cache_memo_adopt(struct cache_memo *m, const struct cache_req *r, struct cache_obj *o,
+		     unsigned *slot);
+
+/* The borrower of *slot is done with the object. */
+void cache_memo_put(struct cache_memo *m, unsigned slot);
+
+/* What the memo's user keeps with a slot's object: bytes it derives from
+ * the object and would otherwise make again for each hit (the lines a
+ * hit sends after the stored head), with its own tag and time to tell
+ * when they no longer apply. Emptied (len 0, tag 0, at 0) whenever the
+ * slot takes another object; the borrower of slot may read and write it
+ * while it borrows. */
+#define CACHE_MEMO_NOTE 176
+struct cache_memo_note {
+	int64_t at;
+	uint64_t tag;
+	size_t len;
+	char buf[CACHE_MEMO_NOTE];
+};
+
+struct cache_memo_note *cache_memo_note(struct cache_memo *m, unsigned slot);
 
 /* ---- the leader's fill ------------------------------------------------ */
 

@@ -23,6 +23,8 @@ enum cachectl_req_kind {
 				       answered from a stored complete GET,
 				       else forwarded and nothing stored
 				       (with CACHECTL_RQ_NO_STORE) */
+#define CACHECTL_RQ_COND     0x10u  /* has If-None-Match or If-Modified-Since
+				       (cachectl_not_modified may say 304) */
 
 struct cachectl_req {
 	enum cachectl_req_kind kind;

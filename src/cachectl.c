@@ -509,6 +509,8 @@ void cachectl_request(const struct http1_msg *req, struct cachectl_req *out)
 		case 13:
 			if (http1_str_ieq(h->name, "authorization")) {
 				auth = true;
+			} else if (http1_str_ieq(h->name, "if-none-match")) {
+				out->flags |= CACHECTL_RQ_COND;
 			} else if (http1_str_ieq(h->name, "cache-control")) {
 				const char *p = h->value.p, *e = p + h->value.len;
 				struct http1_str el;
@@ -520,6 +522,10 @@ void cachectl_request(const struct http1_msg *req, struct cachectl_req *out)
 		case 15:
 			if (http1_str_ieq(h->name, "accept-encoding"))
 				cachectl_ae_line(&a, h->value);
+			break;
+		case 17:
+			if (http1_str_ieq(h->name, "if-modified-since"))
+				out->flags |= CACHECTL_RQ_COND;
 			break;
 		default:
 			break;
@@ -591,15 +597,35 @@ bool cachectl_invalidates(const struct http1_msg *req, int status)
 	}
 }
 
+/* cachectl_lower of eight bytes at once: bit 7 of (b & 0x7f) + 0x3f is
+ * set from 'A' on, of (b & 0x7f) + 0x25 from '[' on (neither carries
+ * into the next byte), and bytes with bit 7 set stay as they are; the
+ * bytes 'A'..'Z' get 0x20. */
+static uint64_t cachectl_lower8(uint64_t w)
+{
+	const uint64_t low7 = UINT64_C(0x7f7f7f7f7f7f7f7f), high = ~low7;
+	uint64_t from_a = (w & low7) + UINT64_C(0x3f3f3f3f3f3f3f3f);
+	uint64_t past_z = (w & low7) + UINT64_C(0x2525252525252525);
+
+	return w | ((from_a & ~past_z & ~w & high) >> 2);
+}
+
 ssize_t cachectl_key(const struct http1_msg *req, char *buf, size_t len)
 {
 	struct http1_str host = req->authority.len ? req->authority : req->host;
 	size_t n = host.len + req->path.len + (req->has_query ? 1 + req->query.len : 0);
 	size_t i;
+	uint64_t w;
 
 	if (n > len)
 		return -1;
-	for (i = 0; i < host.len; i++)
+	/* every cacheable request runs this: the host a word at a time */
+	for (i = 0; i + 8 <= host.len; i += 8) {
+		memcpy(&w, host.p + i, 8);
+		w = cachectl_lower8(w);
+		memcpy(buf + i, &w, 8);
+	}
+	for (; i < host.len; i++)
 		buf[i] = (char)cachectl_lower((unsigned char)host.p[i]);
 	memcpy(buf + host.len, req->path.p, req->path.len);
 	if (req->has_query) {

@@ -796,18 +796,35 @@ static void proxy_fd_limit(const struct conf *c)
 			 c->max_connections, need, (unsigned long long)rl.rlim_cur);
 }
 
+/* A worker's own state beside its thread's: the access log's buffer and
+ * its memo of cache hits (cache.h; none if it cannot be had: every hit
+ * then takes the shared path). Main thread. */
+static void proxy_worker_start(struct worker *w)
+{
+	access_worker_init(w);
+	w->memo = cache_memo_new(w->proxy->cache);
+}
+
+/* After the worker's last request: its memo goes before the cache. */
+static void proxy_worker_end(struct worker *w)
+{
+	cache_memo_free(w->memo);
+	w->memo = NULL;
+	access_worker_free(w);
+}
+
 /* What a worker runs (worker.h): the client side (front.c) on its
  * connections, the backend side (forward.c) on its pools; background
  * refreshes end before the connections close, the access log's buffer is
  * flushed after their last lines. */
 static const struct worker_ops proxy_worker_ops = {
-	.start = access_worker_init,
+	.start = proxy_worker_start,
 	.accept = front_accept,
 	.drain = front_drain,
 	.close = front_close,
 	.close_idle = fwd_close,
 	.stop = refresh_free_all,
-	.end = access_worker_free,
+	.end = proxy_worker_end,
 };
 
 /* One listener per worker on addr; port 0 becomes the first one's port. */

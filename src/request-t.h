@@ -121,6 +121,9 @@ struct request {
 					   released by req_end): a stored one,
 					   or the one this request fills
 					   (from_fill) */
+	unsigned memo_slot;             /* obj is borrowed from the worker's
+					   memo (cache.h): its slot + 1; 0:
+					   obj is a reference */
 	bool from_fill;                 /* the client gets the response body
 					   from obj as the fill copies it there,
 					   not from the backend's buffer */

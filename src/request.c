@@ -86,6 +86,7 @@ static bool req_stale_if_error(struct request *rq);
 static bool req_conditional(const struct http1_msg *m);
 static void req_revalidated(struct request *rq, const struct http1_msg *resp);
 static void req_log_fields(struct request *rq, struct access_req *l);
+static void req_obj_drop(struct request *rq, struct cache_obj *o);
 
 void req_init(struct request *rq, struct worker *w, struct client *c, const struct rbuf *in,
 	      struct outq *out, char **scratch, size_t *scratch_cap,
@@ -296,7 +297,7 @@ bool req_end(struct request *rq)
 		cache_fill_abort(rq->fill);
 		rq->fill = NULL;
 	}
-	cache_obj_release(rq->obj);
+	req_obj_drop(rq, rq->obj);
 	rq->obj = NULL;
 	rq->from_fill = false;
 	rq->rechunk = false;
@@ -883,19 +884,59 @@ static int req_not_modified_head(struct iovec head, char *buf, size_t cap, int m
 	return n;
 }
 
-/* Answer from cached object o (a reference, now the request's): its
- * stored head, our Age, Cache-Status, backend header, Via and connection
- * lines, and its body (none for a HEAD: the head's Content-Length is the
- * GET's). One writev; with the read of the request, two syscalls a hit.
- * -1 when the lines do not fit (the caller forwards instead). */
-static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *how)
+/* The lines after the stored head of a hit of o at now ("hit" or how),
+ * without the Connection line and blank line that end them, into buf.
+ * A hit from the worker's memo keeps them with the object for the second
+ * and config they were made for (each hit of a hot object would make
+ * the same ones again). Their length, or -1 when they do not fit. */
+static int req_hit_lines(struct request *rq, struct cache_obj *o, const char *how, int64_t now,
+			 char *buf, size_t cap)
 {
 	const struct conf *conf = rq->snap->conf;
+	struct cache_memo_note *note = NULL;
+	int m;
+
+	if (rq->memo_slot != 0 && strcmp(how, "hit") == 0) {
+		note = cache_memo_note(rq->w->memo, rq->memo_slot - 1);
+		if (note->len != 0 && note->at == now && note->tag == rq->snap->generation) {
+			if (note->len > cap)
+				return -1;
+			memcpy(buf, note->buf, note->len);
+			return (int)note->len;
+		}
+	}
+	/* "; cached": the bytes are this cache's, filled by be (the ring may
+	 * send the URL elsewhere now); a collapsed wait got a fresh fill */
+	m = cachectl_hit_lines(buf, cap, cache_obj_age(o, now), cache_obj_ttl(o, now), how,
+			       conf->backend_header, cache_obj_backend(o),
+			       strncmp(how, "fwd=miss", 8) != 0, "");
+	if (m < 2)
+		return -1;
+	m -= 2;                 /* the blank line: the caller's */
+	if (note != NULL && (size_t)m <= sizeof(note->buf)) {
+		memcpy(note->buf, buf, (size_t)m);
+		note->len = (size_t)m;
+		note->at = now;
+		note->tag = rq->snap->generation;
+	}
+	return m;
+}
+
+/* Answer from cached object o (a reference, now the request's, or a
+ * borrow from the worker's memo: memo_slot): its stored head, our Age,
+ * Cache-Status, backend header, Via and connection lines, and its body
+ * (none for a HEAD: the head's Content-Length is the GET's). One writev;
+ * with the read of the request, two syscalls a hit. -1 when the lines
+ * do not fit (the caller forwards instead). */
+static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *how)
+{
 	struct iovec head = cache_obj_head(o), body = cache_obj_body(o);
-	struct http1_str be = cache_obj_backend(o);
 	int64_t now = (int64_t)time(NULL);
 	size_t cap = sizeof(rq->reply);
 	struct range_reply rr = { .status = 200 };
+	const char *conn = rq->close_after ? "Connection: close\r\n" :
+			   rq->msg.minor == 0 ? "Connection: keep-alive\r\n" : "";
+	size_t clen = strlen(conn);
 	bool nm = false;
 	int n, m;
 
@@ -903,7 +944,7 @@ static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *ho
 		how = rq->collapsed ? "fwd=miss; collapsed" : "hit";
 	/* a client's own conditional that the fresh object matches: 304,
 	 * with the stored validators and caching lines (RFC 9110 15.4.5) */
-	if (strcmp(how, "hit") == 0 && cache_obj_status(o) == 200 &&
+	if ((rq->cc.flags & CACHECTL_RQ_COND) && strcmp(how, "hit") == 0 && cache_obj_status(o) == 200 &&
 	    cachectl_not_modified(&rq->msg, cache_obj_etag(o), cache_obj_last_modified(o), now))
 		nm = true;
 	n = 0;
@@ -919,16 +960,13 @@ static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *ho
 		if (rr.status != 200)
 			n = (int)rr.iov[rr.n - 1].iov_len;
 	}
-	/* "; cached": the bytes are this cache's, filled by be (the ring may
-	 * send the URL elsewhere now); a collapsed wait got a fresh fill */
-	m = cachectl_hit_lines(rq->reply + n, cap - (size_t)n, cache_obj_age(o, now),
-			       cache_obj_ttl(o, now), how, conf->backend_header, be,
-			       strncmp(how, "fwd=miss", 8) != 0,
-			       rq->close_after ? "Connection: close\r\n" :
-			       rq->msg.minor == 0 ? "Connection: keep-alive\r\n" : "");
-	if (m < 0)
+	m = req_hit_lines(rq, o, how, now, rq->reply + n, cap - (size_t)n);
+	if (m < 0 || (size_t)(n + m) + clen + 2 >= cap)
 		return -1;
 	n += m;
+	memcpy(rq->reply + n, conn, clen);
+	memcpy(rq->reply + n + clen, "\r\n", 2);
+	n += (int)clen + 2;
 	rq->obj = o;
 	outq_reset(rq->out);
 	if (rr.status != 200) {
@@ -1263,6 +1301,18 @@ static void req_lock_timeout(const struct request *rq, struct timeval *tv)
 	tv->tv_usec = (suseconds_t)(ms % 1000 * 1000);
 }
 
+/* Let go of object o the request answered with (NULL: none): a borrow
+ * from the worker's memo (memo_slot), else a reference. */
+static void req_obj_drop(struct request *rq, struct cache_obj *o)
+{
+	if (rq->memo_slot != 0) {
+		cache_memo_put(rq->w->memo, rq->memo_slot - 1);
+		rq->memo_slot = 0;
+		return;
+	}
+	cache_obj_release(o);
+}
+
 /* Any thread (the one ending the fill): the fetch rq waited for is over;
  * obj is the object (a reference for rq) or NULL. Handed to rq's worker. */
 static void req_on_cache_wake(struct cache_waiter *wt, struct cache_obj *obj)
@@ -1271,6 +1321,26 @@ static void req_on_cache_wake(struct cache_waiter *wt, struct cache_obj *obj)
 
 	rq->woke_obj = obj;
 	req_wake(rq);
+}
+
+/* The lookup of cr: this worker's memo first (a repeated hit without the
+ * shared table's lock and lines), then the cache; a fresh hit found there
+ * is offered to the memo, which then lends it to the request. */
+static enum cache_result req_cache_find(struct request *rq, struct cache *cache,
+					const struct cache_req *cr, struct cache_obj **obj)
+{
+	enum cache_result res;
+	unsigned slot;
+
+	*obj = cache_memo_get(rq->w->memo, cr, &slot);
+	if (*obj != NULL) {
+		rq->memo_slot = slot + 1;
+		return CACHE_HIT;
+	}
+	res = cache_lookup(cache, cr, &rq->waiter, obj, &rq->fill);
+	if (res == CACHE_HIT && cache_memo_adopt(rq->w->memo, cr, *obj, &slot) == 0)
+		rq->memo_slot = slot + 1;
+	return res;
 }
 
 /*
@@ -1341,13 +1411,13 @@ static bool req_cache_lookup(struct request *rq)
 	cr.flags |= CACHE_L_STALE | CACHE_L_KEEP_STALE;
 	rq->waiter.wake = req_on_cache_wake;
 	rq->waiter.arg = rq;
-	res = cache_lookup(cache, &cr, &rq->waiter, &obj, &rq->fill);
+	res = req_cache_find(rq, cache, &cr, &obj);
 	if (res == CACHE_HIT && req_reply_obj(rq, obj, NULL) == 0)
 		return true;
 	req_route(rq);
 	switch (res) {
 	case CACHE_HIT:
-		cache_obj_release(obj);
+		req_obj_drop(rq, obj);
 		rq->cache_fwd = "miss";
 		return false;
 	case CACHE_STALE:

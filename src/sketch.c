@@ -177,38 +177,37 @@ static bool sketch_door_has(const struct sketch *s, uint64_t g)
 	return (atomic_load_explicit(w, memory_order_relaxed) & m) == m;
 }
 
-/* Raise the key's four counters, each unless saturated. (Conservative
+/* Raise the key's four counters by n, each up to saturation. (Conservative
  * update, raising only the counters at the minimum, over-counts less but
  * loses increments when threads race: one sees the other's raise and
  * skips its own.) */
-static unsigned sketch_raise(struct sketch *s, uint64_t g)
+static unsigned sketch_raise(struct sketch *s, uint64_t g, uint64_t n)
 {
 	uint64_t min = s->max;
 	unsigned r, sh;
 
 	for (r = 0; r < SKETCH_ROWS; r++) {
 		_Atomic uint64_t *w = sketch_cell(s, g, r, &sh);
-		uint64_t old = atomic_load_explicit(w, memory_order_relaxed), v;
+		uint64_t old = atomic_load_explicit(w, memory_order_relaxed), v, k;
 
 		/* a saturated counter is not written: the hottest keys'
 		 * lines stay shared between cores */
 		if (s->locked) {
 			v = (old >> sh) & s->max;
-			if (v != s->max) {
-				atomic_store_explicit(w, old + (UINT64_C(1) << sh),
-						      memory_order_relaxed);
-				v++;
+			k = s->max - v < n ? s->max - v : n;
+			if (k != 0) {
+				atomic_store_explicit(w, old + (k << sh), memory_order_relaxed);
+				v += k;
 			}
 			min = v < min ? v : min;
 			continue;
 		}
-		while (((old >> sh) & s->max) != s->max
-		       && !atomic_compare_exchange_weak_explicit(w, &old,
-				old + (UINT64_C(1) << sh),
-				memory_order_relaxed, memory_order_relaxed))
-			;
-		v = (old >> sh) & s->max;
-		v += v != s->max;
+		do {
+			v = (old >> sh) & s->max;
+			k = s->max - v < n ? s->max - v : n;
+		} while (k != 0 && !atomic_compare_exchange_weak_explicit(w, &old, old + (k << sh),
+				memory_order_relaxed, memory_order_relaxed));
+		v += k;
 		min = v < min ? v : min;
 	}
 	return (unsigned)min;
@@ -239,18 +238,18 @@ void sketch_halve(struct sketch *s)
 	}
 }
 
-/* Count the increment in this thread's slot; publish a batch to the total,
- * and halve when that batch crosses a window boundary. */
-static void sketch_count(struct sketch *s)
+/* Count n increments in this thread's slot; publish each whole batch to
+ * the total, and halve when that crosses a window boundary. */
+static void sketch_count(struct sketch *s, uint64_t k)
 {
 	unsigned slot = sketch_my_slot;
-	uint64_t n, before;
+	uint64_t n, before, batches;
 
 	if (s->locked) {
 		/* one writer: no batching needed, and no locked instruction */
-		n = atomic_load_explicit(&s->total, memory_order_relaxed) + 1;
+		n = atomic_load_explicit(&s->total, memory_order_relaxed) + k;
 		atomic_store_explicit(&s->total, n, memory_order_relaxed);
-		if (n == s->next_halve) {
+		if (n >= s->next_halve) {
 			s->next_halve += s->window;
 			sketch_halve(s);
 		}
@@ -261,12 +260,13 @@ static void sketch_count(struct sketch *s)
 						 memory_order_relaxed) % SKETCH_SLOTS + 1;
 		sketch_my_slot = slot;
 	}
-	n = atomic_fetch_add_explicit(&s->slots[slot - 1].n, 1,
-				      memory_order_relaxed) + 1;
-	if (n & (s->batch - 1))
+	n = atomic_fetch_add_explicit(&s->slots[slot - 1].n, k,
+				      memory_order_relaxed) + k;
+	batches = n / s->batch - (n - k) / s->batch;
+	if (batches == 0)
 		return;
-	before = atomic_fetch_add_explicit(&s->total, s->batch, memory_order_relaxed);
-	if ((before + s->batch) / s->window != before / s->window)
+	before = atomic_fetch_add_explicit(&s->total, batches * s->batch, memory_order_relaxed);
+	if ((before + batches * s->batch) / s->window != before / s->window)
 		sketch_halve(s);
 }
 
@@ -286,19 +286,24 @@ static unsigned sketch_least(const struct sketch *s, uint64_t g)
 	return (unsigned)min;
 }
 
-unsigned sketch_increment(struct sketch *s, uint64_t hash)
+unsigned sketch_add(struct sketch *s, uint64_t hash, unsigned n)
 {
-	uint64_t g = sketch_mix(hash);
+	uint64_t g = sketch_mix(hash), k = n;
 	unsigned est;
 
-	if (!s->door)
-		est = sketch_raise(s, g);
-	else if (!sketch_door_add(s, g))
-		est = sketch_raise(s, g) + 1;
-	else                    /* the filter took it: the counters, + 1 */
-		est = sketch_least(s, g) + 1;
-	sketch_count(s);
-	return est;
+	if (n == 0)
+		return sketch_estimate(s, hash);
+	/* the filter takes a key's first occurrence of the window */
+	if (s->door && sketch_door_add(s, g))
+		k--;
+	est = k != 0 ? sketch_raise(s, g, k) : sketch_least(s, g);
+	sketch_count(s, n);
+	return est + s->door;
+}
+
+unsigned sketch_increment(struct sketch *s, uint64_t hash)
+{
+	return sketch_add(s, hash, 1);
 }
 
 unsigned sketch_estimate(const struct sketch *s, uint64_t hash)

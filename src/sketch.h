@@ -53,6 +53,13 @@ void sketch_free(struct sketch *s);
  * twice. */
 unsigned sketch_increment(struct sketch *s, uint64_t hash);
 
+/* Count n occurrences at once (what n sketch_increment calls would count,
+ * each counter saturating as they would; a halving their window crossing
+ * triggers comes after all n): for a caller that batches a hot key's
+ * occurrences. Returns the estimate with them counted; n 0 counts
+ * nothing. */
+unsigned sketch_add(struct sketch *s, uint64_t hash, unsigned n);
+
 /* The key's estimated recent frequency: 0 .. sketch_max() (+1 with a
  * doorkeeper). Never below the true decayed count, sometimes above. */
 unsigned sketch_estimate(const struct sketch *s, uint64_t hash);

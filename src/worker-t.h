@@ -36,6 +36,7 @@ struct md5;
 struct refresh;
 struct curlev;
 struct worker_ops;
+struct cache_memo;
 
 /* Generated head bytes beyond a copy of the parsed head: the proxy's own
  * lines (Via, X-Forwarded-*, framing, backend name). */
@@ -264,6 +265,8 @@ struct worker {
 	struct curlev *refresh_ce;      /* their transfers; NULL until the
 					   first */
 
+	struct cache_memo *memo;        /* its memo of cache hits (cache.h),
+					   NULL: none */
 	struct access_buf alog;         /* the access log's lines (access.c) */
 	/* this worker's STATS_HIST_PROXY histograms (one writer) */
 	STATS_HIST_PROXY(STATS_HIST_FIELD)

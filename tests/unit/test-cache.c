@@ -1539,6 +1539,299 @@ static void test_overhead(void)
 	cache_free(c);
 }
 
+/* ---- a worker's memo ---------------------------------------------------- */
+
+/* A shared lookup of key whose hit memo m takes: the object, borrowed
+ * (*slot), or NULL when it was no hit or m did not take it. */
+static struct cache_obj *memo_take(struct cache *c, struct cache_memo *m, const char *key,
+				   unsigned ae, int64_t now, unsigned *slot)
+{
+	struct cache_req r;
+	struct cache_obj *o;
+	struct cache_fill *f;
+
+	rq(c, &r, key, 0, ae, now);
+	if (cache_lookup(c, &r, NULL, &o, &f) != CACHE_HIT) {
+		if (f != NULL)
+			cache_fill_abort(f);
+		cache_obj_release(o);
+		return NULL;
+	}
+	if (cache_memo_adopt(m, &r, o, slot) < 0) {
+		cache_obj_release(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* What the memo answers for key (flags, ae as in rq): the object (a
+ * borrow, returned at once) or NULL. */
+static struct cache_obj *memo_hit(struct cache_memo *m, const struct cache *c, const char *key,
+				  unsigned flags, unsigned ae, int64_t now)
+{
+	struct cache_req r;
+	struct cache_obj *o;
+	unsigned slot;
+
+	rq(c, &r, key, flags, ae, now);
+	o = cache_memo_get(m, &r, &slot);
+	if (o != NULL)
+		cache_memo_put(m, slot);
+	return o;
+}
+
+static char first_byte(const struct cache_obj *o)
+{
+	return o != NULL && cache_obj_body(o).iov_len ? ((const char *)cache_obj_body(o).iov_base)[0] : 0;
+}
+
+/* Stored with one body, then with another: the memo answers with the
+ * one in the table, never with one that left it, and counts every hit. */
+static void test_memo(void)
+{
+	struct cache *c = mk(1 << 20, 1 << 16, 1, CACHE_POLICY_DEFAULT);
+	struct cache_memo *m = cache_memo_new(c), *m2 = cache_memo_new(c);
+	struct cache_obj *o, *held;
+	struct cache_req r;
+	struct cache_key k;
+	unsigned slot, i, n = 0;
+
+	put(c, "mm/a", 100, 'A', NULL, 0, NOW);
+	tap_ok(memo_hit(m, c, "mm/a", 0, 0, NOW) == NULL, "memo: empty at first");
+	o = memo_take(c, m, "mm/a", 0, NOW, &slot);
+	tap_ok(o != NULL && first_byte(o) == 'A', "a shared hit is taken by the memo");
+	if (o != NULL)
+		cache_memo_put(m, slot);
+	for (i = 0; i < 40; i++)
+		n += first_byte(memo_hit(m, c, "mm/a", 0, 0, NOW)) == 'A';
+	tap_is_int(n, 40, "then the memo answers 40 hits with it");
+	tap_is_int(stats(c).hits, 41, "hits: 1 shared + 40 from the memo, counted at once");
+	tap_ok(memo_hit(m, c, "mm/a", 0, 0, NOW + 61) == NULL, "expired: not from the memo");
+	tap_ok(memo_hit(m, c, "mm/a", CACHE_L_REFRESH, 0, NOW) == NULL
+	       && memo_hit(m, c, "mm/a", CACHE_L_AUTH, 0, NOW) == NULL,
+	       "a refresh or Authorization: not from the memo");
+	rq(c, &r, "mm/a", 0, 0, NOW);
+	r.max_age = 5;
+	tap_ok(cache_memo_get(m, &r, &slot) == NULL, "a request max-age: not from the memo");
+	tap_ok(memo_hit(m, c, "mm/b", 0, 0, NOW) == NULL, "another key: not from the memo");
+	tap_is_int(stats(c).hits, 41, "none of those counted");
+
+	/* purged while a request borrows it */
+	rq(c, &r, "mm/a", 0, 0, NOW);
+	held = cache_memo_get(m, &r, &slot);
+	cache_key_init(c, &k, "mm/a", 4);
+	tap_is_int(cache_invalidate(c, &k), 1, "purged");
+	tap_ok(memo_hit(m, c, "mm/a", 0, 0, NOW) == NULL, "purged: the memo answers no more");
+	tap_ok(first_byte(held) == 'A' && ((char *)cache_obj_body(held).iov_base)[99] == 'A',
+	       "a request that borrowed it still reads the body");
+	if (held != NULL)
+		cache_memo_put(m, slot);
+	tap_is_int(stats(c).hits, 42, "hits: the borrowed one counted");
+
+	/* replaced by a newer response: a refresh stores over it */
+	put(c, "mm/a", 100, 'B', NULL, 0, NOW);
+	o = memo_take(c, m, "mm/a", 0, NOW, &slot);
+	tap_ok(first_byte(o) == 'B', "stored again: the memo takes the new object");
+	if (o != NULL)
+		cache_memo_put(m, slot);
+	o = memo_take(c, m2, "mm/a", 0, NOW, &slot);
+	if (o != NULL)
+		cache_memo_put(m2, slot);
+	tap_ok(first_byte(memo_hit(m2, c, "mm/a", 0, 0, NOW)) == 'B', "a second memo holds it too");
+	{
+		struct cache_fill *f;
+
+		rq(c, &r, "mm/a", CACHE_L_REFRESH, 0, NOW + 1);
+		tap_is_int(cache_lookup(c, &r, NULL, &o, &f), CACHE_MISS, "a refresh fetches it anew");
+		fill_all(f, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 3\r\n\r\n",
+			 "CCC", 3, 0, NOW + 1);
+	}
+	tap_ok(memo_hit(m, c, "mm/a", 0, 0, NOW + 1) == NULL && memo_hit(m2, c, "mm/a", 0, 0, NOW + 1) == NULL,
+	       "replaced: neither memo answers with the old one");
+	o = memo_take(c, m, "mm/a", 0, NOW + 1, &slot);
+	tap_ok(first_byte(o) == 'C', "the shared path has the new one");
+	if (o != NULL)
+		cache_memo_put(m, slot);
+
+	/* a variant of Accept-Encoding stored over it */
+	put(c, "mm/v", 10, 'g', "Cache-Control: max-age=60\r\nVary: Accept-Encoding\r\n"
+	    "Content-Encoding: gzip\r\n", CACHECTL_AE_GZIP, NOW);
+	o = memo_take(c, m, "mm/v", CACHECTL_AE_GZIP, NOW, &slot);
+	if (o != NULL)
+		cache_memo_put(m, slot);
+	tap_ok(first_byte(memo_hit(m, c, "mm/v", 0, CACHECTL_AE_GZIP, NOW)) == 'g'
+	       && memo_hit(m, c, "mm/v", 0, 0, NOW) == NULL,
+	       "Vary: Accept-Encoding: the memo answers its own coding only");
+	put(c, "mm/v", 10, 'p', "Cache-Control: max-age=60\r\n", 0, NOW + 2);
+	tap_ok(memo_hit(m, c, "mm/v", 0, CACHECTL_AE_GZIP, NOW + 2) == NULL,
+	       "a response without Vary stored over the variant: not from the memo");
+
+	/* a reload that configures the cache, then one that turns it off */
+	o = memo_take(c, m, "mm/v", 0, NOW + 2, &slot);
+	if (o != NULL)
+		cache_memo_put(m, slot);
+	tap_ok(memo_hit(m, c, "mm/v", 0, 0, NOW + 2) != NULL, "held again");
+	cache_configure(c, 1 << 20, 1 << 16, 0, 0);
+	tap_ok(memo_hit(m, c, "mm/v", 0, 0, NOW + 2) == NULL, "configured: the memo let it go");
+	tap_ok(hits(c, "mm/v", NOW + 2), "(the cache still has it)");
+	o = memo_take(c, m, "mm/v", 0, NOW + 2, &slot);
+	if (o != NULL)
+		cache_memo_put(m, slot);
+	cache_configure(c, 0, 1 << 16, 0, 0);
+	tap_ok(memo_hit(m, c, "mm/v", 0, 0, NOW + 2) == NULL, "resized to 0: not from the memo");
+	n = (unsigned)stats(c).hits;
+	cache_memo_free(m);
+	cache_memo_free(m2);
+	tap_is_int(stats(c).hits, n, "the memos' hits outlive them in the stats");
+	cache_free(c);
+}
+
+/* Evicted, the memo answers no more; told of its hits, the shard keeps a
+ * hot object that the LRU would have evicted. */
+static void test_memo_policy(void)
+{
+	struct cache *c;
+	struct cache_memo *m;
+	struct cache_obj *o;
+	unsigned cap = 0, i, slot;
+	char key[32];
+
+	/* how many objects fill the cache */
+	c = mk(1 << 19, 1 << 16, 1, CACHE_POLICY_LRU);
+	while (stats(c).evictions == 0 && cap < 1000) {
+		snprintf(key, sizeof(key), "mp/x%u", cap++);
+		put(c, key, 4000, 'x', NULL, 0, NOW);
+	}
+	cap--;                          /* the one that evicted */
+	cache_free(c);
+
+	c = mk(1 << 19, 1 << 16, 1, CACHE_POLICY_LRU);
+	m = cache_memo_new(c);
+	put(c, "mp/hot", 4000, 'h', NULL, 0, NOW);
+	o = memo_take(c, m, "mp/hot", 0, NOW, &slot);
+	if (o != NULL)
+		cache_memo_put(m, slot);
+	for (i = 1; i < cap; i++) {
+		snprintf(key, sizeof(key), "mp/x%u", i);
+		put(c, key, 4000, 'x', NULL, 0, NOW);
+	}
+	tap_ok(o != NULL && stats(c).evictions == 0, "%u objects fill the cache, the oldest in a memo", cap);
+	for (i = 0; i < 16; i++)
+		memo_hit(m, c, "mp/hot", 0, 0, NOW);
+	put(c, "mp/next", 4000, 'x', NULL, 0, NOW);
+	tap_ok(stats(c).evictions == 1 && memo_hit(m, c, "mp/hot", 0, 0, NOW) != NULL
+	       && hits(c, "mp/hot", NOW) && !hits(c, "mp/x1", NOW),
+	       "16 memo hits moved it up the LRU: the next store evicts the one after it");
+	for (i = 0; i < cap + 2; i++) {
+		snprintf(key, sizeof(key), "mp/y%u", i);
+		put(c, key, 4000, 'y', NULL, 0, NOW);
+	}
+	tap_ok(!hits(c, "mp/hot", NOW) && memo_hit(m, c, "mp/hot", 0, 0, NOW) == NULL,
+	       "evicted: the memo answers no more");
+	cache_memo_free(m);
+	cache_free(c);
+}
+
+/* Two threads, each with its own memo, hit one key while the main thread
+ * stores version after version of it: once a version is published, no
+ * memo answers with an older one. (Under TSan and ASan in CI.) */
+#define MR_VERSIONS 300
+
+struct memo_race {
+	struct cache *c;
+	_Atomic unsigned version;       /* stored and published */
+	_Atomic bool done;
+	unsigned older, served;
+};
+
+static unsigned body_version(const struct cache_obj *o)
+{
+	char v[9];
+
+	memcpy(v, cache_obj_body(o).iov_base, 8);
+	v[8] = '\0';
+	return (unsigned)strtoul(v, NULL, 10);
+}
+
+static void *memo_racer(void *arg)
+{
+	struct memo_race *mr = arg;
+	struct cache_memo *m = cache_memo_new(mr->c);
+	struct cache_req r;
+	struct cache_obj *o;
+	struct cache_fill *f;
+	unsigned slot, seen;
+
+	while (!atomic_load(&mr->done)) {
+		seen = atomic_load_explicit(&mr->version, memory_order_acquire);
+		rq(mr->c, &r, "mr/k", 0, 0, NOW);
+		o = cache_memo_get(m, &r, &slot);
+		if (o != NULL) {
+			mr->older += body_version(o) < seen;
+			mr->served++;
+			cache_memo_put(m, slot);
+			continue;
+		}
+		if (cache_lookup(mr->c, &r, NULL, &o, &f) != CACHE_HIT) {
+			if (f != NULL)
+				cache_fill_abort(f);
+			cache_obj_release(o);
+			continue;
+		}
+		mr->older += body_version(o) < seen;
+		if (cache_memo_adopt(m, &r, o, &slot) == 0)
+			cache_memo_put(m, slot);
+		else
+			cache_obj_release(o);
+	}
+	cache_memo_free(m);
+	return NULL;
+}
+
+static void test_memo_race(void)
+{
+	struct memo_race mr[2];
+	pthread_t th[2];
+	struct cache *c = mk(1 << 22, 1 << 16, 4, CACHE_POLICY_DEFAULT);
+	char body[16];
+
+	memset(mr, 0, sizeof(mr));
+	for (int i = 0; i < 2; i++) {
+		mr[i].c = c;
+		pthread_create(&th[i], NULL, memo_racer, &mr[i]);
+	}
+	for (unsigned v = 0; v <= MR_VERSIONS; v++) {
+		struct cache_key k;
+		struct cache_req r;
+		struct cache_obj *o;
+		struct cache_fill *f;
+
+		cache_key_init(c, &k, "mr/k", 4);
+		if (v % 3 == 0)
+			cache_invalidate(c, &k);
+		snprintf(body, sizeof(body), "%08u", v);
+		rq(c, &r, "mr/k", CACHE_L_REFRESH, 0, NOW);
+		if (cache_lookup(c, &r, NULL, &o, &f) == CACHE_MISS)
+			fill_all(f, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 8\r\n\r\n",
+				 body, 8, 0, NOW);
+		else if (f != NULL)
+			cache_fill_abort(f);
+		cache_obj_release(o);
+		for (int i = 0; i < 2; i++)
+			atomic_store_explicit(&mr[i].version, v, memory_order_release);
+		for (volatile int spin = 0; spin < 20000; spin++)
+			;
+	}
+	for (int i = 0; i < 2; i++)
+		atomic_store(&mr[i].done, true);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	tap_ok(mr[0].older + mr[1].older == 0,
+	       "%u versions stored while two memos hit: no answer older than the version published "
+	       "before it (%u, %u from the memos)", MR_VERSIONS, mr[0].served, mr[1].served);
+	cache_free(c);
+}
+
 int main(void)
 {
 	test_overhead();
@@ -1565,5 +1858,8 @@ int main(void)
 	test_coalescing(CO_ABORT, "leader abort");
 	test_coalescing(CO_UNCACHEABLE, "not storable");
 	test_cancel_race();
+	test_memo();
+	test_memo_policy();
+	test_memo_race();
 	return tap_done();
 }

@@ -424,6 +424,10 @@ static const struct req_case req_cases[] = {
 	RQ("no-store", "Cache-Control: no-store\r\n", CACHECTL_LOOKUP, CACHECTL_RQ_NO_STORE, -1, 0),
 	RQ("Authorization", "Authorization: Bearer x\r\n", CACHECTL_LOOKUP, CACHECTL_RQ_AUTH, -1, 0),
 	RQ("Pragma: no-cache not read", "Pragma: no-cache\r\n", CACHECTL_LOOKUP, 0, -1, 0),
+	RQ("If-None-Match", "if-none-match: \"a\"\r\n", CACHECTL_LOOKUP, CACHECTL_RQ_COND, -1, 0),
+	RQ("If-Modified-Since", "If-Modified-Since: Sun, 06 Nov 1994 08:49:37 GMT\r\n", CACHECTL_LOOKUP,
+	   CACHECTL_RQ_COND, -1, 0),
+	RQ("If-Match is no conditional of ours", "If-Match: \"a\"\r\n", CACHECTL_LOOKUP, 0, -1, 0),
 	/* a body, or no Host to key by: neither served nor stored */
 	{ "GET with a body", "GET /page HTTP/1.1\r\nHost: h.example\r\nCache-Control: no-cache\r\n"
 	  "Content-Length: 12\r\n\r\nPOISON-CL-01", CACHECTL_PASS, 0, -1, 0 },
@@ -644,6 +648,25 @@ static void test_key(void)
 	}
 	parse_req(&rq, t[0].req);
 	tap_is_int(cachectl_key(&rq, buf, 10), -1, "key: too small a buffer");
+	{
+		/* every byte value at every place of a word: only A-Z change */
+		char host[264], out[300];
+		unsigned bad = 0;
+
+		for (size_t off = 0; off < 8; off++) {
+			for (i = 0; i < 256; i++)
+				host[off + i] = (char)i;
+			http1_msg_init(&rq);
+			rq.host = (struct http1_str){ host + off, 256 };
+			rq.path = (struct http1_str){ "/", 1 };
+			if (cachectl_key(&rq, out, sizeof(out)) != 257)
+				bad++;
+			for (i = 0; i < 256; i++)
+				bad += (unsigned char)out[i] != (i >= 'A' && i <= 'Z' ? i + 32 : i);
+			bad += out[256] != '/';
+		}
+		tap_is_int(bad, 0, "key: every byte of the host at every offset, only A-Z lowered");
+	}
 }
 
 /* ---- conditional requests -------------------------------------------- */

@@ -272,6 +272,43 @@ static void test_threads(void)
 	pthread_barrier_destroy(&bar);
 }
 
+/* sketch_add(n) counts what n sketch_increment calls would: the same
+ * estimates (the doorkeeper's first occurrence, saturation) and samples,
+ * in every mode, and a window it crosses halves. */
+static void test_add(void)
+{
+	static const unsigned flags[] = { 0, SKETCH_LOCKED, SKETCH_DOORKEEPER,
+					  SKETCH_LOCKED | SKETCH_DOORKEEPER };
+	static const unsigned ns[] = { 1, 2, 3, 7, 16, 40 };
+	unsigned f, j, i, bad = 0;
+
+	for (f = 0; f < 4; f++) {
+		for (j = 0; j < sizeof(ns) / sizeof(ns[0]); j++) {
+			struct sketch *a = sketch_new(1000, 4, 1000000, flags[f]);
+			struct sketch *b = sketch_new(1000, 4, 1000000, flags[f]);
+			unsigned ea, eb = 0;
+
+			ea = sketch_add(a, key(7), ns[j]);
+			for (i = 0; i < ns[j]; i++)
+				eb = sketch_increment(b, key(7));
+			bad += ea != eb || sketch_estimate(a, key(7)) != sketch_estimate(b, key(7))
+			       || ((flags[f] & SKETCH_LOCKED) && sketch_samples(a) != sketch_samples(b));
+			sketch_free(a);
+			sketch_free(b);
+		}
+	}
+	tap_is_int(bad, 0, "sketch_add(n): the estimate and samples of n increments, in all 4 modes");
+	{
+		struct sketch *s = sketch_new(4096, 4, 1000, SKETCH_LOCKED);
+
+		sketch_add(s, key(1), 12);
+		sketch_add(s, key(2), 990);
+		tap_is_int(sketch_estimate(s, key(1)), 6, "sketch_add: crossing the window's end halves");
+		tap_is_int(sketch_samples(s), 1002, "sketch_add: every occurrence counted");
+		sketch_free(s);
+	}
+}
+
 int main(void)
 {
 	test_increment_returns();
@@ -283,5 +320,6 @@ int main(void)
 	test_long_tail();
 	test_accuracy();
 	test_threads();
+	test_add();
 	return tap_done();
 }
