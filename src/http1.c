@@ -1780,9 +1780,12 @@ int http1_write_request(const struct http1_msg *m, const struct http1_fwd_req *f
 
 	/* the request line received is the one we would write for an
 	 * HTTP/1.1 request in origin- or asterisk-form with a Host, a clean
-	 * path, no prefix and its own query */
+	 * path, no prefix and its own query, its target still the one in the
+	 * line (query_apply may have rewritten it elsewhere) */
+	uintptr_t lp = (uintptr_t)m->line.p, tp = (uintptr_t)m->target.p;
 	struct http1_str line = { m->line.p, m->minor == 1 && m->authority.len == 0 && m->host.p != NULL
-				  && !m->path_dots && f->prefix.len == 0 && f->query.p == NULL ? m->line.len : 0 };
+				  && !m->path_dots && f->prefix.len == 0 && f->query.p == NULL
+				  && tp > lp && tp + m->target.len < lp + m->line.len ? m->line.len : 0 };
 
 	http1_out_init(&o, iov, iovmax, scratch, scratchlen);
 	if (line.len == 0) {

@@ -1045,6 +1045,37 @@ static void test_write_request(void)
 	gather(iov, n, out);
 	tap_is_str(out, wantabsdots, "writer: absolute-form dot-segments removed before the prefix");
 
+	/* a target rewritten after the parse (query_apply, normalize_forward
+	 * = on, puts the normalised one in a buffer of its own): the line
+	 * written is the new target's, not the one received */
+	{
+		static const char inq[] = "GET /t/1.jpg?w=200&utm_source=x HTTP/1.1\r\nHost: h\r\n\r\n";
+		static const char wantq[] = "GET /t/1.jpg?w=200 HTTP/1.1\r\nHost: h\r\n"
+					    "X-Forwarded-For: 10.0.0.9\r\nVia: 1.1 ringproxy\r\n\r\n";
+		static const char wantnone[] = "GET /t/1.jpg HTTP/1.1\r\nHost: h\r\n"
+					       "X-Forwarded-For: 10.0.0.9\r\nVia: 1.1 ringproxy\r\n\r\n";
+		static char rewritten[] = "/t/1.jpg?w=200";
+
+		f.prefix = (struct http1_str){ "", 0 };
+		http1_msg_init(&m);
+		tap_ok(http1_parse_request(&m, h, inq, sizeof(inq) - 1, &lim_default) > 0,
+		       "writer: a request with a tracker parses");
+		m.target = (struct http1_str){ rewritten, sizeof(rewritten) - 1 };
+		m.query = (struct http1_str){ rewritten + 9, 5 };
+		n = http1_write_request(&m, &f, iov, 16, scratch, sizeof(scratch));
+		gather(iov, n, out);
+		tap_is_str(out, wantq, "writer: a target rewritten after the parse is the one sent");
+		m.target = (struct http1_str){ rewritten, 8 };
+		m.query = (struct http1_str){ rewritten + 9, 0 };
+		m.has_query = false;
+		n = http1_write_request(&m, &f, iov, 16, scratch, sizeof(scratch));
+		gather(iov, n, out);
+		tap_is_str(out, wantnone, "writer: a query rewritten away goes with its '?'");
+		f.prefix = (struct http1_str){ "/pre", 4 };
+		http1_msg_init(&m);
+		http1_parse_request(&m, h, inabsdots, sizeof(inabsdots) - 1, &lim_default);
+	}
+
 	/* the target alone, for the proxy's own requests: the request
 	 * line's, byte for byte */
 	tap_is_int(http1_write_target(&m, f.prefix, out, sizeof(out)), 11, "target: its length");
