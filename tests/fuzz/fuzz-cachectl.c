@@ -223,7 +223,13 @@ static void fuzz_cache_control(const uint8_t *p, size_t n, int64_t now)
 		free(plain.raw.p);
 	}
 	if (cachectl_response(&rq, HTTP1_M_GET, &r[0].m, now, now, 30, &meta)) {
-		FUZZ_CHECK(!(cc[0].flags & (CACHECTL_NO_STORE | CACHECTL_NO_CACHE | CACHECTL_PRIVATE)));
+		/* no-store only beside must-understand (the status is a 200,
+		 * one it knows: RFC 9111 5.2.2.3); no-cache only qualified
+		 * (no-cache="f": the rest is stored, f is not, 5.2.2.4), as
+		 * the response has no validator to revalidate a plain one */
+		FUZZ_CHECK(!(cc[0].flags & CACHECTL_PRIVATE));
+		FUZZ_CHECK(!(cc[0].flags & CACHECTL_NO_STORE) || (cc[0].flags & CACHECTL_MUST_UNDERSTAND));
+		FUZZ_CHECK(!(cc[0].flags & CACHECTL_NO_CACHE) || meta.omit.len > 0);
 		FUZZ_CHECK(cc[0].flags & (CACHECTL_MAX_AGE | CACHECTL_S_MAXAGE));
 		FUZZ_CHECK(meta.lifetime == ((cc[0].flags & CACHECTL_S_MAXAGE) ? cc[0].s_maxage
 										 : cc[0].max_age));
