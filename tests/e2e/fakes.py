@@ -112,14 +112,23 @@ class Fake:
         return buf
 
     def stop(self):
-        """Stop listening and close every accepted connection."""
-        self.ls.close()
+        """Stop listening and close every accepted connection. Each is shut
+        down first: a close alone leaves a socket that another thread is
+        blocked on (accept, recv) open, so the listener would still accept
+        and a keep-alive connection still be served."""
+        for s in [self.ls] + self.socks_now():
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def socks_now(self):
         with self.lock:
-            for s in self.socks:
-                try:
-                    s.close()
-                except OSError:
-                    pass
+            return list(self.socks)
 
 
 class Script:
