@@ -245,11 +245,10 @@ struct worker {
 	 * the main thread may read their counters while the worker runs */
 	struct pool *_Atomic pool_chunks[WORKER_POOL_CHUNKS];
 	struct client *clients;         /* active, for shutdown */
-	unsigned nclients;
-	/* what the other workers' accepts balance against (worker.c,
-	 * worker_balance_to): nclients as last stored by this worker, and
-	 * the connections handed to it that it has not taken yet */
-	_Atomic unsigned clients_seen;
+	/* written by this worker only; the others' accepts balance against
+	 * it and the connections handed to it not taken yet (worker.c,
+	 * worker_balance_to) */
+	_Atomic unsigned nclients;
 	_Atomic unsigned clients_coming;
 	struct freelist free_clients;   /* structs kept for reuse */
 	struct freelist free_ups;

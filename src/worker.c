@@ -194,13 +194,13 @@ struct worker_handoff {
 /* Any worker thread: a worker's client connections as the others see them. */
 static unsigned worker_load(const struct worker *w)
 {
-	return atomic_load_explicit(&w->clients_seen, memory_order_relaxed) +
-	       atomic_load_explicit(&w->clients_coming, memory_order_relaxed);
+	return worker_clients(w) + atomic_load_explicit(&w->clients_coming, memory_order_relaxed);
 }
 
-static void worker_publish_load(struct worker *w)
+/* The worker's own thread: one writer, so a store, not a locked add. */
+static void worker_set_clients(struct worker *w, unsigned n)
 {
-	atomic_store_explicit(&w->clients_seen, w->nclients, memory_order_relaxed);
+	atomic_store_explicit(&w->nclients, n, memory_order_relaxed);
 }
 
 /* The least busy of the other workers still accepting, if it has at least
@@ -212,7 +212,7 @@ static struct worker *worker_balance_to(struct worker *w)
 {
 	struct proxy *p = w->proxy;
 	struct worker *best = NULL;
-	unsigned mine = w->nclients + atomic_load_explicit(&w->clients_coming, memory_order_relaxed);
+	unsigned mine = worker_load(w);
 	unsigned least = mine;
 
 	if (p->workers == NULL || p->nworkers < 2)
@@ -242,8 +242,6 @@ static void worker_on_handoff(struct mbox_msg *m)
 	if (w->stopping || w->ops->accept(w, h->fd, &h->peer) < 0) {
 		atomic_fetch_sub(&w->proxy->nconns, 1);
 		close(h->fd);
-	} else {
-		worker_publish_load(w);
 	}
 	free(h);
 }
@@ -255,10 +253,7 @@ static int worker_take(struct worker *w, int fd, const struct sockaddr_storage *
 	struct worker_handoff *h = to ? malloc(sizeof(*h)) : NULL;
 
 	if (h == NULL) {
-		if (w->ops->accept(w, fd, ss) < 0)
-			return -1;
-		worker_publish_load(w);
-		return 0;
+		return w->ops->accept(w, fd, ss) < 0 ? -1 : 0;
 	}
 	h->m.next = NULL;
 	h->m.fn = worker_on_handoff;
@@ -388,7 +383,7 @@ static void worker_drain(struct worker *w)
 		w->ops->drain(c);
 	}
 	worker_close_idle(w);
-	if (w->nclients == 0)
+	if (worker_clients(w) == 0)
 		event_base_loopbreak(w->base);
 }
 
@@ -458,7 +453,7 @@ void worker_post_drain(struct worker *w)
 
 unsigned worker_clients(const struct worker *w)
 {
-	return atomic_load_explicit(&w->clients_seen, memory_order_relaxed);
+	return atomic_load_explicit(&w->nclients, memory_order_relaxed);
 }
 
 bool worker_done(struct worker *w)
@@ -655,7 +650,7 @@ struct client *worker_client_get(struct worker *w)
 	if (w->clients)
 		w->clients->prev = c;
 	w->clients = c;
-	w->nclients++;
+	worker_set_clients(w, worker_clients(w) + 1);
 	return c;
 }
 
@@ -669,9 +664,8 @@ void worker_client_put(struct worker *w, struct client *c)
 		w->clients = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	w->nclients--;
-	worker_publish_load(w);
-	if (w->stopping && w->nclients == 0)
+	worker_set_clients(w, worker_clients(w) - 1);
+	if (w->stopping && worker_clients(w) == 0)
 		event_base_loopbreak(w->base);
 	if (w->stopping || !freelist_push(&w->free_clients, &c->reuse)) {
 		free(c);
