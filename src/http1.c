@@ -510,8 +510,8 @@ size_t http1_path_clean(const char *path, size_t len, char *out)
 	return o;
 }
 
-/* What the request line's scan saw of a target that ends within the
- * sixteen bytes at its start: where its first '?' is (NULL: none) and
+/* What the request line's sixteen-byte scan saw of a target it found the
+ * end of: where its first '?' is (NULL: none) and
  * whether its part before it is free of '%' and of a '.' that starts a
  * segment, so holds no dot-segment (http1_maybe_dots would say false). */
 struct http1_hint {
@@ -521,29 +521,49 @@ struct http1_hint {
 };
 
 #ifdef __SSE2__
-/* The end of a request target at p when it ends within the sixteen bytes
- * at p (the usual one), with *hint; NULL when it goes on past them. */
-static const char *http1_target16(const char *p, struct http1_hint *hint)
+/* The end of a request target at p, with *hint, scanned sixteen bytes a
+ * step while a whole step lies before e; NULL when the target goes on
+ * past the last such step (then it is scanned a byte at a time). A
+ * thumbnail's path is longer than sixteen bytes ("/thumbs/1/1_200x200.jpg"):
+ * by bytes, with the memchr for its '?' and the dot-segment scan, it was
+ * 140 instructions of a hit. */
+static const char *http1_target16(const char *p, const char *e, struct http1_hint *hint)
 {
-	__m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
-	__m128i ok = _mm_andnot_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('#')), http1_in16(x, '!', 0x7e - '!'));
-	unsigned end = ~(unsigned)_mm_movemask_epi8(ok) & 0xffffu, path, q, dots, pct, seg;
+	const char *q = NULL;
+	bool clean = true, in_path = true;
+	unsigned carry = 1;     /* a segment starts at the target's start */
 
-	if (end == 0)
-		return NULL;
-	path = (1u << __builtin_ctz(end)) - 1;
-	q = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8('?'))) & path;
-	if (q)
-		path = (1u << __builtin_ctz(q)) - 1;
-	dots = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8('.')));
-	pct = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8('%')));
-	/* a segment starts at the target's start, after '/' and after a backslash */
-	seg = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('/')),
-						       _mm_cmpeq_epi8(x, _mm_set1_epi8('\\')))) << 1 | 1u;
-	hint->known = true;
-	hint->clean = ((pct | (dots & seg)) & path) == 0;
-	hint->q = q ? p + __builtin_ctz(q) : NULL;
-	return p + __builtin_ctz(end);
+	for (; e - p >= 16; p += 16) {
+		__m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+		__m128i ok = _mm_andnot_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('#')),
+					      http1_in16(x, '!', 0x7e - '!'));
+		unsigned end = ~(unsigned)_mm_movemask_epi8(ok) & 0xffffu;
+		unsigned path = end ? (1u << __builtin_ctz(end)) - 1 : 0xffffu, qm, dots, pct, sep;
+
+		if (in_path) {
+			qm = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8('?'))) & path;
+			if (qm) {
+				q = p + __builtin_ctz(qm);
+				path = (1u << __builtin_ctz(qm)) - 1;
+				in_path = false;
+			}
+			dots = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8('.')));
+			pct = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8('%')));
+			/* a segment starts after '/' and after a backslash */
+			sep = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('/')),
+								       _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))));
+			if (((pct | (dots & (sep << 1 | carry))) & path) != 0)
+				clean = false;
+			carry = sep >> 15;
+		}
+		if (end) {
+			hint->known = true;
+			hint->clean = clean;
+			hint->q = q;
+			return p + __builtin_ctz(end);
+		}
+	}
+	return NULL;
 }
 #endif
 
@@ -832,7 +852,7 @@ static ssize_t http1_request_line(struct http1_msg *m, const char **pp, const ch
 	m->method_id = get ? HTTP1_M_GET : http1_method_id(s, m->method.len);
 	s = ++p;
 #ifdef __SSE2__
-	if (e - p < 16 || (p = http1_target16(s, &hint)) == NULL)
+	if ((p = http1_target16(s, e, &hint)) == NULL)
 		p = http1_span(s, e, C_TARGET);
 #else
 	p = http1_span(p, e, C_TARGET);

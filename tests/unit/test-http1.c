@@ -8,6 +8,8 @@
 #include "http1.h"
 #include "tap.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #define OK 1            /* complete: head length = end of the first head */
@@ -2031,6 +2033,72 @@ static void test_value_bytes(void)
 	       "bytes taken, the rest 400 (%d wrong)", cases, wrong);
 }
 
+/* Origin-form targets of every length to 80, made of the pieces that
+ * matter to the request line's sixteen-byte scan ('/', '\\', '.', "..",
+ * "%2e", "%2f", '?', '#', ';') among letters: parsed in a request, each
+ * must give what the byte-wise rules say: the path up to the first '?',
+ * the query after it, 400 at a '#' or where http1_path_dots refuses the
+ * path, and the path_dots mark where it finds one. */
+static void test_targets(void)
+{
+	static const char *const piece[] = {
+		"/", "/", "/", ".", "..", "%2e", "%2E", "%2f", "%5c", "\\", "?", "#", ";",
+		"a", "bc", "x_1", "thumbs", "200x200.jpg", "-", "%41",
+	};
+	static struct http1_header h[8];
+	uint64_t x = 88172645463325252u;        /* xorshift64, a fixed seed */
+	int cases = 0, wrong = 0, dotted = 0;
+
+	for (int k = 0; k < 40000; k++) {
+		char t[128], buf[192];
+		size_t len = 1 + (size_t)(k % 80), plen, i = 1;
+		const char *q;
+		struct http1_msg m;
+		ssize_t r;
+		int n, dots;
+
+		t[0] = '/';
+		while (i < len) {
+			const char *pc;
+			size_t pl;
+
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			pc = piece[x % (sizeof(piece) / sizeof(piece[0]))];
+			pl = strlen(pc);
+			memcpy(t + i, pc, pl < len - i ? pl : len - i);
+			i += pl < len - i ? pl : len - i;
+		}
+		n = snprintf(buf, sizeof(buf), "GET %.*s HTTP/1.1\r\nHost: a\r\n\r\n", (int)len, t);
+		http1_msg_init(&m);
+		r = http1_parse_request(&m, h, buf, (size_t)n, &lim_default);
+		cases++;
+		if (memchr(t, '#', len) != NULL) {
+			wrong += r != -400;
+			continue;
+		}
+		q = memchr(t, '?', len);
+		plen = q ? (size_t)(q - t) : len;
+		dots = http1_path_dots(t, plen);
+		if (dots < 0) {
+			wrong += r != -400;
+			continue;
+		}
+		dotted += dots == 1;
+		if (r != n || m.path.len != plen || memcmp(m.path.p, t, plen) != 0
+		    || m.has_query != (q != NULL) || (q && m.query.len != len - plen - 1)
+		    || m.path_dots != (dots == 1)) {
+			if (wrong++ < 5)
+				tap_diag("  target %.*s: r %zd path %.*s dots %d", (int)len, t, r,
+					 (int)m.path.len, m.path.p, (int)m.path_dots);
+		}
+	}
+	tap_ok(wrong == 0 && dotted > 1000, "%d origin-form targets of 1 to 80 bytes (%d with a "
+	       "dot-segment): path, query, 400 and dot-segment mark as the byte-wise rules say "
+	       "(%d wrong)", cases, dotted, wrong);
+}
+
 int main(void)
 {
 	test_value_bytes();
@@ -2040,6 +2108,7 @@ int main(void)
 	test_chunked();
 	test_chunked_limits();
 	test_paths();
+	test_targets();
 	test_chunk_lines();
 	test_write_request();
 	test_write_response();
