@@ -619,11 +619,19 @@ ssize_t cachectl_key(const struct http1_msg *req, char *buf, size_t len)
 
 	if (n > len)
 		return -1;
-	/* every cacheable request runs this: the host a word at a time */
+	/* every cacheable request runs this: the host a word at a time, the
+	 * last word the eight bytes that end it (lowering twice is lowering
+	 * once), so "127.0.0.1:8080" is two words and no byte loop */
 	for (i = 0; i + 8 <= host.len; i += 8) {
 		memcpy(&w, host.p + i, 8);
 		w = cachectl_lower8(w);
 		memcpy(buf + i, &w, 8);
+	}
+	if (i < host.len && host.len >= 8) {
+		memcpy(&w, host.p + host.len - 8, 8);
+		w = cachectl_lower8(w);
+		memcpy(buf + host.len - 8, &w, 8);
+		i = host.len;
 	}
 	for (; i < host.len; i++)
 		buf[i] = (char)cachectl_lower((unsigned char)host.p[i]);

@@ -666,6 +666,27 @@ static void test_key(void)
 			bad += out[256] != '/';
 		}
 		tap_is_int(bad, 0, "key: every byte of the host at every offset, only A-Z lowered");
+		/* hosts of 1 to 24 bytes, so the last word overlaps the one
+		 * before it: each byte lowered once, nothing past the host */
+		bad = 0;
+		for (size_t len = 1; len <= 24; len++) {
+			for (size_t k = 0; k < 256; k += 7) {
+				for (i = 0; i < len; i++)
+					host[i] = (char)((k + i * 29) % 256);
+				memset(out, '#', sizeof(out));
+				http1_msg_init(&rq);
+				rq.host = (struct http1_str){ host, len };
+				rq.path = (struct http1_str){ "/", 1 };
+				bad += cachectl_key(&rq, out, sizeof(out)) != (ssize_t)len + 1;
+				for (i = 0; i < len; i++) {
+					unsigned c = (unsigned char)host[i];
+
+					bad += (unsigned char)out[i] != (c >= 'A' && c <= 'Z' ? c + 32 : c);
+				}
+				bad += out[len] != '/' || out[len + 1] != '#';
+			}
+		}
+		tap_is_int(bad, 0, "key: hosts of 1 to 24 bytes, only A-Z lowered, each byte once");
 	}
 }
 
