@@ -884,19 +884,20 @@ static int req_not_modified_head(struct iovec head, char *buf, size_t cap, int m
 	return n;
 }
 
-/* The lines after the stored head of a hit of o at now ("hit" or how),
- * without the Connection line and blank line that end them, into buf.
- * A hit from the worker's memo keeps them with the object for the second
- * and config they were made for (each hit of a hot object would make
- * the same ones again). Their length, or -1 when they do not fit. */
-static int req_hit_lines(struct request *rq, struct cache_obj *o, const char *how, int64_t now,
-			 char *buf, size_t cap)
+/* The lines after the stored head of a hit of o at now ("hit" or how;
+ * plain: how is the plain "hit"), without the Connection line and blank
+ * line that end them, into buf. A hit from the worker's memo keeps them
+ * with the object for the second and config they were made for (each hit
+ * of a hot object would make the same ones again). Their length, or -1
+ * when they do not fit. */
+static int req_hit_lines(struct request *rq, struct cache_obj *o, const char *how, bool plain,
+			 int64_t now, char *buf, size_t cap)
 {
 	const struct conf *conf = rq->snap->conf;
 	struct cache_memo_note *note = NULL;
 	int m;
 
-	if (rq->memo_slot != 0 && strcmp(how, "hit") == 0) {
+	if (rq->memo_slot != 0 && plain) {
 		note = cache_memo_note(rq->w->memo, rq->memo_slot - 1);
 		if (note->len != 0 && note->at == now && note->tag == rq->snap->generation) {
 			if (note->len > cap)
@@ -937,14 +938,14 @@ static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *ho
 	const char *conn = rq->close_after ? "Connection: close\r\n" :
 			   rq->msg.minor == 0 ? "Connection: keep-alive\r\n" : "";
 	size_t clen = strlen(conn);
-	bool nm = false;
+	bool nm = false, plain = how == NULL && !rq->collapsed;     /* how is "hit" */
 	int n, m;
 
 	if (!how)
 		how = rq->collapsed ? "fwd=miss; collapsed" : "hit";
 	/* a client's own conditional that the fresh object matches: 304,
 	 * with the stored validators and caching lines (RFC 9110 15.4.5) */
-	if ((rq->cc.flags & CACHECTL_RQ_COND) && strcmp(how, "hit") == 0 && cache_obj_status(o) == 200 &&
+	if ((rq->cc.flags & CACHECTL_RQ_COND) && plain && cache_obj_status(o) == 200 &&
 	    cachectl_not_modified(&rq->msg, cache_obj_etag(o), cache_obj_last_modified(o), now))
 		nm = true;
 	n = 0;
@@ -960,7 +961,7 @@ static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *ho
 		if (rr.status != 200)
 			n = (int)rr.iov[rr.n - 1].iov_len;
 	}
-	m = req_hit_lines(rq, o, how, now, rq->reply + n, cap - (size_t)n);
+	m = req_hit_lines(rq, o, how, plain, now, rq->reply + n, cap - (size_t)n);
 	if (m < 0 || (size_t)(n + m) + clen + 2 >= cap)
 		return -1;
 	n += m;
