@@ -7,6 +7,7 @@
 #   bash tests/bench/missinstr.sh [BUILD_DIR]       # default: build-rel
 #   CONFIGS="0 64m 64m:1" N=3000 bash tests/bench/missinstr.sh
 #   URLS=128000 CONFIGS="0 8m" WARM_N=60000 N=5000 bash tests/bench/missinstr.sh
+#   URLS=1 DIR=thumbs LEAF=1_200x200.jpg CONFIGS="0 64m" bash tests/bench/missinstr.sh
 #
 # Environment (defaults in brackets):
 #   CONFIGS ["0 64m 64m:1"]  one run each: [cache] size, and after a colon
@@ -18,6 +19,9 @@
 #                  for every config): a long tail that repeats, mostly too
 #                  rarely to hit. Give WARM_N enough requests to fill the
 #                  cache, so what is measured is its steady state.
+#   DIR [t], LEAF [x.jpg]  the URL is /DIR/<i>/LEAF with URLS (with 0, DIR
+#                  is the phase's own); DIR=thumbs LEAF=1_200x200.jpg gives
+#                  floor.sh's thumbnail path, /thumbs/1/1_200x200.jpg
 #
 # Per config: one testcache, the proxy (one worker) under
 # `valgrind --tool=callgrind`, WARM_N keep-alive GETs like wrk's (Host
@@ -34,6 +38,8 @@ N=${N:-3000}
 WARM_N=${WARM_N:-500}
 SIZE=${SIZE:-4096}
 URLS=${URLS:-0}
+DIR=${DIR:-t}
+LEAF=${LEAF:-x.jpg}
 
 [ -n "${1:-}" ] && BUILD=$1
 . "$(dirname "$0")/lib.sh"
@@ -44,19 +50,20 @@ command -v valgrind >/dev/null && command -v callgrind_control >/dev/null ||
 bench_caches 1 1 --size "$SIZE"
 bench_wait_http "${PORTS[1]}" /__stats
 
-# load PORT N PREFIX SEED: N keep-alive GETs of /PREFIX/<i>/x.jpg, each
-# new; with URLS, of /t/<i>/x.jpg with i drawn from URLS (seeded)
+# load PORT N PREFIX SEED: N keep-alive GETs of /PREFIX/<i>/LEAF, each
+# new; with URLS, of /DIR/<i>/LEAF with i drawn from URLS (seeded)
 load() {
-	timeout 1800 python3 - "$@" "$URLS" <<'PY'
+	timeout 1800 python3 - "$@" "$URLS" "$DIR" "$LEAF" <<'PY'
 import random, re, socket, sys
 port, n, prefix, seed, urls = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+dirname, leaf = sys.argv[6], sys.argv[7].encode()
 rnd = random.Random(seed)
 s = socket.create_connection(("127.0.0.1", port), timeout=30)
 buf = b""
 for i in range(n):
     if urls:
-        prefix, i = "t", rnd.randrange(urls)
-    s.sendall(b"GET /%s/%d/x.jpg HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % (prefix.encode(), i, port))
+        prefix, i = dirname, rnd.randrange(urls)
+    s.sendall(b"GET /%s/%d/%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % (prefix.encode(), i, leaf, port))
     while b"\r\n\r\n" not in buf:
         d = s.recv(65536)
         if not d:
