@@ -380,12 +380,13 @@ static void front_serve(struct client *c)
 	    c->rq->state == REQ_IDLE && !c->rq->wake_due) {
 		/* idle between requests: nothing buffered, nothing points
 		 * into the buffer, the last response is out; the memory goes
-		 * back to the worker until the client sends again */
+		 * back to the worker until the client sends again, unless
+		 * that is soon (worker_client_park) */
 		if (c->writing) {
 			event_del(&c->wev);
 			c->writing = false;
 		}
-		worker_client_mem_put(c->w, c);
+		worker_client_park(c->w, c);
 	}
 	front_leave(c);
 }
@@ -495,6 +496,7 @@ static void front_read(evutil_socket_t fd, short what, void *arg)
 			front_close(c);
 		return;
 	}
+	worker_client_unpark(c->w, c);
 	if (!c->mem) {
 		if (worker_client_mem(c->w, c) < 0) {
 			/* out of memory: closing frees the socket's buffers

@@ -42,6 +42,10 @@ struct cache_memo;
  * lines (Via, X-Forwarded-*, framing, backend name). */
 #define WORKER_SCRATCH_EXTRA 1024
 
+/* Clients idle after a response that keep their lent memory until the
+ * next request or a sweep (worker.c, worker_client_park). */
+#define WORKER_WARM 64
+
 enum up_state {
 	UP_CONNECTING,          /* non-blocking connect in progress */
 	UP_HEAD,                /* request going out, response head awaited */
@@ -184,6 +188,10 @@ struct client {
 	uint64_t delivered;             /* bytes the client had acknowledged
 					   when its timer last fired */
 	uint64_t sent;                  /* out->sent while no mem is lent */
+	unsigned warm;                  /* idle, its memory still lent: its
+					   slot in the worker's warm + 1 (0:
+					   not there), parked at warm_tick */
+	unsigned warm_tick;
 	/* worker.c's: the active list and the free list */
 	struct client *next, *prev;
 	struct freelist_link reuse;
@@ -257,6 +265,13 @@ struct worker {
 	struct event ev_trim;           /* memory freed past the free lists
 					   goes back to the system */
 	bool trim_due;
+	/* clients idle after a response that keep their memory a moment
+	 * (worker_client_park): a ring, the slot to take next, and the
+	 * sweep that takes the memory back from those idle a whole tick */
+	struct client *warm[WORKER_WARM];
+	unsigned warm_next, warm_n, warm_tick;
+	struct event ev_warm;
+	bool warm_due;
 	bool stopping;
 	struct refresh *refreshes;      /* background refreshes running
 					   (refresh.c) */

@@ -78,6 +78,13 @@ void worker_client_put(struct worker *w, struct client *c);
  * or goes. 0 or -1 (out of memory). */
 int worker_client_mem(struct worker *w, struct client *c);
 void worker_client_mem_put(struct worker *w, struct client *c);
+/* c is idle between requests: it keeps its memory until it sends again
+ * (worker_client_unpark, then no lend and no request set-up) or has been
+ * idle a whole sweep of the worker's (WORKER_WARM_MS), when it goes back
+ * as worker_client_mem_put gives it; past WORKER_WARM parked clients the
+ * one parked longest gives it back now. A put unparks. */
+void worker_client_park(struct worker *w, struct client *c);
+void worker_client_unpark(struct worker *w, struct client *c);
 /* Grow c's read buffer to buffer_size, only while nothing points into it
  * (no parsed request). -1 when it is that big already or memory ran out. */
 int worker_client_grow(struct worker *w, struct client *c);
