@@ -1614,7 +1614,9 @@ static inline __attribute__((always_inline)) void http1_put(struct http1_out *o,
 
 #define HTTP1_PUTS(o, lit) http1_put((o), (lit), sizeof(lit) - 1)
 
-static void http1_put_str(struct http1_out *o, struct http1_str s)
+/* Inlined too: a called copy of a slice cost its call and its spills,
+ * about 18 instructions a slice, and a forward writes seven. */
+static inline __attribute__((always_inline)) void http1_put_str(struct http1_out *o, struct http1_str s)
 {
 	http1_put(o, s.p, s.len);
 }
