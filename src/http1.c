@@ -110,12 +110,23 @@ static inline uint64_t http1_load8(const char *p)
 	return v;
 }
 
+/* Four bytes of p, in memory order. */
+static inline uint32_t http1_load4(const char *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
 /* Case-insensitive compare of n bytes of a parsed name or value with a
  * lowercase literal; inlined on the header classification path, where
- * most names differ in byte one. From eight bytes on, eight at a time:
- * OR-ing 0x20 into each byte folds a letter's case, and the only other
- * bytes it maps onto a literal's ('-', digits) are CTLs ('\r', 0x11...),
- * which no parsed name or value holds. */
+ * most names differ in byte one. Eight bytes at a time, from four on four
+ * (the first and the last four, which may overlap: byte by byte, Host
+ * and Date were 30 instructions a forward more): OR-ing 0x20 into each
+ * byte folds a letter's case, and the only other bytes it maps onto a
+ * literal's ('-', digits) are CTLs ('\r', 0x11...), which no parsed name
+ * or value holds. */
 static inline bool http1_ieqn(const char *p, const char *lower, size_t n)
 {
 	const uint64_t fold = 0x2020202020202020u;
@@ -128,6 +139,9 @@ static inline bool http1_ieqn(const char *p, const char *lower, size_t n)
 		}
 		return (http1_load8(p + n - 8) | fold) == http1_load8(lower + n - 8);
 	}
+	if (n >= 4)
+		return (http1_load4(p) | (uint32_t)fold) == http1_load4(lower)
+		       && (http1_load4(p + n - 4) | (uint32_t)fold) == http1_load4(lower + n - 4);
 	for (i = 0; i < n; i++) {
 		if (http1_lower((unsigned char)p[i]) != (unsigned char)lower[i])
 			return false;
