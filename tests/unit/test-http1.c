@@ -1950,21 +1950,38 @@ static int byte_cases(const size_t *lens, size_t nlens, int (*one)(int, size_t, 
 
 /* A header value (variant 1: the value alone, so a short one's check sees
  * the CRLF and the name before it in the same 16 bytes, which must not
- * count): refused exactly when c is a CTL other than HTAB, or DEL. */
+ * count): refused exactly when c is a CTL other than HTAB, or DEL; taken,
+ * its slice is the value with the SP and HTAB at either end trimmed (and
+ * nothing else: obs-text at an end stays). */
 static int value_byte(int bare, size_t len, size_t at, int c)
 {
 	static struct http1_header h[64];
 	bool ok = (c >= 0x20 && c != 0x7f) || c == '\t';
 	struct http1_msg m;
-	char buf[256];
+	char buf[256], want[64];
 	int n = byte_request(buf, sizeof(buf), bare ? "GET / HTTP/1.1\r\nHost: a\r\nX-V: "
 			     : "GET / HTTP/1.1\r\nHost: a\r\nX-V: <", 'v', len, at, c,
 			     bare ? "\r\n\r\n" : ">\r\n\r\n");
+	size_t lo = 0, hi = len, wl;
 	ssize_t r;
 
 	http1_msg_init(&m);
 	r = http1_parse_request(&m, h, buf, (size_t)n, &lim_default);
-	return ok ? r != n : r >= 0;
+	if (!ok)
+		return r >= 0;
+	if (r != n)
+		return 1;
+	memset(want, 'v', len);
+	want[at] = (char)c;
+	if (bare) {
+		while (lo < hi && (want[lo] == ' ' || want[lo] == '\t'))
+			lo++;
+		while (hi > lo && (want[hi - 1] == ' ' || want[hi - 1] == '\t'))
+			hi--;
+	}
+	wl = hi - lo + (bare ? 0 : 2);
+	return h[1].value.len != wl ||
+	       memcmp(h[1].value.p + (bare ? 0 : 1), want + lo, hi - lo) != 0;
 }
 
 /* A header name (variant 1: the head goes on for 16 bytes and more after
