@@ -751,9 +751,28 @@ static int http1_content_length(struct http1_str v, uint64_t *cl, bool *have)
 
 	/* the usual value, one number of up to 18 digits (below 2^63), is
 	 * read without the list's split or the overflow test per digit; a
-	 * comma or any other byte takes the loop below */
+	 * comma or any other byte takes the loop below. Up to eight digits,
+	 * as one word: the eight bytes that end the value (the name and its
+	 * colon are before it), those before it made '0', every byte tested
+	 * for a digit at once and the digits combined in pairs, fours and
+	 * eights (a digit a step was 40 instructions of a forward) */
+	if (v.len >= 1 && v.len <= 8) {
+		uint64_t x = http1_load8(v.p + v.len - 8), keep = ~UINT64_C(0) << (8 * (8 - v.len));
+
+		x = (x & keep) | (UINT64_C(0x3030303030303030) & ~keep);
+		if ((x & UINT64_C(0xf0f0f0f0f0f0f0f0)) == UINT64_C(0x3030303030303030)
+		    && ((x + UINT64_C(0x0606060606060606)) & UINT64_C(0xf0f0f0f0f0f0f0f0))
+		       == UINT64_C(0x3030303030303030)) {
+			x = (x & UINT64_C(0x0f0f0f0f0f0f0f0f)) * 2561 >> 8;
+			x = (x & UINT64_C(0x00ff00ff00ff00ff)) * 6553601 >> 16;
+			n = (x & UINT64_C(0x0000ffff0000ffff)) * UINT64_C(42949672960001) >> 32;
+			i = v.len;
+			goto one;
+		}
+	}
 	for (i = 0; i < v.len && i < 18 && (unsigned)((unsigned char)v.p[i] - '0') <= 9u; i++)
 		n = n * 10 + (unsigned)((unsigned char)v.p[i] - '0');
+one:
 	if (i == v.len && i != 0) {
 		if (*have && n != *cl)
 			return -1;

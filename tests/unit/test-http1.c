@@ -2050,6 +2050,46 @@ static void test_value_bytes(void)
 	       "bytes taken, the rest 400 (%d wrong)", cases, wrong);
 }
 
+/* Content-Length values of 1 to 19 digits with every byte but CR, LF, OWS
+ * and ',' (which end, trim or split the value) at every place: taken
+ * exactly when every byte is a digit and the number is below 2^63, with
+ * that number (the word-wide read of up to eight digits, and the loop). */
+static void test_length_bytes(void)
+{
+	static struct http1_header h[8];
+	int wrong = 0, cases = 0;
+
+	for (size_t len = 1; len <= 19; len++)
+		for (size_t at = 0; at < len; at++)
+			for (int c = 0; c < 256; c++) {
+				char digits[24], buf[96];
+				struct http1_msg m;
+				unsigned long long want;
+				bool ok = c >= '0' && c <= '9';
+				int n;
+				ssize_t r;
+
+				if (c == '\r' || c == '\n' || c == ' ' || c == '\t' || c == ',')
+					continue;
+				for (size_t i = 0; i < len; i++)
+					digits[i] = (char)('1' + (i * 7 + len) % 9);
+				digits[at] = (char)c;
+				digits[len] = '\0';
+				want = ok ? strtoull(digits, NULL, 10) : 0;
+				ok = ok && want <= (unsigned long long)INT64_MAX;
+				n = snprintf(buf, sizeof(buf), "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: ");
+				memcpy(buf + n, digits, len);       /* c may be NUL */
+				memcpy(buf + n + (int)len, "\r\n\r\n", 4);
+				n += (int)len + 4;
+				http1_msg_init(&m);
+				r = http1_parse_request(&m, h, buf, (size_t)n, &lim_default);
+				cases++;
+				wrong += ok ? r != n || m.content_length != want : r != -400;
+			}
+	tap_ok(wrong == 0, "%d Content-Length values with each byte at each place: digits taken "
+	       "with their number, below 2^63, the rest 400 (%d wrong)", cases, wrong);
+}
+
 /* Names of two to seven bytes, each one the parser knows with one byte
  * changed to every tchar but '_' (which is flagged), at every place: the
  * flags are those of the known name exactly when the name is still that
@@ -2162,6 +2202,7 @@ int main(void)
 {
 	test_value_bytes();
 	test_short_names();
+	test_length_bytes();
 	test_requests();
 	test_responses();
 	tap_diag("table: %zu request, %zu response, %zu chunked cases", NRQ, NRS, NCK);
