@@ -1950,21 +1950,38 @@ static int byte_cases(const size_t *lens, size_t nlens, int (*one)(int, size_t, 
 
 /* A header value (variant 1: the value alone, so a short one's check sees
  * the CRLF and the name before it in the same 16 bytes, which must not
- * count): refused exactly when c is a CTL other than HTAB, or DEL. */
+ * count): refused exactly when c is a CTL other than HTAB, or DEL; taken,
+ * its slice is the value with the SP and HTAB at either end trimmed (and
+ * nothing else: obs-text at an end stays). */
 static int value_byte(int bare, size_t len, size_t at, int c)
 {
 	static struct http1_header h[64];
 	bool ok = (c >= 0x20 && c != 0x7f) || c == '\t';
 	struct http1_msg m;
-	char buf[256];
+	char buf[256], want[64];
 	int n = byte_request(buf, sizeof(buf), bare ? "GET / HTTP/1.1\r\nHost: a\r\nX-V: "
 			     : "GET / HTTP/1.1\r\nHost: a\r\nX-V: <", 'v', len, at, c,
 			     bare ? "\r\n\r\n" : ">\r\n\r\n");
+	size_t lo = 0, hi = len, wl;
 	ssize_t r;
 
 	http1_msg_init(&m);
 	r = http1_parse_request(&m, h, buf, (size_t)n, &lim_default);
-	return ok ? r != n : r >= 0;
+	if (!ok)
+		return r >= 0;
+	if (r != n)
+		return 1;
+	memset(want, 'v', len);
+	want[at] = (char)c;
+	if (bare) {
+		while (lo < hi && (want[lo] == ' ' || want[lo] == '\t'))
+			lo++;
+		while (hi > lo && (want[hi - 1] == ' ' || want[hi - 1] == '\t'))
+			hi--;
+	}
+	wl = hi - lo + (bare ? 0 : 2);
+	return h[1].value.len != wl ||
+	       memcmp(h[1].value.p + (bare ? 0 : 1), want + lo, hi - lo) != 0;
 }
 
 /* A header name (variant 1: the head goes on for 16 bytes and more after
@@ -2031,6 +2048,88 @@ static void test_value_bytes(void)
 	wrong = byte_cases(vlens, sizeof(vlens) / sizeof(vlens[0]), host_byte, &cases);
 	tap_ok(wrong == 0, "%d Host values with each byte at each place: reg-name, IP-literal and port "
 	       "bytes taken, the rest 400 (%d wrong)", cases, wrong);
+}
+
+/* Content-Length values of 1 to 19 digits with every byte but CR, LF, OWS
+ * and ',' (which end, trim or split the value) at every place: taken
+ * exactly when every byte is a digit and the number is below 2^63, with
+ * that number (the word-wide read of up to eight digits, and the loop). */
+static void test_length_bytes(void)
+{
+	static struct http1_header h[8];
+	int wrong = 0, cases = 0;
+
+	for (size_t len = 1; len <= 19; len++)
+		for (size_t at = 0; at < len; at++)
+			for (int c = 0; c < 256; c++) {
+				char digits[24], buf[96];
+				struct http1_msg m;
+				unsigned long long want;
+				bool ok = c >= '0' && c <= '9';
+				int n;
+				ssize_t r;
+
+				if (c == '\r' || c == '\n' || c == ' ' || c == '\t' || c == ',')
+					continue;
+				for (size_t i = 0; i < len; i++)
+					digits[i] = (char)('1' + (i * 7 + len) % 9);
+				digits[at] = (char)c;
+				digits[len] = '\0';
+				want = ok ? strtoull(digits, NULL, 10) : 0;
+				ok = ok && want <= (unsigned long long)INT64_MAX;
+				n = snprintf(buf, sizeof(buf), "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: ");
+				memcpy(buf + n, digits, len);       /* c may be NUL */
+				memcpy(buf + n + (int)len, "\r\n\r\n", 4);
+				n += (int)len + 4;
+				http1_msg_init(&m);
+				r = http1_parse_request(&m, h, buf, (size_t)n, &lim_default);
+				cases++;
+				wrong += ok ? r != n || m.content_length != want : r != -400;
+			}
+	tap_ok(wrong == 0, "%d Content-Length values with each byte at each place: digits taken "
+	       "with their number, below 2^63, the rest 400 (%d wrong)", cases, wrong);
+}
+
+/* Names of two to seven bytes, each one the parser knows with one byte
+ * changed to every tchar but '_' (which is flagged), at every place: the
+ * flags are those of the known name exactly when the name is still that
+ * one, case folded, byte by byte; and every case of each is that name. */
+static void test_short_names(void)
+{
+	static const struct {
+		const char *name;
+		unsigned flags;
+	} known[] = {
+		{ "te", HTTP1_HDR_HOP }, { "via", HTTP1_HDR_GENERATED }, { "x-host", HTTP1_HDR_FWD },
+		{ "upgrade", HTTP1_HDR_HOP }, { "trailer", HTTP1_HDR_HOP },
+	};
+	static const char tchar[] = "!#$%&'*+-.^`|~0123456789abcdefghijklmnopqrstuvwxyz"
+				    "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+	static struct http1_header h[8];
+	int wrong = 0, cases = 0;
+
+	for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++) {
+		size_t len = strlen(known[k].name);
+
+		for (size_t at = 0; at < len; at++)
+			for (const char *t = tchar; *t; t++) {
+				char name[8], buf[64];
+				struct http1_msg m;
+				int n;
+				ssize_t r;
+
+				memcpy(name, known[k].name, len + 1);
+				name[at] = *t;
+				n = snprintf(buf, sizeof(buf), "GET / HTTP/1.0\r\n%s: v\r\n\r\n", name);
+				http1_msg_init(&m);
+				r = http1_parse_request(&m, h, buf, (size_t)n, &lim_default);
+				cases++;
+				wrong += r != n || h[0].flags != (strcasecmp(name, known[k].name) == 0
+								  ? known[k].flags : 0u);
+			}
+	}
+	tap_ok(wrong == 0, "%d names of 2 to 7 bytes a byte from a known one: classified as a "
+	       "case-folded compare says (%d wrong)", cases, wrong);
 }
 
 /* Origin-form targets of every length to 80, made of the pieces that
@@ -2102,6 +2201,8 @@ static void test_targets(void)
 int main(void)
 {
 	test_value_bytes();
+	test_short_names();
+	test_length_bytes();
 	test_requests();
 	test_responses();
 	tap_diag("table: %zu request, %zu response, %zu chunked cases", NRQ, NRS, NCK);
