@@ -21,9 +21,11 @@
 # file in the temp dir) on both paths.
 #
 # Per run: WARM s of unmeasured load, then SECS s of `wrk -t1 -cCONNS` on
-# the one URL; CPU per request = the server's utime + stime (its PID, and
-# NGINX's workers, from /proc/PID/stat before and after) / the requests wrk
-# completed. Only the server's own CPU is counted, not wrk's or the
+# the one URL; CPU per request = the run time of the server's threads (its
+# PID, and NGINX's workers; /proc/PID/task/*/schedstat before and after, in
+# ns) / the requests wrk completed, split into user and system time as
+# their utime and stime (clock ticks of 10 ms, too coarse for the total:
+# 400-odd of them a run) split it. Only the server's own CPU is counted, not wrk's or the
 # testcache's, so on a shared machine the figure moves less than req/s.
 # Rounds rotate the order; the table holds medians over ROUNDS.
 #
@@ -175,7 +177,6 @@ for p in "$P_RP_HIT" "$P_RP_HITLOG" "$P_HA_HIT"; do
 		die "port $p sent $((n1 - n0)) of $(bench_kv requests "$res") requests to the origin: not a hit (configs in $TMP)"
 done
 
-HZ=$(getconf CLK_TCK)
 runs=$TMP/runs.tsv
 : >"$runs"
 log "wrk -t1 -c$CONNS, ${SECS}s x $ROUNDS rounds, $SIZE B body, $WORKERS threads each, origin :$ORIGIN"
@@ -186,14 +187,21 @@ for r in $(seq "$ROUNDS"); do
 		run_wrk "$p" "$WARM" >/dev/null
 		read -r -a pp <<<"$(server_pids "$srv")"
 		read -r u0 s0 <<<"$(bench_cpu_ticks "${pp[@]}")"
+		ns0=$(bench_cpu_ns "${pp[@]}")
 		res=$(run_wrk "$p" "$SECS")
+		ns1=$(bench_cpu_ns "${pp[@]}")
 		read -r u1 s1 <<<"$(bench_cpu_ticks "${pp[@]}")"
+		# the total from the threads' exact run time (schedstat, ns);
+		# the ticks, 10 ms each, only split it into user and system
 		awk -v name="$name" -v r="$r" -v n="$(bench_kv requests "$res")" \
 		    -v d="$(bench_kv duration_us "$res")" -v p99="$(bench_kv p99_us "$res")" \
-		    -v e="$(bench_kv errors "$res")" -v u="$((u1 - u0))" -v s="$((s1 - s0))" -v hz="$HZ" 'BEGIN {
+		    -v e="$(bench_kv errors "$res")" -v u="$((u1 - u0))" -v s="$((s1 - s0))" \
+		    -v ns="$((ns1 - ns0))" 'BEGIN {
 			n = n > 0 ? n : 1
-			printf "%s\t%d\t%.3f\t%.0f\t%d\t%d\t%.3f\t%.3f\n", name, r, (u + s) * 1e6 / hz / n,
-			    n / (d / 1e6), p99, e, u * 1e6 / hz / n, s * 1e6 / hz / n }' | tee -a "$runs" |
+			t = ns / 1e3 / n
+			us = u + s > 0 ? u / (u + s) : 0
+			printf "%s\t%d\t%.3f\t%.0f\t%d\t%d\t%.3f\t%.3f\n", name, r, t,
+			    n / (d / 1e6), p99, e, t * us, t * (1 - us) }' | tee -a "$runs" |
 		    awk -F'\t' '{ printf "# round %d %-10s %6.2f us/req CPU (user %5.2f, sys %5.2f)  %7d req/s  p99 %6d us  %d errors\n",
 			$2, $1, $3, $7, $8, $4, $5, $6 }' >&2
 	done
@@ -210,7 +218,7 @@ echo
 echo "### the floor: CPU per request of the server alone (commit $(git -C "$ROOT" rev-parse --short HEAD))"
 echo
 echo "wrk -t1 -c$CONNS on one hot $SIZE B object, $WORKERS threads each, ${SECS} s x $ROUNDS rounds" \
-     "(medians), $(nproc) CPUs; utime + stime of the server's processes / requests."
+     "(medians), $(nproc) CPUs; run time of the server's threads (schedstat) / requests."
 echo
 echo "| path | bare program | ringproxy | HAProxy $HA_VER | NGINX $NG_VER | ringproxy, access log on |"
 echo "|---|---:|---:|---:|---:|---:|"
