@@ -756,6 +756,8 @@ static int http1_content_length(struct http1_str v, uint64_t *cl, bool *have)
 	 * colon are before it), those before it made '0', every byte tested
 	 * for a digit at once and the digits combined in pairs, fours and
 	 * eights (a digit a step was 40 instructions of a forward) */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	/* (the combining takes the first digit from the lowest byte) */
 	if (v.len >= 1 && v.len <= 8) {
 		uint64_t x = http1_load8(v.p + v.len - 8), keep = ~UINT64_C(0) << (8 * (8 - v.len));
 
@@ -770,9 +772,12 @@ static int http1_content_length(struct http1_str v, uint64_t *cl, bool *have)
 			goto one;
 		}
 	}
+#endif
 	for (i = 0; i < v.len && i < 18 && (unsigned)((unsigned char)v.p[i] - '0') <= 9u; i++)
 		n = n * 10 + (unsigned)((unsigned char)v.p[i] - '0');
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 one:
+#endif
 	if (i == v.len && i != 0) {
 		if (*have && n != *cl)
 			return -1;

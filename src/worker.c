@@ -45,7 +45,7 @@
 /* A parked client's memory goes back after 1 to 2 sweeps of idleness: a
  * keep-alive client that sends its next request sooner (the usual one
  * under load) is served without the lend, the put and the request's
- * set-up (worker_client_mem, req_init: about 290 instructions a hit). */
+ * set-up (worker_client_mem, req_init: about 230 instructions a hit). */
 #define WORKER_WARM_MS 50
 #define WORKER_ACCEPT_BATCH 64  /* accepts per wake-up, for fairness */
 #define WORKER_ACCEPT_PAUSE_MS 100 /* after EMFILE and the like */
@@ -119,12 +119,12 @@ struct worker_bufnode {
 		(x)->scratch = (b).scratch; (x)->scratch_cap = (b).scratch_cap; \
 	} while (0)
 
+static void worker_on_warm(evutil_socket_t fd, short what, void *arg);
+
 /* Memory freed past the free lists (a burst of connections that went
  * idle or closed) stays in the allocator's arenas, counted in the
  * process's RSS, unless handed back: once a while after such frees, so
  * the cost (a walk of the free chunks) is not paid per connection. */
-static void worker_on_warm(evutil_socket_t fd, short what, void *arg);
-
 static void worker_on_trim(evutil_socket_t fd, short what, void *arg)
 {
 	struct worker *w = arg;
