@@ -367,6 +367,12 @@ inst = re.search(r"meson install -C (\S+)", quick)
 check(rel and inst and rel.group(1) == rel.group(2) == inst.group(1) and rel.group(1) not in demo_dirs,
       f"the README's Install builds and installs the release in a directory the demo does not configure "
       f"(demo {sorted(demo_dirs)}, release {rel.groups() if rel else None}, install {inst.group(1) if inst else None})")
+# run after .ci/run, build/ holds the cache suite's package only
+# (tests/cachetests/run.sh): a guard on the directory would skip the setup
+# and ninja would find no build.ninja
+guards = re.findall(r"\[ (-[df]) (\S+) \] \|\| meson setup (\S+)", demo_sh)
+check(guards and all(k == "-f" and f == d + "/build.ninja" for k, f, d in guards),
+      f"the demo configures its build directory unless build.ninja is there, not merely the directory: {guards}")
 plan = re.search(r"ringproxy plan (\S+) (\S+)", demo_sh)
 started = re.search(r"ringproxy -c (\S+) &", demo_sh)
 if plan and started:
