@@ -216,7 +216,6 @@ static uint64_t cache_hash(uint64_t seed, const void *key, size_t n)
 {
 	const unsigned char *p = key;
 	uint64_t h = seed ^ (n * UINT64_C(0x9e3779b97f4a7c15)), w;
-	bool whole = n >= 8;
 
 	while (n >= 8) {
 		memcpy(&w, p, 8);
@@ -226,10 +225,10 @@ static uint64_t cache_hash(uint64_t seed, const void *key, size_t n)
 		n -= 8;
 	}
 	w = 0;
-	if (whole && n != 0) {
-		/* the last eight bytes of the key, only the n not yet taken
-		 * kept (what the copy below gives): one load, not a call of
-		 * memcpy for a length not known here */
+	if (p != key && n != 0) {
+		/* a key of eight bytes or more: its last eight, only the n
+		 * not yet taken kept (what the copy below gives), one load,
+		 * not a call of memcpy for a length not known here */
 		memcpy(&w, p + n - 8, 8);
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 		w >>= 8 * (8 - n);

@@ -25,8 +25,9 @@
 # PID, and NGINX's workers; /proc/PID/task/*/schedstat before and after, in
 # ns) / the requests wrk completed, split into user and system time as
 # their utime and stime (clock ticks of 10 ms, too coarse for the total:
-# 400-odd of them a run) split it. Only the server's own CPU is counted, not wrk's or the
-# testcache's, so on a shared machine the figure moves less than req/s.
+# 400-odd of them a run) split it. Only the server's own CPU is counted,
+# not wrk's or the testcache's, so on a shared machine the figure moves
+# less than req/s.
 # Rounds rotate the order; the table holds medians over ROUNDS.
 #
 # Environment (defaults in brackets):
