@@ -13,15 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conf.h"
-#include "curlev.h"
-#include "health.h"
-#include "import.h"
-#include "log.h"
-#include "plan.h"
-#include "preflight.h"
+#include "config/conf.h"
+#include "backend/curlev.h"
+#include "backend/health.h"
+#include "config/import.h"
+#include "base/log.h"
+#include "admin/plan.h"
+#include "config/preflight.h"
 #include "proxy.h"
-#include "statsdoc.h"
+#include "admin/statsdoc.h"
 
 #define MAIN_DEFAULT_CONF "/etc/ringproxy/ringproxy.ini"
 

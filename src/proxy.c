@@ -35,27 +35,27 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "addr.h"
-#include "access.h"
-#include "admin.h"
-#include "cache.h"
-#include "conn.h"
-#include "forward.h"
-#include "front.h"
-#include "health.h"
-#include "log.h"
-#include "notify.h"
-#include "pidfile.h"
-#include "plan.h"
-#include "preflight.h"
-#include "refresh.h"
-#include "rates.h"
-#include "registry.h"
-#include "runstate.h"
-#include "snapshot.h"
-#include "stats.h"
-#include "watch.h"
-#include "worker.h"
+#include "base/addr.h"
+#include "path/access.h"
+#include "admin/admin.h"
+#include "cache/cache.h"
+#include "path/conn.h"
+#include "path/forward.h"
+#include "path/front.h"
+#include "backend/health.h"
+#include "base/log.h"
+#include "base/notify.h"
+#include "config/pidfile.h"
+#include "admin/plan.h"
+#include "config/preflight.h"
+#include "path/refresh.h"
+#include "base/rates.h"
+#include "backend/registry.h"
+#include "backend/runstate.h"
+#include "backend/snapshot.h"
+#include "admin/stats.h"
+#include "config/watch.h"
+#include "path/worker.h"
 
 struct proxy_main {
 	struct proxy p;
@@ -801,7 +801,7 @@ static void proxy_fd_limit(const struct conf *c)
  * then takes the shared path). Main thread. */
 static void proxy_worker_start(struct worker *w)
 {
-	access_worker_init(w);
+	access_buf_init(&w->alog, w->base);
 	w->memo = cache_memo_new(w->proxy->cache);
 }
 
@@ -810,7 +810,7 @@ static void proxy_worker_end(struct worker *w)
 {
 	cache_memo_free(w->memo);
 	w->memo = NULL;
-	access_worker_free(w);
+	access_buf_free(&w->alog);
 }
 
 /* What a worker runs (worker.h): the client side (front.c) on its

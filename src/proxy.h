@@ -5,8 +5,8 @@
 #ifndef RINGPROXY_PROXY_H
 #define RINGPROXY_PROXY_H
 
-#include "conf.h"
-#include "proxy-t.h"
+#include "config/conf.h"
+#include "path/proxy-t.h"
 
 /* Run until SIGTERM/SIGINT; conf is taken over. flags: enum
  * preflight_flags (PREFLIGHT_SHARE_LISTEN for --share-listen). pid_file:

@@ -13,8 +13,8 @@
  * Usage: bench-cache [wtinylfu|s3fifo|lru] (the eviction policy; default
  * the cache's default).
  */
-#include "cache.h"
-#include "sketch.h"
+#include "cache/cache.h"
+#include "base/sketch.h"
 
 #include <pthread.h>
 #include <stdio.h>

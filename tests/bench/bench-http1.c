@@ -4,7 +4,7 @@
  * backend's copy, then parse a typical response head (6 headers) and write
  * the client's copy. Not a test: run it by hand on a release build.
  */
-#include "http1.h"
+#include "http/http1.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,8 +9,8 @@
  *     ./bench-query sorted-drop 10000 shuffled      (or: in-order)
  * Not a test: run it by hand on a release build.
  */
-#include "http1.h"
-#include "query.h"
+#include "http/http1.h"
+#include "http/query.h"
 
 #include <stdio.h>
 #include <stdlib.h>

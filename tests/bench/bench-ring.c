@@ -5,7 +5,7 @@
  * (meson setup build-rel -Dbuildtype=release). Goals: hash + lookup at
  * most 300 ns a key, a 1,000 x 160 build at most 100 ms.
  */
-#include "ring.h"
+#include "ring/ring.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -36,7 +36,7 @@
  *             where admission is decided
  * Run on a release build; it takes a minute, --detail four more.
  */
-#include "cache.h"
+#include "cache/cache.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
 should, measured from the last restart: a keep-alive client's idle
 timeout and a head's 408 count from the last response, a pooled backend
 connection's response timeout from the request, its idle timeout from its
-last response. The timers are re-armed lazily (src/deadline.c): a restart
+last response. The timers are re-armed lazily (src/base/deadline.c): a restart
 leaves an earlier timer where it is and moves the deadline only, so each
 case restarts a timeout that is already running, and checks that the end
 comes neither at the old deadline nor much after the new one.

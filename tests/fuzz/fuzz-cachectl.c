@@ -27,8 +27,8 @@
  * Input: byte 0 the rule (mod 5), byte 1..8 a time, then the text; list
  * elements are separated by '\n' in it.
  */
-#include "cachectl.h"
-#include "http1.h"
+#include "http/cachectl.h"
+#include "http/http1.h"
 
 #include <stdbool.h>
 #include <stdio.h>

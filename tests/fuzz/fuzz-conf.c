@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "conf.h"
-#include "ring.h"
+#include "config/conf.h"
+#include "ring/ring.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

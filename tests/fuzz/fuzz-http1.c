@@ -9,7 +9,7 @@
  * any pieces, and a body re-framed with our chunk-size lines decodes to
  * the same data.
  */
-#include "http1.h"
+#include "http/http1.h"
 
 #include <stdlib.h>
 #include <string.h>

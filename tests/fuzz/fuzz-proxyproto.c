@@ -15,7 +15,7 @@
  *     destination read back as the text the line has (canonical IPv4:
  *     no heading zeros).
  */
-#include "proxyproto.h"
+#include "http/proxyproto.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

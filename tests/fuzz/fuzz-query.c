@@ -12,8 +12,8 @@
  * list is set); the rest is the query, copied to an exactly sized malloc
  * so ASan catches any read past it.
  */
-#include "http1.h"
-#include "query.h"
+#include "http/http1.h"
+#include "http/query.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -41,8 +41,8 @@
  * 3 seeds the read sizes; the rest is what the backend sends, then it
  * closes.
  */
-#include "cachectl.h"
-#include "http1.h"
+#include "http/cachectl.h"
+#include "http/http1.h"
 
 #include <stdbool.h>
 #include <stdlib.h>

@@ -30,7 +30,7 @@
  * then name, the lookup index by its definition in ring.h). The rest of
  * the input is sample positions, 8 bytes each.
  */
-#include "ring.h"
+#include "ring/ring.h"
 
 #include <math.h>
 #include <stdbool.h>

@@ -20,13 +20,13 @@
  * rest is the request head, copied to an exactly sized malloc so ASan
  * catches any read past it.
  */
-#include "balance.h"
-#include "conf.h"
-#include "key.h"
-#include "http1.h"
-#include "registry.h"
-#include "ring.h"
-#include "snapshot.h"
+#include "backend/balance.h"
+#include "config/conf.h"
+#include "path/key.h"
+#include "http/http1.h"
+#include "backend/registry.h"
+#include "ring/ring.h"
+#include "backend/snapshot.h"
 
 #include <stdlib.h>
 #include <string.h>

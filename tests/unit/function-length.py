@@ -113,7 +113,9 @@ def functions(path):
 
 def scan(src):
     every, problems = [], []
-    for name in sorted(os.listdir(src)):
+    names = sorted(os.path.relpath(os.path.join(d, f), src)
+                   for d, _, fs in os.walk(src) for f in fs)
+    for name in names:
         if name.endswith(('.c', '.h')):
             path = os.path.join(src, name)
             found, probs = functions(path)

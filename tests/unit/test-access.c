@@ -4,7 +4,7 @@
  * alignment around the word size), cut fields, the stamps, whole lines,
  * and the buffer: written out when the next line might not fit, lines
  * never split, and lines that cannot be written counted as dropped. */
-#include "access.h"
+#include "path/access.h"
 #include "tap.h"
 
 #include <fcntl.h>

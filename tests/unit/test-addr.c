@@ -3,7 +3,7 @@
  * binding share. Built from addr.c alone, without the core library or its
  * dependencies: config code can read an address without libevent.
  */
-#include "addr.h"
+#include "base/addr.h"
 #include "tap.h"
 
 #include <arpa/inet.h>

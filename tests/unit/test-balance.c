@@ -7,13 +7,13 @@
  * Registry entries are keyed by name and outlive snapshots, so every case
  * resets the counters it depends on (test_reset).
  */
-#include "balance.h"
-#include "conf.h"
-#include "health.h"
-#include "log.h"
-#include "registry.h"
-#include "ring.h"
-#include "snapshot.h"
+#include "backend/balance.h"
+#include "config/conf.h"
+#include "backend/health.h"
+#include "base/log.h"
+#include "backend/registry.h"
+#include "ring/ring.h"
+#include "backend/snapshot.h"
 #include "tap.h"
 
 #include <limits.h>

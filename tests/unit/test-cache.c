@@ -6,9 +6,9 @@
  * once, cancellation racing completion). Run under ASan/UBSan by the
  * suite, so a use after free in any of these paths fails the test.
  */
-#include "cache.h"
+#include "cache/cache.h"
 #include "tap.h"
-#include "vary.h"
+#include "http/vary.h"
 
 #include <pthread.h>
 #include <sched.h>

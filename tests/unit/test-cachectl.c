@@ -7,7 +7,7 @@
  * Times: "now" is 1700000000 = Tue, 14 Nov 2023 22:13:20 GMT (D0 below);
  * expected epoch values were computed with Python's email.utils and time.
  */
-#include "cachectl.h"
+#include "http/cachectl.h"
 #include "tap.h"
 
 #include <stdio.h>

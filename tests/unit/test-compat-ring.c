@@ -8,7 +8,7 @@
  *
  * Usage: test-compat-ring VECTORS-NUTCRACKER.TXT
  */
-#include "ring-compat.h"
+#include "ring/ring-compat.h"
 #include "tap.h"
 #include "vectors-ketama.h"
 

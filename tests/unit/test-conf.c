@@ -3,8 +3,8 @@
  * fixtures in tests/unit/conf/ each producing exactly the error lines of
  * its .err file. argv[1] is that directory.
  */
-#include "conf.h"
-#include "log.h"
+#include "config/conf.h"
+#include "base/log.h"
 #include "tap.h"
 
 #include <dirent.h>

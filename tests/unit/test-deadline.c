@@ -11,7 +11,7 @@
 
 #include <event2/event.h>
 
-#include "deadline.h"
+#include "base/deadline.h"
 #include "tap.h"
 
 struct probe {

@@ -6,7 +6,7 @@
  * infinities, NaN) and of a million pseudo-random doubles over every
  * magnitude, compared byte for byte with snprintf.
  */
-#include "decfmt.h"
+#include "base/decfmt.h"
 #include "tap.h"
 
 #include <math.h>

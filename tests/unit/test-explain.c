@@ -4,10 +4,10 @@
  * targets no client could send refused with a reason, and the explanation
  * of a walk over a hand-built snapshot in JSON and text.
  */
-#include "conf.h"
-#include "explain.h"
-#include "log.h"
-#include "registry.h"
+#include "config/conf.h"
+#include "admin/explain.h"
+#include "base/log.h"
+#include "backend/registry.h"
 #include "tap.h"
 
 #include <event2/buffer.h>

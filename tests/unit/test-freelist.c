@@ -3,7 +3,7 @@
  * list holds at most its bound (the caller frees the rest), and the link
  * may sit anywhere in the struct.
  */
-#include "freelist.h"
+#include "base/freelist.h"
 #include "tap.h"
 
 struct test_obj {

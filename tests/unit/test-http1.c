@@ -5,7 +5,7 @@
  * must give the same result; accepted heads are written back out by the
  * writers and must parse to the same fields.
  */
-#include "http1.h"
+#include "http/http1.h"
 #include "tap.h"
 
 #include <stdint.h>

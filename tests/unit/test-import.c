@@ -6,8 +6,8 @@
  * FILE[.WHICH].err are the expectations of FILE imported with WHICH as
  * --upstream, --backend or --pool. Then the small rules one by one.
  */
-#include "conf.h"
-#include "import.h"
+#include "config/conf.h"
+#include "config/import.h"
 #include "tap.h"
 
 #include <stdlib.h>

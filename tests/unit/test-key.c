@@ -6,11 +6,11 @@
  * key (the proxy once copied keys into a 2,048-byte buffer and hashed
  * garbage when one did not fit).
  */
-#include "conf.h"
-#include "key.h"
-#include "http1.h"
-#include "ring.h"
-#include "ring-compat.h"
+#include "config/conf.h"
+#include "path/key.h"
+#include "http/http1.h"
+#include "ring/ring.h"
+#include "ring/ring-compat.h"
 #include "tap.h"
 
 #include <stdlib.h>

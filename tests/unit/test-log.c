@@ -1,5 +1,5 @@
 /* test-log.c -- level parsing and filtering of log.c. */
-#include "log.h"
+#include "base/log.h"
 #include "tap.h"
 
 int main(void)

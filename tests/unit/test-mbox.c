@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "mbox.h"
+#include "base/mbox.h"
 #include "tap.h"
 
 #define PRODUCERS 4

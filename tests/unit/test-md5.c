@@ -3,7 +3,7 @@
  * parts equal to one of the whole, and the promise workers rely on: a
  * thread given its state (md5_use) digests without allocating.
  */
-#include "md5.h"
+#include "base/md5.h"
 #include "tap.h"
 
 #include <openssl/crypto.h>

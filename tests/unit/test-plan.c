@@ -9,9 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "conf.h"
-#include "plan.h"
-#include "ring.h"
+#include "config/conf.h"
+#include "admin/plan.h"
+#include "ring/ring.h"
 #include "tap.h"
 
 static struct conf *load(const char *text)

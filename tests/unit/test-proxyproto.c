@@ -8,7 +8,7 @@
  * shorter piece (each must wait, 0) and with an HTTP request after it
  * (the length stays the header's: the request is never read).
  */
-#include "proxyproto.h"
+#include "http/proxyproto.h"
 #include "tap.h"
 
 #include <arpa/inet.h>

@@ -6,9 +6,9 @@
  * requests parsed by the real codec (origin and absolute form, a '?' left
  * without parameters, the target as received kept for the log).
  */
-#include "conf.h"
-#include "http1.h"
-#include "query.h"
+#include "config/conf.h"
+#include "http/http1.h"
+#include "http/query.h"
 #include "tap.h"
 
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * 200: the 206's head and body slice, the 416 past the end, the fallback
  * to the whole response, and If-Range, each pinned by a table row.
  */
-#include "range.h"
+#include "http/range.h"
 #include "tap.h"
 
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * the ring wrapping past 5 min, a late tick, a backend seen late, and the
  * sparkline series.
  */
-#include "rates.h"
+#include "base/rates.h"
 #include "tap.h"
 
 #include <math.h>

@@ -18,15 +18,15 @@
 
 #include <event2/event.h>
 
-#include "balance.h"
-#include "cache.h"
-#include "conf.h"
-#include "http1.h"
-#include "proxy-t.h"
-#include "request.h"
-#include "snapshot.h"
+#include "backend/balance.h"
+#include "cache/cache.h"
+#include "config/conf.h"
+#include "http/http1.h"
+#include "path/proxy-t.h"
+#include "path/request.h"
+#include "backend/snapshot.h"
 #include "tap.h"
-#include "worker.h"
+#include "path/worker.h"
 
 /* Three backends that are never connected to: the fake backend side
  * answers for them. The cache stores from the first miss. */

@@ -5,11 +5,11 @@
  * has no address, the walk skips it whatever its health says, and
  * snapshot_readdress gives it an address while sharing config and ring.
  */
-#include "balance.h"
-#include "conf.h"
-#include "resolve.h"
-#include "ring.h"
-#include "snapshot.h"
+#include "backend/balance.h"
+#include "config/conf.h"
+#include "backend/resolve.h"
+#include "ring/ring.h"
+#include "backend/snapshot.h"
 #include "tap.h"
 
 #include <arpa/inet.h>

@@ -7,7 +7,7 @@
  * against something it shares no code with. The property tests run over
  * random memberships from a seeded PRNG, so every run sees the same rings.
  */
-#include "ring.h"
+#include "ring/ring.h"
 #include "tap.h"
 
 #include <math.h>

@@ -11,11 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "conf.h"
-#include "registry.h"
-#include "ring.h"
-#include "runstate.h"
-#include "snapshot.h"
+#include "config/conf.h"
+#include "backend/registry.h"
+#include "ring/ring.h"
+#include "backend/runstate.h"
+#include "backend/snapshot.h"
 #include "tap.h"
 
 #define CONF3 "[ring]\nvnodes = 100\n[backend a]\nurl = http://127.0.0.1:1\n" \

@@ -14,11 +14,11 @@
  * chash_get_server_hash at every midpoint, and what a change of scheme
  * reports and ramps.
  */
-#include "conf.h"
-#include "explain.h"
-#include "plan.h"
-#include "ring.h"
-#include "ring-compat.h"
+#include "config/conf.h"
+#include "admin/explain.h"
+#include "admin/plan.h"
+#include "ring/ring.h"
+#include "ring/ring-compat.h"
 #include "tap.h"
 
 #include <math.h>

@@ -4,7 +4,7 @@
  * when the sketch is full, and no lost increment when threads count the
  * same keys at once.
  */
-#include "sketch.h"
+#include "base/sketch.h"
 #include "tap.h"
 
 #include <pthread.h>

@@ -7,15 +7,15 @@
  * wrong place or rendered under the wrong name is caught; the checks are
  * generated from the same lists, so a counter added there is checked too.
  */
-#include "conf.h"
-#include "log.h"
+#include "config/conf.h"
+#include "base/log.h"
 #include "proxy.h"
-#include "registry.h"
-#include "snapshot.h"
-#include "page.h"
-#include "stats.h"
+#include "backend/registry.h"
+#include "backend/snapshot.h"
+#include "admin/page.h"
+#include "admin/stats.h"
 #include "tap.h"
-#include "worker.h"
+#include "path/worker.h"
 
 #include <event2/buffer.h>
 #include <stdlib.h>

@@ -5,9 +5,9 @@
  * varnishd 7 (X-Varnish), Squid and nginx (X-Cache), RFC 9211's examples
  * (Cache-Status).
  */
-#include "http1.h"
+#include "http/http1.h"
 #include "tap.h"
-#include "tier.h"
+#include "http/tier.h"
 
 static const struct {
 	const char *headers;            /* header lines, each ending \r\n */

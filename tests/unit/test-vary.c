@@ -4,7 +4,7 @@
  * repeated lines combined), Vary: * and malformed lists, and the image
  * key of [cache] image_formats against real browsers' Accept strings.
  */
-#include "vary.h"
+#include "http/vary.h"
 #include "tap.h"
 
 #include <stdio.h>
