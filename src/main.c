@@ -19,6 +19,7 @@
 #include "config/import.h"
 #include "base/log.h"
 #include "admin/plan.h"
+#include "backend/runstate.h"
 #include "config/preflight.h"
 #include "proxy.h"
 #include "admin/statsdoc.h"
@@ -299,8 +300,14 @@ static void main_print_errors(const char *path, const struct conf_errors *errs)
 static int main_test(const char *path, const struct conf *c, bool probe)
 {
 	struct preflight pf;
+	char err[1024];
 	int rc = 0;
 
+	/* the state file the start would read, checked as it reads it */
+	if (*c->state_file && runstate_check(c->state_file, c, err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s\nringproxy: %s: the state file is refused; nothing started\n", err, path);
+		return 1;
+	}
 	if (preflight_run(c, 0, &pf) > 0) {
 		for (size_t i = 0; i < pf.warnings.n; i++)
 			fprintf(stderr, "warning: %s\n", pf.warnings.msg[i]);

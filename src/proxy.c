@@ -365,7 +365,7 @@ static int proxy_state_parse(struct proxy_main *m, const char *verb, const char 
 	if (strcmp(verb, "weight") == 0) {
 		double w = value ? strtod(value, &end) : -1;
 
-		if (!value || !*value || *end || !isfinite(w) || w < 0 || w > 1000) {
+		if (!value || !*value || *end || !isfinite(w) || w < 0 || w > RUNSTATE_WEIGHT_MAX) {
 			snprintf(text, sizeof(text), "weight '%.100s' is not a weight", value ? value : "");
 			return proxy_state_refuse(m, out, 400, text, weights, 1);
 		}
@@ -396,7 +396,7 @@ static int proxy_state_parse(struct proxy_main *m, const char *verb, const char 
 	}
 	now->drain_span_ms = c->ramp_ms ? c->ramp_ms : PROXY_DRAIN_MS;
 	if (value && (conf_parse_duration(value, &now->drain_span_ms) < 0 || now->drain_span_ms == 0 ||
-		      now->drain_span_ms > 86400000)) {
+		      now->drain_span_ms > RUNSTATE_DRAIN_MAX_MS)) {
 		snprintf(text, sizeof(text), "duration '%.100s' is not a drain's window", value);
 		return proxy_state_refuse(m, out, 400, text, durations, 1);
 	}

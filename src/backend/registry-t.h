@@ -29,6 +29,9 @@ struct backend {
 	uint32_t id;                    /* stable index in the registry */
 	_Atomic long inflight;          /* requests in flight, all workers */
 	_Atomic int64_t last_warn;      /* time(NULL) of the last warning */
+	_Atomic int64_t stray_until_us; /* no connection kept alive to it
+					   until then (deadline_now_us): it
+					   sent bytes nobody asked for */
 	/* the SHARED counters of stats-t.h (connects, timeouts, ...); the
 	 * WORKER ones are per worker (struct pool in worker-t.h): every
 	 * request would write them otherwise */

@@ -15,15 +15,19 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <limits.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config/conf.h"
 #include "base/log.h"
 #include "backend/registry.h"
+#include "ring/ring-t.h"
 
 static const char *const runstate_names[RUNSTATE_N] = { "ready", "drain", "maint" };
 
@@ -102,15 +106,23 @@ int runstate_save(const char *path, struct backend *const *be, size_t nbe, char 
 	FILE *f = NULL;
 	int fd, ok;
 
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
+	/* a name of its own in the file's directory, made by mkostemp
+	 * (O_EXCL): a link planted at a fixed PATH.tmp is never followed,
+	 * and the rename stays within one file system */
+	if (snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= (int)sizeof(tmp)) {
 		snprintf(err, errlen, "state_file %s: path too long", path);
 		return -1;
 	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0 || !(f = fdopen(fd, "w"))) {
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
 		snprintf(err, errlen, "state_file %s: cannot write %s: %s", path, tmp, strerror(errno));
-		if (fd >= 0)
-			close(fd);
+		return -1;
+	}
+	/* mkostemp's 0600: the states are no secret, monitoring may read them */
+	if (fchmod(fd, 0644) < 0 || !(f = fdopen(fd, "w"))) {
+		snprintf(err, errlen, "state_file %s: cannot write %s: %s", path, tmp, strerror(errno));
+		close(fd);
+		unlink(tmp);
 		return -1;
 	}
 	fprintf(f, "# ringproxy runtime states (ringproxy ctl), written at each change and read at start\n"
@@ -141,10 +153,60 @@ int runstate_save(const char *path, struct backend *const *be, size_t nbe, char 
 	return 0;
 }
 
-int runstate_load(const char *path, const struct conf *c, char *err, size_t errlen)
+int runstate_check_line(const char *line, const struct conf *c, char *name, size_t namelen,
+			struct runstate_of *rs, char *why, size_t whylen)
 {
-	FILE *f = fopen(path, "r");
-	char line[1024], name[256], state[16], weight[64];
+	char nm[256], state[16], weight[64], start[32], span[32], extra[2], *end;
+	unsigned long long v;
+
+	memset(rs, 0, sizeof(*rs));
+	if (sscanf(line, "%255s %15s %63s %31s %31s %1s", nm, state, weight, start, span, extra) != 5 ||
+	    (rs->state = runstate_parse(state)) < 0) {
+		snprintf(why, whylen, "not a runtime state line (NAME ready|drain|maint WEIGHT|- DRAIN_START_MS "
+			 "DRAIN_SPAN_MS)");
+		return -1;
+	}
+	if (strcmp(weight, "-") != 0) {
+		errno = 0;
+		rs->weight = strtod(weight, &end);
+		rs->weighted = 1;
+		/* ctl's bounds (proxy.c): 0 to RUNSTATE_WEIGHT_MAX, whole
+		 * under a scheme other than ringproxy */
+		if (errno || *end || !isfinite(rs->weight) || rs->weight < 0 || rs->weight > RUNSTATE_WEIGHT_MAX ||
+		    (c->scheme != RING_SCHEME_RINGPROXY && rs->weight != floor(rs->weight))) {
+			snprintf(why, whylen, "weight '%s' is not a number from 0 to %d%s, or -", weight,
+				 RUNSTATE_WEIGHT_MAX, c->scheme != RING_SCHEME_RINGPROXY ? " (a whole one under this "
+				 "scheme)" : "");
+			return -1;
+		}
+	}
+	/* digits only, then the bounds: a wall-clock start from 1970 to
+	 * 9999, a drain's window as ctl takes it; no sum of the two can
+	 * overflow */
+	errno = 0;
+	v = start[strspn(start, "0123456789")] == '\0' ? strtoull(start, NULL, 10) : ULLONG_MAX;
+	if (errno || v > RUNSTATE_WALL_MAX_MS) {
+		snprintf(why, whylen, "drain start '%s' is not a time in Unix milliseconds", start);
+		return -1;
+	}
+	rs->drain_start_ms = (int64_t)v;
+	errno = 0;
+	v = span[strspn(span, "0123456789")] == '\0' ? strtoull(span, NULL, 10) : ULLONG_MAX;
+	if (errno || v > RUNSTATE_DRAIN_MAX_MS || (rs->state == RUNSTATE_DRAIN && v == 0)) {
+		snprintf(why, whylen, "drain span '%s' is not a drain's window (1 to %d ms)", span, RUNSTATE_DRAIN_MAX_MS);
+		return -1;
+	}
+	rs->drain_span_ms = v;
+	snprintf(name, namelen, "%s", nm);
+	return 0;
+}
+
+/* Read path: each line checked (runstate_check_line), and with apply its
+ * state set on the registry entry of its backend in c. */
+static int runstate_read(const char *path, const struct conf *c, bool apply, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "re");
+	char line[1024], name[256];
 	int lineno = 0, rc = -1;
 
 	if (!f) {
@@ -155,48 +217,56 @@ int runstate_load(const char *path, const struct conf *c, char *err, size_t errl
 		return -1;
 	}
 	while (fgets(line, sizeof(line), f)) {
-		int64_t start;
-		uint64_t span;
+		struct runstate_of rs;
 		struct backend *b;
-		char why[256], *end;
-		double w = 0;
-		int st;
+		char why[256];
 
 		lineno++;
-		if (line[0] == '#' || line[strspn(line, " \t\r\n")] == '\0')
-			continue;
-		if (sscanf(line, "%255s %15s %63s %" SCNd64 " %" SCNu64, name, state, weight, &start, &span) != 5 ||
-		    (st = runstate_parse(state)) < 0) {
-			snprintf(err, errlen, "%s:%d: not a runtime state line (NAME ready|drain|maint WEIGHT|- "
-				 "DRAIN_START_MS DRAIN_SPAN_MS); fix it, or remove the file to start every backend "
-				 "ready", path, lineno);
+		if (!strchr(line, '\n') && !feof(f)) {
+			snprintf(err, errlen, "%s:%d: line longer than %zu bytes; fix it, or remove the file to start "
+				 "every backend ready", path, lineno, sizeof(line) - 2);
 			goto out;
 		}
-		if (strcmp(weight, "-") != 0) {
-			errno = 0;
-			w = strtod(weight, &end);
-			if (errno || *end || !isfinite(w) || w < 0) {
-				snprintf(err, errlen, "%s:%d: weight '%s' is not a number >= 0 or -; fix it, or remove "
-					 "the file", path, lineno, weight);
-				goto out;
-			}
+		if (line[0] == '#' || line[strspn(line, " \t\r\n")] == '\0')
+			continue;
+		if (runstate_check_line(line, c, name, sizeof(name), &rs, why, sizeof(why)) < 0) {
+			snprintf(err, errlen, "%s:%d: %s; fix it, or remove the file to start every backend ready", path,
+				 lineno, why);
+			goto out;
 		}
 		if (!conf_backend_find(c, name)) {
-			log_info("%s:%d: backend %s is no longer in %s: its runtime state (%s) is dropped", path,
-				 lineno, name, c->path, state);
+			if (apply)
+				log_info("%s:%d: backend %s is no longer in %s: its runtime state (%s) is dropped", path,
+					 lineno, name, c->path, runstate_name(rs.state));
 			continue;
 		}
+		if (!apply)
+			continue;
 		b = registry_find(name, why, sizeof(why));
 		if (!b) {
 			snprintf(err, errlen, "%s:%d: backend %s: %s", path, lineno, name, why);
 			goto out;
 		}
-		runstate_put(b, &(struct runstate_of){ st, strcmp(weight, "-") != 0, w, start, span });
+		runstate_put(b, &rs);
+	}
+	if (ferror(f)) {
+		snprintf(err, errlen, "%s: cannot read the state file: %s", path, strerror(errno));
+		goto out;
 	}
 	rc = 0;
 out:
 	fclose(f);
 	return rc;
+}
+
+int runstate_load(const char *path, const struct conf *c, char *err, size_t errlen)
+{
+	return runstate_read(path, c, true, err, errlen);
+}
+
+int runstate_check(const char *path, const struct conf *c, char *err, size_t errlen)
+{
+	return runstate_read(path, c, false, err, errlen);
 }
 
 size_t runstate_forget(struct backend *const *be, size_t nbe, const char *conf_path)

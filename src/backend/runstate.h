@@ -23,6 +23,13 @@ enum runstate {
 };
 #define RUNSTATE_N 3
 
+/* The bounds of a runtime state, the same for ctl (proxy.c) and the
+ * state file: a weight, a drain's window, a drain's start (Unix ms, up to
+ * the end of year 9999). */
+#define RUNSTATE_WEIGHT_MAX 1000
+#define RUNSTATE_DRAIN_MAX_MS 86400000
+#define RUNSTATE_WALL_MAX_MS 253402300799999LL
+
 /* A backend's runtime state as one value (the registry entry's fields). */
 struct runstate_of {
 	int state;              /* enum runstate */
@@ -62,6 +69,19 @@ int runstate_save(const char *path, struct backend *const *be, size_t nbe, char 
  * dropped with a log line. A missing file holds nothing. 0, or -1 with
  * "FILE:LINE: what; what to do" in err (unreadable, or malformed). */
 int runstate_load(const char *path, const struct conf *c, char *err, size_t errlen);
+
+/* What runstate_load does but set anything: each line of path checked,
+ * for ringproxy -t. 0, or -1 with "FILE:LINE: what; what to do". */
+int runstate_check(const char *path, const struct conf *c, char *err, size_t errlen);
+
+/* One line of the state file ("NAME STATE WEIGHT DRAIN_START_MS
+ * DRAIN_SPAN_MS") into name and *rs, checked against ctl's bounds (a
+ * weight from 0 to RUNSTATE_WEIGHT_MAX, whole under c's scheme if it is
+ * not ringproxy; a drain's window of 1 ms to RUNSTATE_DRAIN_MAX_MS, at
+ * most that for the other states; a start from 0 to
+ * RUNSTATE_WALL_MAX_MS). 0, or -1 with what is wrong in why. Pure. */
+int runstate_check_line(const char *line, const struct conf *c, char *name, size_t namelen,
+			struct runstate_of *rs, char *why, size_t whylen);
 
 /* Drop the runtime state of every registry entry that is not one of
  * be[0..nbe) (a reload of conf_path removed it), each with a log line: a

@@ -70,6 +70,7 @@
 	X(connect_errors, counter, SHARED, "connections to the backend that failed") \
 	X(timeouts, counter, SHARED, "connect, response and body timeouts") \
 	X(bad_responses, counter, SHARED, "invalid responses from the backend") \
+	X(stray_bytes, counter, SHARED, "times the backend sent bytes no request asked for (on an idle kept-alive connection, or past the end of a response): that connection closed, and none kept alive to it for 60 s") \
 	X(retries_away, counter, SHARED, "requests retried on another backend after failing here") \
 	X(spilled_away, counter, SHARED, "requests for keys it owns sent on by the load caps") \
 	X(spilled_hot, counter, SHARED, "of spilled_away, requests for hot keys sent on by the bounded-load cap (only hot keys are)") \

@@ -21,6 +21,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <arpa/inet.h>
 #include <ini.h>
@@ -33,6 +34,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/addr.h"
 #include "base/log.h"
@@ -287,6 +289,12 @@ static const char *const conf_section_names[] = { "proxy", "ring", "health", "ca
 #define CONF_LINE_MASK ((1 << CONF_LINE_BITS) - 1)
 #define CONF_MAX_FILES 512
 #define CONF_INCLUDE_DEPTH 8
+/* What one file may hold: a line (a comment included) and the whole
+ * file. A config of RING_MAX_BACKENDS backends is well under 1 MiB; the
+ * bounds are there for what a glob may match by mistake (a symlink to
+ * /dev/zero, a log file), which must not be read into memory for good. */
+#define CONF_READ_LINE_MAX 65536
+#define CONF_READ_FILE_MAX (16 << 20)
 
 struct conf_parse {
 	const char *file;
@@ -302,6 +310,7 @@ struct conf_parse {
 	/* the reader */
 	FILE *fp;
 	const char *text;       /* or a string */
+	size_t fbytes;          /* read of fp so far (CONF_READ_FILE_MAX) */
 	int line;
 	char *buf;
 	size_t bufcap;
@@ -1079,6 +1088,89 @@ static void conf_section(struct conf_parse *ps, char *inner)
 static char *conf_reader(char *str, int num, void *stream);
 static int conf_handler(void *user, const char *section, const char *key, const char *value);
 
+/* The file type's name, for a refusal. */
+static const char *conf_file_kind(mode_t m)
+{
+	return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device" :
+	       S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+/* path opened for reading, or NULL with why ("cannot open: ...", "is a
+ * FIFO, not a regular file; ..."). The open does not block (a FIFO's
+ * would wait for a writer and hang the main thread: reloads, the admin
+ * listener, SIGTERM, and -t under systemd's ExecReload), and anything but
+ * a regular file is refused once opened (fstat: the check is of what was
+ * opened, not of a name that may change meanwhile). Symbolic links are
+ * followed: a conf.d/ of links to files kept elsewhere is common, and
+ * what a link leads to is checked as any file is. */
+static FILE *conf_open(const char *path, char *why, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	struct stat st;
+	FILE *fp;
+
+	if (fd < 0) {
+		snprintf(why, len, "cannot open: %s", strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) < 0) {
+		snprintf(why, len, "cannot open: %s", strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(why, len, "is %s, not a regular file; a config file must be one", conf_file_kind(st.st_mode));
+		goto fail;
+	}
+	fp = fdopen(fd, "r");
+	if (fp)
+		return fp;
+	snprintf(why, len, "cannot open: %s", strerror(errno));
+fail:
+	close(fd);
+	return NULL;
+}
+
+/* The next line of ps->fp into ps->buf, its '\n' kept and a NUL after:
+ * its length, 0 at the end of the file (or at CONF_READ_FILE_MAX, said
+ * once), -1 on a read error (said), and *cut when the line was longer
+ * than CONF_READ_LINE_MAX (its first bytes kept, the rest skipped). */
+static ssize_t conf_read_line(struct conf_parse *ps, bool *cut)
+{
+	size_t n = 0;
+	int ch = 0;
+
+	*cut = false;
+	if (ps->bufcap < CONF_READ_LINE_MAX + 1) {
+		char *b = realloc(ps->buf, CONF_READ_LINE_MAX + 1);
+
+		if (!b) {
+			conf_error(ps, ps->line + 1, "out of memory");
+			return -1;
+		}
+		ps->buf = b;
+		ps->bufcap = CONF_READ_LINE_MAX + 1;
+	}
+	while (ch != '\n' && (ch = getc(ps->fp)) != EOF) {
+		if (ps->fbytes++ == CONF_READ_FILE_MAX) {
+			conf_error(ps, ps->line + 1, "the file is larger than %d MiB; is it a config file? "
+				   "(what is past that is not read)", CONF_READ_FILE_MAX >> 20);
+			return 0;
+		}
+		if (ps->fbytes > CONF_READ_FILE_MAX)
+			return 0;
+		if (n < CONF_READ_LINE_MAX)
+			ps->buf[n++] = (char)ch;
+		else
+			*cut = true;
+	}
+	if (ferror(ps->fp)) {
+		conf_error(ps, ps->line + 1, "cannot read the file: %s", strerror(errno));
+		return -1;
+	}
+	ps->buf[n] = '\0';
+	return (ssize_t)n;
+}
+
 /* Read the included file path where the current line (an include of
  * pattern) is, by a nested parse: outside any section at first, the
  * includer's section restored after. */
@@ -1087,8 +1179,10 @@ static void conf_include_file(struct conf_parse *ps, const char *path, const cha
 	int line = ps->line, where = ps->where, rc;
 	struct conf_backend *be = ps->be;
 	FILE *outer_fp = ps->fp;
+	size_t outer_bytes = ps->fbytes;
 	const char *outer_text = ps->text;
 	char *real = realpath(path, NULL);
+	char why[256];
 	FILE *fp = NULL;
 
 	if (!real) {
@@ -1107,13 +1201,18 @@ static void conf_include_file(struct conf_parse *ps, const char *path, const cha
 			   pattern, CONF_INCLUDE_DEPTH, CONF_MAX_FILES - 1);
 		goto out;
 	}
-	fp = fopen(path, "r");
-	if (!fp || !(ps->files[ps->nfiles] = strdup(path))) {
+	fp = conf_open(path, why, sizeof(why));
+	if (!fp) {
+		conf_error(ps, line, "include = %s: %s: %s", pattern, path, why);
+		goto out;
+	}
+	if (!(ps->files[ps->nfiles] = strdup(path))) {
 		conf_error(ps, line, "include = %s: cannot open %s: %s", pattern, path, strerror(errno));
 		goto out;
 	}
 	ps->open[++ps->depth] = real;
 	ps->fp = fp;
+	ps->fbytes = 0;
 	ps->text = NULL;
 	ps->line = ps->nfiles++ << CONF_LINE_BITS;
 	ps->where = -1;
@@ -1123,6 +1222,7 @@ static void conf_include_file(struct conf_parse *ps, const char *path, const cha
 		conf_error(ps, 0, "out of memory while reading %s", path);
 	ps->open[ps->depth--] = NULL;
 	ps->fp = outer_fp;
+	ps->fbytes = outer_bytes;
 	ps->text = outer_text;
 	ps->line = line;
 	ps->where = where;
@@ -1197,9 +1297,22 @@ static char *conf_reader(char *str, int num, void *stream)
 
 	for (;;) {
 		if (ps->fp) {
-			n = getline(&ps->buf, &ps->bufcap, ps->fp);
-			if (n < 0)
+			bool cut;
+
+			if ((ps->line & CONF_LINE_MASK) == CONF_LINE_MASK) {
+				conf_error(ps, ps->line, "more than %d lines; is it a config file? "
+					   "(what is past that is not read)", CONF_LINE_MASK - 1);
 				return NULL;
+			}
+			n = conf_read_line(ps, &cut);
+			if (n <= 0)
+				return NULL;
+			if (cut) {
+				ps->line++;
+				conf_error(ps, ps->line, "line longer than %d bytes; is this a config file?",
+					   CONF_READ_LINE_MAX);
+				continue;
+			}
 		} else {
 			const char *nl;
 
@@ -1779,14 +1892,15 @@ fail:
 struct conf *conf_load(const char *path, struct conf_errors *errs)
 {
 	struct conf *c;
-	FILE *fp = fopen(path, "r");
+	char why[256];
+	FILE *fp = conf_open(path, why, sizeof(why));
 
 	if (!fp) {
 		struct conf_parse ps = { .file = path, .errs = errs };
 
 		errs->msg = NULL;
 		errs->n = 0;
-		conf_error(&ps, 0, "cannot open: %s", strerror(errno));
+		conf_error(&ps, 0, "%s", why);
 		return NULL;
 	}
 	c = conf_load_from(path, fp, NULL, errs);

@@ -760,15 +760,36 @@ static const char *const cachectl_targets[] = {
 	"cdn-cache-control", "surrogate-control",
 };
 
-const char *cachectl_targeted(const struct http1_msg *resp, const char *target)
+/* The directives by which a targeted field tells this cache whether it
+ * may store a response, or for how long. A field whose elements for this
+ * cache name none of them (only another device's, as in
+ * "max-age=600;othercdn", or content="ESI/1.0", or "foo", or a
+ * stale-while-revalidate alone) is as if absent: Cache-Control rules.
+ * Otherwise a field aimed elsewhere, or one we do not understand, would
+ * void Cache-Control's private and no-store, and with Last-Modified the
+ * response would be stored under heuristic freshness and served to
+ * everyone. RFC 9213 2.1 has a cache behave as if an empty or unparsable
+ * targeted field were not there; this extends it to one that says
+ * nothing this cache can act on. */
+#define CACHECTL_SPEAKS (CACHECTL_NO_STORE | CACHECTL_NO_CACHE | CACHECTL_PRIVATE | CACHECTL_PUBLIC | \
+			 CACHECTL_MAX_AGE | CACHECTL_S_MAXAGE)
+
+/* Whether field name of resp speaks to this cache (CACHECTL_SPEAKS). */
+static bool cachectl_speaks(const struct http1_msg *resp, const char *name, bool surrogate)
 {
 	struct cachectl_cc cc;
+
+	return cachectl_parse_field(resp, name, surrogate, &cc) && (cc.flags & CACHECTL_SPEAKS) != 0;
+}
+
+const char *cachectl_targeted(const struct http1_msg *resp, const char *target)
+{
 	size_t i;
 
-	if (target != NULL && target[0] && cachectl_parse_field(resp, target, false, &cc))
+	if (target != NULL && target[0] && cachectl_speaks(resp, target, false))
 		return target;
 	for (i = 0; i < sizeof(cachectl_targets) / sizeof(cachectl_targets[0]); i++)
-		if (cachectl_parse_field(resp, cachectl_targets[i], i == 1, &cc))
+		if (cachectl_speaks(resp, cachectl_targets[i], i == 1))
 			return cachectl_targets[i];
 	return NULL;
 }

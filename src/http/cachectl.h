@@ -157,11 +157,15 @@ struct cachectl_meta {
  * stale-if-error when the response names none; must-revalidate,
  * proxy-revalidate and s-maxage forbid both.
  *
- * The directives are those of the first targeted field present with a
- * non-empty value, in this order: rq->target_field, CDN-Cache-Control
+ * The directives are those of the first targeted field that speaks to
+ * this cache, in this order: rq->target_field, CDN-Cache-Control
  * (RFC 9213), Surrogate-Control (W3C Edge Architecture, its directives
  * targeted ";ringproxy" or at no one); Cache-Control and Expires only
- * when there is none.
+ * when there is none. A field speaks to this cache when its elements for
+ * it name no-store, no-cache, private, public, max-age or s-maxage; one
+ * that names none of them (another device's directives, an extension
+ * such as "foo", content="ESI/1.0") counts as absent, so it can never
+ * make a private or no-store response storable.
  *
  * Stored only: a GET; a final status other than 206 and 304; explicit
  * freshness (s-maxage, then max-age, then Expires - Date), or for a

@@ -307,6 +307,60 @@ size_t vary_accept_line(struct http1_str spec, char *buf, size_t len)
 	return 0;
 }
 
+/* The media type of resp's Content-Type, parameters and whitespace
+ * aside; false when there is none, or more than one line. */
+static bool vary_media_type(const struct http1_msg *resp, struct http1_str *out)
+{
+	bool found = false;
+
+	for (unsigned i = 0; i < resp->nheaders; i++) {
+		const struct http1_header *h = &resp->headers[i];
+		const char *p = h->value.p, *e = p + h->value.len, *t;
+
+		if (!http1_str_ieq(h->name, "content-type"))
+			continue;
+		if (found)
+			return false;
+		found = true;
+		while (p < e && vary_ows(*p))
+			p++;
+		for (t = p; t < e && *t != ';'; t++)
+			;
+		while (t > p && vary_ows(t[-1]))
+			t--;
+		out->p = p;
+		out->len = (size_t)(t - p);
+	}
+	return found;
+}
+
+bool vary_image_holds(struct http1_str spec, const struct http1_msg *resp,
+		      const struct vary_formats *fm)
+{
+	static const char line[] = VARY_IMAGE ":";
+	const char *p = spec.p, *e = spec.p + spec.len, *eol;
+	struct http1_str type = { NULL, 0 };
+	bool typed = vary_media_type(resp, &type);
+
+	for (; p < e; p = eol + 1) {
+		eol = memchr(p, '\n', (size_t)(e - p));
+		if (eol == NULL)
+			return false;
+		if ((size_t)(eol - p) < sizeof(line) - 1 || memcmp(p, line, sizeof(line) - 1) != 0)
+			continue;
+		p += sizeof(line) - 1;
+		if (p < eol)    /* the key's format, and nothing else */
+			return typed && type.len == (size_t)(eol - p) && strncasecmp(type.p, p, type.len) == 0;
+		if (!typed)
+			return false;
+		for (unsigned k = 0; fm != NULL && k < fm->n; k++)
+			if (strlen(fm->type[k]) == type.len && strncasecmp(fm->type[k], type.p, type.len) == 0)
+				return false;
+		return true;
+	}
+	return true;
+}
+
 bool vary_asked_other(struct http1_str sent, struct http1_str got)
 {
 	char a[128], b[128];

@@ -105,6 +105,19 @@ size_t vary_accept_line(struct http1_str spec, char *buf, size_t len);
  * names no image variant (the request's own Accept went). */
 bool vary_asked_other(struct http1_str sent, struct http1_str got);
 
+/* Whether resp holds the format spec's image key names, so that it may
+ * be stored as that variant: its Content-Type's media type (parameters
+ * aside, any case) is the key's format, or, for the key of none
+ * ("accept/image:"), none of fm's formats. True when spec has no image
+ * key. The key is derived from the request's Accept by our rule, the
+ * response chosen by the backend's: a client that asks "image/jxl,
+ * image/avif;q=0.1" keys the AVIF variant and may get a JPEG XL; a
+ * backend that tests Accept by substring sends AVIF to "image/avif;q=0"
+ * (the key of none). Such a response is answered but not stored, so
+ * that no client chooses what a variant holds for everyone. */
+bool vary_image_holds(struct http1_str spec, const struct http1_msg *resp,
+		      const struct vary_formats *fm);
+
 /* The request header lines that make a backend answer with spec's
  * variant, for a fetch that is not req's own (a background refresh): req's
  * lines of each field spec keys, as req sent them, and an image variant's

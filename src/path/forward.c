@@ -20,7 +20,11 @@
  *
  * An idle pooled connection keeps its read event armed: a backend that
  * closes it is noticed at once and the connection is dropped, never handed
- * to a request. A request sent on a pooled connection that turns out dead
+ * to a request. Bytes nobody asked for (on an idle connection, or past
+ * the end of a response) close the connection too, as NGINX and HAProxy
+ * do, and since a response that follows such bytes would be taken for the
+ * answer to the next request, no connection to that backend is kept alive
+ * for FWD_STRAY_HOLD_US after (fwd_stray). A request sent on a pooled connection that turns out dead
  * before the backend acknowledged any byte of it is resent once on a fresh
  * connection to the same backend (GET/HEAD without a body only; never
  * after a response timeout).
@@ -75,6 +79,39 @@ static void fwd_warn(struct backend *b, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	log_warn("%s", msg);
+}
+
+/* How long a backend that sent bytes no request asked for gets no
+ * connection kept alive: each request then has a connection of its own,
+ * so a stray response can only reach the request it came after, not the
+ * next one on a reused connection. */
+#define FWD_STRAY_HOLD_US (60 * INT64_C(1000000))
+
+/* The backend sent bytes no request asked for, where says where: the
+ * caller closes this connection (or does not reuse it); for
+ * FWD_STRAY_HOLD_US none to the backend is reused (fwd_finish). HTTP/1.1
+ * cannot tell a stray response that comes after a request was sent from
+ * the answer to it: a backend that sent one is not trusted with a second
+ * request on a connection until it has behaved a while. */
+static void fwd_stray(struct upstream *u, const char *where)
+{
+	struct backend *b = fwd_backend(u);
+
+	atomic_fetch_add(&b->stray_bytes, 1);
+	atomic_store(&b->stray_until_us, deadline_now_us() + FWD_STRAY_HOLD_US);
+	fwd_warn(b, "backend %s: bytes no request asked for %s: connection closed, and none kept alive to it "
+		 "for %llds", b->name, where, (long long)(FWD_STRAY_HOLD_US / 1000000));
+}
+
+/* An idle connection's read event fired: the backend closed it (its
+ * keep-alive timeout, no news), or sent bytes nobody asked for
+ * (fwd_stray). One byte read tells which; the caller closes it. */
+static void fwd_idle_news(struct upstream *u)
+{
+	char c;
+
+	if (conn_recv(u->fd, &c, 1) > 0)
+		fwd_stray(u, "on an idle connection");
 }
 
 /* ---- the pool --------------------------------------------------------- */
@@ -351,9 +388,26 @@ static int fwd_begin(struct request *rq, int i, bool fresh, enum req_fail *kind,
 	struct http1_fwd_req f;
 	int n;
 
+	/* a backend that sent stray bytes lately: the connections it has
+	 * idle may hold more of them, none is reused (they close as they
+	 * come, or at their idle timeout) */
+	if (deadline_now_us() < atomic_load_explicit(&sb->state->stray_until_us, memory_order_relaxed))
+		fresh = true;
 	while (!fresh && pool && pool->head) {
 		u = pool->head;
 		fwd_pool_remove(pool, u);
+		/* libevent has its read event queued in this turn: bytes or a
+		 * close came while it was idle, which its handler has not seen
+		 * yet (the turn's other events ran first); a request sent now
+		 * would read them as its answer. A flag of the struct, no
+		 * system call. */
+		if (u->rev.ev_evcallback.evcb_flags & (EVLIST_ACTIVE | EVLIST_ACTIVE_LATER)) {
+			u->state = UP_CONNECTING;       /* not idle any more */
+			fwd_idle_news(u);
+			fwd_close(u);
+			u = NULL;
+			continue;
+		}
 		if (conn_same_addr(&u->addr, u->addrlen, &sb->addr, sb->addrlen))
 			break;
 		/* the backend moved to a new address on reload */
@@ -465,7 +519,8 @@ static void fwd_finish(struct upstream *u)
 	}
 	reuse = u->resp.keep_alive && u->resp.framing != HTTP1_BODY_CLOSE && !u->eof &&
 		u->in.pos == u->in.len && rq->body_done && outq_empty(&u->out) &&
-		!w->stopping && pool && pool->n < conf->pool_size;
+		!w->stopping && pool && pool->n < conf->pool_size &&
+		deadline_now_us() >= atomic_load_explicit(&fwd_backend(u)->stray_until_us, memory_order_relaxed);
 	fwd_unbind(u);
 	if (reuse) {
 		u->state = UP_IDLE;
@@ -727,8 +782,13 @@ static void fwd_process(struct upstream *u)
 			 * the body is read after it */
 			if (u->in.pos == u->in.len)
 				u->in.pos = u->in.len = req_head_out(rq) ? 0 : u->head_end;
-			if (u->state == UP_BODY && u->resp_done)
+			if (u->state == UP_BODY && u->resp_done) {
+				if (u->in.pos != u->in.len) {
+					u->eof = true;
+					fwd_stray(u, "after a response");
+				}
 				fwd_finish(u);
+			}
 			return;
 		}
 		if (rc == 0) {
@@ -738,8 +798,10 @@ static void fwd_process(struct upstream *u)
 		if (u->in.pos == u->in.len)
 			u->in.pos = u->in.len = 0;
 		if (u->state == UP_BODY && u->resp_done) {
-			if (u->in.pos != u->in.len)
+			if (u->in.pos != u->in.len) {
 				u->eof = true;  /* bytes after the response: not reusable */
+				fwd_stray(u, "after a response");
+			}
 			fwd_finish(u);
 			return;
 		}
@@ -760,8 +822,8 @@ static void fwd_read(evutil_socket_t fd, short what, void *arg)
 
 	(void)what;
 	if (u->state == UP_IDLE) {
-		/* the backend closed an idle connection (or sent bytes nobody
-		 * asked for): drop it before a request picks it */
+		/* drop it before a request picks it */
+		fwd_idle_news(u);
 		fwd_close(u);
 		return;
 	}

@@ -134,6 +134,13 @@ static void refresh_begin(struct refresh *r)
 	vl = vary_spec_from(&resp, cache_fill_vary(r->fill), spec, sizeof(spec));
 	if (vl > 0)
 		meta.vary = (struct http1_str){ spec, (size_t)vl };
+	/* an image variant's refresh that came back in another format (the
+	 * backend changed its mind): not stored, the stale copy stays */
+	if (vl > 0 && !vary_image_holds(meta.vary, &resp, &r->w->snap->conf->cache_formats)) {
+		cache_fill_abort(r->fill);
+		r->fill = NULL;
+		return;
+	}
 	if (cache_fill_begin(r->fill, &resp, &meta, r->name, strlen(r->name)) < 0)
 		r->fill = NULL;         /* not storable: the stale copy stays */
 }

@@ -495,7 +495,11 @@ static void req_cache_response(struct request *rq, const struct http1_msg *resp,
 		    (!meta.storable && !req_answer_of_url(rq, resp)) ||
 		    (meta.storable && (vl < 0 ||        /* a value it cannot key */
 				       vary_asked_other(cache_fill_vary(rq->fill),
-							(struct http1_str){ spec, vl > 0 ? (size_t)vl : 0 }))))
+							(struct http1_str){ spec, vl > 0 ? (size_t)vl : 0 }) ||
+				       /* an image variant holds its key's format,
+					* whatever Accept this client sent */
+				       !vary_image_holds((struct http1_str){ spec, vl > 0 ? (size_t)vl : 0 }, resp,
+							 &rq->snap->conf->cache_formats))))
 			cache_fill_abort(rq->fill);     /* waiters go on, no marker */
 		else
 			stored = cache_fill_begin(rq->fill, resp, &meta, fr->backend_name.p,

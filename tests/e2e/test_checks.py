@@ -232,6 +232,52 @@ def includes(cache):
     t.check(rc == 1 and f"{self_ini}:3: include = *.ini: {top}/self.ini is already being read" in err
             and "AddressSanitizer" not in err,
             "a glob that matches its own file after a long-lined one: the loop refused, quoting the include", err)
+    os.unlink(os.path.join(top, "a-long.ini"))
+    not_files(cache, top, put, main_ini)
+
+
+def not_files(cache, top, put, main_ini):
+    """What a glob matches that is not a config file: a FIFO (whose open
+    would wait for a writer for good), a link to /dev/zero (endless), a
+    directory: each refused at the include's line, at -t and at a reload,
+    which keeps the running config; the proxy goes on answering, and
+    stops on SIGTERM."""
+    fifo = os.path.join(top, "conf.d/50-fifo.ini")
+    os.mkfifo(fifo)
+    try:
+        rc, out, err = run("-t", "-c", main_ini, timeout=20)
+    except subprocess.TimeoutExpired:
+        rc, err = None, "-t did not end within 20 s"
+    t.check(rc == 1 and f"{main_ini}:3: include = conf.d/*.ini: {fifo}: is a FIFO, not a regular file" in err,
+            "-t with a FIFO in conf.d/: refused at the include's line, without waiting for a writer", err)
+    os.unlink(fifo)
+    zero = os.path.join(top, "conf.d/50-zero.ini")
+    os.symlink("/dev/zero", zero)
+    try:
+        rc, out, err = run("-t", "-c", main_ini, timeout=20)
+    except subprocess.TimeoutExpired:
+        rc, err = None, "-t did not end within 20 s"
+    t.check(rc == 1 and f"include = conf.d/*.ini: {zero}: is a character device, not a regular file" in err,
+            "-t with a link to /dev/zero in conf.d/: refused, not read without end", err)
+    os.unlink(zero)
+    d = os.path.join(top, "conf.d/50-dir.ini")
+    os.mkdir(d)
+    rc, out, err = run("-t", "-c", main_ini)
+    t.check(rc == 1 and f"include = conf.d/*.ini: {d}: is a directory, not a regular file" in err,
+            "a directory that the glob matches: refused, not read as an empty file", err)
+    os.rmdir(d)
+
+    proxy = H.Proxy(RP, path=main_ini, tag="fifo")
+    os.mkfifo(fifo)
+    try:
+        outcome = proxy.reload(timeout=15)
+        t.check(outcome and outcome.startswith("reload failed") and "is a FIFO" in proxy.log(),
+                "SIGHUP with a FIFO in conf.d/: the reload is refused, naming it", outcome)
+        st, _, _ = proxy.get("/after-fifo")
+        t.check(st == 200, "... and the proxy goes on answering on the config it had", st)
+        t.check(proxy.stop(timeout=15) == 0, "... and stops on SIGTERM")
+    finally:
+        os.unlink(fifo)
 
 
 

@@ -200,8 +200,9 @@ def main():
     with open(state_file) as f:
         lines = [ln.split() for ln in f if not ln.startswith("#")]
     got = {ln[0]: ln[1:3] for ln in lines}
-    t.check(got == {"c1": ["ready", "3"], "c3": ["drain", "-"], "c4": ["maint", "-"]} and
-            not os.path.exists(state_file + ".tmp"),
+    left = [f for f in os.listdir(os.path.dirname(state_file))
+            if f.startswith(os.path.basename(state_file) + ".")]
+    t.check(got == {"c1": ["ready", "3"], "c3": ["drain", "-"], "c4": ["maint", "-"]} and not left,
             "state_file holds the states other than the file's, and no temporary is left", got)
     px.reload()
     st = stats(A)
@@ -257,6 +258,23 @@ def main():
             "after the restart the drain goes on where it was: c4 serves the keys whose moment has not come, "
             "and only those", f"{held:.2f} of {len(keys4)} held at {ts - t_drain:.1f}s of 8s; against the "
             f"schedule: {wrong[:5]}")
+
+    # ---- a state file with values ctl would refuse -----------------------------
+    px.stop()
+    with open(state_file, "w") as f:
+        f.write("# NAME STATE WEIGHT DRAIN_START_MS DRAIN_SPAN_MS\nc1 ready 1e300 0 0\n")
+    p = subprocess.run([RP, "-t", "-c", path], capture_output=True, text=True, timeout=30)
+    t.check(p.returncode == 1 and f"{state_file}:2: weight '1e300' is not a number from 0 to 1000" in p.stderr,
+            "-t reads the state file: a weight of 1e300 is refused at STATE_FILE:LINE", p.stdout[-300:] + p.stderr)
+    with open(state_file, "w") as f:
+        f.write("c4 drain - 1700000000000 9223372036854775807\n")
+    try:  # a start that takes it runs until the timeout kills it
+        p = subprocess.run([RP, "-c", path], capture_output=True, text=True, timeout=15)
+        rc, err = p.returncode, p.stderr
+    except subprocess.TimeoutExpired:
+        rc, err = None, "it started"
+    t.check(rc and f"{state_file}:1: drain span '9223372036854775807' is not a drain's window" in err,
+            "the start refuses a drain span of 2^63-1 at STATE_FILE:LINE", err[-600:])
 
 
 H.run_main(t, main)

@@ -90,6 +90,16 @@ def handler(fake, s, n):
         if p.startswith("/img") or p.startswith("/slow") or p.startswith("/swrimg"):
             fmt = negotiate(accept)
             body, extra = f"{fmt} {p}".encode(), f"Content-Type: image/{fmt}\r\nVary: Accept\r\n"
+        elif p.startswith("/jxl") or p.startswith("/substr"):
+            # /jxl: JPEG XL first to a client that names it; /substr: an
+            # origin that looks for the type's name in Accept, q aside
+            # (as thumbor and imgproxy do)
+            a = (accept or "").lower()
+            if p.startswith("/jxl"):
+                fmt = "jxl" if "image/jxl" in a else negotiate(accept)
+            else:
+                fmt = "avif" if "image/avif" in a else "webp" if "image/webp" in a else "jpeg"
+            body, extra = f"{fmt} {p}".encode(), f"Content-Type: image/{fmt}\r\nVary: Accept\r\n"
         elif p.startswith("/page"):
             body, extra = f"page for {accept}".encode(), "Content-Type: text/html\r\nVary: Accept\r\n"
         elif p.startswith("/dev") or p.startswith("/swrdev"):
@@ -242,6 +252,27 @@ def main():
     st, body = purge(A, f"http://{HOST}/dev/1")
     st, h, b = get(P, "/dev/1", headers={"X-Device": "desktop"})
     t.check(b == b"device desktop #5" and len(fetches("/dev/1")) == 5, "and so for Vary: X-Device", body)
+
+    # ---- a client cannot choose what a variant holds for everyone --------
+    # the key is ours (the first listed format with q > 0), the format the
+    # origin's: a response whose Content-Type is not the key's format (for
+    # the key of none: one of the listed formats) is answered, not stored
+    st, h, b = get(P, "/jxl/1.jpg", "image/jxl, image/avif;q=0.1")
+    t.check(b == b"jxl /jxl/1.jpg" and "stored" not in cs(h),
+            "a JPEG XL fetched under the AVIF variant's key goes to its client, not into the cache", (b, cs(h)))
+    st, h, b = get(P, "/jxl/1.jpg", BROWSERS[0][1])
+    t.check(b == b"avif /jxl/1.jpg" and h.get("content-type") == "image/avif",
+            "Chrome then gets AVIF, not the JPEG XL", (b, h))
+    st, h, b = get(P, "/jxl/1.jpg", BROWSERS[0][1])
+    t.check(b == b"avif /jxl/1.jpg" and cs(h).startswith("ringproxy; hit"),
+            "... and the AVIF its own fill stored is a hit", (b, cs(h)))
+    st, h, b = get(P, "/substr/1.jpg", "image/avif;q=0, image/png")
+    t.check(b == b"avif /substr/1.jpg" and "stored" not in cs(h),
+            "an origin that tests Accept by substring sends AVIF to image/avif;q=0: not stored "
+            "under the key of no format", (b, cs(h)))
+    st, h, b = get(P, "/substr/1.jpg", BROWSERS[7][1])
+    t.check(b == b"jpeg /substr/1.jpg" and h.get("content-type") == "image/jpeg",
+            "Safari 13 (no listed format) then gets its JPEG, not that AVIF", (b, h))
 
     # ---- stale-while-revalidate: the background refresh of a variant -------
     get(P, "/swrdev/1", headers={"X-Device": "mobile"})

@@ -236,6 +236,20 @@ static const struct policy_case policy_cases[] = {
 	{ "Surrogate-Control for ringproxy", R("200 OK", DATE CC("no-store") "Surrogate-Control: max-age=100;ringproxy\r\n"), TGT, 0, NULL, 100, 0 },
 	{ "Surrogate-Control for another device", R("200 OK", DATE "Surrogate-Control: max-age=100;other\r\n"), TGT, 0, "no explicit freshness", 0, 0 },
 	{ "CDN-Cache-Control over Surrogate-Control", R("200 OK", DATE "Surrogate-Control: max-age=100\r\nCDN-Cache-Control: max-age=7\r\n"), TGT, 0, NULL, 7, 0 },
+	/* a targeted field that says nothing to this cache about storage or
+	 * freshness is absent: it never voids Cache-Control's private and
+	 * no-store (under heuristic freshness, Last-Modified would store it) */
+	{ "Surrogate-Control for another device: Cache-Control's no-store", R("200 OK", DATE CC("private, no-store") LM_DAY "Surrogate-Control: max-age=600;othercdn\r\n"), TGT, 86400, "no-store", 0, 0 },
+	{ "Surrogate-Control content=ESI/1.0: Cache-Control's no-store", R("200 OK", DATE CC("private, no-store") LM_DAY "Surrogate-Control: content=\"ESI/1.0\"\r\n"), TGT, 86400, "no-store", 0, 0 },
+	{ "Surrogate-Control \"; ringproxy\" (a space): another device's", R("200 OK", DATE CC("private, no-store") LM_DAY "Surrogate-Control: max-age=600; ringproxy\r\n"), TGT, 86400, "no-store", 0, 0 },
+	{ "Surrogate-Control for another device: Cache-Control's private", R("200 OK", DATE CC("private") LM_DAY "Surrogate-Control: max-age=600;othercdn\r\n"), TGT, 86400, "private", 0, 0 },
+	{ "CDN-Cache-Control: foo: Cache-Control's private", R("200 OK", DATE CC("private") LM_DAY "CDN-Cache-Control: foo\r\n"), TGT, 86400, "private", 0, 0 },
+	{ "CDN-Cache-Control: foo: Cache-Control's no-store", R("200 OK", DATE CC("no-store") LM_DAY "CDN-Cache-Control: foo\r\n"), TGT, 86400, "no-store", 0, 0 },
+	{ "CDN-Cache-Control: foo: Cache-Control's max-age", R("200 OK", DATE CC("max-age=60") "CDN-Cache-Control: foo\r\n"), TGT, 0, NULL, 60, 0 },
+	{ "CDN-Cache-Control: foo: Expires still read", R("200 OK", DATE "Expires: " D_P3600 "\r\nCDN-Cache-Control: foo\r\n"), TGT, 0, NULL, 3600, 0 },
+	{ "CDN-Cache-Control swr alone: Cache-Control's private", R("200 OK", DATE CC("private") LM_DAY "CDN-Cache-Control: stale-while-revalidate=60\r\n"), TGT, 86400, "private", 0, 0 },
+	{ "target field foo: Surrogate-Control for us rules", R("200 OK", DATE CC("no-store") TGT ": foo\r\nSurrogate-Control: max-age=100;ringproxy\r\n"), TGT, 0, NULL, 100, 0 },
+	{ "CDN-Cache-Control public: over Cache-Control's private", R("200 OK", DATE CC("private") "CDN-Cache-Control: public, max-age=30\r\n"), TGT, 0, NULL, 30, AUTH },
 };
 
 static void test_policy(void)

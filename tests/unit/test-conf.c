@@ -8,7 +8,12 @@
 #include "tap.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static void check_defaults(void)
 {
@@ -286,6 +291,65 @@ static void check_many(void)
 	free(text);
 }
 
+/* conf_load of a file that is what a glob may match by mistake: each
+ * is one error, read within bounds. */
+static void check_not_config(void)
+{
+	char dir[] = "/tmp/test-conf-XXXXXX", path[128], line[70000];
+	struct conf_errors errs;
+	FILE *f;
+	bool one;
+
+	if (!mkdtemp(dir)) {
+		tap_ok(0, "a temporary directory");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/fifo.ini", dir);
+	mkfifo(path, 0600);
+	one = conf_load(path, &errs) == NULL && errs.n == 1 && strstr(errs.msg[0], ": is a FIFO, not a regular file");
+	tap_ok(one, "a FIFO: refused at once, not waited on for a writer");
+	if (!one && errs.n)
+		tap_diag("%s", errs.msg[0]);
+	conf_errors_free(&errs);
+	unlink(path);
+	tap_ok(conf_load("/dev/zero", &errs) == NULL && errs.n == 1 &&
+	       strcmp(errs.msg[0], "/dev/zero: is a character device, not a regular file; a config file must be one") == 0,
+	       "/dev/zero: refused, not read without end");
+	conf_errors_free(&errs);
+	tap_ok(conf_load(dir, &errs) == NULL && errs.n == 1 && strstr(errs.msg[0], ": is a directory, not a regular file"),
+	       "a directory: refused, not read as an empty file");
+	conf_errors_free(&errs);
+
+	snprintf(path, sizeof(path), "%s/long.ini", dir);
+	memset(line, 'x', sizeof(line) - 1);
+	line[0] = ';';
+	line[sizeof(line) - 1] = '\0';
+	f = fopen(path, "w");
+	fprintf(f, "[backend a]\n%s\nurl = http://127.0.0.1:1\n", line);
+	fclose(f);
+	one = conf_load(path, &errs) == NULL && errs.n == 1 && strstr(errs.msg[0], "long.ini:2: line longer than 65536 bytes");
+	tap_ok(one, "a line over 64 KiB (a comment too): FILE:LINE, and the lines after it are read");
+	if (!one && errs.n)
+		tap_diag("%s", errs.msg[0]);
+	conf_errors_free(&errs);
+	unlink(path);
+
+	snprintf(path, sizeof(path), "%s/big.ini", dir);
+	f = fopen(path, "w");
+	fprintf(f, "[backend a]\nurl = http://127.0.0.1:1\n");
+	for (int i = 0; i < 300; i++)
+		fprintf(f, "; %.*s\n", 60000, line + 1);
+	fclose(f);
+	one = conf_load(path, &errs) == NULL && errs.n == 1 &&
+	      strstr(errs.msg[0], "big.ini:282: the file is larger than 16 MiB") != NULL;
+	tap_ok(one, "a file over 16 MiB: one error where it passes the bound, the rest not read");
+	if (!one && errs.n)
+		tap_diag("%zu errors: %s", errs.n, errs.msg[0]);
+	conf_errors_free(&errs);
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : "tests/unit/conf";
@@ -293,6 +357,7 @@ int main(int argc, char **argv)
 
 	check_defaults();
 	check_many();
+	check_not_config();
 	check_full(dir);
 	check_units();
 	check_diff();

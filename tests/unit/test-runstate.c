@@ -6,6 +6,7 @@
  * drain's keys held on the draining backend until their moments, and a
  * backend in maintenance holding none even while a ramp is in progress.
  */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,69 @@ static uint64_t test_pos_of(const struct ring *r, int b, uint64_t *u, int nth)
 	return 0;
 }
 
+/* How many entries dir holds (. and .. aside). */
+static int test_files(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	while (d && (e = readdir(d)) != NULL)
+		n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* The state file's lines are held to ctl's bounds, each refusal
+ * FILE:LINE; runstate_check (ringproxy -t) refuses what runstate_load
+ * does, and sets nothing. */
+static void test_bounds(struct snapshot *s, const char *bad)
+{
+	static const struct {
+		const char *line, *why;
+	} cases[] = {
+		{ "b ready 1e300 0 0\n", ":1: weight '1e300' is not a number from 0 to 1000, or -; fix it" },
+		{ "b ready 1001 0 0\n", ":1: weight '1001' is not a number from 0 to 1000" },
+		{ "b ready nan 0 0\n", ":1: weight 'nan' is not a number" },
+		{ "b drain - 1700000000000 9223372036854775807\n", ":1: drain span '9223372036854775807' is not a drain's window (1 to 86400000 ms)" },
+		{ "b drain - 1700000000000 0\n", ":1: drain span '0' is not a drain's window" },
+		{ "b drain - 9223372036854775807 1000\n", ":1: drain start '9223372036854775807' is not a time in Unix milliseconds" },
+		{ "b drain - -5 1000\n", ":1: drain start '-5' is not a time" },
+		{ "b maint - 0 0 extra\n", ":1: not a runtime state line" },
+	};
+	struct runstate_of rs;
+	struct conf_errors errs = { 0 };
+	struct conf *compat;
+	char err[512], name[64];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		test_write(bad, cases[i].line);
+		runstate_put(s->be[1].state, &(struct runstate_of){ 0 });
+		tap_ok(runstate_load(bad, s->conf, err, sizeof(err)) < 0 && strstr(err, cases[i].why) &&
+		       strncmp(err, bad, strlen(bad)) == 0 && atomic_load(&s->be[1].state->admin_state) == RUNSTATE_READY,
+		       "state file '%.*s': refused, STATE_FILE%s", (int)strlen(cases[i].line) - 1, cases[i].line,
+		       cases[i].why);
+		if (!strstr(err, cases[i].why))
+			tap_diag("got: %s", err);
+		tap_ok(runstate_check(bad, s->conf, err, sizeof(err)) < 0 && strstr(err, cases[i].why),
+		       "... and by -t's check");
+	}
+	test_write(bad, "b drain 1000 1700000000000 86400000\nc maint - 0 0\n");
+	tap_ok(runstate_check(bad, s->conf, err, sizeof(err)) == 0 &&
+	       atomic_load(&s->be[1].state->admin_state) == RUNSTATE_READY &&
+	       atomic_load(&s->be[2].state->admin_state) == RUNSTATE_READY,
+	       "the bounds themselves are taken; -t's check sets nothing");
+	compat = conf_load_string("n.ini", "[ring]\nscheme = nginx\n[backend b]\nurl = http://127.0.0.1:2\n", &errs);
+	conf_errors_free(&errs);
+	tap_ok(compat && runstate_check_line("b ready 1.5 0 0\n", compat, name, sizeof(name), &rs, err, sizeof(err)) < 0 &&
+	       strstr(err, "(a whole one under this scheme)") &&
+	       runstate_check_line("b ready 2 0 0\n", compat, name, sizeof(name), &rs, err, sizeof(err)) == 0 &&
+	       rs.weighted && rs.weight == 2 && strcmp(name, "b") == 0,
+	       "under a compat scheme a weight is whole, as ctl has it");
+	conf_free(compat);
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/test-runstate.XXXXXX", path[512], bad[128], err[512];
@@ -121,8 +185,15 @@ int main(void)
 		   "# NAME STATE WEIGHT DRAIN_START_MS DRAIN_SPAN_MS\nb maint - 0 0\nc ready 2.5 0 0\n",
 		   "the file holds the states other than the file's, one a line");
 	free(text);
+	tap_is_int(test_files(dir), 1, "no temporary file is left beside it");
+	/* a link planted where a fixed temporary name would be is not
+	 * followed: the file it points to is neither made nor written */
 	snprintf(err, sizeof(err), "%s/state.tmp", dir);
-	tap_ok(access(err, F_OK) != 0, "no temporary file is left");
+	snprintf(bad, sizeof(bad), "%s/victim", dir);
+	tap_ok(symlink(bad, err) == 0 && runstate_save(path, be, test_backends(r, be, 8), err + 256, 256) == 0 &&
+	       access(bad, F_OK) != 0, "a link planted at STATE.tmp is not followed");
+	unlink(err);
+	snprintf(bad, sizeof(bad), "%s/bad", dir);
 	runstate_put(b, &(struct runstate_of){ 0 });
 	runstate_put(c, &(struct runstate_of){ 0 });
 	tap_ok(runstate_load(path, s->conf, err, sizeof(err)) == 0 && atomic_load(&b->admin_state) == RUNSTATE_MAINT &&
@@ -150,6 +221,7 @@ int main(void)
 	test_write(bad, "b maint heavy 0 0\n");
 	tap_ok(runstate_load(bad, s->conf, err, sizeof(err)) < 0 && strstr(err, ":1: weight 'heavy'"),
 	       "a bad weight is refused");
+	test_bounds(s, bad);
 	snprintf(path, sizeof(path), "%s/none", dir);
 	tap_ok(runstate_load(path, s->conf, err, sizeof(err)) == 0, "a missing file holds nothing");
 

@@ -244,11 +244,52 @@ static void test_helpers(void)
 	       "vary_other: fields besides Accept-Encoding, or *");
 }
 
+/* Whether response head rs, keyed for request rq, may be stored as that
+ * variant (vary_image_holds). */
+static bool holds(const char *rs, const char *rq, const struct vary_formats *fm)
+{
+	char s[VARY_SPEC_MAX + 1];
+	struct msg m;
+
+	spec(rs, rq, fm, s, sizeof(s));
+	return vary_image_holds((struct http1_str){ s, strlen(s) }, resp(&m, rs), fm);
+}
+
+static void test_image_holds(void)
+{
+	struct vary_formats fm;
+	char err[64];
+
+	vary_formats_parse("avif, webp", &fm, err, sizeof(err));
+	tap_ok(holds("Content-Type: image/avif\r\nVary: Accept\r\n", "Accept: image/avif,*/*\r\n", &fm),
+	       "holds: AVIF under the AVIF key");
+	tap_ok(holds("Content-Type:  IMAGE/AVIF ; x=1\r\nVary: Accept\r\n", "Accept: image/avif\r\n", &fm),
+	       "holds: the media type in any case, parameters aside");
+	tap_ok(!holds("Content-Type: image/jxl\r\nVary: Accept\r\n", "Accept: image/jxl, image/avif;q=0.1\r\n", &fm),
+	       "a JPEG XL under the AVIF key (Accept: image/jxl, image/avif;q=0.1): not stored");
+	tap_ok(!holds("Content-Type: image/avif\r\nVary: Accept\r\n", "Accept: image/avif;q=0, image/png\r\n", &fm),
+	       "AVIF under the key of none (a substring-testing origin): not stored");
+	tap_ok(!holds("Content-Type: image/webp\r\nVary: Accept\r\n", "Accept: image/png\r\n", &fm),
+	       "WebP under the key of none: not stored");
+	tap_ok(holds("Content-Type: image/jpeg\r\nVary: Accept\r\n", "Accept: image/png\r\n", &fm),
+	       "JPEG under the key of none: stored");
+	tap_ok(!holds("Content-Type: image/avif\r\nContent-Type: image/webp\r\nVary: Accept\r\n",
+		      "Accept: image/avif\r\n", &fm), "two Content-Type lines: not stored");
+	tap_ok(!vary_image_holds((struct http1_str){ "accept/image:image/avif\n", 24 },
+				 resp(&(struct msg){ 0 }, "Vary: Accept\r\n"), &fm),
+	       "no Content-Type under the AVIF key (a refresh): not stored");
+	tap_ok(holds("Content-Type: text/html\r\nVary: Accept\r\n", "Accept: image/avif\r\n", &fm),
+	       "no image key (a page): holds whatever it is");
+	tap_ok(holds("Content-Type: image/jxl\r\nVary: Accept\r\n", "Accept: image/jxl, image/avif\r\n", NULL),
+	       "formats off: no image key");
+}
+
 int main(void)
 {
 	test_spec();
 	test_normalise();
 	test_formats();
 	test_helpers();
+	test_image_holds();
 	return tap_done();
 }
