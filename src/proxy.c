@@ -99,6 +99,8 @@ static void proxy_record(struct proxy_main *m, bool ok, const char *text, double
 	r->when = time(NULL);
 	r->ok = ok;
 	r->moved = ok ? moved : 0;
+	r->ramp_at = r->ramp_len = 0;
+	r->ramp_end_ms = 0;
 	snprintf(r->text, sizeof(r->text), "%s", text);
 	m->p.reloads[m->p.nreloads++ % PROXY_RELOADS] = *r;
 	if (ok) {
@@ -107,6 +109,20 @@ static void proxy_record(struct proxy_main *m, bool ok, const char *text, double
 	} else {
 		atomic_fetch_add(&m->p.reloads_failed, 1);
 	}
+}
+
+/* The reload just recorded: its text holds the warm ramp's words at
+ * [at, at + len), that ramp ending at end_ms (Unix ms). */
+static void proxy_record_ramp(struct proxy_main *m, size_t at, size_t len, long long end_ms)
+{
+	struct proxy_reload *r = &m->p.last_reload;
+
+	if (!len || at + len > strlen(r->text))
+		return;
+	r->ramp_at = at;
+	r->ramp_len = len;
+	r->ramp_end_ms = end_ms;
+	m->p.reloads[(m->p.nreloads - 1) % PROXY_RELOADS] = *r;
 }
 
 /* The backends of s whose name did not resolve: said at each load, as
@@ -404,6 +420,28 @@ static int proxy_state_parse(struct proxy_main *m, const char *verb, const char 
 	return 0;
 }
 
+/* A runtime state change (what, and its report text with the warm
+ * ramp's words at [at, at + len) ending at end_ms), for the page's list
+ * of changes; not a reload: /stats' reloads stay the file's. */
+static void proxy_record_ctl(struct proxy_main *m, const char *what, const char *text, double moved,
+			     size_t at, size_t len, long long end_ms)
+{
+	struct proxy_reload *r = &m->p.ctls[m->p.nctls++ % PROXY_RELOADS];
+	int pre;
+
+	memset(r, 0, sizeof(*r));
+	r->when = time(NULL);
+	r->ok = true;
+	r->moved = moved;
+	pre = snprintf(r->text, sizeof(r->text), "ctl %s: ", what);
+	snprintf(r->text + pre, sizeof(r->text) - (size_t)pre, "%s", text);
+	if (len && pre + at + len <= strlen(r->text)) {
+		r->ramp_at = (size_t)pre + at;
+		r->ramp_len = len;
+		r->ramp_end_ms = end_ms;
+	}
+}
+
 /*
  * admin.c's POST /backend: backend name to the state verb asks. Its ring
  * weight changes (runstate_weight), so a snapshot with the new ring
@@ -427,7 +465,7 @@ static int proxy_on_state(void *arg, const char *name, const char *verb, const c
 	int64_t now_ms = registry_now_ms();
 	uint64_t span;
 	double moved;
-	size_t i;
+	size_t i, ramp_at;
 	int code;
 
 	for (i = 0; i < cur->nbe && strcmp(cur->be[i].conf->name, name) != 0; i++)
@@ -472,11 +510,14 @@ static int proxy_on_state(void *arg, const char *name, const char *verb, const c
 	moved = d.moved_share;
 	snprintf(text, sizeof(text), "%.3f%% of keys moved", 100.0 * moved);
 	plan_flows(&d, text, sizeof(text));
+	ramp_at = strlen(text);
 	proxy_ramp_report(&ramp, span, text, sizeof(text));
 	ring_diff_free(&d);
 	proxy_publish(m, s);
 	proxy_state_save(m, what, saved, sizeof(saved));
 	log_info("ctl from %s: %s: %s", peer, what, text);
+	proxy_record_ctl(m, what, text, moved, ramp_at, strlen(text) - ramp_at,
+			 ramp.kind ? proxy_wall_ms() + ramp.left_ms : 0);
 	evbuffer_add(out, "{\"backend\": ", 12);
 	stats_json_str(out, name);
 	evbuffer_add_printf(out, ", \"admin_state\": \"%s\", \"ring_weight\": %.17g, \"moved_share\": %.17g, "
@@ -562,6 +603,8 @@ static void proxy_reload(struct proxy_main *m)
 	uint64_t gen = m->snap->generation + 1;
 	struct snap_ramp_info ramp;
 	double moved = 0;
+	size_t ramp_at;
+	int pre;
 
 	notify_send("RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading %s",
 		    notify_monotonic_usec(), m->path);
@@ -623,6 +666,7 @@ static void proxy_reload(struct proxy_main *m)
 	else
 		settings[0] = '\0';
 	narcs = ring_moved_arcs(m->snap->ring, s->ring, PROXY_MOVED_ARCS, &arcs);
+	ramp_at = strlen(report);
 	proxy_ramp_report(&ramp, s->conf->ramp_ms, report, sizeof(report));
 	for (size_t i = 0; i < s->nbe; i++) {
 		const struct conf_backend *was = conf_backend_find(old, s->be[i].conf->name);
@@ -651,10 +695,13 @@ static void proxy_reload(struct proxy_main *m)
 	m->p.nmoved = narcs > 0 ? (size_t)narcs : 0;
 	if (narcs <= 0)
 		free(arcs);
-	snprintf(text, sizeof(text), "reload %llu: %s%s", (unsigned long long)gen, report, settings);
+	pre = snprintf(text, sizeof(text), "reload %llu: ", (unsigned long long)gen);
+	snprintf(text + pre, sizeof(text) - (size_t)pre, "%s%s", report, settings);
 	log_info("%s", text);
 	proxy_tier_before(m, gen);
 	proxy_record(m, true, text, moved);
+	if (ramp.kind)
+		proxy_record_ramp(m, (size_t)pre + ramp_at, strlen(report) - ramp_at, proxy_wall_ms() + ramp.left_ms);
 	proxy_status(m);
 }
 

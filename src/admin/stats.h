@@ -103,6 +103,10 @@ struct stats {
 	/* the last reload attempts, oldest first (borrowed) */
 	const struct proxy_reload *reloads[8];
 	unsigned nreloads;
+	/* the last runtime state changes (ringproxy ctl), oldest first
+	 * (borrowed); the page lists them with the reloads */
+	const struct proxy_reload *ctls[8];
+	unsigned nctls;
 	struct stats_build build;
 	const char *conf_path;          /* borrowed from the snapshot */
 	const char *conf_sha256;
