@@ -101,6 +101,7 @@ static void proxy_record(struct proxy_main *m, bool ok, const char *text, double
 	r->moved = ok ? moved : 0;
 	r->ramp_at = r->ramp_len = 0;
 	r->ramp_end_ms = 0;
+	r->seq = ++m->p.changes;
 	snprintf(r->text, sizeof(r->text), "%s", text);
 	m->p.reloads[m->p.nreloads++ % PROXY_RELOADS] = *r;
 	if (ok) {
@@ -433,6 +434,7 @@ static void proxy_record_ctl(struct proxy_main *m, const char *what, const char 
 	r->when = time(NULL);
 	r->ok = true;
 	r->moved = moved;
+	r->seq = ++m->p.changes;
 	pre = snprintf(r->text, sizeof(r->text), "ctl %s: ", what);
 	snprintf(r->text + pre, sizeof(r->text) - (size_t)pre, "%s", text);
 	if (len && pre + at + len <= strlen(r->text)) {

@@ -627,7 +627,7 @@ static void page_reloads(struct evbuffer *out, const struct stats *st)
 	if (!i && !j)
 		PAGE_ADD(out, "<li class=\"none\">none since the start</li>\n");
 	while (i || j) {
-		bool ctl = j && (!i || st->ctls[j - 1]->when > st->reloads[i - 1]->when);
+		bool ctl = j && (!i || st->ctls[j - 1]->seq > st->reloads[i - 1]->seq);
 
 		page_change(out, ctl ? st->ctls[--j] : st->reloads[--i], ctl, now);
 	}

@@ -29,6 +29,8 @@ struct proxy_reload {
 	 * page leaves them out once it has */
 	size_t ramp_at, ramp_len;
 	long long ramp_end_ms;
+	uint64_t seq;                   /* its place among reloads and ctl
+					   changes, 1 the first */
 };
 
 /* Reload attempts the stats endpoint lists. */
@@ -67,6 +69,7 @@ struct proxy {
 	 * for the page's list beside the reloads */
 	struct proxy_reload ctls[PROXY_RELOADS];
 	unsigned nctls;                 /* ctls[(nctls - 1) % N] newest */
+	uint64_t changes;               /* reloads and ctl changes so far */
 	time_t conf_loaded;             /* when the current config was read */
 	struct rates *rates;            /* one sample a second (stats_sample) */
 };

@@ -96,7 +96,7 @@ static const char *test_row(const char *text, const char *name, char *buf, size_
 static void test_page_words(struct stats *st)
 {
 	struct evbuffer *out = evbuffer_new();
-	struct proxy_reload rl = { .ok = true }, ctl = { .ok = true };
+	struct proxy_reload rl = { .ok = true, .seq = 1 }, ctl = { .ok = true, .seq = 2 };
 	struct timespec ts;
 	long long now_ms;
 	char row[8192], *text;
