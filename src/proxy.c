@@ -88,8 +88,8 @@ struct proxy_main {
 
 static void proxy_status(struct proxy_main *m)
 {
-	notify_send("READY=1\nSTATUS=generation %llu, %zu backends, listening on %s",
-		    (unsigned long long)m->snap->generation, m->snap->nbe, m->listen_text);
+	notify_send("READY=1\nSTATUS=generation %llu, %zu backend%s, listening on %s",
+		    (unsigned long long)m->snap->generation, m->snap->nbe, m->snap->nbe == 1 ? "" : "s", m->listen_text);
 }
 
 static void proxy_record(struct proxy_main *m, bool ok, const char *text, double moved)
@@ -225,9 +225,12 @@ static void proxy_ramp_report(const struct snap_ramp_info *r, uint64_t span_ms, 
 {
 	size_t used = strlen(report);
 	char span[32], left[32];
+	uint64_t left_ms = (uint64_t)(r->left_ms > 0 ? r->left_ms : 0);
 
-	conf_fmt_ms(span_ms, span, sizeof(span));
-	conf_fmt_ms((uint64_t)(r->left_ms > 0 ? r->left_ms : 0), left, sizeof(left));
+	/* a window cut to what a ramp in progress has left ("ramping over
+	 * 119976ms") is said to the second: "1m59s" */
+	conf_fmt_ms(span_ms >= 10000 ? (span_ms + 500) / 1000 * 1000 : span_ms, span, sizeof(span));
+	conf_fmt_ms(left_ms >= 10000 ? (left_ms + 500) / 1000 * 1000 : left_ms, left, sizeof(left));
 	if (used + 1 >= len)
 		return;
 	switch (r->kind) {
@@ -282,12 +285,18 @@ static void proxy_reload_refused(struct proxy_main *m, const char *err)
 static void proxy_tier_before(struct proxy_main *m, uint64_t gen)
 {
 	struct timeval minute = { 60, 0 };
+	double verdicts, requests;
 
 	m->tier_gen = gen;
 	m->tier_before = stats_tier_miss_ratio(&m->p, 60);
+	stats_tier_counts(&m->p, 60, &verdicts, &requests);
+	/* the count beside the ratio: 100% of 2 responses is a quiet
+	 * minute, not a cold tier */
 	if (m->tier_before >= 0)
-		log_info("tier miss ratio before reload %llu: %.1f%% in the minute before", (unsigned long long)gen,
-			 100.0 * m->tier_before);
+		log_info("tier miss ratio before reload %llu: %.1f%% in the minute before (%.0f response%s)",
+			 (unsigned long long)gen, 100.0 * m->tier_before, verdicts, llround(verdicts) == 1 ? "" : "s");
+	else if (requests < 0.5)
+		log_info("tier miss ratio before reload %llu: no requests in the minute before", (unsigned long long)gen);
 	if (m->ev_tier)
 		evtimer_add(m->ev_tier, &minute);
 }
@@ -295,7 +304,7 @@ static void proxy_tier_before(struct proxy_main *m, uint64_t gen)
 static void proxy_on_tier(evutil_socket_t fd, short what, void *arg)
 {
 	struct proxy_main *m = arg;
-	double after = stats_tier_miss_ratio(&m->p, 60);
+	double after = stats_tier_miss_ratio(&m->p, 60), verdicts, requests;
 	char b[48];
 
 	(void)fd;
@@ -306,12 +315,13 @@ static void proxy_on_tier(evutil_socket_t fd, short what, void *arg)
 		snprintf(b, sizeof(b), "%.1f%%", 100.0 * m->tier_before);
 	else
 		snprintf(b, sizeof(b), "none");
+	stats_tier_counts(&m->p, 60, &verdicts, &requests);
 	if (after >= 0)
-		log_info("tier miss ratio after reload %llu: %.1f%% in the minute after (%s before)",
-			 (unsigned long long)m->tier_gen, 100.0 * after, b);
+		log_info("tier miss ratio after reload %llu: %.1f%% in the minute after (%.0f response%s; %s before)",
+			 (unsigned long long)m->tier_gen, 100.0 * after, verdicts, llround(verdicts) == 1 ? "" : "s", b);
 	else
-		log_info("tier miss ratio after reload %llu: no verdicts in the minute after (%s before)",
-			 (unsigned long long)m->tier_gen, b);
+		log_info("tier miss ratio after reload %llu: %s in the minute after (%s before)",
+			 (unsigned long long)m->tier_gen, requests < 0.5 ? "no requests" : "no verdicts", b);
 }
 
 /* ---- runtime states (runstate.h) ---------------------------------------- */
@@ -636,8 +646,8 @@ static void proxy_reload(struct proxy_main *m)
 	/* compared with the first load, not the previous one: a reload that
 	 * changed them did not apply them */
 	if (strcmp(c->listen, m->listen_conf) != 0 || c->workers != m->workers_conf)
-		log_warn("reload: listen and workers change only with a restart; still listening on %s with %u workers",
-			 m->listen_text, m->p.nworkers);
+		log_warn("reload: listen and workers change only with a restart; still listening on %s with %u worker%s",
+			 m->listen_text, m->p.nworkers, m->p.nworkers == 1 ? "" : "s");
 	if (strcmp(c->pid_file, m->pid_conf) != 0)
 		log_warn("reload: pid_file changes only with a restart; the pid stays in %s",
 			 m->pid_file[0] ? m->pid_file : "no file");
@@ -824,25 +834,44 @@ static const struct {
 
 #define PROXY_NSIGNALS (sizeof(proxy_signals) / sizeof(proxy_signals[0]))
 
-/* Each client connection may hold a backend connection too: raise the
- * soft fd limit to the hard one, and say so when max_connections cannot
- * fit (accept then pauses briefly instead of failing in a loop). */
+/* Descriptors besides the clients': listeners, event and timer fds per
+ * worker, logs, the admin listener, health checks. */
+#define PROXY_FD_RESERVE 64
+
+/*
+ * Raise the soft fd limit to the hard one (a shell's 1,024 is a soft
+ * limit: the start raises it, no operator needs to), then warn only when
+ * max_connections clients cannot fit under it; accept then pauses briefly
+ * instead of failing in a loop. A client connection holds a backend
+ * connection only while its request is forwarded (a cache hit holds
+ * none), so the limit need not be twice max_connections: with less than
+ * that, an info line says how many backend connections fit beside a full
+ * house of clients.
+ */
 static void proxy_fd_limit(const struct conf *c)
 {
 	struct rlimit rl;
-	unsigned long long need = 2ull * c->max_connections + 64;
+	unsigned long long was, clients = (unsigned long long)c->max_connections + PROXY_FD_RESERVE;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return;
+	was = rl.rlim_cur;
 	if (rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
 		if (setrlimit(RLIMIT_NOFILE, &rl) < 0 && getrlimit(RLIMIT_NOFILE, &rl) < 0)
 			return;
 	}
-	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
-		log_warn("max_connections = %u needs about %llu file descriptors, but the limit is %llu; "
-			 "raise it (LimitNOFILE=, ulimit -n) or lower max_connections",
-			 c->max_connections, need, (unsigned long long)rl.rlim_cur);
+	if (rl.rlim_cur == RLIM_INFINITY)
+		return;
+	if (rl.rlim_cur < clients)
+		log_warn("max_connections = %u needs at least %llu file descriptors (and one more for each request "
+			 "forwarded at once), but the limit is %llu%s; raise it (LimitNOFILE=, ulimit -Hn) or lower "
+			 "max_connections", c->max_connections, clients, (unsigned long long)rl.rlim_cur,
+			 rl.rlim_cur == rl.rlim_max ? ", the hard limit" : "");
+	else if (rl.rlim_cur < clients + c->max_connections)
+		log_info("file descriptors: limit %llu%s; %u clients (max_connections) leave room for %llu backend "
+			 "connections", (unsigned long long)rl.rlim_cur, was < rl.rlim_cur ? " (raised from the soft "
+			 "limit)" : "", c->max_connections, (unsigned long long)rl.rlim_cur - clients);
 }
 
 /* A worker's own state beside its thread's: the access log's buffer and
@@ -1137,8 +1166,9 @@ static void proxy_announce(struct proxy_main *m, const struct sockaddr_storage *
 	snprintf(m->listen_text, sizeof(m->listen_text), "%s%s%s:%d",
 		 addr->ss_family == AF_INET6 ? "[" : "", host,
 		 addr->ss_family == AF_INET6 ? "]" : "", port);
-	log_info("listening on %s with %u workers; %zu backends, %zu ring points (%s)",
-		 m->listen_text, m->p.nworkers, m->snap->nbe, m->snap->ring->npoints, m->path);
+	log_info("listening on %s with %u worker%s; %zu backend%s, %zu ring points (%s)",
+		 m->listen_text, m->p.nworkers, m->p.nworkers == 1 ? "" : "s", m->snap->nbe, m->snap->nbe == 1 ? "" : "s",
+		 m->snap->ring->npoints, m->path);
 	if (m->admin) {
 		proxy_admin_bound(m, admin_where, sizeof(admin_where));
 		log_info("stats on http://%s/ (/stats /metrics /ring /health)", admin_where);

@@ -249,6 +249,21 @@ double stats_tier_miss_ratio(const struct proxy *p, int seconds)
 	return h + m > 0 ? m / (h + m) : -1;
 }
 
+void stats_tier_counts(const struct proxy *p, int seconds, double *verdicts, double *requests)
+{
+	double span = (double)seconds, up = difftime(time(NULL), p->started);
+
+	*verdicts = *requests = 0;
+	if (!p->rates)
+		return;
+	/* a rate over fewer seconds than asked when the proxy is younger */
+	if (up > 0 && up < span)
+		span = up;
+	*verdicts = (rates_proxy(p->rates, RATES_P_tier_hits, seconds) +
+		     rates_proxy(p->rates, RATES_P_tier_misses, seconds)) * span;
+	*requests = rates_proxy(p->rates, RATES_P_requests, seconds) * span;
+}
+
 void stats_sample(struct proxy *p)
 {
 	uint32_t n = registry_size();

@@ -144,6 +144,9 @@ struct stats {
  * backends' own caches) over the last seconds (at most RATES_SECONDS) of
  * the samples; -1 when there were none. */
 double stats_tier_miss_ratio(const struct proxy *p, int seconds);
+/* About how many responses carried a tier verdict, and how many requests
+ * went to the backends, in the last seconds (rates times the span). */
+void stats_tier_counts(const struct proxy *p, int seconds, double *verdicts, double *requests);
 
 /* The q-quantile (0..1) of h's buckets in seconds, interpolated within
  * its bucket as Prometheus' histogram_quantile does; a quantile in the

@@ -442,6 +442,45 @@ static int conf_parse_units(const char *s, const struct conf_unit *units,
 	return 0;
 }
 
+/* A duration written in parts, as conf_fmt_ms writes one: "1m59s",
+ * "1h30m", "1m59s976ms"; each part a whole number and its unit, the
+ * units from the largest down. 0, or -1. */
+static int conf_parse_compound(const char *s, uint64_t *ms)
+{
+	static const struct { const char *suffix; uint64_t mult; } units[] = {
+		{ "h", 3600000 }, { "m", 60000 }, { "s", 1000 }, { "ms", 1 },
+	};
+	size_t next = 0, parts = 0;
+	uint64_t sum = 0;
+
+	while (*s) {
+		uint64_t v = 0;
+		size_t u, digits = 0;
+
+		for (; isdigit((unsigned char)*s) && digits < 12; s++, digits++)
+			v = v * 10 + (uint64_t)(*s - '0');
+		if (!digits || isdigit((unsigned char)*s))
+			return -1;
+		/* "ms" before "m": the longer unit that fits */
+		for (u = next; u < 4; u++) {
+			size_t n = strlen(units[u].suffix);
+
+			if (strncasecmp(s, units[u].suffix, n) == 0 && (u != 1 || (s[1] != 's' && s[1] != 'S')))
+				break;
+		}
+		if (u == 4)
+			return -1;
+		s += strlen(units[u].suffix);
+		sum += v * units[u].mult;
+		next = u + 1;
+		parts++;
+	}
+	if (parts < 2)
+		return -1;
+	*ms = sum;
+	return 0;
+}
+
 int conf_parse_duration(const char *s, uint64_t *ms)
 {
 	static const struct conf_unit units[] = {
@@ -449,7 +488,9 @@ int conf_parse_duration(const char *s, uint64_t *ms)
 		{ NULL, 0 },
 	};
 
-	return conf_parse_units(s, units, 1000, ms);
+	if (conf_parse_units(s, units, 1000, ms) == 0)
+		return 0;
+	return conf_parse_compound(s, ms);
 }
 
 int conf_parse_size(const char *s, uint64_t *bytes)
@@ -665,14 +706,25 @@ static int conf_enum_index(const char *choices, const char *v)
 
 void conf_fmt_ms(uint64_t ms, char *out, size_t len)
 {
-	if (ms % 3600000 == 0 && ms)
-		snprintf(out, len, "%lluh", (unsigned long long)(ms / 3600000));
-	else if (ms % 60000 == 0 && ms)
-		snprintf(out, len, "%llum", (unsigned long long)(ms / 60000));
-	else if (ms % 1000 == 0)
-		snprintf(out, len, "%llus", (unsigned long long)(ms / 1000));
-	else
+	unsigned long long h = ms / 3600000, m = ms / 60000 % 60, sec = ms / 1000 % 60, rest = ms % 1000;
+	size_t n = 0;
+
+	/* under a minute, a part of a second reads as milliseconds alone
+	 * ("1500ms"); past it, each unit that is not 0, largest first
+	 * ("2m", "1m59s", "1h30m"), as the file would say it */
+	if (ms < 60000 && rest) {
 		snprintf(out, len, "%llums", (unsigned long long)ms);
+		return;
+	}
+	out[0] = '\0';
+	if (h)
+		n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%lluh", h);
+	if (m && n < len)
+		n += (size_t)snprintf(out + n, len - n, "%llum", m);
+	if ((sec || !ms) && n < len)
+		n += (size_t)snprintf(out + n, len - n, "%llus", sec);
+	if (rest && n < len)
+		snprintf(out + n, len - n, "%llums", rest);
 }
 
 /* The setters, one per type: parse v as k's type, check it against k's
@@ -2277,6 +2329,10 @@ static void conf_diff_add(void *arg, const struct conf_change *ch)
 		else
 			snprintf(d->out + used, d->len - used, "%s%s%s%s %s -> %s", d->n ? ", " : "",
 				 ch->backend ? ch->section : "", ch->backend ? " " : "", ch->key, ch->from, ch->to);
+		/* listen, workers, admin_listen, pid_file: read, not applied */
+		used = strlen(d->out);
+		if (ch->restart && used + 1 < d->len)
+			snprintf(d->out + used, d->len - used, " (needs a restart: not applied)");
 	}
 	d->n++;
 }

@@ -117,6 +117,30 @@ static void check_units(void)
 	tap_ok(conf_parse_duration("5 s", &v) < 0, "space before unit refused");
 	tap_ok(conf_parse_duration("-1s", &v) < 0, "negative refused");
 	tap_ok(conf_parse_duration("s", &v) < 0, "unit alone refused");
+	tap_ok(conf_parse_duration("1m59s", &v) == 0 && v == 119000, "1m59s, as durations are printed");
+	tap_ok(conf_parse_duration("1h30m", &v) == 0 && v == 5400000 &&
+	       conf_parse_duration("1m59s976ms", &v) == 0 && v == 119976, "1h30m, 1m59s976ms");
+	tap_ok(conf_parse_duration("59s1m", &v) < 0 && conf_parse_duration("1m1m", &v) < 0 &&
+	       conf_parse_duration("1.5m30s", &v) < 0 && conf_parse_duration("1m 30s", &v) < 0,
+	       "parts out of order, repeated, fractional or spaced refused");
+	{
+		static const struct { uint64_t ms; const char *text; } fmt[] = {
+			{ 0, "0s" }, { 500, "500ms" }, { 1500, "1500ms" }, { 5000, "5s" }, { 90000, "1m30s" },
+			{ 120000, "2m" }, { 119976, "1m59s976ms" }, { 3600000, "1h" }, { 5400000, "1h30m" },
+			{ 3661000, "1h1m1s" }, { 86400000, "24h" },
+		};
+		char buf[32];
+		int bad = 0;
+
+		for (size_t i = 0; i < sizeof(fmt) / sizeof(fmt[0]); i++) {
+			conf_fmt_ms(fmt[i].ms, buf, sizeof(buf));
+			if (strcmp(buf, fmt[i].text) != 0 || conf_parse_duration(buf, &v) < 0 || v != fmt[i].ms) {
+				tap_diag("%llu ms printed as %s, want %s", (unsigned long long)fmt[i].ms, buf, fmt[i].text);
+				bad++;
+			}
+		}
+		tap_ok(!bad, "durations print as the file writes them (2m, 1m30s, 1h30m) and read back the same");
+	}
 	tap_ok(conf_parse_size("64k", &v) == 0 && v == 65536, "64k");
 	tap_ok(conf_parse_size("1m", &v) == 0 && v == 1048576, "1m");
 	tap_ok(conf_parse_size("100", &v) == 0 && v == 100, "bytes");
