@@ -228,6 +228,9 @@ static const struct conf_keydef conf_keys[] = {
 	  "waits: a line the socket cannot take at once is dropped and counted (access_log_dropped)" },
 	{ CONF_IN_LOG, "access_format", CONF_T_ENUM, P(access_format), "combined", 0, 0, "combined|json",
 	  "access log lines: NGINX/Apache combined with ringproxy's fields after, or JSON lines" },
+	{ CONF_IN_LOG, "access_hits", CONF_T_STRING, P(access_hits), "all", 0, 0, "all, none or 1/N (N from 1 to 1000000)",
+	  "which requests ringproxy's own cache answered get an access log line: all, none (only the requests sent to "
+	  "a backend and the proxy's own replies), or 1/N, one in N of them (a sample, counted per worker thread)" },
 
 	{ CONF_IN_BACKEND, "url", CONF_T_URL, B(url), NULL, 0, 0, NULL,
 	  "http://host[:port][/prefix] of the cache" },
@@ -1670,6 +1673,37 @@ static void conf_validate_access(struct conf_parse *ps)
 		conf_error(ps, conf_line(ps->c, "access"), "access: %s: %s", ps->c->access_log, why);
 }
 
+int conf_parse_access_hits(const char *s, unsigned *every)
+{
+	char *end;
+	unsigned long n;
+
+	if (strcasecmp(s, "all") == 0) {
+		*every = 1;
+		return 0;
+	}
+	if (strcasecmp(s, "none") == 0) {
+		*every = 0;
+		return 0;
+	}
+	if (strncmp(s, "1/", 2) != 0 || !isdigit((unsigned char)s[2]))
+		return -1;
+	errno = 0;
+	n = strtoul(s + 2, &end, 10);
+	if (errno || *end || n < 1 || n > 1000000)
+		return -1;
+	*every = (unsigned)n;
+	return 0;
+}
+
+/* [log] access_hits = all | none | 1/N. */
+static void conf_validate_access_hits(struct conf_parse *ps)
+{
+	if (conf_parse_access_hits(ps->c->access_hits, &ps->c->access_hits_every) < 0)
+		conf_error(ps, conf_line(ps->c, "access_hits"), "access_hits: '%s' is not all, none or 1/N "
+			   "(one in N of the requests the cache answered, N from 1 to 1000000)", ps->c->access_hits);
+}
+
 /* A list of addresses and CIDR blocks (purge_allow, proxy_protocol_from). */
 static void conf_validate_list(struct conf_parse *ps, const char *key, const char *list)
 {
@@ -1739,6 +1773,7 @@ static void conf_validate(struct conf_parse *ps)
 	conf_validate_list(ps, "purge_allow", c->cache_purge_allow);
 	conf_validate_query(ps);
 	conf_validate_access(ps);
+	conf_validate_access_hits(ps);
 	conf_validate_formats(ps);
 	if (c->buffer_size < c->max_head_size)
 		conf_error(ps, conf_line(c, "buffer_size"),

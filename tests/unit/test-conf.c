@@ -244,6 +244,23 @@ static void check_admin(void)
 		      "Bearer TOKEN) or listen on 127.0.0.1") == 0,
 	       "a non-loopback admin_listen without a token is refused, at its line, saying why");
 	conf_errors_free(&errs);
+	c = conf_load_string("hits.ini", "[log]\naccess_hits = 1/0\n[backend a]\nurl = http://127.0.0.1:1\n", &errs);
+	tap_ok(c == NULL && errs.n == 1 && strstr(errs.msg[0], "hits.ini:2: access_hits: '1/0' is not all, none or 1/N"),
+	       "access_hits = 1/0 is refused at its line");
+	conf_errors_free(&errs);
+	{
+		unsigned every = 7;
+		bool ok = conf_parse_access_hits("all", &every) == 0 && every == 1 &&
+			  conf_parse_access_hits("none", &every) == 0 && every == 0 &&
+			  conf_parse_access_hits("1/100", &every) == 0 && every == 100 &&
+			  conf_parse_access_hits("1/1000001", &every) < 0 && conf_parse_access_hits("2/10", &every) < 0 &&
+			  conf_parse_access_hits("1/", &every) < 0 && conf_parse_access_hits("some", &every) < 0;
+
+		c = test_load("[backend a]\nurl = http://127.0.0.1:1\n");
+		tap_ok(ok && c && c->access_hits_every == 1, "access_hits: all, none, 1/N read; 2/10, 1/, 1/1000001 "
+		       "refused; all by default");
+		conf_free(c);
+	}
 	c = conf_load_string("tok.ini", "[proxy]\nadmin_token = a b\n[backend a]\nurl = http://127.0.0.1:1\n",
 			     &errs);
 	tap_ok(c == NULL && errs.n == 1 && strstr(errs.msg[0], "tok.ini:2: admin_token: a token is letters"),
