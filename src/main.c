@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "config/conf.h"
 #include "backend/curlev.h"
@@ -81,8 +82,17 @@ static struct conf *main_admin_conf(const char *path, const char *what, char *ba
 	struct conf_errors errs;
 	struct conf *c = conf_load(path, &errs);
 
+	/* nothing is started here: the file only says where the running
+	 * proxy's admin listener is */
 	if (!c) {
-		main_print_errors(path, &errs);
+		for (size_t i = 0; i < errs.n; i++)
+			fprintf(stderr, "%s\n", errs.msg[i]);
+		if (strcmp(path, MAIN_DEFAULT_CONF) == 0)
+			fprintf(stderr, "ringproxy: %s reads the admin listener from the running proxy's config, "
+				"%s by default: give it with -c FILE\n", what, path);
+		else
+			fprintf(stderr, "ringproxy: %s: %zu error%s; %s reads the admin listener from it\n", path,
+				errs.n, errs.n == 1 ? "" : "s", what);
 		conf_errors_free(&errs);
 		return NULL;
 	}
@@ -168,6 +178,16 @@ static int main_purge(int argc, char **argv)
 			curl_easy_cleanup(easy);
 			rc = 1;
 			break;
+		}
+		/* the admin listener takes a target with host= too; this
+		 * command takes whole URLs only, so it says so itself */
+		if (strncasecmp(argv[i], "http://", 7) != 0 && strncasecmp(argv[i], "https://", 8) != 0) {
+			fprintf(stderr, "ringproxy: purge %s: give the whole URL, http://HOST%s%s: the cache keys an object "
+				"by its Host and target\n", argv[i], argv[i][0] == '/' ? "" : "/", argv[i]);
+			curl_free(esc);
+			curl_easy_cleanup(easy);
+			rc = 1;
+			continue;
 		}
 		snprintf(url, sizeof(url), "%s/purge?url=%s", base, esc);
 		curl_free(esc);

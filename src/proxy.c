@@ -88,8 +88,8 @@ struct proxy_main {
 
 static void proxy_status(struct proxy_main *m)
 {
-	notify_send("READY=1\nSTATUS=generation %llu, %zu backends, listening on %s",
-		    (unsigned long long)m->snap->generation, m->snap->nbe, m->listen_text);
+	notify_send("READY=1\nSTATUS=generation %llu, %zu backend%s, listening on %s",
+		    (unsigned long long)m->snap->generation, m->snap->nbe, m->snap->nbe == 1 ? "" : "s", m->listen_text);
 }
 
 static void proxy_record(struct proxy_main *m, bool ok, const char *text, double moved)
@@ -99,6 +99,9 @@ static void proxy_record(struct proxy_main *m, bool ok, const char *text, double
 	r->when = time(NULL);
 	r->ok = ok;
 	r->moved = ok ? moved : 0;
+	r->ramp_at = r->ramp_len = 0;
+	r->ramp_end_ms = 0;
+	r->seq = ++m->p.changes;
 	snprintf(r->text, sizeof(r->text), "%s", text);
 	m->p.reloads[m->p.nreloads++ % PROXY_RELOADS] = *r;
 	if (ok) {
@@ -107,6 +110,20 @@ static void proxy_record(struct proxy_main *m, bool ok, const char *text, double
 	} else {
 		atomic_fetch_add(&m->p.reloads_failed, 1);
 	}
+}
+
+/* The reload just recorded: its text holds the warm ramp's words at
+ * [at, at + len), that ramp ending at end_ms (Unix ms). */
+static void proxy_record_ramp(struct proxy_main *m, size_t at, size_t len, long long end_ms)
+{
+	struct proxy_reload *r = &m->p.last_reload;
+
+	if (!len || at + len > strlen(r->text))
+		return;
+	r->ramp_at = at;
+	r->ramp_len = len;
+	r->ramp_end_ms = end_ms;
+	m->p.reloads[(m->p.nreloads - 1) % PROXY_RELOADS] = *r;
 }
 
 /* The backends of s whose name did not resolve: said at each load, as
@@ -208,9 +225,12 @@ static void proxy_ramp_report(const struct snap_ramp_info *r, uint64_t span_ms, 
 {
 	size_t used = strlen(report);
 	char span[32], left[32];
+	uint64_t left_ms = (uint64_t)(r->left_ms > 0 ? r->left_ms : 0);
 
-	conf_fmt_ms(span_ms, span, sizeof(span));
-	conf_fmt_ms((uint64_t)(r->left_ms > 0 ? r->left_ms : 0), left, sizeof(left));
+	/* a window cut to what a ramp in progress has left ("ramping over
+	 * 119976ms") is said to the second: "1m59s" */
+	conf_fmt_ms(span_ms >= 10000 ? (span_ms + 500) / 1000 * 1000 : span_ms, span, sizeof(span));
+	conf_fmt_ms(left_ms >= 10000 ? (left_ms + 500) / 1000 * 1000 : left_ms, left, sizeof(left));
 	if (used + 1 >= len)
 		return;
 	switch (r->kind) {
@@ -265,12 +285,18 @@ static void proxy_reload_refused(struct proxy_main *m, const char *err)
 static void proxy_tier_before(struct proxy_main *m, uint64_t gen)
 {
 	struct timeval minute = { 60, 0 };
+	double verdicts, requests;
 
 	m->tier_gen = gen;
 	m->tier_before = stats_tier_miss_ratio(&m->p, 60);
+	stats_tier_counts(&m->p, 60, &verdicts, &requests);
+	/* the count beside the ratio: 100% of 2 responses is a quiet
+	 * minute, not a cold tier */
 	if (m->tier_before >= 0)
-		log_info("tier miss ratio before reload %llu: %.1f%% in the minute before", (unsigned long long)gen,
-			 100.0 * m->tier_before);
+		log_info("tier miss ratio before reload %llu: %.1f%% in the minute before (%.0f response%s)",
+			 (unsigned long long)gen, 100.0 * m->tier_before, verdicts, llround(verdicts) == 1 ? "" : "s");
+	else if (requests < 0.5)
+		log_info("tier miss ratio before reload %llu: no requests in the minute before", (unsigned long long)gen);
 	if (m->ev_tier)
 		evtimer_add(m->ev_tier, &minute);
 }
@@ -278,7 +304,7 @@ static void proxy_tier_before(struct proxy_main *m, uint64_t gen)
 static void proxy_on_tier(evutil_socket_t fd, short what, void *arg)
 {
 	struct proxy_main *m = arg;
-	double after = stats_tier_miss_ratio(&m->p, 60);
+	double after = stats_tier_miss_ratio(&m->p, 60), verdicts, requests;
 	char b[48];
 
 	(void)fd;
@@ -289,12 +315,13 @@ static void proxy_on_tier(evutil_socket_t fd, short what, void *arg)
 		snprintf(b, sizeof(b), "%.1f%%", 100.0 * m->tier_before);
 	else
 		snprintf(b, sizeof(b), "none");
+	stats_tier_counts(&m->p, 60, &verdicts, &requests);
 	if (after >= 0)
-		log_info("tier miss ratio after reload %llu: %.1f%% in the minute after (%s before)",
-			 (unsigned long long)m->tier_gen, 100.0 * after, b);
+		log_info("tier miss ratio after reload %llu: %.1f%% in the minute after (%.0f response%s; %s before)",
+			 (unsigned long long)m->tier_gen, 100.0 * after, verdicts, llround(verdicts) == 1 ? "" : "s", b);
 	else
-		log_info("tier miss ratio after reload %llu: no verdicts in the minute after (%s before)",
-			 (unsigned long long)m->tier_gen, b);
+		log_info("tier miss ratio after reload %llu: %s in the minute after (%s before)",
+			 (unsigned long long)m->tier_gen, requests < 0.5 ? "no requests" : "no verdicts", b);
 }
 
 /* ---- runtime states (runstate.h) ---------------------------------------- */
@@ -404,6 +431,29 @@ static int proxy_state_parse(struct proxy_main *m, const char *verb, const char 
 	return 0;
 }
 
+/* A runtime state change (what, and its report text with the warm
+ * ramp's words at [at, at + len) ending at end_ms), for the page's list
+ * of changes; not a reload: /stats' reloads stay the file's. */
+static void proxy_record_ctl(struct proxy_main *m, const char *what, const char *text, double moved,
+			     size_t at, size_t len, long long end_ms)
+{
+	struct proxy_reload *r = &m->p.ctls[m->p.nctls++ % PROXY_RELOADS];
+	int pre;
+
+	memset(r, 0, sizeof(*r));
+	r->when = time(NULL);
+	r->ok = true;
+	r->moved = moved;
+	r->seq = ++m->p.changes;
+	pre = snprintf(r->text, sizeof(r->text), "ctl %s: ", what);
+	snprintf(r->text + pre, sizeof(r->text) - (size_t)pre, "%s", text);
+	if (len && pre + at + len <= strlen(r->text)) {
+		r->ramp_at = (size_t)pre + at;
+		r->ramp_len = len;
+		r->ramp_end_ms = end_ms;
+	}
+}
+
 /*
  * admin.c's POST /backend: backend name to the state verb asks. Its ring
  * weight changes (runstate_weight), so a snapshot with the new ring
@@ -427,7 +477,7 @@ static int proxy_on_state(void *arg, const char *name, const char *verb, const c
 	int64_t now_ms = registry_now_ms();
 	uint64_t span;
 	double moved;
-	size_t i;
+	size_t i, ramp_at;
 	int code;
 
 	for (i = 0; i < cur->nbe && strcmp(cur->be[i].conf->name, name) != 0; i++)
@@ -472,11 +522,14 @@ static int proxy_on_state(void *arg, const char *name, const char *verb, const c
 	moved = d.moved_share;
 	snprintf(text, sizeof(text), "%.3f%% of keys moved", 100.0 * moved);
 	plan_flows(&d, text, sizeof(text));
+	ramp_at = strlen(text);
 	proxy_ramp_report(&ramp, span, text, sizeof(text));
 	ring_diff_free(&d);
 	proxy_publish(m, s);
 	proxy_state_save(m, what, saved, sizeof(saved));
 	log_info("ctl from %s: %s: %s", peer, what, text);
+	proxy_record_ctl(m, what, text, moved, ramp_at, strlen(text) - ramp_at,
+			 ramp.kind ? proxy_wall_ms() + ramp.left_ms : 0);
 	evbuffer_add(out, "{\"backend\": ", 12);
 	stats_json_str(out, name);
 	evbuffer_add_printf(out, ", \"admin_state\": \"%s\", \"ring_weight\": %.17g, \"moved_share\": %.17g, "
@@ -562,6 +615,8 @@ static void proxy_reload(struct proxy_main *m)
 	uint64_t gen = m->snap->generation + 1;
 	struct snap_ramp_info ramp;
 	double moved = 0;
+	size_t ramp_at;
+	int pre;
 
 	notify_send("RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading %s",
 		    notify_monotonic_usec(), m->path);
@@ -591,8 +646,8 @@ static void proxy_reload(struct proxy_main *m)
 	/* compared with the first load, not the previous one: a reload that
 	 * changed them did not apply them */
 	if (strcmp(c->listen, m->listen_conf) != 0 || c->workers != m->workers_conf)
-		log_warn("reload: listen and workers change only with a restart; still listening on %s with %u workers",
-			 m->listen_text, m->p.nworkers);
+		log_warn("reload: listen and workers change only with a restart; still listening on %s with %u worker%s",
+			 m->listen_text, m->p.nworkers, m->p.nworkers == 1 ? "" : "s");
 	if (strcmp(c->pid_file, m->pid_conf) != 0)
 		log_warn("reload: pid_file changes only with a restart; the pid stays in %s",
 			 m->pid_file[0] ? m->pid_file : "no file");
@@ -623,6 +678,7 @@ static void proxy_reload(struct proxy_main *m)
 	else
 		settings[0] = '\0';
 	narcs = ring_moved_arcs(m->snap->ring, s->ring, PROXY_MOVED_ARCS, &arcs);
+	ramp_at = strlen(report);
 	proxy_ramp_report(&ramp, s->conf->ramp_ms, report, sizeof(report));
 	for (size_t i = 0; i < s->nbe; i++) {
 		const struct conf_backend *was = conf_backend_find(old, s->be[i].conf->name);
@@ -651,10 +707,13 @@ static void proxy_reload(struct proxy_main *m)
 	m->p.nmoved = narcs > 0 ? (size_t)narcs : 0;
 	if (narcs <= 0)
 		free(arcs);
-	snprintf(text, sizeof(text), "reload %llu: %s%s", (unsigned long long)gen, report, settings);
+	pre = snprintf(text, sizeof(text), "reload %llu: ", (unsigned long long)gen);
+	snprintf(text + pre, sizeof(text) - (size_t)pre, "%s%s", report, settings);
 	log_info("%s", text);
 	proxy_tier_before(m, gen);
 	proxy_record(m, true, text, moved);
+	if (ramp.kind)
+		proxy_record_ramp(m, (size_t)pre + ramp_at, strlen(report) - ramp_at, proxy_wall_ms() + ramp.left_ms);
 	proxy_status(m);
 }
 
@@ -775,25 +834,44 @@ static const struct {
 
 #define PROXY_NSIGNALS (sizeof(proxy_signals) / sizeof(proxy_signals[0]))
 
-/* Each client connection may hold a backend connection too: raise the
- * soft fd limit to the hard one, and say so when max_connections cannot
- * fit (accept then pauses briefly instead of failing in a loop). */
+/* Descriptors besides the clients': listeners, event and timer fds per
+ * worker, logs, the admin listener, health checks. */
+#define PROXY_FD_RESERVE 64
+
+/*
+ * Raise the soft fd limit to the hard one (a shell's 1,024 is a soft
+ * limit: the start raises it, no operator needs to), then warn only when
+ * max_connections clients cannot fit under it; accept then pauses briefly
+ * instead of failing in a loop. A client connection holds a backend
+ * connection only while its request is forwarded (a cache hit holds
+ * none), so the limit need not be twice max_connections: with less than
+ * that, an info line says how many backend connections fit beside a full
+ * house of clients.
+ */
 static void proxy_fd_limit(const struct conf *c)
 {
 	struct rlimit rl;
-	unsigned long long need = 2ull * c->max_connections + 64;
+	unsigned long long was, clients = (unsigned long long)c->max_connections + PROXY_FD_RESERVE;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return;
+	was = rl.rlim_cur;
 	if (rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
 		if (setrlimit(RLIMIT_NOFILE, &rl) < 0 && getrlimit(RLIMIT_NOFILE, &rl) < 0)
 			return;
 	}
-	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
-		log_warn("max_connections = %u needs about %llu file descriptors, but the limit is %llu; "
-			 "raise it (LimitNOFILE=, ulimit -n) or lower max_connections",
-			 c->max_connections, need, (unsigned long long)rl.rlim_cur);
+	if (rl.rlim_cur == RLIM_INFINITY)
+		return;
+	if (rl.rlim_cur < clients)
+		log_warn("max_connections = %u needs at least %llu file descriptors (and one more for each request "
+			 "forwarded at once), but the limit is %llu%s; raise it (LimitNOFILE=, ulimit -Hn) or lower "
+			 "max_connections", c->max_connections, clients, (unsigned long long)rl.rlim_cur,
+			 rl.rlim_cur == rl.rlim_max ? ", the hard limit" : "");
+	else if (rl.rlim_cur < clients + c->max_connections)
+		log_info("file descriptors: limit %llu%s; %u clients (max_connections) leave room for %llu backend "
+			 "connections", (unsigned long long)rl.rlim_cur, was < rl.rlim_cur ? " (raised from the soft "
+			 "limit)" : "", c->max_connections, (unsigned long long)rl.rlim_cur - clients);
 }
 
 /* A worker's own state beside its thread's: the access log's buffer and
@@ -1088,8 +1166,9 @@ static void proxy_announce(struct proxy_main *m, const struct sockaddr_storage *
 	snprintf(m->listen_text, sizeof(m->listen_text), "%s%s%s:%d",
 		 addr->ss_family == AF_INET6 ? "[" : "", host,
 		 addr->ss_family == AF_INET6 ? "]" : "", port);
-	log_info("listening on %s with %u workers; %zu backends, %zu ring points (%s)",
-		 m->listen_text, m->p.nworkers, m->snap->nbe, m->snap->ring->npoints, m->path);
+	log_info("listening on %s with %u worker%s; %zu backend%s, %zu ring points (%s)",
+		 m->listen_text, m->p.nworkers, m->p.nworkers == 1 ? "" : "s", m->snap->nbe, m->snap->nbe == 1 ? "" : "s",
+		 m->snap->ring->npoints, m->path);
 	if (m->admin) {
 		proxy_admin_bound(m, admin_where, sizeof(admin_where));
 		log_info("stats on http://%s/ (/stats /metrics /ring /health)", admin_where);

@@ -10,8 +10,10 @@ cd "$(dirname "$0")/.."
 bash tests/deps.sh build
 # build/ may hold only what is not a build (.ci/run puts the public cache
 # suite's package in build/cachetests): configured is build.ninja there
+echo "building ringproxy and the demo caches in build/ (about a minute the first time)"
 [ -f build/build.ninja ] || meson setup build >/dev/null
 ninja -C build >/dev/null
+echo "built"
 
 pids=()
 stop() {

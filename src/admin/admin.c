@@ -614,8 +614,8 @@ static void admin_on_purge(struct evhttp_request *req, void *arg)
 			query_restore(&t.msg, &t.sent);
 		admin_purge_send(s, be, n, &t.msg, host);
 	}
-	log_msg(LOG_INFO, "purge %.*s: %zu objects removed here, sent to %d backends",
-		(int)(cklen >= 0 ? cklen : 0), ck, removed, n);
+	log_msg(LOG_INFO, "purge %.*s: %zu object%s removed here, sent to %d backend%s",
+		(int)(cklen >= 0 ? cklen : 0), ck, removed, removed == 1 ? "" : "s", n, n == 1 ? "" : "s");
 	out = evbuffer_new();
 	if (!out) {
 		evhttp_send_error(req, HTTP_INTERNAL, "out of memory");

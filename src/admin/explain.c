@@ -161,6 +161,11 @@ void explain_url(struct explain *e, const struct snapshot *s, const struct expla
 		 const struct cache *cache, const struct cache_key *ckey, int64_t now)
 {
 	explain_key_of(e, s, t->key, t->keylen, &t->msg, walk, cache, ckey, now);
+	e->by_url = true;
+	/* an origin-form target without host= has the stand-in Host only */
+	e->has_host = t->msg.authority.len ||
+		      (t->msg.host.len && (t->msg.host.len != strlen(EXPLAIN_HOST) ||
+					   memcmp(t->msg.host.p, EXPLAIN_HOST, t->msg.host.len) != 0));
 }
 
 static const char *explain_verdict_name(enum balance_verdict v)
@@ -373,8 +378,13 @@ void explain_text(const struct explain *e, const struct snapshot *s, struct evbu
 		evbuffer_add_printf(out, "ramp      moved from %s by the warm ramp; switched to its new owner\n",
 				    s->ring->names[e->ramp_prev]);
 	}
-	if (!e->cache_known)
-		evbuffer_add_printf(out, "cache     not known (no cache, or no cache key: give url= and host=)\n");
+	if (!e->cache_known && !e->by_url)
+		evbuffer_add_printf(out, "cache     not known: a key is not a cache key (ask with url= and host=)\n");
+	else if (!e->cache_known && !e->has_host)
+		evbuffer_add_printf(out, "cache     not known: the cache keys by host and target; give a full URL, "
+				    "or host= too\n");
+	else if (!e->cache_known)
+		evbuffer_add_printf(out, "cache     not known: the proxy has no cache ([cache] size = 0)\n");
 	else if (e->peek.objects)
 		evbuffer_add_printf(out, "cache     %u stored variant%s, %s (%" PRId64 " s of freshness left)%s\n",
 				    e->peek.objects, e->peek.objects == 1 ? "" : "s",

@@ -78,6 +78,9 @@ struct explain {
 	bool ramp_target;               /* the target is the held owner */
 	/* the cache: known only with a cache and a cache key */
 	bool cache_known;
+	/* what it was asked for: a target (url=), with a host (its own, or
+	 * host=); a key alone has neither */
+	bool by_url, has_host;
 	struct cache_peek peek;
 };
 

@@ -229,11 +229,20 @@ static void page_ring(struct evbuffer *out, const struct stats *st)
 
 /* ---- the proxy and its backends ----------------------------------------- */
 
+/* A tile; cls adds a class to it ("" none): "amber" or "red" colour its
+ * value. */
+static void page_tile_cls(struct evbuffer *out, const char *id, const char *cls, const char *label,
+			  const char *value, const char *more)
+{
+	evbuffer_add_printf(out, "<div class=\"tile%s%s\" id=\"%s\"><span>%s</span><b>%s</b>%s%s%s</div>\n",
+			    *cls ? " " : "", cls, id, label, value, more ? "<small>" : "", more ? more : "",
+			    more ? "</small>" : "");
+}
+
 static void page_tile(struct evbuffer *out, const char *id, const char *label, const char *value,
 		      const char *more)
 {
-	evbuffer_add_printf(out, "<div class=\"tile\" id=\"%s\"><span>%s</span><b>%s</b>%s%s%s</div>\n", id, label,
-			    value, more ? "<small>" : "", more ? more : "", more ? "</small>" : "");
+	page_tile_cls(out, id, "", label, value, more);
 }
 
 /* A ratio in percent, or "none" (-1: nothing to divide). */
@@ -255,6 +264,27 @@ static size_t page_nup(const struct stats *st)
 	return n;
 }
 
+/* The headline: what clients ask per second, whoever answers; under it
+ * the part sent to the caches and the part the proxy's own cache
+ * answered (a cache answering 98% of 6,000/s leaves 120/s for the tier:
+ * the tier's rate alone hid the load). */
+static void page_requests(struct evbuffer *out, const struct stats *st)
+{
+	const double *r10 = st->rate[STATS_WIN_10];
+	char a[32], b[32], c[32], m[192];
+	int n;
+
+	page_rate(a, sizeof(a), r10[RATES_P_client_requests]);
+	page_rate(b, sizeof(b), r10[RATES_P_requests]);
+	n = snprintf(m, sizeof(m), "<span class=\"sent\">%s sent to the caches</span>", b);
+	if (st->has_cache && r10[RATES_P_client_requests] > 0)
+		n += snprintf(m + n, sizeof(m) - (size_t)n, "<span class=\"answered\">%.1f%% answered by its own cache</span>",
+			      100.0 * fmin(1.0, r10[RATES_P_cache_answers] / r10[RATES_P_client_requests]));
+	page_rate(c, sizeof(c), st->rate[STATS_WIN_300][RATES_P_client_requests]);
+	snprintf(m + n, sizeof(m) - (size_t)n, "%s over 5 minutes", c);
+	page_tile(out, "t-requests", "Client requests per second, last 10 s", a, m);
+}
+
 static void page_tiles(struct evbuffer *out, const struct stats *st)
 {
 	char v[64], m[128], a[32], b[32], size[32];
@@ -262,11 +292,9 @@ static void page_tiles(struct evbuffer *out, const struct stats *st)
 	PAGE_ADD(out, "<div class=\"tiles\">\n");
 	snprintf(v, sizeof(v), "%zu of %zu", page_nup(st), st->nbe);
 	snprintf(m, sizeof(m), "%zu down", st->nbe - page_nup(st));
-	page_tile(out, "t-up", "Backends up", v, m);
-	page_rate(a, sizeof(a), st->rate[STATS_WIN_10][RATES_P_requests]);
-	page_rate(b, sizeof(b), st->rate[STATS_WIN_300][RATES_P_requests]);
-	snprintf(m, sizeof(m), "%s over 5 minutes", b);
-	page_tile(out, "t-requests", "Requests per second, last 10 s", a, m);
+	/* some down: amber, as a backend's "checking" is; none up: red */
+	page_tile_cls(out, "t-up", page_nup(st) == st->nbe ? "" : page_nup(st) ? "amber" : "red", "Backends up", v, m);
+	page_requests(out, st);
 	page_rate(a, sizeof(a), st->rate[STATS_WIN_10][RATES_P_errors]);
 	page_rate(b, sizeof(b), st->rate[STATS_WIN_300][RATES_P_errors]);
 	snprintf(m, sizeof(m), "%s over 5 minutes", b);
@@ -401,11 +429,68 @@ static void page_why(struct evbuffer *out, const struct stats_backend *b)
 	}
 }
 
+/* The limits cell: the hard cap, and the bounded-load cap, which follows
+ * the load (at rest it is 1 or 2 in flight, which read as a limit of
+ * one request): its number only when it bit in the last 5 minutes. */
+static void page_limits(struct evbuffer *out, const struct stats_backend *b, double balance_factor)
+{
+	double spilled = b->rate[STATS_WIN_300][RATES_B_spilled_away];
+	char a[32];
+
+	if (b->max_inflight)
+		evbuffer_add_printf(out, "hard cap %ld<small>never more in flight</small>", b->max_inflight);
+	if (b->cap >= 0 && spilled > 0) {
+		page_rate(a, sizeof(a), spilled);
+		evbuffer_add_printf(out, "<span class=\"cap bites\">spills at %ld in flight</span><small>%s/s sent on "
+				    "over 5 min: new requests go to the next backend then (bounded loads: %g &times; "
+				    "its fair share of what is in flight now)</small>", b->cap, a, balance_factor);
+	} else if (b->cap >= 0) {
+		evbuffer_add_printf(out, "<span class=\"cap\">cap grows with load</span><small>bounded loads: spills past "
+				    "%g &times; its fair share of what is in flight; none spilled in 5 min</small>",
+				    balance_factor);
+	}
+	if (!b->max_inflight && b->cap < 0)
+		PAGE_ADD(out, "none");
+}
+
+/* The rates and error cells: a backend that is down shows none (its last
+ * ones would read as traffic it still takes), one without requests says
+ * so rather than "0.0%". */
+static void page_rates(struct evbuffer *out, const struct stats_backend *b)
+{
+	double req5 = b->rate[STATS_WIN_300][RATES_B_requests], err5 = b->rate[STATS_WIN_300][RATES_B_errors];
+	char a[32], c[32], r[32];
+
+	if (!b->up) {
+		PAGE_ADD(out, "<td class=\"idle\">none<small>down: no traffic but its trials</small></td>"
+			 "<td class=\"idle\">none<small>down: see its state</small></td>");
+		return;
+	}
+	page_rate(a, sizeof(a), b->rate[STATS_WIN_10][RATES_B_requests]);
+	page_rate(c, sizeof(c), req5);
+	page_ratio(r, sizeof(r), b->tier_hit_ratio_5m);
+	evbuffer_add_printf(out, "<td>%s<small>%s over 5 min</small><small class=\"tier\">its cache hits %s"
+			    "</small></td>", a, c, r);
+	page_rate(a, sizeof(a), err5);
+	if (req5 > 0)
+		evbuffer_add_printf(out, "<td>%.1f%%<small>%s per second</small></td>", 100.0 * err5 / req5, a);
+	else
+		PAGE_ADD(out, "<td class=\"idle\">none<small>no requests in 5 min</small></td>");
+}
+
+/* Unix seconds now, for the time left of a drain. */
+static double page_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static void page_backend_row(struct evbuffer *out, const struct stats_backend *b, size_t i,
 			     double balance_factor)
 {
-	char colour[40], a[32], c[32], r[32];
-	double req5 = b->rate[STATS_WIN_300][RATES_B_requests], err5 = b->rate[STATS_WIN_300][RATES_B_errors];
+	char colour[40], left[64];
 
 	page_colour(colour, sizeof(colour), i);
 	PAGE_ADD(out, "<tr class=\"backend\" data-backend=\"");
@@ -419,32 +504,23 @@ static void page_backend_row(struct evbuffer *out, const struct stats_backend *b
 	if (strcmp(b->state, "ramping") == 0)
 		evbuffer_add_printf(out, " <small>%.0f%% of keys back</small>", 100.0 * b->ramp);
 	/* the operator's runtime state (ringproxy ctl) */
-	if (b->drain_progress >= 0)
+	if (b->drain_progress >= 0 && b->drain_progress < 1) {
+		page_duration(left, sizeof(left), (uint64_t)fmax(0.0, ceil(b->drain_end - page_now())));
 		evbuffer_add_printf(out, " <small class=\"admin\">draining: %.0f%% of its keys gone to their next "
-				    "owners</small>", 100.0 * b->drain_progress);
-	else if (strcmp(b->admin_state, "maint") == 0)
+				    "owners, %s left</small>", 100.0 * b->drain_progress, left);
+	} else if (b->drain_progress >= 0) {
+		PAGE_ADD(out, " <small class=\"admin\">drained: all its keys gone to their next owners</small>");
+	} else if (strcmp(b->admin_state, "maint") == 0) {
 		PAGE_ADD(out, " <small class=\"admin\">in maintenance: out of the ring</small>");
+	}
 	page_why(out, b);
 	evbuffer_add_printf(out, "</td><td>%.2f%%<small>%u points, weight %g", 100.0 * b->share, b->points, b->weight);
 	if (b->runtime_weight >= 0)
 		evbuffer_add_printf(out, ", runtime weight %g", b->runtime_weight);
 	evbuffer_add_printf(out, "</small></td><td>%llu</td><td class=\"l\">", (unsigned long long)b->inflight);
-	if (b->max_inflight)
-		evbuffer_add_printf(out, "hard cap %ld<small>never more in flight</small>", b->max_inflight);
-	if (b->cap >= 0)
-		evbuffer_add_printf(out, "spills at %ld in flight<small>new requests go to the next backend then "
-				    "(bounded loads: %g &times; its fair share of what is in flight now)</small>",
-				    b->cap, balance_factor);
-	if (!b->max_inflight && b->cap < 0)
-		PAGE_ADD(out, "none");
-	page_rate(a, sizeof(a), b->rate[STATS_WIN_10][RATES_B_requests]);
-	page_rate(c, sizeof(c), req5);
-	page_ratio(r, sizeof(r), b->tier_hit_ratio_5m);
-	evbuffer_add_printf(out, "</td><td>%s<small>%s over 5 min</small><small class=\"tier\">its cache hits %s"
-			    "</small></td>", a, c, r);
-	page_rate(a, sizeof(a), err5);
-	evbuffer_add_printf(out, "<td>%.1f%%<small>%s per second</small></td>",
-			    req5 > 0 ? 100.0 * err5 / req5 : 0.0, a);
+	page_limits(out, b, balance_factor);
+	PAGE_ADD(out, "</td>");
+	page_rates(out, b);
 	page_latency(out, &b->response);
 	PAGE_ADD(out, "<td>");
 	page_spark(out, b, colour);
@@ -519,23 +595,41 @@ static void page_backends(struct evbuffer *out, const struct stats *st)
 	PAGE_ADD(out, "</tbody></table>\n");
 }
 
+/* One entry of the list of changes: its text, the warm ramp's words left
+ * out once that ramp has ended (they said "ramping over 5m" for good). */
+static void page_change(struct evbuffer *out, const struct proxy_reload *r, bool ctl, double now)
+{
+	char when[64], buf[sizeof(r->text)];
+
+	page_time(when, sizeof(when), (long long)r->when);
+	evbuffer_add_printf(out, "<li class=\"%s%s\"><time>%s</time> <b>%s</b> ", r->ok ? "ok" : "fail",
+			    ctl ? " ctl" : "", when, ctl ? "changed" : r->ok ? "applied" : "refused");
+	if (r->ramp_len && now * 1000 >= (double)r->ramp_end_ms) {
+		snprintf(buf, sizeof(buf), "%.*s%s", (int)r->ramp_at, r->text, r->text + r->ramp_at + r->ramp_len);
+		page_str(out, buf);
+		PAGE_ADD(out, " <small class=\"ramped\">(its warm ramp has ended)</small>");
+	} else {
+		page_str(out, r->text);
+	}
+	PAGE_ADD(out, "</li>\n");
+}
+
+/* The reloads and the runtime state changes (ringproxy ctl), newest
+ * first. */
 static void page_reloads(struct evbuffer *out, const struct stats *st)
 {
-	char when[64];
+	unsigned i = st->nreloads, j = st->nctls;
+	double now = page_now();
 
 	/* no list numbers: after a refused reload they would not be the
 	 * reload ids ("reload 3:" in an applied one's report) */
-	PAGE_ADD(out, "<h2>Reloads</h2>\n<ul class=\"reloads\">\n");
-	if (!st->nreloads)
+	PAGE_ADD(out, "<h2>Reloads and changes</h2>\n<ul class=\"reloads\">\n");
+	if (!i && !j)
 		PAGE_ADD(out, "<li class=\"none\">none since the start</li>\n");
-	for (unsigned k = st->nreloads; k-- > 0;) {
-		const struct proxy_reload *r = st->reloads[k];
+	while (i || j) {
+		bool ctl = j && (!i || st->ctls[j - 1]->seq > st->reloads[i - 1]->seq);
 
-		page_time(when, sizeof(when), (long long)r->when);
-		evbuffer_add_printf(out, "<li class=\"%s\"><time>%s</time> <b>%s</b> ", r->ok ? "ok" : "fail", when,
-				    r->ok ? "applied" : "refused");
-		page_str(out, r->text);
-		PAGE_ADD(out, "</li>\n");
+		page_change(out, ctl ? st->ctls[--j] : st->reloads[--i], ctl, now);
 	}
 	PAGE_ADD(out, "</ul>\n");
 }
@@ -585,6 +679,34 @@ static void page_disk(struct evbuffer *out, const struct stats *st)
 			 "be read now: a reload would fail.</p>\n");
 }
 
+/* While a warm ramp runs, or a backend drains: how far it has got and
+ * how long is left, one line each (ringproxy(7), WARM RAMP). */
+static void page_progress(struct evbuffer *out, const struct stats *st)
+{
+	double now = page_now();
+	char left[64];
+
+	if (st->ramp_rings && st->ramp_in_progress) {
+		page_duration(left, sizeof(left),
+			      (uint64_t)fmax(0.0, ceil((double)st->ramp_end_ms / 1000 - now)));
+		evbuffer_add_printf(out, "<p class=\"progress\" id=\"ramp\">ramp: %.0f%% of moved keys switched, "
+				    "%s left</p>\n", 100.0 * st->ramp_switched, left);
+	}
+	for (size_t i = 0; i < st->nbe; i++) {
+		const struct stats_backend *b = &st->be[i];
+
+		if (b->drain_progress < 0 || b->drain_progress >= 1)
+			continue;
+		page_duration(left, sizeof(left), (uint64_t)fmax(0.0, ceil(b->drain_end - now)));
+		PAGE_ADD(out, "<p class=\"progress drain\" data-backend=\"");
+		page_str(out, b->name);
+		PAGE_ADD(out, "\">drain ");
+		page_str(out, b->name);
+		evbuffer_add_printf(out, ": %.0f%% of its keys moved to their next owners, %s left</p>\n",
+				    100.0 * b->drain_progress, left);
+	}
+}
+
 static const char page_style[] =
 	":root{--fg:#1d232b;--mute:#5b6672;--line:#e3e7ec;--bad:#b42318;--ok:#067647;--warn:#b54708}"
 	"*{box-sizing:border-box}"
@@ -600,6 +722,7 @@ static const char page_style[] =
 	".tiles{display:grid;grid-template-columns:repeat(auto-fill,minmax(170px,1fr));gap:8px;flex:1;min-width:320px}"
 	".tile{border:1px solid var(--line);border-radius:6px;padding:6px 10px}"
 	".tile span,small{display:block;color:var(--mute);font-size:12px}.tile b{display:block;font-size:20px}"
+	".tile.amber b{color:var(--warn)}.tile.red b{color:var(--bad)}"
 	"table{border-collapse:collapse;width:100%}"
 	"th,td{padding:5px 8px;border-bottom:1px solid var(--line);text-align:right;vertical-align:middle}"
 	"th{font-weight:600;color:var(--mute);font-size:12px}.l{text-align:left}"
@@ -608,6 +731,7 @@ static const char page_style[] =
 	".state{font-weight:600}.st-up{color:var(--ok)}.st-down,.st-failing{color:var(--bad)}.st-checking{color:var(--warn)}"
 	".st-ramping,.st-full{color:var(--warn)}.st-drained{color:var(--mute)}"
 	".scale{font-size:11px}.scale .err{color:var(--bad)}"
+	".progress{color:var(--warn);font-weight:600;margin:4px 0}.idle{color:var(--mute)}"
 	".reloads{padding-left:0;list-style:none}.warn{color:var(--warn);font-weight:600}.reloads li{margin:3px 0;overflow-wrap:anywhere}.reloads .fail b{color:var(--bad)}"
 	".reloads time{color:var(--mute);font-size:12px}details{margin-top:16px}summary{cursor:pointer;font-weight:600}"
 	"table.all{width:auto}footer{margin-top:16px;color:var(--mute);font-size:12px}";
@@ -631,6 +755,7 @@ void page_html(const struct stats *st, struct evbuffer *out)
 	evbuffer_add_printf(out, "</code> loaded %s, SHA-256 <code title=\"%s\">%.12s&hellip;</code>, generation %llu"
 			    "</p>\n", loaded, st->conf_sha256, st->conf_sha256, (unsigned long long)st->generation);
 	page_disk(out, st);
+	page_progress(out, st);
 	PAGE_ADD(out, "</header>\n<section class=\"top\">\n");
 	page_ring(out, st);
 	page_tiles(out, st);

@@ -191,11 +191,13 @@ int plan_keys_read(struct plan_keys *k, const char *path, int scheme1, int mode1
 			snprintf(err, errlen, "%s: out of memory after %zu keys", path, k->n);
 			goto fail;
 		}
+		/* the key as written, without its count: --per-key prints
+		 * the key in a column of its own */
 		if (keep) {
 			k->off[k->n] = k->lines_len;
-			memcpy(k->lines + k->lines_len, line, (size_t)n);
-			k->lines[k->lines_len + (size_t)n] = '\0';
-			k->lines_len += (size_t)n + 1;
+			memcpy(k->lines + k->lines_len, line, len);
+			k->lines[k->lines_len + len] = '\0';
+			k->lines_len += len + 1;
 		}
 		if (k->pos2)
 			k->pos2[k->n] = p2;
@@ -421,11 +423,12 @@ static void plan_text_backends(FILE *out, const struct plan_side *s,
 		if (strlen(s->ring->names[b]) > wname)
 			wname = strlen(s->ring->names[b]);
 	if (s->ring->scheme == RING_SCHEME_RINGPROXY)
-		fprintf(out, "%s: %zu backends, %zu points, vnodes %u\n\n", s->path,
-			s->ring->nbackends, s->ring->npoints, s->ring->vnodes);
+		fprintf(out, "%s: %zu backend%s, %zu points, vnodes %u\n\n", s->path,
+			s->ring->nbackends, s->ring->nbackends == 1 ? "" : "s", s->ring->npoints, s->ring->vnodes);
 	else
-		fprintf(out, "%s: %zu backends, %zu points, scheme %s\n\n", s->path,
-			s->ring->nbackends, s->ring->npoints, plan_scheme_name(s->ring->scheme));
+		fprintf(out, "%s: %zu backend%s, %zu points, scheme %s\n\n", s->path,
+			s->ring->nbackends, s->ring->nbackends == 1 ? "" : "s", s->ring->npoints,
+			plan_scheme_name(s->ring->scheme));
 	if (s->replica)
 		fprintf(out, "  replicas %u: each key on the first %u distinct backends of its walk; share is\n"
 			"  the keyspace a backend heads the list of (primary), replica where it follows\n\n",

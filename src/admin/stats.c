@@ -217,6 +217,11 @@ static uint64_t stats_rate_b_spilled_in(const struct stats_backend *o)
 	return o->spilled_in;
 }
 
+static uint64_t stats_rate_b_spilled_away(const struct stats_backend *o)
+{
+	return o->spilled_away;
+}
+
 static uint64_t stats_rate_b_tier_hits(const struct stats_backend *o)
 {
 	return o->tier_hits;
@@ -244,6 +249,21 @@ double stats_tier_miss_ratio(const struct proxy *p, int seconds)
 	return h + m > 0 ? m / (h + m) : -1;
 }
 
+void stats_tier_counts(const struct proxy *p, int seconds, double *verdicts, double *requests)
+{
+	double span = (double)seconds, up = difftime(time(NULL), p->started);
+
+	*verdicts = *requests = 0;
+	if (!p->rates)
+		return;
+	/* a rate over fewer seconds than asked when the proxy is younger */
+	if (up > 0 && up < span)
+		span = up;
+	*verdicts = (rates_proxy(p->rates, RATES_P_tier_hits, seconds) +
+		     rates_proxy(p->rates, RATES_P_tier_misses, seconds)) * span;
+	*requests = rates_proxy(p->rates, RATES_P_requests, seconds) * span;
+}
+
 void stats_sample(struct proxy *p)
 {
 	uint32_t n = registry_size();
@@ -268,6 +288,18 @@ void stats_sample(struct proxy *p)
 		pv[RATES_P_tier_misses] += o.tier_misses;
 	}
 	pv[RATES_P_accepted] = atomic_load(&p->accepted);
+	/* every request answered, whoever answered it: the count of the
+	 * client's-view histogram */
+	for (unsigned w = 0; w < p->nworkers; w++)
+		for (int k = 0; k < STATS_NBUCKETS; k++)
+			pv[RATES_P_client_requests] += atomic_load_explicit(&p->workers[w]->request.n[k],
+									    memory_order_relaxed);
+	if (p->cache) {
+		struct cache_stats cs;
+
+		cache_stats(p->cache, &cs);
+		pv[RATES_P_cache_answers] = cs.hits + cs.coalesced;
+	}
 	rates_add(p->rates, registry_now_ms(), pv, bv, n);
 	free(bv);
 }
@@ -368,6 +400,8 @@ int stats_collect(struct stats *st, const struct proxy *p)
 	st->reload_moved = p->last_moved_share;
 	for (unsigned k = p->nreloads > PROXY_RELOADS ? p->nreloads - PROXY_RELOADS : 0; k < p->nreloads; k++)
 		st->reloads[st->nreloads++] = &p->reloads[k % PROXY_RELOADS];
+	for (unsigned k = p->nctls > PROXY_RELOADS ? p->nctls - PROXY_RELOADS : 0; k < p->nctls; k++)
+		st->ctls[st->nctls++] = &p->ctls[k % PROXY_RELOADS];
 	stats_build(&st->build);
 	st->conf_path = s->conf->path;
 	st->conf_sha256 = s->conf->sha256;

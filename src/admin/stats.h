@@ -103,6 +103,10 @@ struct stats {
 	/* the last reload attempts, oldest first (borrowed) */
 	const struct proxy_reload *reloads[8];
 	unsigned nreloads;
+	/* the last runtime state changes (ringproxy ctl), oldest first
+	 * (borrowed); the page lists them with the reloads */
+	const struct proxy_reload *ctls[8];
+	unsigned nctls;
 	struct stats_build build;
 	const char *conf_path;          /* borrowed from the snapshot */
 	const char *conf_sha256;
@@ -140,6 +144,9 @@ struct stats {
  * backends' own caches) over the last seconds (at most RATES_SECONDS) of
  * the samples; -1 when there were none. */
 double stats_tier_miss_ratio(const struct proxy *p, int seconds);
+/* About how many responses carried a tier verdict, and how many requests
+ * went to the backends, in the last seconds (rates times the span). */
+void stats_tier_counts(const struct proxy *p, int seconds, double *verdicts, double *requests);
 
 /* The q-quantile (0..1) of h's buckets in seconds, interpolated within
  * its bucket as Prometheus' histogram_quantile does; a quantile in the

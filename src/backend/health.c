@@ -82,7 +82,10 @@ static void health_set(struct backend *b, int down, const struct conf_backend *c
 	va_end(ap);
 	snprintf(reason, sizeof(reason), "%s%s%s", src, src[0] ? ": " : "", why);
 	registry_note_set(&b->reason, reason);
-	if (down)
+	/* one a reload added that never answered was never up but in name */
+	if (down && atomic_exchange(&b->fresh, 0))
+		log_warn("backend %s: new, never answered -> down (%s)", b->name, why);
+	else if (down)
 		log_warn("backend %s: up -> down (%s)", b->name, why);
 	else
 		log_info("backend %s: %s -> up (%s)", b->name, checking ? "checking" : "down", why);
@@ -127,6 +130,8 @@ void health_request_ok(struct backend *b, const struct conf_backend *cb)
 {
 	if (atomic_load_explicit(&b->fails, memory_order_relaxed))
 		atomic_store_explicit(&b->fails, 0, memory_order_relaxed);
+	if (atomic_load_explicit(&b->fresh, memory_order_relaxed))
+		atomic_store_explicit(&b->fresh, 0, memory_order_relaxed);
 	/* only the trial request brings a backend back (and with active
 	 * checks only they do): a response to a request sent before the fall
 	 * is no evidence it has recovered */
@@ -580,6 +585,10 @@ void health_apply(struct health *h, struct snapshot *s)
 		struct health_check *hc;
 		char url[sizeof(hc->url)];
 
+		/* a reload's new backend: in service by presumption until it
+		 * answers (with active checks it is "checking" instead) */
+		if (h->snap && health_is_new(h->snap, cb->name))
+			atomic_store(&s->be[i].state->fresh, !cb->health.path[0]);
 		if (!cb->health.path[0] || !s->be[i].addrlen)
 			continue;
 		health_url(url, sizeof(url), cb, cb->health.path);

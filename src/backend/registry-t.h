@@ -44,6 +44,9 @@ struct backend {
 					   until its first check passes, unless
 					   no backend is up (health.c) */
 	_Atomic unsigned fails;         /* consecutive failed requests */
+	_Atomic int fresh;              /* 1: a reload added it and it has
+					   not answered yet (health.c): its
+					   fall is not "up -> down" */
 	_Atomic int64_t retry_at_ms;    /* passive back-off: try again after
 					   (registry_now_ms) */
 	_Atomic int trial;              /* a passive trial request is out */

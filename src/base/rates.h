@@ -25,13 +25,16 @@
 	X(requests, "requests sent to backends per second") \
 	X(errors, "backend failures (connect errors, timeouts, bad responses) per second") \
 	X(tier_hits, "responses the backends' own caches answered from store per second") \
-	X(tier_misses, "responses the backends' own caches fetched from the origin per second")
+	X(tier_misses, "responses the backends' own caches fetched from the origin per second") \
+	X(client_requests, "requests from clients answered per second, whoever answered (a backend, the proxy's cache, the proxy itself)") \
+	X(cache_answers, "requests the proxy's own cache answered per second (hits, and requests that waited for another's fetch)")
 
 #define RATES_BACKEND(X) \
 	X(requests, "requests sent to the backend per second") \
 	X(responses, "responses relayed completely per second") \
 	X(errors, "connect errors, timeouts and bad responses per second") \
 	X(spilled_in, "requests taken for keys it does not own per second") \
+	X(spilled_away, "requests for keys it owns sent on by the load caps per second") \
 	X(tier_hits, "responses its cache answered from store per second") \
 	X(tier_misses, "responses its cache fetched from the origin per second")
 

@@ -230,6 +230,9 @@ static const struct conf_keydef conf_keys[] = {
 	  "waits: a line the socket cannot take at once is dropped and counted (access_log_dropped)" },
 	{ CONF_IN_LOG, "access_format", CONF_T_ENUM, P(access_format), "combined", 0, 0, "combined|json",
 	  "access log lines: NGINX/Apache combined with ringproxy's fields after, or JSON lines" },
+	{ CONF_IN_LOG, "access_hits", CONF_T_STRING, P(access_hits), "all", 0, 0, "all, none or 1/N (N from 1 to 1000000)",
+	  "which requests ringproxy's own cache answered get an access log line: all, none (only the requests sent to "
+	  "a backend and the proxy's own replies), or 1/N, one in N of them (a sample, counted per worker thread)" },
 
 	{ CONF_IN_BACKEND, "url", CONF_T_URL, B(url), NULL, 0, 0, NULL,
 	  "http://host[:port][/prefix] of the cache" },
@@ -451,6 +454,45 @@ static int conf_parse_units(const char *s, const struct conf_unit *units,
 	return 0;
 }
 
+/* A duration written in parts, as conf_fmt_ms writes one: "1m59s",
+ * "1h30m", "1m59s976ms"; each part a whole number and its unit, the
+ * units from the largest down. 0, or -1. */
+static int conf_parse_compound(const char *s, uint64_t *ms)
+{
+	static const struct { const char *suffix; uint64_t mult; } units[] = {
+		{ "h", 3600000 }, { "m", 60000 }, { "s", 1000 }, { "ms", 1 },
+	};
+	size_t next = 0, parts = 0;
+	uint64_t sum = 0;
+
+	while (*s) {
+		uint64_t v = 0;
+		size_t u, digits = 0;
+
+		for (; isdigit((unsigned char)*s) && digits < 12; s++, digits++)
+			v = v * 10 + (uint64_t)(*s - '0');
+		if (!digits || isdigit((unsigned char)*s))
+			return -1;
+		/* "ms" before "m": the longer unit that fits */
+		for (u = next; u < 4; u++) {
+			size_t n = strlen(units[u].suffix);
+
+			if (strncasecmp(s, units[u].suffix, n) == 0 && (u != 1 || (s[1] != 's' && s[1] != 'S')))
+				break;
+		}
+		if (u == 4)
+			return -1;
+		s += strlen(units[u].suffix);
+		sum += v * units[u].mult;
+		next = u + 1;
+		parts++;
+	}
+	if (parts < 2)
+		return -1;
+	*ms = sum;
+	return 0;
+}
+
 int conf_parse_duration(const char *s, uint64_t *ms)
 {
 	static const struct conf_unit units[] = {
@@ -458,7 +500,9 @@ int conf_parse_duration(const char *s, uint64_t *ms)
 		{ NULL, 0 },
 	};
 
-	return conf_parse_units(s, units, 1000, ms);
+	if (conf_parse_units(s, units, 1000, ms) == 0)
+		return 0;
+	return conf_parse_compound(s, ms);
 }
 
 int conf_parse_size(const char *s, uint64_t *bytes)
@@ -674,14 +718,25 @@ static int conf_enum_index(const char *choices, const char *v)
 
 void conf_fmt_ms(uint64_t ms, char *out, size_t len)
 {
-	if (ms % 3600000 == 0 && ms)
-		snprintf(out, len, "%lluh", (unsigned long long)(ms / 3600000));
-	else if (ms % 60000 == 0 && ms)
-		snprintf(out, len, "%llum", (unsigned long long)(ms / 60000));
-	else if (ms % 1000 == 0)
-		snprintf(out, len, "%llus", (unsigned long long)(ms / 1000));
-	else
+	unsigned long long h = ms / 3600000, m = ms / 60000 % 60, sec = ms / 1000 % 60, rest = ms % 1000;
+	size_t n = 0;
+
+	/* under a minute, a part of a second reads as milliseconds alone
+	 * ("1500ms"); past it, each unit that is not 0, largest first
+	 * ("2m", "1m59s", "1h30m"), as the file would say it */
+	if (ms < 60000 && rest) {
 		snprintf(out, len, "%llums", (unsigned long long)ms);
+		return;
+	}
+	out[0] = '\0';
+	if (h)
+		n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%lluh", h);
+	if (m && n < len)
+		n += (size_t)snprintf(out + n, len - n, "%llum", m);
+	if ((sec || !ms) && n < len)
+		n += (size_t)snprintf(out + n, len - n, "%llus", sec);
+	if (rest && n < len)
+		snprintf(out + n, len - n, "%llums", rest);
 }
 
 /* The setters, one per type: parse v as k's type, check it against k's
@@ -1731,6 +1786,37 @@ static void conf_validate_access(struct conf_parse *ps)
 		conf_error(ps, conf_line(ps->c, "access"), "access: %s: %s", ps->c->access_log, why);
 }
 
+int conf_parse_access_hits(const char *s, unsigned *every)
+{
+	char *end;
+	unsigned long n;
+
+	if (strcasecmp(s, "all") == 0) {
+		*every = 1;
+		return 0;
+	}
+	if (strcasecmp(s, "none") == 0) {
+		*every = 0;
+		return 0;
+	}
+	if (strncmp(s, "1/", 2) != 0 || !isdigit((unsigned char)s[2]))
+		return -1;
+	errno = 0;
+	n = strtoul(s + 2, &end, 10);
+	if (errno || *end || n < 1 || n > 1000000)
+		return -1;
+	*every = (unsigned)n;
+	return 0;
+}
+
+/* [log] access_hits = all | none | 1/N. */
+static void conf_validate_access_hits(struct conf_parse *ps)
+{
+	if (conf_parse_access_hits(ps->c->access_hits, &ps->c->access_hits_every) < 0)
+		conf_error(ps, conf_line(ps->c, "access_hits"), "access_hits: '%s' is not all, none or 1/N "
+			   "(one in N of the requests the cache answered, N from 1 to 1000000)", ps->c->access_hits);
+}
+
 /* A list of addresses and CIDR blocks (purge_allow, proxy_protocol_from). */
 static void conf_validate_list(struct conf_parse *ps, const char *key, const char *list)
 {
@@ -1800,6 +1886,7 @@ static void conf_validate(struct conf_parse *ps)
 	conf_validate_list(ps, "purge_allow", c->cache_purge_allow);
 	conf_validate_query(ps);
 	conf_validate_access(ps);
+	conf_validate_access_hits(ps);
 	conf_validate_formats(ps);
 	if (c->buffer_size < c->max_head_size)
 		conf_error(ps, conf_line(c, "buffer_size"),
@@ -2391,6 +2478,10 @@ static void conf_diff_add(void *arg, const struct conf_change *ch)
 		else
 			snprintf(d->out + used, d->len - used, "%s%s%s%s %s -> %s", d->n ? ", " : "",
 				 ch->backend ? ch->section : "", ch->backend ? " " : "", ch->key, ch->from, ch->to);
+		/* listen, workers, admin_listen, pid_file: read, not applied */
+		used = strlen(d->out);
+		if (ch->restart && used + 1 < d->len)
+			snprintf(d->out + used, d->len - used, " (needs a restart: not applied)");
 	}
 	d->n++;
 }

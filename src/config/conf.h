@@ -97,6 +97,9 @@ struct conf {
 	char *pid_file;                 /* "" = none (pidfile.c) */
 	char *access_log;               /* [log] access: "off", "stderr" or a path */
 	int access_format;              /* enum conf_access_format */
+	char *access_hits;              /* [log] access_hits as written */
+	unsigned access_hits_every;     /* and as read: 1 all the cache's
+					   answers logged, 0 none, N one in N */
 	bool watch_config;              /* reload when the file changes */
 	char *state_file;               /* the backends' runtime states
 					   (runstate.c); "" = not kept */
@@ -201,6 +204,9 @@ const struct conf_backend *conf_backend_find(const struct conf *c,
 /* Parse "500ms", "5s", "2m", "1h" or a bare number of seconds into ms.
  * Returns 0 or -1. Exposed for the unit test. */
 int conf_parse_duration(const char *s, uint64_t *ms);
+/* [log] access_hits: "all" (1), "none" (0) or "1/N" (N) into *every; 0,
+ * or -1 when s is none of those. */
+int conf_parse_access_hits(const char *s, unsigned *every);
 /* A duration in ms as the config writes it: "5m", "90s", "1500ms" (the
  * largest whole unit; 0 is "0s"). Pure. */
 void conf_fmt_ms(uint64_t ms, char *out, size_t len);

@@ -28,6 +28,8 @@ struct access_buf {
 	char clf[48];
 	char iso[48];
 	size_t clf_len, iso_len;
+	unsigned hits;                  /* the cache's answers seen, for
+					   [log] access_hits = 1/N */
 };
 
 #endif

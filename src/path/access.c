@@ -816,7 +816,20 @@ char *access_format(char *p, struct access_buf *b, const struct access_fields *f
 		p = access_cstr(p, l->cache);
 		p = ACCESS_PUTS(p, "\",\"why\":\"");
 		p = access_cstr(p, l->why);
-		p = ACCESS_PUTS(p, "\",\"request_id\":\"");
+		p = ACCESS_PUTS(p, "\",\"upstream_time\":");
+		if (l->upstream_us >= 0)
+			p = access_secs(p, l->upstream_us);
+		else
+			p = ACCESS_PUTS(p, "null");
+		p = ACCESS_PUTS(p, ",\"tier\":");
+		if (l->tier && l->tier[0] != '-') {
+			*p++ = '"';
+			p = access_cstr(p, l->tier);
+			*p++ = '"';
+		} else {
+			p = ACCESS_PUTS(p, "null");
+		}
+		p = ACCESS_PUTS(p, ",\"request_id\":\"");
 		p = access_put(p, l->rid, 20);
 		p = ACCESS_PUTS(p, "\"}\n");
 	} else {
@@ -846,6 +859,13 @@ char *access_format(char *p, struct access_buf *b, const struct access_fields *f
 		p = access_cstr(p, l->cache);
 		p = ACCESS_PUTS(p, " why=");
 		p = access_cstr(p, l->why);
+		p = ACCESS_PUTS(p, " upstream_time=");
+		if (l->upstream_us >= 0)
+			p = access_secs(p, l->upstream_us);
+		else
+			*p++ = '-';
+		p = ACCESS_PUTS(p, " tier=");
+		p = access_cstr(p, l->tier ? l->tier : "-");
 		p = ACCESS_PUTS(p, " request_id=");
 		p = access_put(p, l->rid, 20);
 		*p++ = '\n';
@@ -910,6 +930,14 @@ bool access_append(struct access_buf *b, const struct access_fields *f, bool jso
 bool access_wanted(void)
 {
 	return atomic_load_explicit(&access_on, memory_order_relaxed);
+}
+
+bool access_hit_wanted(struct access_buf *b, unsigned every)
+{
+	if (every <= 1)
+		return every == 1;
+	/* the first of each N: a quiet worker's first hit has its line */
+	return b->hits++ % every == 0;
 }
 
 void access_log(struct access_buf *b, bool json, struct access_fields *f,

@@ -45,6 +45,10 @@ void access_buf_free(struct access_buf *b);
 /* Worker thread: is the log on? A request fills a line's fields only
  * then (a relaxed load). */
 bool access_wanted(void);
+/* Worker thread: does a request ringproxy's cache answered get a line in
+ * b, per [log] access_hits read as every (1 all, 0 none, N one in N,
+ * counted in b)? */
+bool access_hit_wanted(struct access_buf *b, unsigned every);
 
 /* Worker thread: log, into its worker's buffer b, the request of f (log,
  * ip, iplen, minor and dur_us set) that just ended: it began at t_begin
@@ -80,6 +84,10 @@ struct access_req {
 					   bypass, or "-" (no cache) */
 	const char *why;                /* owner, replica, spill, failover, ramp, retry,
 					   cache, or "-" (no backend) */
+	int64_t upstream_us;            /* from its last try handed to a
+					   backend to the end; -1: none */
+	const char *tier;               /* the backend's cache: hit, miss,
+					   or "-" (no verdict, no backend) */
 	char rid[24];                   /* the request id */
 	bool line_copied;               /* method and target are a copy: the
 					   head's other bytes may be gone */

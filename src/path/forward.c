@@ -439,6 +439,7 @@ static int fwd_begin(struct request *rq, int i, bool fresh, enum req_fail *kind,
 	u->got_bytes = false;
 	u->sent_before = u->out.sent;
 	u->t_sent = deadline_clock_us();        /* not the turn's: it goes out now */
+	req_upstream_begin(rq, u->t_sent);
 	u->resp_done = false;
 	u->eof = false;
 	u->dechunk = false;
@@ -589,6 +590,7 @@ static void fwd_count_class(struct upstream *u)
 		return;
 	v = u->rq->msg.method_id == HTTP1_M_GET || u->rq->msg.method_id == HTTP1_M_HEAD ?
 	    tier_verdict(&u->resp, (enum tier_status)u->rq->snap->conf->tier_status) : TIER_NONE;
+	req_tier(u->rq, v);
 	if (v == TIER_HIT)
 		worker_count(&pool->tier_hits);
 	else if (v == TIER_MISS)

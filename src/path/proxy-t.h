@@ -24,6 +24,13 @@ struct proxy_reload {
 	bool ok;
 	char text[1536];                /* the report, or the errors */
 	double moved;                   /* share of keys moved (ok only) */
+	/* the warm ramp's words in text ("; ramping over 5m"): where they
+	 * are (ramp_len 0: none) and when that ramp ends (Unix ms), so the
+	 * page leaves them out once it has */
+	size_t ramp_at, ramp_len;
+	long long ramp_end_ms;
+	uint64_t seq;                   /* its place among reloads and ctl
+					   changes, 1 the first */
 };
 
 /* Reload attempts the stats endpoint lists. */
@@ -58,6 +65,11 @@ struct proxy {
 	struct ring_arc *moved;         /* the keys the last successful reload
 					   moved, on the current ring */
 	size_t nmoved;
+	/* the last runtime state changes (ringproxy ctl, POST /backend),
+	 * for the page's list beside the reloads */
+	struct proxy_reload ctls[PROXY_RELOADS];
+	unsigned nctls;                 /* ctls[(nctls - 1) % N] newest */
+	uint64_t changes;               /* reloads and ctl changes so far */
 	time_t conf_loaded;             /* when the current config was read */
 	struct rates *rates;            /* one sample a second (stats_sample) */
 };

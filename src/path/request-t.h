@@ -155,6 +155,11 @@ struct request {
 					   reference): answers instead of a
 					   backend failure (stale-if-error) */
 	int64_t sent_at;                /* when it went to the backend */
+	int64_t up_t0;                  /* its last try handed to a backend
+					   connection (deadline_clock_us), 0:
+					   none; the access log's upstream time */
+	uint8_t tier;                   /* that backend's cache's verdict on
+					   the response (enum tier_verdict) */
 	size_t cond_len;                /* 0: not revalidating */
 	size_t ae_len;                  /* the variant's lines (Accept-Encoding,
 					   Accept) after cond[cond_len]; 0:

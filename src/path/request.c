@@ -32,6 +32,7 @@
 #include "base/log.h"
 #include "path/proxy-t.h"
 #include "http/range.h"
+#include "http/tier.h"
 #include "path/refresh.h"
 #include "backend/snapshot.h"
 #include "http/vary.h"
@@ -85,7 +86,7 @@ static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *ho
 static bool req_stale_if_error(struct request *rq);
 static bool req_conditional(const struct http1_msg *m);
 static void req_revalidated(struct request *rq, const struct http1_msg *resp);
-static void req_log_fields(struct request *rq, struct access_req *l);
+static void req_log_fields(struct request *rq, struct access_req *l, int64_t end_us);
 static void req_obj_drop(struct request *rq, struct cache_obj *o);
 
 void req_init(struct request *rq, struct worker *w, struct client *c, const struct rbuf *in,
@@ -175,6 +176,8 @@ void req_begin(struct request *rq, size_t head_len, uint64_t rid)
 		rq->body_done = false;
 	}
 	rq->close_after = !rq->msg.keep_alive || w->stopping;
+	rq->up_t0 = 0;
+	rq->tier = 0;
 	rq->cache_fwd = NULL;
 	rq->shared = false;
 	rq->inval.len = 0;
@@ -313,10 +316,15 @@ bool req_end(struct request *rq)
 			rq->end_kind = REQ_END_ABORT;
 		else if (rq->state == REQ_DONE)
 			worker_hist(&rq->w->request, took);
-		if (access_wanted()) {
+		/* [log] access_hits: the cache's answers, all, none or a
+		 * sample. The worker's config, not the request's: a reply
+		 * of the proxy's own to a head it could not parse has no
+		 * snapshot */
+		if (access_wanted() && (rq->end_kind != REQ_END_CACHE ||
+					access_hit_wanted(&rq->w->alog, rq->w->snap->conf->access_hits_every))) {
 			struct access_fields f;
 
-			req_log_fields(rq, &f.log);
+			req_log_fields(rq, &f.log, rq->t_begin + took);
 			f.ip = rq->ip;
 			f.iplen = rq->iplen;
 			f.minor = rq->msg.minor;
@@ -381,6 +389,17 @@ int req_take_body(struct request *rq, const char **p, size_t *n)
 void req_head_sent(struct request *rq)
 {
 	rq->head_sent = true;
+}
+
+void req_upstream_begin(struct request *rq, int64_t t_us)
+{
+	rq->up_t0 = t_us;
+	rq->tier = 0;
+}
+
+void req_tier(struct request *rq, int verdict)
+{
+	rq->tier = (uint8_t)verdict;
 }
 
 void req_want_body(struct request *rq)
@@ -753,7 +772,7 @@ static void req_rid(const struct request *rq, char *out)
 	out[20] = '\0';
 }
 
-static void req_log_fields(struct request *rq, struct access_req *l)
+static void req_log_fields(struct request *rq, struct access_req *l, int64_t end_us)
 {
 	l->line_copied = rq->line_copied;
 	req_line(rq, &l->method, &l->target);
@@ -771,6 +790,11 @@ static void req_log_fields(struct request *rq, struct access_req *l)
 	}
 	l->cache = rq->end_kind == REQ_END_CACHE ? (rq->collapsed ? "collapsed" : "hit") :
 		   rq->cache_fwd ? rq->cache_fwd : "-";
+	/* what the backend behind took and what its own cache said; none
+	 * for an answer from ringproxy's cache (a revalidation's backend
+	 * time is the backend's still) */
+	l->upstream_us = rq->up_t0 && rq->end_kind != REQ_END_CACHE ? end_us - rq->up_t0 : -1;
+	l->tier = rq->tier == TIER_HIT ? "hit" : rq->tier == TIER_MISS ? "miss" : "-";
 	req_rid(rq, l->rid);
 }
 

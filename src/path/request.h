@@ -165,6 +165,11 @@ bool req_retryable(const struct request *rq);
 int req_take_body(struct request *rq, const char **p, size_t *n);
 /* The head and the body taken so far are written upstream. */
 void req_head_sent(struct request *rq);
+/* A try of the request is handed to a backend connection at t_us
+ * (deadline_clock_us), and the verdict of that backend's own cache on its
+ * response (enum tier_verdict, tier.h): for the access log. */
+void req_upstream_begin(struct request *rq, int64_t t_us);
+void req_tier(struct request *rq, int verdict);
 /* The backend took the body we had: read more from the client. */
 void req_want_body(struct request *rq);
 

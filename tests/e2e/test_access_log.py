@@ -6,7 +6,9 @@ retry, failover, cache); SIGUSR1 reopens the file after a rename; a log
 that cannot be written (/dev/full) drops lines, counts them, and never
 holds a request up; to syslog, one datagram a line (RFC 5424 over UDP,
 RFC 3164 to a local socket), never waiting for a stalled receiver, and
-back after the receiver restarts.
+back after the receiver restarts. Each line has the backend's time and its
+own cache's verdict (upstream_time, tier); [log] access_hits logs the
+requests ringproxy's cache answered all, none or one in N.
 usage: test_access_log.py RINGPROXY TESTCACHE"""
 
 import json
@@ -30,7 +32,8 @@ COMBINED = re.compile(
     r'^(?P<client>\S+) - - \[(?P<time>\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d \+0000)\] '
     r'"(?P<method>\S+) (?P<target>\S+) (?P<protocol>HTTP/1\.[01])" (?P<status>\d{3}) (?P<bytes>\d+) '
     r'"(?P<referer>[^"]*)" "(?P<user_agent>[^"]*)" duration=(?P<duration>\d+\.\d{6}) '
-    r'backend=(?P<backend>\S+) cache=(?P<cache>\S+) why=(?P<why>\S+) request_id=(?P<request_id>[0-9a-f]{20})$')
+    r'backend=(?P<backend>\S+) cache=(?P<cache>\S+) why=(?P<why>\S+) upstream_time=(?P<upstream_time>\S+) '
+    r'tier=(?P<tier>\S+) request_id=(?P<request_id>[0-9a-f]{20})$')
 
 
 def admin(port, path):
@@ -92,7 +95,7 @@ def main():
     rd.closed()
     lines = lines_of(log, 42)
     parsed = [COMBINED.match(x) for x in lines]
-    t.check(len(lines) == 42 and all(parsed), "42 requests, 42 combined lines, each parsed by the combined regex",
+    t.check(len(lines) == 42 and all(parsed), f"42 requests, 42 combined lines, each parsed by the combined regex ({len(lines)})",
             "\n".join(x for x, m in zip(lines, parsed) if not m)[:2000])
     if not all(parsed):
         proxy.stop()
@@ -116,6 +119,13 @@ def main():
             hit["backend"] == "-" and hit["status"] == "200" and st2 == 200 and
             float(hit["duration"]) <= float(by_target["/img/0.jpg"]["duration"]),
             "the repeat is a hit: cache=hit, why=cache, no backend, quicker than its miss", str(hit))
+    up = [r for r in gets if r["backend"] == "live"]
+    t.check(up and all(re.fullmatch(r"\d+\.\d{6}", r["upstream_time"]) and
+                       float(r["upstream_time"]) <= float(r["duration"]) and r["tier"] == "miss" for r in up),
+            "a forwarded request's line: upstream_time, within its duration, and tier=miss (the test cache "
+            "sends no Age: its own cache did not answer from store)", str(up[:2]))
+    t.check(hit.get("upstream_time") == "-" and hit.get("tier") == "-",
+            "a hit's line: no upstream time, no tier verdict", str(hit))
     r0 = by_target["/img/0.jpg"]
     t.check(r0["client"] == "127.0.0.1" and r0["method"] == "GET" and r0["protocol"] == "HTTP/1.1" and
             r0["referer"] == hdrs["Referer"] and r0["user_agent"] == 'Tester/1.0 (\\x22quoted\\x22)' and
@@ -159,10 +169,12 @@ def main():
         docs = []
         t.note(f"not JSON: {e}: {new[1:]}")
     keys = {"client", "time", "method", "target", "protocol", "status", "bytes", "referer", "user_agent",
-            "duration", "backend", "cache", "why", "request_id"}
+            "duration", "backend", "cache", "why", "upstream_time", "tier", "request_id"}
     t.check(len(docs) == 2 and all(keys <= set(d) for d in docs) and
             docs[0]["target"] == "/json/1.jpg" and docs[0]["status"] == 200 and docs[0]["cache"] == "miss" and
             docs[1]["cache"] == "hit" and docs[1]["backend"] is None and
+            isinstance(docs[0]["upstream_time"], float) and docs[0]["tier"] == "miss" and
+            docs[1]["upstream_time"] is None and docs[1]["tier"] is None and
             docs[0]["user_agent"] == hdrs["User-Agent"] and isinstance(docs[0]["duration"], float),
             "JSON lines with the same names; the user agent's quotes come back intact", str(docs))
     # a request with a body large enough to move through the read buffer:
@@ -209,7 +221,41 @@ def main():
     proxy.stop()
 
     refused_headers(live)
+    hits_sampled(live)
     to_syslog(live)
+
+
+def hits_sampled(live):
+    """[log] access_hits = none: a miss and its repeats give one line, the
+    miss's; 1/5: one in five of the hits, the first of each five (one
+    worker: one count)."""
+    log = harness.tmp_path(f"access-hits.{time.monotonic_ns()}.log")
+    path = harness.write("access-hits.ini", conf_with_log([live], log, proxy={"workers": 1},
+                                                          cache={"size": "1m", "min_uses": 1}) +
+                         "access_hits = none\n")
+    proxy = harness.Proxy(RP, path=path, tag="hits")
+    for i in range(21):
+        harness.get(proxy.port, "/hits/a.jpg")
+    harness.get(proxy.port, "/hits/b.jpg")
+    lines = lines_of(log, 2)
+    time.sleep(0.3)
+    with open(log) as f:
+        lines = f.read().splitlines()
+    t.check(len(lines) == 2 and all("cache=miss" in x for x in lines),
+            "access_hits = none: 22 requests, 20 of them hits: only the two misses are logged", "\n".join(lines))
+    with open(path) as f:
+        text = f.read()
+    harness.write("access-hits.ini", text.replace("access_hits = none", "access_hits = 1/5"))
+    out = proxy.reload()
+    for i in range(20):
+        harness.get(proxy.port, "/hits/a.jpg")
+    lines = lines_of(log, 6)
+    time.sleep(0.3)
+    with open(log) as f:
+        lines = f.read().splitlines()
+    t.check(out and out.startswith("reload") and len(lines) == 6 and all("cache=hit" in x for x in lines[2:]),
+            "access_hits = 1/5: 20 hits, 4 lines", "\n".join(lines))
+    proxy.stop()
 
 
 def refused_headers(live):

@@ -373,6 +373,16 @@ check(rel and inst and rel.group(1) == rel.group(2) == inst.group(1) and rel.gro
 guards = re.findall(r"\[ (-[df]) (\S+) \] \|\| meson setup (\S+)", demo_sh)
 check(guards and all(k == "-f" and f == d + "/build.ninja" for k, f, d in guards),
       f"the demo configures its build directory unless build.ninja is there, not merely the directory: {guards}")
+# the demo says what it is doing before its build, the longest silence
+say = re.search(r'^echo "building[^"]*\(about a minute[^"]*\)"$', demo_sh, re.M)
+build = re.search(r"^ninja -C ", demo_sh, re.M)
+check(say and build and say.start() < build.start(),
+      "the demo says 'building ... (about a minute ...)' before it builds")
+# the README's first two commands: the test run says how long it takes
+top = readme[:readme.index("\n```\n", readme.index("```sh")) + 1]
+check(re.search(r"^bash tests/demo\.sh +# ", top, re.M) and
+      re.search(r"^bash \.ci/run +# .*\(about 10-15 minutes\)$", top, re.M),
+      "the README's two commands: the demo, and the whole test suite with its duration")
 plan = re.search(r"ringproxy plan (\S+) (\S+)", demo_sh)
 started = re.search(r"ringproxy -c (\S+) &", demo_sh)
 if plan and started:

@@ -8,7 +8,8 @@ names its device and inode), every line carries its priority as
 sd-daemon writes it; on any other stderr, and in a log_file, lines keep
 their time stamps. A build configured without the man pages says at
 setup, and in what `meson install` prints, that they will not be
-installed.
+installed. The installed README links only to installed files; a release
+build leaves out the tests and benchmarks unless -Dtests=enabled.
 usage: test_install.py RINGPROXY SOURCE_ROOT BUILD_ROOT MESON"""
 
 import os
@@ -51,6 +52,19 @@ def check_install():
     for rel in ("bin/ringproxy", "lib/systemd/system/ringproxy.service", "share/doc/ringproxy/README.md",
                 "share/doc/ringproxy/benchmarks.md", "share/doc/ringproxy/ramp.svg"):
         t.check(os.path.isfile(os.path.join(pre, rel)), f"installed {rel}")
+    # every file the installed README and benchmarks.md link to is beside them
+    doc = os.path.join(pre, "share/doc/ringproxy")
+    broken, links = [], 0
+    for name in ("README.md", "benchmarks.md"):
+        text = open(os.path.join(doc, name)).read() if os.path.isfile(os.path.join(doc, name)) else ""
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:|#", target):
+                continue
+            links += 1
+            if not os.path.isfile(os.path.join(doc, target.split("#")[0])):
+                broken.append(f"{name}: {target}")
+    t.check(links >= 3 and not broken, f"the installed README's {links} links to files all lead to installed "
+            "files (the screenshot, the benchmarks, the cache suite's table)", "\n".join(broken))
     pages = (("ringproxy.8", "man8"), ("ringproxy.ini.5", "man5"), ("ringproxy.7", "man7"),
              ("ringproxy-stats.7", "man7"))
     built_man = [p for p, _ in pages if os.path.exists(os.path.join(BUILD, "src", "man", p))]
@@ -139,10 +153,35 @@ def check_no_man():
     shutil.rmtree(bdir, ignore_errors=True)
 
 
+def check_release_targets():
+    """A release build (the README's) builds the daemon and its pages, not
+    the tests and benchmarks; -Dtests=enabled builds them, for meson
+    test. Read from the build plan, without building."""
+    counts = {}
+    for opt in ("", "-Dtests=enabled"):
+        bdir = tempfile.mkdtemp(prefix="rp-release-")
+        p = subprocess.run([MESON, "setup", bdir, ROOT, "-Dbuildtype=release", "-Dfuzz=disabled",
+                            *([opt] if opt else [])], capture_output=True, text=True, timeout=300)
+        q = subprocess.run([MESON, "introspect", "--targets", bdir], capture_output=True, text=True, timeout=60)
+        names = re.findall(r'"name": "([^"]+)"', q.stdout)
+        tests = subprocess.run([MESON, "introspect", "--tests", bdir], capture_output=True, text=True, timeout=60)
+        counts[opt] = (p.returncode, names, tests.stdout.count('"name"'), p.stdout)
+        shutil.rmtree(bdir, ignore_errors=True)
+    rc, names, ntests, out = counts[""]
+    t.check(rc == 0 and "ringproxy" in names and "testcache" not in names and ntests == 0 and
+            not any(n.startswith(("test-", "bench-", "fuzz-")) for n in names) and "-Dtests=enabled" in out,
+            f"a release build: {len(names)} targets, the daemon's, no test, test cache or benchmark; setup says "
+            "how to build them", " ".join(names))
+    rc, names, ntests, out = counts["-Dtests=enabled"]
+    t.check(rc == 0 and "testcache" in names and "test-ring" in names and "bench-ring" in names and ntests > 50,
+            f"-Dtests=enabled: the tests and benchmarks too ({len(names)} targets, {ntests} tests)")
+
+
 def main():
     check_install()
     check_journal()
     check_no_man()
+    check_release_targets()
 
 
 H.run_main(t, main)

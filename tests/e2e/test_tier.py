@@ -126,7 +126,7 @@ def main():
     H.write("tier.ini", conf(vs, opts))
     mark = p.log_size()
     line = p.reload()
-    m = p.wait_log(r"tier miss ratio before reload 2: ([0-9.]+)% in the minute before\n", 5, mark)
+    m = p.wait_log(r"tier miss ratio before reload 2: ([0-9.]+)% in the minute before \(\d+ responses?\)\n", 5, mark)
     t.check(line and line.startswith("reload 2: +v3;") and m and abs(float(m.group(1)) / 100 - before) <= 0.01,
             f"after the reload's report, a line: the tier's miss ratio in the minute before, Varnish's "
             f"{before:.4f}", m.group(0) if m else p.log()[-1500:])
@@ -139,7 +139,7 @@ def main():
     after = ratio(mi, h)
     t.check(after > before / 3, f"the moved keys miss at v3: Varnish's miss ratio {after:.4f} after, "
             f"{before:.4f} before (the second round alone would be all hits)")
-    m = p.wait_log(r"tier miss ratio after reload 2: ([0-9.]+)% in the minute after \(([0-9.]+)% before\)", 90, mark)
+    m = p.wait_log(r"tier miss ratio after reload 2: ([0-9.]+)% in the minute after \(\d+ responses?; ([0-9.]+)% before\)", 90, mark)
     t.check(m and abs(float(m.group(1)) / 100 - after) <= 0.01 and abs(float(m.group(2)) / 100 - before) <= 0.01,
             f"a minute later, a line: the tier's miss ratio in the minute after, Varnish's {after:.4f}",
             m.group(0) if m else p.log()[-2000:])

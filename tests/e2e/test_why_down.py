@@ -108,7 +108,7 @@ def passive():
             re.search(r'(?m)^ringproxy_backend_up\{backend="p3"\} 1$', m), "/metrics: ringproxy_backend_up 0 and 1")
     page = fetch(port, "/")
     title = re.search(r"<title>([^<]*)</title>", page)
-    tile = re.search(r'<div class="tile" id="t-up"><span>[^<]*</span><b>([^<]*)</b>', page)
+    tile = re.search(r'<div class="tile amber" id="t-up"><span>[^<]*</span><b>([^<]*)</b>', page)
     t.check(title and title.group(1) == "ringproxy: 1 of 4 up" and tile and tile.group(1) == "1 of 4",
             "the page's title and tile: 1 of 4 up", (title.group(0) if title else "") + (tile.group(0) if tile else ""))
     row = re.search(r'<tr class="backend" data-backend="p0".*?</tr>', page, re.S)

@@ -171,6 +171,8 @@ static struct access_fields sample(char *ip)
 	f.log.backend = "cache-1";
 	f.log.cache = "miss";
 	f.log.why = "owner";
+	f.log.upstream_us = 1200345;
+	f.log.tier = "hit";
 	memcpy(f.log.rid, "692c5f8d010000000001", 21);
 	f.referer.p = "http://example.com/";
 	f.referer.len = strlen(f.referer.p);
@@ -197,17 +199,20 @@ static void test_lines(void)
 	format_line(line, &b, &f, false);
 	tap_is_str(line, "127.0.0.1 - - [30/Nov/2026:16:41:49 +0000] \"GET /img/a\\x22b.jpg?x=1 HTTP/1.1\" "
 		   "200 4321 \"http://example.com/\" \"curl/7.88.1\" duration=1.234567 backend=cache-1 "
-		   "cache=miss why=owner request_id=692c5f8d010000000001\n",
-		   "a combined line, field by field");
+		   "cache=miss why=owner upstream_time=1.200345 tier=hit request_id=692c5f8d010000000001\n",
+		   "a combined line, field by field: the backend's time and its cache's verdict too");
 	format_line(line, &b, &f, true);
 	tap_is_str(line, "{\"client\":\"127.0.0.1\",\"time\":\"2026-11-30T16:41:49.007Z\",\"method\":\"GET\","
 		   "\"target\":\"/img/a\\\"b.jpg?x=1\",\"protocol\":\"HTTP/1.1\",\"status\":200,\"bytes\":4321,"
 		   "\"referer\":\"http://example.com/\",\"user_agent\":\"curl/7.88.1\",\"duration\":1.234567,"
-		   "\"backend\":\"cache-1\",\"cache\":\"miss\",\"why\":\"owner\",\"request_id\":\"692c5f8d010000000001\"}\n",
+		   "\"backend\":\"cache-1\",\"cache\":\"miss\",\"why\":\"owner\",\"upstream_time\":1.200345,"
+		   "\"tier\":\"hit\",\"request_id\":\"692c5f8d010000000001\"}\n",
 		   "a JSON line, field by field");
 	f.log.backend = NULL;
 	f.log.why = "-";
 	f.log.cache = "-";
+	f.log.upstream_us = -1;
+	f.log.tier = "-";
 	f.log.status = 499;
 	f.log.bytes = 0;
 	f.referer.len = f.user_agent.len = 0;
@@ -220,10 +225,11 @@ static void test_lines(void)
 	format_line(line, &b, &f, false);
 	tap_is_str(line, "2001:db8:85a3:0:0:8a2e:370:7334 - - [29/Feb/2000:00:00:00 +0000] \"GET /img/a\\x22b.jpg?x=1 "
 		   "HTTP/1.0\" 499 0 \"-\" \"-\" duration=0.000042 backend=- cache=- why=- "
-		   "request_id=692c5f8d010000000001\n",
+		   "upstream_time=- tier=- request_id=692c5f8d010000000001\n",
 		   "no backend, no referer or user agent, an IPv6 client, HTTP/1.0, a leap day's stamp");
 	format_line(line, &b, &f, true);
 	tap_ok(strstr(line, "\"time\":\"2000-02-29T00:00:00.999Z\"") && strstr(line, "\"backend\":null") &&
+	       strstr(line, "\"upstream_time\":null,\"tier\":null,") &&
 	       strstr(line, "\"referer\":\"\",\"user_agent\":\"\""), "JSON: the stamp's milliseconds, null backend, "
 	       "empty referer and user agent");
 	/* the stamps of every day of 1970-2100 against gmtime's */
@@ -244,6 +250,23 @@ static void test_lines(void)
 		tap_ok(wrong == 0 && b.clf_len == ACCESS_CLF_LEN && b.iso_len == ACCESS_ISO_LEN,
 		       "the [day/Mon/year:h:m:s] stamp = strftime's for days of 1970-2100");
 	}
+}
+
+/* [log] access_hits: all, none, and one in N per buffer, the first of
+ * each N. */
+static void test_hits(void)
+{
+	struct access_buf b = { .sec = -1 }, c = { .sec = -1 };
+	int all = 0, none = 0, tenth = 0, first = access_hit_wanted(&c, 10);
+
+	for (int i = 0; i < 1000; i++) {
+		all += access_hit_wanted(&b, 1);
+		none += access_hit_wanted(&b, 0);
+	}
+	for (int i = 0; i < 1000; i++)
+		tenth += access_hit_wanted(&b, 10);
+	tap_ok(all == 1000 && none == 0 && tenth == 100 && first,
+	       "access_hits: all logs 1000 of 1000 hits, none 0, 1/10 100 (the first of each ten)");
 }
 
 static void test_buffer(void)
@@ -308,6 +331,7 @@ int main(void)
 	test_escape_exhaustive();
 	test_escape_long();
 	test_lines();
+	test_hits();
 	test_buffer();
 	return tap_done();
 }

@@ -122,6 +122,30 @@ static void check_units(void)
 	tap_ok(conf_parse_duration("5 s", &v) < 0, "space before unit refused");
 	tap_ok(conf_parse_duration("-1s", &v) < 0, "negative refused");
 	tap_ok(conf_parse_duration("s", &v) < 0, "unit alone refused");
+	tap_ok(conf_parse_duration("1m59s", &v) == 0 && v == 119000, "1m59s, as durations are printed");
+	tap_ok(conf_parse_duration("1h30m", &v) == 0 && v == 5400000 &&
+	       conf_parse_duration("1m59s976ms", &v) == 0 && v == 119976, "1h30m, 1m59s976ms");
+	tap_ok(conf_parse_duration("59s1m", &v) < 0 && conf_parse_duration("1m1m", &v) < 0 &&
+	       conf_parse_duration("1.5m30s", &v) < 0 && conf_parse_duration("1m 30s", &v) < 0,
+	       "parts out of order, repeated, fractional or spaced refused");
+	{
+		static const struct { uint64_t ms; const char *text; } fmt[] = {
+			{ 0, "0s" }, { 500, "500ms" }, { 1500, "1500ms" }, { 5000, "5s" }, { 90000, "1m30s" },
+			{ 120000, "2m" }, { 119976, "1m59s976ms" }, { 3600000, "1h" }, { 5400000, "1h30m" },
+			{ 3661000, "1h1m1s" }, { 86400000, "24h" },
+		};
+		char buf[32];
+		int bad = 0;
+
+		for (size_t i = 0; i < sizeof(fmt) / sizeof(fmt[0]); i++) {
+			conf_fmt_ms(fmt[i].ms, buf, sizeof(buf));
+			if (strcmp(buf, fmt[i].text) != 0 || conf_parse_duration(buf, &v) < 0 || v != fmt[i].ms) {
+				tap_diag("%llu ms printed as %s, want %s", (unsigned long long)fmt[i].ms, buf, fmt[i].text);
+				bad++;
+			}
+		}
+		tap_ok(!bad, "durations print as the file writes them (2m, 1m30s, 1h30m) and read back the same");
+	}
 	tap_ok(conf_parse_size("64k", &v) == 0 && v == 65536, "64k");
 	tap_ok(conf_parse_size("1m", &v) == 0 && v == 1048576, "1m");
 	tap_ok(conf_parse_size("100", &v) == 0 && v == 100, "bytes");
@@ -225,6 +249,23 @@ static void check_admin(void)
 		      "Bearer TOKEN) or listen on 127.0.0.1") == 0,
 	       "a non-loopback admin_listen without a token is refused, at its line, saying why");
 	conf_errors_free(&errs);
+	c = conf_load_string("hits.ini", "[log]\naccess_hits = 1/0\n[backend a]\nurl = http://127.0.0.1:1\n", &errs);
+	tap_ok(c == NULL && errs.n == 1 && strstr(errs.msg[0], "hits.ini:2: access_hits: '1/0' is not all, none or 1/N"),
+	       "access_hits = 1/0 is refused at its line");
+	conf_errors_free(&errs);
+	{
+		unsigned every = 7;
+		bool ok = conf_parse_access_hits("all", &every) == 0 && every == 1 &&
+			  conf_parse_access_hits("none", &every) == 0 && every == 0 &&
+			  conf_parse_access_hits("1/100", &every) == 0 && every == 100 &&
+			  conf_parse_access_hits("1/1000001", &every) < 0 && conf_parse_access_hits("2/10", &every) < 0 &&
+			  conf_parse_access_hits("1/", &every) < 0 && conf_parse_access_hits("some", &every) < 0;
+
+		c = test_load("[backend a]\nurl = http://127.0.0.1:1\n");
+		tap_ok(ok && c && c->access_hits_every == 1, "access_hits: all, none, 1/N read; 2/10, 1/, 1/1000001 "
+		       "refused; all by default");
+		conf_free(c);
+	}
 	c = conf_load_string("tok.ini", "[proxy]\nadmin_token = a b\n[backend a]\nurl = http://127.0.0.1:1\n",
 			     &errs);
 	tap_ok(c == NULL && errs.n == 1 && strstr(errs.msg[0], "tok.ini:2: admin_token: a token is letters"),

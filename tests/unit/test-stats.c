@@ -20,6 +20,7 @@
 #include <event2/buffer.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* The text of a rendering, NUL-terminated (caller frees). */
 static char *test_text(struct evbuffer *b)
@@ -72,6 +73,114 @@ static int test_count(const char *text, const char *needle)
 	for (const char *p = text; (p = strstr(p, needle)) != NULL; p++)
 		n++;
 	return n;
+}
+
+/* The row of backend name in page text ("" when none), cut at its end. */
+static const char *test_row(const char *text, const char *name, char *buf, size_t len)
+{
+	char head[128];
+	const char *a, *b;
+
+	snprintf(head, sizeof(head), "<tr class=\"backend\" data-backend=\"%s\"", name);
+	a = strstr(text, head);
+	b = a ? strstr(a, "</tr>") : NULL;
+	snprintf(buf, len, "%.*s", a && b ? (int)(b - a) : 0, a ? a : "");
+	return buf;
+}
+
+/* What an operator reads on the page: the headline rate with a cache that
+ * answers most requests, the bounded-load cap only when it bites, a down
+ * backend without its last rates, the up count in amber, a warm ramp's
+ * and a drain's progress, a ramp's words gone from the list once it has
+ * ended, and the ctl changes in that list. */
+static void test_page_words(struct stats *st)
+{
+	struct evbuffer *out = evbuffer_new();
+	struct proxy_reload rl = { .ok = true, .seq = 1 }, ctl = { .ok = true, .seq = 2 };
+	struct timespec ts;
+	long long now_ms;
+	char row[8192], *text;
+	const char *words = "; ramping over 5m";
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now_ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	st->has_cache = true;
+	st->rate[STATS_WIN_10][RATES_P_client_requests] = 6000;
+	st->rate[STATS_WIN_10][RATES_P_requests] = 120;
+	st->rate[STATS_WIN_10][RATES_P_cache_answers] = 5880;
+	st->be[0].up = 1;
+	st->be[0].state = "up";
+	st->be[0].cap = 2;
+	st->be[0].drain_progress = -1;
+	st->be[1].up = 0;
+	st->be[1].state = "down";
+	st->be[1].cap = 2;
+	st->be[1].rate[STATS_WIN_10][RATES_B_requests] = 40;
+	st->be[1].rate[STATS_WIN_300][RATES_B_requests] = 40;
+	st->be[1].drain_progress = 0.4;
+	st->be[1].drain_end = (double)(now_ms + 182500) / 1000;
+	st->ramp_rings = 2;
+	st->ramp_in_progress = 1;
+	st->ramp_switched = 0.36;
+	st->ramp_end_ms = now_ms + 76500;
+	/* a reload whose ramp has ended, and a ctl change after it */
+	rl.when = ts.tv_sec - 600;
+	snprintf(rl.text, sizeof(rl.text), "reload 2: +b1; 50%% of keys moved%s; settings: log_level info -> debug",
+		 words);
+	rl.ramp_at = (size_t)(strstr(rl.text, words) - rl.text);
+	rl.ramp_len = strlen(words);
+	rl.ramp_end_ms = now_ms - 300000;
+	ctl.when = ts.tv_sec - 10;
+	snprintf(ctl.text, sizeof(ctl.text), "ctl drain b1 over 5m: 50%% of keys moved; ramping over 5m");
+	st->reloads[0] = &rl;
+	st->nreloads = 1;
+	st->ctls[0] = &ctl;
+	st->nctls = 1;
+	page_html(st, out);
+	text = test_text(out);
+	tap_ok(test_has(text, "<span>Client requests per second, last 10 s</span><b>6000</b><small>"
+			"<span class=\"sent\">120 sent to the caches</span>"
+			"<span class=\"answered\">98.0%% answered by its own cache</span>"),
+	       "the headline is what clients ask (6000/s), with the 120/s sent to the caches and the cache's 98.0%% under it");
+	tap_ok(test_has(text, "<div class=\"tile amber\" id=\"t-up\"><span>Backends up</span><b>1 of 2</b>"),
+	       "1 of 2 up: the tile is amber");
+	test_row(text, "b0", row, sizeof(row));
+	if (!tap_ok(strstr(row, "cap grows with load") && !strstr(row, "spills at") &&
+		    strstr(row, "no requests in 5 min") && !strstr(row, ">0.0%"),
+		    "an idle backend: 'cap grows with load', 'no requests', no 0.0%% error rate"))
+		fprintf(stderr, "# %s\n", row);
+	test_row(text, "b1", row, sizeof(row));
+	tap_ok(strstr(row, "down: no traffic") && !strstr(row, ">40<") && !strstr(row, ">0.0%"),
+	       "a down backend shows no last rates and no error rate");
+	tap_ok(test_has(text, "<p class=\"progress\" id=\"ramp\">ramp: 36%% of moved keys switched, 1 min 17 s left</p>"),
+	       "a warm ramp in progress: its line with the share switched and the time left");
+	tap_ok(test_has(text, "drain b1: 40%% of its keys moved to their next owners, 3 min 3 s left</p>") &&
+	       strstr(row, "draining: 40% of its keys gone to their next owners, 3 min 3 s left"),
+	       "a drain in progress: its line and its row say how far and how long");
+	if (!tap_ok(test_has(text, "reload 2: +b1; 50%% of keys moved; settings: log_level info -&gt; debug "
+			     "<small class=\"ramped\">(its warm ramp has ended)</small>") &&
+		    !test_has(text, "50%% of keys moved; ramping over 5m; settings"),
+		    "a reload whose ramp has ended: its 'ramping over' is gone from the list"))
+		fprintf(stderr, "# %s\n", strstr(text, "<ul class=\"reloads\">"));
+	tap_ok(test_has(text, "<b>changed</b> ctl drain b1 over 5m") &&
+	       strstr(text, "ctl drain b1") < strstr(text, "reload 2: +b1"),
+	       "a ctl change is in the list of changes, newest first");
+	free(text);
+	st->be[0].rate[STATS_WIN_300][RATES_B_spilled_away] = 2.5;
+	st->be[0].rate[STATS_WIN_300][RATES_B_requests] = 10;
+	st->be[1].up = 1;
+	st->be[1].state = "up";
+	st->ramp_in_progress = 0;
+	page_html(st, out);
+	text = test_text(out);
+	test_row(text, "b0", row, sizeof(row));
+	tap_ok(strstr(row, "spills at 2 in flight") && strstr(row, "2.50/s sent on") && !strstr(row, "cap grows"),
+	       "a cap that bit in the last 5 minutes: 'spills at 2 in flight', and how much it sent on");
+	tap_ok(test_has(text, "<div class=\"tile\" id=\"t-up\">") && !test_has(text, "id=\"ramp\""),
+	       "all up: the tile is not amber; no ramp line after the ramp");
+	free(text);
+	st->nreloads = st->nctls = 0;
+	evbuffer_free(out);
 }
 
 /* The page's ring for a ring of one backend, and for one with more runs
@@ -239,7 +348,8 @@ int main(void)
 			"\"on_disk\": \"unreadable\"}", s->conf->sha256),
 	       "JSON has the config's path, hash, load time and whether the file is still it");
 	tap_ok(test_has(text, "\"rates\": {\"10s\": {\"accepted\": 0, \"requests\": 0, \"errors\": 0, "
-			 "\"tier_hits\": 0, \"tier_misses\": 0}, \"5m\": {"),
+			 "\"tier_hits\": 0, \"tier_misses\": 0, \"client_requests\": 0, \"cache_answers\": 0}, "
+			 "\"5m\": {"),
 	       "JSON has the proxy's rates over 10 s and 5 min");
 	tap_ok(test_has(text, "\"state\": \"down\""), "JSON has a backend's state in a word");
 	free(text);
@@ -309,6 +419,7 @@ int main(void)
 	tap_ok(test_has(text, "<tr class=\"backend\" data-backend=\"b1\" data-state=\"down\">"),
 	       "the page has a row per backend with its state");
 	free(text);
+	test_page_words(&st);
 
 	stats_free(&st);
 	evbuffer_free(out);
