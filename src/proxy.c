@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -84,6 +85,8 @@ struct proxy_main {
 					   --pid-file's, else pid_conf */
 	struct admin *admin;
 	struct watch *watch;            /* with [proxy] watch_config */
+	bool state_gone_warned;         /* the state file's disappearance,
+					   once (proxy_state_watch) */
 };
 
 static void proxy_status(struct proxy_main *m)
@@ -301,6 +304,76 @@ static void proxy_on_tier(evutil_socket_t fd, short what, void *arg)
 
 /* A drain's window when none is given and [ring] ramp is 0. */
 #define PROXY_DRAIN_MS 300000
+
+/* b's runtime state in words, "NAME maint", "NAME weight 2", appended
+ * to out (of len) after a ", " when it holds some already; nothing when
+ * b is ready at its file weight. Whether it said something. */
+static bool proxy_state_words(const struct backend *b, char *out, size_t len)
+{
+	struct runstate_of rs;
+	size_t at = strlen(out);
+
+	runstate_get(b, &rs);
+	if (rs.state == RUNSTATE_READY && !rs.weighted)
+		return false;
+	if (at < len)
+		snprintf(out + at, len - at, "%s%s%s%s%s", at ? ", " : "", b->name,
+			 rs.state != RUNSTATE_READY ? " " : "", rs.state != RUNSTATE_READY ? runstate_name(rs.state) : "",
+			 rs.weighted ? " weight" : "");
+	at = strlen(out);
+	if (rs.weighted && at < len)
+		snprintf(out + at, len - at, " %g", rs.weight);
+	return true;
+}
+
+/* At start, after the state file was read: what it set, or that it was
+ * not there, in one log line (a start that silently brings a backend in
+ * maint back ready, or keeps one out, is what an operator must see). */
+static void proxy_state_loaded(const struct conf *c, bool missing)
+{
+	char set[1024] = "", err[256];
+	size_t n = 0;
+
+	if (missing) {
+		log_info("state_file %s: missing; every backend starts ready (ringproxy ctl writes it)",
+			 c->state_file);
+		return;
+	}
+	for (size_t i = 0; i < c->nbackends; i++) {
+		struct backend *b = registry_find(c->backends[i].name, err, sizeof(err));
+
+		n += b && proxy_state_words(b, set, sizeof(set));
+	}
+	log_info("state_file %s: %s", c->state_file, n ? set : "every backend ready at its weight");
+}
+
+/* Every second: a state file that disappeared while some backend is not
+ * ready at its file weight is warned about, once until it is back (or
+ * every state is the default again): the next start would bring them
+ * all back ready. The next ctl change writes it again. */
+static void proxy_state_watch(struct proxy_main *m)
+{
+	const struct conf *c = m->snap->conf;
+	char set[512] = "";
+	struct stat st;
+	size_t n = 0;
+
+	if (!*c->state_file || stat(c->state_file, &st) == 0 || errno != ENOENT) {
+		m->state_gone_warned = false;
+		return;
+	}
+	for (size_t i = 0; i < m->snap->nbe; i++)
+		n += proxy_state_words(m->snap->be[i].state, set, sizeof(set));
+	if (n == 0) {
+		m->state_gone_warned = false;
+		return;
+	}
+	if (m->state_gone_warned)
+		return;
+	m->state_gone_warned = true;
+	log_warn("state_file %s: gone while %s; a restart now would start every backend ready (the next ringproxy "
+		 "ctl change writes it again)", c->state_file, set);
+}
 
 /* The state file after a change (what, for the log): backends a reload
  * removed are dropped from it, and it is written when [proxy] state_file
@@ -569,10 +642,14 @@ static void proxy_reload(struct proxy_main *m)
 	if (!c) {
 		for (size_t i = 0; i < errs.n; i++)
 			log_error("%s", errs.msg[i]);
-		snprintf(text, sizeof(text), "%s: %zu error%s; still serving generation %llu%s%s",
-			 m->path, errs.n, errs.n == 1 ? "" : "s",
-			 (unsigned long long)m->snap->generation,
-			 errs.n ? ": " : "", errs.n ? errs.msg[0] : "");
+		if (errs.oom)   /* the old config keeps serving, as for a bad file */
+			snprintf(text, sizeof(text), "%s: out of memory while loading it; still serving generation %llu",
+				 m->path, (unsigned long long)m->snap->generation);
+		else
+			snprintf(text, sizeof(text), "%s: %zu error%s; still serving generation %llu%s%s",
+				 m->path, errs.n, errs.n == 1 ? "" : "s",
+				 (unsigned long long)m->snap->generation,
+				 errs.n ? ": " : "", errs.n ? errs.msg[0] : "");
 		log_error("reload failed: %s", text);
 		proxy_record(m, false, text, 0);
 		conf_errors_free(&errs);
@@ -673,6 +750,7 @@ static void proxy_on_sample(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	stats_sample(&m->p);
 	snapshot_reap();
+	proxy_state_watch(m);
 }
 
 static void proxy_on_hup(evutil_socket_t sig, short what, void *arg)
@@ -945,9 +1023,15 @@ static int proxy_start_checks(struct proxy_main *m, struct conf *conf, unsigned 
 		goto fail;
 	}
 	atomic_store(&m->p.max_conns, conf->max_connections);
-	if (*conf->state_file && runstate_load(conf->state_file, conf, err, sizeof(err)) < 0) {
-		log_error("%s", err);
-		goto fail;
+	if (*conf->state_file) {
+		struct stat st;
+		bool missing = stat(conf->state_file, &st) < 0 && errno == ENOENT;
+
+		if (runstate_load(conf->state_file, conf, err, sizeof(err)) < 0) {
+			log_error("%s", err);
+			goto fail;
+		}
+		proxy_state_loaded(conf, missing);
 	}
 	return 0;
 fail:
