@@ -374,6 +374,7 @@ int main(int argc, char **argv)
 	struct conf *c;
 	int test = 0, dump = 0, probe = 0, share = 0, opt, rc;
 
+	log_route_libevent();
 	if (argc > 1 && strcmp(argv[1], "plan") == 0)
 		return plan_main(argc - 1, argv + 1, stdout);
 	if (argc > 1 && strcmp(argv[1], "import") == 0)

@@ -294,15 +294,19 @@ static void health_url(char *out, size_t len, const struct conf_backend *cb, con
 	snprintf(out, len, "http://%s%s", hp, path);
 }
 
-static void health_easy_setup(CURL *easy, const char *url, uint64_t timeout_ms, char *errbuf)
+/* 0, or -1 when a setting could not be stored (libcurl copies the URL:
+ * out of memory), which would send the check without a URL. */
+static int health_easy_setup(CURL *easy, const char *url, uint64_t timeout_ms, char *errbuf)
 {
-	curl_easy_setopt(easy, CURLOPT_URL, url);
-	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-	curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms);
-	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, health_discard);
-	curl_easy_setopt(easy, CURLOPT_USERAGENT, "ringproxy-health/" RINGPROXY_VERSION);
-	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, errbuf);
 	errbuf[0] = '\0';
+	if (curl_easy_setopt(easy, CURLOPT_URL, url) != CURLE_OK ||
+	    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)timeout_ms) != CURLE_OK ||
+	    curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms) != CURLE_OK ||
+	    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, health_discard) != CURLE_OK ||
+	    curl_easy_setopt(easy, CURLOPT_USERAGENT, "ringproxy-health/" RINGPROXY_VERSION) != CURLE_OK ||
+	    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, errbuf) != CURLE_OK)
+		return -1;
+	return 0;
 }
 
 static void health_schedule(struct health_check *hc, uint64_t ms)
@@ -318,7 +322,11 @@ static void health_on_timer(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	health_easy_setup(hc->easy, hc->url, hc->cb->health.timeout_ms, hc->errbuf);
+	if (health_easy_setup(hc->easy, hc->url, hc->cb->health.timeout_ms, hc->errbuf) < 0) {
+		health_local_error(hc->b, "out of memory");
+		health_schedule(hc, hc->cb->health.interval_ms);
+		return;
+	}
 	curl_easy_setopt(hc->easy, CURLOPT_PRIVATE, hc);
 	if (curlev_add(hc->h->ce, hc->easy) == 0) {
 		hc->running = true;
@@ -711,7 +719,10 @@ int health_probe(const struct conf *c, const struct conf *known, FILE *out)
 			rc = 1;
 			goto out;
 		}
-		health_easy_setup(easy[i], url[i], cb->health.timeout_ms, err[i]);
+		if (health_easy_setup(easy[i], url[i], cb->health.timeout_ms, err[i]) < 0) {
+			rc = 1;
+			goto out;
+		}
 		curl_multi_add_handle(multi, easy[i]);
 		n++;
 		if (strlen(cb->name) > wname)
