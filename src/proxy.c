@@ -460,6 +460,7 @@ static int proxy_state_parse(struct proxy_main *m, const char *verb, const char 
 	}
 	now->state = st;
 	now->drain_start_ms = 0;
+	now->drain_mono_ms = 0;
 	now->drain_span_ms = 0;
 	if (st != RUNSTATE_DRAIN) {
 		if (!value)
@@ -474,6 +475,7 @@ static int proxy_state_parse(struct proxy_main *m, const char *verb, const char 
 		return proxy_state_refuse(m, out, 400, text, durations, 1);
 	}
 	now->drain_start_ms = proxy_wall_ms();
+	now->drain_mono_ms = registry_now_ms();
 	return 0;
 }
 
@@ -567,7 +569,7 @@ static int proxy_on_state(void *arg, const char *name, const char *verb, const c
  * (c's backends at most); proxy_drains_resume then drains them from it. */
 static size_t proxy_drains_hold(const struct conf *c, struct backend **held)
 {
-	int64_t wall = proxy_wall_ms();
+	int64_t now = registry_now_ms();
 	size_t n = 0;
 	char err[256];
 
@@ -576,7 +578,7 @@ static size_t proxy_drains_hold(const struct conf *c, struct backend **held)
 
 		struct runstate_of rs;
 
-		if (b && runstate_drain_progress(b, wall) >= 0 && runstate_drain_progress(b, wall) < 1) {
+		if (b && runstate_drain_progress(b, now) >= 0 && runstate_drain_progress(b, now) < 1) {
 			runstate_get(b, &rs);
 			rs.state = RUNSTATE_READY;
 			runstate_put(b, &rs);
@@ -608,7 +610,7 @@ static void proxy_drains_resume(struct proxy_main *m, struct backend **held, siz
 			span = rs.drain_span_ms;
 		}
 		log_info("%s: backend %s goes on draining: %.0f%% of its window gone", m->snap->conf->state_file,
-			 held[i]->name, 100.0 * runstate_drain_progress(held[i], wall));
+			 held[i]->name, 100.0 * runstate_drain_progress(held[i], registry_now_ms()));
 	}
 	s = snapshot_reweigh(m->snap, err, sizeof(err));
 	if (s && snapshot_ramp_over(s, m->snap, registry_now_ms() - (wall - start), start, span, &ramp) == 0) {
@@ -1018,6 +1020,7 @@ static int proxy_start_checks(struct proxy_main *m, struct conf *conf, unsigned 
 	snprintf(m->admin_conf, sizeof(m->admin_conf), "%s", conf->admin_listen);
 	m->workers_conf = conf->workers;
 	m->p.started = time(NULL);
+	m->p.started_ms = registry_now_ms();
 	if (addr_parse(conf->listen, addr, addrlen, err, sizeof(err)) < 0) {
 		log_error("%s: listen: %s", m->path, err);
 		goto fail;

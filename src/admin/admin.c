@@ -394,7 +394,7 @@ static void admin_on_ring(struct evhttp_request *req, void *arg)
 
 			if (n >= 0)
 				cache_key_init(a->p->cache, &ck, ckbuf, (size_t)n);
-			explain_url(e, s, &t, nwalk, n >= 0 ? a->p->cache : NULL, &ck, (int64_t)time(NULL));
+			explain_url(e, s, &t, nwalk, n >= 0 ? a->p->cache : NULL, &ck, cache_now());
 		} else {
 			explain_url(e, s, &t, nwalk, NULL, NULL, 0);
 		}
