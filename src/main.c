@@ -211,18 +211,40 @@ static int main_purge(int argc, char **argv)
 	return rc;
 }
 
+/* Did the proxy's answer to a ctl (body, its JSON) say the change was not
+ * written to the state file? Its "state_file" is "saved", "off" (no state
+ * file) or the error, which goes into why. A body without the field (an
+ * older proxy) says nothing: false. */
+static bool main_ctl_unsaved(const char *body, char *why, size_t len)
+{
+	static const char key[] = "\"state_file\": \"";
+	const char *v = body ? strstr(body, key) : NULL;
+	size_t n = 0;
+
+	if (!v)
+		return false;
+	v += sizeof(key) - 1;
+	while (v[n] && v[n] != '"')
+		n += v[n] == '\\' && v[n + 1] ? 2 : 1;
+	if ((n == 5 && strncmp(v, "saved", 5) == 0) || (n == 3 && strncmp(v, "off", 3) == 0))
+		return false;
+	snprintf(why, len, "%.*s", (int)n, v);
+	return true;
+}
+
 /* ringproxy ctl [-c FILE] ready|drain|maint|weight NAME [ARG]: a
  * backend's runtime state through FILE's admin listener (POST /backend,
  * with its admin_token). The answer's JSON on stdout when it was taken
- * (exit 0); a refusal's on stderr, with what is valid (exit 1); 2 on
- * usage. */
+ * (exit 0, or 3 when the state file could not be written: the change
+ * holds until a restart); a refusal's on stderr, with what is valid
+ * (exit 1); 2 on usage. */
 static int main_ctl(int argc, char **argv)
 {
 	static const char usage[] = "usage: ringproxy ctl [-c FILE] ready NAME | drain NAME [DURATION] | maint NAME | "
 				    "weight NAME N\n";
 	const char *path, *verb, *name, *arg;
 	struct conf *c;
-	char base[320], url[1600], auth[600], *body = NULL, *ev = NULL, *en = NULL, *ea = NULL;
+	char base[320], url[1600], auth[600], why[600], *body = NULL, *ev = NULL, *en = NULL, *ea = NULL;
 	size_t bodylen = 0;
 	FILE *f = NULL;
 	CURL *easy = NULL;
@@ -266,6 +288,11 @@ static int main_ctl(int argc, char **argv)
 	else
 		fputs(body ? body : "", stdout);
 	rc = cr == CURLE_OK && status == 200 ? 0 : 1;
+	if (rc == 0 && main_ctl_unsaved(body, why, sizeof(why))) {
+		fprintf(stderr, "ringproxy: ctl %s %s: done, but not saved in the state file (%s); it holds until a "
+			"restart\n", verb, name, why);
+		rc = 3;
+	}
 out:
 	if (f)
 		fclose(f);
@@ -374,6 +401,7 @@ int main(int argc, char **argv)
 	struct conf *c;
 	int test = 0, dump = 0, probe = 0, share = 0, opt, rc;
 
+	log_route_libevent();
 	if (argc > 1 && strcmp(argv[1], "plan") == 0)
 		return plan_main(argc - 1, argv + 1, stdout);
 	if (argc > 1 && strcmp(argv[1], "import") == 0)

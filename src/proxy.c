@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -84,6 +85,8 @@ struct proxy_main {
 					   --pid-file's, else pid_conf */
 	struct admin *admin;
 	struct watch *watch;            /* with [proxy] watch_config */
+	bool state_gone_warned;         /* the state file's disappearance,
+					   once (proxy_state_watch) */
 };
 
 static void proxy_status(struct proxy_main *m)
@@ -329,6 +332,76 @@ static void proxy_on_tier(evutil_socket_t fd, short what, void *arg)
 /* A drain's window when none is given and [ring] ramp is 0. */
 #define PROXY_DRAIN_MS 300000
 
+/* b's runtime state in words, "NAME maint", "NAME weight 2", appended
+ * to out (of len) after a ", " when it holds some already; nothing when
+ * b is ready at its file weight. Whether it said something. */
+static bool proxy_state_words(const struct backend *b, char *out, size_t len)
+{
+	struct runstate_of rs;
+	size_t at = strlen(out);
+
+	runstate_get(b, &rs);
+	if (rs.state == RUNSTATE_READY && !rs.weighted)
+		return false;
+	if (at < len)
+		snprintf(out + at, len - at, "%s%s%s%s%s", at ? ", " : "", b->name,
+			 rs.state != RUNSTATE_READY ? " " : "", rs.state != RUNSTATE_READY ? runstate_name(rs.state) : "",
+			 rs.weighted ? " weight" : "");
+	at = strlen(out);
+	if (rs.weighted && at < len)
+		snprintf(out + at, len - at, " %g", rs.weight);
+	return true;
+}
+
+/* At start, after the state file was read: what it set, or that it was
+ * not there, in one log line (a start that silently brings a backend in
+ * maint back ready, or keeps one out, is what an operator must see). */
+static void proxy_state_loaded(const struct conf *c, bool missing)
+{
+	char set[1024] = "", err[256];
+	size_t n = 0;
+
+	if (missing) {
+		log_info("state_file %s: missing; every backend starts ready (ringproxy ctl writes it)",
+			 c->state_file);
+		return;
+	}
+	for (size_t i = 0; i < c->nbackends; i++) {
+		struct backend *b = registry_find(c->backends[i].name, err, sizeof(err));
+
+		n += b && proxy_state_words(b, set, sizeof(set));
+	}
+	log_info("state_file %s: %s", c->state_file, n ? set : "every backend ready at its weight");
+}
+
+/* Every second: a state file that disappeared while some backend is not
+ * ready at its file weight is warned about, once until it is back (or
+ * every state is the default again): the next start would bring them
+ * all back ready. The next ctl change writes it again. */
+static void proxy_state_watch(struct proxy_main *m)
+{
+	const struct conf *c = m->snap->conf;
+	char set[512] = "";
+	struct stat st;
+	size_t n = 0;
+
+	if (!*c->state_file || stat(c->state_file, &st) == 0 || errno != ENOENT) {
+		m->state_gone_warned = false;
+		return;
+	}
+	for (size_t i = 0; i < m->snap->nbe; i++)
+		n += proxy_state_words(m->snap->be[i].state, set, sizeof(set));
+	if (n == 0) {
+		m->state_gone_warned = false;
+		return;
+	}
+	if (m->state_gone_warned)
+		return;
+	m->state_gone_warned = true;
+	log_warn("state_file %s: gone while %s; a restart now would start every backend ready (the next ringproxy "
+		 "ctl change writes it again)", c->state_file, set);
+}
+
 /* The state file after a change (what, for the log): backends a reload
  * removed are dropped from it, and it is written when [proxy] state_file
  * is set. "saved", "off" or the error into res. */
@@ -414,6 +487,7 @@ static int proxy_state_parse(struct proxy_main *m, const char *verb, const char 
 	}
 	now->state = st;
 	now->drain_start_ms = 0;
+	now->drain_mono_ms = 0;
 	now->drain_span_ms = 0;
 	if (st != RUNSTATE_DRAIN) {
 		if (!value)
@@ -428,6 +502,7 @@ static int proxy_state_parse(struct proxy_main *m, const char *verb, const char 
 		return proxy_state_refuse(m, out, 400, text, durations, 1);
 	}
 	now->drain_start_ms = proxy_wall_ms();
+	now->drain_mono_ms = registry_now_ms();
 	return 0;
 }
 
@@ -547,7 +622,7 @@ static int proxy_on_state(void *arg, const char *name, const char *verb, const c
  * (c's backends at most); proxy_drains_resume then drains them from it. */
 static size_t proxy_drains_hold(const struct conf *c, struct backend **held)
 {
-	int64_t wall = proxy_wall_ms();
+	int64_t now = registry_now_ms();
 	size_t n = 0;
 	char err[256];
 
@@ -556,7 +631,7 @@ static size_t proxy_drains_hold(const struct conf *c, struct backend **held)
 
 		struct runstate_of rs;
 
-		if (b && runstate_drain_progress(b, wall) >= 0 && runstate_drain_progress(b, wall) < 1) {
+		if (b && runstate_drain_progress(b, now) >= 0 && runstate_drain_progress(b, now) < 1) {
 			runstate_get(b, &rs);
 			rs.state = RUNSTATE_READY;
 			runstate_put(b, &rs);
@@ -588,7 +663,7 @@ static void proxy_drains_resume(struct proxy_main *m, struct backend **held, siz
 			span = rs.drain_span_ms;
 		}
 		log_info("%s: backend %s goes on draining: %.0f%% of its window gone", m->snap->conf->state_file,
-			 held[i]->name, 100.0 * runstate_drain_progress(held[i], wall));
+			 held[i]->name, 100.0 * runstate_drain_progress(held[i], registry_now_ms()));
 	}
 	s = snapshot_reweigh(m->snap, err, sizeof(err));
 	if (s && snapshot_ramp_over(s, m->snap, registry_now_ms() - (wall - start), start, span, &ramp) == 0) {
@@ -624,10 +699,14 @@ static void proxy_reload(struct proxy_main *m)
 	if (!c) {
 		for (size_t i = 0; i < errs.n; i++)
 			log_error("%s", errs.msg[i]);
-		snprintf(text, sizeof(text), "%s: %zu error%s; still serving generation %llu%s%s",
-			 m->path, errs.n, errs.n == 1 ? "" : "s",
-			 (unsigned long long)m->snap->generation,
-			 errs.n ? ": " : "", errs.n ? errs.msg[0] : "");
+		if (errs.oom)   /* the old config keeps serving, as for a bad file */
+			snprintf(text, sizeof(text), "%s: out of memory while loading it; still serving generation %llu",
+				 m->path, (unsigned long long)m->snap->generation);
+		else
+			snprintf(text, sizeof(text), "%s: %zu error%s; still serving generation %llu%s%s",
+				 m->path, errs.n, errs.n == 1 ? "" : "s",
+				 (unsigned long long)m->snap->generation,
+				 errs.n ? ": " : "", errs.n ? errs.msg[0] : "");
 		log_error("reload failed: %s", text);
 		proxy_record(m, false, text, 0);
 		conf_errors_free(&errs);
@@ -732,6 +811,7 @@ static void proxy_on_sample(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	stats_sample(&m->p);
 	snapshot_reap();
+	proxy_state_watch(m);
 }
 
 static void proxy_on_hup(evutil_socket_t sig, short what, void *arg)
@@ -1018,14 +1098,21 @@ static int proxy_start_checks(struct proxy_main *m, struct conf *conf, unsigned 
 	snprintf(m->admin_conf, sizeof(m->admin_conf), "%s", conf->admin_listen);
 	m->workers_conf = conf->workers;
 	m->p.started = time(NULL);
+	m->p.started_ms = registry_now_ms();
 	if (addr_parse(conf->listen, addr, addrlen, err, sizeof(err)) < 0) {
 		log_error("%s: listen: %s", m->path, err);
 		goto fail;
 	}
 	atomic_store(&m->p.max_conns, conf->max_connections);
-	if (*conf->state_file && runstate_load(conf->state_file, conf, err, sizeof(err)) < 0) {
-		log_error("%s", err);
-		goto fail;
+	if (*conf->state_file) {
+		struct stat st;
+		bool missing = stat(conf->state_file, &st) < 0 && errno == ENOENT;
+
+		if (runstate_load(conf->state_file, conf, err, sizeof(err)) < 0) {
+			log_error("%s", err);
+			goto fail;
+		}
+		proxy_state_loaded(conf, missing);
 	}
 	return 0;
 fail:

@@ -68,6 +68,11 @@ struct admin {
 	char hosts[ADMIN_NHOSTS][INET6_ADDRSTRLEN + 16];
 	unsigned conns;                 /* connections open (pending included) */
 	bool paused;                    /* listener disabled at ADMIN_MAX_CONNS */
+	bool accept_paused;             /* ... or for a moment after accept
+					   failed (admin_on_accept_error) */
+	int64_t accept_warned;          /* the second it last warned of that */
+	struct event *ev_accept_resume; /* ends that moment */
+	struct admin *next;             /* admin_all */
 	bool closing;                   /* in admin_free */
 	struct event *ev_resolve;       /* active-only: admin_resolve */
 	/* bufferevents made for new connections, not yet looked at (each
@@ -389,7 +394,7 @@ static void admin_on_ring(struct evhttp_request *req, void *arg)
 
 			if (n >= 0)
 				cache_key_init(a->p->cache, &ck, ckbuf, (size_t)n);
-			explain_url(e, s, &t, nwalk, n >= 0 ? a->p->cache : NULL, &ck, (int64_t)time(NULL));
+			explain_url(e, s, &t, nwalk, n >= 0 ? a->p->cache : NULL, &ck, cache_now());
 		} else {
 			explain_url(e, s, &t, nwalk, NULL, NULL, 0);
 		}
@@ -724,7 +729,8 @@ static void admin_conn_gone(struct admin *a)
 {
 	a->conns--;
 	if (a->paused && !a->closing && a->conns < ADMIN_MAX_CONNS) {
-		evconnlistener_enable(a->listener);
+		if (!a->accept_paused)
+			evconnlistener_enable(a->listener);
 		a->paused = false;
 	}
 }
@@ -788,6 +794,52 @@ static void admin_resolve(evutil_socket_t fd, short what, void *arg)
 	a->npending = 0;
 }
 
+/* The admin listeners that live (one per process in practice; main
+ * thread): evhttp's listener hands its error callback the evhttp, not
+ * us, so the callback finds its admin here. */
+static struct admin *admin_all;
+
+/* How long accepting stops after it failed for want of descriptors or
+ * memory: the worker listeners' pause (worker.c). */
+#define ADMIN_ACCEPT_PAUSE_MS 100
+
+static void admin_on_accept_resume(evutil_socket_t fd, short what, void *arg)
+{
+	struct admin *a = arg;
+
+	(void)fd;
+	(void)what;
+	a->accept_paused = false;
+	if (!a->paused && !a->closing)
+		evconnlistener_enable(a->listener);
+}
+
+/* accept failed (EMFILE, ENFILE, ENOMEM, ENOBUFS): the connection stays
+ * queued and the listener readable, so libevent would try again at once,
+ * for ever, logging each time. Stop accepting for a moment instead, as
+ * the workers do, and warn at most once a second. */
+static void admin_on_accept_error(struct evconnlistener *lev, void *arg)
+{
+	static const struct timeval tv = { 0, ADMIN_ACCEPT_PAUSE_MS * 1000 };
+	int err = EVUTIL_SOCKET_ERROR();
+	int64_t now = (int64_t)time(NULL);
+	struct admin *a = admin_all;
+
+	while (a && a->http != arg)
+		a = a->next;
+	if (!a || a->listener != lev)
+		return;
+	if (now != a->accept_warned) {
+		a->accept_warned = now;
+		log_warn("admin listener: accept: %s; raise the fd limit or lower max_connections", strerror(err));
+	}
+	if (!a->accept_paused) {
+		evconnlistener_disable(lev);
+		a->accept_paused = true;
+		evtimer_add(a->ev_accept_resume, &tv);
+	}
+}
+
 /* The names of admin_host_ok, for the listener bound to addr. */
 static void admin_names(struct admin *a, const struct sockaddr_storage *addr)
 {
@@ -823,7 +875,8 @@ struct admin *admin_new(struct event_base *base, const char *listen, const struc
 	a->port = conn_local_port(fd);
 	admin_names(a, &addr);
 	a->ev_resolve = event_new(base, -1, 0, admin_resolve, a);
-	a->http = a->ev_resolve ? evhttp_new(base) : NULL;
+	a->ev_accept_resume = evtimer_new(base, admin_on_accept_resume, a);
+	a->http = a->ev_resolve && a->ev_accept_resume ? evhttp_new(base) : NULL;
 	bound = a->http ? evhttp_accept_socket_with_handle(a->http, fd) : NULL;
 	if (!bound) {
 		snprintf(err, errlen, "cannot serve HTTP on it");
@@ -831,6 +884,9 @@ struct admin *admin_new(struct event_base *base, const char *listen, const struc
 	}
 	fd = -1;        /* evhttp owns it now */
 	a->listener = evhttp_bound_socket_get_listener(bound);
+	evconnlistener_set_error_cb(a->listener, admin_on_accept_error);
+	a->next = admin_all;
+	admin_all = a;
 	evhttp_set_bevcb(a->http, admin_new_bev, a);
 	evhttp_set_max_headers_size(a->http, ADMIN_MAX_HEAD);
 	evhttp_set_max_body_size(a->http, ADMIN_MAX_BODY);
@@ -872,6 +928,12 @@ void admin_free(struct admin *a)
 	if (!a)
 		return;
 	a->closing = true;      /* evhttp_free takes the listener first */
+	for (struct admin **pa = &admin_all; *pa; pa = &(*pa)->next) {
+		if (*pa == a) {
+			*pa = a->next;
+			break;
+		}
+	}
 	for (unsigned i = 0; i < a->npending; i++)
 		bufferevent_decref(a->pending[i]);
 	a->npending = 0;
@@ -879,5 +941,7 @@ void admin_free(struct admin *a)
 		evhttp_free(a->http);   /* calls admin_on_close: a still lives */
 	if (a->ev_resolve)
 		event_free(a->ev_resolve);
+	if (a->ev_accept_resume)
+		event_free(a->ev_accept_resume);
 	free(a);
 }

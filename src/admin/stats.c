@@ -34,7 +34,9 @@
  * scope and the counter. */
 static uint64_t stats_proxy_uptime_seconds(const struct proxy *p)
 {
-	return (uint64_t)(time(NULL) - p->started);
+	int64_t ms = registry_now_ms() - p->started_ms;
+
+	return ms > 0 ? (uint64_t)ms / 1000 : 0;
 }
 
 static uint64_t stats_proxy_generation(const struct proxy *p)
@@ -354,7 +356,7 @@ static void stats_collect_runstate(struct stats_backend *o, const struct backend
 	clock_gettime(CLOCK_REALTIME, &ts);
 	runstate_get(b, &rs);
 	o->admin_state = runstate_name(rs.state);
-	o->drain_progress = runstate_drain_progress(b, (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+	o->drain_progress = runstate_drain_progress(b, registry_now_ms());
 	o->drain_end = (double)(rs.drain_start_ms + (int64_t)rs.drain_span_ms) / 1000;
 	o->drain_seconds = (double)rs.drain_span_ms / 1000;
 	o->runtime_weight = rs.weighted ? rs.weight : -1;

@@ -6,17 +6,34 @@
  * transfers are drained with curl_multi_info_read. One curlev is used by
  * one thread: the main thread's for health checks, a worker's for its
  * refreshes. curlev_easy_new makes every easy handle ringproxy uses.
+ *
+ * Neither callback ever returns -1 to libcurl: that marks the whole multi
+ * dead, and every later transfer is refused for the life of the process
+ * (a moment without memory would end every health check for good). A
+ * socket that cannot be watched fails its own transfer instead, with
+ * CURLE_OUT_OF_MEMORY, from an event of ours (libcurl may not be called
+ * from inside its callbacks); a timer that cannot be armed fires at once.
  */
 #include "backend/curlev.h"
 
 #include <stdlib.h>
+#include <time.h>
 
 #include "base/log.h"
+
+/* Transfers whose socket could not be watched, failed at the next turn
+ * of the loop; more at once than this and the rest wait for their
+ * timeout. */
+#define CURLEV_NFAILED 64
 
 struct curlev {
 	struct event_base *base;
 	CURLM *multi;
 	struct event *timer;
+	struct event *ev_failed;        /* active-only: curlev_on_failed */
+	CURL *failed[CURLEV_NFAILED];
+	unsigned nfailed;
+	int64_t warned;                 /* the second it last warned */
 	curlev_done_fn done;
 	void *arg;
 };
@@ -67,6 +84,33 @@ static void curlev_on_timer(evutil_socket_t fd, short what, void *arg)
 	curlev_drain(ce);
 }
 
+/* The transfers curlev_socket_cb could not watch: each ends now, as
+ * failed for want of memory. */
+static void curlev_on_failed(evutil_socket_t fd, short what, void *arg)
+{
+	struct curlev *ce = arg;
+
+	(void)fd;
+	(void)what;
+	while (ce->nfailed) {
+		CURL *easy = ce->failed[--ce->nfailed];
+
+		curl_multi_remove_handle(ce->multi, easy);
+		ce->done(easy, CURLE_OUT_OF_MEMORY, ce->arg);
+	}
+}
+
+/* Inside curlev_socket_cb: easy's socket cannot be watched. */
+static void curlev_fail(struct curlev *ce, CURL *easy)
+{
+	for (unsigned i = 0; i < ce->nfailed; i++)
+		if (ce->failed[i] == easy)
+			return;
+	if (ce->nfailed < CURLEV_NFAILED)
+		ce->failed[ce->nfailed++] = easy;
+	event_active(ce->ev_failed, EV_TIMEOUT, 0);
+}
+
 static int curlev_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 {
 	struct curlev *ce = userp;
@@ -76,7 +120,8 @@ static int curlev_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, 
 	(void)easy;
 	if (what == CURL_POLL_REMOVE) {
 		if (cs) {
-			event_free(cs->ev);
+			if (cs->ev)
+				event_free(cs->ev);
 			free(cs);
 			curl_multi_assign(ce->multi, s, NULL);
 		}
@@ -86,16 +131,18 @@ static int curlev_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, 
 		       ((what & CURL_POLL_OUT) ? EV_WRITE : 0));
 	if (!cs) {
 		cs = calloc(1, sizeof(*cs));
-		if (!cs)
-			return -1;
+		if (!cs) {
+			curlev_fail(ce, easy);
+			return 0;
+		}
 		cs->ce = ce;
 		curl_multi_assign(ce->multi, s, cs);
-	} else {
+	} else if (cs->ev) {
 		event_free(cs->ev);
 	}
 	cs->ev = event_new(ce->base, s, kind, curlev_on_event, ce);
 	if (!cs->ev || event_add(cs->ev, NULL) < 0)
-		return -1;
+		curlev_fail(ce, easy);
 	return 0;
 }
 
@@ -112,7 +159,9 @@ static int curlev_timer_cb(CURLM *multi, long timeout_ms, void *userp)
 	}
 	tv.tv_sec = timeout_ms / 1000;
 	tv.tv_usec = (timeout_ms % 1000) * 1000;
-	return evtimer_add(ce->timer, &tv);
+	if (evtimer_add(ce->timer, &tv) < 0)
+		event_active(ce->timer, EV_TIMEOUT, 0);
+	return 0;
 }
 
 CURL *curlev_easy_new(void)
@@ -143,7 +192,8 @@ struct curlev *curlev_new(struct event_base *base, curlev_done_fn done, void *ar
 	ce->arg = arg;
 	ce->multi = curl_multi_init();
 	ce->timer = evtimer_new(base, curlev_on_timer, ce);
-	if (!ce->multi || !ce->timer) {
+	ce->ev_failed = event_new(base, -1, 0, curlev_on_failed, ce);
+	if (!ce->multi || !ce->timer || !ce->ev_failed) {
 		curlev_free(ce);
 		return NULL;
 	}
@@ -159,7 +209,12 @@ int curlev_add(struct curlev *ce, CURL *easy)
 	CURLMcode rc = curl_multi_add_handle(ce->multi, easy);
 
 	if (rc != CURLM_OK) {
-		log_warn("curl: cannot start a transfer: %s", curl_multi_strerror(rc));
+		int64_t now = (int64_t)time(NULL);
+
+		if (now != ce->warned) {        /* once a second at most */
+			ce->warned = now;
+			log_warn("curl: cannot start a transfer: %s", curl_multi_strerror(rc));
+		}
 		return -1;
 	}
 	return 0;
@@ -178,5 +233,7 @@ void curlev_free(struct curlev *ce)
 		curl_multi_cleanup(ce->multi);
 	if (ce->timer)
 		event_free(ce->timer);
+	if (ce->ev_failed)
+		event_free(ce->ev_failed);
 	free(ce);
 }

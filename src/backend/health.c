@@ -37,6 +37,7 @@
 #include "backend/health.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <event2/event.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -229,6 +230,22 @@ void health_reset(struct backend *b, const char *url)
 
 /* ---- active checks (main thread) ------------------------------------ */
 
+/* A check of b that failed on our side (health_local_failure): counted
+ * apart, b's state and its run of passes or failures kept; warned at most
+ * once a second, whatever the number of backends. */
+static void health_local_error(struct backend *b, const char *why)
+{
+	static int64_t warned_ms;
+	int64_t now = registry_now_ms();
+
+	atomic_fetch_add_explicit(&b->health_local_errors, 1, memory_order_relaxed);
+	if (now - warned_ms < 1000)
+		return;
+	warned_ms = now;
+	log_warn("backend %s: health check failed here, not at the backend (%s); its state is kept",
+		 b->name, why);
+}
+
 struct health_check {
 	struct health *h;
 	struct backend *b;
@@ -282,15 +299,19 @@ static void health_url(char *out, size_t len, const struct conf_backend *cb, con
 	snprintf(out, len, "http://%s%s", hp, path);
 }
 
-static void health_easy_setup(CURL *easy, const char *url, uint64_t timeout_ms, char *errbuf)
+/* 0, or -1 when a setting could not be stored (libcurl copies the URL:
+ * out of memory), which would send the check without a URL. */
+static int health_easy_setup(CURL *easy, const char *url, uint64_t timeout_ms, char *errbuf)
 {
-	curl_easy_setopt(easy, CURLOPT_URL, url);
-	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-	curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms);
-	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, health_discard);
-	curl_easy_setopt(easy, CURLOPT_USERAGENT, "ringproxy-health/" RINGPROXY_VERSION);
-	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, errbuf);
 	errbuf[0] = '\0';
+	if (curl_easy_setopt(easy, CURLOPT_URL, url) != CURLE_OK ||
+	    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)timeout_ms) != CURLE_OK ||
+	    curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms) != CURLE_OK ||
+	    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, health_discard) != CURLE_OK ||
+	    curl_easy_setopt(easy, CURLOPT_USERAGENT, "ringproxy-health/" RINGPROXY_VERSION) != CURLE_OK ||
+	    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, errbuf) != CURLE_OK)
+		return -1;
+	return 0;
 }
 
 static void health_schedule(struct health_check *hc, uint64_t ms)
@@ -306,12 +327,18 @@ static void health_on_timer(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	health_easy_setup(hc->easy, hc->url, hc->cb->health.timeout_ms, hc->errbuf);
-	curl_easy_setopt(hc->easy, CURLOPT_PRIVATE, hc);
-	if (curlev_add(hc->h->ce, hc->easy) == 0)
-		hc->running = true;
-	else
+	if (health_easy_setup(hc->easy, hc->url, hc->cb->health.timeout_ms, hc->errbuf) < 0) {
+		health_local_error(hc->b, "out of memory");
 		health_schedule(hc, hc->cb->health.interval_ms);
+		return;
+	}
+	curl_easy_setopt(hc->easy, CURLOPT_PRIVATE, hc);
+	if (curlev_add(hc->h->ce, hc->easy) == 0) {
+		hc->running = true;
+	} else {
+		health_local_error(hc->b, "the check could not be started");
+		health_schedule(hc, hc->cb->health.interval_ms);
+	}
 }
 
 /* What check hc saw, in words into why (the log's and the reason's), and
@@ -345,6 +372,21 @@ static void health_check_result(struct health_check *hc, CURL *easy, CURLcode rc
 	registry_note_set(&b->check_text, why);
 }
 
+/* Did check easy fail for want of something of ours (memory, file
+ * descriptors) rather than for anything the backend did? Such a failure
+ * says nothing of the backend: counting it would mark every backend down
+ * at once when the proxy itself runs short. */
+static bool health_local_failure(CURL *easy, CURLcode rc)
+{
+	long oserr = 0;
+
+	if (rc == CURLE_OUT_OF_MEMORY || rc == CURLE_FAILED_INIT)
+		return true;
+	curl_easy_getinfo(easy, CURLINFO_OS_ERRNO, &oserr);
+	return rc == CURLE_COULDNT_CONNECT &&
+	       (oserr == EMFILE || oserr == ENFILE || oserr == ENOMEM || oserr == ENOBUFS);
+}
+
 static void health_on_done(CURL *easy, CURLcode rc, void *arg)
 {
 	struct health_check *hc = NULL;
@@ -359,6 +401,11 @@ static void health_on_done(CURL *easy, CURLcode rc, void *arg)
 		return;
 	hc->running = false;
 	cfg = &hc->cb->health;
+	if (health_local_failure(easy, rc)) {
+		health_local_error(hc->b, hc->errbuf[0] ? hc->errbuf : curl_easy_strerror(rc));
+		health_schedule(hc, cfg->interval_ms);
+		return;
+	}
 	curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
 	ok = rc == CURLE_OK && status >= cfg->expect_lo && status <= cfg->expect_hi;
 	health_check_result(hc, easy, rc, status, ok, why, sizeof(why));
@@ -681,7 +728,10 @@ int health_probe(const struct conf *c, const struct conf *known, FILE *out)
 			rc = 1;
 			goto out;
 		}
-		health_easy_setup(easy[i], url[i], cb->health.timeout_ms, err[i]);
+		if (health_easy_setup(easy[i], url[i], cb->health.timeout_ms, err[i]) < 0) {
+			rc = 1;
+			goto out;
+		}
 		curl_multi_add_handle(multi, easy[i]);
 		n++;
 		if (strlen(cb->name) > wname)

@@ -77,6 +77,8 @@ struct backend {
 	_Atomic int admin_weighted;     /* admin_weight is set */
 	_Atomic double admin_weight;
 	_Atomic int64_t drain_start_ms; /* a drain's start, Unix ms */
+	_Atomic int64_t drain_mono_ms;  /* the same on registry_now_ms's clock,
+					   which its progress is read on */
 	_Atomic uint64_t drain_span_ms; /* and its window */
 };
 

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config/conf.h"
@@ -51,16 +52,19 @@ double runstate_weight(const struct backend *b, double conf_weight)
 	return atomic_load(&b->admin_weighted) ? atomic_load(&b->admin_weight) : conf_weight;
 }
 
-double runstate_drain_progress(const struct backend *b, int64_t wall_ms)
+double runstate_drain_progress(const struct backend *b, int64_t now_ms)
 {
-	int64_t start = atomic_load(&b->drain_start_ms);
+	int64_t start = atomic_load(&b->drain_mono_ms);
 	uint64_t span = atomic_load(&b->drain_span_ms);
 
 	if (atomic_load(&b->admin_state) != RUNSTATE_DRAIN)
 		return -1;
-	if (span == 0 || wall_ms >= start + (int64_t)span)
+	if (now_ms <= start)
+		return span == 0 ? 1 : 0;
+	/* compared as gone >= span: start + span may not fit */
+	if ((uint64_t)(now_ms - start) >= span)
 		return 1;
-	return wall_ms <= start ? 0 : (double)(wall_ms - start) / (double)span;
+	return (double)(now_ms - start) / (double)span;
 }
 
 /* Whether b's state is not what the file alone gives. */
@@ -76,6 +80,7 @@ void runstate_get(const struct backend *b, struct runstate_of *rs)
 	rs->weight = atomic_load(&b->admin_weight);
 	rs->drain_start_ms = atomic_load(&b->drain_start_ms);
 	rs->drain_span_ms = atomic_load(&b->drain_span_ms);
+	rs->drain_mono_ms = atomic_load(&b->drain_mono_ms);
 }
 
 void runstate_put(struct backend *b, const struct runstate_of *rs)
@@ -83,8 +88,22 @@ void runstate_put(struct backend *b, const struct runstate_of *rs)
 	atomic_store(&b->admin_state, rs->state);
 	atomic_store(&b->admin_weighted, rs->weighted);
 	atomic_store(&b->admin_weight, rs->weight);
+	int64_t mono = rs->drain_mono_ms;
+
+	if (mono == 0 && rs->drain_start_ms != 0) {
+		/* a start read from the state file: where it lies on the
+		 * monotonic clock, by the wall clock now (the one moment it is
+		 * read on the wall clock) */
+		struct timespec ts;
+		int64_t wall;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		wall = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+		mono = registry_now_ms() - (wall > rs->drain_start_ms ? wall - rs->drain_start_ms : 0);
+	}
 	atomic_store(&b->drain_start_ms, rs->drain_start_ms);
 	atomic_store(&b->drain_span_ms, rs->drain_span_ms);
+	atomic_store(&b->drain_mono_ms, mono);
 }
 
 /* fsync the directory of path, so that the rename is on disk too. */
@@ -247,6 +266,7 @@ static int runstate_read(const char *path, const struct conf *c, bool apply, cha
 			snprintf(err, errlen, "%s:%d: backend %s: %s", path, lineno, name, why);
 			goto out;
 		}
+		rs.drain_mono_ms = 0;   /* runstate_put places the file's start */
 		runstate_put(b, &rs);
 	}
 	if (ferror(f)) {

@@ -35,8 +35,11 @@ struct runstate_of {
 	int state;              /* enum runstate */
 	int weighted;           /* weight is set (else the file's) */
 	double weight;
-	int64_t drain_start_ms; /* Unix ms */
+	int64_t drain_start_ms; /* Unix ms: what the state file keeps */
 	uint64_t drain_span_ms;
+	int64_t drain_mono_ms;  /* the start on registry_now_ms's clock; 0:
+				   runstate_put derives it from drain_start_ms
+				   and the wall clock now (a state file's) */
 };
 
 /* Read and write b's; runstate_put(b, &(struct runstate_of){ 0 }) makes it
@@ -52,11 +55,12 @@ int runstate_parse(const char *word);
  * maintenance, else its runtime weight, else the file's (conf_weight). */
 double runstate_weight(const struct backend *b, double conf_weight);
 
-/* A drain's progress at wall_ms (Unix ms): the share of its window gone
- * by, 0..1 (each key leaves at its own moment, uniform over the window,
- * so this is also the share of its keys gone); -1 when b is not
- * draining. */
-double runstate_drain_progress(const struct backend *b, int64_t wall_ms);
+/* A drain's progress at now_ms (registry_now_ms: monotonic, so a wall
+ * clock that jumps neither ends nor restarts it): the share of its
+ * window gone by, 0..1 (each key leaves at its own moment, uniform over
+ * the window, so this is also the share of its keys gone); -1 when b is
+ * not draining. */
+double runstate_drain_progress(const struct backend *b, int64_t now_ms);
 
 /* Write the runtime states of backends be[0..nbe) that differ from the file's
  * (a state other than ready, or a runtime weight) to path, atomically: a

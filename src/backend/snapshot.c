@@ -15,6 +15,7 @@
 #include "backend/snapshot.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netdb.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -109,8 +110,11 @@ static void snapshot_set_addr(struct snap_backend *sb, const struct sockaddr *ad
 
 /* The first address of the backend's name, or none: resolve_rc then says
  * why (getaddrinfo's code) and the backend waits for health.c to resolve
- * it again. Blocking: main thread, at load and reload. */
-static void snapshot_resolve(struct snap_backend *sb)
+ * it again. -1 when the lookup failed on our side (memory, descriptors):
+ * that says nothing of the name, and the snapshot is not made rather
+ * than have the backend down. Blocking: main thread, at load and
+ * reload. */
+static int snapshot_resolve(struct snap_backend *sb)
 {
 	const struct conf_backend *cb = sb->conf;
 	struct addrinfo hints, *res = NULL;
@@ -124,6 +128,8 @@ static void snapshot_resolve(struct snap_backend *sb)
 	hints.ai_family = AF_UNSPEC;
 	snprintf(port, sizeof(port), "%u", cb->port);
 	rc = getaddrinfo(cb->host, port, &hints, &res);
+	if (rc == EAI_MEMORY || (rc == EAI_SYSTEM && (errno == ENOMEM || errno == EMFILE || errno == ENFILE)))
+		return -1;
 	if (rc != 0 || !res) {
 		sb->addrlen = 0;
 		sb->resolve_rc = rc ? rc : EAI_NONAME;
@@ -133,6 +139,7 @@ static void snapshot_resolve(struct snap_backend *sb)
 	}
 	if (res)
 		freeaddrinfo(res);
+	return 0;
 }
 
 /* What the ring knows of backend cb, whose registry entry is b: its
@@ -166,7 +173,11 @@ struct snapshot *snapshot_next(struct conf *conf, uint64_t generation, const str
 		s->be[i].conf = &conf->backends[i];
 		s->be[i].name_len = strlen(conf->backends[i].name);
 		s->be[i].prefix_len = strlen(conf->backends[i].prefix);
-		snapshot_resolve(&s->be[i]);
+		if (snapshot_resolve(&s->be[i]) < 0) {
+			snprintf(err, errlen, "%s:%d: backend %s: out of memory resolving '%s'", conf->path,
+				 conf->backends[i].line, conf->backends[i].name, conf->backends[i].host);
+			goto fail;
+		}
 		s->be[i].state = registry_find(conf->backends[i].name, why, sizeof(why));
 		if (!s->be[i].state) {
 			snprintf(err, errlen, "%s:%d: backend %s: %s", conf->path,

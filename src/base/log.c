@@ -15,10 +15,16 @@
  * that journalctl -p filters and colours them, and without our time
  * stamp, which the journal keeps itself. A log_file on fd 2 is not the
  * journal: its lines keep the plain format.
+ *
+ * libevent's own messages (evhttp's, a failed accept's) come here too
+ * (log_route_libevent), with our time stamp and level, at most
+ * LOG_LIBEVENT_PER_SEC a second: a condition it reports at each turn of
+ * a loop must not fill a disk.
  */
 #include "base/log.h"
 
 #include <errno.h>
+#include <event2/event.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -189,4 +195,41 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	 * either way, and the request path must never block on logging. */
 	if (write(STDERR_FILENO, line, (size_t)n) < 0)
 		return;
+}
+
+/* At most this many libevent lines a second, all threads together; the
+ * rest are counted and said in one line the next second one comes. */
+#define LOG_LIBEVENT_PER_SEC 5
+
+static _Atomic int64_t log_ev_second;
+static atomic_uint log_ev_count, log_ev_dropped;
+
+static void log_on_libevent(int severity, const char *msg)
+{
+	static const enum log_level levels[] = { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
+	enum log_level level = severity >= 0 && severity < 4 ? levels[severity] : LOG_ERROR;
+	struct timespec ts;
+	int64_t was = atomic_load(&log_ev_second);
+
+	if ((int)level > atomic_load(&log_level))
+		return;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	if ((int64_t)ts.tv_sec != was && atomic_compare_exchange_strong(&log_ev_second, &was, (int64_t)ts.tv_sec)) {
+		unsigned dropped = atomic_exchange(&log_ev_dropped, 0);
+
+		atomic_store(&log_ev_count, 0);
+		if (dropped)
+			log_warn("libevent: %u more message%s not logged (at most %d a second)", dropped,
+				 dropped == 1 ? "" : "s", LOG_LIBEVENT_PER_SEC);
+	}
+	if (atomic_fetch_add(&log_ev_count, 1) >= LOG_LIBEVENT_PER_SEC) {
+		atomic_fetch_add(&log_ev_dropped, 1);
+		return;
+	}
+	log_msg(level, "libevent: %s", msg);
+}
+
+void log_route_libevent(void)
+{
+	event_set_log_callback(log_on_libevent);
 }

@@ -25,6 +25,10 @@ int log_reopen(char *err, size_t errlen);
 /* The log file in use, or NULL when logging goes to the original stderr. */
 const char *log_file_path(void);
 
+/* libevent's own messages through log_msg ("libevent: ..."), rate
+ * limited. Call once, before libevent is used. */
+void log_route_libevent(void);
+
 __attribute__((format(printf, 2, 3)))
 void log_msg(enum log_level level, const char *fmt, ...);
 

@@ -78,7 +78,8 @@
 	X(failovers, counter, SHARED, "requests for keys it owns sent on while it was down") \
 	X(ramp_held, counter, SHARED, "requests it served for keys a warm ramp is moving away from it, before their moment") \
 	X(ramp_moved_in, counter, SHARED, "requests it took for keys a warm ramp moved (switched, or their previous owner could not take them)") \
-	X(transitions, counter, SHARED, "health transitions, up to down and back")
+	X(transitions, counter, SHARED, "health transitions, up to down and back") \
+	X(health_local_errors, counter, SHARED, "active health checks that failed on ringproxy's side (out of memory or file descriptors): not counted against the backend, whose state is kept")
 
 /*
  * Histograms of durations: X(name, help). Fixed log-spaced buckets (the

@@ -338,6 +338,14 @@ int64_t cache_obj_last_modified(const struct cache_obj *o)
 	return o->last_modified;
 }
 
+int64_t cache_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (int64_t)ts.tv_sec;
+}
+
 int64_t cache_obj_age(const struct cache_obj *o, int64_t now)
 {
 	return o->initial_age + (now > o->resp_time ? now - o->resp_time : 0);
@@ -1947,7 +1955,7 @@ int cache_fill_begin(struct cache_fill *f, const struct http1_msg *resp,
 	/* a Vary on fields the caller did not key (vary_spec) is not
 	 * storable: it would answer every request whatever they send */
 	if (!m->storable || (m->vary.len == 0 && vary_other(resp))) {
-		cache_fill_uncacheable(f, m->resp_time);
+		cache_fill_uncacheable(f, m->resident_at);
 		return -1;
 	}
 	if (f->obj != NULL || (resp->framing == HTTP1_BODY_LENGTH
@@ -1982,7 +1990,7 @@ int cache_fill_begin(struct cache_fill *f, const struct http1_msg *resp,
 	o->status = (uint16_t)resp->status;
 	o->flags = (uint8_t)m->flags;
 	o->ae = (m->flags & CACHECTL_M_VARY_AE) ? f->ae : 0;
-	o->resp_time = m->resp_time;
+	o->resp_time = m->resident_at;
 	o->initial_age = m->initial_age;
 	o->lifetime = m->lifetime;
 	o->swr = m->swr;
@@ -2230,7 +2238,7 @@ static bool cache_merge_replaced(const char *p, const char *eol, const struct ht
 
 int cache_fill_not_modified(struct cache_fill *f, const struct cache_obj *old,
 			    const struct http1_msg *resp, const struct cachectl_req *rq,
-			    int64_t req_time, int64_t resp_time, int64_t grace,
+			    int64_t req_time, int64_t resp_time, int64_t resident_at, int64_t grace,
 			    struct cache_obj **out)
 {
 	struct iovec head = cache_obj_head(old), body = cache_obj_body(old);
@@ -2294,6 +2302,7 @@ int cache_fill_not_modified(struct cache_fill *f, const struct cache_obj *old,
 	if (http1_parse_response(&m, hdrs, buf, n, &lim, HTTP1_M_GET) <= 0)
 		goto fail;
 	cachectl_response(rq, HTTP1_M_GET, &m, req_time, resp_time, grace, &meta);
+	meta.resident_at = resident_at;
 	/* the same variant: the values old was stored for */
 	vl = vary_spec_from(&m, cache_obj_vary(old), spec, sizeof(spec));
 	if (vl > 0)

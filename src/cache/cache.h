@@ -382,8 +382,18 @@ int cache_fill_done_ref(struct cache_fill *f, struct cache_obj **out);
  */
 int cache_fill_not_modified(struct cache_fill *f, const struct cache_obj *old,
 			    const struct http1_msg *resp, const struct cachectl_req *rq,
-			    int64_t req_time, int64_t resp_time, int64_t grace,
+			    int64_t req_time, int64_t resp_time, int64_t resident_at, int64_t grace,
 			    struct cache_obj **out);
+
+/* The cache's clock in seconds: CLOCK_MONOTONIC, so that a wall clock
+ * that jumps neither keeps an object fresh nor ends it early. Every now
+ * given to this file's functions (lookups, ages, ttls, peeks) and an
+ * object's resident time (cachectl_meta.resident_at, the resident_at of
+ * cache_fill_not_modified) are on it; what is compared with Date,
+ * Expires or Last-Modified (req_time and resp_time above,
+ * cachectl_response, cachectl_not_modified) stays on the wall clock.
+ * Any thread. */
+int64_t cache_now(void);
 
 /* The fetch failed or the leader gives up: waiters are woken with NULL,
  * nothing is stored, f is freed. Also valid before cache_fill_begin(). */

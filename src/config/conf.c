@@ -329,6 +329,9 @@ struct conf_parse {
 	 * second one (inih would merge them silently) */
 	int section_line[CONF_IN_BACKEND];
 	size_t be_cap;
+	/* an allocation failed: the config may hold NULL where a value
+	 * belongs, so it is neither validated nor returned */
+	bool oom;
 };
 
 /* The name of the file a line number is in. */
@@ -366,11 +369,15 @@ static void conf_error(struct conf_parse *ps, int line, const char *fmt, ...)
 		n = asprintf(&full, "%s:%d: %s", conf_file_of(ps, line), line & CONF_LINE_MASK, msg);
 	else
 		n = asprintf(&full, "%s: %s", ps->file, msg);
-	if (n < 0)
+	/* an error that cannot be kept still fails the load */
+	if (n < 0) {
+		ps->oom = true;
 		return;
+	}
 	grown = realloc(ps->errs->msg, (ps->errs->n + 1) * sizeof(char *));
 	if (!grown) {
 		free(full);
+		ps->oom = true;
 		return;
 	}
 	ps->errs->msg = grown;
@@ -386,6 +393,7 @@ void conf_errors_free(struct conf_errors *errs)
 	free(errs->msg);
 	errs->msg = NULL;
 	errs->n = 0;
+	errs->oom = false;
 }
 
 /* ---- value parsers ---------------------------------------------------- */
@@ -1011,9 +1019,12 @@ static void conf_defaults(struct conf_parse *ps, enum conf_where where,
 
 		if (k->where != where || !k->def)
 			continue;
-		/* The table's own defaults must parse: a failure is a bug. */
-		if (conf_set(k, base, k->def, be, why, sizeof(why)) < 0)
-			conf_error(ps, 0, "internal: default of %s is invalid: %s", k->key, why);
+		/* The table's own defaults must parse: a failure is a bug,
+		 * or an allocation that failed (the field stays NULL) */
+		if (conf_set(k, base, k->def, be, why, sizeof(why)) < 0) {
+			ps->oom = true;
+			conf_error(ps, 0, "default of %s not set: %s", k->key, why);
+		}
 	}
 }
 
@@ -1037,26 +1048,35 @@ static struct conf_backend *conf_new_backend(struct conf_parse *ps, const char *
 {
 	struct conf *c = ps->c;
 	struct conf_backend *grown, *be;
+	int *lines = calloc(CONF_NKEYS, sizeof(int));
+	char *dup = strdup(name);
 
+	/* counted only once it has its name: a backend without one is what
+	 * every later reader would trip on */
+	if (!lines || !dup)
+		goto oom;
 	if (c->nbackends == ps->be_cap) {
 		size_t cap = ps->be_cap ? ps->be_cap * 2 : 8;
 
 		grown = realloc(c->backends, cap * sizeof(*grown));
 		if (!grown)
-			return NULL;
+			goto oom;
 		c->backends = grown;
 		ps->be_cap = cap;
 	}
 	be = &c->backends[c->nbackends++];
 	memset(be, 0, sizeof(*be));
-	be->lines = calloc(CONF_NKEYS, sizeof(int));
-	be->name = strdup(name);
+	be->lines = lines;
+	be->name = dup;
 	be->line = line;
-	if (!be->lines || !be->name)
-		return NULL;
 	conf_index_backend(c, c->nbackends - 1);
 	conf_defaults(ps, CONF_IN_BACKEND, be, be);
 	return be;
+oom:
+	free(lines);
+	free(dup);
+	ps->oom = true;
+	return NULL;
 }
 
 /* An unknown section header: say which known one it is close to, as for
@@ -1927,6 +1947,7 @@ static struct conf *conf_load_from(const char *name, FILE *fp, const char *text,
 	memset(&ps, 0, sizeof(ps));
 	errs->msg = NULL;
 	errs->n = 0;
+	errs->oom = false;
 	ps.file = name;
 	ps.nfiles = 1;
 	ps.open[0] = fp ? realpath(name, NULL) : NULL;
@@ -1961,15 +1982,22 @@ static struct conf *conf_load_from(const char *name, FILE *fp, const char *text,
 		conf_error(&ps, 0, "out of memory while reading the file");
 	else if (rc > 0 && errs->n == 0)
 		conf_error(&ps, rc, "syntax error");
-	conf_validate(&ps);
+	if (rc == -2)
+		ps.oom = true;
+	if (!ps.oom)
+		conf_validate(&ps);
 fail:
 	if (!c)
-		conf_error(&ps, 0, "out of memory");
+		ps.oom = true;
+	if (ps.oom) {
+		errs->oom = true;
+		conf_error(&ps, 0, "out of memory while loading the config");
+	}
 	free(ps.buf);
 	free(ps.open[0]);
 	for (int i = 1; i < ps.nfiles; i++)
 		free(ps.files[i]);
-	if (errs->n) {
+	if (errs->n || errs->oom) {
 		conf_free(c);
 		return NULL;
 	}
@@ -1987,6 +2015,7 @@ struct conf *conf_load(const char *path, struct conf_errors *errs)
 
 		errs->msg = NULL;
 		errs->n = 0;
+		errs->oom = false;
 		conf_error(&ps, 0, "%s", why);
 		return NULL;
 	}

@@ -166,6 +166,8 @@ struct conf {
 struct conf_errors {
 	char **msg;
 	size_t n;
+	bool oom;       /* an allocation failed: the load failed whatever n
+			   says (the error saying so may not have been kept) */
 };
 
 /* Load and validate FILE. Returns the config, or NULL with every problem in

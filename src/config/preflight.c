@@ -1,7 +1,8 @@
 /*
  * preflight.c -- the checks `ringproxy -t` and the start make on this host
- * before anything is bound: the log file's directory exists, backend names
- * resolve, and the listen addresses are free and allowed to this process.
+ * before anything is bound: the log file's directory exists, the state
+ * file's is writable, backend names resolve, and the listen addresses are
+ * free and allowed to this process.
  * Main thread.
  *
  * One set of checks serves both, with one difference. What depends on who
@@ -92,6 +93,41 @@ static void preflight_log_dir(const struct conf *c, struct preflight *pf)
 		preflight_add(&pf->errors, c->path, conf_line(c, "log_file"),
 			      "log_file: %s is not a directory; choose a path in a directory", dir);
 	}
+	free(copy);
+}
+
+/* The state file's directory: the file is written beside itself (a
+ * temporary, then a rename) at each ringproxy ctl change, so the
+ * directory must exist and be writable by the service, or every change
+ * holds only until a restart. An error at -t (systemd runs it as the
+ * service's user before the start), a warning at start: the states the
+ * file holds still apply. */
+static void preflight_state_dir(const struct conf *c, unsigned flags, struct preflight *pf)
+{
+	struct conf_errors *to = flags & PREFLIGHT_START ? &pf->warnings : &pf->errors;
+	int line = conf_line(c, "state_file");
+	struct stat st;
+	char *copy, *dir;
+
+	if (!c->state_file[0])
+		return;
+	copy = strdup(c->state_file);
+	if (!copy)
+		return;
+	dir = dirname(copy);
+	if (stat(dir, &st) < 0)
+		preflight_add(to, c->path, line,
+			      "state_file: the directory %s %s; create it (under systemd, StateDirectory=ringproxy "
+			      "makes /var/lib/ringproxy) or choose another path", dir,
+			      errno == ENOENT ? "does not exist" : strerror(errno));
+	else if (!S_ISDIR(st.st_mode))
+		preflight_add(to, c->path, line, "state_file: %s is not a directory; choose a path in a directory",
+			      dir);
+	else if (access(dir, W_OK | X_OK) < 0)
+		preflight_add(to, c->path, line,
+			      "state_file: the directory %s is not writable by this user (%s), so ringproxy ctl "
+			      "changes would hold only until a restart; give the service's user write access "
+			      "(under systemd, StateDirectory=ringproxy) or choose another path", dir, strerror(errno));
 	free(copy);
 }
 
@@ -347,6 +383,7 @@ size_t preflight_run(const struct conf *c, unsigned flags, struct preflight *pf)
 {
 	memset(pf, 0, sizeof(*pf));
 	preflight_log_dir(c, pf);
+	preflight_state_dir(c, flags, pf);
 	if (!(flags & PREFLIGHT_START))
 		preflight_names(c, pf);
 	preflight_addr(c, "listen", c->listen, flags, pf);

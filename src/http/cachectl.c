@@ -989,6 +989,7 @@ static void cachectl_times(const struct http1_msg *m, int64_t req_time,
 	int64_t age = 0, apparent, delay, corrected;
 
 	out->resp_time = resp_time;
+	out->resident_at = resp_time;
 	out->date = resp_time;
 	h = cachectl_header(m, "date");
 	if (h != NULL && cachectl_date(h->value, resp_time, &out->date) < 0)

@@ -147,6 +147,12 @@ struct cachectl_meta {
 	/* no-cache="a, b": the field names not stored (a slice of the
 	 * response, len 0 if none; RFC 9111 5.2.2.4) */
 	struct http1_str omit;
+	/* when the head arrived on the cache's own clock (cache_now:
+	 * monotonic), which resident time is counted from; resp_time until
+	 * the caller sets it (RFC 9111 4.2.3: only response_time and now
+	 * are compared with Date; the time an object spent in this cache
+	 * is not, and must not follow a wall clock that jumps) */
+	int64_t resident_at;
 };
 
 /*

@@ -56,7 +56,9 @@ struct proxy {
 
 	/* main thread only */
 	struct snapshot *current;       /* the snapshot new requests get */
-	time_t started;
+	time_t started;                 /* Unix seconds: request ids' prefix */
+	int64_t started_ms;             /* registry_now_ms at the start: uptime
+					   is monotonic, whatever the wall clock does */
 	uint64_t generation;            /* successful loads, 1 = the first */
 	struct proxy_reload last_reload;
 	double last_moved_share;

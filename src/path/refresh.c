@@ -123,13 +123,14 @@ static void refresh_begin(struct refresh *r)
 		struct cache_obj *o = NULL;
 
 		cache_fill_not_modified(r->fill, r->stale, &resp, &r->cc, r->sent_at,
-					(int64_t)time(NULL), r->grace, &o);
+					(int64_t)time(NULL), cache_now(), r->grace, &o);
 		cache_obj_release(o);
 		r->fill = NULL;
 		return;
 	}
 	cachectl_response(&r->cc, HTTP1_M_GET, &resp, r->sent_at, (int64_t)time(NULL), r->grace,
 			  &meta);
+	meta.resident_at = cache_now();
 	/* the variant refreshed: the values its fetch was made with */
 	vl = vary_spec_from(&resp, cache_fill_vary(r->fill), spec, sizeof(spec));
 	if (vl > 0)

@@ -506,6 +506,7 @@ static void req_cache_response(struct request *rq, const struct http1_msg *resp,
 
 		cachectl_response(&rq->cc, rq->msg.method_id, resp, rq->sent_at, (int64_t)time(NULL),
 				  (int64_t)(rq->snap->conf->cache_grace_ms / 1000), &meta);
+		meta.resident_at = cache_now();
 		/* the variant this request selects, if the response varies */
 		vl = vary_spec(resp, &rq->msg, &rq->snap->conf->cache_formats, spec, sizeof(spec));
 		if (vl > 0)
@@ -990,7 +991,7 @@ static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *ho
 		if (rr.status != 200)
 			n = (int)rr.iov[rr.n - 1].iov_len;
 	}
-	m = req_hit_lines(rq, o, how, plain, now, rq->reply + n, cap - (size_t)n);
+	m = req_hit_lines(rq, o, how, plain, cache_now(), rq->reply + n, cap - (size_t)n);
 	if (m < 0 || (size_t)(n + m) + clen + 2 >= cap)
 		return -1;
 	n += m;
@@ -1240,7 +1241,7 @@ static void req_revalidated(struct request *rq, const struct http1_msg *resp)
 
 	if (rq->fill)
 		cache_fill_not_modified(rq->fill, rq->stale, resp, &rq->cc, rq->sent_at,
-					(int64_t)time(NULL),
+					(int64_t)time(NULL), cache_now(),
 					(int64_t)(rq->snap->conf->cache_grace_ms / 1000), &o);
 	rq->fill = NULL;
 	req_leave(rq);
@@ -1262,7 +1263,7 @@ static bool req_stale_if_error(struct request *rq)
 {
 	struct cache_obj *o = rq->stale;
 
-	if (!o || rq->resp_started || !cache_obj_stale_if_error(o, (int64_t)time(NULL)))
+	if (!o || rq->resp_started || !cache_obj_stale_if_error(o, cache_now()))
 		return false;
 	req_leave(rq);
 	if (rq->fill) {
@@ -1432,7 +1433,7 @@ static bool req_cache_lookup(struct request *rq)
 		req_route(rq);
 		return false;
 	}
-	now = (int64_t)time(NULL);
+	now = cache_now();
 	cache_req_init(&cr, cache, key, (size_t)klen, &rq->cc, now);
 	cr.msg = &rq->msg;
 	cr.fm = &rq->snap->conf->cache_formats;
@@ -1462,7 +1463,7 @@ static bool req_cache_lookup(struct request *rq)
 		if (req_reply_obj(rq, obj, "hit; fwd=stale") == 0)
 			return true;
 		cache_obj_release(obj);
-		rq->sent_at = now;
+		rq->sent_at = (int64_t)time(NULL);     /* request_time: wall, as Date */
 		rq->cache_fwd = "miss";
 		return false;
 	case CACHE_WAIT: {
@@ -1476,7 +1477,7 @@ static bool req_cache_lookup(struct request *rq)
 	}
 	case CACHE_MISS:
 		rq->stale = obj;
-		rq->sent_at = now;
+		rq->sent_at = (int64_t)time(NULL);     /* request_time: wall, as Date */
 		/* an expired object with a validator: ask the backend whether
 		 * it changed (a 304 keeps the stored body) */
 		if (obj && rq->fill && !req_conditional(&rq->msg))

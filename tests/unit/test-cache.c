@@ -415,6 +415,37 @@ static void rec_wake(struct cache_waiter *w, struct cache_obj *obj)
 
 /* ---- freshness ---------------------------------------------------------- */
 
+/* Resident time on the cache's own clock (cache_now): an object stored
+ * at wall time NOW (its Date) and at 500 on the monotonic clock is aged by
+ * the monotonic clock alone, so a wall clock that jumps back an hour
+ * cannot keep a max-age=2 object fresh (RFC 9111 4.2.3: resident time is
+ * the time spent here, only response_time and now meet Date). */
+static void test_resident_clock(void)
+{
+	struct cache *c = mk(1 << 20, 1 << 20, 1, CACHE_POLICY_DEFAULT);
+	struct cache_req r;
+	struct cache_obj *o = NULL;
+	struct cache_fill *f = NULL;
+	struct resp resp;
+	char head[] = "HTTP/1.1 200 OK\r\nCache-Control: max-age=2\r\nContent-Length: 1\r\n\r\n";
+
+	rq(c, &r, "rc/a", 0, 0, 500);
+	cache_lookup(c, &r, NULL, &o, &f);
+	if (f == NULL || mkresp(&resp, head, 0, NOW) < 0) {
+		tap_ok(false, "a fill for the resident clock");
+		cache_fill_abort(f);
+		cache_free(c);
+		return;
+	}
+	resp.meta.resident_at = 500;
+	tap_ok(cache_fill_begin(f, &resp.m, &resp.meta, BACKEND, strlen(BACKEND)) == 0 &&
+	       cache_fill_body(f, "x", 1) == 0 && cache_fill_done(f) == 0, "max-age=2 stored at 500 s of the cache clock");
+	tap_ok(hits(c, "rc/a", 501), "a hit 1 s later on the cache clock");
+	tap_is_int(get(c, "rc/a", 0, 0, 502, NULL), CACHE_MISS,
+		   "not fresh 2 s later on the cache clock, whatever its Date (the wall clock) says");
+	cache_free(c);
+}
+
 static void test_freshness(void)
 {
 	struct cache *c = mk(1 << 20, 1 << 20, 1, CACHE_POLICY_DEFAULT);
@@ -1263,7 +1294,7 @@ static void test_not_modified(void)
 	tap_ok(old != NULL && cache_obj_etag(old).len == 4, "the expired object with its ETag");
 	parse304(&nm, "HTTP/1.1 304 Not Modified\r\nCache-Control: max-age=100\r\n"
 		 "ETag: \"v1\"\r\nContent-Length: 999\r\n\r\n");
-	rc = cache_fill_not_modified(f, old, &nm.m, &cr, NOW + 20, NOW + 20, 0, &o);
+	rc = cache_fill_not_modified(f, old, &nm.m, &cr, NOW + 20, NOW + 20, NOW + 20, 0, &o);
 	tap_is_int(rc, 0, "cache_fill_not_modified stores");
 	tap_ok(o != NULL && iov_is(cache_obj_body(o), "aaaaaaaaaa") && cache_obj_status(o) == 200,
 	       "the new object: the stored body, status 200");
@@ -1322,7 +1353,7 @@ static void test_rules(void)
 	cache_lookup(c, &r, NULL, &old, &f);
 	parse304(&nm, "HTTP/1.1 304 Not Modified\r\nCache-Control: max-age=100\r\n"
 		 "ETag: \"v2\"\r\nContent-Encoding: br\r\nContent-MD5: BBBB\r\nX-New: new\r\n\r\n");
-	tap_is_int(old && f ? cache_fill_not_modified(f, old, &nm.m, &cr, NOW + 20, NOW + 20, 0, &o) : -1, 0,
+	tap_is_int(old && f ? cache_fill_not_modified(f, old, &nm.m, &cr, NOW + 20, NOW + 20, NOW + 20, 0, &o) : -1, 0,
 		   "a 304 with new validators and codings: stored");
 	h = o ? cache_obj_head(o) : (struct iovec){ NULL, 0 };
 	tap_ok(h.iov_base && memmem(h.iov_base, h.iov_len, "ETag: \"v1\"", 10) &&
@@ -1848,6 +1879,7 @@ int main(void)
 	test_table();
 	test_admission();
 	test_freshness();
+	test_resident_clock();
 	test_flags();
 	test_variants();
 	test_vary_fields();

@@ -226,10 +226,19 @@ int main(void)
 	tap_ok(runstate_load(path, s->conf, err, sizeof(err)) == 0, "a missing file holds nothing");
 
 	/* a drain's progress */
-	runstate_put(b, &(struct runstate_of){ .state = RUNSTATE_DRAIN, .drain_start_ms = 1000, .drain_span_ms = 4000 });
+	runstate_put(b, &(struct runstate_of){ .state = RUNSTATE_DRAIN, .drain_start_ms = 1000, .drain_span_ms = 4000,
+					      .drain_mono_ms = 1000 });
 	tap_ok(runstate_drain_progress(b, 1000) == 0 && runstate_drain_progress(b, 2000) == 0.25 &&
 	       runstate_drain_progress(b, 9000) == 1 && runstate_drain_progress(a, 2000) == -1,
 	       "a drain's progress: the share of its window gone by; -1 when not draining");
+	/* its wall clock start an hour ahead of now (the clock jumped back
+	 * since): the progress is read on the monotonic clock alone */
+	runstate_put(b, &(struct runstate_of){ .state = RUNSTATE_DRAIN, .drain_start_ms = INT64_C(4102444800000),
+					      .drain_span_ms = 4000, .drain_mono_ms = 1000 });
+	tap_ok(runstate_drain_progress(b, 3000) == 0.5, "... read on the monotonic clock, whatever the wall clock says");
+	runstate_put(b, &(struct runstate_of){ .state = RUNSTATE_DRAIN, .drain_start_ms = 1000,
+					      .drain_span_ms = UINT64_MAX >> 1, .drain_mono_ms = 1000 });
+	tap_ok(runstate_drain_progress(b, INT64_MAX) < 1, "... a window of 2^63-1 ms does not overflow");
 
 	/* a drain from s (all ready): b's keys held on b until their moments */
 	runstate_put(b, &(struct runstate_of){ 0 });

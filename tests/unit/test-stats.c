@@ -241,6 +241,7 @@ int main(void)
 	memset(&p, 0, sizeof(p));
 	p.current = s;
 	p.started = time(NULL) - 42;
+	p.started_ms = registry_now_ms() - 42000;     /* uptime is on the monotonic clock */
 	p.generation = 7;
 	p.conf_loaded = 1700000000;
 	atomic_store(&p.nconns, 3);
