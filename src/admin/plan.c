@@ -1012,7 +1012,10 @@ static int plan_ramp(struct plan_run *r)
 	if (!count || !at || !m->off || !m->on)
 		goto out;
 	for (size_t i = 0; i < k->n; i++) {
-		int oa = ring_lookup(r->a.ring, k->pos[i]), ob = ring_lookup(r->b.ring, k->pos[i]);
+		/* each file places the key where it keys it (pos2 when
+		 * the scheme, [ring] key or query rules differ) */
+		int oa = ring_lookup(r->a.ring, k->pos[i]);
+		int ob = ring_lookup(r->b.ring, k->pos2 ? k->pos2[i] : k->pos[i]);
 		const char *from = plan_name(&r->a, oa);
 
 		if (strcmp(from, plan_name(&r->b, ob)) == 0)

@@ -298,6 +298,22 @@ check(rc == 0 and "warm ramp over 5m" in out and "no ramp" in out and "ramp 5m" 
       out.rstrip().splitlines()[-1].split()[0] == "total", "plan --ramp prints the table")
 rc, out, err = run("plan", a, "--keys", kc, "--ramp", "5m")
 check(rc == 2 and "--ramp" in err, "--ramp needs two files")
+# a scheme change: the new file keys the list its own way, and the ramp
+# counts the keys that move on the new file's positions, as the key table does
+rb_n = write("bc-nginx.ini", "[ring]\nscheme = nginx\n" + conf([("c1", 1, 9001), ("c3", 2, 9003),
+                                                                  ("c4", 1, 9004)]).split("\n", 2)[2])
+rc, out, err = run("plan", a, rb_n, "--keys", kc, "--ramp", "5m", "--period", "1h", "--json")
+cmp_ = json.loads(out)["compare"] if rc == 0 else {}
+check(rc == 0 and cmp_["ramp"]["moved_keys"] == cmp_["moved_keys"] > 0,
+      "plan --ramp across a scheme change (ringproxy -> nginx): the ramp's moved keys are the key table's "
+      "(%s and %s)" % (cmp_.get("ramp", {}).get("moved_keys"), cmp_.get("moved_keys")))
+import re  # noqa: E402
+rc, out, err = run("plan", a, rb_n, "--keys", kc, "--ramp", "5m", "--period", "1h")
+m_tab = re.search(r"moved:.*?, (\d+) of \d+ keys", out)
+m_ramp = re.search(r"warm ramp over 5m: (\d+) moved keys", out)
+check(rc == 0 and m_tab and m_ramp and m_tab.group(1) == m_ramp.group(1),
+      "plan --ramp's text across a scheme change: both sections say the same number of moved keys (%s, %s)"
+      % (m_tab and m_tab.group(1), m_ramp and m_ramp.group(1)))
 rc, out, err = run("plan", a, rb_c, "--ramp", "5m")
 check(rc == 2 and "--keys" in err, "--ramp needs --keys")
 rc, out, err = run("plan", a, rb_c, "--keys", kc, "--ramp", "soon")
