@@ -194,6 +194,15 @@ check(rc == 0 and sum(f["keys"] for f in cmp["flows"]) == cmp["moved_keys"] and
       any(f["share"] == 0 and f["keys"] > 0 for f in cmp["flows"]),
       "with the load caps, every moved key is in a flow, those the caps moved with share 0")
 
+# two backends with one url (a copy-paste mistake): -t warns, naming both
+twins = write("twins.ini", conf([("c1", 1, 9001), ("c2", 1, 9002), ("c3", 1, 9001)]))
+rc, out, err = run("-t", "-c", twins)
+check(rc == 0 and f"warning: {twins}:13: backends c1 and c3 have the same url http://127.0.0.1:9001 (line 5)"
+      in err and "(1 warning)" in out,
+      "-t: two backends with the same url warn, naming both and both lines")
+rc, out, err = run("-t", "-c", write("untwinned.ini", conf([("c1", 1, 9001), ("c2", 1, 9002)])))
+check(rc == 0 and "same url" not in err, "-t: backends with their own urls: no such warning")
+
 # --keys under [ring] key: each line keyed as the proxy keys a request
 def conf_key(mode, backends, vnodes=160):
     return conf(backends, vnodes).replace("[ring]\n", f"[ring]\nkey = {mode}\n", 1)
