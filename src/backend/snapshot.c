@@ -109,8 +109,10 @@ static void snapshot_set_addr(struct snap_backend *sb, const struct sockaddr *ad
 
 /* The first address of the backend's name, or none: resolve_rc then says
  * why (getaddrinfo's code) and the backend waits for health.c to resolve
- * it again. Blocking: main thread, at load and reload. */
-static void snapshot_resolve(struct snap_backend *sb)
+ * it again. Blocking: main thread, at load and reload. Also the Host the
+ * backend is sent: [backend] host, else [proxy] backend_host (host_fixed),
+ * else its url's, for a client that sent none. */
+static void snapshot_resolve(struct snap_backend *sb, const struct conf *conf)
 {
 	const struct conf_backend *cb = sb->conf;
 	struct addrinfo hints, *res = NULL;
@@ -118,6 +120,12 @@ static void snapshot_resolve(struct snap_backend *sb)
 	int rc;
 
 	conf_hostport(cb, sb->host_hdr, sizeof(sb->host_hdr));
+	sb->host_fixed = false;
+	if (*cb->host_header || *conf->backend_host) {
+		snprintf(sb->host_hdr, sizeof(sb->host_hdr), "%s",
+			 *cb->host_header ? cb->host_header : conf->backend_host);
+		sb->host_fixed = true;
+	}
 	sb->host_hdr_len = strlen(sb->host_hdr);
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_socktype = SOCK_STREAM;
@@ -166,7 +174,7 @@ struct snapshot *snapshot_next(struct conf *conf, uint64_t generation, const str
 		s->be[i].conf = &conf->backends[i];
 		s->be[i].name_len = strlen(conf->backends[i].name);
 		s->be[i].prefix_len = strlen(conf->backends[i].prefix);
-		snapshot_resolve(&s->be[i]);
+		snapshot_resolve(&s->be[i], conf);
 		s->be[i].state = registry_find(conf->backends[i].name, why, sizeof(why));
 		if (!s->be[i].state) {
 			snprintf(err, errlen, "%s:%d: backend %s: %s", conf->path,
