@@ -1590,6 +1590,10 @@ struct import_hap_proxy {
 	int hashtype_line;
 	long dflt_weight;               /* default-server weight */
 	long hbf;                       /* hash-balance-factor; -1 none */
+	char host[256];                 /* http-request set-header Host's value */
+	int host_line;
+	char chk[256];                  /* option httpchk's (http-check send's) uri */
+	int chk_line;
 };
 
 /* Split one line into words (HAProxy's parse_line): blanks separate;
@@ -1768,6 +1772,36 @@ static void import_hap_number(struct import_src *s, struct import_ring *r)
 	free(taken);
 }
 
+/* The chosen section's Host and health check, into r. */
+static void import_hap_front(struct import_src *s, const struct import_hap_proxy *px, struct import_ring *r)
+{
+	const char *v = px->host;
+
+	if (!*v) {
+		import_fmt(r->host_note, sizeof(r->host_note), "HAProxy sent the caches the client's Host (%s %s has "
+			   "no http-request set-header Host), as ringproxy does without backend_host.", r->what, px->name);
+	} else if (!strchr(v, '%') && v[strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._:[]")] == '\0') {
+		import_fmt(r->host, sizeof(r->host), "%s", v);
+		import_fmt(r->host_note, sizeof(r->host_note), "HAProxy sent the caches Host: %s (http-request "
+			   "set-header Host, line %d). A cache that keys objects by Host (Varnish hashes "
+			   "req.http.host) keeps them only if ringproxy sends it the same: remove this line and every "
+			   "object is a miss.", v, px->host_line);
+	} else {
+		import_fmt(r->host_note, sizeof(r->host_note), "HAProxy sent the caches Host %s (line %d), which is "
+			   "not reproduced: set backend_host to the Host your caches key objects by.", v, px->host_line);
+		import_warn(s, px->host_line, "http-request set-header Host %s is not reproduced: ringproxy sends the "
+			    "client's Host, or one [proxy] backend_host; set it to the Host the caches key objects by "
+			    "(Varnish hashes req.http.host)", v);
+	}
+	import_clean(r->host_note);
+	if (*px->chk && px->chk[0] == '/' && !strpbrk(px->chk, " \t;#")) {
+		import_fmt(r->health_path, sizeof(r->health_path), "%s", px->chk);
+		import_fmt(r->health_note, sizeof(r->health_note), "HAProxy checked the caches at %s (line %d).",
+			   px->chk, px->chk_line);
+		import_clean(r->health_note);
+	}
+}
+
 /* The chosen section's placement settings, checked. */
 static void import_hap_check(struct import_src *s, const struct import_hap_proxy *px, struct import_ring *r)
 {
@@ -1823,6 +1857,7 @@ static void import_hap_check(struct import_src *s, const struct import_hap_proxy
 	}
 	snprintf(r->rule, sizeof(r->rule), "balance %s, hash-type consistent", px->balance);
 	r->balance_factor = px->hbf;
+	import_hap_front(s, px, r);
 }
 
 /* A section keyword's line: a new section, which copies what defaults
@@ -1882,6 +1917,20 @@ static void import_hap_line(struct import_src *s, struct import_hap_proxy *px, b
 		px->has_servers = true;
 		if (chosen)
 			import_hap_server(s, px, r, arg, n);
+	} else if (strcmp(arg[0], "http-request") == 0 && n > 3 && strcmp(arg[1], "set-header") == 0 &&
+		   strcasecmp(arg[2], "host") == 0) {
+		snprintf(px->host, sizeof(px->host), "%s", arg[3]);
+		px->host_line = s->line;
+	} else if (strcmp(arg[0], "option") == 0 && n > 2 && strcmp(arg[1], "httpchk") == 0) {
+		/* option httpchk <uri> | <method> <uri> [<version>] */
+		snprintf(px->chk, sizeof(px->chk), "%s", arg[n == 3 ? 2 : 3]);
+		px->chk_line = s->line;
+	} else if (strcmp(arg[0], "http-check") == 0 && n > 2 && strcmp(arg[1], "send") == 0) {
+		for (int i = 2; i + 1 < n; i++)
+			if (strcmp(arg[i], "uri") == 0) {
+				snprintf(px->chk, sizeof(px->chk), "%s", arg[i + 1]);
+				px->chk_line = s->line;
+			}
 	} else if (strcmp(arg[0], "server-template") == 0 && chosen) {
 		import_err(s, s->line, "server-template makes servers from DNS at run time; import "
 			   "reproduces servers written out");

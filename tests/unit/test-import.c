@@ -297,6 +297,28 @@ static void check_nginx_host(void)
 	}
 }
 
+/* HAProxy: http-request set-header Host, option httpchk. */
+static void check_haproxy_front(void)
+{
+	char *msgs, *ini = import_string(IMPORT_HAPROXY,
+		"backend thumbs\n mode http\n balance uri\n hash-type consistent\n"
+		" http-request set-header Host thumbs.internal\n option httpchk HEAD /ping HTTP/1.1\n"
+		" server a 10.0.0.1:80\n", NULL, &msgs);
+
+	tap_ok(ini && strstr(ini, "\nbackend_host = thumbs.internal\n") && strstr(ini, "\npath = /ping\n"),
+	       "haproxy: http-request set-header Host is backend_host, option httpchk's uri the health path");
+	free(ini);
+	free(msgs);
+	ini = import_string(IMPORT_HAPROXY,
+		"backend thumbs\n mode http\n balance uri\n hash-type consistent\n"
+		" http-request set-header Host %[req.hdr(host)]\n server a 10.0.0.1:80\n", NULL, &msgs);
+	tap_ok(ini && !strstr(ini, "backend_host =") &&
+	       strstr(msgs, "t.conf:5: warning: http-request set-header Host %[req.hdr(host)] is not reproduced"),
+	       "haproxy: a Host made by an expression is not written, with a warning at its line");
+	free(ini);
+	free(msgs);
+}
+
 /* --names: a pattern and each server's place; bad patterns refused. */
 static void check_names_pattern(void)
 {
@@ -389,6 +411,7 @@ int main(int argc, char **argv)
 	check_nginx_grammar();
 	check_nginx_dump();
 	check_nginx_host();
+	check_haproxy_front();
 	check_names_pattern();
 	check_names_many();
 	return tap_done();
