@@ -203,6 +203,25 @@ check(rc == 0 and f"warning: {twins}:13: backends c1 and c3 have the same url ht
 rc, out, err = run("-t", "-c", write("untwinned.ini", conf([("c1", 1, 9001), ("c2", 1, 9002)])))
 check(rc == 0 and "same url" not in err, "-t: backends with their own urls: no such warning")
 
+# a rename (same url, new name): plan says so; all of its keys move, at once
+ren = write("renamed.ini", conf([("c1", 1, 9001), ("thumbs-2", 1, 9002), ("c3", 1, 9003)]))
+orig = write("orig.ini", conf([("c1", 1, 9001), ("c2", 1, 9002), ("c3", 1, 9003)]))
+rc, out, err = run("plan", orig, ren)
+check(rc == 0 and "renamed: c2 -> thumbs-2 (url http://127.0.0.1:9002): a rename moves all of c2's keys and is "
+      "not ramped" in out, "plan: a backend under a new name at the same url is a rename, said with what it costs")
+rkeys = write("renkeys.txt", "".join(f"/r/{i}.jpg 5\n" for i in range(2000)))
+rc, out, err = run("plan", orig, ren, "--keys", rkeys, "--ramp", "10m", "--json")
+cmp_ = json.loads(out)["compare"] if rc == 0 else {}
+rref = ringref.ring_of(orig)
+c2keys = sum(1 for i in range(2000) if rref.lookup(f"/r/{i}.jpg".encode()) == "c2")
+check(rc == 0 and cmp_["renamed"] == [{"from": "c2", "to": "thumbs-2", "url": "http://127.0.0.1:9002"}] and
+      cmp_["ramp"]["moved_keys"] == cmp_["moved_keys"] and
+      cmp_["ramp"]["moved_keys"] - cmp_["ramp"]["ramped_keys"] == c2keys > 0,
+      f"plan --json: the rename listed; all {c2keys} of c2's keys move at once, not held back by the ramp "
+      f"({cmp_.get('moved_keys')} moved in all)")
+rc, out, err = run("plan", orig, write("moved.ini", conf([("c1", 1, 9001), ("c2", 1, 9012), ("c3", 1, 9003)])))
+check(rc == 0 and "renamed:" not in out, "plan: a new url under the same name is no rename")
+
 # --keys under [ring] key: each line keyed as the proxy keys a request
 def conf_key(mode, backends, vnodes=160):
     return conf(backends, vnodes).replace("[ring]\n", f"[ring]\nkey = {mode}\n", 1)
