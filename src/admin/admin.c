@@ -500,7 +500,8 @@ static void admin_purge_send(const struct snapshot *s, struct admin_purge_be *be
 		if (!be[i].easy)
 			continue;
 		snprintf(url, sizeof(url), "http://%s/", sb->addr_text);
-		snprintf(line, sizeof(line), "Host: %s", host);
+		/* the Host the cache stored it under: the one it is always sent */
+		snprintf(line, sizeof(line), "Host: %s", sb->host_fixed ? sb->host_hdr : host);
 		be[i].hdrs = curl_slist_append(NULL, line);
 		be[i].err[0] = '\0';
 		curl_easy_setopt(be[i].easy, CURLOPT_URL, url);

@@ -631,6 +631,65 @@ static void plan_list_text(FILE *out, const struct plan_side *a, const struct pl
 	fprintf(out, "%s\n", first ? "(none)" : "");
 }
 
+/* A backend of a that b no longer has, under another name that b adds
+ * with the same url: a rename (NULL when added is not one). Under the
+ * fixed scheme the name is the identity, so all of the old name's keys
+ * move; and the ramp holds a key on its previous owner only when NEW.ini
+ * still has it, so they move at once. */
+static const struct conf_backend *plan_renamed_from(const struct plan_side *a, const struct plan_side *b,
+						      const char *added)
+{
+	const struct conf_backend *y = conf_backend_find(b->conf, added);
+
+	if (!y || conf_backend_find(a->conf, added))
+		return NULL;
+	for (size_t i = 0; i < a->conf->nbackends; i++) {
+		const struct conf_backend *x = &a->conf->backends[i];
+
+		if (strcmp(x->url, y->url) == 0 && !conf_backend_find(b->conf, x->name))
+			return x;
+	}
+	return NULL;
+}
+
+/* "renamed:" lines of the text comparison, one a rename. */
+static void plan_renames_text(FILE *out, const struct plan_side *a, const struct plan_side *b)
+{
+	for (size_t i = 0; i < b->conf->nbackends; i++) {
+		const char *name = b->conf->backends[i].name;
+		const struct conf_backend *x = plan_renamed_from(a, b, name);
+
+		if (x)
+			fprintf(out, "  %-9s%s -> %s (url %s): a rename moves all of %s's keys and is not ramped "
+				"(the name is the identity: %s's points are new, and take some keys of the others "
+				"too); keep the old name to keep its keys\n", "renamed:", x->name, name, x->url,
+				x->name, name);
+	}
+}
+
+static void plan_renames_json(FILE *out, const struct plan_side *a, const struct plan_side *b)
+{
+	int first = 1;
+
+	fputs(", \"renamed\": [", out);
+	for (size_t i = 0; i < b->conf->nbackends; i++) {
+		const char *name = b->conf->backends[i].name;
+		const struct conf_backend *x = plan_renamed_from(a, b, name);
+
+		if (!x)
+			continue;
+		fputs(first ? "{\"from\": " : ", {\"from\": ", out);
+		plan_json_str(out, x->name);
+		fputs(", \"to\": ", out);
+		plan_json_str(out, name);
+		fputs(", \"url\": ", out);
+		plan_json_str(out, x->url);
+		fputc('}', out);
+		first = 0;
+	}
+	fputc(']', out);
+}
+
 int plan_print_conf(const struct conf *c, FILE *out)
 {
 	struct plan_side s;
@@ -1015,7 +1074,10 @@ static int plan_ramp(struct plan_run *r)
 	if (!count || !at || !m->off || !m->on)
 		goto out;
 	for (size_t i = 0; i < k->n; i++) {
-		int oa = ring_lookup(r->a.ring, k->pos[i]), ob = ring_lookup(r->b.ring, k->pos[i]);
+		/* each file places the key where it keys it (pos2 when
+		 * the scheme, [ring] key or query rules differ) */
+		int oa = ring_lookup(r->a.ring, k->pos[i]);
+		int ob = ring_lookup(r->b.ring, k->pos2 ? k->pos2[i] : k->pos[i]);
 		const char *from = plan_name(&r->a, oa);
 
 		if (strcmp(from, plan_name(&r->b, ob)) == 0)
@@ -1279,6 +1341,7 @@ static void plan_render_json(const struct plan_run *r, FILE *out)
 		plan_list_json(out, &r->a, &r->b, PLAN_REMOVED);
 		fputs(", \"changed\": ", out);
 		plan_list_json(out, &r->a, &r->b, PLAN_REWEIGHTED);
+		plan_renames_json(out, &r->a, &r->b);
 		{
 			struct plan_settings ps = { out, 0 };
 
@@ -1312,6 +1375,7 @@ static void plan_text_compare(const struct plan_run *r, FILE *out)
 	plan_list_text(out, &r->a, &r->b, PLAN_ADDED, "added:");
 	plan_list_text(out, &r->a, &r->b, PLAN_REMOVED, "removed:");
 	plan_list_text(out, &r->a, &r->b, PLAN_REWEIGHTED, "changed:");
+	plan_renames_text(out, &r->a, &r->b);
 	plan_settings_text(out, r->a.conf, r->b.conf);
 	if (r->a.conf->scheme != r->b.conf->scheme)
 		fprintf(out, "  %-9s[ring] scheme %s -> %s: each places a key by its own hash, so the moved share is "

@@ -112,9 +112,11 @@ static void snapshot_set_addr(struct snap_backend *sb, const struct sockaddr *ad
  * why (getaddrinfo's code) and the backend waits for health.c to resolve
  * it again. -1 when the lookup failed on our side (memory, descriptors):
  * that says nothing of the name, and the snapshot is not made rather
- * than have the backend down. Blocking: main thread, at load and
+ * than have the backend down. Also the Host the backend is sent:
+ * [backend] host, else [proxy] backend_host (host_fixed), else its url's,
+ * for a client that sent none. Blocking: main thread, at load and
  * reload. */
-static int snapshot_resolve(struct snap_backend *sb)
+static int snapshot_resolve(struct snap_backend *sb, const struct conf *conf)
 {
 	const struct conf_backend *cb = sb->conf;
 	struct addrinfo hints, *res = NULL;
@@ -122,6 +124,12 @@ static int snapshot_resolve(struct snap_backend *sb)
 	int rc;
 
 	conf_hostport(cb, sb->host_hdr, sizeof(sb->host_hdr));
+	sb->host_fixed = false;
+	if (*cb->host_header || *conf->backend_host) {
+		snprintf(sb->host_hdr, sizeof(sb->host_hdr), "%s",
+			 *cb->host_header ? cb->host_header : conf->backend_host);
+		sb->host_fixed = true;
+	}
 	sb->host_hdr_len = strlen(sb->host_hdr);
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_socktype = SOCK_STREAM;
@@ -173,7 +181,7 @@ struct snapshot *snapshot_next(struct conf *conf, uint64_t generation, const str
 		s->be[i].conf = &conf->backends[i];
 		s->be[i].name_len = strlen(conf->backends[i].name);
 		s->be[i].prefix_len = strlen(conf->backends[i].prefix);
-		if (snapshot_resolve(&s->be[i]) < 0) {
+		if (snapshot_resolve(&s->be[i], conf) < 0) {
 			snprintf(err, errlen, "%s:%d: backend %s: out of memory resolving '%s'", conf->path,
 				 conf->backends[i].line, conf->backends[i].name, conf->backends[i].host);
 			goto fail;

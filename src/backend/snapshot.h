@@ -66,8 +66,11 @@ struct snap_backend {
 	int resolve_rc;                 /* then getaddrinfo's code, else 0 */
 	char addr_text[64];             /* "127.0.0.1:9001" for messages, or
 					   "unresolved" */
-	char host_hdr[300];             /* Host for clients that sent none */
+	char host_hdr[300];             /* Host for clients that sent none,
+					   or for all (host_fixed) */
 	size_t host_hdr_len;
+	bool host_fixed;                /* [backend] host or [proxy]
+					   backend_host: host_hdr always */
 	size_t name_len, prefix_len;    /* of conf->name and conf->prefix */
 };
 

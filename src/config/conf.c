@@ -112,6 +112,12 @@ static const struct conf_keydef conf_keys[] = {
 	{ CONF_IN_PROXY, "backend_header", CONF_T_STRING, P(backend_header), "X-Ringproxy-Backend", 0, 0,
 	  "a header name, or empty",
 	  "response header naming the backend that served; empty turns it off" },
+	{ CONF_IN_PROXY, "backend_host", CONF_T_STRING, P(backend_host), "", 0, 0,
+	  "host[:port], or empty",
+	  "the Host sent to every cache instead of the client's (NGINX's proxy_set_header Host, HAProxy's http-request "
+	  "set-header Host): a cache that keys objects by Host (Varnish hashes req.http.host) keeps its objects only "
+	  "if it gets the Host it got before; also sent with purges and background refreshes; a [backend] host "
+	  "overrides it; empty = the client's Host" },
 	{ CONF_IN_PROXY, "underscores_in_headers", CONF_T_BOOL, P(underscores_in_headers), "off", 0, 0, NULL,
 	  "forward request headers whose names contain '_' (off: they are dropped)" },
 	{ CONF_IN_PROXY, "tier_status", CONF_T_ENUM, P(tier_status), "auto", 0, 0,
@@ -246,6 +252,8 @@ static const struct conf_keydef conf_keys[] = {
 	  "the url's host, host:port when the port is not 11211, as libmemcached and twemproxy hash a server "
 	  "without a name); envoy: the hash_key (default: the url's ip:port as Envoy prints it); scheme "
 	  "ringproxy does not use it (the name is the identity)" },
+	{ CONF_IN_BACKEND, "host", CONF_T_STRING, B(host_header), "", 0, 0, "host[:port], or empty",
+	  "the Host sent to this cache instead of the client's; empty = [proxy] backend_host" },
 	{ CONF_IN_BACKEND, "max_inflight", CONF_T_UINT, B(max_inflight), "0", 0, 1000000, NULL,
 	  "hard cap of requests in flight to this backend; 0 = none" },
 	{ CONF_IN_BACKEND, "slow_start", CONF_T_DURATION, B(slow_start_ms), "0", 0, 3600000, NULL,
@@ -972,6 +980,16 @@ static int conf_set_string(const struct conf_keydef *k, char *field, const char 
 
 		if (v[n + strspn(v + n, "=")] != '\0' || (*v && n == 0)) {
 			snprintf(why, whylen, "a token is letters, digits and -._~+/ (then '=' padding), as Authorization: Bearer carries it; e.g. the output of openssl rand -hex 32");
+			return -1;
+		}
+	}
+	/* a Host field's value (RFC 9110 7.2): a name or address, maybe a port */
+	if ((k->offset == P(backend_host) && k->where == CONF_IN_PROXY) ||
+	    (k->offset == B(host_header) && k->where == CONF_IN_BACKEND)) {
+		if (v[strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~:[]")] != '\0' ||
+		    *v == ':' || (*v && v[strlen(v) - 1] == ':')) {
+			snprintf(why, whylen, "'%s' is not a Host: a name or address, then :port if any "
+				 "(thumbs, cache.example:6081, [2001:db8::1]:80)", v);
 			return -1;
 		}
 	}
@@ -2051,6 +2069,7 @@ void conf_free(struct conf *c)
 		free(be->host);
 		free(be->prefix);
 		free(be->health.path);
+		free(be->host_header);
 		free(be->lines);
 	}
 	free(c->backends);

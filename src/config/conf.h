@@ -51,6 +51,8 @@ struct conf_backend {
 	char *host;             /* from the URL, brackets removed for IPv6 */
 	uint16_t port;
 	char *prefix;           /* path prefix without trailing '/'; "" if none */
+	char *host_header;      /* [backend] host: the Host sent to it; "" =
+				   [proxy] backend_host */
 	double weight;
 	unsigned max_inflight;  /* 0 = no hard cap */
 	uint64_t slow_start_ms; /* ramp after recovery; 0 = off */
@@ -90,6 +92,8 @@ struct conf {
 	unsigned pool_size;
 	uint64_t buffer_size;
 	char *backend_header;
+	char *backend_host;             /* Host sent to every cache; "" = the
+					   client's */
 	bool underscores_in_headers;    /* forward header names with '_' */
 	int log_level;                  /* enum log_level */
 	int tier_status;                /* enum tier_status (tier.h) */

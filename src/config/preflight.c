@@ -27,6 +27,10 @@
  * another user's fds are readable as root only), and --share-listen
  * shares with a ringproxy only: another program that set SO_REUSEPORT
  * (a cache on the same host) would take half of the clients.
+ *
+ * One check is of the file alone, a warning in both: two backends that
+ * reach one cache (the same url under two names, a copy-paste mistake)
+ * give that cache two shares of the keys.
  */
 #include "config/preflight.h"
 
@@ -40,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -152,6 +157,49 @@ static void preflight_names(const struct conf *c, struct preflight *pf)
 			      "again every %gs (its health interval)", be->name, be->host,
 			      rc ? gai_strerror(rc) : "no address", (double)be->health.interval_ms / 1000);
 	}
+}
+
+/* Backends in the order of what they reach: host (any case), port,
+ * prefix, then the Host they send. */
+static int preflight_reach_cmp(const void *x, const void *y)
+{
+	const struct conf_backend *a = *(const struct conf_backend *const *)x;
+	const struct conf_backend *b = *(const struct conf_backend *const *)y;
+	int d = strcasecmp(a->host ? a->host : "", b->host ? b->host : "");
+
+	if (d == 0)
+		d = a->port != b->port ? (a->port < b->port ? -1 : 1) : strcmp(a->prefix, b->prefix);
+	return d;
+}
+
+/* Two backends with the same url: one cache under two names takes two
+ * shares of the keys. Each pair named once, at the later one's url. */
+static void preflight_twins(const struct conf *c, struct preflight *pf)
+{
+	const struct conf_backend **by = calloc(c->nbackends ? c->nbackends : 1, sizeof(*by));
+
+	if (!by)
+		return;
+	for (size_t i = 0; i < c->nbackends; i++)
+		by[i] = &c->backends[i];
+	qsort(by, c->nbackends, sizeof(*by), preflight_reach_cmp);
+	for (size_t i = 1; i < c->nbackends; i++) {
+		const struct conf_backend *a = by[i - 1], *b = by[i];
+
+		if (!a->url || !b->url || preflight_reach_cmp(&by[i - 1], &by[i]) != 0)
+			continue;
+		if (b->line < a->line) {
+			const struct conf_backend *t = a;
+
+			a = b;
+			b = t;
+		}
+		preflight_add(&pf->warnings, c->path, conf_backend_line(b, "url"),
+			      "backends %s and %s have the same url %s (line %d): that cache takes the keys of "
+			      "both, twice its share; give each its own url, or remove one", a->name, b->name,
+			      b->url, conf_backend_line(a, "url"));
+	}
+	free(by);
 }
 
 /* Try to bind addr without SO_REUSEPORT (SO_REUSEADDR only skips
@@ -384,6 +432,7 @@ size_t preflight_run(const struct conf *c, unsigned flags, struct preflight *pf)
 	memset(pf, 0, sizeof(*pf));
 	preflight_log_dir(c, pf);
 	preflight_state_dir(c, flags, pf);
+	preflight_twins(c, pf);
 	if (!(flags & PREFLIGHT_START))
 		preflight_names(c, pf);
 	preflight_addr(c, "listen", c->listen, flags, pf);

@@ -7,8 +7,7 @@
  * Where the RFC lets a cache choose, this file takes the conservative
  * side: a qualified private="..." is treated as the unqualified directive
  * (RFC 9111 5.2.2.7 allows storing the rest; we store nothing), heuristic
- * freshness (4.2.2) is bounded by the caller's cap, an Age that is not one
- * line of digits makes the response stale, a response with Set-Cookie is
+ * freshness (4.2.2) is bounded by the caller's cap, a response with Set-Cookie is
  * never stored (another client would get the cookie), and the deprecated
  * Pragma header is not read.
  */
@@ -200,6 +199,271 @@ static bool cachectl_name_is(struct http1_str n, const char *name)
 	return strlen(name) == n.len && strncasecmp(n.p, name, n.len) == 0;
 }
 
+/* ---- targeted fields as Structured Field Dictionaries ------------------ */
+
+/*
+ * RFC 9213 2.1: a targeted field (CDN-Cache-Control, the operator's
+ * target_field) is a Dictionary (RFC 8941 3.2), parsed as RFC 8941 4.2
+ * says, its directives typed as RFC 9213 infers them: max-age, s-maxage,
+ * stale-while-revalidate and stale-if-error a non-negative Integer;
+ * private and no-cache true or a String (the qualified form); the others
+ * RFC 9111 names true. A value that does not parse, or a known directive
+ * of another type, makes the whole field ignored (RFC 9213 2.1: "as if
+ * the field were not present"), so Cache-Control rules. Each field line
+ * is parsed as a Dictionary of its own (RFC 8941 joins lines with ", ",
+ * which only a string spanning two lines would tell apart). A key given
+ * twice takes its last value (RFC 8941 4.2.2).
+ */
+
+enum cachectl_sf_type { CACHECTL_SF_NONE, CACHECTL_SF_INT, CACHECTL_SF_DEC, CACHECTL_SF_STR,
+			CACHECTL_SF_TOKEN, CACHECTL_SF_BIN, CACHECTL_SF_BOOL, CACHECTL_SF_LIST };
+
+static bool cachectl_sf_lcalpha(char c)
+{
+	return c >= 'a' && c <= 'z';
+}
+
+static bool cachectl_sf_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/* tchar (RFC 9110 5.6.2) */
+static bool cachectl_sf_tchar(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || cachectl_sf_digit(c) ||
+	       (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* A key (RFC 8941 3.1.2) at *pp; false if none. */
+static bool cachectl_sf_key(const char **pp, const char *e, struct http1_str *key)
+{
+	const char *p = *pp;
+
+	if (p >= e || !(cachectl_sf_lcalpha(*p) || *p == '*'))
+		return false;
+	for (p++; p < e && (cachectl_sf_lcalpha(*p) || cachectl_sf_digit(*p) || (*p && strchr("_-.*", *p))); p++)
+		;
+	key->p = *pp;
+	key->len = (size_t)(p - *pp);
+	*pp = p;
+	return true;
+}
+
+/* A bare item (RFC 8941 4.2.3.1) at *pp: its type, its text in *v (a
+ * string's without its quotes), or CACHECTL_SF_NONE if it does not parse. */
+static enum cachectl_sf_type cachectl_sf_bare(const char **pp, const char *e, struct http1_str *v)
+{
+	const char *p = *pp, *s = p;
+	enum cachectl_sf_type t = CACHECTL_SF_NONE;
+
+	if (p >= e)
+		return CACHECTL_SF_NONE;
+	if (*p == '-' || cachectl_sf_digit(*p)) {
+		size_t nd = 0, nf = 0;
+
+		if (*p == '-')
+			p++;
+		for (; p < e && cachectl_sf_digit(*p); p++)
+			nd++;
+		t = CACHECTL_SF_INT;
+		if (p < e && *p == '.') {
+			t = CACHECTL_SF_DEC;
+			for (p++; p < e && cachectl_sf_digit(*p); p++)
+				nf++;
+			if (nd > 12 || nf == 0 || nf > 3)
+				return CACHECTL_SF_NONE;
+		}
+		if (nd == 0 || nd > 15)
+			return CACHECTL_SF_NONE;
+	} else if (*p == '"') {
+		for (p++, s = p; p < e && *p != '"'; p++) {
+			if (*p == '\\' && (p + 1 >= e || (p[1] != '"' && p[1] != '\\')))
+				return CACHECTL_SF_NONE;
+			if (*p == '\\')
+				p++;
+			else if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+				return CACHECTL_SF_NONE;
+		}
+		if (p >= e)
+			return CACHECTL_SF_NONE;
+		v->p = s;
+		v->len = (size_t)(p - s);
+		*pp = p + 1;
+		return CACHECTL_SF_STR;
+	} else if (*p == '*' || (*p >= 'A' && *p <= 'Z') || cachectl_sf_lcalpha(*p)) {
+		for (p++; p < e && (cachectl_sf_tchar(*p) || *p == ':' || *p == '/'); p++)
+			;
+		t = CACHECTL_SF_TOKEN;
+	} else if (*p == ':') {
+		for (p++; p < e && ((cachectl_sf_tchar(*p) && !strchr("!#$%&'*-.^_`|~", *p)) || (*p && strchr("+/=", *p))); p++)
+			;
+		if (p >= e || *p != ':')
+			return CACHECTL_SF_NONE;
+		p++;
+		t = CACHECTL_SF_BIN;
+	} else if (*p == '?') {
+		if (e - p < 2 || (p[1] != '0' && p[1] != '1'))
+			return CACHECTL_SF_NONE;
+		p += 2;
+		t = CACHECTL_SF_BOOL;
+	}
+	v->p = s;
+	v->len = (size_t)(p - s);
+	*pp = p;
+	return t;
+}
+
+/* Parameters (RFC 8941 4.2.3.2) at *pp: false if they do not parse. */
+static bool cachectl_sf_params(const char **pp, const char *e)
+{
+	const char *p = *pp;
+
+	while (p < e && *p == ';') {
+		struct http1_str k, v;
+
+		for (p++; p < e && *p == ' '; p++)
+			;
+		if (!cachectl_sf_key(&p, e, &k))
+			return false;
+		if (p < e && *p == '=') {
+			p++;
+			if (cachectl_sf_bare(&p, e, &v) == CACHECTL_SF_NONE)
+				return false;
+		}
+	}
+	*pp = p;
+	return true;
+}
+
+/* A member's value after '=' (RFC 8941 4.2.1.1: an item or an inner
+ * list) at *pp, parameters included; its type, and its bare item in *v. */
+static enum cachectl_sf_type cachectl_sf_value(const char **pp, const char *e, struct http1_str *v)
+{
+	const char *p = *pp;
+	enum cachectl_sf_type t;
+
+	if (p < e && *p == '(') {
+		for (p++;;) {
+			while (p < e && *p == ' ')
+				p++;
+			if (p < e && *p == ')') {
+				p++;
+				break;
+			}
+			if (cachectl_sf_bare(&p, e, v) == CACHECTL_SF_NONE || !cachectl_sf_params(&p, e))
+				return CACHECTL_SF_NONE;
+			if (p >= e || (*p != ' ' && *p != ')'))
+				return CACHECTL_SF_NONE;
+		}
+		t = CACHECTL_SF_LIST;
+	} else if ((t = cachectl_sf_bare(&p, e, v)) == CACHECTL_SF_NONE) {
+		return CACHECTL_SF_NONE;
+	}
+	if (!cachectl_sf_params(&p, e))
+		return CACHECTL_SF_NONE;
+	*pp = p;
+	return t;
+}
+
+/* Whether the directive called key may have a value of type t (RFC
+ * 9213 2.1); an unknown directive may have any. */
+static bool cachectl_sf_typed(struct http1_str key, enum cachectl_sf_type t, struct http1_str v)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(cachectl_dirs) / sizeof(cachectl_dirs[0]); i++) {
+		if (!http1_str_ieq(key, cachectl_dirs[i].name))
+			continue;
+		if (cachectl_dirs[i].off != 0)
+			return t == CACHECTL_SF_INT && v.p[0] != '-';
+		if (cachectl_dirs[i].flag == CACHECTL_PRIVATE || cachectl_dirs[i].flag == CACHECTL_NO_CACHE)
+			return t == CACHECTL_SF_BOOL || t == CACHECTL_SF_STR;
+		return t == CACHECTL_SF_BOOL;
+	}
+	return true;
+}
+
+/* A directive met again in a Dictionary: its last value counts (RFC
+ * 8941 4.2.2), so the earlier one is forgotten. */
+static void cachectl_sf_forget(struct cachectl_cc *cc, struct http1_str key)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(cachectl_dirs) / sizeof(cachectl_dirs[0]); i++)
+		if (http1_str_ieq(key, cachectl_dirs[i].name))
+			cc->flags &= ~cachectl_dirs[i].flag;
+}
+
+/* One line of a targeted field into cc; false when it is not a
+ * Dictionary of well-typed directives (cc then holds part of it). */
+static bool cachectl_sf_line(struct http1_str line, struct cachectl_cc *cc)
+{
+	const char *p = line.p, *e = line.p + line.len;
+
+	while (p < e && *p == ' ')
+		p++;
+	while (e > p && e[-1] == ' ')
+		e--;
+	for (;;) {
+		struct http1_str key, v = { "?1", 2 }, el;
+		enum cachectl_sf_type t = CACHECTL_SF_BOOL;
+
+		if (!cachectl_sf_key(&p, e, &key))
+			return false;
+		el = key;
+		if (p < e && *p == '=') {
+			p++;
+			t = cachectl_sf_value(&p, e, &v);
+			/* as Cache-Control writes it: name=value, a
+			 * string with its quotes */
+			if (t == CACHECTL_SF_INT || t == CACHECTL_SF_STR)
+				el.len = (size_t)(v.p + v.len + (t == CACHECTL_SF_STR) - key.p);
+		} else if (!cachectl_sf_params(&p, e)) {
+			t = CACHECTL_SF_NONE;
+		}
+		if (t == CACHECTL_SF_NONE || !cachectl_sf_typed(key, t, v))
+			return false;
+		cachectl_sf_forget(cc, key);
+		/* a Boolean false is as if the directive were not there */
+		if (!(t == CACHECTL_SF_BOOL && v.p[1] == '0'))
+			cachectl_directive(cc, el);
+		while (p < e && cachectl_is_ows(*p))
+			p++;
+		if (p == e)
+			return true;
+		if (*p++ != ',')
+			return false;
+		while (p < e && cachectl_is_ows(*p))
+			p++;
+		if (p == e)
+			return false;   /* a trailing comma */
+	}
+}
+
+/* A targeted field as a Dictionary: every line of name into cc. Returns
+ * whether some line had a value, and false (cc empty) when a line does
+ * not parse: the field is then ignored. */
+static bool cachectl_parse_sf(const struct http1_msg *m, const char *name, struct cachectl_cc *cc)
+{
+	bool any = false;
+	unsigned i;
+
+	memset(cc, 0, sizeof(*cc));
+	for (i = 0; i < m->nheaders; i++) {
+		const struct http1_header *h = &m->headers[i];
+
+		if (!cachectl_name_is(h->name, name) || h->value.len == 0)
+			continue;
+		if (!cachectl_sf_line(h->value, cc)) {
+			memset(cc, 0, sizeof(*cc));
+			return false;
+		}
+		any = true;
+	}
+	return any;
+}
+
 /* Parse every line of field name into cc: a directive given twice keeps
  * its first value (RFC 9111 4.2.1). surrogate: Surrogate-Control, whose
  * directive names its device after a ';' ("max-age=3600;ringproxy"):
@@ -212,6 +476,9 @@ static bool cachectl_parse_field(const struct http1_msg *m, const char *name,
 	bool any = false;
 	unsigned i;
 
+	/* a targeted field but Surrogate-Control is a Dictionary */
+	if (!surrogate && strcasecmp(name, "cache-control") != 0)
+		return cachectl_parse_sf(m, name, cc);
 	memset(cc, 0, sizeof(*cc));
 	for (i = 0; i < m->nheaders; i++) {
 		const struct http1_header *h = &m->headers[i];
@@ -829,28 +1096,27 @@ static bool cachectl_policy(const struct http1_msg *resp, const char *target,
 	return true;
 }
 
-/* Age (RFC 9111 5.1): one line of digits. Anything else (a list, two
- * lines, a sign, a fraction, a parameter) is a message we cannot date:
- * CACHECTL_DELTA_MAX, stale, rather than the RFC's "ignore the field",
- * which would make a copy that says it is old look new. */
+/* Age (RFC 9111 5.1): delta-seconds. A list (a comma, or several lines)
+ * counts by its first member; a member that is not digits alone (a sign,
+ * a fraction, a parameter, a word) is invalid and the field is ignored,
+ * as if the response had no Age: 0. */
 static int64_t cachectl_age(const struct http1_msg *m)
 {
-	const struct http1_header *age = NULL;
 	unsigned i;
 
 	for (i = 0; i < m->nheaders; i++) {
-		if (!http1_str_ieq(m->headers[i].name, "age"))
+		const char *p = m->headers[i].value.p, *e = p + m->headers[i].value.len;
+		struct http1_str el;
+		size_t k;
+
+		if (!http1_str_ieq(m->headers[i].name, "age") || !cachectl_next(&p, e, &el))
 			continue;
-		if (age != NULL)
-			return CACHECTL_DELTA_MAX;
-		age = &m->headers[i];
+		for (k = 0; k < el.len; k++)
+			if (el.p[k] < '0' || el.p[k] > '9')
+				return 0;
+		return cachectl_delta(el);
 	}
-	if (age == NULL)
-		return 0;
-	for (i = 0; i < age->value.len; i++)
-		if (age->value.p[i] < '0' || age->value.p[i] > '9')
-			return CACHECTL_DELTA_MAX;
-	return age->value.len ? cachectl_delta(age->value) : CACHECTL_DELTA_MAX;
+	return 0;
 }
 
 /* The status codes RFC 9110 defines (15): what must-understand asks a

@@ -177,6 +177,9 @@ struct http1_fwd_req {
 	struct http1_str query;     /* p not NULL: sent after a '?' instead
 				       of m's query ([ring] normalize_forward
 				       off: the query as received) */
+	bool host_fixed;            /* default_host sent in place of the
+				       client's Host ([proxy] backend_host,
+				       [backend] host) */
 };
 
 /* What the proxy adds to a response head it relays. */

@@ -1843,12 +1843,13 @@ int http1_write_request(const struct http1_msg *m, const struct http1_fwd_req *f
 	static const char xff[] = "X-Forwarded-For: ", via[] = "Via: ";
 
 	/* the request line received is the one we would write for an
-	 * HTTP/1.1 request in origin- or asterisk-form with a Host, a clean
+	 * HTTP/1.1 request in origin- or asterisk-form with a Host (and no
+	 * Host of ours to put in its place), a clean
 	 * path, no prefix and its own query, its target still the one in the
 	 * line (query_apply may have rewritten it elsewhere) */
 	uintptr_t lp = (uintptr_t)m->line.p, tp = (uintptr_t)m->target.p;
 	struct http1_str line = { m->line.p, m->minor == 1 && m->authority.len == 0 && m->host.p != NULL
-				  && !m->path_dots && f->prefix.len == 0 && f->query.p == NULL
+				  && !f->host_fixed && !m->path_dots && f->prefix.len == 0 && f->query.p == NULL
 				  && tp > lp && tp + m->target.len < lp + m->line.len ? m->line.len : 0 };
 
 	http1_out_init(&o, iov, iovmax, scratch, scratchlen);
@@ -1858,7 +1859,11 @@ int http1_write_request(const struct http1_msg *m, const struct http1_fwd_req *f
 		http1_put_target(&o, m, f->prefix, f->query);
 		HTTP1_PUTS(&o, " HTTP/1.1\r\n");
 	}
-	if (m->authority.len != 0) {
+	if (f->host_fixed) {
+		HTTP1_PUTS(&o, "Host: ");
+		http1_put_str(&o, f->default_host);
+		HTTP1_PUTS(&o, "\r\n");
+	} else if (m->authority.len != 0) {
 		HTTP1_PUTS(&o, "Host: ");
 		http1_put_str(&o, m->authority);
 		HTTP1_PUTS(&o, "\r\n");
@@ -1869,7 +1874,7 @@ int http1_write_request(const struct http1_msg *m, const struct http1_fwd_req *f
 	}
 	http1_flush(&o);
 	http1_copy_headers(&o, m, HTTP1_HDR_HOP | HTTP1_HDR_FRAMING | HTTP1_HDR_XFF
-			   | HTTP1_HDR_GENERATED | HTTP1_HDR_DROP | (m->authority.len ? HTTP1_HDR_HOST : 0u)
+			   | HTTP1_HDR_GENERATED | HTTP1_HDR_DROP | (m->authority.len || f->host_fixed ? HTTP1_HDR_HOST : 0u)
 			   | (f->keep_underscores ? 0u : HTTP1_HDR_UNDERSCORE)
 			   | (f->drop_fwd ? HTTP1_HDR_FWD : 0u), (struct http1_str){ NULL, 0 }, line);
 	http1_framing_line(&o, m);

@@ -463,6 +463,7 @@ static int fwd_begin(struct request *rq, int i, bool fresh, enum req_fail *kind,
 	f.via.len = 13;
 	f.default_host.p = sb->host_hdr;
 	f.default_host.len = sb->host_hdr_len;
+	f.host_fixed = sb->host_fixed;
 	f.keep_underscores = rq->snap->conf->underscores_in_headers;
 	f.drop_fwd = rq->shared;
 	f.query = rq->snap->conf->normalize_forward ? (struct http1_str){ NULL, 0 } : rq->qsent.query;

@@ -202,10 +202,10 @@ static void refresh_lines(struct refresh *r, char *p)
 }
 
 /* The request lines of r's GET, in curl's list (r->hdrs): the request's
- * Host, the stale variant's Accept-Encoding and Vary fields, and the
+ * Host (or the one sb is always sent, [proxy] backend_host), the stale variant's Accept-Encoding and Vary fields, and the
  * conditional lines of stale (NULL: none), whose reference r then takes.
  * 0, or -1 when the Vary fields do not fit (r is the caller's to free). */
-static int refresh_headers(struct refresh *r, const struct refresh_req *rq,
+static int refresh_headers(struct refresh *r, const struct refresh_req *rq, const struct snap_backend *sb,
 			   struct cache_fill *f, const struct cache_obj *stale)
 {
 	const struct http1_header *host = NULL;
@@ -215,7 +215,10 @@ static int refresh_headers(struct refresh *r, const struct refresh_req *rq,
 	for (unsigned h = 0; h < rq->msg->nheaders && !host; h++)
 		if (http1_str_ieq(rq->msg->headers[h].name, "host"))
 			host = &rq->msg->headers[h];
-	if (host) {
+	if (sb->host_fixed) {
+		snprintf(line, sizeof(line), "Host: %s", sb->host_hdr);
+		r->hdrs = curl_slist_append(r->hdrs, line);
+	} else if (host) {
 		snprintf(line, sizeof(line), "Host: %.*s", (int)host->value.len, host->value.p);
 		r->hdrs = curl_slist_append(r->hdrs, line);
 	}
@@ -325,7 +328,7 @@ void refresh_start(const struct refresh_req *rq, struct cache_fill *f, const str
 	r->easy = curlev_easy_new();
 	if (!r->easy)
 		goto fail;
-	if (refresh_headers(r, rq, f, stale) < 0)
+	if (refresh_headers(r, rq, sb, f, stale) < 0)
 		goto fail;
 	refresh_easy_setup(r, conf, url, target);
 	r->slot = slot;                 /* refresh_end gives it back */

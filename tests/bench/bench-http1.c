@@ -45,7 +45,7 @@ int main(int argc, char **argv)
 	static const struct http1_limits lim = { 16384, 64 };
 	static const struct http1_fwd_req freq = {
 		{ "", 0 }, { "203.0.113.9", 11 }, { "http", 4 }, { "1.1 ringproxy", 13 },
-		{ "", 0 }, false, { "", 0 }, false, { NULL, 0 },
+		{ "", 0 }, false, { "", 0 }, false, { NULL, 0 }, false,
 	};
 	static const struct http1_fwd_resp fresp = {
 		{ "X-Ringproxy-Backend", 19 }, { "cache-a", 7 }, { "1.1 ringproxy", 13 },

@@ -194,6 +194,34 @@ check(rc == 0 and sum(f["keys"] for f in cmp["flows"]) == cmp["moved_keys"] and
       any(f["share"] == 0 and f["keys"] > 0 for f in cmp["flows"]),
       "with the load caps, every moved key is in a flow, those the caps moved with share 0")
 
+# two backends with one url (a copy-paste mistake): -t warns, naming both
+twins = write("twins.ini", conf([("c1", 1, 9001), ("c2", 1, 9002), ("c3", 1, 9001)]))
+rc, out, err = run("-t", "-c", twins)
+check(rc == 0 and f"warning: {twins}:13: backends c1 and c3 have the same url http://127.0.0.1:9001 (line 5)"
+      in err and "(1 warning)" in out,
+      "-t: two backends with the same url warn, naming both and both lines")
+rc, out, err = run("-t", "-c", write("untwinned.ini", conf([("c1", 1, 9001), ("c2", 1, 9002)])))
+check(rc == 0 and "same url" not in err, "-t: backends with their own urls: no such warning")
+
+# a rename (same url, new name): plan says so; all of its keys move, at once
+ren = write("renamed.ini", conf([("c1", 1, 9001), ("thumbs-2", 1, 9002), ("c3", 1, 9003)]))
+orig = write("orig.ini", conf([("c1", 1, 9001), ("c2", 1, 9002), ("c3", 1, 9003)]))
+rc, out, err = run("plan", orig, ren)
+check(rc == 0 and "renamed: c2 -> thumbs-2 (url http://127.0.0.1:9002): a rename moves all of c2's keys and is "
+      "not ramped" in out, "plan: a backend under a new name at the same url is a rename, said with what it costs")
+rkeys = write("renkeys.txt", "".join(f"/r/{i}.jpg 5\n" for i in range(2000)))
+rc, out, err = run("plan", orig, ren, "--keys", rkeys, "--ramp", "10m", "--json")
+cmp_ = json.loads(out)["compare"] if rc == 0 else {}
+rref = ringref.ring_of(orig)
+c2keys = sum(1 for i in range(2000) if rref.lookup(f"/r/{i}.jpg".encode()) == "c2")
+check(rc == 0 and cmp_["renamed"] == [{"from": "c2", "to": "thumbs-2", "url": "http://127.0.0.1:9002"}] and
+      cmp_["ramp"]["moved_keys"] == cmp_["moved_keys"] and
+      cmp_["ramp"]["moved_keys"] - cmp_["ramp"]["ramped_keys"] == c2keys > 0,
+      f"plan --json: the rename listed; all {c2keys} of c2's keys move at once, not held back by the ramp "
+      f"({cmp_.get('moved_keys')} moved in all)")
+rc, out, err = run("plan", orig, write("moved.ini", conf([("c1", 1, 9001), ("c2", 1, 9012), ("c3", 1, 9003)])))
+check(rc == 0 and "renamed:" not in out, "plan: a new url under the same name is no rename")
+
 # --keys under [ring] key: each line keyed as the proxy keys a request
 def conf_key(mode, backends, vnodes=160):
     return conf(backends, vnodes).replace("[ring]\n", f"[ring]\nkey = {mode}\n", 1)
@@ -298,6 +326,22 @@ check(rc == 0 and "warm ramp over 5m" in out and "no ramp" in out and "ramp 5m" 
       out.rstrip().splitlines()[-1].split()[0] == "total", "plan --ramp prints the table")
 rc, out, err = run("plan", a, "--keys", kc, "--ramp", "5m")
 check(rc == 2 and "--ramp" in err, "--ramp needs two files")
+# a scheme change: the new file keys the list its own way, and the ramp
+# counts the keys that move on the new file's positions, as the key table does
+rb_n = write("bc-nginx.ini", "[ring]\nscheme = nginx\n" + conf([("c1", 1, 9001), ("c3", 2, 9003),
+                                                                  ("c4", 1, 9004)]).split("\n", 2)[2])
+rc, out, err = run("plan", a, rb_n, "--keys", kc, "--ramp", "5m", "--period", "1h", "--json")
+cmp_ = json.loads(out)["compare"] if rc == 0 else {}
+check(rc == 0 and cmp_["ramp"]["moved_keys"] == cmp_["moved_keys"] > 0,
+      "plan --ramp across a scheme change (ringproxy -> nginx): the ramp's moved keys are the key table's "
+      "(%s and %s)" % (cmp_.get("ramp", {}).get("moved_keys"), cmp_.get("moved_keys")))
+import re  # noqa: E402
+rc, out, err = run("plan", a, rb_n, "--keys", kc, "--ramp", "5m", "--period", "1h")
+m_tab = re.search(r"moved:.*?, (\d+) of \d+ keys", out)
+m_ramp = re.search(r"warm ramp over 5m: (\d+) moved keys", out)
+check(rc == 0 and m_tab and m_ramp and m_tab.group(1) == m_ramp.group(1),
+      "plan --ramp's text across a scheme change: both sections say the same number of moved keys (%s, %s)"
+      % (m_tab and m_tab.group(1), m_ramp and m_ramp.group(1)))
 rc, out, err = run("plan", a, rb_c, "--ramp", "5m")
 check(rc == 2 and "--keys" in err, "--ramp needs --keys")
 rc, out, err = run("plan", a, rb_c, "--keys", kc, "--ramp", "soon")

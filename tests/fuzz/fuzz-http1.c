@@ -58,7 +58,7 @@ static void fuzz_request_round_trip(const struct http1_msg *m)
 {
 	static const struct http1_fwd_req f = {
 		{ "", 0 }, { "10.0.0.1", 8 }, { "http", 4 }, { "1.1 ringproxy", 13 },
-		{ "be", 2 }, false, { NULL, 0 }, false, { NULL, 0 },
+		{ "be", 2 }, false, { NULL, 0 }, false, { NULL, 0 }, false,
 	};
 	static const struct http1_limits big = { 1u << 20, 4 * FUZZ_MAXH };
 	struct http1_header h2[4 * FUZZ_MAXH];

@@ -80,7 +80,7 @@ static const struct resp_case resp_cases[] = {
 	OK("Age reduces what is left", GET, R("200 OK", DATE CC("max-age=60") "Age: 50\r\n"), 60, 50, 0, 0, 0),
 	NO("Age reaching the lifetime", GET, R("200 OK", DATE CC("max-age=60") "Age: 60\r\n"), "stale on arrival"),
 	OK("apparent age from an old Date", GET, R("200 OK", "Date: " D_M100 "\r\n" CC("max-age=300")), 300, 100, 0, 0, 0),
-	NO("invalid Age is stale", GET, R("200 OK", DATE CC("max-age=60") "Age: ten\r\n"), "stale on arrival"),
+	OK("invalid Age is ignored (RFC 9111 5.1)", GET, R("200 OK", DATE CC("max-age=60") "Age: ten\r\n"), 60, 0, 0, 0, 0),
 	OK("invalid Date: now", GET, R("200 OK", "Date: yesterday\r\n" CC("max-age=60")), 60, 0, 0, 0, 0),
 	NO("no freshness information", GET, R("200 OK", DATE), "no explicit freshness"),
 	NO("Last-Modified is no freshness (no heuristics)", GET, R("200 OK", DATE "Last-Modified: " D_M3600 "\r\n"), "no explicit freshness"),
@@ -107,12 +107,18 @@ static const struct resp_case resp_cases[] = {
 	OK("599 with explicit freshness", GET, R("599 Whatever", CC("max-age=5")), 5, 0, 0, 0, 0),
 	NO("599 must-understand", GET, R("599 Whatever", CC("max-age=5, must-understand")), "must-understand with a status not known"),
 	OK("must-understand overrides no-store", GET, R("200 OK", CC("max-age=5, must-understand, no-store")), 5, 0, 0, 0, 0),
-	NO("Age 0, 0", GET, R("200 OK", DATE CC("max-age=60") "Age: 0, 0\r\n"), "stale on arrival"),
-	NO("Age on two lines", GET, R("200 OK", DATE CC("max-age=60") "Age: 0\r\nAge: 0\r\n"), "stale on arrival"),
-	NO("Age old, 0", GET, R("200 OK", DATE CC("max-age=3600") "Age: 7200,0\r\n"), "stale on arrival"),
-	NO("negative Age", GET, R("200 OK", DATE CC("max-age=3600") "Age: -7200\r\n"), "stale on arrival"),
-	NO("Age with a parameter", GET, R("200 OK", DATE CC("max-age=3600") "Age: 7200;foo=111\r\n"), "stale on arrival"),
-	NO("Age as a float", GET, R("200 OK", DATE CC("max-age=3600") "Age: 7.0\r\n"), "stale on arrival"),
+	/* RFC 9111 5.1: a list counts by its first member; an invalid
+	 * one is ignored, as if there were no Age */
+	OK("Age 0, 0: the first member", GET, R("200 OK", DATE CC("max-age=60") "Age: 0, 0\r\n"), 60, 0, 0, 0, 0),
+	OK("Age 0,7200: the first member", GET, R("200 OK", DATE CC("max-age=3600") "Age: 0,7200\r\n"), 3600, 0, 0, 0, 0),
+	OK("Age on two lines: the first", GET, R("200 OK", DATE CC("max-age=60") "Age: 30\r\nAge: 7200\r\n"), 60, 30, 0, 0, 0),
+	NO("Age 7200,0: the first member, stale", GET, R("200 OK", DATE CC("max-age=3600") "Age: 7200,0\r\n"), "stale on arrival"),
+	NO("Age 7200, then junk: the first member, stale", GET, R("200 OK", DATE CC("max-age=3600") "Age: 7200, abc\r\n"), "stale on arrival"),
+	OK("Age junk, then 7200: ignored", GET, R("200 OK", DATE CC("max-age=3600") "Age: abc, 7200\r\n"), 3600, 0, 0, 0, 0),
+	OK("negative Age: ignored", GET, R("200 OK", DATE CC("max-age=3600") "Age: -7200\r\n"), 3600, 0, 0, 0, 0),
+	OK("Age with a parameter: ignored", GET, R("200 OK", DATE CC("max-age=3600") "Age: 7200;foo=111\r\n"), 3600, 0, 0, 0, 0),
+	OK("Age as a fraction: ignored", GET, R("200 OK", DATE CC("max-age=3600") "Age: 7.0\r\n"), 3600, 0, 0, 0, 0),
+	OK("Age +7200: ignored", GET, R("200 OK", DATE CC("max-age=3600") "Age: +7200\r\n"), 3600, 0, 0, 0, 0),
 	NO("private", GET, R("200 OK", CC("private, max-age=60")), "private"),
 	NO("private qualified", GET, R("200 OK", CC("max-age=60, private=\"X-A, X-B\"")), "private"),
 	NO("Set-Cookie", GET, R("200 OK", CC("max-age=60") "Set-Cookie: a=b\r\n"), "Set-Cookie"),
@@ -250,6 +256,28 @@ static const struct policy_case policy_cases[] = {
 	{ "CDN-Cache-Control swr alone: Cache-Control's private", R("200 OK", DATE CC("private") LM_DAY "CDN-Cache-Control: stale-while-revalidate=60\r\n"), TGT, 86400, "private", 0, 0 },
 	{ "target field foo: Surrogate-Control for us rules", R("200 OK", DATE CC("no-store") TGT ": foo\r\nSurrogate-Control: max-age=100;ringproxy\r\n"), TGT, 0, NULL, 100, 0 },
 	{ "CDN-Cache-Control public: over Cache-Control's private", R("200 OK", DATE CC("private") "CDN-Cache-Control: public, max-age=30\r\n"), TGT, 0, NULL, 30, AUTH },
+	/* RFC 9213 2.1: a targeted field is a Dictionary (RFC 8941); one
+	 * that does not parse, or a known directive of the wrong type, is
+	 * ignored whole and Cache-Control rules */
+#define CDN(v) CC("max-age=5") "CDN-Cache-Control: " v "\r\n"
+	{ "CDN-Cache-Control a Dictionary with parameters and an inner list", R("200 OK", DATE CDN("max-age=600;x=\"y\", x-ext=(a 1 ?0), public")), TGT, 0, NULL, 600, AUTH },
+	{ "CDN-Cache-Control: a key's last value counts", R("200 OK", DATE CDN("max-age=10, max-age=600")), TGT, 0, NULL, 600, 0 },
+	{ "CDN-Cache-Control private=\"f\": a String is private's type", R("200 OK", DATE CDN("private=\"set-cookie\"")), TGT, 0, "private", 0, 0 },
+	{ "CDN-Cache-Control no-store=?0: false", R("200 OK", DATE CDN("no-store=?0, max-age=60")), TGT, 0, NULL, 60, 0 },
+	{ "CDN-Cache-Control not a Dictionary: Cache-Control", R("200 OK", DATE CDN("max-age=600, foo=bar baz")), TGT, 0, NULL, 5, 0 },
+	{ "CDN-Cache-Control an unknown type: Cache-Control", R("200 OK", DATE CDN("max-age=600, foo={x}")), TGT, 0, NULL, 5, 0 },
+	{ "CDN-Cache-Control uppercase key: Cache-Control", R("200 OK", DATE CDN("Max-Age=600")), TGT, 0, NULL, 5, 0 },
+	{ "CDN-Cache-Control trailing comma: Cache-Control", R("200 OK", DATE CDN("max-age=600,")), TGT, 0, NULL, 5, 0 },
+	{ "CDN-Cache-Control unterminated string: Cache-Control", R("200 OK", DATE CDN("max-age=600, x=\"y")), TGT, 0, NULL, 5, 0 },
+	{ "CDN-Cache-Control max-age a Decimal: Cache-Control", R("200 OK", DATE CDN("max-age=600.5")), TGT, 0, NULL, 5, 0 },
+	{ "CDN-Cache-Control max-age a String: Cache-Control", R("200 OK", DATE CDN("max-age=\"600\"")), TGT, 0, NULL, 5, 0 },
+	{ "CDN-Cache-Control max-age negative: Cache-Control", R("200 OK", DATE CDN("max-age=-600")), TGT, 0, NULL, 5, 0 },
+	{ "CDN-Cache-Control no-store=1, an Integer: Cache-Control", R("200 OK", DATE CDN("no-store=1")), TGT, 0, NULL, 5, 0 },
+	{ "CDN-Cache-Control a bad second line: Cache-Control", R("200 OK", DATE CDN("max-age=600") "CDN-Cache-Control: no-store=x\r\n"), TGT, 0, NULL, 5, 0 },
+	{ "CDN-Cache-Control not a Dictionary, with private in Cache-Control", R("200 OK", DATE CC("private") "CDN-Cache-Control: max-age=600, s-maxage\r\n"), TGT, 0, "private", 0, 0 },
+	{ "target field not a Dictionary: CDN-Cache-Control", R("200 OK", DATE TGT ": max-age=1.5\r\nCDN-Cache-Control: max-age=9\r\n"), TGT, 0, NULL, 9, 0 },
+	{ "Surrogate-Control keeps its own grammar", R("200 OK", DATE CC("max-age=5") "Surrogate-Control: max-age=\"100\";ringproxy\r\n"), TGT, 0, NULL, 100, 0 },
+#undef CDN
 };
 
 static void test_policy(void)

@@ -471,7 +471,7 @@ static int round_trip_request(const struct http1_msg *m)
 {
 	static const struct http1_fwd_req f = {
 		{ "", 0 }, { "10.0.0.1", 8 }, { "http", 4 }, { "1.1 ringproxy", 13 },
-		{ "backend", 7 }, false, { "", 0 }, false, { NULL, 0 },
+		{ "backend", 7 }, false, { "", 0 }, false, { NULL, 0 }, false,
 	};
 	struct iovec iov[64];
 	char scratch[4096], out[16384];
@@ -988,7 +988,7 @@ static void test_write_request(void)
 		"X-Forwarded-For: 10.0.0.9\r\nVia: 1.1 ringproxy\r\n\r\n";
 	struct http1_fwd_req f = {
 		{ "/pre", 4 }, { "10.0.0.9", 8 }, { "http", 4 }, { "1.1 ringproxy", 13 },
-		{ "be", 2 }, false, { "", 0 }, false, { NULL, 0 },
+		{ "be", 2 }, false, { "", 0 }, false, { NULL, 0 }, false,
 	};
 	struct http1_header h[32];
 	struct http1_msg m;
@@ -1029,6 +1029,28 @@ static void test_write_request(void)
 	n = http1_write_request(&m, &f, iov, 16, scratch, sizeof(scratch));
 	gather(iov, n, out);
 	tap_is_str(out, wantabs, "writer: absolute-form replaces the client's Host (RFC 9112 3.2.2)");
+	/* [proxy] backend_host: the Host a cache keyed its objects by
+	 * under the proxy before, in place of the client's */
+	{
+		static const char inh[] = "GET /y?q HTTP/1.1\r\nA: 1\r\nHost: img.example\r\nB: 2\r\n\r\n";
+		static const char wanth[] = "GET /y?q HTTP/1.1\r\nHost: thumbs\r\nA: 1\r\nB: 2\r\n"
+			"X-Forwarded-For: 10.0.0.9\r\nVia: 1.1 ringproxy\r\n\r\n";
+		struct http1_fwd_req fh = f;
+
+		fh.default_host = (struct http1_str){ "thumbs", 6 };
+		fh.host_fixed = true;
+		http1_msg_init(&m);
+		tap_ok(http1_parse_request(&m, h, inh, sizeof(inh) - 1, &lim_default) > 0, "writer: a request with a Host parses");
+		n = http1_write_request(&m, &fh, iov, 16, scratch, sizeof(scratch));
+		gather(iov, n, out);
+		tap_is_str(out, wanth, "writer: host_fixed sends its Host in place of the client's, once");
+		http1_msg_init(&m);
+		tap_ok(http1_parse_request(&m, h, inabs, sizeof(inabs) - 1, &lim_default) > 0, "writer: absolute-form parses");
+		n = http1_write_request(&m, &fh, iov, 16, scratch, sizeof(scratch));
+		gather(iov, n, out);
+		tap_is_str(out, "GET /y?q HTTP/1.1\r\nHost: thumbs\r\nA: 1\r\nX-Forwarded-For: 10.0.0.9\r\n"
+			   "Via: 1.1 ringproxy\r\n\r\n", "writer: host_fixed over an absolute-form target's authority too");
+	}
 	http1_msg_init(&m);
 	tap_is_int(http1_parse_request(&m, h, inuser, sizeof(inuser) - 1, &lim_default),
 		   -400, "absolute-form with userinfo is refused");
@@ -1246,7 +1268,7 @@ static void test_write_dropped(void)
 		"HTTP/1.1 200 OK\r\nx-ringproxy-backend: evil\r\nX-Ringproxy-Backend2: ok\r\n"
 		"Content-Length: 0\r\nX-Cache-Node: cache1\r\n\r\n";
 	struct http1_fwd_req f = {
-		{ "", 0 }, { "10.0.0.9", 8 }, { "", 0 }, { "1.1 ringproxy", 13 }, { "be", 2 }, false, { "", 0 }, false, { NULL, 0 },
+		{ "", 0 }, { "10.0.0.9", 8 }, { "", 0 }, { "1.1 ringproxy", 13 }, { "be", 2 }, false, { "", 0 }, false, { NULL, 0 }, false,
 	};
 	struct http1_fwd_resp fr = {
 		{ "X-Ringproxy-Backend", 19 }, { "cache1", 6 }, { "", 0 }, false, false, false, { "", 0 },
@@ -1799,7 +1821,7 @@ static void test_write_table(void)
 		const struct wr_case *c = &wr_requests[k];
 		struct http1_fwd_req f = {
 			{ "", 0 }, { "10.0.0.9", 8 }, { "http", 4 }, { "1.1 ringproxy", 13 },
-			{ "be", 2 }, false, { "", 0 }, false, { NULL, 0 },
+			{ "be", 2 }, false, { "", 0 }, false, { NULL, 0 }, false,
 		};
 		struct http1_header h[64];
 		struct http1_msg m;

@@ -62,7 +62,7 @@ static void check_file(const char *file, const char *which)
 	snprintf(err_path, sizeof(err_path), "%s%s%s.err", file, which ? "." : "", which ? which : "");
 	ini = tap_slurp(ini_path);
 	err = tap_slurp(err_path);
-	rc = import_file(format_of(file), file, which, f, &m);
+	rc = import_file(format_of(file), file, &(struct import_opts){ which, NULL }, f, &m);
 	fclose(f);
 	msgs = joined(&m);
 	if (ini) {
@@ -93,7 +93,7 @@ static char *import_string(int format, const char *text, const char *which, char
 	size_t len = 0;
 	struct import_msgs m;
 	FILE *f = open_memstream(&out, &len);
-	int rc = import_text(format, "t.conf", text, strlen(text), which, f, &m);
+	int rc = import_text(format, "t.conf", text, strlen(text), &(struct import_opts){ which, NULL }, f, &m);
 
 	fclose(f);
 	*msgs = joined(&m);
@@ -115,7 +115,7 @@ static void check_loads(const char *file, const char *which)
 	FILE *f = open_memstream(&out, &len);
 	struct conf *c;
 
-	import_file(format_of(file), file, which, f, &m);
+	import_file(format_of(file), file, &(struct import_opts){ which, NULL }, f, &m);
 	fclose(f);
 	import_msgs_free(&m);
 	c = conf_load_string(file, out, &errs);
@@ -182,6 +182,187 @@ static void check_nginx_grammar(void)
 	free(msgs);
 }
 
+/* text imported as nginx from stdin ("-"), with options. */
+static char *import_stdin(const char *text, const struct import_opts *o, int format, char **msgs)
+{
+	char *out = NULL;
+	size_t len = 0;
+	struct import_msgs m;
+	FILE *f = open_memstream(&out, &len);
+	int rc = import_text(format, "-", text, strlen(text), o, f, &m);
+
+	fclose(f);
+	*msgs = joined(&m);
+	import_msgs_free(&m);
+	if (rc < 0) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+/* `nginx -T | ringproxy import nginx -`: the files of the dump followed
+ * as the includes name them, in place (the server inherits http's
+ * proxy_set_header), each message and comment at its own file's line. */
+static void check_nginx_dump(void)
+{
+	static const char dump[] =
+		"nginx: the configuration file /etc/nginx/nginx.conf syntax is ok\n"
+		"nginx: configuration file /etc/nginx/nginx.conf test is successful\n"
+		"# configuration file /etc/nginx/nginx.conf:\n"
+		"user www-data;\n"
+		"http {\n"
+		"\tproxy_set_header Host cache.example;\n"
+		"\tinclude /etc/nginx/conf.d/*.conf;\n"
+		"\tinclude sites-enabled/*;\n"
+		"}\n"
+		"\n"
+		"# configuration file /etc/nginx/conf.d/thumbs.conf:\n"
+		"upstream thumbs {\n"
+		"\thash $request_uri consistent;\n"
+		"\tserver 10.0.0.11:6081;\n"
+		"\tserver 10.0.0.12:6081;\n"
+		"}\n"
+		"\n"
+		"# configuration file /etc/nginx/sites-enabled/default:\n"
+		"server {\n"
+		"\tlisten 8080;\n"
+		"\tlocation / { proxy_pass http://thumbs; }\n"
+		"}\n";
+	char *msgs, *ini = import_stdin(dump, NULL, IMPORT_NGINX, &msgs);
+
+	if (!tap_ok(ini != NULL, "nginx -T's output on stdin imports")) {
+		tap_diag("%s", msgs);
+	} else {
+		tap_ok(strstr(ini, "; /etc/nginx/conf.d/thumbs.conf:4: server 10.0.0.12:6081\n[backend 10.0.0.12-6081]\n") != NULL,
+		       "dump: a server's comment names its own file and line");
+		tap_ok(strstr(ini, "\nlisten = 0.0.0.0:8080\n") != NULL && strstr(ini, "(/etc/nginx/sites-enabled/default:2: listen 8080)") != NULL,
+		       "dump: the listen of the server that proxies to the upstream, from a file the glob matched");
+		tap_ok(strstr(ini, "\nbackend_host = cache.example\n") != NULL &&
+		       strstr(ini, "/etc/nginx/nginx.conf:3).") != NULL,
+		       "dump: http's proxy_set_header Host reaches the server included inside it");
+		tap_is_str(msgs, "", "dump: the nginx: lines before the first file are not config; no message");
+	}
+	free(ini);
+	free(msgs);
+	ini = import_stdin("upstream u { hash $request_uri consistent; server 10.0.0.1:80; }\ninclude x.conf;\n",
+			   NULL, IMPORT_NGINX, &msgs);
+	tap_ok(ini != NULL && strstr(msgs, "-:2: warning: include x.conf is not followed: stdin is not nginx -T's output") != NULL,
+	       "stdin without nginx -T's file lines: an include is not followed, with a warning");
+	free(ini);
+	free(msgs);
+	ini = import_stdin("# configuration file /etc/nginx/nginx.conf:\ninclude /etc/nginx/up.conf;\n",
+			   NULL, IMPORT_NGINX, &msgs);
+	tap_ok(ini == NULL && strstr(msgs, "/etc/nginx/nginx.conf:1: include /etc/nginx/up.conf: /etc/nginx/up.conf is not in nginx -T's output") != NULL,
+	       "dump: an include of a file the dump lacks is an error at its line");
+	free(ini);
+	free(msgs);
+}
+
+/* The Host NGINX sent the caches, as [proxy] backend_host. */
+static void check_nginx_host(void)
+{
+	static const struct {
+		const char *front, *host, *what;
+	} cases[] = {
+		{ "server { location / { proxy_pass http://thumbs; } }", "thumbs",
+		  "no proxy_set_header Host: the upstream's name ($proxy_host)" },
+		{ "server { location / { proxy_pass http://thumbs/; proxy_set_header Host img.example; } }", "img.example",
+		  "proxy_set_header Host with a name: that name" },
+		{ "proxy_set_header Host $http_host; server { location / { proxy_set_header X-A 1; proxy_pass http://thumbs; } }",
+		  "thumbs", "a location's own proxy_set_header list replaces http's Host: $proxy_host again" },
+		{ "server { proxy_set_header Host $http_host; location / { proxy_pass http://thumbs; } }", NULL,
+		  "$http_host: the client's Host, no backend_host" },
+		{ "server { location / { proxy_pass http://thumbs; } proxy_set_header Host $host; }", NULL,
+		  "$host, set after the location in its server: applies, no backend_host" },
+		{ "server { location / { proxy_pass http://thumbs; proxy_set_header Host $host:$server_port; } }", NULL,
+		  "a Host of variables ringproxy cannot make: none, and a warning" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char text[512], *msgs, *ini, want[128];
+
+		snprintf(text, sizeof(text), "http { upstream thumbs { hash $request_uri consistent; server 10.0.0.1:80; }\n%s }\n",
+			 cases[i].front);
+		ini = import_string(IMPORT_NGINX, text, NULL, &msgs);
+		snprintf(want, sizeof(want), "\nbackend_host = %s\n", cases[i].host ? cases[i].host : "");
+		if (!tap_ok(ini && (cases[i].host ? strstr(ini, want) != NULL : strstr(ini, "backend_host =") == NULL),
+			    "nginx Host: %s", cases[i].what))
+			tap_diag("%s%s", ini ? ini : "", msgs);
+		if (i == 5)
+			tap_ok(strstr(msgs, "warning: proxy_set_header Host $host:$server_port is not reproduced") != NULL,
+			       "nginx Host: the warning names the value");
+		free(ini);
+		free(msgs);
+	}
+}
+
+/* HAProxy: http-request set-header Host, option httpchk. */
+static void check_haproxy_front(void)
+{
+	char *msgs, *ini = import_string(IMPORT_HAPROXY,
+		"backend thumbs\n mode http\n balance uri\n hash-type consistent\n"
+		" http-request set-header Host thumbs.internal\n option httpchk HEAD /ping HTTP/1.1\n"
+		" server a 10.0.0.1:80\n", NULL, &msgs);
+
+	tap_ok(ini && strstr(ini, "\nbackend_host = thumbs.internal\n") && strstr(ini, "\npath = /ping\n"),
+	       "haproxy: http-request set-header Host is backend_host, option httpchk's uri the health path");
+	free(ini);
+	free(msgs);
+	ini = import_string(IMPORT_HAPROXY,
+		"backend thumbs\n mode http\n balance uri\n hash-type consistent\n"
+		" http-request set-header Host %[req.hdr(host)]\n server a 10.0.0.1:80\n", NULL, &msgs);
+	tap_ok(ini && !strstr(ini, "backend_host =") &&
+	       strstr(msgs, "t.conf:5: warning: http-request set-header Host %[req.hdr(host)] is not reproduced"),
+	       "haproxy: a Host made by an expression is not written, with a warning at its line");
+	free(ini);
+	free(msgs);
+}
+
+/* --names: a pattern and each server's place; bad patterns refused. */
+static void check_names_pattern(void)
+{
+	struct import_opts o = { NULL, "thumbs-%d" };
+	char *msgs, *ini = import_stdin("upstream u { hash $request_uri consistent;\n server 10.0.0.1:80;\n"
+					" server 10.0.0.2:80;\n server 10.0.0.3:80; }\n", &o, IMPORT_NGINX, &msgs);
+
+	tap_ok(ini && strstr(ini, "; -:3: server 10.0.0.2:80\n[backend thumbs-2]\nurl = http://10.0.0.2:80\n") &&
+	       strstr(ini, "[backend thumbs-1]") && strstr(ini, "[backend thumbs-3]"),
+	       "--names thumbs-%%d: thumbs-1, -2, -3 in the source's order, each with its source line");
+	free(ini);
+	free(msgs);
+	tap_ok(import_names_ok("thumbs-%d") && import_names_ok("%d.cache") && !import_names_ok("thumbs") &&
+	       !import_names_ok("a-%d-%d") && !import_names_ok("a %d") && !import_names_ok("a-%s") &&
+	       !import_names_ok("x%%d"), "--names: one %%d and name characters only");
+}
+
+/* 4,096 HAProxy servers called s (issue: naming was cubic, about a
+ * minute): s, s-2, ..., s-4096, and a server called s-2 written first
+ * keeps its name. The suite's timeout bounds the time. */
+static void check_names_many(void)
+{
+	size_t cap = 4200 * 48, len = 0;
+	char *text = malloc(cap), *msgs, *ini;
+	bool ok;
+
+	len += (size_t)snprintf(text + len, cap - len, "backend b\n mode http\n balance uri\n hash-type consistent\n"
+				" server s-2 10.1.0.1:80\n");
+	for (int i = 1; i < 4096; i++)
+		len += (size_t)snprintf(text + len, cap - len, " server s 10.%d.%d.%d:80\n", 2 + i / 65536,
+					i / 256 % 256, i % 256);
+	ini = import_string(IMPORT_HAPROXY, text, NULL, &msgs);
+	ok = ini && strstr(ini, "[backend s-2]\nurl = http://10.1.0.1:80\nweight = 1\nid = 1\n") &&
+	     strstr(ini, "[backend s]\nurl = http://10.2.0.1:80\nweight = 1\nid = 2\n") &&
+	     strstr(ini, "[backend s-3]\nurl = http://10.2.0.2:80\n") &&
+	     strstr(ini, "[backend s-4096]\nurl = http://10.2.15.255:80\nweight = 1\nid = 4096\n") &&
+	     !strstr(ini, "[backend s-2-2]") && !strstr(ini, "[backend s-4097]");
+	if (!tap_ok(ok, "4,096 servers called s: s, s-3 ... s-4096 (s-2 was taken first), ids 1 to 4096"))
+		tap_diag("%.300s", ini ? ini : msgs);
+	free(ini);
+	free(msgs);
+	free(text);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct { const char *file, *which; } files[] = {
@@ -209,6 +390,9 @@ int main(int argc, char **argv)
 		{ "nutcracker.yml", "memcached" },
 		{ "bad-nutcracker.yml", NULL },
 		{ "missing.conf", NULL },
+		{ "inc/nginx.conf", NULL },
+		{ "inc/loop.conf", NULL },
+		{ "bad-nginx-include.conf", NULL },
 	};
 
 	if (argc < 2 || chdir(argv[1]) != 0) {
@@ -225,5 +409,10 @@ int main(int argc, char **argv)
 	check_loads("nginx-uri.conf", "b");
 	check_names();
 	check_nginx_grammar();
+	check_nginx_dump();
+	check_nginx_host();
+	check_haproxy_front();
+	check_names_pattern();
+	check_names_many();
 	return tap_done();
 }
