@@ -39,6 +39,7 @@ static void main_usage(FILE *f)
 		"       ringproxy purge [-c FILE] URL...  remove URLs from the cache and the backends\n"
 		"                      (POST /purge on FILE's admin listener)\n"
 		"       ringproxy ctl [-c FILE] ready|drain|maint|weight NAME [DURATION|N]\n"
+		"       ringproxy ctl [-c FILE] discovery apply\n"
 		"                      a backend's runtime state (POST /backend on FILE's admin\n"
 		"                      listener): drain leaves the ring over DURATION, keys moving\n"
 		"                      warmly; maint at once; kept in [proxy] state_file\n"
@@ -198,7 +199,7 @@ static int main_purge(int argc, char **argv)
 static int main_ctl(int argc, char **argv)
 {
 	static const char usage[] = "usage: ringproxy ctl [-c FILE] ready NAME | drain NAME [DURATION] | maint NAME | "
-				    "weight NAME N\n";
+				    "weight NAME N | discovery apply\n";
 	const char *path, *verb, *name, *arg;
 	struct conf *c;
 	char base[320], url[1600], auth[600], *body = NULL, *ev = NULL, *en = NULL, *ea = NULL;
@@ -230,7 +231,9 @@ static int main_ctl(int argc, char **argv)
 		fprintf(stderr, "ringproxy: out of memory\n");
 		goto out;
 	}
-	if (strcmp(verb, "weight") == 0)
+	if (strcmp(verb, "discovery") == 0)
+		snprintf(url, sizeof(url), "%s/discovery?action=%s", base, en);
+	else if (strcmp(verb, "weight") == 0)
 		snprintf(url, sizeof(url), "%s/backend?name=%s&weight=%s", base, en, ea);
 	else
 		snprintf(url, sizeof(url), "%s/backend?name=%s&state=%s%s%s", base, en, ev,

@@ -400,6 +400,23 @@ void discover_commit(struct discover *d)
 	d->moved = false;
 }
 
+size_t discover_adopt(struct discover *d)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < d->n; i++) {
+		struct discover_member *m = &d->m[i];
+
+		if (m->present && m->addr[0] && !m->in_ring) {
+			m->in_ring = true;
+			m->weight = m->next_weight;
+			m->seen = d->p.add_after;
+			n++;
+		}
+	}
+	return n;
+}
+
 size_t discover_release(struct discover *d)
 {
 	if (d->held)

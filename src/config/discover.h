@@ -155,6 +155,11 @@ size_t discover_due(struct discover *d, struct discover_change *ch);
  * discover_due marked them; left members are forgotten. */
 void discover_commit(struct discover *d);
 
+/* At start with nothing on the ring (no member known, none in the file):
+ * every member of the last good answer with an address joins at once,
+ * add_after or not. Returns how many. */
+size_t discover_adopt(struct discover *d);
+
 /* The operator's `ringproxy ctl discovery apply`: the held removals go
  * with the next discover_due. Returns how many are held. */
 size_t discover_release(struct discover *d);
