@@ -186,7 +186,7 @@ def main():
     t.note(line)
     m9 = measure()
     t.note(f"40,000 requests in {time.monotonic() - t0:.1f}s")
-    rep = re.match(r"reload 2: \+cache-9; ([0-9.]+)% of keys moved, all to cache-9$", line or "")
+    rep = re.match(r"reload 2: \+cache-9; ([0-9.]+)% of keys moved, all to cache-9; ring [0-9a-f]{16}$", line or "")
     t.check(rep is not None, "the 8 -> 9 report: 'reload 2: +cache-9; X% of keys moved, all to cache-9'")
     t.check(len(m8) == len(m9) == len(urls), "all 20,000 URLs answered before and after")
     moved = [u for u in urls if m8.get(u) != m9.get(u)]
