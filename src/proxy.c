@@ -978,9 +978,9 @@ static int proxy_reload_conf(struct proxy_main *m, struct conf *c, const char *s
 	m->p.nmoved = narcs > 0 ? (size_t)narcs : 0;
 	if (narcs <= 0)
 		free(arcs);
-	snprintf(text, sizeof(text), "reload %llu%s%s%s: %s%s; ring %016llx", (unsigned long long)gen,
-		 source ? " (" : "", source ? source : "", source ? ")" : "", report, settings,
-		 (unsigned long long)m->p.fingerprint);
+	snprintf(text, sizeof(text), "reload %llu%s%s%s: %s; ring %016llx%s", (unsigned long long)gen,
+		 source ? " (" : "", source ? source : "", source ? ")" : "", report,
+		 (unsigned long long)m->p.fingerprint, settings);
 	log_info("%s", text);
 	proxy_tier_before(m, gen);
 	proxy_record(m, true, text, moved);

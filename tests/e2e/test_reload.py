@@ -234,7 +234,7 @@ def main():
     os.rename(tmp, live2)
     line = px.reload()
     t.note(line)
-    rep = re.match(r"reload 4: ~cache-1 \(weight 1 -> 2\); ([0-9.]+)% of keys moved, all to cache-1$", line or "")
+    rep = re.match(r"reload 4: ~cache-1 \(weight 1 -> 2\); ([0-9.]+)% of keys moved, all to cache-1; ring [0-9a-f]{16}$", line or "")
     t.check(rep is not None and 5 < float(rep.group(1)) < 15,
             "a weight change: '~cache-1 (weight 1 -> 2); X% of keys moved, all to cache-1'")
     again = serve(sample)
