@@ -900,7 +900,7 @@ static void stats_json_discovery(const struct stats *st, struct stats_w *out)
 	}
 	if (st->dns)
 		dnssrv_info(st->dns, &in);
-	stats_w_add(out, "{\"srv\": ", 9);
+	stats_w_add(out, "{\"srv\": ", 8);
 	stats_w_jstr(out, st->dns ? dnssrv_names(st->dns) : "");
 	stats_w_printf(out, ", \"answers\": %llu, \"last_good_age_seconds\": ", (unsigned long long)d->good);
 	if (d->last_good_ms >= 0)
@@ -912,7 +912,7 @@ static void stats_json_discovery(const struct stats *st, struct stats_w *out)
 		stats_w_printf(out, "\"%s\"", discover_fail_name(d->last_fail));
 	else
 		stats_w_add(out, "null", 4);
-	stats_w_add(out, ", \"failures\": {", 16);
+	stats_w_add(out, ", \"failures\": {", 15);
 	for (int k = 0; k < DISCOVER_NFAIL; k++)
 		stats_w_printf(out, "%s\"%s\": %llu", k ? ", " : "", discover_fail_name(k),
 			       (unsigned long long)d->failures[k]);

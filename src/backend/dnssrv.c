@@ -475,8 +475,11 @@ static int dnssrv_channel(struct dnssrv *s, const char *resolver, char *err, siz
 	o.sock_state_cb_data = s;
 	o.timeout = 1000;               /* ms, per try */
 	o.tries = 2;
-	o.flags = 0;                    /* TC -> TCP; the search list unused
-					   for names with dots */
+	/* TC -> TCP (no IGNTC); a SERVFAIL or REFUSED comes back as such
+	 * (NOCHECKRESP) rather than as "connection refused" after every
+	 * server was tried: the stats count failures by kind, and the next
+	 * poll asks again */
+	o.flags = ARES_FLAG_NOCHECKRESP;
 	rc = ares_init_options(&s->ch, &o, ARES_OPT_SOCK_STATE_CB | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_FLAGS);
 	if (rc != ARES_SUCCESS) {
 		snprintf(err, len, "cannot set up the DNS client: %s", ares_strerror(rc));
