@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
+#include <arpa/inet.h>
 #include <math.h>
 #include <netdb.h>
 #include <signal.h>
@@ -52,6 +53,7 @@
 #include "path/refresh.h"
 #include "base/rates.h"
 #include "backend/registry.h"
+#include "backend/resolve.h"
 #include "backend/runstate.h"
 #include "config/discover.h"
 #include "backend/snapshot.h"
@@ -92,6 +94,11 @@ struct proxy_main {
 	struct event *ev_apply;         /* the next apply_every point */
 	bool disc_failing;              /* the last answer was no evidence */
 	size_t disc_held_said;          /* the held removals the log told of */
+	struct resolver *rr;            /* the file's host names looked up
+					   again every [discovery] interval */
+	struct event *ev_rr;
+	size_t rr_next;                 /* the backend index looked up next */
+	char rr_name[DISCOVER_NAME_MAX + 1]; /* the one being looked up */
 };
 
 static void proxy_status(struct proxy_main *m)
@@ -560,6 +567,67 @@ static void proxy_drains_resume(struct proxy_main *m, struct backend **held, siz
 	log_error("%s: the drains could not be resumed (%s): their backends are out of the ring at once",
 		  m->snap->conf->state_file, s ? "out of memory" : err);
 	snapshot_unref(s);
+}
+
+/* ---- the file's host names, looked up again ----------------------------- */
+
+/* Whether host is an IP address (nothing to look up). */
+static bool proxy_is_ip(const char *host)
+{
+	unsigned char a[sizeof(struct in6_addr)];
+
+	return inet_pton(AF_INET, host, a) == 1 || inet_pton(AF_INET6, host, a) == 1;
+}
+
+static void proxy_on_rr(void *arg, int rc, const struct sockaddr *addr, socklen_t len);
+
+/* Look up the next of the file's backends with a host name (one at a
+ * time, on resolve.c's thread); after the last, the next round in
+ * [discovery] interval. Names that did not resolve are health.c's. */
+static void proxy_rr_next(struct proxy_main *m)
+{
+	const struct snapshot *s = m->snap;
+	uint64_t ms = s->conf->disc_interval_ms;
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+
+	while (!m->stopping && m->rr_next < s->conf->nstatic && m->rr_next < s->nbe) {
+		const struct snap_backend *sb = &s->be[m->rr_next++];
+
+		if (!sb->addrlen || proxy_is_ip(sb->conf->host))
+			continue;
+		snprintf(m->rr_name, sizeof(m->rr_name), "%s", sb->conf->name);
+		if (resolver_lookup(m->rr, sb->conf->host, sb->conf->port, proxy_on_rr, m) == 0)
+			return;
+	}
+	evtimer_add(m->ev_rr, &tv);
+}
+
+/* resolve.c: a host name's address now. Another than the snapshot's (a
+ * pod that restarted behind its name): a snapshot with it, the ring and
+ * generation unchanged, so no key moves. */
+static void proxy_on_rr(void *arg, int rc, const struct sockaddr *addr, socklen_t len)
+{
+	struct proxy_main *m = arg;
+	struct snapshot *s = rc == 0 && !m->stopping ? snapshot_moved(m->snap, m->rr_name, addr, len) : NULL;
+
+	if (s) {
+		for (size_t i = 0; i < s->nbe; i++)
+			if (strcmp(s->be[i].conf->name, m->rr_name) == 0)
+				log_info("backend %s: '%s' resolves to %s now; no key moves", m->rr_name, s->be[i].conf->host,
+					 s->be[i].addr_text);
+		proxy_publish(m, s);
+	}
+	proxy_rr_next(m);
+}
+
+static void proxy_on_rr_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct proxy_main *m = arg;
+
+	(void)fd;
+	(void)what;
+	m->rr_next = 0;
+	proxy_rr_next(m);
 }
 
 /* ---- discovery ([discovery] srv: config/discover.h, backend/dnssrv.c) -- */
@@ -1376,9 +1444,11 @@ static int proxy_events_add(struct proxy_main *m, struct event **sigev)
 	m->ev_sample = event_new(m->base, -1, EV_PERSIST, proxy_on_sample, m);
 	m->ev_tier = evtimer_new(m->base, proxy_on_tier, m);
 	m->ev_apply = evtimer_new(m->base, proxy_on_apply, m);
+	m->ev_rr = evtimer_new(m->base, proxy_on_rr_timer, m);
+	m->rr = resolver_new(m->base);
 	m->health = health_new(m->base, proxy_on_resolved, m);
 	m->p.rates = rates_new();
-	if (!m->ev_reload || !m->ev_sample || !m->ev_tier || !m->ev_apply || !m->health || !m->p.rates ||
+	if (!m->ev_reload || !m->ev_sample || !m->ev_tier || !m->ev_apply || !m->ev_rr || !m->rr || !m->health || !m->p.rates ||
 	    event_add(m->ev_sample, &(struct timeval){ 1, 0 }) < 0) {
 		log_error("out of memory");
 		goto fail;
@@ -1419,6 +1489,7 @@ static void proxy_announce(struct proxy_main *m, const struct sockaddr_storage *
 	proxy_watch(m, m->snap->conf);
 	m->p.fingerprint = ring_fingerprint(m->snap->ring);
 	proxy_discovery_configure(m);
+	event_active(m->ev_rr, EV_TIMEOUT, 0);
 	conn_peer_ip(addr, host, sizeof(host));
 	snprintf(m->listen_text, sizeof(m->listen_text), "%s%s%s:%d",
 		 addr->ss_family == AF_INET6 ? "[" : "", host,
@@ -1447,6 +1518,9 @@ static void proxy_teardown(struct proxy_main *m, struct event **sigev, int rc)
 	access_close();
 	watch_free(m->watch);
 	dnssrv_free(m->dns);
+	resolver_free(m->rr);
+	if (m->ev_rr)
+		event_free(m->ev_rr);
 	if (m->disc_init)
 		discover_free(&m->disc);
 	health_free(m->health);
