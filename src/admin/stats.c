@@ -138,16 +138,6 @@ static uint64_t stats_proxy_discovery_held_removes(const struct proxy *p)
 	return p->discover ? p->discover->held : 0;
 }
 
-static uint64_t stats_proxy_discovery_poll_microseconds(const struct proxy *p)
-{
-	struct dnssrv_info in;
-
-	if (!p->dns)
-		return 0;
-	dnssrv_info(p->dns, &in);
-	return in.last_round_us;
-}
-
 static uint64_t stats_proxy_inflight(const struct proxy *p)
 {
 	long n = atomic_load(&registry_total_inflight);

@@ -59,8 +59,7 @@
 	X(discovery_members, gauge, DERIVED, "discovered backends on the ring") \
 	X(discovery_pending_adds, gauge, DERIVED, "names in the last good answer not on the ring yet (add_after answers in a row, then the next apply_every point)") \
 	X(discovery_pending_removes, gauge, DERIVED, "members on the ring absent from the last good answer (leaving after remove_after)") \
-	X(discovery_held_removes, gauge, DERIVED, "removals held over max_remove until ringproxy ctl discovery apply (or until they revert)") \
-	X(discovery_poll_microseconds, gauge, DERIVED, "the last DNS poll's time, from its first query to its last answer")
+	X(discovery_held_removes, gauge, DERIVED, "removals held over max_remove until ringproxy ctl discovery apply (or until they revert)")
 
 #define STATS_BACKEND(X) \
 	X(up, flag, DERIVED, "whether the backend is up (false while health checks have it down)") \
