@@ -252,7 +252,7 @@ static const struct conf_keydef conf_keys[] = {
 	  "plus the TTL); meanwhile it stays, and its keys fail over as for a down cache" },
 	{ CONF_IN_DISCOVERY, "max_remove", CONF_T_DOUBLE, P(disc_max_remove), "50%", 0, 100, "a share in percent",
 	  "a change that would remove more than this share of the discovered members is held, and shown, until "
-	  "`ringproxy ctl discovery apply` (or until it reverts)" },
+	  "ringproxy ctl discovery apply (or until it reverts)" },
 	{ CONF_IN_DISCOVERY, "apply_every", CONF_T_DURATION, P(disc_apply_every_ms), "10s", 0, 3600000, NULL,
 	  "changes are applied only at wall-clock multiples of this, so proxies that saw the same answers change "
 	  "their rings together; 0 = as soon as due" },
