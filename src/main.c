@@ -313,6 +313,9 @@ static int main_test(const char *path, const struct conf *c, bool probe)
 	}
 	if (plan_print_conf(c, stdout) < 0)
 		rc = 1;
+	if (*c->disc_srv)
+		printf("\n%s: and the backends DNS names in [discovery] srv (%s), found when ringproxy runs\n", path,
+		       c->disc_srv);
 	if (rc == 0 && probe) {
 		curl_global_init(CURL_GLOBAL_DEFAULT);
 		rc = health_probe(c, NULL, stdout);
