@@ -41,6 +41,7 @@ static void main_usage(FILE *f)
 		"       ringproxy purge [-c FILE] URL...  remove URLs from the cache and the backends\n"
 		"                      (POST /purge on FILE's admin listener)\n"
 		"       ringproxy ctl [-c FILE] ready|drain|maint|weight NAME [DURATION|N]\n"
+		"       ringproxy ctl [-c FILE] discovery apply\n"
 		"                      a backend's runtime state (POST /backend on FILE's admin\n"
 		"                      listener): drain leaves the ring over DURATION, keys moving\n"
 		"                      warmly; maint at once; kept in [proxy] state_file\n"
@@ -241,7 +242,7 @@ static bool main_ctl_unsaved(const char *body, char *why, size_t len)
 static int main_ctl(int argc, char **argv)
 {
 	static const char usage[] = "usage: ringproxy ctl [-c FILE] ready NAME | drain NAME [DURATION] | maint NAME | "
-				    "weight NAME N\n";
+				    "weight NAME N | discovery apply\n";
 	const char *path, *verb, *name, *arg;
 	struct conf *c;
 	char base[320], url[1600], auth[600], why[600], *body = NULL, *ev = NULL, *en = NULL, *ea = NULL;
@@ -273,7 +274,9 @@ static int main_ctl(int argc, char **argv)
 		fprintf(stderr, "ringproxy: out of memory\n");
 		goto out;
 	}
-	if (strcmp(verb, "weight") == 0)
+	if (strcmp(verb, "discovery") == 0)
+		snprintf(url, sizeof(url), "%s/discovery?action=%s", base, en);
+	else if (strcmp(verb, "weight") == 0)
 		snprintf(url, sizeof(url), "%s/backend?name=%s&weight=%s", base, en, ea);
 	else
 		snprintf(url, sizeof(url), "%s/backend?name=%s&state=%s%s%s", base, en, ev,
@@ -364,6 +367,9 @@ static int main_test(const char *path, const struct conf *c, bool probe)
 	}
 	if (plan_print_conf(c, stdout) < 0)
 		rc = 1;
+	if (*c->disc_srv)
+		printf("\n%s: and the backends DNS names in [discovery] srv (%s), found when ringproxy runs\n", path,
+		       c->disc_srv);
 	if (rc == 0 && probe) {
 		curl_global_init(CURL_GLOBAL_DEFAULT);
 		rc = health_probe(c, NULL, stdout);

@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
+#include <arpa/inet.h>
 #include <math.h>
 #include <netdb.h>
 #include <signal.h>
@@ -43,6 +44,7 @@
 #include "path/conn.h"
 #include "path/forward.h"
 #include "path/front.h"
+#include "backend/dnssrv.h"
 #include "backend/health.h"
 #include "base/log.h"
 #include "base/notify.h"
@@ -52,7 +54,9 @@
 #include "path/refresh.h"
 #include "base/rates.h"
 #include "backend/registry.h"
+#include "backend/resolve.h"
 #include "backend/runstate.h"
+#include "config/discover.h"
 #include "backend/snapshot.h"
 #include "admin/stats.h"
 #include "config/watch.h"
@@ -87,6 +91,17 @@ struct proxy_main {
 	struct watch *watch;            /* with [proxy] watch_config */
 	bool state_gone_warned;         /* the state file's disappearance,
 					   once (proxy_state_watch) */
+	struct discover disc;           /* [discovery]: its members (discover.h) */
+	bool disc_init;                 /* disc set up */
+	struct dnssrv *dns;             /* its poller; NULL without srv */
+	struct event *ev_apply;         /* the next apply_every point */
+	bool disc_failing;              /* the last answer was no evidence */
+	size_t disc_held_said;          /* the held removals the log told of */
+	struct resolver *rr;            /* the file's host names looked up
+					   again every [discovery] interval */
+	struct event *ev_rr;
+	size_t rr_next;                 /* the backend index looked up next */
+	char rr_name[DISCOVER_NAME_MAX + 1]; /* the one being looked up */
 };
 
 static void proxy_status(struct proxy_main *m)
@@ -159,6 +174,7 @@ static void proxy_publish(struct proxy_main *m, struct snapshot *s)
 	snapshot_unref(m->snap);
 	m->snap = s;
 	m->p.current = s;
+	m->p.fingerprint = ring_fingerprint(s->ring);
 }
 
 /* health.c: a backend name that did not resolve does now. The snapshot
@@ -449,6 +465,8 @@ static int proxy_state_refuse(struct proxy_main *m, struct evbuffer *out, int co
 	return code;
 }
 
+static int proxy_discovery_ctl(struct proxy_main *m, const char *action, const char *peer, struct evbuffer *out);
+
 /* What a verb and its value make of was into *now (0), or a refusal's
  * status with its JSON in out. */
 static int proxy_state_parse(struct proxy_main *m, const char *verb, const char *value,
@@ -555,6 +573,8 @@ static int proxy_on_state(void *arg, const char *name, const char *verb, const c
 	size_t i, ramp_at;
 	int code;
 
+	if (strcmp(verb, "discovery") == 0)
+		return proxy_discovery_ctl(m, name, peer, out);
 	for (i = 0; i < cur->nbe && strcmp(cur->be[i].conf->name, name) != 0; i++)
 		;
 	if (i == cur->nbe) {
@@ -677,12 +697,408 @@ static void proxy_drains_resume(struct proxy_main *m, struct backend **held, siz
 	snapshot_unref(s);
 }
 
+/* ---- the file's host names, looked up again ----------------------------- */
+
+/* Whether host is an IP address (nothing to look up). */
+static bool proxy_is_ip(const char *host)
+{
+	unsigned char a[sizeof(struct in6_addr)];
+
+	return inet_pton(AF_INET, host, a) == 1 || inet_pton(AF_INET6, host, a) == 1;
+}
+
+static void proxy_on_rr(void *arg, int rc, const struct sockaddr *addr, socklen_t len);
+
+/* Look up the next of the file's backends with a host name (one at a
+ * time, on resolve.c's thread); after the last, the next round in
+ * [discovery] interval. Names that did not resolve are health.c's. */
+static void proxy_rr_next(struct proxy_main *m)
+{
+	const struct snapshot *s = m->snap;
+	uint64_t ms = s->conf->disc_interval_ms;
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+
+	while (!m->stopping && m->rr_next < s->conf->nstatic && m->rr_next < s->nbe) {
+		const struct snap_backend *sb = &s->be[m->rr_next++];
+
+		if (!sb->addrlen || proxy_is_ip(sb->conf->host))
+			continue;
+		snprintf(m->rr_name, sizeof(m->rr_name), "%s", sb->conf->name);
+		if (resolver_lookup(m->rr, sb->conf->host, sb->conf->port, proxy_on_rr, m) == 0)
+			return;
+	}
+	evtimer_add(m->ev_rr, &tv);
+}
+
+/* resolve.c: a host name's address now. Another than the snapshot's (a
+ * pod that restarted behind its name): a snapshot with it, the ring and
+ * generation unchanged, so no key moves. */
+static void proxy_on_rr(void *arg, int rc, const struct sockaddr *addr, socklen_t len)
+{
+	struct proxy_main *m = arg;
+	struct snapshot *s = rc == 0 && !m->stopping ? snapshot_moved(m->snap, m->rr_name, addr, len) : NULL;
+
+	if (s) {
+		for (size_t i = 0; i < s->nbe; i++)
+			if (strcmp(s->be[i].conf->name, m->rr_name) == 0)
+				log_info("backend %s: '%s' resolves to %s now; no key moves", m->rr_name, s->be[i].conf->host,
+					 s->be[i].addr_text);
+		proxy_publish(m, s);
+	}
+	proxy_rr_next(m);
+}
+
+static void proxy_on_rr_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct proxy_main *m = arg;
+
+	(void)fd;
+	(void)what;
+	m->rr_next = 0;
+	proxy_rr_next(m);
+}
+
+/* ---- discovery ([discovery] srv: config/discover.h, backend/dnssrv.c) -- */
+
+static struct conf *proxy_load(struct proxy_main *m, bool next, char *text, size_t len);
+static int proxy_reload_conf(struct proxy_main *m, struct conf *c, const char *source);
+
+
+/* The rules' settings from c. */
+static void proxy_discovery_params(const struct conf *c, struct discover_params *p)
+{
+	p->naming = c->disc_name;
+	p->srv_weights = c->disc_weights == 1;
+	p->add_after = c->disc_add_after;
+	p->remove_after_ms = c->disc_remove_after_ms;
+	p->max_remove = c->disc_max_remove / 100;
+}
+
+/* Where the members discovery last applied are kept: beside [proxy]
+ * state_file ("" when none). */
+static void proxy_members_path(const struct conf *c, char *out, size_t len)
+{
+	out[0] = '\0';
+	if (*c->state_file)
+		snprintf(out, len, "%s.members", c->state_file);
+}
+
+/* Add discovery's members to c, after the file's backends: those on the
+ * ring, or (next) those that will be once the due changes are applied,
+ * at the weights they will have. 0, or -1 with err. */
+static int proxy_discovered(struct proxy_main *m, struct conf *c, bool next, char *err, size_t len)
+{
+	const struct discover *d = &m->disc;
+	struct conf_found *f = calloc(d->n ? d->n : 1, sizeof(*f));
+	size_t n = 0;
+	int rc;
+
+	if (!f) {
+		snprintf(err, len, "%s: out of memory for the discovered backends", c->path);
+		return -1;
+	}
+	for (size_t i = 0; i < d->n; i++) {
+		const struct discover_member *mb = &d->m[i];
+
+		if (!(next ? discover_member_next(d, i) : mb->in_ring) || !mb->addr[0])
+			continue;
+		f[n++] = (struct conf_found){ mb->name, mb->addr, mb->port, next ? mb->next_weight : mb->weight };
+	}
+	rc = conf_add_backends(c, f, n, err, len);
+	free(f);
+	return rc;
+}
+
+/* Discovery's change as a reload: the file again, with the due changes
+ * applied (changes), or only the members' new addresses (a pod that
+ * restarted: no key moves). The members are saved for a restart. */
+static void proxy_discovery_apply(struct proxy_main *m, bool changes)
+{
+	char text[sizeof(m->p.last_reload.text)], err[512], path[4200];
+	struct conf *c = proxy_load(m, changes, text, sizeof(text));
+
+	if (!c) {
+		log_error("discovery: the membership change waits for a file that loads: %s", text);
+		return;
+	}
+	if (proxy_reload_conf(m, c, "dns-srv") < 0)
+		return;
+	if (changes)
+		discover_commit(&m->disc);
+	m->disc.moved = false;
+	proxy_members_path(m->snap->conf, path, sizeof(path));
+	if (*path && dnssrv_save(&m->disc, path, err, sizeof(err)) < 0)
+		log_error("discovery: %s; a restart starts from the next answer", err);
+}
+
+/* What is held, said once each time it changes. */
+static void proxy_discovery_held(struct proxy_main *m, const struct discover_change *ch)
+{
+	if (ch->held == m->disc_held_said)
+		return;
+	m->disc_held_said = ch->held;
+	if (ch->held)
+		log_warn("discovery: %zu members absent for remove_after would leave, more than max_remove (%g%%) of "
+			 "them: held; `ringproxy ctl discovery apply` removes them, their return cancels it",
+			 ch->held, 100 * m->disc.p.max_remove);
+	else
+		log_info("discovery: the held removal is no longer due; nothing is held");
+}
+
+/* Pending changes wait for the next wall-clock multiple of apply_every,
+ * so that proxies which saw the same answers switch together. */
+static void proxy_discovery_arm(struct proxy_main *m)
+{
+	uint64_t every = m->snap->conf->disc_apply_every_ms, wait;
+	struct timeval tv;
+
+	if (evtimer_pending(m->ev_apply, NULL))
+		return;
+	if (!every) {
+		event_active(m->ev_apply, EV_TIMEOUT, 0);
+		return;
+	}
+	wait = every - (uint64_t)proxy_wall_ms() % every;
+	tv.tv_sec = (time_t)(wait / 1000);
+	tv.tv_usec = (suseconds_t)(wait % 1000) * 1000;
+	evtimer_add(m->ev_apply, &tv);
+}
+
+static void proxy_on_apply(evutil_socket_t fd, short what, void *arg)
+{
+	struct proxy_main *m = arg;
+	struct discover_change ch;
+
+	(void)fd;
+	(void)what;
+	if (!m->disc_init || m->stopping)
+		return;
+	if (discover_due(&m->disc, &ch))
+		proxy_discovery_apply(m, true);
+	proxy_discovery_held(m, &ch);
+}
+
+/* dnssrv.c: a round ended, its answer given to the rules. */
+static void proxy_on_discovery(void *arg)
+{
+	struct proxy_main *m = arg;
+	struct discover *d = &m->disc;
+	struct discover_change ch;
+
+	if (d->last_fail >= 0) {
+		if (!m->disc_failing)
+			log_warn("discovery: %s: %s; the ring stays as it is (last good answer %s)", dnssrv_names(m->dns),
+				 discover_fail_name(d->last_fail), d->last_good_ms < 0 ? "never" : "kept");
+		m->disc_failing = true;
+		return;
+	}
+	if (m->disc_failing)
+		log_info("discovery: %s answers again", dnssrv_names(m->dns));
+	m->disc_failing = false;
+	if (m->stopping)
+		return;
+	if (d->moved)
+		proxy_discovery_apply(m, false);
+	if (discover_due(d, &ch))
+		proxy_discovery_arm(m);
+	proxy_discovery_held(m, &ch);
+}
+
+/* `ringproxy ctl discovery apply` (POST /discovery?action=apply): the
+ * held removals go now. */
+static int proxy_discovery_ctl(struct proxy_main *m, const char *action, const char *peer, struct evbuffer *out)
+{
+	static const char *const actions[] = { "apply" };
+	struct discover_change ch;
+	size_t held;
+
+	if (!m->dns)
+		return proxy_state_refuse(m, out, 404, "no [discovery] srv in the config", actions, 0);
+	if (strcmp(action, "apply") != 0)
+		return proxy_state_refuse(m, out, 400, "not a discovery action", actions, 1);
+	held = discover_release(&m->disc);
+	if (!held)
+		return proxy_state_refuse(m, out, 409, "no discovery change is held", actions, 1);
+	log_info("ctl from %s: discovery apply: the %zu held removals go", peer, held);
+	if (discover_due(&m->disc, &ch))
+		proxy_discovery_apply(m, true);
+	proxy_discovery_held(m, &ch);
+	evbuffer_add_printf(out, "{\"released\": %zu, \"generation\": %llu, \"ring\": \"%016llx\"}\n", held,
+			    (unsigned long long)m->snap->generation, (unsigned long long)m->p.fingerprint);
+	return 200;
+}
+
+/* The poller as the config in force says: started, reconfigured or
+ * stopped (a reload may turn discovery on or off). */
+static void proxy_discovery_configure(struct proxy_main *m)
+{
+	const struct conf *c = m->snap->conf;
+	struct discover_params p;
+	char err[512];
+
+	if (!*c->disc_srv) {
+		if (m->dns)
+			log_info("discovery: off; the backends are the file's");
+		dnssrv_free(m->dns);
+		m->dns = NULL;
+		m->p.dns = NULL;
+		m->p.discover = NULL;
+		return;
+	}
+	proxy_discovery_params(c, &p);
+	if (!m->disc_init) {
+		discover_init(&m->disc, &p);
+		m->disc_init = true;
+	}
+	m->disc.p = p;
+	discover_fixed(&m->disc, c->nstatic);
+	if (m->dns && dnssrv_configure(m->dns, c, err, sizeof(err)) < 0)
+		log_error("discovery: %s; polling goes on as it was", err);
+	if (!m->dns && !(m->dns = dnssrv_new(m->base, c, &m->disc, proxy_on_discovery, m, err, sizeof(err))))
+		log_error("discovery: %s; the members stay as they are", err);
+	m->p.dns = m->dns;
+	m->p.discover = &m->disc;
+}
+
+struct proxy_first {
+	struct event_base *base;
+	bool done;
+};
+
+static void proxy_on_first_round(void *arg)
+{
+	struct proxy_first *f = arg;
+
+	f->done = true;
+	event_base_loopbreak(f->base);
+}
+
+/* At start with no backend in the file and no member kept: the first
+ * good answer is taken whole, asked on an event base of its own before
+ * anything serves (three polls, each bounded by the resolver's
+ * timeouts). 0, or -1 (logged): nothing to serve with. */
+static int proxy_discovery_first(struct proxy_main *m, const struct conf *c)
+{
+	struct proxy_first f = { event_base_new(), false };
+	struct dnssrv *s = NULL;
+	char err[512];
+	int rc = -1;
+
+	if (!f.base || !(s = dnssrv_new(f.base, c, &m->disc, proxy_on_first_round, &f, err, sizeof(err)))) {
+		log_error("discovery: %s", f.base ? err : "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < 3 && !m->disc.good; i++) {
+		f.done = false;
+		if (i)
+			dnssrv_poll_now(s);
+		while (!f.done && event_base_loop(f.base, EVLOOP_ONCE) == 0)
+			;
+	}
+	if (!m->disc.good || !discover_adopt(&m->disc)) {
+		log_error("%s: [discovery] %s: no good answer (%s) and no backend in the file or kept in a state "
+			  "file: nothing to serve with", c->path, c->disc_srv,
+			  m->disc.last_fail >= 0 ? discover_fail_name(m->disc.last_fail) : "no target with an address");
+		goto out;
+	}
+	log_info("discovery: starting with the %zu members of the first answer", m->disc.n);
+	rc = 0;
+out:
+	dnssrv_free(s);
+	if (f.base)
+		event_base_free(f.base);
+	return rc;
+}
+
+/* At start, before the state file is read: the members discovery last
+ * applied (kept beside the state file), else the first answer, added to
+ * conf as backends. 0, or -1 (logged). */
+static int proxy_discovery_start(struct proxy_main *m, struct conf *conf)
+{
+	struct discover_params p;
+	char path[4200], err[512];
+
+	proxy_discovery_params(conf, &p);
+	discover_init(&m->disc, &p);
+	m->disc_init = true;
+	discover_fixed(&m->disc, conf->nbackends);
+	proxy_members_path(conf, path, sizeof(path));
+	if (*path && dnssrv_load(&m->disc, path, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		return -1;
+	}
+	if (m->disc.n)
+		log_info("discovery: starting with the %zu members last applied (%s); the answers change them", m->disc.n,
+			 path);
+	else if (!conf->nbackends && proxy_discovery_first(m, conf) < 0)
+		return -1;
+	if (proxy_discovered(m, conf, false, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		return -1;
+	}
+	return 0;
+}
+
+/* The file loaded again, with the members discovery has on the ring
+ * (next: as they will be once its due changes are applied) after its
+ * backends. NULL when the file has errors (each logged; the sum in text)
+ * or the members cannot be added (err in text). */
+static struct conf *proxy_load(struct proxy_main *m, bool next, char *text, size_t len)
+{
+	struct conf_errors errs;
+	struct conf *c = conf_load(m->path, &errs);
+	char err[512];
+
+	if (!c) {
+		for (size_t i = 0; i < errs.n; i++)
+			log_error("%s", errs.msg[i]);
+		if (errs.oom)   /* the old config keeps serving, as for a bad file */
+			snprintf(text, len, "%s: out of memory while loading it; still serving generation %llu",
+				 m->path, (unsigned long long)m->snap->generation);
+		else
+			snprintf(text, len, "%s: %zu error%s; still serving generation %llu%s%s",
+				 m->path, errs.n, errs.n == 1 ? "" : "s",
+				 (unsigned long long)m->snap->generation,
+				 errs.n ? ": " : "", errs.n ? errs.msg[0] : "");
+		conf_errors_free(&errs);
+		return NULL;
+	}
+	conf_errors_free(&errs);
+	if (*c->disc_srv && proxy_discovered(m, c, next, err, sizeof(err)) < 0) {
+		snprintf(text, len, "%s; still serving generation %llu", err, (unsigned long long)m->snap->generation);
+		conf_free(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* SIGHUP, or the file changed: load it again and apply it. */
 static void proxy_reload(struct proxy_main *m)
 {
-	const struct conf *old = m->snap->conf;
-	struct conf_errors errs;
-	struct snapshot *s;
+	char text[sizeof(m->p.last_reload.text)];
 	struct conf *c;
+
+	notify_send("RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading %s",
+		    notify_monotonic_usec(), m->path);
+	c = proxy_load(m, false, text, sizeof(text));
+	if (!c) {
+		log_error("reload failed: %s", text);
+		proxy_record(m, false, text, 0);
+		proxy_status(m);
+		return;
+	}
+	proxy_reload_conf(m, c, NULL);
+	proxy_discovery_configure(m);
+}
+
+/* Apply c, loaded and with its discovered members (proxy_load), as the
+ * next generation: validated against what runs, planned, ramped,
+ * published and reported as "reload N[ (source)]: ...". 0, or -1 when
+ * refused (logged and recorded; c freed either way). */
+static int proxy_reload_conf(struct proxy_main *m, struct conf *c, const char *source)
+{
+	const struct conf *old = m->snap->conf;
+	struct snapshot *s;
 	char err[512], report[1024], settings[768], text[sizeof(m->p.last_reload.text)];
 	char running[340];
 	struct ring_arc *arcs = NULL;
@@ -693,34 +1109,13 @@ static void proxy_reload(struct proxy_main *m)
 	size_t ramp_at;
 	int pre;
 
-	notify_send("RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading %s",
-		    notify_monotonic_usec(), m->path);
-	c = conf_load(m->path, &errs);
-	if (!c) {
-		for (size_t i = 0; i < errs.n; i++)
-			log_error("%s", errs.msg[i]);
-		if (errs.oom)   /* the old config keeps serving, as for a bad file */
-			snprintf(text, sizeof(text), "%s: out of memory while loading it; still serving generation %llu",
-				 m->path, (unsigned long long)m->snap->generation);
-		else
-			snprintf(text, sizeof(text), "%s: %zu error%s; still serving generation %llu%s%s",
-				 m->path, errs.n, errs.n == 1 ? "" : "s",
-				 (unsigned long long)m->snap->generation,
-				 errs.n ? ": " : "", errs.n ? errs.msg[0] : "");
-		log_error("reload failed: %s", text);
-		proxy_record(m, false, text, 0);
-		conf_errors_free(&errs);
-		proxy_status(m);
-		return;
-	}
-	conf_errors_free(&errs);
 	/* the listener that runs keeps its token rule: admin_listen is
 	 * start-only, admin_token is not */
 	proxy_admin_bound(m, running, sizeof(running));
 	if (conf_check_admin_running(c, running, err, sizeof(err)) < 0) {
 		proxy_reload_refused(m, err);
 		conf_free(c);
-		return;
+		return -1;
 	}
 	/* compared with the first load, not the previous one: a reload that
 	 * changed them did not apply them */
@@ -737,7 +1132,7 @@ static void proxy_reload(struct proxy_main *m)
 	if (!s) {
 		proxy_reload_refused(m, err);
 		conf_free(c);
-		return;
+		return -1;
 	}
 	if (snapshot_ramp(s, m->snap, registry_now_ms(), proxy_wall_ms(), &ramp) < 0) {
 		snprintf(text, sizeof(text), "%s: out of memory for the warm ramp; still serving generation %llu",
@@ -746,7 +1141,7 @@ static void proxy_reload(struct proxy_main *m)
 		proxy_record(m, false, text, 0);
 		snapshot_unref(s);
 		proxy_status(m);
-		return;
+		return -1;
 	}
 	if (plan_summary(old, m->snap->ring, s->conf, s->ring, report, sizeof(report), &moved) < 0)
 		snprintf(report, sizeof(report), "(no memory for the movement report)");
@@ -786,14 +1181,17 @@ static void proxy_reload(struct proxy_main *m)
 	m->p.nmoved = narcs > 0 ? (size_t)narcs : 0;
 	if (narcs <= 0)
 		free(arcs);
-	pre = snprintf(text, sizeof(text), "reload %llu: ", (unsigned long long)gen);
-	snprintf(text + pre, sizeof(text) - (size_t)pre, "%s%s", report, settings);
+	pre = snprintf(text, sizeof(text), "reload %llu%s%s%s: ", (unsigned long long)gen,
+		       source ? " (" : "", source ? source : "", source ? ")" : "");
+	snprintf(text + pre, sizeof(text) - (size_t)pre, "%s; ring %016llx%s", report,
+		 (unsigned long long)m->p.fingerprint, settings);
 	log_info("%s", text);
 	proxy_tier_before(m, gen);
 	proxy_record(m, true, text, moved);
 	if (ramp.kind)
 		proxy_record_ramp(m, (size_t)pre + ramp_at, strlen(report) - ramp_at, proxy_wall_ms() + ramp.left_ms);
 	proxy_status(m);
+	return 0;
 }
 
 static void proxy_on_reload(evutil_socket_t fd, short what, void *arg)
@@ -1104,6 +1502,8 @@ static int proxy_start_checks(struct proxy_main *m, struct conf *conf, unsigned 
 		goto fail;
 	}
 	atomic_store(&m->p.max_conns, conf->max_connections);
+	if (*conf->disc_srv && proxy_discovery_start(m, conf) < 0)
+		goto fail;
 	if (*conf->state_file) {
 		struct stat st;
 		bool missing = stat(conf->state_file, &st) < 0 && errno == ENOENT;
@@ -1208,9 +1608,12 @@ static int proxy_events_add(struct proxy_main *m, struct event **sigev)
 	m->ev_reload = event_new(m->base, -1, 0, proxy_on_reload, m);
 	m->ev_sample = event_new(m->base, -1, EV_PERSIST, proxy_on_sample, m);
 	m->ev_tier = evtimer_new(m->base, proxy_on_tier, m);
+	m->ev_apply = evtimer_new(m->base, proxy_on_apply, m);
+	m->ev_rr = evtimer_new(m->base, proxy_on_rr_timer, m);
+	m->rr = resolver_new(m->base);
 	m->health = health_new(m->base, proxy_on_resolved, m);
 	m->p.rates = rates_new();
-	if (!m->ev_reload || !m->ev_sample || !m->ev_tier || !m->health || !m->p.rates ||
+	if (!m->ev_reload || !m->ev_sample || !m->ev_tier || !m->ev_apply || !m->ev_rr || !m->rr || !m->health || !m->p.rates ||
 	    event_add(m->ev_sample, &(struct timeval){ 1, 0 }) < 0) {
 		log_error("out of memory");
 		goto fail;
@@ -1249,13 +1652,16 @@ static void proxy_announce(struct proxy_main *m, const struct sockaddr_storage *
 	proxy_unresolved(m->snap);
 	health_apply(m->health, m->snap);
 	proxy_watch(m, m->snap->conf);
+	m->p.fingerprint = ring_fingerprint(m->snap->ring);
+	proxy_discovery_configure(m);
+	event_active(m->ev_rr, EV_TIMEOUT, 0);
 	conn_peer_ip(addr, host, sizeof(host));
 	snprintf(m->listen_text, sizeof(m->listen_text), "%s%s%s:%d",
 		 addr->ss_family == AF_INET6 ? "[" : "", host,
 		 addr->ss_family == AF_INET6 ? "]" : "", port);
-	log_info("listening on %s with %u worker%s; %zu backend%s, %zu ring points (%s)",
+	log_info("listening on %s with %u worker%s; %zu backend%s, %zu ring points (%s); ring %016llx",
 		 m->listen_text, m->p.nworkers, m->p.nworkers == 1 ? "" : "s", m->snap->nbe, m->snap->nbe == 1 ? "" : "s",
-		 m->snap->ring->npoints, m->path);
+		 m->snap->ring->npoints, m->path, (unsigned long long)m->p.fingerprint);
 	if (m->admin) {
 		proxy_admin_bound(m, admin_where, sizeof(admin_where));
 		log_info("stats on http://%s/ (/stats /metrics /ring /health)", admin_where);
@@ -1276,6 +1682,12 @@ static void proxy_teardown(struct proxy_main *m, struct event **sigev, int rc)
 		worker_free(m->p.workers[i]);
 	access_close();
 	watch_free(m->watch);
+	dnssrv_free(m->dns);
+	resolver_free(m->rr);
+	if (m->ev_rr)
+		event_free(m->ev_rr);
+	if (m->disc_init)
+		discover_free(&m->disc);
 	health_free(m->health);
 	admin_free(m->admin);
 	for (size_t i = 0; i < PROXY_NSIGNALS; i++)
@@ -1291,6 +1703,8 @@ static void proxy_teardown(struct proxy_main *m, struct event **sigev, int rc)
 		event_free(m->ev_sample);
 	if (m->ev_tier)
 		event_free(m->ev_tier);
+	if (m->ev_apply)
+		event_free(m->ev_apply);
 	rates_free(m->p.rates);
 	free(m->p.moved);
 	free(m->p.workers);

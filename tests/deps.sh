@@ -13,7 +13,7 @@
 set -euo pipefail
 
 want=(gcc libc6-dev meson ninja-build pkg-config libevent-dev libssl-dev
-      libinih-dev libcurl4-openssl-dev libxxhash-dev zlib1g-dev python3 curl procps)
+      libinih-dev libcurl4-openssl-dev libc-ares-dev libxxhash-dev zlib1g-dev python3 curl procps)
 case "${1:-build}" in
 build) ;;
 test) want+=(clang libclang-rt-14-dev iproute2 util-linux
@@ -21,6 +21,7 @@ test) want+=(clang libclang-rt-14-dev iproute2 util-linux
             varnish                        # tests/e2e/test_varnish.py
             nginx-light haproxy nutcracker # test_compat, unit compat-ring-live
             prometheus chromium            # promtool for /metrics, the page
+            unbound                        # test_discovery: the DNS
             wrk) ;;                        # tests/bench/soak.sh
 bench) want+=(haproxy nginx-light wrk varnish) ;;
 cachetests) want+=(nodejs iproute2 util-linux)

@@ -700,6 +700,13 @@ static void admin_on_backend(struct evhttp_request *req, void *arg)
 	weight = admin_param(&q, "weight");
 	verb = weight && state ? "" : weight ? "weight" : state ? state : "";
 	value = weight && !state ? weight : admin_param(&q, "duration");
+	/* POST /discovery?action=apply: discovery's held change */
+	if (evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req)) &&
+	    strcmp(evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req)), "/discovery") == 0) {
+		verb = "discovery";
+		name = admin_param(&q, "action");
+		value = NULL;
+	}
 	evhttp_connection_get_peer(evhttp_request_get_connection(req), (char **)&ip, &port);
 	snprintf(peer, sizeof(peer), "%s%s%s:%u", ip && strchr(ip, ':') ? "[" : "", ip ? ip : "?",
 		 ip && strchr(ip, ':') ? "]" : "", (unsigned)port);
@@ -904,6 +911,7 @@ struct admin *admin_new(struct event_base *base, const char *listen, const struc
 	evhttp_set_cb(a->http, "/health", admin_on_health, a);
 	evhttp_set_cb(a->http, "/purge", admin_on_purge, a);
 	evhttp_set_cb(a->http, "/backend", admin_on_backend, a);
+	evhttp_set_cb(a->http, "/discovery", admin_on_backend, a);
 	evhttp_set_gencb(a->http, admin_on_other, a);
 	return a;
 fail:

@@ -28,6 +28,8 @@
 #include "backend/registry.h"
 #include "backend/runstate.h"
 #include "backend/snapshot.h"
+#include "backend/dnssrv.h"
+#include "config/discover.h"
 #include "path/worker.h"
 
 /* The DERIVED values of stats-t.h: one function each, named after the
@@ -60,6 +62,82 @@ static uint64_t stats_proxy_connections_busiest_worker(const struct proxy *p)
 			most = n;
 	}
 	return most;
+}
+
+static uint64_t stats_proxy_ring_fingerprint(const struct proxy *p)
+{
+	return p->fingerprint >> 12;
+}
+
+static uint64_t stats_proxy_discovery_answers(const struct proxy *p)
+{
+	return p->discover ? p->discover->good : 0;
+}
+
+#define STATS_DISC_FAIL(kind, KIND) \
+	static uint64_t stats_proxy_discovery_failures_##kind(const struct proxy *p) \
+	{ \
+		return p->discover ? p->discover->failures[DISCOVER_F_##KIND] : 0; \
+	}
+STATS_DISC_FAIL(timeout, TIMEOUT)
+STATS_DISC_FAIL(servfail, SERVFAIL)
+STATS_DISC_FAIL(refused, REFUSED)
+STATS_DISC_FAIL(nxdomain, NXDOMAIN)
+STATS_DISC_FAIL(empty, EMPTY)
+STATS_DISC_FAIL(parse, PARSE)
+STATS_DISC_FAIL(other, OTHER)
+#undef STATS_DISC_FAIL
+
+/* The monotonic clock as discover.h's times are kept (dnssrv.c). */
+static int64_t stats_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t stats_proxy_discovery_last_good_age_seconds(const struct proxy *p)
+{
+	int64_t now = stats_mono_ms();
+
+	if (!p->discover || p->discover->last_good_ms < 0 || now < p->discover->last_good_ms)
+		return 0;
+	return (uint64_t)(now - p->discover->last_good_ms) / 1000;
+}
+
+/* Discovery's members counted by what they are about to do. */
+static uint64_t stats_disc_count(const struct proxy *p, int what)
+{
+	const struct discover *d = p->discover;
+	uint64_t n = 0;
+
+	for (size_t i = 0; d && i < d->n; i++) {
+		const struct discover_member *m = &d->m[i];
+
+		n += what == 0 ? m->in_ring : what == 1 ? (!m->in_ring && m->present) : (m->in_ring && !m->present);
+	}
+	return n;
+}
+
+static uint64_t stats_proxy_discovery_members(const struct proxy *p)
+{
+	return stats_disc_count(p, 0);
+}
+
+static uint64_t stats_proxy_discovery_pending_adds(const struct proxy *p)
+{
+	return stats_disc_count(p, 1);
+}
+
+static uint64_t stats_proxy_discovery_pending_removes(const struct proxy *p)
+{
+	return stats_disc_count(p, 2);
+}
+
+static uint64_t stats_proxy_discovery_held_removes(const struct proxy *p)
+{
+	return p->discover ? p->discover->held : 0;
 }
 
 static uint64_t stats_proxy_inflight(const struct proxy *p)
@@ -447,6 +525,10 @@ int stats_collect(struct stats *st, const struct proxy *p)
 		STATS_HIST_PROXY(STATS_HSUM)
 #undef STATS_HSUM
 	}
+	st->discover = p->discover;
+	st->dns = p->dns;
+	st->fingerprint = p->fingerprint;
+	st->disc_remove_after_ms = s->conf->disc_remove_after_ms;
 	st->scheme = ring_scheme_name(s->ring->scheme);
 	st->vnodes = s->ring->vnodes;
 	st->npoints = s->ring->npoints;
@@ -830,6 +912,62 @@ static void stats_json_head(const struct stats *st, struct stats_w *out)
 	stats_w_printf(out, ", \"loaded\": %lld, \"on_disk\": \"%s\"}, ", st->conf_loaded, st->conf_on_disk);
 }
 
+/* "discovery": its names, counts, the poll, and each member with what
+ * it waits for (null without [discovery] srv). */
+static void stats_json_discovery(const struct stats *st, struct stats_w *out)
+{
+	const struct discover *d = st->discover;
+	int64_t now = stats_mono_ms();
+	struct dnssrv_info in = { 0 };
+
+	if (!d) {
+		stats_w_add(out, "null", 4);
+		return;
+	}
+	if (st->dns)
+		dnssrv_info(st->dns, &in);
+	stats_w_add(out, "{\"srv\": ", 8);
+	stats_w_jstr(out, st->dns ? dnssrv_names(st->dns) : "");
+	stats_w_printf(out, ", \"answers\": %llu, \"last_good_age_seconds\": ", (unsigned long long)d->good);
+	if (d->last_good_ms >= 0)
+		stats_w_printf(out, "%.3f", (double)(now - d->last_good_ms) / 1000);
+	else
+		stats_w_add(out, "null", 4);
+	stats_w_add(out, ", \"last_failure\": ", 18);
+	if (d->last_fail >= 0)
+		stats_w_printf(out, "\"%s\"", discover_fail_name(d->last_fail));
+	else
+		stats_w_add(out, "null", 4);
+	stats_w_add(out, ", \"failures\": {", 15);
+	for (int k = 0; k < DISCOVER_NFAIL; k++)
+		stats_w_printf(out, "%s\"%s\": %llu", k ? ", " : "", discover_fail_name(k),
+			       (unsigned long long)d->failures[k]);
+	stats_w_printf(out, "}, \"held_removes\": %zu, \"poll\": {\"rounds\": %llu, \"interval_ms\": %llu, "
+		       "\"targets\": %zu, \"tcp\": %s, \"last_round_us\": %llu}, \"members\": [",
+		       d->held, (unsigned long long)in.rounds, (unsigned long long)in.interval_ms, in.targets,
+		       in.tcp ? "true" : "false", (unsigned long long)in.last_round_us);
+	for (size_t i = 0; i < d->n; i++) {
+		const struct discover_member *m = &d->m[i];
+		double left = ((double)st->disc_remove_after_ms - (double)m->absent_ms) / 1000;
+
+		stats_w_add(out, i ? ", {\"name\": " : "{\"name\": ", i ? 11 : 9);
+		stats_w_jstr(out, m->name);
+		stats_w_add(out, ", \"target\": ", 12);
+		stats_w_jstr(out, m->target);
+		stats_w_add(out, ", \"address\": ", 13);
+		stats_w_jstr(out, m->addr);
+		stats_w_printf(out, ", \"port\": %u, \"weight\": %u, \"on_ring\": %s, \"in_answer\": %s, "
+			       "\"answers_in_a_row\": %u, \"absent_seconds\": %.3f, \"leaves_in_seconds\": ",
+			       (unsigned)m->port, m->weight, m->in_ring ? "true" : "false",
+			       m->present ? "true" : "false", m->seen, (double)m->absent_ms / 1000);
+		if (m->in_ring && !m->present)
+			stats_w_printf(out, "%.3f}", left > 0 ? left : 0.0);
+		else
+			stats_w_add(out, "null}", 5);
+	}
+	stats_w_add(out, "]}", 2);
+}
+
 static void stats_json_w(const struct stats *st, struct stats_w *out)
 {
 	stats_json_head(st, out);
@@ -887,6 +1025,9 @@ static void stats_json_w(const struct stats *st, struct stats_w *out)
 				    st->ramp_moved, st->ramp_rings);
 	else
 		stats_w_add(out, "null", 4);
+	stats_w_printf(out, ", \"ring_fingerprint_hex\": \"%016llx\", \"discovery\": ",
+		       (unsigned long long)st->fingerprint);
+	stats_json_discovery(st, out);
 	stats_w_add(out, ", \"backends\": [", 15);
 	for (size_t i = 0; i < st->nbe; i++) {
 		const struct stats_backend *b = &st->be[i];

@@ -83,6 +83,9 @@ struct stats_backend {
 };
 
 /* The build: ringproxy's version and the libraries' (as run). */
+struct discover;
+struct dnssrv;
+
 struct stats_build {
 	const char *version, *libevent, *openssl, *libcurl, *inih;
 };
@@ -136,6 +139,11 @@ struct stats {
 	double ramp_switched;           /* share of the moved keys switched:
 					   the time into the window / ramp */
 	double ramp_moved;              /* keyspace share the change moved */
+	/* [discovery] (borrowed; NULL without srv) and the ring's fingerprint */
+	const struct discover *discover;
+	const struct dnssrv *dns;
+	uint64_t fingerprint;
+	uint64_t disc_remove_after_ms;
 	STATS_HIST_PROXY(STATS_HIST_SUM)
 #undef STATS_HIST_SUM
 };

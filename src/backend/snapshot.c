@@ -228,15 +228,11 @@ fail:
 	return NULL;
 }
 
-struct snapshot *snapshot_readdress(struct snapshot *s, const char *name,
-				    const struct sockaddr *addr, socklen_t len)
+/* s with backend i at addr: config, ring and generation shared. */
+static struct snapshot *snapshot_with_addr(struct snapshot *s, size_t i, const struct sockaddr *addr, socklen_t len)
 {
 	struct snapshot *n;
-	size_t i;
 
-	for (i = 0; i < s->nbe; i++)
-		if (s->be[i].addrlen == 0 && strcmp(s->be[i].conf->name, name) == 0)
-			break;
 	if (i == s->nbe || len > sizeof(s->be[i].addr))
 		return NULL;
 	n = calloc(1, sizeof(*n));
@@ -264,6 +260,29 @@ struct snapshot *snapshot_readdress(struct snapshot *s, const char *name,
 	snapshot_ref(n->base);
 	atomic_store(&n->refs, 1);
 	return n;
+}
+
+struct snapshot *snapshot_readdress(struct snapshot *s, const char *name,
+				    const struct sockaddr *addr, socklen_t len)
+{
+	size_t i;
+
+	for (i = 0; i < s->nbe; i++)
+		if (s->be[i].addrlen == 0 && strcmp(s->be[i].conf->name, name) == 0)
+			break;
+	return snapshot_with_addr(s, i, addr, len);
+}
+
+struct snapshot *snapshot_moved(struct snapshot *s, const char *name, const struct sockaddr *addr, socklen_t len)
+{
+	size_t i;
+
+	for (i = 0; i < s->nbe; i++)
+		if (strcmp(s->be[i].conf->name, name) == 0)
+			break;
+	if (i < s->nbe && s->be[i].addrlen == len && memcmp(&s->be[i].addr, addr, len) == 0)
+		return NULL;
+	return snapshot_with_addr(s, i, addr, len);
 }
 
 struct snapshot *snapshot_reweigh(const struct snapshot *s, char *err, size_t errlen)

@@ -122,6 +122,12 @@ struct snapshot *snapshot_next(struct conf *conf, uint64_t generation, const str
 struct snapshot *snapshot_readdress(struct snapshot *s, const char *name,
 				    const struct sockaddr *addr, socklen_t len);
 
+/* Main thread: the same for a backend whose name now resolves to
+ * another address (a static backend's host name looked up again: a pod
+ * that restarted): NULL when s has no backend of that name, it has that
+ * address already, or memory ran out. */
+struct snapshot *snapshot_moved(struct snapshot *s, const char *name, const struct sockaddr *addr, socklen_t len);
+
 /* Main thread: the snapshot s with each ring weight as the backends'
  * runtime states give it now (runstate.h): same config (shared) and
  * generation, a ring of its own built from them, no ramp yet

@@ -45,7 +45,21 @@
 	X(replies_504, counter, SHARED, "the proxy's own 504 replies (a backend too slow)") \
 	X(replies_other, counter, SHARED, "the proxy's own replies with any other status") \
 	X(reply_bytes, counter, SHARED, "bytes of the proxy's own replies queued to clients") \
-	X(access_log_dropped, counter, SHARED, "access log lines dropped (the log could not be written)")
+	X(access_log_dropped, counter, SHARED, "access log lines dropped (the log could not be written)") \
+	X(ring_fingerprint, gauge, DERIVED, "the current ring's fingerprint (a hash of its scheme, names, weights and points; the top 52 bits, exact as a float): proxies that place every key alike show the same, so count(count_values(\"fp\", ringproxy_ring_fingerprint)) > 1 says a fleet disagrees") \
+	X(discovery_answers, counter, DERIVED, "good DNS SRV answers ([discovery] srv): successful, complete, at least one target") \
+	X(discovery_failures_timeout, counter, DERIVED, "DNS SRV polls that got no answer (the server down or stopped); the ring stays as it is") \
+	X(discovery_failures_servfail, counter, DERIVED, "DNS SRV polls answered SERVFAIL; the ring stays as it is") \
+	X(discovery_failures_refused, counter, DERIVED, "DNS SRV polls answered REFUSED; the ring stays as it is") \
+	X(discovery_failures_nxdomain, counter, DERIVED, "DNS SRV polls answered NXDOMAIN (Kubernetes: no ready endpoints); the ring stays as it is") \
+	X(discovery_failures_empty, counter, DERIVED, "DNS SRV polls answered without a target; the ring stays as it is") \
+	X(discovery_failures_parse, counter, DERIVED, "DNS SRV answers that did not parse; the ring stays as it is") \
+	X(discovery_failures_other, counter, DERIVED, "DNS SRV polls that failed otherwise (a connection refused, out of memory); the ring stays as it is") \
+	X(discovery_last_good_age_seconds, gauge, DERIVED, "seconds since the last good DNS SRV answer (0 before the first)") \
+	X(discovery_members, gauge, DERIVED, "discovered backends on the ring") \
+	X(discovery_pending_adds, gauge, DERIVED, "names in the last good answer not on the ring yet (add_after answers in a row, then the next apply_every point)") \
+	X(discovery_pending_removes, gauge, DERIVED, "members on the ring absent from the last good answer (leaving after remove_after)") \
+	X(discovery_held_removes, gauge, DERIVED, "removals held over max_remove until ringproxy ctl discovery apply (or until they revert)")
 
 #define STATS_BACKEND(X) \
 	X(up, flag, DERIVED, "whether the backend is up (false while health checks have it down)") \

@@ -55,7 +55,8 @@ enum conf_type {
 	CONF_T_PATH,            /* an absolute URL path, or "" */
 };
 
-enum conf_where { CONF_IN_PROXY, CONF_IN_RING, CONF_IN_HEALTH, CONF_IN_CACHE, CONF_IN_LOG, CONF_IN_BACKEND };
+enum conf_where { CONF_IN_PROXY, CONF_IN_RING, CONF_IN_HEALTH, CONF_IN_CACHE, CONF_IN_LOG, CONF_IN_DISCOVERY,
+		  CONF_IN_BACKEND };
 
 struct conf_keydef {
 	enum conf_where where;
@@ -240,6 +241,33 @@ static const struct conf_keydef conf_keys[] = {
 	  "which requests ringproxy's own cache answered get an access log line: all, none (only the requests sent to "
 	  "a backend and the proxy's own replies), or 1/N, one in N of them (a sample, counted per worker thread)" },
 
+	/* [discovery]: members from DNS SRV (config/discover.h, backend/dnssrv.c) */
+	{ CONF_IN_DISCOVERY, "srv", CONF_T_STRING, P(disc_srv), "", 0, 0, "DNS names, space-separated",
+	  "SRV names whose targets are backends, e.g. _http._tcp.cache.ns.svc.cluster.local (a Kubernetes headless "
+	  "Service) or _thumbs._tcp.service.consul; empty = no discovery. Each target is a backend named by its "
+	  "first label (name), at the address its name resolves to and the record's port" },
+	{ CONF_IN_DISCOVERY, "resolver", CONF_T_STRING, P(disc_resolver), "", 0, 0, "IP:PORT",
+	  "the DNS server asked; empty = the name servers of /etc/resolv.conf" },
+	{ CONF_IN_DISCOVERY, "interval", CONF_T_DURATION, P(disc_interval_ms), "5s", 100, 3600000, NULL,
+	  "time between two polls; never shorter than the answer's TTL" },
+	{ CONF_IN_DISCOVERY, "name", CONF_T_ENUM, P(disc_name), "first-label", 0, 0, "first-label|fqdn",
+	  "a target's backend name: its first label (cache-0, as a StatefulSet's pod is named) or the whole "
+	  "name; lower-cased either way" },
+	{ CONF_IN_DISCOVERY, "weights", CONF_T_ENUM, P(disc_weights), "ignore", 0, 0, "ignore|srv",
+	  "ignore: every discovered backend has weight 1 (CoreDNS rewrites SRV weights on every scale event); "
+	  "srv: the record's weight. A [backend NAME] section of the name sets it either way" },
+	{ CONF_IN_DISCOVERY, "add_after", CONF_T_UINT, P(disc_add_after), "2", 1, 100, NULL,
+	  "good answers in a row a new target must be in to join the ring" },
+	{ CONF_IN_DISCOVERY, "remove_after", CONF_T_DURATION, P(disc_remove_after_ms), "120s", 0, 86400000, NULL,
+	  "how long a member must be absent from good answers to leave the ring (longer than a pod's restart "
+	  "plus the TTL); meanwhile it stays, and its keys fail over as for a down cache" },
+	{ CONF_IN_DISCOVERY, "max_remove", CONF_T_DOUBLE, P(disc_max_remove), "50%", 0, 100, "a share in percent",
+	  "a change that would remove more than this share of the discovered members is held, and shown, until "
+	  "ringproxy ctl discovery apply (or until it reverts)" },
+	{ CONF_IN_DISCOVERY, "apply_every", CONF_T_DURATION, P(disc_apply_every_ms), "10s", 0, 3600000, NULL,
+	  "changes are applied only at wall-clock multiples of this, so proxies that saw the same answers change "
+	  "their rings together; 0 = as soon as due" },
+
 	{ CONF_IN_BACKEND, "url", CONF_T_URL, B(url), NULL, 0, 0, NULL,
 	  "http://host[:port][/prefix] of the cache" },
 	{ CONF_IN_BACKEND, "weight", CONF_T_DOUBLE, B(weight), "1", 0, 1000, NULL,
@@ -291,7 +319,8 @@ int conf_backend_line(const struct conf_backend *be, const char *key)
 	return 0;
 }
 
-static const char *const conf_section_names[] = { "proxy", "ring", "health", "cache", "log", "backend NAME" };
+static const char *const conf_section_names[] = { "proxy", "ring", "health", "cache", "log", "discovery",
+						   "backend NAME" };
 
 /* Parse state shared by the reader and the handler. */
 /* A line number is the line in its file, plus its file's index in
@@ -799,9 +828,15 @@ static int conf_set_uint(const struct conf_keydef *k, char *field, const char *v
 static int conf_set_double(const struct conf_keydef *k, char *field, const char *v,
 			   struct conf_backend *be, char *why, size_t whylen)
 {
-	char tt[96];
+	char tt[96], pct[32];
 	double d;
 
+	/* a share may be written with its percent sign */
+	if (k->offset == P(disc_max_remove) && k->where == CONF_IN_DISCOVERY && *v && v[strlen(v) - 1] == '%' &&
+	    strlen(v) < sizeof(pct)) {
+		snprintf(pct, sizeof(pct), "%.*s", (int)strlen(v) - 1, v);
+		v = pct;
+	}
 	if (conf_parse_double(v, &d) < 0) {
 		conf_type_text(k, tt, sizeof(tt));
 		snprintf(why, whylen, "'%s' is not a number; expected %s", v, tt);
@@ -1101,7 +1136,7 @@ oom:
  * keys ([Proxy], [proxies], [backends cache-1]). */
 static void conf_unknown_section(struct conf_parse *ps, const char *name)
 {
-	static const char *const known[] = { "proxy", "ring", "health", "cache", "log", "backend" };
+	static const char *const known[] = { "proxy", "ring", "health", "cache", "log", "discovery", "backend" };
 	size_t wl = strcspn(name, " \t"), best_d = SIZE_MAX;
 	const char *best = NULL, *rest = name + wl;
 	char word[64];
@@ -1123,13 +1158,13 @@ static void conf_unknown_section(struct conf_parse *ps, const char *name)
 	else if (best && best_d <= 2 && !*rest)
 		conf_error(ps, ps->line, "unknown section [%s]; did you mean [%s]?", name, best);
 	else
-		conf_error(ps, ps->line, "unknown section [%s]; expected [proxy], [ring], [health], [cache], [log] or [backend NAME]", name);
+		conf_error(ps, ps->line, "unknown section [%s]; expected [proxy], [ring], [health], [cache], [log], [discovery] or [backend NAME]", name);
 }
 
 /* A section header line seen by the reader. */
 static void conf_section(struct conf_parse *ps, char *inner)
 {
-	static const char *const single[] = { "proxy", "ring", "health", "cache", "log" };
+	static const char *const single[] = { "proxy", "ring", "health", "cache", "log", "discovery" };
 	char *name = conf_trim(inner), at[300];
 
 	ps->where = -1;
@@ -1886,6 +1921,34 @@ static void conf_validate_formats(struct conf_parse *ps)
 		conf_error(ps, conf_line(ps->c, "image_formats"), "image_formats: %s", why);
 }
 
+/* [discovery]: SRV names that are DNS names, a resolver that is an
+ * address, and the scheme whose identity is a name. */
+static void conf_validate_discovery(struct conf_parse *ps)
+{
+	struct conf *c = ps->c;
+	const char *p = c->disc_srv;
+	struct sockaddr_storage ss;
+	socklen_t sslen;
+	char why[160];
+
+	c->nstatic = c->nbackends;
+	while (p && *p) {
+		size_t n = strcspn(p, " \t,");
+
+		if (n > 253 || (n && strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") < n))
+			conf_error(ps, conf_line(c, "srv"), "srv: '%.*s' is not a DNS name; write the SRV records' "
+				   "name, e.g. _http._tcp.cache.ns.svc.cluster.local", (int)(n > 64 ? 64 : n), p);
+		p += n;
+		p += strspn(p, " \t,");
+	}
+	if (*c->disc_resolver && addr_parse(c->disc_resolver, &ss, &sslen, why, sizeof(why)) < 0)
+		conf_error(ps, conf_line(c, "resolver"), "resolver: %s: %s; write IP:PORT, e.g. 10.96.0.10:53",
+			   c->disc_resolver, why);
+	if (*c->disc_srv && c->scheme != RING_SCHEME_RINGPROXY)
+		conf_error(ps, conf_line(c, "srv"), "[discovery] srv needs [ring] scheme ringproxy (a discovered "
+			   "backend's identity is its name); the compatible schemes hash addresses or numbers");
+}
+
 /* Checks that need the whole file. */
 static void conf_validate(struct conf_parse *ps)
 {
@@ -1930,9 +1993,11 @@ static void conf_validate(struct conf_parse *ps)
 		conf_error(ps, conf_line(c, "buffer_size"),
 			   "buffer_size (%llu) is smaller than max_head_size (%llu); a head must fit in the buffer",
 			   (unsigned long long)c->buffer_size, (unsigned long long)c->max_head_size);
-	if (c->nbackends == 0)
-		conf_error(ps, 0, "no [backend NAME] section; add at least one with url = http://host:port");
-	else if (!live)
+	conf_validate_discovery(ps);
+	if (c->nbackends == 0 && !*c->disc_srv)
+		conf_error(ps, 0, "no [backend NAME] section; add at least one with url = http://host:port, "
+			   "or name the caches' SRV records in [discovery] srv");
+	else if (!live && c->nbackends)
 		conf_error(ps, 0, "no backend has weight > 0; at least one must take keys");
 	if (c->nbackends > RING_MAX_BACKENDS)
 		conf_error(ps, 0, "%zu backends, more than the limit of %u", c->nbackends, RING_MAX_BACKENDS);
@@ -1994,6 +2059,7 @@ static struct conf *conf_load_from(const char *name, FILE *fp, const char *text,
 	}
 	conf_defaults(&ps, CONF_IN_CACHE, c, NULL);
 	conf_defaults(&ps, CONF_IN_LOG, c, NULL);
+	conf_defaults(&ps, CONF_IN_DISCOVERY, c, NULL);
 	rc = ini_parse_stream(conf_reader, &ps, conf_handler, &ps);
 	conf_sha_hex(&ps);
 	if (rc == -2)
@@ -2138,6 +2204,51 @@ const struct conf_backend *conf_backend_find(const struct conf *c, const char *n
 		if (strcmp(c->backends[i].name, name) == 0)
 			return &c->backends[i];
 	return NULL;
+}
+
+int conf_add_backends(struct conf *c, const struct conf_found *found, size_t n, char *err, size_t len)
+{
+	struct conf_backend *grown;
+	size_t i;
+
+	if (c->nbackends + n > RING_MAX_BACKENDS) {
+		snprintf(err, len, "%s: %zu backends with the %zu discovered, more than the limit of %u", c->path,
+			 c->nbackends + n, n, RING_MAX_BACKENDS);
+		return -1;
+	}
+	grown = realloc(c->backends, (c->nbackends + n + 1) * sizeof(*grown));
+	if (!grown)
+		goto nomem;
+	c->backends = grown;
+	for (i = 0; i < n; i++) {
+		const struct conf_found *f = &found[i];
+		struct conf_backend *be = &c->backends[c->nbackends];
+		bool v6 = strchr(f->addr, ':') != NULL;
+
+		if (conf_backend_find(c, f->name))
+			continue;
+		memset(be, 0, sizeof(*be));
+		be->name = strdup(f->name);
+		be->host = strdup(f->addr);
+		be->id = strdup("");
+		be->prefix = strdup("");
+		be->health = c->health;
+		be->health.path = strdup(c->health.path);
+		be->lines = calloc(CONF_NKEYS, sizeof(int));
+		be->port = f->port;
+		be->weight = f->weight;
+		be->line = conf_line(c, "srv");
+		if (asprintf(&be->url, v6 ? "http://[%s]:%u" : "http://%s:%u", f->addr, (unsigned)f->port) < 0)
+			be->url = NULL;
+		c->nbackends++;
+		if (!be->name || !be->host || !be->id || !be->prefix || !be->health.path || !be->lines || !be->url)
+			goto nomem;
+		conf_index_backend(c, c->nbackends - 1);
+	}
+	return 0;
+nomem:
+	snprintf(err, len, "%s: out of memory for the discovered backends", c->path);
+	return -1;
 }
 
 /* A value of key k at field, written so that its setter reads it back

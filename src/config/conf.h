@@ -153,8 +153,22 @@ struct conf {
 	char *cache_image_formats;      /* as written: "avif, webp" */
 	struct vary_formats cache_formats; /* parsed from it (n 0: off) */
 
+	/* [discovery] (config/discover.h) */
+	char *disc_srv;                 /* SRV names, space-separated; "" = off */
+	char *disc_resolver;            /* "IP:PORT"; "" = resolv.conf's */
+	uint64_t disc_interval_ms;
+	int disc_name;                  /* enum discover_naming */
+	int disc_weights;               /* 0 ignore, 1 srv */
+	unsigned disc_add_after;
+	uint64_t disc_remove_after_ms;
+	double disc_max_remove;         /* percent */
+	uint64_t disc_apply_every_ms;   /* 0 = at once */
+
 	struct conf_backend *backends;
 	size_t nbackends;
+	size_t nstatic;                 /* the first nstatic backends are the
+					   file's; the others were discovered
+					   (conf_add_backends) */
 	/* backends by name for conf_backend_find: open addressing, slot
 	 * value index + 1 (0: empty), be_nslots a power of two; kept by the
 	 * parser (NULL, or fewer indexed than nbackends: a linear search) */
@@ -202,6 +216,21 @@ int conf_backend_line(const struct conf_backend *be, const char *key);
  * c's own admin_listen says. 0, or -1 with "FILE:LINE: what; what to do"
  * in err. Pure. */
 int conf_check_admin_running(const struct conf *c, const char *running, char *err, size_t len);
+
+/* A backend found by discovery: its name, address and port. */
+struct conf_found {
+	const char *name;
+	const char *addr;       /* an IP address */
+	uint16_t port;
+	double weight;
+};
+
+/* Add found[0..n) to c, a config just loaded and not yet in use, as
+ * backends after the file's: url http://ADDR:PORT, [health]'s checks,
+ * weight as found. A name the file has a [backend] of is skipped (the
+ * file's section wins). 0, or -1 with "FILE: what" in err (out of
+ * memory, over the backend limit). */
+int conf_add_backends(struct conf *c, const struct conf_found *found, size_t n, char *err, size_t len);
 
 /* Find a backend by name; NULL if none. */
 const struct conf_backend *conf_backend_find(const struct conf *c,

@@ -39,6 +39,9 @@ struct proxy_reload {
  * finely interleaved change is left out). */
 #define PROXY_MOVED_ARCS 4096
 
+struct discover;
+struct dnssrv;
+
 /* Process-wide state the workers share. */
 
 struct proxy {
@@ -74,6 +77,10 @@ struct proxy {
 	uint64_t changes;               /* reloads and ctl changes so far */
 	time_t conf_loaded;             /* when the current config was read */
 	struct rates *rates;            /* one sample a second (stats_sample) */
+	uint64_t fingerprint;           /* the current ring's (ring_fingerprint) */
+	const struct discover *discover;/* [discovery]'s members and counts;
+					   NULL without srv */
+	const struct dnssrv *dns;       /* its poller; NULL without srv */
 };
 
 #endif

@@ -1472,3 +1472,38 @@ bool ring_list_changed(const struct ring *a, uint64_t pa, unsigned na, const str
 	}
 	return false;
 }
+
+/* FNV-1a 64 of n bytes of p, going on from h. */
+static uint64_t ring_fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * UINT64_C(0x100000001b3);
+	return h;
+}
+
+uint64_t ring_fingerprint(const struct ring *r)
+{
+	uint64_t h = UINT64_C(0xcbf29ce484222325), *of = NULL;
+	uint32_t scheme = (uint32_t)r->scheme;
+
+	h = ring_fnv(h, &scheme, sizeof(scheme));
+	/* each backend's name and weight hashed once, folded into each of
+	 * its points */
+	of = calloc(r->nbackends ? r->nbackends : 1, sizeof(*of));
+	for (size_t i = 0; of && i < r->nbackends; i++) {
+		of[i] = ring_fnv(UINT64_C(0xcbf29ce484222325), r->names[i], strlen(r->names[i]) + 1);
+		of[i] = ring_fnv(of[i], &r->weights[i], sizeof(r->weights[i]));
+	}
+	for (size_t i = 0; i < r->npoints; i++) {
+		const struct ring_point *pt = &r->points[i];
+		uint64_t w[2] = { pt->pos, of ? of[pt->backend]
+					     : ring_fnv(UINT64_C(0xcbf29ce484222325), r->names[pt->backend],
+							strlen(r->names[pt->backend])) };
+
+		h = ring_fnv(h, w, sizeof(w));
+	}
+	free(of);
+	return h;
+}

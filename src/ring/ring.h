@@ -222,4 +222,11 @@ long ring_moved_arcs(const struct ring *a, const struct ring *b, size_t max, str
  * to, or -1. NULL when memory ran out; the caller frees the array. */
 int32_t *ring_map(const struct ring *from, const struct ring *to);
 
+/* The ring's fingerprint: FNV-1a 64 over its scheme and every point
+ * (position, owner's name, owner's weight) in ring order, so two rings
+ * with the same fingerprint place every key alike, whatever the order
+ * their backends were listed in. Proxies of a fleet compare it
+ * (ringproxy(7), DISCOVERY). Pure; O(points). */
+uint64_t ring_fingerprint(const struct ring *r);
+
 #endif

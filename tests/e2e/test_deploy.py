@@ -4,7 +4,9 @@ file, each checked as far as it can be without its tool: the Kubernetes
 manifests (docker/kubernetes.yaml: the ConfigMap's file passes ringproxy
 -t and names the StatefulSet's pods on its port, mounted as a directory
 with watch_config; the probes, ports and VCL agree; varnishd -C compiles
-the VCL), the Ansible template and playbook (conf/ansible: rendered for a
+the VCL; docker/kubernetes-discovery.yaml: its file, with [discovery]
+and no [backend], passes -t and names the headless Service's SRV
+records), the Ansible template and playbook (conf/ansible: rendered for a
 sample inventory by a small renderer of the Jinja it uses, the file passes
 the playbook's own validate command, a bad inventory is refused by it, the
 handlers check before they reload) and the consul-template template
@@ -225,9 +227,41 @@ def check_kubernetes(tmp):
         t.skip("kubernetes: varnishd -C compiles the VCL", "no varnishd here")
 
 
+def check_kubernetes_discovery(tmp):
+    """docker/kubernetes-discovery.yaml: no [backend]; [discovery] srv is the
+    SRV name the cluster DNS gives the StatefulSet's headless Service."""
+    docs = miniyaml.load_all(open(os.path.join(ROOT, "docker", "kubernetes-discovery.yaml")).read())
+    by = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    cm, sts = by[("ConfigMap", "ringproxy")], by[("StatefulSet", "cache")]
+    hsvc, dep = by[("Service", sts["spec"]["serviceName"])], by[("Deployment", "ringproxy")]
+    text = cm["data"]["ringproxy.ini"]
+    path = os.path.join(tmp, "k8s-discovery.ini")
+    with open(path, "w") as f:
+        f.write(text)
+    p = check_t(path, "kubernetes discovery: the ConfigMap's ringproxy.ini")
+    port = hsvc["spec"]["ports"][0]
+    ns = hsvc["metadata"]["namespace"]
+    want = f"_{port['name']}._tcp.{hsvc['metadata']['name']}.{ns}.svc.cluster.local"
+    t.check(re.search(rf"^srv = {re.escape(want)}$", text, re.M) and not backends(text) and
+            "[discovery] srv" in p.stdout,
+            f"kubernetes discovery: srv is the headless Service's SRV name ({want}), no [backend]", text)
+    vc = sts["spec"]["template"]["spec"]["containers"][0]
+    t.check(hsvc["spec"]["clusterIP"] == "None" and hsvc["spec"]["publishNotReadyAddresses"] in (True, "true") and
+            port["port"] == vc["ports"][0]["containerPort"] and
+            hsvc["spec"]["selector"] == sts["spec"]["template"]["metadata"]["labels"] and
+            all(d["metadata"].get("namespace") == ns for d in docs if d["kind"] != "Namespace"),
+            "kubernetes discovery: a headless Service with a named port over the StatefulSet, one namespace")
+    state = re.search(r"^state_file = (\S+)$", text, re.M)
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    t.check(state and any(os.path.dirname(state.group(1)) == m["mountPath"] and not m.get("readOnly")
+                          for m in c["volumeMounts"]),
+            "kubernetes discovery: the state file (and the members kept beside it) on a writable volume")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="rp-deploy-")
     check_kubernetes(tmp)
+    check_kubernetes_discovery(tmp)
     check_ansible(tmp)
     check_consul(tmp)
     shutil.rmtree(tmp, ignore_errors=True)

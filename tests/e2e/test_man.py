@@ -73,7 +73,9 @@ five = texts[os.path.basename(MAN5)]
 for sec in ("proxy", "ring", "health", "backend NAME"):
     check(re.search(rf"^   \[{re.escape(sec)}\]$", five, re.M), f"ringproxy.ini.5 has the [{sec}] heading")
 for section, key, default in keys:
-    m = re.search(rf"^       {re.escape(key)} \(default: ([^)]*)\)", five, re.M)
+    # a key's name may be in two sections ([health] and [discovery] interval)
+    at = re.search(rf"^   \[{re.escape(section)}\]$", five, re.M)
+    m = re.search(rf"^       {re.escape(key)} \(default: ([^)]*)\)", five[at.end():] if at else five, re.M)
     if not m:
         missing.append(f"[{section}] {key}")
         continue

@@ -186,7 +186,7 @@ def main():
     t.note(line)
     m9 = measure()
     t.note(f"40,000 requests in {time.monotonic() - t0:.1f}s")
-    rep = re.match(r"reload 2: \+cache-9; ([0-9.]+)% of keys moved, all to cache-9$", line or "")
+    rep = re.match(r"reload 2: \+cache-9; ([0-9.]+)% of keys moved, all to cache-9; ring [0-9a-f]{16}$", line or "")
     t.check(rep is not None, "the 8 -> 9 report: 'reload 2: +cache-9; X% of keys moved, all to cache-9'")
     t.check(len(m8) == len(m9) == len(urls), "all 20,000 URLs answered before and after")
     moved = [u for u in urls if m8.get(u) != m9.get(u)]
@@ -219,7 +219,8 @@ def main():
     os.rename(tmp, live2)
     line = px.reload()
     t.note(line)
-    t.check(line == f"reload 3: @cache-3 (new url http://127.0.0.1:{ports['cache-9']}); 0.000% of keys moved",
+    t.check(re.fullmatch(re.escape(f"reload 3: @cache-3 (new url http://127.0.0.1:{ports['cache-9']}); 0.000% of keys "
+                                   "moved; ring ") + "[0-9a-f]{16}", line or ""),
             "a new URL: '@cache-3 (new url U); 0.000% of keys moved'")
     after = serve(sample)
     t.check(all(after[u][0] == before[u][0] for u in sample), "a new URL moves no key")
@@ -234,7 +235,7 @@ def main():
     os.rename(tmp, live2)
     line = px.reload()
     t.note(line)
-    rep = re.match(r"reload 4: ~cache-1 \(weight 1 -> 2\); ([0-9.]+)% of keys moved, all to cache-1$", line or "")
+    rep = re.match(r"reload 4: ~cache-1 \(weight 1 -> 2\); ([0-9.]+)% of keys moved, all to cache-1; ring [0-9a-f]{16}$", line or "")
     t.check(rep is not None and 5 < float(rep.group(1)) < 15,
             "a weight change: '~cache-1 (weight 1 -> 2); X% of keys moved, all to cache-1'")
     again = serve(sample)
