@@ -1199,6 +1199,7 @@ static void conf_section(struct conf_parse *ps, char *inner)
 			ps->be = conf_new_backend(ps, bname, ps->line);
 			if (!ps->be) {
 				conf_error(ps, ps->line, "out of memory");
+				ps->where = -2;         /* its keys skipped, not misplaced */
 				return;
 			}
 			ps->where = CONF_IN_BACKEND;

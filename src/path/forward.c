@@ -318,7 +318,10 @@ static void fwd_pump(struct upstream *u)
 		}
 		if (rc == 0) {
 			if (!u->writing) {
-				event_add(&u->wev, NULL);
+				if (event_add(&u->wev, NULL) < 0) {
+					fwd_fail(u, 503, REQ_FAIL_LOCAL, "out of memory");
+					return;
+				}
 				u->writing = true;
 			}
 			return;
@@ -370,8 +373,16 @@ static struct upstream *fwd_connect(struct worker *w, const struct snap_backend 
 	event_assign(&u->rev, w->base, fd, EV_READ | EV_PERSIST, fwd_on_event, u);
 	event_assign(&u->wev, w->base, fd, EV_WRITE | EV_PERSIST, fwd_on_event, u);
 	deadline_assign(&u->tev, w->base, fwd_on_event, u);
-	event_add(&u->rev, NULL);
-	event_add(&u->wev, NULL);
+	/* a new descriptor number may need memory in libevent's map: without
+	 * it the response would never be read (a 504 ten seconds later) */
+	if (event_add(&u->rev, NULL) < 0 || event_add(&u->wev, NULL) < 0) {
+		event_del(&u->rev);
+		close(fd);
+		worker_up_put(w, u);
+		snprintf(why, whylen, "out of memory");
+		*kind = REQ_FAIL_LOCAL;
+		return NULL;
+	}
 	u->writing = true;
 	deadline_set(&u->tev, w->us_connect);
 	atomic_fetch_add_explicit(&sb->state->connects, 1, memory_order_relaxed);
@@ -529,10 +540,12 @@ static void fwd_finish(struct upstream *u)
 		/* nothing buffered, nothing queued: an idle pooled
 		 * connection holds no buffer */
 		worker_up_bufs_put(w, u);
-		if (u->read_paused) {
-			event_add(&u->rev, NULL);
-			u->read_paused = false;
+		if (u->read_paused && event_add(&u->rev, NULL) < 0) {
+			fwd_close(u);   /* it could not see its own close */
+			req_done(rq);
+			return;
 		}
+		u->read_paused = false;
 		deadline_set(&u->tev, w->us_idle);
 		fwd_pool_push(pool, u);
 	} else {
@@ -561,7 +574,10 @@ static void fwd_drained(struct upstream *u)
 		return;
 	}
 	if (u->read_paused && !u->eof) {
-		event_add(&u->rev, NULL);
+		if (event_add(&u->rev, NULL) < 0) {
+			fwd_fail(u, 503, REQ_FAIL_LOCAL, "out of memory");
+			return;
+		}
 		if (u->state == UP_BODY)
 			deadline_set(&u->tev, u->w->us_response);
 		u->read_paused = false;

@@ -209,7 +209,8 @@ static int front_send(struct client *c)
 	}
 	if (rc == 0) {
 		if (!c->writing) {
-			event_add(&c->wev, NULL);
+			if (event_add(&c->wev, NULL) < 0)
+				return -1;      /* out of memory: as a write error */
 			c->writing = true;
 		}
 		/* a client that stops reading is timed out; one that reads

@@ -1147,7 +1147,8 @@ static void req_dispatch(struct request *rq, int last_status)
 			health_request_failed(s, i, what);
 		req_leave(rq);
 		req_failed_on(rq, i, what);
-		last_status = 502;
+		/* out of memory or descriptors here: ours, not the backend's */
+		last_status = kind == REQ_FAIL_LOCAL ? 503 : 502;
 		if (!req_retryable(rq)) {
 			req_reply(rq, last_status, rq->why, false);
 			return;

@@ -30,6 +30,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdbool.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -55,7 +57,9 @@ static faultshim_clock_fn faultshim_real_clock_gettime;
  * allocations come from this arena and are never freed. */
 static _Alignas(16) char faultshim_boot[65536];
 static atomic_size_t faultshim_boot_used;
-static _Thread_local int faultshim_resolving;
+/* initial-exec: a preloaded library has static TLS, and the general model
+ * calls __tls_get_addr, which is not ready while ld.so itself allocates */
+static _Thread_local int faultshim_resolving __attribute__((tls_model("initial-exec")));
 
 /* The faults now in force: the rate in parts per 2^32, the offset in ns. */
 static _Atomic uint64_t faultshim_rate;
@@ -67,7 +71,7 @@ static uint64_t faultshim_seed = 1;
 static atomic_uint faultshim_threads;
 static _Atomic uint64_t faultshim_failed;        /* how many it failed */
 
-static _Thread_local uint64_t faultshim_state;
+static _Thread_local uint64_t faultshim_state __attribute__((tls_model("initial-exec")));
 
 static void *faultshim_boot_alloc(size_t n)
 {
@@ -83,9 +87,14 @@ static int faultshim_is_boot(const void *p)
 	return (const char *)p >= faultshim_boot && (const char *)p < faultshim_boot + sizeof(faultshim_boot);
 }
 
+/* Set by the constructor: before it, another library's start (ASan's,
+ * whose dlsym is not ready yet) may allocate, and is served from the
+ * arena without looking anything up. */
+static atomic_bool faultshim_ready;
+
 static void faultshim_resolve(void)
 {
-	if (faultshim_real_calloc || faultshim_resolving)
+	if (faultshim_real_calloc || faultshim_resolving || !atomic_load(&faultshim_ready))
 		return;
 	faultshim_resolving = 1;
 	faultshim_real_malloc = (faultshim_malloc_fn)dlsym(RTLD_NEXT, "malloc");
@@ -146,6 +155,8 @@ __attribute__((constructor)) static void faultshim_init(void)
 	faultshim_ctl = getenv("FAULTSHIM_CTL");
 	if (seed)
 		faultshim_seed = strtoull(seed, NULL, 0) | 1;
+	atomic_store(&faultshim_ready, true);
+	faultshim_resolve();
 	faultshim_refresh();
 }
 
@@ -222,9 +233,21 @@ void free(void *p)
 		faultshim_real_free(p);
 }
 
+/* Aligned blocks from the arena, before the real allocator is known. */
+static void *faultshim_boot_aligned(size_t align, size_t n)
+{
+	char *p = faultshim_boot_alloc(n + align);
+
+	return p ? (void *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1)) : NULL;
+}
+
 int posix_memalign(void **out, size_t align, size_t n)
 {
 	faultshim_resolve();
+	if (!faultshim_real_posix_memalign) {
+		*out = faultshim_boot_aligned(align, n);
+		return *out ? 0 : ENOMEM;
+	}
 	if (faultshim_fail())
 		return ENOMEM;
 	return faultshim_real_posix_memalign(out, align, n);
@@ -233,12 +256,16 @@ int posix_memalign(void **out, size_t align, size_t n)
 void *aligned_alloc(size_t align, size_t n)
 {
 	faultshim_resolve();
+	if (!faultshim_real_aligned_alloc)
+		return faultshim_boot_aligned(align, n);
 	return faultshim_fail() ? NULL : faultshim_real_aligned_alloc(align, n);
 }
 
 void *memalign(size_t align, size_t n)
 {
 	faultshim_resolve();
+	if (!faultshim_real_memalign)
+		return faultshim_boot_aligned(align, n);
 	return faultshim_fail() ? NULL : faultshim_real_memalign(align, n);
 }
 
@@ -255,6 +282,8 @@ int clock_gettime(clockid_t id, struct timespec *ts)
 	int rc;
 
 	faultshim_resolve();
+	if (!faultshim_real_clock_gettime)
+		return (int)syscall(SYS_clock_gettime, id, ts);
 	rc = faultshim_real_clock_gettime(id, ts);
 	if (rc < 0 || !faultshim_is_wall(id))
 		return rc;
