@@ -6,7 +6,8 @@ stored forwarded), heuristic freshness from Last-Modified within
 [cache] heuristic_max, no-cache responses stored and revalidated before
 each use, CDN-Cache-Control, Surrogate-Control and [cache] target_field
 ruling this cache (and [cache] strip_targeted keeping them from clients),
-a malformed Age making a response stale, fresh responses of any final
+Age by its first member and an invalid one ignored (RFC 9111 5.1), a
+CDN-Cache-Control that is no Dictionary ignored, fresh responses of any final
 status stored (must-understand refusing an unknown one), Location and
 Content-Location invalidated after a POST, and a 304 updating the stored
 head but its ETag.
