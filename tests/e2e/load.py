@@ -53,3 +53,34 @@ def load(port, pick_path, clients=64, seconds=3.0, max_requests=20000, timeout=1
         t.join(seconds + timeout + 5)
     with lock:
         return list(results)
+
+
+def load_until(port, pick_path, clients, requests, at=None, seconds=120.0, timeout=10):
+    """load() bounded by the work: until requests GETs are done (seconds,
+    generous, only bounds a stuck run), so that a loaded machine makes the
+    same run, slower. at=(k, fn): fn() runs on a thread of its own once
+    the k-th request is picked (a cache killed after k requests rather
+    than after a time). Returns load()'s list."""
+    started = [0]
+    lock = threading.Lock()
+    reached = threading.Event()
+
+    def pick(i):
+        with lock:
+            started[0] += 1
+            if at is not None and started[0] == at[0]:
+                reached.set()
+        return pick_path(i)
+
+    def run_at():
+        if reached.wait(seconds):
+            at[1]()
+
+    th = threading.Thread(target=run_at, daemon=True) if at is not None else None
+    if th:
+        th.start()
+    res = load(port, pick, clients=clients, seconds=seconds, max_requests=requests, timeout=timeout)
+    if th:
+        reached.set()       # a run that ended before k: fn still runs, after it
+        th.join(seconds)
+    return res

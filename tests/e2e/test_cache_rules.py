@@ -6,7 +6,8 @@ stored forwarded), heuristic freshness from Last-Modified within
 [cache] heuristic_max, no-cache responses stored and revalidated before
 each use, CDN-Cache-Control, Surrogate-Control and [cache] target_field
 ruling this cache (and [cache] strip_targeted keeping them from clients),
-a malformed Age making a response stale, fresh responses of any final
+Age by its first member and an invalid one ignored (RFC 9111 5.1), a
+CDN-Cache-Control that is no Dictionary ignored, fresh responses of any final
 status stored (must-understand refusing an unknown one), Location and
 Content-Location invalidated after a POST, and a 304 updating the stored
 head but its ETag.
@@ -76,6 +77,10 @@ def script(method, path, head):
         return 200, [("Cache-Control", "max-age=3600"), ("Age", "7200, 0")], BODY
     if path.startswith("/age-0-0"):
         return 200, [("Cache-Control", "max-age=3600"), ("Age", "0, 0")], BODY
+    if path.startswith("/age-word"):
+        return 200, [("Cache-Control", "max-age=3600"), ("Age", "abc")], BODY
+    if path.startswith("/cdn-not-sf"):
+        return 200, [("Cache-Control", "no-store"), ("CDN-Cache-Control", "max-age=60.5")], BODY
     if path.startswith("/s302"):
         return 302, cc + [("Location", "/elsewhere")], b"moved\n"
     if path.startswith("/s500"):
@@ -225,9 +230,16 @@ def targeted(P, proxy, fake, base):
 
 
 def ages_and_statuses(P):
-    for path, age in (("/age-old-0.jpg", "7200, 0"), ("/age-0-0.jpg", "0, 0")):
+    # RFC 9111 5.1: a list counts by its first member; an invalid Age is ignored
+    for path, age, n, what in (("/age-old-0.jpg", "7200, 0", 2, "the first member, 7200: stale, not stored"),
+                               ("/age-0-0.jpg", "0, 0", 1, "the first member, 0: fresh, the second a hit"),
+                               ("/age-word.jpg", "abc", 1, "invalid, ignored: fresh, the second a hit")):
         st, h, b = twice(P, path)
-        t.check(fetches(path) == 2, f"Age: {age} (not one number): stale, not stored", h)
+        t.check(fetches(path) == n, f"Age: {age}: {what}", h)
+    # RFC 9213 2.1: a CDN-Cache-Control that is no Dictionary is ignored
+    st, h, b = twice(P, "/cdn-not-sf.jpg")
+    t.check(fetches("/cdn-not-sf.jpg") == 2, "CDN-Cache-Control: max-age=60.5 (a Decimal, not an Integer) is "
+            "ignored whole: Cache-Control's no-store rules, nothing stored", h)
     for path, status in (("/s302", 302), ("/s500", 500)):
         st, h, b = twice(P, path)
         t.check(st == status and fetches(path) == 1 and cs(h).startswith("ringproxy; hit"),

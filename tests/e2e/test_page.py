@@ -213,7 +213,7 @@ def many():
         health={"fall": 1, "backoff": "60s"}))
     proxy = harness.Proxy(RP, path=path, tag="page-many")
     port = int(proxy.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10).group(1))
-    harness.load(proxy.port, lambda i: f"/m/{i}.jpg", clients=8, seconds=3, max_requests=3000)
+    harness.load_until(proxy.port, lambda i: f"/m/{i}.jpg", clients=8, requests=3000)
     stats = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=10).read())
     states = {b["name"]: b["state"] for b in stats["backends"]}
     page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read().decode()
@@ -247,7 +247,7 @@ def main():
     proxy = harness.Proxy(RP, path=path)
     m = proxy.wait_log(r"stats on http://127\.0\.0\.1:(\d+)/", 10)
     port = int(m.group(1))
-    harness.load(proxy.port, lambda i: f"/img/{i % 300}.jpg", clients=8, seconds=2, max_requests=1500)
+    harness.load_until(proxy.port, lambda i: f"/img/{i % 300}.jpg", clients=8, requests=1500)
     # a reload that adds cache-4: its arcs are the moved ones
     harness.write("page.ini", harness.conf_by_name(names, ports, ring={"vnodes": VNODES},
                                                    proxy=opts, health={"fall": 1, "backoff": "60s"},
@@ -256,7 +256,7 @@ def main():
     t.check(line and line.startswith("reload 2: +cache-4"), "reload 2 adds cache-4", str(line))
     time.sleep(1.5)                 # a rates sample first: cache-1's errors fall after it, in its sparkline
     caches[0].stop()                # cache-1 goes down on its first failure
-    harness.load(proxy.port, lambda i: f"/img/{i % 300}.jpg", clients=8, seconds=2, max_requests=1500)
+    harness.load_until(proxy.port, lambda i: f"/img/{i % 300}.jpg", clients=8, requests=1500)
     stats = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=10).read())
     states = {b["name"]: b["state"] for b in stats["backends"]}
     t.check(states["cache-1"] == "down" and states["cache-2"] == "up", "/stats: cache-1 down, the rest up",

@@ -21,8 +21,10 @@ RP, TC = H.cli_args()
 t = H.Tap()
 
 
-def load_clients(port, nthreads, stop, max_requests, out):
-    """Keep-alive GET loops until stop is set or max_requests each."""
+def load_clients(port, nthreads, stop, max_requests, out, done=None):
+    """Keep-alive GET loops until stop is set or max_requests each; done
+    (a list of nthreads zeros), when given, counts each loop's good
+    responses as they come."""
 
     def loop(i):
         ok = bad = 0
@@ -38,6 +40,8 @@ def load_clients(port, nthreads, stop, max_requests, out):
                 st, be, body = r.status, r.getheader("X-Ringproxy-Backend"), r.read()
                 if 200 <= st < 300 and be and len(body) == 200:
                     ok += 1
+                    if done is not None:
+                        done[i] = ok
                 else:
                     bad += 1
                     errors.append(f"status {st} backend {be} len {len(body)}")
@@ -72,7 +76,8 @@ def main():
     px = H.Proxy(RP, path=live)
     stop = threading.Event()
     results = {}
-    threads = load_clients(px.port, 6, stop, 20000, results)
+    done = [0] * 6
+    threads = load_clients(px.port, 6, stop, 20000, results, done)
     time.sleep(0.2)
     gen_ok = True
     outcomes = []
@@ -86,8 +91,11 @@ def main():
         outcomes.append(line)
         if not line or not line.startswith(f"reload {i + 2}:"):
             gen_ok = False
-        time.sleep(0.01)
-        if time.monotonic() - t0 > 60:
+        # the next reload once the clients have done some work since this
+        # one (not after a time, which a loaded machine fills with less)
+        seen = sum(done)
+        H.wait_until(lambda: sum(done) >= seen + 6, 10, step=0.002)
+        if time.monotonic() - t0 > 120:
             break
     stop.set()
     for th in threads:
