@@ -994,6 +994,13 @@ static int proxy_reload_conf(struct proxy_main *m, struct conf *c, const char *s
 	if (strcmp(c->admin_listen, m->admin_conf) != 0)
 		log_warn("reload: admin_listen changes only with a restart; still %s%s",
 			 m->admin ? "serving stats on " : "without an admin listener", m->admin ? m->admin_conf : "");
+	if (c->nbackends == 0) {
+		snprintf(err, sizeof(err), "%s: no backend: the file names none and [discovery] has found none yet; "
+			 "keeping the running ones", c->path);
+		proxy_reload_refused(m, err);
+		conf_free(c);
+		return -1;
+	}
 	s = snapshot_next(c, gen, m->snap, err, sizeof(err));
 	if (!s) {
 		proxy_reload_refused(m, err);
