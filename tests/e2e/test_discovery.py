@@ -141,6 +141,8 @@ def main():
     st = [H.get(px.port, f"/img/{i}.jpg")[0] for i in range(60)]
     t.check(st.count(200) == 60, "while cache-1 is gone its keys are served by the next caches",
             str(st))
+    t.check(px.wait_log(r"discovery: a discovered backend went down: polling now", 5, mark) is not None,
+            "its failed connects make the proxy poll at once")
     pods["cache-1"].start(0)
     serve("cache-0", "cache-1", "cache-2")
     moved = px.wait_log(r"reload \d+ \(dns-srv\): @cache-1 \(new url http://127\.0\.0\.1:"
