@@ -195,6 +195,15 @@ def main():
     time.sleep(APPLY * 2)
     t.check(held is not None and len(names(px)) == 63 and stats(px)["discovery"]["held_removes"] == 60,
             "removing 60 of 63 is held, and said", px.log()[mark:][-600:])
+    with urllib.request.urlopen(f"http://127.0.0.1:{px.admin}/", timeout=10) as resp:
+        page = resp.read().decode()
+    t.check(f'id="ring-fingerprint">{fp(px)}<' in page and "60 removals held" in page,
+            "the page shows the fingerprint and the held removal")
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{px.admin}/metrics", timeout=10).read().decode()
+    t.check(f"ringproxy_ring_fingerprint {int(fp(px), 16) >> 12}\n" in metrics and
+            "ringproxy_discovery_held_removes 60\n" in metrics and
+            "ringproxy_discovery_failures_nxdomain_total " in metrics,
+            "/metrics: the fingerprint as a number, the held removals, failures by kind")
     r = subprocess.run([RP, "ctl", "-c", px.conf, "discovery", "apply"], capture_output=True, text=True, timeout=30)
     gone = px.wait_log(r"reload \d+ \(dns-srv\): -pod-00 ", 10, mark)
     t.check(r.returncode == 0 and '"released": 60' in r.stdout and gone is not None and len(names(px)) == 3,
