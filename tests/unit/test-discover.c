@@ -371,6 +371,23 @@ static void test_conf(void)
 	tap_ok(c && c->nbackends == 0, "srv and no [backend]: valid");
 	conf_free(c);
 	conf_errors_free(&errs);
+	c = conf_load_string("d.ini", "[discovery]\nsrv = _http._tcp.c.ns.svc.cluster.local\n[backend cache-0]\n"
+			     "weight = 3\nmax_inflight = 7\nhealth_path = /ok\n", &errs);
+	tap_ok(c && c->nbackends == 0 && c->ntemplates == 1, "a [backend] without url beside srv: the settings of a "
+	       "name, not a backend");
+	conf_errors_free(&errs);
+	if (c && conf_add_backends(c, f, 1, err, sizeof(err)) == 0 && c->nbackends == 1) {
+		const struct conf_backend *be = conf_backend_find(c, "cache-0");
+
+		tap_ok(be && be->weight == 3 && be->max_inflight == 7 && strcmp(be->health.path, "/ok") == 0 &&
+		       strcmp(be->url, "http://10.0.0.1:8080") == 0,
+		       "discovered, the name takes its section's weight, cap and checks, at the answer's address");
+	} else {
+		tap_ok(0, "discovered, the name takes its section's weight, cap and checks, at the answer's address");
+	}
+	conf_free(c);
+	tap_ok(test_conf_errors("[backend a]\nweight = 2\n", "d.ini:1: [backend a] has no url"),
+	       "without srv a [backend] without url is still an error");
 	tap_ok(test_conf_errors("[discovery]\nsrv = bad/name\n", "d.ini:2: srv: 'bad/name' is not a DNS name"),
 	       "a bad SRV name, at its line");
 	tap_ok(test_conf_errors("[discovery]\nsrv = _a._tcp.x\nresolver = nowhere\n", "d.ini:3: resolver: nowhere"),
