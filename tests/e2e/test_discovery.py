@@ -132,6 +132,28 @@ def main():
     t.check(len(results) > 0 and not failed, f"no request failed while scaling ({len(results)} requests)",
             str(failed[:5]))
 
+    # ---- answers that alternate every poll (a DNS server of its own, in
+    # the background of the next two parts): nothing ever changes -----------
+    u2 = dns.Unbound(records)
+    pc = start(conf(u2.port, H.tmp_path("state-c")).replace("interval = 100ms", "interval = 400ms")
+               .replace(f"apply_every = {APPLY}s", "apply_every = 0"), "c")
+    alt = {}
+
+    def alternate():
+        sets = [("cache-0", "cache-1", "cache-2", "cache-3"), ("cache-0", "cache-1")]
+        ports = {n: pods[n].port for n in pods}  # cache-1 moves meanwhile: not here
+        gen0, polls, flips = stats(pc)["generation"], stats(pc)["discovery"]["poll"]["rounds"], 0
+        deadline = time.monotonic() + 30
+        while flips < 10 and time.monotonic() < deadline:
+            # right after a poll ended, so that the next one sees the other set
+            if H.wait_until(lambda: stats(pc)["discovery"]["poll"]["rounds"] > polls, 5, 0.01):
+                polls = stats(pc)["discovery"]["poll"]["rounds"]
+                u2.set_srv(SRV, [(fqdn(n), ports[n]) for n in sets[flips % 2]])
+                flips += 1
+        alt.update(flips=flips, gen=stats(pc)["generation"] - gen0, names=names(pc))
+    at = threading.Thread(target=alternate)
+    at.start()
+
     # ---- a pod restart: gone from DNS for a while, back on another port ----
     before, gen = fp(px), stats(px)["generation"]
     mark = px.log_size()
@@ -177,6 +199,12 @@ def main():
     u.thaw()
     t.check(H.wait_until(lambda: stats(px)["discovery"]["last_failure"] is None, 10),
             "the server back: answers are good again")
+
+    at.join()
+    t.check(alt.get("flips") == 10 and alt.get("gen") == 0 and alt.get("names") == ["cache-0", "cache-1", "cache-2"],
+            "answers alternating between two sets every poll (10 polls): the ring never changes", str(alt))
+    pc.stop()
+    u2.stop()
 
     # ---- 60 targets: over 512 bytes, asked again over TCP; a mass removal --
     many = [f"pod-{i:02d}" for i in range(60)]
