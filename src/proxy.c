@@ -102,6 +102,8 @@ struct proxy_main {
 	struct event *ev_rr;
 	size_t rr_next;                 /* the backend index looked up next */
 	char rr_name[DISCOVER_NAME_MAX + 1]; /* the one being looked up */
+	int64_t down_seen_ms;           /* the latest went-down time acted on
+					   (proxy_resolve_down) */
 };
 
 static void proxy_status(struct proxy_main *m)
@@ -1128,6 +1130,13 @@ static int proxy_reload_conf(struct proxy_main *m, struct conf *c, const char *s
 	if (strcmp(c->admin_listen, m->admin_conf) != 0)
 		log_warn("reload: admin_listen changes only with a restart; still %s%s",
 			 m->admin ? "serving stats on " : "without an admin listener", m->admin ? m->admin_conf : "");
+	if (c->nbackends == 0) {
+		snprintf(err, sizeof(err), "%s: no backend: the file names none and [discovery] has found none yet; "
+			 "keeping the running ones", c->path);
+		proxy_reload_refused(m, err);
+		conf_free(c);
+		return -1;
+	}
 	s = snapshot_next(c, gen, m->snap, err, sizeof(err));
 	if (!s) {
 		proxy_reload_refused(m, err);
@@ -1201,6 +1210,38 @@ static void proxy_on_reload(evutil_socket_t fd, short what, void *arg)
 	proxy_reload(arg);
 }
 
+/* Once a second: a backend that went down since (a failed connect, a
+ * failed check) may have moved: its name is looked up again now, not at
+ * the next interval: a discovered one by a poll, one of the file's by a
+ * round of its host names. */
+static void proxy_resolve_down(struct proxy_main *m)
+{
+	const struct snapshot *s = m->snap;
+	int64_t latest = m->down_seen_ms;
+	bool disc = false, file = false;
+
+	for (size_t i = 0; i < s->nbe; i++) {
+		const struct backend *b = s->be[i].state;
+		int64_t at = atomic_load(&b->state_ms);
+
+		if (!atomic_load(&b->down) || at <= m->down_seen_ms)
+			continue;
+		if (at > latest)
+			latest = at;
+		if (i >= s->conf->nstatic)
+			disc = true;
+		else if (!proxy_is_ip(s->be[i].conf->host))
+			file = true;
+	}
+	m->down_seen_ms = latest;
+	if (disc && m->dns && dnssrv_poll_now(m->dns) == 0)
+		log_info("discovery: a discovered backend went down: polling now");
+	if (file && evtimer_pending(m->ev_rr, NULL)) {
+		evtimer_del(m->ev_rr);
+		event_active(m->ev_rr, EV_TIMEOUT, 0);
+	}
+}
+
 static void proxy_on_sample(evutil_socket_t fd, short what, void *arg)
 {
 	struct proxy_main *m = arg;
@@ -1210,6 +1251,8 @@ static void proxy_on_sample(evutil_socket_t fd, short what, void *arg)
 	stats_sample(&m->p);
 	snapshot_reap();
 	proxy_state_watch(m);
+	if (!m->stopping && m->ev_rr)
+		proxy_resolve_down(m);
 }
 
 static void proxy_on_hup(evutil_socket_t sig, short what, void *arg)

@@ -24,6 +24,7 @@
 #include "path/proxy-t.h"
 #include "ring/ring.h"
 #include "admin/stats.h"
+#include "config/discover.h"
 
 #define PAGE_CX 150.0           /* the ring's centre and radii, SVG units */
 #define PAGE_R 112.0
@@ -705,6 +706,31 @@ static void page_progress(struct evbuffer *out, const struct stats *st)
 		evbuffer_add_printf(out, ": %.0f%% of its keys moved to their next owners, %s left</p>\n",
 				    100.0 * b->drain_progress, left);
 	}
+
+/* [discovery]: where the members come from, the last good answer, what
+ * waits and what is held (nothing without srv). */
+static void page_discovery(struct evbuffer *out, const struct stats *st)
+{
+	const struct discover *d = st->discover;
+	uint64_t fails = 0;
+
+	if (!d)
+		return;
+	for (int k = 0; k < DISCOVER_NFAIL; k++)
+		fails += d->failures[k];
+	evbuffer_add_printf(out, "<p class=\"%s\" id=\"discovery\">Members from DNS SRV: %llu on the ring, "
+			    "last good answer %llu s ago%s%s; %llu joining, %llu absent (leaving after remove_after); "
+			    "%llu failed polls", d->last_fail >= 0 || d->held ? "warn" : "sub",
+			    (unsigned long long)st->discovery_members,
+			    (unsigned long long)st->discovery_last_good_age_seconds,
+			    d->last_fail >= 0 ? ", the last poll failed: " : "",
+			    d->last_fail >= 0 ? discover_fail_name(d->last_fail) : "",
+			    (unsigned long long)st->discovery_pending_adds,
+			    (unsigned long long)st->discovery_pending_removes, (unsigned long long)fails);
+	if (d->held)
+		evbuffer_add_printf(out, "; <strong>%zu removals held</strong> (more than max_remove): ringproxy ctl "
+				    "discovery apply", d->held);
+	PAGE_ADD(out, ".</p>\n");
 }
 
 static const char page_style[] =
@@ -753,9 +779,11 @@ void page_html(const struct stats *st, struct evbuffer *out)
 			    b->libevent, b->openssl, b->libcurl, b->inih, up);
 	page_str(out, st->conf_path);
 	evbuffer_add_printf(out, "</code> loaded %s, SHA-256 <code title=\"%s\">%.12s&hellip;</code>, generation %llu"
-			    "</p>\n", loaded, st->conf_sha256, st->conf_sha256, (unsigned long long)st->generation);
+			    ", ring <code id=\"ring-fingerprint\">%016llx</code></p>\n", loaded, st->conf_sha256,
+			    st->conf_sha256, (unsigned long long)st->generation, (unsigned long long)st->fingerprint);
 	page_disk(out, st);
 	page_progress(out, st);
+	page_discovery(out, st);
 	PAGE_ADD(out, "</header>\n<section class=\"top\">\n");
 	page_ring(out, st);
 	page_tiles(out, st);

@@ -72,6 +72,8 @@ struct dnssrv {
 	int fail;                       /* the first failure's kind, -1 */
 	struct dnssrv_target *t;
 	size_t nt, cap;
+	size_t asked;                   /* targets whose address was asked */
+	unsigned addr_out;              /* address queries in flight */
 	uint32_t ttl;
 	int tcp;
 	struct timespec started;
@@ -279,6 +281,8 @@ static void dnssrv_answered(struct dnssrv *s)
 		dnssrv_round_end(s);
 }
 
+static void dnssrv_ask_addrs(struct dnssrv *s);
+
 /* A target's address query answered. */
 static void dnssrv_on_addr(void *arg, int status, int timeouts, unsigned char *abuf, int alen)
 {
@@ -312,21 +316,36 @@ static void dnssrv_on_addr(void *arg, int status, int timeouts, unsigned char *a
 		return;
 	}
 	free(q);
+	s->addr_out--;
+	dnssrv_ask_addrs(s);
 	dnssrv_answered(s);
 }
 
-/* Ask the address of target i. */
-static void dnssrv_ask_addr(struct dnssrv *s, size_t i)
-{
-	struct dnssrv_q *q = malloc(sizeof(*q));
+/* Address queries in flight at most: a thousand at once overflow a DNS
+ * server's socket buffer (unbound with one thread dropped them, and each
+ * was asked again after a timeout: a poll of 1,000 targets took 4 s). */
+#define DNSSRV_ADDR_WINDOW 32
 
-	if (!q) {
-		s->fail = DISCOVER_F_OTHER;
-		return;
+/* Ask the addresses of the targets not asked yet, up to the window. Each
+ * target was counted in pending when its SRV reply came. */
+static void dnssrv_ask_addrs(struct dnssrv *s)
+{
+	while (s->asked < s->nt && s->addr_out < DNSSRV_ADDR_WINDOW) {
+		size_t i = s->asked++;
+		struct dnssrv_q *q = s->fail < 0 ? malloc(sizeof(*q)) : NULL;
+
+		if (!q) {
+			/* failed already, or no memory: the target counts as
+			 * answered, the round ends as a failure */
+			if (s->fail < 0)
+				s->fail = DISCOVER_F_OTHER;
+			s->pending--;
+			continue;
+		}
+		*q = (struct dnssrv_q){ s, s->round, i, ns_t_a };
+		s->addr_out++;
+		ares_query(s->ch, s->t[i].name, ns_c_in, ns_t_a, dnssrv_on_addr, q);
 	}
-	*q = (struct dnssrv_q){ s, s->round, i, ns_t_a };
-	s->pending++;
-	ares_query(s->ch, s->t[i].name, ns_c_in, ns_t_a, dnssrv_on_addr, q);
 }
 
 /* Keep the targets of one SRV reply; -1 when out of memory. */
@@ -389,8 +408,8 @@ static void dnssrv_on_srv(void *arg, int status, int timeouts, unsigned char *ab
 		/* UDP without EDNS carries 512 bytes: more came over TCP */
 		if (alen > 512)
 			s->tcp = 1;
-		for (size_t i = first; i < s->nt && s->fail < 0; i++)
-			dnssrv_ask_addr(s, i);
+		s->pending += (int)(s->nt - first);
+		dnssrv_ask_addrs(s);
 	}
 	if (r)
 		ares_free_data(r);
@@ -416,6 +435,8 @@ int dnssrv_poll_now(struct dnssrv *s)
 	s->fail = -1;
 	s->ttl = UINT32_MAX;
 	s->tcp = 0;
+	s->asked = 0;
+	s->addr_out = 0;
 	s->pending = 1;                 /* this function's own, so that a
 					   reply given at once cannot end the
 					   round while names are still asked */
@@ -546,6 +567,7 @@ int dnssrv_configure(struct dnssrv *s, const struct conf *c, char *err, size_t l
 		ares_destroy(old);
 		if (s->busy) {
 			s->busy = false;
+			s->addr_out = 0;
 			s->round++;
 			dnssrv_round_free(s);
 		}

@@ -1922,6 +1922,43 @@ static void conf_validate_formats(struct conf_parse *ps)
 		conf_error(ps, conf_line(ps->c, "image_formats"), "image_formats: %s", why);
 }
 
+static void conf_backend_clear(struct conf_backend *be);
+
+/* With [discovery] srv, the [backend NAME] sections without a url are
+ * not backends but the settings (weight, max_inflight, slow_start, health
+ * overrides) of the name when discovery finds it: moved to c->templates,
+ * the name index made again. */
+static void conf_templates(struct conf_parse *ps)
+{
+	struct conf *c = ps->c;
+	size_t n = 0, k = 0;
+
+	if (!*c->disc_srv)
+		return;
+	for (size_t i = 0; i < c->nbackends; i++)
+		n += !c->backends[i].url && !conf_backend_key_set(ps, i, "url");
+	if (!n)
+		return;
+	c->templates = calloc(n, sizeof(*c->templates));
+	if (!c->templates) {
+		conf_error(ps, 0, "out of memory");
+		return;
+	}
+	for (size_t i = 0; i < c->nbackends; i++) {
+		if (!c->backends[i].url && !conf_backend_key_set(ps, i, "url"))
+			c->templates[c->ntemplates++] = c->backends[i];
+		else
+			c->backends[k++] = c->backends[i];
+	}
+	c->nbackends = k;
+	c->nstatic = k;
+	free(c->be_slots);
+	c->be_slots = NULL;
+	c->be_nslots = c->be_nindexed = 0;
+	for (size_t i = 0; i < c->nbackends; i++)
+		conf_index_backend(c, i);
+}
+
 /* [discovery]: SRV names that are DNS names, a resolver that is an
  * address, and the scheme whose identity is a name. */
 static void conf_validate_discovery(struct conf_parse *ps)
@@ -1973,10 +2010,12 @@ static void conf_validate(struct conf_parse *ps)
 	for (size_t i = 0; i < c->nbackends; i++) {
 		struct conf_backend *be = &c->backends[i];
 
-		/* an invalid url was already reported where it was written */
-		if (!be->url && !conf_backend_key_set(ps, i, "url"))
+		/* an invalid url was already reported where it was written;
+		 * with [discovery] srv, a section without one is the settings
+		 * of a name discovery finds (conf_templates) */
+		if (!be->url && !conf_backend_key_set(ps, i, "url") && !*c->disc_srv)
 			conf_error(ps, be->line, "[backend %s] has no url; add url = http://host:port", be->name);
-		if (be->weight > 0)
+		if (be->weight > 0 && (be->url || !*c->disc_srv))
 			live++;
 		/* a compat scheme's builder counts its own */
 		if (c->scheme == RING_SCHEME_RINGPROXY)
@@ -1995,6 +2034,7 @@ static void conf_validate(struct conf_parse *ps)
 			   "buffer_size (%llu) is smaller than max_head_size (%llu); a head must fit in the buffer",
 			   (unsigned long long)c->buffer_size, (unsigned long long)c->max_head_size);
 	conf_validate_discovery(ps);
+	conf_templates(ps);
 	if (c->nbackends == 0 && !*c->disc_srv)
 		conf_error(ps, 0, "no [backend NAME] section; add at least one with url = http://host:port, "
 			   "or name the caches' SRV records in [discovery] srv");
@@ -2127,23 +2167,28 @@ void conf_free(struct conf *c)
 		if (k->type == CONF_T_STRING || k->type == CONF_T_ADDR || k->type == CONF_T_PATH)
 			free(*(char **)((char *)c + k->offset));
 	}
-	for (size_t i = 0; i < c->nbackends; i++) {
-		struct conf_backend *be = &c->backends[i];
-
-		free(be->name);
-		free(be->id);
-		free(be->url);
-		free(be->host);
-		free(be->prefix);
-		free(be->health.path);
-		free(be->host_header);
-		free(be->lines);
-	}
+	for (size_t i = 0; i < c->nbackends; i++)
+		conf_backend_clear(&c->backends[i]);
+	for (size_t i = 0; i < c->ntemplates; i++)
+		conf_backend_clear(&c->templates[i]);
+	free(c->templates);
 	free(c->backends);
 	free(c->be_slots);
 	free(c->lines);
 	free(c->path);
 	free(c);
+}
+
+static void conf_backend_clear(struct conf_backend *be)
+{
+	free(be->name);
+	free(be->id);
+	free(be->url);
+	free(be->host);
+	free(be->prefix);
+	free(be->health.path);
+	free(be->host_header);
+	free(be->lines);
 }
 
 void conf_hostport(const struct conf_backend *b, char *out, size_t len)
@@ -2226,23 +2271,34 @@ int conf_add_backends(struct conf *c, const struct conf_found *found, size_t n, 
 		struct conf_backend *be = &c->backends[c->nbackends];
 		bool v6 = strchr(f->addr, ':') != NULL;
 
+		const struct conf_backend *tpl = NULL;
+
 		if (conf_backend_find(c, f->name))
 			continue;
+		for (size_t k = 0; k < c->ntemplates && !tpl; k++)
+			if (strcmp(c->templates[k].name, f->name) == 0)
+				tpl = &c->templates[k];
 		memset(be, 0, sizeof(*be));
 		be->name = strdup(f->name);
 		be->host = strdup(f->addr);
 		be->id = strdup("");
 		be->prefix = strdup("");
-		be->health = c->health;
-		be->health.path = strdup(c->health.path);
+		be->host_header = strdup(tpl && tpl->host_header ? tpl->host_header : "");
+		be->health = tpl ? tpl->health : c->health;
+		be->health.path = strdup(tpl ? tpl->health.path : c->health.path);
 		be->lines = calloc(CONF_NKEYS, sizeof(int));
+		if (tpl && be->lines)
+			memcpy(be->lines, tpl->lines, CONF_NKEYS * sizeof(int));
 		be->port = f->port;
-		be->weight = f->weight;
-		be->line = conf_line(c, "srv");
+		be->weight = tpl && conf_backend_line(tpl, "weight") ? tpl->weight : f->weight;
+		be->max_inflight = tpl ? tpl->max_inflight : 0;
+		be->slow_start_ms = tpl ? tpl->slow_start_ms : 0;
+		be->line = tpl ? tpl->line : conf_line(c, "srv");
 		if (asprintf(&be->url, v6 ? "http://[%s]:%u" : "http://%s:%u", f->addr, (unsigned)f->port) < 0)
 			be->url = NULL;
 		c->nbackends++;
-		if (!be->name || !be->host || !be->id || !be->prefix || !be->health.path || !be->lines || !be->url)
+		if (!be->name || !be->host || !be->id || !be->prefix || !be->host_header || !be->health.path || !be->lines ||
+		    !be->url)
 			goto nomem;
 		conf_index_backend(c, c->nbackends - 1);
 	}
@@ -2341,8 +2397,10 @@ int conf_write(const struct conf *c, FILE *out)
 		else
 			fprintf(out, "%s = %s%s\n", k->key, v, c->lines[i] ? "" : "   ; default");
 	}
-	for (size_t b = 0; b < c->nbackends; b++) {
-		const struct conf_backend *be = &c->backends[b];
+	/* the file's backends, then the sections without a url that
+	 * [discovery] srv's names take their settings from */
+	for (size_t b = 0; b < c->nstatic + c->ntemplates && b < c->nbackends + c->ntemplates; b++) {
+		const struct conf_backend *be = b < c->nstatic ? &c->backends[b] : &c->templates[b - c->nstatic];
 
 		fprintf(out, "\n[backend %s]\n", be->name);
 		for (size_t i = 0; i < CONF_NKEYS; i++) {
@@ -2350,6 +2408,10 @@ int conf_write(const struct conf *c, FILE *out)
 
 			if (k->where != CONF_IN_BACKEND)
 				continue;
+			if (!be->url && strcmp(k->key, "url") == 0) {
+				fprintf(out, "; no url: the settings of the name [discovery] srv finds\n");
+				continue;
+			}
 			conf_format(k, (const char *)be + k->offset, v, sizeof(v));
 			/* an override not set follows [health]: written as a
 			 * comment, so that the file still follows [health] */

@@ -169,6 +169,10 @@ struct conf {
 	size_t nstatic;                 /* the first nstatic backends are the
 					   file's; the others were discovered
 					   (conf_add_backends) */
+	struct conf_backend *templates; /* with [discovery] srv: the sections
+					   without a url, the settings of the
+					   names discovery finds */
+	size_t ntemplates;
 	/* backends by name for conf_backend_find: open addressing, slot
 	 * value index + 1 (0: empty), be_nslots a power of two; kept by the
 	 * parser (NULL, or fewer indexed than nbackends: a linear search) */
@@ -227,8 +231,10 @@ struct conf_found {
 
 /* Add found[0..n) to c, a config just loaded and not yet in use, as
  * backends after the file's: url http://ADDR:PORT, [health]'s checks,
- * weight as found. A name the file has a [backend] of is skipped (the
- * file's section wins). 0, or -1 with "FILE: what" in err (out of
+ * weight as found; a name whose [backend] section has no url (a
+ * template) takes that section's weight (when written), max_inflight,
+ * slow_start and health settings. A name the file has a [backend] with a
+ * url of is skipped (that section is the backend). 0, or -1 with "FILE: what" in err (out of
  * memory, over the backend limit). */
 int conf_add_backends(struct conf *c, const struct conf_found *found, size_t n, char *err, size_t len);
 

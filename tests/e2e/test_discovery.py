@@ -132,6 +132,28 @@ def main():
     t.check(len(results) > 0 and not failed, f"no request failed while scaling ({len(results)} requests)",
             str(failed[:5]))
 
+    # ---- answers that alternate every poll (a DNS server of its own, in
+    # the background of the next two parts): nothing ever changes -----------
+    u2 = dns.Unbound(records)
+    pc = start(conf(u2.port, H.tmp_path("state-c")).replace("interval = 100ms", "interval = 400ms")
+               .replace(f"apply_every = {APPLY}s", "apply_every = 0"), "c")
+    alt = {}
+
+    def alternate():
+        sets = [("cache-0", "cache-1", "cache-2", "cache-3"), ("cache-0", "cache-1")]
+        ports = {n: pods[n].port for n in pods}  # cache-1 moves meanwhile: not here
+        gen0, polls, flips = stats(pc)["generation"], stats(pc)["discovery"]["poll"]["rounds"], 0
+        deadline = time.monotonic() + 30
+        while flips < 10 and time.monotonic() < deadline:
+            # right after a poll ended, so that the next one sees the other set
+            if H.wait_until(lambda: stats(pc)["discovery"]["poll"]["rounds"] > polls, 5, 0.01):
+                polls = stats(pc)["discovery"]["poll"]["rounds"]
+                u2.set_srv(SRV, [(fqdn(n), ports[n]) for n in sets[flips % 2]])
+                flips += 1
+        alt.update(flips=flips, gen=stats(pc)["generation"] - gen0, names=names(pc))
+    at = threading.Thread(target=alternate)
+    at.start()
+
     # ---- a pod restart: gone from DNS for a while, back on another port ----
     before, gen = fp(px), stats(px)["generation"]
     mark = px.log_size()
@@ -141,6 +163,8 @@ def main():
     st = [H.get(px.port, f"/img/{i}.jpg")[0] for i in range(60)]
     t.check(st.count(200) == 60, "while cache-1 is gone its keys are served by the next caches",
             str(st))
+    t.check(px.wait_log(r"discovery: a discovered backend went down: polling now", 5, mark) is not None,
+            "its failed connects make the proxy poll at once")
     pods["cache-1"].start(0)
     serve("cache-0", "cache-1", "cache-2")
     moved = px.wait_log(r"reload \d+ \(dns-srv\): @cache-1 \(new url http://127\.0\.0\.1:"
@@ -176,6 +200,12 @@ def main():
     t.check(H.wait_until(lambda: stats(px)["discovery"]["last_failure"] is None, 10),
             "the server back: answers are good again")
 
+    at.join()
+    t.check(alt.get("flips") == 10 and alt.get("gen") == 0 and alt.get("names") == ["cache-0", "cache-1", "cache-2"],
+            "answers alternating between two sets every poll (10 polls): the ring never changes", str(alt))
+    pc.stop()
+    u2.stop()
+
     # ---- 60 targets: over 512 bytes, asked again over TCP; a mass removal --
     many = [f"pod-{i:02d}" for i in range(60)]
     u.add(*[f"{fqdn(n)} 1 IN A 127.0.0.1" for n in many])
@@ -193,6 +223,15 @@ def main():
     time.sleep(APPLY * 2)
     t.check(held is not None and len(names(px)) == 63 and stats(px)["discovery"]["held_removes"] == 60,
             "removing 60 of 63 is held, and said", px.log()[mark:][-600:])
+    with urllib.request.urlopen(f"http://127.0.0.1:{px.admin}/", timeout=10) as resp:
+        page = resp.read().decode()
+    t.check(f'id="ring-fingerprint">{fp(px)}<' in page and "60 removals held" in page,
+            "the page shows the fingerprint and the held removal")
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{px.admin}/metrics", timeout=10).read().decode()
+    t.check(f"ringproxy_ring_fingerprint {int(fp(px), 16) >> 12}\n" in metrics and
+            "ringproxy_discovery_held_removes 60\n" in metrics and
+            "ringproxy_discovery_failures_nxdomain_total " in metrics,
+            "/metrics: the fingerprint as a number, the held removals, failures by kind")
     r = subprocess.run([RP, "ctl", "-c", px.conf, "discovery", "apply"], capture_output=True, text=True, timeout=30)
     gone = px.wait_log(r"reload \d+ \(dns-srv\): -pod-00 ", 10, mark)
     t.check(r.returncode == 0 and '"released": 60' in r.stdout and gone is not None and len(names(px)) == 3,

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/conf.h"
 #include "config/discover.h"
 #include "tap.h"
 
@@ -331,8 +332,77 @@ static void test_weights_and_order(void)
 	discover_free(&d);
 }
 
+/* The [discovery] keys as the file gives them, and what -t refuses. */
+static int test_conf_errors(const char *text, const char *want)
+{
+	struct conf_errors errs = { 0 };
+	struct conf *c = conf_load_string("d.ini", text, &errs);
+	int ok = !c && errs.n >= 1 && strstr(errs.msg[0], want) != NULL;
+
+	if (!ok)
+		tap_diag("got: %s", errs.n ? errs.msg[0] : c ? "(loaded)" : "(nothing)");
+	conf_free(c);
+	conf_errors_free(&errs);
+	return ok;
+}
+
+static void test_conf(void)
+{
+	struct conf_errors errs = { 0 };
+	struct conf *c = conf_load_string("d.ini", "[discovery]\nsrv = _http._tcp.a.ns.svc.cluster.local "
+					  "_http._tcp.b.ns.svc.cluster.local\nmax_remove = 25%\nresolver = 127.0.0.1:5353\n"
+					  "[backend s]\nurl = http://127.0.0.1:1\n", &errs);
+	struct conf_found f[2] = { { "cache-0", "10.0.0.1", 8080, 1 }, { "s", "10.0.0.2", 80, 1 } };
+	char err[256];
+
+	tap_ok(c != NULL, "[discovery] with two SRV names, a resolver and a share in percent loads");
+	conf_errors_free(&errs);
+	if (!c)
+		return;
+	tap_ok(c->disc_max_remove == 25 && c->disc_interval_ms == 5000 && c->disc_add_after == 2 &&
+	       c->disc_remove_after_ms == 120000 && c->disc_apply_every_ms == 10000 && c->nstatic == 1,
+	       "defaults: interval 5s, add_after 2, remove_after 120s, apply_every 10s");
+	tap_ok(conf_add_backends(c, f, 2, err, sizeof(err)) == 0 && c->nbackends == 2, "a discovered name joins; one "
+	       "the file names is the file's");
+	tap_is_str(conf_backend_find(c, "cache-0")->url, "http://10.0.0.1:8080", "its url from address and port");
+	tap_is_str(conf_backend_find(c, "s")->url, "http://127.0.0.1:1", "the file's section wins");
+	conf_free(c);
+	c = conf_load_string("d.ini", "[discovery]\nsrv = _http._tcp.c.ns.svc.cluster.local\n", &errs);
+	tap_ok(c && c->nbackends == 0, "srv and no [backend]: valid");
+	conf_free(c);
+	conf_errors_free(&errs);
+	c = conf_load_string("d.ini", "[discovery]\nsrv = _http._tcp.c.ns.svc.cluster.local\n[backend cache-0]\n"
+			     "weight = 3\nmax_inflight = 7\nhealth_path = /ok\n", &errs);
+	tap_ok(c && c->nbackends == 0 && c->ntemplates == 1, "a [backend] without url beside srv: the settings of a "
+	       "name, not a backend");
+	conf_errors_free(&errs);
+	if (c && conf_add_backends(c, f, 1, err, sizeof(err)) == 0 && c->nbackends == 1) {
+		const struct conf_backend *be = conf_backend_find(c, "cache-0");
+
+		tap_ok(be && be->weight == 3 && be->max_inflight == 7 && strcmp(be->health.path, "/ok") == 0 &&
+		       strcmp(be->url, "http://10.0.0.1:8080") == 0,
+		       "discovered, the name takes its section's weight, cap and checks, at the answer's address");
+	} else {
+		tap_ok(0, "discovered, the name takes its section's weight, cap and checks, at the answer's address");
+	}
+	conf_free(c);
+	tap_ok(test_conf_errors("[backend a]\nweight = 2\n", "d.ini:1: [backend a] has no url"),
+	       "without srv a [backend] without url is still an error");
+	tap_ok(test_conf_errors("[discovery]\nsrv = bad/name\n", "d.ini:2: srv: 'bad/name' is not a DNS name"),
+	       "a bad SRV name, at its line");
+	tap_ok(test_conf_errors("[discovery]\nsrv = _a._tcp.x\nresolver = nowhere\n", "d.ini:3: resolver: nowhere"),
+	       "a resolver that is no address, at its line");
+	tap_ok(test_conf_errors("[ring]\nscheme = nginx\n[discovery]\nsrv = _a._tcp.x\n",
+				"needs [ring] scheme ringproxy"), "discovery under a compat scheme is refused");
+	tap_ok(test_conf_errors("[discovery]\nsrv = _a._tcp.x\nname = last-label\n", "d.ini:3:"),
+	       "name takes first-label or fqdn");
+	tap_ok(test_conf_errors("[discovery]\nsrv = _a._tcp.x\nmax_remove = 150%\n", "d.ini:3:"),
+	       "max_remove over 100%% is refused");
+}
+
 int main(void)
 {
+	test_conf();
 	test_names();
 	test_join();
 	test_failures();
