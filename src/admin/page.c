@@ -706,6 +706,7 @@ static void page_progress(struct evbuffer *out, const struct stats *st)
 		evbuffer_add_printf(out, ": %.0f%% of its keys moved to their next owners, %s left</p>\n",
 				    100.0 * b->drain_progress, left);
 	}
+}
 
 /* [discovery]: where the members come from, the last good answer, what
  * waits and what is held (nothing without srv). */
