@@ -44,6 +44,18 @@ struct curlev_sock {
 	struct event *ev;
 };
 
+/* easy is no longer the multi's (ended, or removed by its owner, who may
+ * free it next): it must not be failed later. */
+static void curlev_unfail(struct curlev *ce, CURL *easy)
+{
+	for (unsigned i = 0; i < ce->nfailed; i++) {
+		if (ce->failed[i] == easy) {
+			ce->failed[i] = ce->failed[--ce->nfailed];
+			return;
+		}
+	}
+}
+
 static void curlev_drain(struct curlev *ce)
 {
 	CURLMsg *msg;
@@ -56,6 +68,7 @@ static void curlev_drain(struct curlev *ce)
 		CURLcode rc = msg->data.result;
 
 		curl_multi_remove_handle(ce->multi, easy);
+		curlev_unfail(ce, easy);
 		ce->done(easy, rc, ce->arg);
 	}
 }
@@ -222,6 +235,7 @@ int curlev_add(struct curlev *ce, CURL *easy)
 
 void curlev_remove(struct curlev *ce, CURL *easy)
 {
+	curlev_unfail(ce, easy);
 	curl_multi_remove_handle(ce->multi, easy);
 }
 

@@ -16,7 +16,8 @@
     off it serves every request again within 2 s, and /stats answers.
     (The admin listener is scraped only between the fault phases:
     libevent 2.1.12's evhttp crashes on its own failed allocations, in
-    evhttp_request_new and evhttp_connection_base_bufferevent_new.)
+    evhttp_request_new and evhttp_connection_base_bufferevent_new; and
+    libcurl's own allocations are spared, see SPARE.)
   - the wall clock jumps back an hour (the shim's wall_offset): an
     object with max-age=2 stops being fresh 2 s after it was stored,
     uptime_seconds does not wrap, and a drain's progress goes on.
@@ -38,6 +39,12 @@ RP, TC = H.cli_args()
 SHIM = os.path.abspath(sys.argv[3]) if len(sys.argv) > 3 else None
 t = H.Tap()
 TICK = os.sysconf("SC_CLK_TCK")
+# libcurl 7.88's own allocations never fail here: on one failed in
+# singlesocket() it leaves a socket's transfer hash destroyed but in use,
+# and the next curl_multi_socket_action divides by its zero slots (SIGFPE
+# in trhash; tests/bench/faults.py runs without this and counts it)
+SPARE = "libcurl.so"
+
 
 
 def main_thread_ticks(pid):
@@ -135,7 +142,7 @@ def run_phase(px, ctl, rate, seconds):
     """Requests and reloads for seconds with allocations failing at rate:
     (statuses {status: count}, connection errors, reloads sent)."""
     statuses, errors, reloads, i = {}, 0, 0, 0
-    set_faults(ctl, alloc_rate=rate)
+    set_faults(ctl, alloc_rate=rate, spare=SPARE)
     t0 = last = time.monotonic()
     while time.monotonic() - t0 < seconds and px.alive():
         i += 1

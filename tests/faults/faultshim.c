@@ -6,6 +6,12 @@
  *   alloc_rate=R    each malloc, calloc, realloc, strdup's malloc,
  *                   posix_memalign, aligned_alloc and memalign fails
  *                   (NULL, errno ENOMEM) with probability R (0..1);
+ *   spare=NAME      an allocation called from a library whose path holds
+ *                   NAME never fails (one NAME; dladdr on the caller,
+ *                   looked up only for an allocation about to fail): for
+ *                   a library with a crash of its own on a failed
+ *                   allocation, which would end a test before it saw
+ *                   ours;
  *   wall_offset=S   time(), gettimeofday() and clock_gettime() of the
  *                   CLOCK_REALTIME family run S seconds off (negative:
  *                   the wall clock jumped back); the monotonic clocks
@@ -67,6 +73,8 @@ static _Atomic int64_t faultshim_offset_ns;
 static _Atomic int64_t faultshim_read_at_ns;     /* monotonic, last read */
 static atomic_flag faultshim_reading = ATOMIC_FLAG_INIT;
 static const char *faultshim_ctl;
+static char faultshim_spare[2][64];      /* double-buffered: readers */
+static atomic_int faultshim_spare_at;    /* take the one published */
 static uint64_t faultshim_seed = 1;
 static atomic_uint faultshim_threads;
 static _Atomic uint64_t faultshim_failed;        /* how many it failed */
@@ -124,6 +132,7 @@ static void faultshim_refresh(void)
 	int64_t now = faultshim_mono_ns(), at = atomic_load_explicit(&faultshim_read_at_ns, memory_order_relaxed);
 	char buf[256];
 	double rate = 0, off = 0;
+	int next = !atomic_load(&faultshim_spare_at);
 	ssize_t n = 0;
 	int fd;
 
@@ -141,7 +150,13 @@ static void faultshim_refresh(void)
 			rate = strtod(line + 11, NULL);
 		else if (strncmp(line, "wall_offset=", 12) == 0)
 			off = strtod(line + 12, NULL);
+		else if (strncmp(line, "spare=", 6) == 0)
+			snprintf(faultshim_spare[next], sizeof(faultshim_spare[next]), "%.*s",
+				 (int)strcspn(line + 6, "\n"), line + 6);
 	}
+	if (!strstr(buf, "spare="))
+		faultshim_spare[next][0] = '\0';
+	atomic_store(&faultshim_spare_at, next);
 	rate = rate < 0 ? 0 : rate > 1 ? 1 : rate;
 	atomic_store_explicit(&faultshim_rate, (uint64_t)(rate * 4294967296.0), memory_order_relaxed);
 	atomic_store_explicit(&faultshim_offset_ns, (int64_t)(off * 1e9), memory_order_relaxed);
@@ -160,8 +175,18 @@ __attribute__((constructor)) static void faultshim_init(void)
 	faultshim_refresh();
 }
 
-/* Whether this allocation fails. */
-static int faultshim_fail(void)
+/* Whether caller (an allocation's return address) is in the library
+ * spare= names. */
+static int faultshim_spared(const void *caller)
+{
+	const char *spare = faultshim_spare[atomic_load(&faultshim_spare_at)];
+	Dl_info info;
+
+	return spare[0] && dladdr(caller, &info) && info.dli_fname && strstr(info.dli_fname, spare);
+}
+
+/* Whether this allocation (called from caller) fails. */
+static int faultshim_fail(const void *caller)
 {
 	uint64_t rate, x;
 
@@ -181,7 +206,7 @@ static int faultshim_fail(void)
 	x ^= x << 25;
 	x ^= x >> 27;
 	faultshim_state = x;
-	if (((x * 0x2545f4914f6cdd1dull) >> 32) >= rate)
+	if (((x * 0x2545f4914f6cdd1dull) >> 32) >= rate || faultshim_spared(caller))
 		return 0;
 	atomic_fetch_add_explicit(&faultshim_failed, 1, memory_order_relaxed);
 	errno = ENOMEM;
@@ -193,7 +218,7 @@ void *malloc(size_t n)
 	faultshim_resolve();
 	if (!faultshim_real_malloc)
 		return faultshim_boot_alloc(n);
-	return faultshim_fail() ? NULL : faultshim_real_malloc(n);
+	return faultshim_fail(__builtin_return_address(0)) ? NULL : faultshim_real_malloc(n);
 }
 
 void *calloc(size_t k, size_t n)
@@ -204,7 +229,7 @@ void *calloc(size_t k, size_t n)
 
 		return p;       /* the arena is zero: static storage */
 	}
-	return faultshim_fail() ? NULL : faultshim_real_calloc(k, n);
+	return faultshim_fail(__builtin_return_address(0)) ? NULL : faultshim_real_calloc(k, n);
 }
 
 void *realloc(void *p, size_t n)
@@ -221,7 +246,7 @@ void *realloc(void *p, size_t n)
 		return q;
 	}
 	/* realloc(p, 0) frees: never "fails" */
-	return n && faultshim_fail() ? NULL : faultshim_real_realloc(p, n);
+	return n && faultshim_fail(__builtin_return_address(0)) ? NULL : faultshim_real_realloc(p, n);
 }
 
 void free(void *p)
@@ -248,7 +273,7 @@ int posix_memalign(void **out, size_t align, size_t n)
 		*out = faultshim_boot_aligned(align, n);
 		return *out ? 0 : ENOMEM;
 	}
-	if (faultshim_fail())
+	if (faultshim_fail(__builtin_return_address(0)))
 		return ENOMEM;
 	return faultshim_real_posix_memalign(out, align, n);
 }
@@ -258,7 +283,7 @@ void *aligned_alloc(size_t align, size_t n)
 	faultshim_resolve();
 	if (!faultshim_real_aligned_alloc)
 		return faultshim_boot_aligned(align, n);
-	return faultshim_fail() ? NULL : faultshim_real_aligned_alloc(align, n);
+	return faultshim_fail(__builtin_return_address(0)) ? NULL : faultshim_real_aligned_alloc(align, n);
 }
 
 void *memalign(size_t align, size_t n)
@@ -266,7 +291,7 @@ void *memalign(size_t align, size_t n)
 	faultshim_resolve();
 	if (!faultshim_real_memalign)
 		return faultshim_boot_aligned(align, n);
-	return faultshim_fail() ? NULL : faultshim_real_memalign(align, n);
+	return faultshim_fail(__builtin_return_address(0)) ? NULL : faultshim_real_memalign(align, n);
 }
 
 /* ---- the wall clock ------------------------------------------------- */
