@@ -169,6 +169,9 @@ static int preflight_reach_cmp(const void *x, const void *y)
 
 	if (d == 0)
 		d = a->port != b->port ? (a->port < b->port ? -1 : 1) : strcmp(a->prefix, b->prefix);
+	/* one cache under two Hosts ([backend] host) is two keyspaces */
+	if (d == 0)
+		d = strcmp(a->host_header ? a->host_header : "", b->host_header ? b->host_header : "");
 	return d;
 }
 

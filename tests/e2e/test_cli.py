@@ -202,6 +202,10 @@ check(rc == 0 and f"warning: {twins}:13: backends c1 and c3 have the same url ht
       "-t: two backends with the same url warn, naming both and both lines")
 rc, out, err = run("-t", "-c", write("untwinned.ini", conf([("c1", 1, 9001), ("c2", 1, 9002)])))
 check(rc == 0 and "same url" not in err, "-t: backends with their own urls: no such warning")
+vhosts = write("vhosts.ini", conf([("c1", 1, 9001), ("c3", 1, 9001)]).replace(
+    "[backend c3]\n", "[backend c3]\nhost = other.example\n"))
+rc, out, err = run("-t", "-c", vhosts)
+check(rc == 0 and "same url" not in err, "-t: one url under two [backend] hosts (two keyspaces of one cache): no warning")
 
 # a rename (same url, new name): plan says so; all of its keys move, at once
 ren = write("renamed.ini", conf([("c1", 1, 9001), ("thumbs-2", 1, 9002), ("c3", 1, 9003)]))
