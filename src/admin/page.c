@@ -278,7 +278,9 @@ static void page_requests(struct evbuffer *out, const struct stats *st)
 	page_rate(a, sizeof(a), r10[RATES_P_client_requests]);
 	page_rate(b, sizeof(b), r10[RATES_P_requests]);
 	n = snprintf(m, sizeof(m), "<span class=\"sent\">%s sent to the caches</span>", b);
-	if (st->has_cache && r10[RATES_P_client_requests] > 0)
+	/* the cache's share once it was asked at all ([cache] size 0: never) */
+	if (st->has_cache && st->cache.hits + st->cache.misses + st->cache.coalesced > 0 &&
+	    r10[RATES_P_client_requests] > 0)
 		n += snprintf(m + n, sizeof(m) - (size_t)n, "<span class=\"answered\">%.1f%% answered by its own cache</span>",
 			      100.0 * fmin(1.0, r10[RATES_P_cache_answers] / r10[RATES_P_client_requests]));
 	page_rate(c, sizeof(c), st->rate[STATS_WIN_300][RATES_P_client_requests]);

@@ -131,7 +131,7 @@ def probe_style(page, selector, prop):
     return m and m.group(1)
 
 
-def tile(dom_text, tid):
+def tile_text(dom_text, tid):
     """A tile's value and its small print, as text."""
     m = re.search(r'<div class="[^"]*" id="%s"><span>[^<]*</span><b>([^<]*)</b>(?:<small>(.*?)</small>)?</div>'
                   % tid, dom_text, re.S)
@@ -157,7 +157,7 @@ def headline(names, ports):
     time.sleep(1.2)                 # a rates sample after the load
     rates = json.loads(urllib.request.urlopen(url + "stats", timeout=10).read())["rates"]["10s"]
     rc, dom_text, err = chromium(url, "--dump-dom")
-    value, small = tile(dom_text, "t-requests")
+    value, small = tile_text(dom_text, "t-requests")
     sent = re.search(r"([0-9.]+) sent to the caches", small)
     share = re.search(r"([0-9.]+)% answered by its own cache", small)
     t.check(ok >= 500 and rates["client_requests"] > 10 * max(rates["requests"], 0.1) and value and
@@ -282,6 +282,9 @@ def main():
     t.check(title and title.group(1) == "ringproxy: 3 of 4 up" and tile and tile.group(1) == "3 of 4",
             "the title and a tile say how many are up: 3 of 4",
             (title.group(0) if title else "") + (tile.group(0) if tile else ""))
+    value, small = tile_text(dom_text, "t-requests")
+    t.check(value and "sent to the caches" in small and "answered by its own cache" not in small,
+            "without a cache ([cache] size 0) the headline has no cache share under it", small)
     colour = probe_style(urllib.request.urlopen(url, timeout=10).read().decode(), "#t-up b", "color")
     t.check(colour == "rgb(181, 71, 8)", "3 of 4 up reads amber, not black", str(colour))
     t.check("down: no traffic" in dom.rows["cache-1"]["text"] and

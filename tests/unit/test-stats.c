@@ -105,6 +105,8 @@ static void test_page_words(struct stats *st)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	now_ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 	st->has_cache = true;
+	st->cache.hits = 5880;
+	st->cache.misses = 120;
 	st->rate[STATS_WIN_10][RATES_P_client_requests] = 6000;
 	st->rate[STATS_WIN_10][RATES_P_requests] = 120;
 	st->rate[STATS_WIN_10][RATES_P_cache_answers] = 5880;
