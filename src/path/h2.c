@@ -159,6 +159,8 @@ struct h2_stream {
 	int seg_r, seg_w;
 	size_t seg_off;                 /* sent of segs[seg_r] */
 	int64_t stall_since;            /* window closed with bytes ready */
+	uint64_t sent_bytes;            /* of its body, over its life */
+	uint64_t stall_mark;            /* sent_bytes at stall_since */
 };
 
 struct h2_conn {
@@ -169,7 +171,9 @@ struct h2_conn {
 	nghttp2_session *s;
 	const char *ip;
 	size_t iplen;
-	struct h2_stream *streams;      /* every live stream, zombies too */
+	struct h2_stream *streams;      /* every live stream, zombies too,
+					   oldest first */
+	struct h2_stream *last;
 	unsigned nstreams;
 	struct h2_stream *free_streams; /* kept for reuse, up to max */
 	unsigned nfree;
@@ -188,12 +192,15 @@ struct h2_conn {
 	bool read_paused;
 	bool writing;
 	bool goaway;                    /* a graceful GOAWAY went out */
+	int32_t goaway_last;            /* its last stream id */
+	bool ticking;                   /* the timer is armed for a tick */
 	bool fatal;                     /* close once the output is out */
 	unsigned max_streams;
 	unsigned requests;
 	unsigned glitches;
 	int64_t glitch_since;
 	unsigned early_resets;
+	int64_t reset_since;
 	bool settings_seen;
 	int64_t last_active;
 	uint64_t delivered;             /* wq.sent the client had acked at
@@ -250,6 +257,25 @@ static bool h2_glitch(struct h2_conn *hc)
 	return true;
 }
 
+/* The client reset a stream before its response was complete. A browser
+ * cancels a few (a page left); twice as many as there are places within
+ * the glitch window is an attack (Rapid Reset, CVE-2023-44487), whose
+ * requests each cost a backend: GOAWAY ENHANCE_YOUR_CALM. */
+static void h2_early_reset(struct h2_conn *hc)
+{
+	int64_t now = deadline_now_us();
+
+	if (now - hc->reset_since > H2_GLITCH_WINDOW_US) {
+		hc->reset_since = now;
+		hc->early_resets = 0;
+	}
+	if (++hc->early_resets <= 2 * hc->max_streams || hc->fatal)
+		return;
+	h2_count(hc, &hc->w->proxy->h2_goaway_calm);
+	nghttp2_session_terminate_session(hc->s, NGHTTP2_ENHANCE_YOUR_CALM);
+	hc->fatal = true;
+}
+
 /* ---- streams -------------------------------------------------------------------- */
 
 static struct h2_stream *h2_stream_new(struct h2_conn *hc, int32_t id)
@@ -301,11 +327,14 @@ static struct h2_stream *h2_stream_new(struct h2_conn *hc, int32_t id)
 	st->id = id;
 	req_init(&st->rq, hc->w, (struct client *)(void *)st, &st->in, &st->out, &st->scratch,
 		 &st->scratch_cap, hc->ip, hc->iplen, &h2_req_ops, &fwd_req_ops);
-	st->prev = NULL;
-	st->next = hc->streams;
-	if (hc->streams)
-		hc->streams->prev = st;
-	hc->streams = st;
+	/* in the order they came: started in that order */
+	st->next = NULL;
+	st->prev = hc->last;
+	if (hc->last)
+		hc->last->next = st;
+	else
+		hc->streams = st;
+	hc->last = st;
 	hc->nstreams++;
 	return st;
 fail:
@@ -336,6 +365,8 @@ static void h2_stream_free(struct h2_stream *st)
 		hc->streams = st->next;
 	if (st->next)
 		st->next->prev = st->prev;
+	else
+		hc->last = st->prev;
 	hc->nstreams--;
 	if (!hc->closed && hc->nfree < 8) {
 		st->next = hc->free_streams;
@@ -652,6 +683,11 @@ static int h2_on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void
 		if (st && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
 			h2_body_end(st);
 		break;
+	case NGHTTP2_RST_STREAM:
+		st = nghttp2_session_get_stream_user_data(s, frame->hd.stream_id);
+		if (st && !st->done)
+			h2_early_reset(arg);
+		break;
 	default:
 		break;
 	}
@@ -692,14 +728,6 @@ static int h2_on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, voi
 		st->reset = true;
 		if (st->started && !st->done) {
 			h2_count(hc, &hc->w->proxy->h2_resets_received);
-			/* a request under way was cancelled: the backend may
-			 * have it. More of these than there are places is an
-			 * attack (CVE-2023-44487), not a browser */
-			if (++hc->early_resets > hc->max_streams && !hc->fatal) {
-				h2_count(hc, &hc->w->proxy->h2_goaway_calm);
-				nghttp2_session_terminate_session(s, NGHTTP2_ENHANCE_YOUR_CALM);
-				hc->fatal = true;
-			}
 		}
 	}
 	return 0;
@@ -712,6 +740,27 @@ static int h2_on_invalid_frame(nghttp2_session *s, const nghttp2_frame *frame, i
 	(void)err;
 	h2_glitch(arg);
 	return 0;
+}
+
+/* Frames of unknown types: counted (h2_on_begin_frame), dropped. */
+static int h2_on_ext_chunk(nghttp2_session *s, const nghttp2_frame_hd *hd, const uint8_t *data, size_t len,
+			   void *arg)
+{
+	(void)s;
+	(void)hd;
+	(void)data;
+	(void)len;
+	(void)arg;
+	return 0;
+}
+
+static int h2_unpack_ext(nghttp2_session *s, void **payload, const nghttp2_frame_hd *hd, void *arg)
+{
+	(void)s;
+	(void)payload;
+	(void)hd;
+	(void)arg;
+	return NGHTTP2_ERR_CANCEL;
 }
 
 /* ---- response bodies ----------------------------------------------------------- */
@@ -783,6 +832,7 @@ static int h2_send_data(nghttp2_session *s, nghttp2_frame *frame, const uint8_t 
 	}
 	if (left > 0)
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
+	st->sent_bytes += length;
 	if (st->seg_r == st->seg_w)
 		st->seg_r = st->seg_w = 0;
 	st->in_wq = true;
@@ -862,7 +912,7 @@ static int h2_head(struct h2_stream *st)
 			 * when they are out (h2_release), at once when whole */
 			st->norm_idx = end_idx;
 			st->norm_off = end_off;
-			if (end_off == q->iov[end_idx].iov_len) {
+			if (end_off == q->iov[end_idx].iov_len && end_idx + 1 < q->cnt) {
 				st->norm_idx++;
 				st->norm_off = 0;
 			}
@@ -920,6 +970,17 @@ out:
 	return rc;
 }
 
+/* Has every byte the request queued been decoded (into segments, or as
+ * framing)? The last slice may still grow: a body from a fill is
+ * appended to it in place (outq_append), so decoding stays on it. */
+static bool h2_all_decoded(const struct h2_stream *st)
+{
+	const struct outq *q = &st->out;
+
+	return st->norm_idx >= q->cnt ||
+	       (st->norm_idx == q->cnt - 1 && st->norm_off == q->iov[q->cnt - 1].iov_len);
+}
+
 /* Decode what the request queued since last time into body segments. */
 static int h2_decode(struct h2_stream *st)
 {
@@ -930,6 +991,13 @@ static int h2_decode(struct h2_stream *st)
 		size_t n = q->iov[st->norm_idx].iov_len - st->norm_off;
 		size_t used = n;
 
+		if (n == 0) {
+			if (st->norm_idx + 1 >= q->cnt)
+				break;          /* the last slice: it may grow */
+			st->norm_idx++;
+			st->norm_off = 0;
+			continue;
+		}
 		if (st->dechunk) {
 			size_t off, dn;
 			ssize_t r = http1_chunked_decode(&st->ck, p, n, &off, &dn);
@@ -946,8 +1014,7 @@ static int h2_decode(struct h2_stream *st)
 		} else {
 			if (st->body_left > 0 && n > st->body_left)
 				n = used = (size_t)st->body_left;
-			if (n > 0)
-				st->segs[st->seg_w++] = (struct h2_seg){ p, n, st->norm_idx };
+			st->segs[st->seg_w++] = (struct h2_seg){ p, n, st->norm_idx };
 			if (st->body_left > 0) {
 				st->body_left -= n;
 				if (st->body_left == 0)
@@ -955,30 +1022,33 @@ static int h2_decode(struct h2_stream *st)
 			}
 		}
 		st->norm_off += used;
-		if (st->norm_off == q->iov[st->norm_idx].iov_len) {
-			st->norm_idx++;
-			st->norm_off = 0;
-		}
 	}
 	return 0;
 }
 
 /* The request's slices that are out of the socket (or copied by nghttp2)
  * leave its queue: those before the first segment still to send, and all
- * that were decoded when none is. Returns whether the queue emptied. */
+ * of them once every byte was decoded and sent. Returns whether the queue
+ * emptied. */
 static bool h2_release(struct h2_stream *st)
 {
 	struct outq *q = &st->out;
-	int upto = st->seg_r < st->seg_w ? st->segs[st->seg_r].src : st->norm_idx;
+	int upto;
 
+	if (st->seg_r == st->seg_w && h2_all_decoded(st)) {
+		while (q->idx < q->cnt) {
+			q->sent += q->iov[q->idx].iov_len;
+			q->idx++;
+		}
+		q->idx = q->cnt = 0;
+		st->norm_idx = 0;
+		st->norm_off = 0;
+		return true;
+	}
+	upto = st->seg_r < st->seg_w ? st->segs[st->seg_r].src : st->norm_idx;
 	while (q->idx < upto) {
 		q->sent += q->iov[q->idx].iov_len;
 		q->idx++;
-	}
-	if (q->idx == q->cnt && st->norm_off == 0) {
-		q->idx = q->cnt = 0;
-		st->norm_idx = 0;
-		return true;
 	}
 	return false;
 }
@@ -1005,7 +1075,7 @@ static void h2_stream_pump(struct h2_stream *st)
 		nghttp2_submit_rst_stream(hc->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
 		return;
 	}
-	if (st->done && st->norm_idx >= st->out.cnt)
+	if (st->done && h2_all_decoded(st))
 		st->eof = true;         /* a body that ended with the request */
 	if (st->deferred && (st->seg_r < st->seg_w || st->eof)) {
 		st->deferred = false;
@@ -1036,7 +1106,7 @@ static int h2_req_send(struct client *c)
 	h2_enter(hc);
 	h2_stream_pump(st);
 	/* the head alone was copied by nghttp2: its slices may go now */
-	if (!st->in_wq && st->seg_r == st->seg_w && st->norm_idx >= st->out.cnt && h2_release(st)) {
+	if (!st->in_wq && st->seg_r == st->seg_w && h2_all_decoded(st) && h2_release(st)) {
 		rc = 1;
 	} else {
 		st->waiting = true;
@@ -1136,6 +1206,7 @@ static void h2_stream_start(struct h2_stream *st)
 		/* graceful: this stream is the last one served */
 		nghttp2_submit_goaway(hc->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR, NULL, 0);
 		hc->goaway = true;
+		hc->goaway_last = st->id;
 		h2_count(hc, &w->proxy->h2_goaway_max_requests);
 	}
 	if (st->too_big) {
@@ -1181,7 +1252,14 @@ static bool h2_settle(struct h2_conn *hc)
 	for (st = hc->streams; st; st = next) {
 		next = st->next;
 		if (st->ready && !st->started && !st->reset && !hc->closed) {
-			h2_stream_start(st);
+			if (hc->goaway && st->id > hc->goaway_last) {
+				/* came with the frames that made the GOAWAY:
+				 * not served, the client may retry it */
+				nghttp2_submit_rst_stream(hc->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_REFUSED_STREAM);
+				st->reset = true;
+			} else {
+				h2_stream_start(st);
+			}
 			did = true;
 		}
 		if (st->data_due && st->started && !st->ended) {
@@ -1198,7 +1276,7 @@ static bool h2_settle(struct h2_conn *hc)
 				st->waiting = false;
 				req_client_drained(&st->rq);
 				did = true;
-			} else if (st->norm_idx < st->out.cnt) {
+			} else if (!h2_all_decoded(st)) {
 				h2_stream_pump(st);     /* room for more segments */
 			}
 		}
@@ -1316,7 +1394,14 @@ static void h2_leave(struct h2_conn *hc)
 			/* a stream keeps its place until its request let go:
 			 * while all are taken, no new frame is read */
 			h2_read_pause(hc, hc->nstreams >= hc->max_streams || hc->fatal);
-			if ((hc->fatal || hc->goaway) && hc->nstreams == 0 && outq_empty(&hc->wq) &&
+			if (!hc->ticking && hc->nstreams > 0) {
+				deadline_set(&hc->c->tev, H2_TICK_US);
+				hc->ticking = true;
+			}
+			/* an error (or a flood) ends the connection once its
+			 * GOAWAY is out, whatever its streams were doing; a
+			 * graceful GOAWAY once they are done */
+			if ((hc->fatal || (hc->goaway && hc->nstreams == 0)) && outq_empty(&hc->wq) &&
 			    !nghttp2_session_want_write(hc->s))
 				h2_close_now(hc);
 			else if (!nghttp2_session_want_read(hc->s) && !nghttp2_session_want_write(hc->s) &&
@@ -1405,9 +1490,18 @@ static void h2_read(struct h2_conn *hc)
 			/* nghttp2 queued its GOAWAY for a connection error:
 			 * it goes out, then the connection closes */
 			if (!hc->fatal)
-				h2_count(hc, r == NGHTTP2_ERR_FLOODED ? &hc->w->proxy->h2_goaway_calm :
+				h2_count(hc, r == NGHTTP2_ERR_FLOODED || r == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS ?
+					 &hc->w->proxy->h2_goaway_calm :
 					 &hc->w->proxy->h2_goaway_error);
+			/* a GOAWAY if nghttp2 queued none (a flood of
+			 * CONTINUATION frames, a header block it could not
+			 * decode): no-op otherwise */
+			nghttp2_session_terminate_session(hc->s, r == NGHTTP2_ERR_FLOODED ||
+							  r == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS ?
+							  NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR);
 			hc->fatal = true;
+			if (worker_log_allow(hc->w, 100))
+				log_info("HTTP/2: connection from %s ends: %s", hc->ip, nghttp2_strerror((int)r));
 			if (r == NGHTTP2_ERR_BAD_CLIENT_MAGIC)
 				h2_close_now(hc);
 		}
@@ -1420,6 +1514,9 @@ static void h2_read(struct h2_conn *hc)
 
 static void h2_timer(struct h2_conn *hc)
 {
+	if (hc->closed)
+		return;
+
 	const struct conf *conf = hc->w->snap->conf;
 	int64_t now = deadline_now_us();
 	int64_t send_us = (int64_t)conf->h2_send_timeout_ms * 1000;
@@ -1446,8 +1543,11 @@ static void h2_timer(struct h2_conn *hc)
 			st->stall_since = 0;
 			continue;
 		}
-		if (st->stall_since == 0) {
+		/* a reader that opens its window slowly but steadily is
+		 * not stalled: the clock starts again at each progress */
+		if (st->stall_since == 0 || st->sent_bytes != st->stall_mark) {
 			st->stall_since = now;
+			st->stall_mark = st->sent_bytes;
 		} else if (now - st->stall_since >= send_us) {
 			h2_count(hc, &hc->w->proxy->h2_send_timeouts);
 			nghttp2_submit_rst_stream(hc->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
@@ -1467,8 +1567,8 @@ static void h2_timer(struct h2_conn *hc)
 			return;
 		}
 	}
-	deadline_set(&hc->c->tev, hc->nstreams || !outq_empty(&hc->wq) ? H2_TICK_US :
-			(int64_t)conf->h2_idle_timeout_ms * 1000);
+	hc->ticking = hc->nstreams || !outq_empty(&hc->wq);
+	deadline_set(&hc->c->tev, hc->ticking ? H2_TICK_US : (int64_t)conf->h2_idle_timeout_ms * 1000);
 }
 
 static void h2_on_event(evutil_socket_t fd, short what, void *arg)
@@ -1510,6 +1610,8 @@ static nghttp2_session_callbacks *h2_callbacks(void)
 	nghttp2_session_callbacks_set_on_stream_close_callback(cbs, h2_on_stream_close);
 	nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cbs, h2_on_invalid_frame);
 	nghttp2_session_callbacks_set_send_data_callback(cbs, h2_send_data);
+	nghttp2_session_callbacks_set_on_extension_chunk_recv_callback(cbs, h2_on_ext_chunk);
+	nghttp2_session_callbacks_set_unpack_extension_callback(cbs, h2_unpack_ext);
 	return cbs;
 }
 
@@ -1543,9 +1645,15 @@ int h2_start(struct client *c, int fd, struct ssl_st *ssl, const char *peer, con
 	 * (h2_req_resume), not as it arrives */
 	nghttp2_option_set_no_auto_window_update(opt, 1);
 	nghttp2_option_set_max_continuations(opt, 8);
-	nghttp2_option_set_stream_reset_rate_limit(opt, 1000, 33);
+	/* nghttp2's own reset limit stays behind ours (h2_early_reset) */
+	nghttp2_option_set_stream_reset_rate_limit(opt, 4 * conf->h2_max_streams + 1000, 33);
 	nghttp2_option_set_max_settings(opt, 32);
 	nghttp2_option_set_max_outbound_ack(opt, 1000);
+	/* frames of unknown types reach h2_on_begin_frame (glitches) only as
+	 * extension types of ours; their payloads are dropped */
+	for (unsigned type = 0x0a; type <= 0xff; type++)
+		if (type != 0x10)       /* PRIORITY_UPDATE: nghttp2's own */
+			nghttp2_option_set_user_recv_extension_type(opt, (uint8_t)type);
 	if (nghttp2_session_server_new2(&hc->s, cbs, hc, opt) != 0) {
 		hc->s = NULL;
 		goto fail;
@@ -1565,6 +1673,7 @@ int h2_start(struct client *c, int fd, struct ssl_st *ssl, const char *peer, con
 							(1u << 30) : conf->h2_window * conf->h2_max_streams));
 	hc->last_active = deadline_now_us();
 	hc->glitch_since = hc->last_active;
+	hc->reset_since = hc->last_active;
 	event_del(&c->rev);
 	event_del(&c->wev);
 	deadline_stop(&c->tev);
@@ -1605,8 +1714,8 @@ void h2_drain(struct client *c)
 		return;
 	h2_enter(hc);
 	h2_count(hc, &hc->w->proxy->h2_goaway_shutdown);
-	nghttp2_submit_goaway(hc->s, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(hc->s),
-			      NGHTTP2_NO_ERROR, NULL, 0);
+	hc->goaway_last = nghttp2_session_get_last_proc_stream_id(hc->s);
+	nghttp2_submit_goaway(hc->s, NGHTTP2_FLAG_NONE, hc->goaway_last, NGHTTP2_NO_ERROR, NULL, 0);
 	hc->goaway = true;
 	h2_leave(hc);
 }
