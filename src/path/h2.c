@@ -1594,12 +1594,12 @@ static void h2_on_event(evutil_socket_t fd, short what, void *arg)
 
 /* ---- the entry points ----------------------------------------------------------- */
 
+/* The session's callbacks (nghttp2 copies them: the caller deletes the
+ * set once the session is made). NULL: out of memory. */
 static nghttp2_session_callbacks *h2_callbacks(void)
 {
-	static _Thread_local nghttp2_session_callbacks *cbs;
+	nghttp2_session_callbacks *cbs;
 
-	if (cbs)
-		return cbs;
 	if (nghttp2_session_callbacks_new(&cbs) != 0)
 		return NULL;
 	nghttp2_session_callbacks_set_on_begin_frame_callback(cbs, h2_on_begin_frame);
@@ -1658,6 +1658,8 @@ int h2_start(struct client *c, int fd, struct ssl_st *ssl, const char *peer, con
 		hc->s = NULL;
 		goto fail;
 	}
+	nghttp2_session_callbacks_del(cbs);
+	cbs = NULL;
 	nghttp2_option_del(opt);
 	opt = NULL;
 	/* SETTINGS first: without them nghttp2 allows any number of streams */
@@ -1696,6 +1698,7 @@ int h2_start(struct client *c, int fd, struct ssl_st *ssl, const char *peer, con
 		event_active(&c->rev, EV_READ, 1);
 	return 0;
 fail:
+	nghttp2_session_callbacks_del(cbs);
 	if (opt)
 		nghttp2_option_del(opt);
 	if (hc->s)
