@@ -1627,8 +1627,10 @@ int h2_start(struct client *c, int fd, struct ssl_st *ssl, const char *peer, con
 	if (!cbs)
 		return -1;
 	hc = calloc(1, sizeof(*hc));
-	if (!hc)
+	if (!hc) {
+		nghttp2_session_callbacks_del(cbs);
 		return -1;
+	}
 	hc->c = c;
 	hc->w = w;
 	hc->fd = fd;
