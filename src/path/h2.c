@@ -1306,6 +1306,16 @@ static void h2_flush(struct h2_conn *hc)
 		hc->flush_again = true;
 		return;
 	}
+	if (!hc->wbuf) {
+		/* an idle connection holds none (h2_idle_trim) */
+		if (!nghttp2_session_want_write(hc->s))
+			return;
+		hc->wbuf = malloc(H2_WBUF);
+		if (!hc->wbuf) {
+			h2_close_now(hc);
+			return;
+		}
+	}
 	hc->flushing = true;
 	do {
 		int rc;
@@ -1479,6 +1489,14 @@ static void h2_read(struct h2_conn *hc)
 		n = (ssize_t)hc->pend;
 		hc->pend = 0;
 	} else {
+		if (!hc->rbuf) {
+			hc->rcap = H2_RBUF;
+			hc->rbuf = malloc(hc->rcap);
+			if (!hc->rbuf) {
+				h2_close_now(hc);
+				return;
+			}
+		}
 		n = h2_io_recv(hc, hc->rbuf, hc->rcap);
 	}
 
@@ -1510,6 +1528,27 @@ static void h2_read(struct h2_conn *hc)
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	h2_close_now(hc);
+}
+
+/* An idle connection (no stream, nothing to write) gives back its
+ * buffers and the streams kept for reuse: most of a browser's
+ * connections are idle most of the time. */
+static void h2_idle_trim(struct h2_conn *hc)
+{
+	if (hc->nstreams > 0 || !outq_empty(&hc->wq) || hc->pend > 0 || hc->flushing)
+		return;
+	while (hc->free_streams) {
+		struct h2_stream *st = hc->free_streams;
+
+		hc->free_streams = st->next;
+		h2_stream_release(st);
+	}
+	hc->nfree = 0;
+	free(hc->rbuf);
+	hc->rbuf = NULL;
+	free(hc->wbuf);
+	hc->wbuf = NULL;
+	hc->wlen = 0;
 }
 
 static void h2_timer(struct h2_conn *hc)
@@ -1567,6 +1606,7 @@ static void h2_timer(struct h2_conn *hc)
 			return;
 		}
 	}
+	h2_idle_trim(hc);
 	hc->ticking = hc->nstreams || !outq_empty(&hc->wq);
 	deadline_set(&hc->c->tev, hc->ticking ? H2_TICK_US : (int64_t)conf->h2_idle_timeout_ms * 1000);
 }
