@@ -560,6 +560,19 @@ def main():
     t.check(d.startswith(b"HTTP/1.1 505"), "h2c = off: the preface gets 505")
     harness.stop_pid(p.proc)
 
+    # behind a TLS terminator that sends a PROXY header (hitch with
+    # alpn-protos "h2, http/1.1"): the preface after the header is h2c
+    conf4 = conf.replace("[proxy]\n", "[proxy]\nproxy_protocol = on\nproxy_protocol_from = 127.0.0.1\n")
+    p = harness.Proxy(RP, conf4, "h2pp")
+    h = H2(p.port, preface=False)
+    h.send(b"PROXY TCP4 10.1.2.3 127.0.0.1 40000 443\r\n" + PREFACE + hf.SettingsFrame(0).serialize())
+    h.get(1, "/h2/pp.jpg")
+    r = h.responses([1])[1]
+    h.close()
+    t.check(r[0] == 200 and r[1].get("x-echo-x-forwarded-for") == "10.1.2.3",
+            "PROXY header then the preface: HTTP/2, the client's address from the header")
+    harness.stop_pid(p.proc)
+
     # ---- real clients -------------------------------------------------------
     p = harness.Proxy(RP, conf, "h2d")
     curl = shutil.which("curl")
