@@ -1150,12 +1150,15 @@ static void h2_req_done(struct client *c)
 
 	h2_enter(hc);
 	if (st->ended) {
-		/* the posted wake-up a request that ended waited for came */
+		/* the posted wake-up a request that ended waited for came
+		 * (req_on_wake, which does nothing after this): the stream,
+		 * and a closed connection with its last stream, may go now */
 		st->wake_due = false;
-	} else {
-		st->done = true;
-		h2_stream_pump(st);
+		h2_leave(hc);
+		return;
 	}
+	st->done = true;
+	h2_stream_pump(st);
 	h2_op_leave(hc);
 }
 

@@ -522,8 +522,28 @@ def main():
     r = harness.get(port, "/h1/after.jpg")
     t.check(r[0] == 200, "HTTP/1.1 on the same listener still served")
 
+    # a coalesced waiter that resets, and one whose connection goes: the
+    # fetch goes on for the leader, once at the backend
+    before = backend_requests(c1)
+    a, b, c = H2(port), H2(port), H2(port)
+    a.get(1, "/h2/co.jpg?delay=800")
+    time.sleep(0.2)
+    b.get(1, "/h2/co.jpg?delay=800")
+    c.get(1, "/h2/co.jpg?delay=800")
+    time.sleep(0.2)
+    b.frame(hf.RstStreamFrame(1, error_code=CANCEL))
+    c.close()
+    ra = a.responses([1])[1]
+    b.get(3, "/h2/co.jpg?delay=800")
+    rb = b.responses([3])[3]
+    a.close()
+    b.close()
+    t.check(ra[0] == 200 and ra[2] == harness.body_for("/h2/co.jpg?delay=800") and rb[0] == 200,
+            "coalesced waiters that reset or leave: the leader is answered, the reset one's connection goes on")
+    t.check(backend_requests(c1) - before == 1, "coalesced: one backend request for the three")
+
     # ---- max_requests, idle timeout, h2c off, graceful stop -----------
-    p.stop()
+    t.check(p.stop() == 0, "the proxy stops cleanly after all of it")
     conf2 = conf.replace("max_requests = 1000", "max_requests = 3\nidle_timeout = 1s")
     p = harness.Proxy(RP, conf2, "h2b")
     h = H2(p.port)
