@@ -13,7 +13,8 @@
 set -euo pipefail
 
 want=(gcc libc6-dev meson ninja-build pkg-config libevent-dev libssl-dev
-      libinih-dev libcurl4-openssl-dev libc-ares-dev libxxhash-dev zlib1g-dev python3 curl procps)
+      libinih-dev libcurl4-openssl-dev libc-ares-dev libxxhash-dev zlib1g-dev python3 curl procps
+      libnghttp2-dev)
 case "${1:-build}" in
 build) ;;
 test) want+=(clang libclang-rt-14-dev iproute2 util-linux
@@ -22,8 +23,9 @@ test) want+=(clang libclang-rt-14-dev iproute2 util-linux
             nginx-light haproxy nutcracker # test_compat, unit compat-ring-live
             prometheus chromium            # promtool for /metrics, the page
             unbound                        # test_discovery: the DNS
+            python3-h2 nghttp2-client      # test_h2: frames, nghttp
             wrk) ;;                        # tests/bench/soak.sh
-bench) want+=(haproxy nginx-light wrk varnish) ;;
+bench) want+=(haproxy nginx-light wrk varnish nghttp2-client) ;;
 cachetests) want+=(nodejs iproute2 util-linux)
 	# a nodejs from elsewhere (NodeSource's) carries its own npm and conflicts
 	# with Debian's npm package

@@ -59,7 +59,19 @@
 	X(discovery_members, gauge, DERIVED, "discovered backends on the ring") \
 	X(discovery_pending_adds, gauge, DERIVED, "names in the last good answer not on the ring yet (add_after answers in a row, then the next apply_every point)") \
 	X(discovery_pending_removes, gauge, DERIVED, "members on the ring absent from the last good answer (leaving after remove_after)") \
-	X(discovery_held_removes, gauge, DERIVED, "removals held over max_remove until ringproxy ctl discovery apply (or until they revert)")
+	X(discovery_held_removes, gauge, DERIVED, "removals held over max_remove until ringproxy ctl discovery apply (or until they revert)") \
+	X(h2c_connections, counter, SHARED, "client connections served as HTTP/2 over cleartext (prior knowledge, [proxy] h2c)") \
+	X(h2_connections, counter, SHARED, "client connections served as HTTP/2 over TLS (ALPN h2)") \
+	X(h2_streams, counter, SHARED, "HTTP/2 requests (streams) served, all HTTP/2 connections") \
+	X(h2_resets_received, counter, SHARED, "HTTP/2 streams the client reset (RST_STREAM) before their response was complete") \
+	X(h2_glitches, counter, SHARED, "HTTP/2 frames that did no work: PING, SETTINGS, PRIORITY, empty DATA, unknown frames, resets of requests under way, refused header blocks ([h2] max_glitches)") \
+	X(h2_goaway_calm, counter, SHARED, "HTTP/2 connections ended with GOAWAY ENHANCE_YOUR_CALM: past [h2] max_glitches, or nghttp2's own flood limits") \
+	X(h2_goaway_max_requests, counter, SHARED, "graceful GOAWAYs sent after [h2] max_requests requests on a connection") \
+	X(h2_goaway_idle, counter, SHARED, "GOAWAYs sent to HTTP/2 connections idle for [h2] idle_timeout") \
+	X(h2_goaway_shutdown, counter, SHARED, "graceful GOAWAYs sent to HTTP/2 connections at a stop or a listener change") \
+	X(h2_goaway_error, counter, SHARED, "GOAWAYs sent for a protocol error of the client (nghttp2's verdict)") \
+	X(h2_send_timeouts, counter, SHARED, "HTTP/2 streams reset because the client's window kept their response back for [h2] send_timeout") \
+	X(h2_headers_refused, counter, SHARED, "HTTP/2 requests answered 431: more header fields than max_headers or more bytes than max_head_size")
 
 #define STATS_BACKEND(X) \
 	X(up, flag, DERIVED, "whether the backend is up (false while health checks have it down)") \

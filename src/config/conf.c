@@ -55,8 +55,8 @@ enum conf_type {
 	CONF_T_PATH,            /* an absolute URL path, or "" */
 };
 
-enum conf_where { CONF_IN_PROXY, CONF_IN_RING, CONF_IN_HEALTH, CONF_IN_CACHE, CONF_IN_LOG, CONF_IN_DISCOVERY,
-		  CONF_IN_BACKEND };
+enum conf_where { CONF_IN_PROXY, CONF_IN_RING, CONF_IN_HEALTH, CONF_IN_CACHE, CONF_IN_LOG, CONF_IN_H2,
+		  CONF_IN_DISCOVERY, CONF_IN_BACKEND };
 
 struct conf_keydef {
 	enum conf_where where;
@@ -137,6 +137,9 @@ static const struct conf_keydef conf_keys[] = {
 	  "where each backend's runtime state (ringproxy ctl: drain, maint, weight) is kept, written atomically "
 	  "at each change and applied at start, so that it survives a restart; empty = not kept (a reload keeps it "
 	  "either way)" },
+
+	{ CONF_IN_PROXY, "h2c", CONF_T_BOOL, P(h2c), "on", 0, 0, NULL,
+	  "serve a connection that opens with the HTTP/2 preface as HTTP/2 (cleartext, prior knowledge); off: it gets 505" },
 
 	{ CONF_IN_RING, "hash", CONF_T_ENUM, P(hash), "md5", 0, 0, "md5",
 	  "hash of points and keys (fixed scheme: MD5, first 8 bytes big-endian)" },
@@ -268,6 +271,26 @@ static const struct conf_keydef conf_keys[] = {
 	  "changes are applied only at wall-clock multiples of this, so proxies that saw the same answers change "
 	  "their rings together; 0 = as soon as due" },
 
+	{ CONF_IN_H2, "max_concurrent_streams", CONF_T_UINT, P(h2_max_streams), "100", 1, 1000, NULL,
+	  "streams a client may have open on one HTTP/2 connection (SETTINGS_MAX_CONCURRENT_STREAMS); a stream reset "
+	  "by the client keeps its place until its request has let go, and the connection is not read while all "
+	  "places are taken" },
+	{ CONF_IN_H2, "max_requests", CONF_T_UINT, P(h2_max_requests), "1000", 1, 100000000, NULL,
+	  "requests on one HTTP/2 connection; then a graceful GOAWAY: the open streams finish, the client opens a new "
+	  "connection" },
+	{ CONF_IN_H2, "initial_window", CONF_T_SIZE, P(h2_window), "64k", 1024, 1048576, NULL,
+	  "a stream's flow-control window for request bodies (SETTINGS_INITIAL_WINDOW_SIZE): what a client may send "
+	  "ahead of the backend" },
+	{ CONF_IN_H2, "idle_timeout", CONF_T_DURATION, P(h2_idle_timeout_ms), "60s", 1, 3600000, NULL,
+	  "an HTTP/2 connection with no stream open is closed (GOAWAY) after this" },
+	{ CONF_IN_H2, "send_timeout", CONF_T_DURATION, P(h2_send_timeout_ms), "5s", 1, 3600000, NULL,
+	  "a stream with response bytes ready that the client's flow-control window keeps back this long is reset "
+	  "(RST_STREAM CANCEL), freeing what it held" },
+	{ CONF_IN_H2, "max_glitches", CONF_T_UINT, P(h2_max_glitches), "1000", 1, 1000000, NULL,
+	  "frames that do no work a connection may send (PING, SETTINGS, PRIORITY, empty DATA, unknown frames, "
+	  "WINDOW_UPDATE of 0, resets of streams whose request was under way, header blocks over the limits); past it "
+	  "GOAWAY ENHANCE_YOUR_CALM" },
+
 	{ CONF_IN_BACKEND, "url", CONF_T_URL, B(url), NULL, 0, 0, NULL,
 	  "http://host[:port][/prefix] of the cache" },
 	{ CONF_IN_BACKEND, "weight", CONF_T_DOUBLE, B(weight), "1", 0, 1000, NULL,
@@ -319,7 +342,7 @@ int conf_backend_line(const struct conf_backend *be, const char *key)
 	return 0;
 }
 
-static const char *const conf_section_names[] = { "proxy", "ring", "health", "cache", "log", "discovery",
+static const char *const conf_section_names[] = { "proxy", "ring", "health", "cache", "log", "h2", "discovery",
 						   "backend NAME" };
 
 /* Parse state shared by the reader and the handler. */
@@ -1136,7 +1159,7 @@ oom:
  * keys ([Proxy], [proxies], [backends cache-1]). */
 static void conf_unknown_section(struct conf_parse *ps, const char *name)
 {
-	static const char *const known[] = { "proxy", "ring", "health", "cache", "log", "discovery", "backend" };
+	static const char *const known[] = { "proxy", "ring", "health", "cache", "log", "h2", "discovery", "backend" };
 	size_t wl = strcspn(name, " \t"), best_d = SIZE_MAX;
 	const char *best = NULL, *rest = name + wl;
 	char word[64];
@@ -1158,13 +1181,14 @@ static void conf_unknown_section(struct conf_parse *ps, const char *name)
 	else if (best && best_d <= 2 && !*rest)
 		conf_error(ps, ps->line, "unknown section [%s]; did you mean [%s]?", name, best);
 	else
-		conf_error(ps, ps->line, "unknown section [%s]; expected [proxy], [ring], [health], [cache], [log], [discovery] or [backend NAME]", name);
+		conf_error(ps, ps->line, "unknown section [%s]; expected [proxy], [ring], [health], [cache], [log], [h2], "
+			   "[discovery] or [backend NAME]", name);
 }
 
 /* A section header line seen by the reader. */
 static void conf_section(struct conf_parse *ps, char *inner)
 {
-	static const char *const single[] = { "proxy", "ring", "health", "cache", "log", "discovery" };
+	static const char *const single[] = { "proxy", "ring", "health", "cache", "log", "h2", "discovery" };
 	char *name = conf_trim(inner), at[300];
 
 	ps->where = -1;
@@ -2101,6 +2125,7 @@ static struct conf *conf_load_from(const char *name, FILE *fp, const char *text,
 	conf_defaults(&ps, CONF_IN_CACHE, c, NULL);
 	conf_defaults(&ps, CONF_IN_LOG, c, NULL);
 	conf_defaults(&ps, CONF_IN_DISCOVERY, c, NULL);
+	conf_defaults(&ps, CONF_IN_H2, c, NULL);
 	rc = ini_parse_stream(conf_reader, &ps, conf_handler, &ps);
 	conf_sha_hex(&ps);
 	if (rc == -2)

@@ -73,6 +73,7 @@ struct conf {
 
 	/* [proxy] */
 	char *listen;
+	bool h2c;                       /* HTTP/2 prior knowledge on listen */
 	bool proxy_protocol;            /* a PROXY header from the sources
 					   of proxy_protocol_from */
 	char *proxy_protocol_from;      /* addresses, CIDR blocks; "" = none */
@@ -107,6 +108,14 @@ struct conf {
 	bool watch_config;              /* reload when the file changes */
 	char *state_file;               /* the backends' runtime states
 					   (runstate.c); "" = not kept */
+
+	/* [h2] */
+	unsigned h2_max_streams;
+	unsigned h2_max_requests;
+	uint64_t h2_window;
+	uint64_t h2_idle_timeout_ms;
+	uint64_t h2_send_timeout_ms;
+	unsigned h2_max_glitches;
 
 	/* [ring] */
 	int hash;                       /* enum conf_hash */

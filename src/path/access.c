@@ -792,8 +792,12 @@ char *access_format(char *p, struct access_buf *b, const struct access_fields *f
 		p = access_field(p, l->method.p, l->method.len, ACCESS_METHOD_MAX, true);
 		p = ACCESS_PUTS(p, "\",\"target\":\"");
 		p = access_field(p, l->target.p, l->target.len, ACCESS_TARGET_MAX, true);
-		p = ACCESS_PUTS(p, "\",\"protocol\":\"HTTP/1.");
-		*p++ = f->minor ? '1' : '0';
+		if (f->h2_stream) {
+			p = ACCESS_PUTS(p, "\",\"protocol\":\"HTTP/2");
+		} else {
+			p = ACCESS_PUTS(p, "\",\"protocol\":\"HTTP/1.");
+			*p++ = f->minor ? '1' : '0';
+		}
 		p = ACCESS_PUTS(p, "\",\"status\":");
 		p = access_status(p, l->status);
 		p = ACCESS_PUTS(p, ",\"bytes\":");
@@ -831,15 +835,25 @@ char *access_format(char *p, struct access_buf *b, const struct access_fields *f
 		}
 		p = ACCESS_PUTS(p, ",\"request_id\":\"");
 		p = access_put(p, l->rid, 20);
-		p = ACCESS_PUTS(p, "\"}\n");
+		if (f->h2_stream) {
+			p = ACCESS_PUTS(p, "\",\"stream\":");
+			p = decfmt_u64(p, f->h2_stream);
+			p = ACCESS_PUTS(p, "}\n");
+		} else {
+			p = ACCESS_PUTS(p, "\"}\n");
+		}
 	} else {
 		p = access_ip(p, f->ip, f->iplen, false);
 		p = access_put(p, b->clf, ACCESS_CLF_LEN);
 		p = access_field(p, l->method.p, l->method.len, ACCESS_METHOD_MAX, false);
 		*p++ = ' ';
 		p = access_field(p, l->target.p, l->target.len, ACCESS_TARGET_MAX, false);
-		p = ACCESS_PUTS(p, " HTTP/1.");
-		*p++ = f->minor ? '1' : '0';
+		if (f->h2_stream) {
+			p = ACCESS_PUTS(p, " HTTP/2");
+		} else {
+			p = ACCESS_PUTS(p, " HTTP/1.");
+			*p++ = f->minor ? '1' : '0';
+		}
 		p = ACCESS_PUTS(p, "\" ");
 		p = access_status(p, l->status);
 		*p++ = ' ';
@@ -868,6 +882,10 @@ char *access_format(char *p, struct access_buf *b, const struct access_fields *f
 		p = access_cstr(p, l->tier ? l->tier : "-");
 		p = ACCESS_PUTS(p, " request_id=");
 		p = access_put(p, l->rid, 20);
+		if (f->h2_stream) {
+			p = ACCESS_PUTS(p, " stream=");
+			p = decfmt_u64(p, f->h2_stream);
+		}
 		*p++ = '\n';
 	}
 	return p;

@@ -100,6 +100,7 @@ struct access_fields {
 					   ACCESS_IP_BUF bytes, iplen used */
 	size_t iplen;
 	int minor;                      /* HTTP/1.minor */
+	uint32_t h2_stream;             /* HTTP/2: its stream id; 0: HTTP/1.x */
 	struct http1_str referer, user_agent;   /* len 0: "-" / "" */
 	int64_t dur_us;
 	struct timeval now;             /* wall clock, for the stamp */

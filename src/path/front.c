@@ -52,6 +52,7 @@
 #include "path/conn.h"
 #include "base/deadline.h"
 #include "path/forward.h"
+#include "path/h2.h"
 #include "http/http1.h"
 #include "base/log.h"
 #include "path/proxy-t.h"
@@ -82,6 +83,10 @@ void front_close(struct client *c)
 	struct worker *w = c->w;
 	bool release;
 
+	if (c->state == CL_H2) {
+		h2_close(c);
+		return;
+	}
 	if (c->closed) {
 		/* kept for a posted wake-up (req_end returned false) after the
 		 * worker's loop ended: none will run now */
@@ -186,6 +191,10 @@ int front_accept(struct worker *w, int fd, const struct sockaddr_storage *peer)
 
 void front_drain(struct client *c)
 {
+	if (c->state == CL_H2) {
+		h2_drain(c);
+		return;
+	}
 	if ((c->state == CL_HEAD && c->in.len == c->in.pos) || c->state == CL_PROXY)
 		front_close(c);
 	else if (c->state == CL_FORWARD)
@@ -289,6 +298,21 @@ static void front_request_done(struct client *c)
 	front_serve(c);
 }
 
+/* A connection whose first bytes are the HTTP/2 preface goes to h2.c,
+ * with them; its lent memory comes back. Returns whether it went. */
+static bool front_h2(struct client *c)
+{
+	size_t n = c->in.len - c->in.pos;
+
+	if (n < H2_PREFACE_LINE_LEN ||
+	    memcmp(c->in.data + c->in.pos, H2_PREFACE_LINE, H2_PREFACE_LINE_LEN) != 0)
+		return false;
+	if (h2_start(c, c->fd, NULL, c->ip, c->in.data + c->in.pos, n) < 0)
+		return false;
+	worker_client_mem_put(c->w, c);
+	return true;
+}
+
 /* Requests answered at once (the proxy's own replies) served in one go
  * before the loop lets the worker's other connections have their turn. */
 #define FRONT_BURST 64
@@ -363,6 +387,11 @@ static void front_serve(struct client *c)
 		}
 		c->state = CL_FORWARD;
 		if (r < 0) {
+			/* HTTP/2 with prior knowledge ([proxy] h2c): its
+			 * preface fails the HTTP/1.1 parse, so the check costs
+			 * nothing on a request that parses */
+			if (conf->h2c && c->out->sent == 0 && front_h2(c))
+				break;
 			req_refuse(c->rq, worker_next_rid(c->w), (int)-r,
 				   c->rq->msg.error ? c->rq->msg.error : "bad request");
 			continue;

@@ -69,6 +69,7 @@ struct request {
 	const char *route;              /* why its backend: "owner", "replica",
 					   "spill", "failover", "ramp", "retry" */
 	uint16_t line_mlen, line_tlen;  /* of line */
+	uint32_t h2_stream;             /* its HTTP/2 stream id; 0: HTTP/1.x */
 	bool line_copied;               /* line holds them */
 
 	/* the head, parsed in place in the client's read buffer (front.c

@@ -111,6 +111,11 @@ void req_init(struct request *rq, struct worker *w, struct client *c, const stru
 	 * when a wait begins (req_wait), the only time it is added */
 }
 
+void req_h2_stream(struct request *rq, uint32_t id)
+{
+	rq->h2_stream = id;
+}
+
 void req_client_ip(struct request *rq, const char *ip, size_t iplen)
 {
 	rq->ip = ip;
@@ -328,6 +333,7 @@ bool req_end(struct request *rq)
 			f.ip = rq->ip;
 			f.iplen = rq->iplen;
 			f.minor = rq->msg.minor;
+			f.h2_stream = rq->h2_stream;
 			f.dur_us = took;
 			access_log(&rq->w->alog, rq->w->snap->conf->access_format == CONF_ACCESS_JSON,
 				   &f, &rq->msg, rq->t_begin);

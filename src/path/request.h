@@ -114,6 +114,10 @@ void req_client_ip(struct request *rq, const char *ip, size_t iplen);
  * the request id. */
 void req_begin(struct request *rq, size_t head_len, uint64_t rid);
 
+/* The request is HTTP/2 stream id (h2.c, before req_begin or
+ * req_refuse): the access log says so. */
+void req_h2_stream(struct request *rq, uint32_t id);
+
 /* Route and answer it: key -> [cache] -> walk -> forward, or the proxy's
  * own reply. May finish before it returns (state REQ_DONE). */
 void req_serve(struct request *rq);

@@ -37,6 +37,7 @@ struct refresh;
 struct curlev;
 struct worker_ops;
 struct cache_memo;
+struct h2_conn;
 
 /* Generated head bytes beyond a copy of the parsed head: the proxy's own
  * lines (Via, X-Forwarded-*, framing, backend name). */
@@ -143,6 +144,7 @@ enum cl_state {
 				   the client still sends, then close */
 	CL_PROXY,               /* [proxy] proxy_protocol on: the first bytes,
 				   a PROXY header or not (front_proxy) */
+	CL_H2,                  /* served by h2.c (c->h2): HTTP/2 */
 };
 
 /* What a client connection holds only while it has bytes to parse or a
@@ -199,6 +201,7 @@ struct client {
 	/* lent by worker.c while busy (worker_client_mem), NULL (in.data,
 	 * hdrs, scratch too) while idle; in, hdrs and scratch are sized by
 	 * worker.c, their contents are front.c's */
+	struct h2_conn *h2;             /* CL_H2: the HTTP/2 session (h2.c) */
 	struct client_mem *mem;
 	struct request *rq;             /* &mem->rq */
 	struct outq *out;               /* &mem->out: response bytes */

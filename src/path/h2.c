@@ -1,0 +1,1786 @@
+/*
+ * h2.c -- HTTP/2 on the client side (RFC 9113), on its worker's thread.
+ *
+ * A connection the client side hands over (front.c, at the preface of h2c
+ * prior knowledge; the TLS layer, at ALPN h2) is served by an nghttp2
+ * server session that this file drives from the worker's event loop on
+ * the connection's own socket: bytes read go to nghttp2_session_mem_recv,
+ * frames it makes come from nghttp2_session_mem_send into one output
+ * queue written by one flush call. All socket I/O goes through
+ * h2_io_recv and h2_io_flush, whose conventions are conn_recv's and
+ * conn_flush's (conn.h), so a TLS session drops in there.
+ *
+ * Each stream is a request (request.h), the same object an HTTP/1.1
+ * request is, through this file's req_client_ops: the stream's HEADERS
+ * become an HTTP/1.1 head in the stream's own read buffer (":authority"
+ * the Host, ":path" the target, cookie crumbs joined with "; ", RFC 9113
+ * 8.3.1 and 8.2.3), parsed by http1.c like any client's, and its DATA the
+ * body after it (chunked when no content-length came). So the key, the
+ * cache, coalescing, Vary, the walk, bounded loads, retries, the access
+ * log and the stats are one code path for both protocols. The response
+ * the request queues in HTTP/1.1 form in the stream's output queue is
+ * turned into HEADERS (the head, hop-by-hop fields left out) and DATA
+ * frames whose payload is sent from where it lies (NGHTTP2_DATA_FLAG_NO_COPY:
+ * the cached object the request holds a reference to, or the backend's
+ * buffer), decoded first when it was chunked. The request hears that its
+ * bytes are out (req_client_drained) only once the socket took them, so
+ * a backend is read no faster than the client's window drains, and
+ * nothing is buffered without bound.
+ *
+ * Limits on top of nghttp2 1.52 (which sends RST_STREAM PROTOCOL_ERROR
+ * itself for what RFC 9113 8.2 forbids: uppercase names, connection
+ * fields, te other than trailers, a content-length that disagrees with
+ * the DATA): SETTINGS first ([h2] max_concurrent_streams, initial_window,
+ * max_head_size as the header list size); a stream keeps its place until
+ * its request has let go, and a HEADERS beyond the places is refused
+ * (REFUSED_STREAM) and the socket not read while all are taken; header
+ * fields and bytes (+32 each, RFC 7541 4.1) past max_headers /
+ * max_head_size get 431; frames that do no work count as glitches, GOAWAY
+ * ENHANCE_YOUR_CALM past [h2] max_glitches in a window; resets of
+ * requests under way past max_concurrent_streams likewise (Rapid Reset);
+ * a stream whose response the client's window holds back for [h2]
+ * send_timeout is reset; [h2] max_requests then a graceful GOAWAY; an
+ * idle connection closes after [h2] idle_timeout.
+ *
+ * Lifetime: a stream lives from its HEADERS until nghttp2 closed it, its
+ * request has ended (req_end, and a posted wake-up it waited for came),
+ * and no byte of it is still in the output queue. A connection lives
+ * until it is closed and its last stream is gone; the struct client it
+ * came on is given back with it.
+ */
+#include "path/h2.h"
+
+#include <errno.h>
+#include <nghttp2/nghttp2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "base/deadline.h"
+#include "base/log.h"
+#include "backend/snapshot.h"
+#include "config/conf.h"
+#include "http/http1.h"
+#include "path/conn.h"
+#include "path/forward.h"
+#include "path/proxy-t.h"
+#include "path/request.h"
+#include "path/worker.h"
+
+/* The read buffer of a connection: one read a turn. */
+#define H2_RBUF (16 * 1024)
+/* The output buffer that frames from nghttp2 are copied into (payloads
+ * sent without a copy are not in it); frames are made while this much is
+ * free, more than the largest frame nghttp2 makes at once (a frame of
+ * the default 16 KiB SETTINGS_MAX_FRAME_SIZE, which we advertise, and its
+ * header). */
+#define H2_WBUF (64 * 1024)
+#define H2_FRAME_ROOM (16384 + 64)
+/* Output slices kept free for one DATA frame's payload. */
+#define H2_FRAME_SLICES 40
+/* Body slices a stream holds ready (decoded from its output queue). */
+#define H2_SEGS 64
+/* The glitch window: max_glitches in this many seconds. */
+#define H2_GLITCH_WINDOW_US (10 * 1000000LL)
+/* The timer's period while streams are open: stalls are found within it. */
+#define H2_TICK_US 1000000LL
+/* Rounds of the settle loop in one turn (each does work or stops). */
+#define H2_ROUNDS 64
+
+struct h2_conn;
+
+/* A slice of a response body ready to go, decoded from out slice src. */
+struct h2_seg {
+	const char *p;
+	size_t n;
+	int src;
+};
+
+struct h2_stream {
+	struct h2_conn *hc;
+	int32_t id;
+	struct h2_stream *next, *prev;
+
+	/* the request and what it borrows (the connection's for HTTP/1.1) */
+	struct request rq;
+	struct rbuf in;                 /* the head made of HEADERS, then the body */
+	struct outq out;                /* the response, in HTTP/1.1 form */
+	struct http1_header *hdrs;
+	unsigned hdrs_cap;
+	char *scratch;                  /* before the head is made: the
+					   fields, then lent to the request */
+	size_t scratch_cap;
+
+	/* the head being made */
+	size_t lines;                   /* bytes of header lines in scratch */
+	size_t m_off, m_len, p_off, p_len, a_off, a_len; /* :method, :path,
+					   :authority in scratch */
+	size_t ck_len;                  /* cookie crumbs, joined, in in.data */
+	unsigned fields;
+	size_t field_bytes;
+	bool too_big;                   /* past the limits: 431 */
+	bool has_cl;                    /* a content-length came */
+	bool host_seen;
+
+	/* the request body */
+	bool chunked_in;                /* framed chunked in in */
+	bool in_end;                    /* END_STREAM came */
+	bool last_chunk;                /* its last-chunk is in in */
+	size_t head_left;               /* head bytes at in's start (not
+					   window credit when they go) */
+	bool data_due;                  /* new body bytes for the request */
+
+	/* the life */
+	bool ready;                     /* the head is complete: start it */
+	bool started;                   /* req_begin'd */
+	bool closed;                    /* nghttp2 closed the stream */
+	bool reset;                     /* it ended without its response */
+	bool done;                      /* the request is REQ_DONE */
+	bool ended;                     /* req_end called */
+	bool wake_due;                  /* req_end said a wake-up is coming */
+	bool in_wq;                     /* slices of it are in the output */
+	bool drain_due;                 /* slices of it went out: release
+					   them, tell it when all did */
+	bool waiting;                   /* the request waits for drained */
+
+	/* the response */
+	bool head_out;                  /* turned into HEADERS */
+	bool has_body;
+	bool dechunk;
+	bool eof;                       /* the body is complete in segs */
+	bool deferred;                  /* the data source said DEFERRED */
+	uint64_t body_left;             /* HTTP1_BODY_LENGTH */
+	struct http1_chunked ck;
+	int norm_idx;                   /* out slice decoded up to, and */
+	size_t norm_off;                /* the offset in it */
+	struct h2_seg segs[H2_SEGS];
+	int seg_r, seg_w;
+	size_t seg_off;                 /* sent of segs[seg_r] */
+	int64_t stall_since;            /* window closed with bytes ready */
+	uint64_t sent_bytes;            /* of its body, over its life */
+	uint64_t stall_mark;            /* sent_bytes at stall_since */
+};
+
+struct h2_conn {
+	struct client *c;
+	struct worker *w;
+	int fd;
+	struct ssl_st *ssl;             /* NULL: cleartext */
+	nghttp2_session *s;
+	const char *ip;
+	size_t iplen;
+	struct h2_stream *streams;      /* every live stream, zombies too,
+					   oldest first */
+	struct h2_stream *last;
+	unsigned nstreams;
+	struct h2_stream *free_streams; /* kept for reuse, up to max */
+	unsigned nfree;
+
+	char *rbuf;
+	size_t rcap;
+	size_t pend;                    /* bytes in rbuf handed over at the
+					   start, not yet given to nghttp2 */
+	char *wbuf;
+	size_t wlen;
+	struct outq wq;
+
+	unsigned busy;
+	bool closed;
+	bool flushing, flush_again;
+	bool read_paused;
+	bool writing;
+	bool goaway;                    /* a graceful GOAWAY went out */
+	int32_t goaway_last;            /* its last stream id */
+	bool ticking;                   /* the timer is armed for a tick */
+	bool fatal;                     /* close once the output is out */
+	unsigned max_streams;
+	unsigned requests;
+	unsigned glitches;
+	int64_t glitch_since;
+	unsigned early_resets;
+	int64_t reset_since;
+	bool settings_seen;
+	int64_t last_active;
+	uint64_t delivered;             /* wq.sent the client had acked at
+					   the last tick */
+	int64_t stuck_since;
+};
+
+static void h2_on_event(evutil_socket_t fd, short what, void *arg);
+static void h2_leave(struct h2_conn *hc);
+static void h2_op_leave(struct h2_conn *hc);
+static void h2_stream_pump(struct h2_stream *st);
+static const struct req_client_ops h2_req_ops;
+
+/* ---- the socket: one read call, one write call ---------------------------- */
+
+/* conn_recv's conventions: bytes read, 0 at EOF, -1 with errno. With TLS
+ * this is where tls_recv(hc->ssl, ...) goes. */
+static ssize_t h2_io_recv(struct h2_conn *hc, void *buf, size_t len)
+{
+	return conn_recv(hc->fd, buf, len);
+}
+
+/* conn_flush's conventions: 1 the queue is out, 0 the rest waits for the
+ * socket, -1 error. With TLS, tls_flush(hc->ssl, &hc->wq). */
+static int h2_io_flush(struct h2_conn *hc)
+{
+	return conn_flush(hc->fd, &hc->wq);
+}
+
+/* ---- counting ---------------------------------------------------------------- */
+
+static void h2_count(struct h2_conn *hc, _Atomic uint64_t *counter)
+{
+	(void)hc;
+	atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+}
+
+/* A frame that did no work: past max_glitches in a window, the connection
+ * ends with GOAWAY ENHANCE_YOUR_CALM. Returns true when it ended. */
+static bool h2_glitch(struct h2_conn *hc)
+{
+	int64_t now = deadline_now_us();
+
+	h2_count(hc, &hc->w->proxy->h2_glitches);
+	if (now - hc->glitch_since > H2_GLITCH_WINDOW_US) {
+		hc->glitch_since = now;
+		hc->glitches = 0;
+	}
+	if (++hc->glitches <= hc->w->snap->conf->h2_max_glitches || hc->fatal)
+		return false;
+	h2_count(hc, &hc->w->proxy->h2_goaway_calm);
+	nghttp2_session_terminate_session(hc->s, NGHTTP2_ENHANCE_YOUR_CALM);
+	hc->fatal = true;
+	return true;
+}
+
+/* The client reset a stream before its response was complete. A browser
+ * cancels a few (a page left); twice as many as there are places within
+ * the glitch window is an attack (Rapid Reset, CVE-2023-44487), whose
+ * requests each cost a backend: GOAWAY ENHANCE_YOUR_CALM. */
+static void h2_early_reset(struct h2_conn *hc)
+{
+	int64_t now = deadline_now_us();
+
+	if (now - hc->reset_since > H2_GLITCH_WINDOW_US) {
+		hc->reset_since = now;
+		hc->early_resets = 0;
+	}
+	if (++hc->early_resets <= 2 * hc->max_streams || hc->fatal)
+		return;
+	h2_count(hc, &hc->w->proxy->h2_goaway_calm);
+	nghttp2_session_terminate_session(hc->s, NGHTTP2_ENHANCE_YOUR_CALM);
+	hc->fatal = true;
+}
+
+/* ---- streams -------------------------------------------------------------------- */
+
+static struct h2_stream *h2_stream_new(struct h2_conn *hc, int32_t id)
+{
+	const struct conf *conf = hc->w->snap->conf;
+	size_t scap = conf->max_head_size + WORKER_SCRATCH_EXTRA;
+	size_t icap = conf->max_head_size + 256;
+	unsigned hcap = conf->max_headers;
+	struct h2_stream *st = hc->free_streams;
+
+	if (st) {
+		hc->free_streams = st->next;
+		hc->nfree--;
+	} else {
+		st = calloc(1, sizeof(*st));
+		if (!st)
+			return NULL;
+	}
+	if (st->scratch_cap != scap) {
+		char *p = realloc(st->scratch, scap);
+
+		if (!p)
+			goto fail;
+		st->scratch = p;
+		st->scratch_cap = scap;
+	}
+	if (st->in.cap != icap) {
+		char *p = realloc(st->in.data, icap);
+
+		if (!p)
+			goto fail;
+		st->in.data = p;
+		st->in.cap = icap;
+	}
+	if (st->hdrs_cap != hcap) {
+		struct http1_header *h = realloc(st->hdrs, hcap * sizeof(*h));
+
+		if (!h)
+			goto fail;
+		st->hdrs = h;
+		st->hdrs_cap = hcap;
+	}
+	/* everything from lines on is per stream */
+	memset(&st->lines, 0, sizeof(*st) - offsetof(struct h2_stream, lines));
+	st->in.pos = st->in.len = 0;
+	outq_reset(&st->out);
+	st->out.sent = 0;
+	st->hc = hc;
+	st->id = id;
+	req_init(&st->rq, hc->w, (struct client *)(void *)st, &st->in, &st->out, &st->scratch,
+		 &st->scratch_cap, hc->ip, hc->iplen, &h2_req_ops, &fwd_req_ops);
+	/* in the order they came: started in that order */
+	st->next = NULL;
+	st->prev = hc->last;
+	if (hc->last)
+		hc->last->next = st;
+	else
+		hc->streams = st;
+	hc->last = st;
+	hc->nstreams++;
+	return st;
+fail:
+	free(st->scratch);
+	free(st->in.data);
+	free(st->hdrs);
+	free(st);
+	return NULL;
+}
+
+static void h2_stream_release(struct h2_stream *st)
+{
+	free(st->scratch);
+	free(st->in.data);
+	free(st->hdrs);
+	free(st);
+}
+
+/* The stream is gone from the session and its request let go: off the
+ * list, kept for the next stream while few are. */
+static void h2_stream_free(struct h2_stream *st)
+{
+	struct h2_conn *hc = st->hc;
+
+	if (st->prev)
+		st->prev->next = st->next;
+	else
+		hc->streams = st->next;
+	if (st->next)
+		st->next->prev = st->prev;
+	else
+		hc->last = st->prev;
+	hc->nstreams--;
+	if (!hc->closed && hc->nfree < 8) {
+		st->next = hc->free_streams;
+		hc->free_streams = st;
+		hc->nfree++;
+		return;
+	}
+	h2_stream_release(st);
+}
+
+
+/* ---- the request's head, from HEADERS ------------------------------------------ */
+
+/* Header fields nghttp2 passes and an HTTP/1.1 head must not carry from an
+ * HTTP/2 request (nghttp2's own checks refuse connection fields and te
+ * other than trailers already). */
+static bool h2_name_is(const uint8_t *n, size_t len, const char *lower)
+{
+	return strlen(lower) == len && memcmp(n, lower, len) == 0;
+}
+
+/* Append bytes to the scratch area of the head being made; false when
+ * they do not fit (the head is too large). */
+static bool h2_put(struct h2_stream *st, const void *p, size_t n)
+{
+	if (st->lines + n > st->scratch_cap)
+		return false;
+	memcpy(st->scratch + st->lines, p, n);
+	st->lines += n;
+	return true;
+}
+
+static int h2_on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8_t *name,
+			size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *arg)
+{
+	struct h2_conn *hc = arg;
+	const struct conf *conf = hc->w->snap->conf;
+	struct h2_stream *st;
+
+	(void)flags;
+	if (frame->hd.type != NGHTTP2_HEADERS)
+		return 0;
+	st = nghttp2_session_get_stream_user_data(s, frame->hd.stream_id);
+	if (!st || st->ready)
+		return 0;               /* refused, or trailers: dropped */
+	st->fields++;
+	st->field_bytes += namelen + valuelen + 32;
+	if (st->too_big)
+		return 0;
+	if (st->fields > conf->max_headers || st->field_bytes > conf->max_head_size) {
+		st->too_big = true;
+		return 0;
+	}
+	if (namelen > 0 && name[0] == ':') {
+		size_t *off, *len;
+
+		if (h2_name_is(name, namelen, ":method"))
+			off = &st->m_off, len = &st->m_len;
+		else if (h2_name_is(name, namelen, ":path"))
+			off = &st->p_off, len = &st->p_len;
+		else if (h2_name_is(name, namelen, ":authority"))
+			off = &st->a_off, len = &st->a_len;
+		else
+			return 0;       /* :scheme: the backend gets its own */
+		*off = st->lines;
+		*len = valuelen;
+		if (!h2_put(st, value, valuelen))
+			st->too_big = true;
+		return 0;
+	}
+	if (h2_name_is(name, namelen, "cookie")) {
+		/* RFC 9113 8.2.3: crumbs joined with "; " into one field,
+		 * kept in the read buffer until the head is made */
+		size_t need = st->ck_len + (st->ck_len ? 2 : 0) + valuelen;
+
+		if (need > st->in.cap / 2) {
+			st->too_big = true;
+			return 0;
+		}
+		if (st->ck_len) {
+			memcpy(st->in.data + st->ck_len, "; ", 2);
+			st->ck_len += 2;
+		}
+		memcpy(st->in.data + st->ck_len, value, valuelen);
+		st->ck_len += valuelen;
+		return 0;
+	}
+	if (h2_name_is(name, namelen, "host")) {
+		st->host_seen = true;
+		if (st->a_len)
+			return 0;       /* :authority wins (RFC 9113 8.3.1) */
+	}
+	if (h2_name_is(name, namelen, "content-length"))
+		st->has_cl = true;
+	if (h2_name_is(name, namelen, "expect"))
+		return 0;               /* no interim responses in h2 here */
+	if (!h2_put(st, name, namelen) || !h2_put(st, ": ", 2) || !h2_put(st, value, valuelen) ||
+	    !h2_put(st, "\r\n", 2))
+		st->too_big = true;
+	return 0;
+}
+
+/* The fields are all in: make the HTTP/1.1 head in st->in. false when it
+ * does not fit. */
+static bool h2_make_head(struct h2_stream *st)
+{
+	char *d = st->in.data;
+	size_t cap = st->in.cap, n;
+	size_t pre = st->m_len + 1 + st->p_len + sizeof(" HTTP/1.1\r\n") - 1 +
+		     (st->a_len ? sizeof("Host: \r\n") - 1 + st->a_len : 0);
+	size_t ck = st->ck_len ? sizeof("Cookie: \r\n") - 1 + st->ck_len : 0;
+	size_t hdr_lines = st->lines - st->p_off - st->p_len; /* see below */
+	size_t tail = st->chunked_in ? sizeof("Transfer-Encoding: chunked\r\n") - 1 : 0;
+
+	/* scratch holds the pseudo fields first (nghttp2 lets none come
+	 * after a regular one), then the lines; the lines begin after the
+	 * last pseudo field */
+	{
+		size_t end = 0;
+
+		if (st->m_off + st->m_len > end)
+			end = st->m_off + st->m_len;
+		if (st->p_off + st->p_len > end)
+			end = st->p_off + st->p_len;
+		if (st->a_off + st->a_len > end)
+			end = st->a_off + st->a_len;
+		hdr_lines = st->lines - end;
+		n = end;
+	}
+	if (pre + hdr_lines + ck + tail + 2 > cap)
+		return false;
+	/* the cookie crumbs move to their place first: behind everything
+	 * but the final CRLF (they are at in's start) */
+	if (ck) {
+		size_t at = pre + hdr_lines + tail;
+
+		memmove(d + at + 8, d, st->ck_len);
+		memcpy(d + at, "Cookie: ", 8);
+		memcpy(d + at + 8 + st->ck_len, "\r\n", 2);
+	}
+	{
+		char *p = d;
+
+		memcpy(p, st->scratch + st->m_off, st->m_len);
+		p += st->m_len;
+		*p++ = ' ';
+		memcpy(p, st->scratch + st->p_off, st->p_len);
+		p += st->p_len;
+		memcpy(p, " HTTP/1.1\r\n", 11);
+		p += 11;
+		if (st->a_len) {
+			memcpy(p, "Host: ", 6);
+			p += 6;
+			memcpy(p, st->scratch + st->a_off, st->a_len);
+			p += st->a_len;
+			memcpy(p, "\r\n", 2);
+			p += 2;
+		}
+		memcpy(p, st->scratch + n, hdr_lines);
+		p += hdr_lines;
+		if (tail) {
+			memcpy(p, "Transfer-Encoding: chunked\r\n", tail);
+			p += tail;
+		}
+		p += ck;
+		memcpy(p, "\r\n", 2);
+		p += 2;
+		st->in.len = (size_t)(p - d);
+	}
+	st->head_left = st->in.len;
+	return true;
+}
+
+/* ---- the request body, from DATA ------------------------------------------------- */
+
+/* Append a DATA frame's payload to the stream's buffer, framed chunked when
+ * no content-length came. false when it does not fit (the client sent
+ * past its window, or in crumbs smaller than the framing). */
+static bool h2_body_put(struct h2_stream *st, const uint8_t *data, size_t len)
+{
+	char line[HTTP1_CHUNK_LINE_MAX];
+	size_t ll = 0, need;
+
+	if (len == 0)
+		return true;
+	if (st->chunked_in)
+		ll = http1_chunk_line(line, len, false);
+	need = ll + len + (st->chunked_in ? 2 : 0);
+	if (st->in.len + need > st->in.cap) {
+		/* compact first: what the request took is gone */
+		size_t keep = st->started ? req_keep_from(&st->rq) : 0;
+
+		if (keep > 0) {
+			memmove(st->in.data, st->in.data + keep, st->in.len - keep);
+			st->in.len -= keep;
+			req_rebase(&st->rq, keep);
+			st->head_left = keep >= st->head_left ? 0 : st->head_left - keep;
+		}
+		if (st->in.len + need > st->in.cap)
+			return false;
+	}
+	memcpy(st->in.data + st->in.len, line, ll);
+	memcpy(st->in.data + st->in.len + ll, data, len);
+	st->in.len += ll + len;
+	if (st->chunked_in) {
+		memcpy(st->in.data + st->in.len, "\r\n", 2);
+		st->in.len += 2;
+	}
+	return true;
+}
+
+static void h2_body_end(struct h2_stream *st)
+{
+	st->in_end = true;
+	if (st->chunked_in && !st->last_chunk && st->in.len + 5 <= st->in.cap) {
+		memcpy(st->in.data + st->in.len, "0\r\n\r\n", 5);
+		st->in.len += 5;
+		st->last_chunk = true;
+	}
+	st->data_due = true;
+}
+
+/* ---- the session's callbacks ----------------------------------------------------- */
+
+static int h2_on_begin_frame(nghttp2_session *s, const nghttp2_frame_hd *hd, void *arg)
+{
+	struct h2_conn *hc = arg;
+	bool glitch = false;
+
+	(void)s;
+	switch (hd->type) {
+	case NGHTTP2_DATA:
+		glitch = hd->length == 0 && !(hd->flags & NGHTTP2_FLAG_END_STREAM);
+		break;
+	case NGHTTP2_PRIORITY:
+		glitch = true;
+		break;
+	case NGHTTP2_PING:
+		glitch = !(hd->flags & NGHTTP2_FLAG_ACK);
+		break;
+	case NGHTTP2_SETTINGS:
+		if (!(hd->flags & NGHTTP2_FLAG_ACK)) {
+			glitch = hc->settings_seen;
+			hc->settings_seen = true;
+		}
+		break;
+	case NGHTTP2_HEADERS:
+	case NGHTTP2_RST_STREAM:
+	case NGHTTP2_PUSH_PROMISE:
+	case NGHTTP2_GOAWAY:
+	case NGHTTP2_WINDOW_UPDATE:
+	case NGHTTP2_CONTINUATION:
+		break;
+	default:
+		glitch = true;          /* unknown and extension frames */
+		break;
+	}
+	if (glitch)
+		h2_glitch(hc);
+	return 0;
+}
+
+static int h2_on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame, void *arg)
+{
+	struct h2_conn *hc = arg;
+	struct h2_stream *st;
+
+	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;
+	/* a stream keeps its place until its request let go (Rapid Reset):
+	 * nghttp2 counts open streams only, so places past ours are refused */
+	if (hc->nstreams >= hc->max_streams || hc->fatal) {
+		nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_REFUSED_STREAM);
+		h2_glitch(hc);
+		return 0;
+	}
+	st = h2_stream_new(hc, frame->hd.stream_id);
+	if (!st) {
+		nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_INTERNAL_ERROR);
+		return 0;
+	}
+	nghttp2_session_set_stream_user_data(s, frame->hd.stream_id, st);
+	return 0;
+}
+
+static int h2_on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void *arg)
+{
+	struct h2_stream *st;
+
+	(void)arg;
+	switch (frame->hd.type) {
+	case NGHTTP2_HEADERS:
+		st = nghttp2_session_get_stream_user_data(s, frame->hd.stream_id);
+		if (!st)
+			return 0;
+		if (st->ready) {
+			/* trailers: the body ends here; their fields are not
+			 * forwarded */
+			if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+				h2_body_end(st);
+			return 0;
+		}
+		st->ready = true;
+		st->chunked_in = !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && !st->has_cl;
+		if (st->too_big || !h2_make_head(st)) {
+			st->too_big = true;
+			st->in.len = 0;
+		}
+		if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+			h2_body_end(st);
+		break;
+	case NGHTTP2_DATA:
+		st = nghttp2_session_get_stream_user_data(s, frame->hd.stream_id);
+		if (st && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+			h2_body_end(st);
+		break;
+	case NGHTTP2_RST_STREAM:
+		st = nghttp2_session_get_stream_user_data(s, frame->hd.stream_id);
+		if (st && !st->done)
+			h2_early_reset(arg);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+static int h2_on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
+			    void *arg)
+{
+	struct h2_conn *hc = arg;
+	struct h2_stream *st = nghttp2_session_get_stream_user_data(s, id);
+
+	(void)flags;
+	if (!st || st->too_big || st->reset) {
+		/* nobody takes it: the window opens again at once */
+		nghttp2_session_consume(s, id, len);
+		return 0;
+	}
+	if (!h2_body_put(st, data, len)) {
+		nghttp2_session_consume(s, id, len);
+		nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, id, NGHTTP2_ENHANCE_YOUR_CALM);
+		h2_glitch(hc);
+		return 0;
+	}
+	st->data_due = true;
+	return 0;
+}
+
+static int h2_on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *arg)
+{
+	struct h2_conn *hc = arg;
+	struct h2_stream *st = nghttp2_session_get_stream_user_data(s, id);
+
+	if (!st)
+		return 0;
+	st->closed = true;
+	if (!st->done || code != NGHTTP2_NO_ERROR) {
+		st->reset = true;
+		if (st->started && !st->done) {
+			h2_count(hc, &hc->w->proxy->h2_resets_received);
+		}
+	}
+	return 0;
+}
+
+static int h2_on_invalid_frame(nghttp2_session *s, const nghttp2_frame *frame, int err, void *arg)
+{
+	(void)s;
+	(void)frame;
+	(void)err;
+	h2_glitch(arg);
+	return 0;
+}
+
+/* Frames of unknown types: counted (h2_on_begin_frame), dropped. */
+static int h2_on_ext_chunk(nghttp2_session *s, const nghttp2_frame_hd *hd, const uint8_t *data, size_t len,
+			   void *arg)
+{
+	(void)s;
+	(void)hd;
+	(void)data;
+	(void)len;
+	(void)arg;
+	return 0;
+}
+
+static int h2_unpack_ext(nghttp2_session *s, void **payload, const nghttp2_frame_hd *hd, void *arg)
+{
+	(void)s;
+	(void)payload;
+	(void)hd;
+	(void)arg;
+	return NGHTTP2_ERR_CANCEL;
+}
+
+/* ---- response bodies ----------------------------------------------------------- */
+
+static ssize_t h2_data_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
+			    nghttp2_data_source *source, void *arg)
+{
+	struct h2_stream *st = source->ptr;
+	size_t n = 0;
+
+	(void)s;
+	(void)id;
+	(void)buf;
+	(void)arg;
+	for (int i = st->seg_r; i < st->seg_w && n < length; i++)
+		n += st->segs[i].n - (i == st->seg_r ? st->seg_off : 0);
+	if (n > length)
+		n = length;
+	*flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+	if (st->eof) {
+		size_t all = 0;
+
+		for (int i = st->seg_r; i < st->seg_w; i++)
+			all += st->segs[i].n - (i == st->seg_r ? st->seg_off : 0);
+		if (all <= length)
+			*flags |= NGHTTP2_DATA_FLAG_EOF;
+	}
+	if (n == 0 && !(*flags & NGHTTP2_DATA_FLAG_EOF)) {
+		st->deferred = true;
+		return NGHTTP2_ERR_DEFERRED;
+	}
+	return (ssize_t)n;
+}
+
+/* A DATA frame of ours: its header copied, its payload the stream's
+ * slices, by reference. */
+static int h2_send_data(nghttp2_session *s, nghttp2_frame *frame, const uint8_t *framehd, size_t length,
+			nghttp2_data_source *source, void *arg)
+{
+	struct h2_conn *hc = arg;
+	struct h2_stream *st = source->ptr;
+	size_t left = length;
+
+	(void)s;
+	if (hc->wq.cnt + H2_FRAME_SLICES > OUT_IOV_MAX || hc->wlen + 9 + 256 > H2_WBUF)
+		return NGHTTP2_ERR_WOULDBLOCK;
+	memcpy(hc->wbuf + hc->wlen, framehd, 9);
+	outq_append(&hc->wq, hc->wbuf + hc->wlen, 9);
+	hc->wlen += 9;
+	if (frame->data.padlen > 0) {
+		/* we never ask for padding; nghttp2 adds none on its own */
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
+	}
+	while (left > 0 && st->seg_r < st->seg_w) {
+		struct h2_seg *g = &st->segs[st->seg_r];
+		size_t k = g->n - st->seg_off;
+
+		if (k > left)
+			k = left;
+		if (hc->wq.cnt >= OUT_IOV_MAX - 1)
+			return NGHTTP2_ERR_CALLBACK_FAILURE;
+		outq_append(&hc->wq, g->p + st->seg_off, k);
+		st->seg_off += k;
+		left -= k;
+		if (st->seg_off == g->n) {
+			st->seg_r++;
+			st->seg_off = 0;
+		}
+	}
+	if (left > 0)
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
+	st->sent_bytes += length;
+	if (st->seg_r == st->seg_w)
+		st->seg_r = st->seg_w = 0;
+	st->in_wq = true;
+	return 0;
+}
+
+/* ---- the response, from the request's HTTP/1.1 form ------------------------------ */
+
+/* Response header fields that are the connection's in HTTP/1.1 and must
+ * not appear in HTTP/2 (RFC 9113 8.2.2). */
+static bool h2_hop_field(struct http1_str n)
+{
+	return http1_str_ieq(n, "connection") || http1_str_ieq(n, "keep-alive") ||
+	       http1_str_ieq(n, "proxy-connection") || http1_str_ieq(n, "transfer-encoding") ||
+	       http1_str_ieq(n, "upgrade") || http1_str_ieq(n, "te");
+}
+
+/* The response head at the front of st->out (it is queued whole): turned
+ * into HEADERS. Returns 1 done, 0 none queued yet, -1 the stream is
+ * reset. 1xx heads are dropped (no interim responses are relayed). */
+static int h2_head(struct h2_stream *st)
+{
+	struct h2_conn *hc = st->hc;
+	const struct conf *conf = hc->w->snap->conf;
+	struct outq *q = &st->out;
+	struct http1_msg m;
+	struct http1_limits lim;
+	char *buf = NULL;
+	size_t cap = 0, len = 0;
+	int idx = q->idx, end_idx = -1;
+	size_t end_off = 0;
+	ssize_t r;
+	int rc = -1;
+	nghttp2_nv *nv = NULL;
+	char status[3];
+
+	for (;;) {
+		/* gather until the head's end */
+		len = 0;
+		end_idx = -1;
+		for (int i = idx; i < q->cnt && end_idx < 0; i++) {
+			const char *p = q->iov[i].iov_base;
+			size_t n = q->iov[i].iov_len, from = i == idx ? st->norm_off : 0;
+
+			if (len + n - from > cap) {
+				size_t nc = (len + n - from) * 2 + 256;
+				char *b = realloc(buf, nc);
+
+				if (!b)
+					goto out;
+				buf = b;
+				cap = nc;
+			}
+			for (size_t k = from; k < n; k++) {
+				buf[len++] = p[k];
+				if (len >= 4 && memcmp(buf + len - 4, "\r\n\r\n", 4) == 0) {
+					end_idx = i;
+					end_off = k + 1;
+					break;
+				}
+			}
+		}
+		if (end_idx < 0) {
+			rc = 0;
+			goto out;
+		}
+		http1_msg_init(&m);
+		lim.max_head = len;
+		lim.max_headers = conf->max_headers + 32;
+		{
+			struct http1_header hb[lim.max_headers];
+
+			r = http1_parse_response(&m, hb, buf, len, &lim, st->rq.msg.method_id);
+			if (r <= 0)
+				goto out;
+			/* the head's slices are taken: they go from the queue
+			 * when they are out (h2_release), at once when whole */
+			st->norm_idx = end_idx;
+			st->norm_off = end_off;
+			if (end_off == q->iov[end_idx].iov_len && end_idx + 1 < q->cnt) {
+				st->norm_idx++;
+				st->norm_off = 0;
+			}
+			idx = st->norm_idx;
+			if (m.status >= 100 && m.status < 200)
+				continue;
+			nv = malloc((m.nheaders + 1) * sizeof(*nv));
+			if (!nv)
+				goto out;
+			status[0] = (char)('0' + m.status / 100 % 10);
+			status[1] = (char)('0' + m.status / 10 % 10);
+			status[2] = (char)('0' + m.status % 10);
+			nv[0] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)status, 7, 3, NGHTTP2_NV_FLAG_NONE };
+			size_t nn = 1;
+
+			for (unsigned i = 0; i < m.nheaders; i++) {
+				struct http1_header *h = &m.headers[i];
+
+				if (h2_hop_field(h->name))
+					continue;
+				for (size_t k = 0; k < h->name.len; k++) {
+					char *ch = (char *)h->name.p + k;
+
+					if (*ch >= 'A' && *ch <= 'Z')
+						*ch = (char)(*ch + 32);
+				}
+				nv[nn++] = (nghttp2_nv){ (uint8_t *)h->name.p, (uint8_t *)h->value.p, h->name.len,
+							 h->value.len, NGHTTP2_NV_FLAG_NONE };
+			}
+			st->has_body = m.framing != HTTP1_BODY_NONE &&
+				       !(m.framing == HTTP1_BODY_LENGTH && m.content_length == 0);
+			st->dechunk = m.framing == HTTP1_BODY_CHUNKED;
+			st->body_left = m.framing == HTTP1_BODY_LENGTH ? m.content_length : 0;
+			if (st->dechunk)
+				http1_chunked_init(&st->ck);
+			st->rq.status = st->rq.status ? st->rq.status : m.status;
+			if (st->has_body) {
+				nghttp2_data_provider dp = { .source.ptr = st, .read_callback = h2_data_read };
+
+				if (nghttp2_submit_response(hc->s, st->id, nv, nn, &dp) != 0)
+					goto out;
+			} else {
+				st->eof = true;
+				if (nghttp2_submit_response(hc->s, st->id, nv, nn, NULL) != 0)
+					goto out;
+			}
+			st->head_out = true;
+			rc = 1;
+			goto out;
+		}
+	}
+out:
+	free(nv);
+	free(buf);
+	return rc;
+}
+
+/* Has every byte the request queued been decoded (into segments, or as
+ * framing)? The last slice may still grow: a body from a fill is
+ * appended to it in place (outq_append), so decoding stays on it. */
+static bool h2_all_decoded(const struct h2_stream *st)
+{
+	const struct outq *q = &st->out;
+
+	return st->norm_idx >= q->cnt ||
+	       (st->norm_idx == q->cnt - 1 && st->norm_off == q->iov[q->cnt - 1].iov_len);
+}
+
+/* Decode what the request queued since last time into body segments. */
+static int h2_decode(struct h2_stream *st)
+{
+	struct outq *q = &st->out;
+
+	while (st->norm_idx < q->cnt && st->seg_w < H2_SEGS && !st->eof) {
+		const char *p = (const char *)q->iov[st->norm_idx].iov_base + st->norm_off;
+		size_t n = q->iov[st->norm_idx].iov_len - st->norm_off;
+		size_t used = n;
+
+		if (n == 0) {
+			if (st->norm_idx + 1 >= q->cnt)
+				break;          /* the last slice: it may grow */
+			st->norm_idx++;
+			st->norm_off = 0;
+			continue;
+		}
+		if (st->dechunk) {
+			size_t off, dn;
+			ssize_t r = http1_chunked_decode(&st->ck, p, n, &off, &dn);
+
+			if (r < 0)
+				return -1;
+			if (r == 0)
+				return 0;       /* a line cut across slices: not ours */
+			used = (size_t)r;
+			if (dn > 0)
+				st->segs[st->seg_w++] = (struct h2_seg){ p + off, dn, st->norm_idx };
+			if (st->ck.done)
+				st->eof = true;
+		} else {
+			if (st->body_left > 0 && n > st->body_left)
+				n = used = (size_t)st->body_left;
+			st->segs[st->seg_w++] = (struct h2_seg){ p, n, st->norm_idx };
+			if (st->body_left > 0) {
+				st->body_left -= n;
+				if (st->body_left == 0)
+					st->eof = true;
+			}
+		}
+		st->norm_off += used;
+	}
+	return 0;
+}
+
+/* The request's slices that are out of the socket (or copied by nghttp2)
+ * leave its queue: those before the first segment still to send, and all
+ * of them once every byte was decoded and sent. Returns whether the queue
+ * emptied. */
+static bool h2_release(struct h2_stream *st)
+{
+	struct outq *q = &st->out;
+	int upto;
+
+	if (st->seg_r == st->seg_w && h2_all_decoded(st)) {
+		while (q->idx < q->cnt) {
+			q->sent += q->iov[q->idx].iov_len;
+			q->idx++;
+		}
+		q->idx = q->cnt = 0;
+		st->norm_idx = 0;
+		st->norm_off = 0;
+		return true;
+	}
+	upto = st->seg_r < st->seg_w ? st->segs[st->seg_r].src : st->norm_idx;
+	while (q->idx < upto) {
+		q->sent += q->iov[q->idx].iov_len;
+		q->idx++;
+	}
+	return false;
+}
+
+/* Turn what the request queued into frames: its head, then its body's
+ * slices; the data source is woken when it waits for them. */
+static void h2_stream_pump(struct h2_stream *st)
+{
+	struct h2_conn *hc = st->hc;
+
+	if (st->closed || hc->closed)
+		return;
+	if (!st->head_out) {
+		int r = h2_head(st);
+
+		if (r < 0) {
+			nghttp2_submit_rst_stream(hc->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+			return;
+		}
+		if (r == 0)
+			return;
+	}
+	if (st->has_body && h2_decode(st) < 0) {
+		nghttp2_submit_rst_stream(hc->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+		return;
+	}
+	if (st->done && h2_all_decoded(st))
+		st->eof = true;         /* a body that ended with the request */
+	if (st->deferred && (st->seg_r < st->seg_w || st->eof)) {
+		st->deferred = false;
+		nghttp2_session_resume_data(hc->s, st->id);
+	}
+}
+
+/* ---- the request's view of the stream (req_client_ops) ---------------------------- */
+
+static struct h2_stream *h2_st(struct client *c)
+{
+	return (struct h2_stream *)(void *)c;
+}
+
+static void h2_enter(struct h2_conn *hc)
+{
+	hc->busy++;
+}
+
+static int h2_req_send(struct client *c)
+{
+	struct h2_stream *st = h2_st(c);
+	struct h2_conn *hc = st->hc;
+	int rc;
+
+	if (hc->closed || st->reset)
+		return -1;
+	h2_enter(hc);
+	h2_stream_pump(st);
+	/* the head alone was copied by nghttp2: its slices may go now */
+	if (!st->in_wq && st->seg_r == st->seg_w && h2_all_decoded(st) && h2_release(st)) {
+		rc = 1;
+	} else {
+		st->waiting = true;
+		rc = 0;
+	}
+	h2_op_leave(hc);
+	return rc;
+}
+
+static void h2_req_resume(struct client *c)
+{
+	struct h2_stream *st = h2_st(c);
+	size_t keep = req_keep_from(&st->rq);
+
+	/* what the backend took leaves the buffer, and the window opens by
+	 * as much body as left it */
+	if (keep > 0) {
+		size_t credit = keep > st->head_left ? keep - st->head_left : 0;
+
+		memmove(st->in.data, st->in.data + keep, st->in.len - keep);
+		st->in.len -= keep;
+		req_rebase(&st->rq, keep);
+		st->head_left = keep >= st->head_left ? 0 : st->head_left - keep;
+		if (credit && !st->closed && !st->hc->closed) {
+			h2_enter(st->hc);
+			nghttp2_session_consume(st->hc->s, st->id, credit);
+			h2_op_leave(st->hc);
+		}
+	}
+}
+
+static void h2_req_body_taken(struct client *c)
+{
+	(void)c;
+}
+
+static void h2_req_done(struct client *c)
+{
+	struct h2_stream *st = h2_st(c);
+	struct h2_conn *hc = st->hc;
+
+	h2_enter(hc);
+	if (st->ended) {
+		/* the posted wake-up a request that ended waited for came
+		 * (req_on_wake, which does nothing after this): the stream,
+		 * and a closed connection with its last stream, may go now */
+		st->wake_due = false;
+		h2_leave(hc);
+		return;
+	}
+	st->done = true;
+	h2_stream_pump(st);
+	h2_op_leave(hc);
+}
+
+/* The request asks for its connection to close: in HTTP/2 that is its
+ * stream (a response broken after it began). The request ends now. */
+static void h2_req_close(struct client *c)
+{
+	struct h2_stream *st = h2_st(c);
+	struct h2_conn *hc = st->hc;
+
+	h2_enter(hc);
+	if (!st->closed && !hc->closed)
+		nghttp2_submit_rst_stream(hc->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+	st->reset = true;
+	if (!st->ended) {
+		st->ended = true;
+		st->wake_due = !req_end(&st->rq);
+	}
+	h2_op_leave(hc);
+}
+
+static const struct req_client_ops h2_req_ops = {
+	.send = h2_req_send,
+	.resume = h2_req_resume,
+	.body_taken = h2_req_body_taken,
+	.done = h2_req_done,
+	.close = h2_req_close,
+};
+
+/* ---- the connection's work: start, feed, end streams; write --------------------- */
+
+static void h2_close_now(struct h2_conn *hc);
+
+/* Start a stream whose head is complete: a request like an HTTP/1.1
+ * client's, through the same parser. */
+static void h2_stream_start(struct h2_stream *st)
+{
+	struct h2_conn *hc = st->hc;
+	struct worker *w = hc->w;
+	const struct conf *conf = w->snap->conf;
+	struct http1_limits lim;
+	ssize_t r;
+
+	st->started = true;
+	h2_count(hc, &w->proxy->h2_streams);
+	req_h2_stream(&st->rq, (uint32_t)st->id);
+	if (++hc->requests == conf->h2_max_requests && !hc->goaway) {
+		/* graceful: this stream is the last one served */
+		nghttp2_submit_goaway(hc->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR, NULL, 0);
+		hc->goaway = true;
+		hc->goaway_last = st->id;
+		h2_count(hc, &w->proxy->h2_goaway_max_requests);
+	}
+	if (st->too_big) {
+		h2_count(hc, &w->proxy->h2_headers_refused);
+		h2_glitch(hc);
+		req_refuse(&st->rq, worker_next_rid(w), 431, "HTTP/2 header block over max_headers or max_head_size");
+		return;
+	}
+	lim.max_head = st->in.len;
+	lim.max_headers = st->hdrs_cap;
+	r = http1_parse_request(&st->rq.msg, st->hdrs, st->in.data, st->in.len, &lim);
+	if (r <= 0) {
+		req_refuse(&st->rq, worker_next_rid(w), r < 0 ? (int)-r : 400,
+			   st->rq.msg.error ? st->rq.msg.error : "bad request");
+		return;
+	}
+	if (st->rq.msg.framing != HTTP1_BODY_NONE && st->in.cap < conf->max_head_size + 256 + 2 * conf->h2_window) {
+		/* room for the body's window: the head's slices move */
+		size_t nc = conf->max_head_size + 256 + 2 * conf->h2_window;
+		char *d = realloc(st->in.data, nc);
+
+		if (!d) {
+			req_refuse(&st->rq, worker_next_rid(w), 503, "out of memory for a request body");
+			return;
+		}
+		st->in.data = d;
+		st->in.cap = nc;
+		http1_msg_init(&st->rq.msg);
+		r = http1_parse_request(&st->rq.msg, st->hdrs, st->in.data, st->in.len, &lim);
+	}
+	req_begin(&st->rq, (size_t)r, worker_next_rid(w));
+	req_serve(&st->rq);
+}
+
+/* One round over the streams: start those whose head came, give the
+ * request its new body bytes, end those the session closed, free those
+ * done with. Returns whether it did anything. */
+static bool h2_settle(struct h2_conn *hc)
+{
+	bool did = false;
+	struct h2_stream *st, *next;
+
+	for (st = hc->streams; st; st = next) {
+		next = st->next;
+		if (st->ready && !st->started && !st->reset && !hc->closed) {
+			if (hc->goaway && st->id > hc->goaway_last) {
+				/* came with the frames that made the GOAWAY:
+				 * not served, the client may retry it */
+				nghttp2_submit_rst_stream(hc->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_REFUSED_STREAM);
+				st->reset = true;
+			} else {
+				h2_stream_start(st);
+			}
+			did = true;
+		}
+		if (st->data_due && st->started && !st->ended) {
+			st->data_due = false;
+			req_client_data(&st->rq);
+			did = true;
+		}
+		/* the slices out of the socket leave the request's queue and
+		 * it hears so in one step: in between, its backend side
+		 * would take an empty queue for a response all sent */
+		if (st->drain_due && !st->ended) {
+			st->drain_due = false;
+			if (h2_release(st) && st->waiting) {
+				st->waiting = false;
+				req_client_drained(&st->rq);
+				did = true;
+			} else if (!h2_all_decoded(st)) {
+				h2_stream_pump(st);     /* room for more segments */
+			}
+		}
+		if ((st->closed || hc->closed) && !st->ended && !st->in_wq) {
+			st->ended = true;
+			st->wake_due = !req_end(&st->rq);
+			did = true;
+		}
+		if ((st->closed || hc->closed) && st->ended && !st->wake_due && !st->in_wq) {
+			if (!st->closed)
+				nghttp2_session_set_stream_user_data(hc->s, st->id, NULL);
+			h2_stream_free(st);
+			did = true;
+		}
+	}
+	return did;
+}
+
+/* Frames out: from nghttp2 into the output queue while it has room, the
+ * queue to the socket; once all of it is out, the streams whose slices
+ * were in it hear so. */
+static void h2_flush(struct h2_conn *hc)
+{
+	if (hc->closed)
+		return;
+	if (hc->flushing) {
+		hc->flush_again = true;
+		return;
+	}
+	if (!hc->wbuf) {
+		/* an idle connection holds none (h2_idle_trim) */
+		if (!nghttp2_session_want_write(hc->s))
+			return;
+		hc->wbuf = malloc(H2_WBUF);
+		if (!hc->wbuf) {
+			h2_close_now(hc);
+			return;
+		}
+	}
+	hc->flushing = true;
+	do {
+		int rc;
+
+		hc->flush_again = false;
+		while (hc->wlen + H2_FRAME_ROOM <= H2_WBUF && hc->wq.cnt + H2_FRAME_SLICES < OUT_IOV_MAX) {
+			const uint8_t *p;
+			ssize_t n = nghttp2_session_mem_send(hc->s, &p);
+
+			if (n < 0) {
+				hc->flushing = false;
+				h2_close_now(hc);
+				return;
+			}
+			if (n == 0)
+				break;
+			if (hc->wlen + (size_t)n > H2_WBUF) {
+				log_warn("HTTP/2: a frame of %zd bytes past the output buffer; closing", n);
+				hc->flushing = false;
+				h2_close_now(hc);
+				return;
+			}
+			memcpy(hc->wbuf + hc->wlen, p, (size_t)n);
+			outq_append(&hc->wq, hc->wbuf + hc->wlen, (size_t)n);
+			hc->wlen += (size_t)n;
+		}
+		if (outq_empty(&hc->wq))
+			break;
+		rc = h2_io_flush(hc);
+		if (rc < 0) {
+			hc->flushing = false;
+			h2_close_now(hc);
+			return;
+		}
+		if (rc == 0) {
+			if (!hc->writing) {
+				event_add(&hc->c->wev, NULL);
+				hc->writing = true;
+			}
+			break;
+		}
+		/* all out: the buffer is free, and the streams' slices too */
+		hc->wlen = 0;
+		outq_reset(&hc->wq);
+		hc->stuck_since = 0;
+		for (struct h2_stream *st = hc->streams; st; st = st->next) {
+			if (!st->in_wq)
+				continue;
+			st->in_wq = false;
+			st->drain_due = true;
+		}
+		hc->flush_again = true;
+	} while (hc->flush_again && !hc->closed);
+	if (hc->writing && outq_empty(&hc->wq)) {
+		event_del(&hc->c->wev);
+		hc->writing = false;
+	}
+	hc->flushing = false;
+}
+
+static void h2_read_pause(struct h2_conn *hc, bool pause)
+{
+	if (pause == hc->read_paused || hc->closed)
+		return;
+	if (pause)
+		event_del(&hc->c->rev);
+	else
+		event_add(&hc->c->rev, NULL);
+	hc->read_paused = pause;
+}
+
+/* The way out of every handler: the work the handler made possible, in
+ * rounds, then whether the connection is over. */
+static void h2_leave(struct h2_conn *hc)
+{
+	if (hc->busy == 1) {
+		for (int round = 0; round < H2_ROUNDS; round++) {
+			bool did = h2_settle(hc);
+
+			h2_flush(hc);
+			did |= h2_settle(hc);
+			if (!did)
+				break;
+		}
+		if (!hc->closed) {
+			/* a stream keeps its place until its request let go:
+			 * while all are taken, no new frame is read */
+			h2_read_pause(hc, hc->nstreams >= hc->max_streams || hc->fatal);
+			if (!hc->ticking && hc->nstreams > 0) {
+				deadline_set(&hc->c->tev, H2_TICK_US);
+				hc->ticking = true;
+			}
+			/* an error (or a flood) ends the connection once its
+			 * GOAWAY is out, whatever its streams were doing; a
+			 * graceful GOAWAY once they are done */
+			if ((hc->fatal || (hc->goaway && hc->nstreams == 0)) && outq_empty(&hc->wq) &&
+			    !nghttp2_session_want_write(hc->s))
+				h2_close_now(hc);
+			else if (!nghttp2_session_want_read(hc->s) && !nghttp2_session_want_write(hc->s) &&
+				 outq_empty(&hc->wq) && hc->nstreams == 0)
+				h2_close_now(hc);
+		}
+	}
+	if (--hc->busy == 0 && hc->closed && hc->nstreams == 0) {
+		struct client *c = hc->c;
+		struct worker *w = hc->w;
+
+		while (hc->free_streams) {
+			struct h2_stream *st = hc->free_streams;
+
+			hc->free_streams = st->next;
+			h2_stream_release(st);
+		}
+		deadline_stop(&c->tev);
+		nghttp2_session_del(hc->s);
+		free(hc->rbuf);
+		free(hc->wbuf);
+		free(hc);
+		c->h2 = NULL;
+		worker_client_put(w, c);
+	}
+}
+
+/* The way out of the request's calls into the stream (its ops): frames
+ * out, but no request is started, told or ended from here, since the
+ * caller is in the middle of its own handling (forward.c relaying, the
+ * cache waking): what is due runs at the next turn, from the timer. */
+static void h2_op_leave(struct h2_conn *hc)
+{
+	if (hc->busy == 1 && !hc->closed) {
+		bool due = false;
+
+		h2_flush(hc);
+		for (struct h2_stream *st = hc->streams; st && !due; st = st->next)
+			due = st->drain_due || st->data_due || (st->ready && !st->started) || st->closed;
+		if (due || hc->closed)
+			deadline_set(&hc->c->tev, 0);
+	}
+	hc->busy--;
+}
+
+/* Close the socket; the streams' requests end (h2_settle), and the
+ * connection goes with its last stream. */
+static void h2_close_now(struct h2_conn *hc)
+{
+	struct client *c = hc->c;
+
+	if (hc->closed)
+		return;
+	hc->closed = true;
+	event_del(&c->rev);
+	event_del(&c->wev);
+	close(hc->fd);
+	hc->fd = c->fd = -1;
+	c->closed = true;
+	worker_conn_closed(hc->w);
+	/* the output is dropped: no slice of a stream is held any more; the
+	 * streams end at the next turn (or as the handler running unwinds) */
+	for (struct h2_stream *st = hc->streams; st; st = st->next)
+		st->in_wq = false;
+	deadline_set(&c->tev, 0);
+}
+
+/* ---- events ----------------------------------------------------------------------- */
+
+static void h2_read(struct h2_conn *hc)
+{
+	ssize_t n;
+
+	if (hc->pend > 0) {
+		n = (ssize_t)hc->pend;
+		hc->pend = 0;
+	} else {
+		if (!hc->rbuf) {
+			hc->rcap = H2_RBUF;
+			hc->rbuf = malloc(hc->rcap);
+			if (!hc->rbuf) {
+				h2_close_now(hc);
+				return;
+			}
+		}
+		n = h2_io_recv(hc, hc->rbuf, hc->rcap);
+	}
+
+	if (n > 0) {
+		ssize_t r = nghttp2_session_mem_recv(hc->s, (const uint8_t *)hc->rbuf, (size_t)n);
+
+		hc->last_active = deadline_now_us();
+		if (r < 0) {
+			/* nghttp2 queued its GOAWAY for a connection error:
+			 * it goes out, then the connection closes */
+			if (!hc->fatal)
+				h2_count(hc, r == NGHTTP2_ERR_FLOODED || r == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS ?
+					 &hc->w->proxy->h2_goaway_calm :
+					 &hc->w->proxy->h2_goaway_error);
+			/* a GOAWAY if nghttp2 queued none (a flood of
+			 * CONTINUATION frames, a header block it could not
+			 * decode): no-op otherwise */
+			nghttp2_session_terminate_session(hc->s, r == NGHTTP2_ERR_FLOODED ||
+							  r == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS ?
+							  NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR);
+			hc->fatal = true;
+			if (worker_log_allow(hc->w, 100))
+				log_info("HTTP/2: connection from %s ends: %s", hc->ip, nghttp2_strerror((int)r));
+			if (r == NGHTTP2_ERR_BAD_CLIENT_MAGIC)
+				h2_close_now(hc);
+		}
+		return;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	h2_close_now(hc);
+}
+
+/* An idle connection (no stream, nothing to write) gives back its
+ * buffers and the streams kept for reuse: most of a browser's
+ * connections are idle most of the time. */
+static void h2_idle_trim(struct h2_conn *hc)
+{
+	if (hc->nstreams > 0 || !outq_empty(&hc->wq) || hc->pend > 0 || hc->flushing)
+		return;
+	while (hc->free_streams) {
+		struct h2_stream *st = hc->free_streams;
+
+		hc->free_streams = st->next;
+		h2_stream_release(st);
+	}
+	hc->nfree = 0;
+	free(hc->rbuf);
+	hc->rbuf = NULL;
+	free(hc->wbuf);
+	hc->wbuf = NULL;
+	hc->wlen = 0;
+}
+
+static void h2_timer(struct h2_conn *hc)
+{
+	if (hc->closed)
+		return;
+
+	const struct conf *conf = hc->w->snap->conf;
+	int64_t now = deadline_now_us();
+	int64_t send_us = (int64_t)conf->h2_send_timeout_ms * 1000;
+	int32_t cwin = nghttp2_session_get_remote_window_size(hc->s);
+
+	if (hc->nstreams == 0 && outq_empty(&hc->wq)) {
+		if (now - hc->last_active >= (int64_t)conf->h2_idle_timeout_ms * 1000 || hc->fatal || hc->goaway) {
+			if (!hc->goaway && !hc->fatal) {
+				h2_count(hc, &hc->w->proxy->h2_goaway_idle);
+				nghttp2_submit_goaway(hc->s, NGHTTP2_FLAG_NONE,
+						      nghttp2_session_get_last_proc_stream_id(hc->s), NGHTTP2_NO_ERROR,
+						      NULL, 0);
+			}
+			hc->fatal = true;
+		}
+	}
+	/* a stream whose ready bytes the client's window keeps back */
+	for (struct h2_stream *st = hc->streams; st; st = st->next) {
+		if (st->closed || st->reset || !st->head_out || st->seg_r == st->seg_w) {
+			st->stall_since = 0;
+			continue;
+		}
+		if (cwin > 0 && nghttp2_session_get_stream_remote_window_size(hc->s, st->id) > 0) {
+			st->stall_since = 0;
+			continue;
+		}
+		/* a reader that opens its window slowly but steadily is
+		 * not stalled: the clock starts again at each progress */
+		if (st->stall_since == 0 || st->sent_bytes != st->stall_mark) {
+			st->stall_since = now;
+			st->stall_mark = st->sent_bytes;
+		} else if (now - st->stall_since >= send_us) {
+			h2_count(hc, &hc->w->proxy->h2_send_timeouts);
+			nghttp2_submit_rst_stream(hc->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+			st->stall_since = 0;
+		}
+	}
+	/* a client that reads nothing: output stuck a whole client_timeout */
+	if (!outq_empty(&hc->wq)) {
+		long q = conn_unacked(hc->fd);
+		uint64_t acked = q >= 0 && (uint64_t)q <= hc->wq.sent ? hc->wq.sent - (uint64_t)q : 0;
+
+		if (acked != hc->delivered || hc->stuck_since == 0) {
+			hc->delivered = acked;
+			hc->stuck_since = now;
+		} else if (now - hc->stuck_since >= (int64_t)conf->client_timeout_ms * 1000) {
+			h2_close_now(hc);
+			return;
+		}
+	}
+	h2_idle_trim(hc);
+	hc->ticking = hc->nstreams || !outq_empty(&hc->wq);
+	deadline_set(&hc->c->tev, hc->ticking ? H2_TICK_US : (int64_t)conf->h2_idle_timeout_ms * 1000);
+}
+
+static void h2_on_event(evutil_socket_t fd, short what, void *arg)
+{
+	struct client *c = arg;
+	struct h2_conn *hc = c->h2;
+	int64_t outer = deadline_turn_begin();
+
+	(void)fd;
+	h2_enter(hc);
+	if (what & EV_TIMEOUT) {
+		if (deadline_fired(&c->tev) && !hc->closed)
+			h2_timer(hc);
+	} else if (what & EV_READ) {
+		if (!hc->closed)
+			h2_read(hc);
+	} else if (!hc->closed) {
+		h2_flush(hc);
+	}
+	h2_leave(hc);
+	deadline_turn_end(outer);
+}
+
+/* ---- the entry points ----------------------------------------------------------- */
+
+/* The session's callbacks (nghttp2 copies them: the caller deletes the
+ * set once the session is made). NULL: out of memory. */
+static nghttp2_session_callbacks *h2_callbacks(void)
+{
+	nghttp2_session_callbacks *cbs;
+
+	if (nghttp2_session_callbacks_new(&cbs) != 0)
+		return NULL;
+	nghttp2_session_callbacks_set_on_begin_frame_callback(cbs, h2_on_begin_frame);
+	nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, h2_on_begin_headers);
+	nghttp2_session_callbacks_set_on_header_callback(cbs, h2_on_header);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, h2_on_frame_recv);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, h2_on_data_chunk);
+	nghttp2_session_callbacks_set_on_stream_close_callback(cbs, h2_on_stream_close);
+	nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cbs, h2_on_invalid_frame);
+	nghttp2_session_callbacks_set_send_data_callback(cbs, h2_send_data);
+	nghttp2_session_callbacks_set_on_extension_chunk_recv_callback(cbs, h2_on_ext_chunk);
+	nghttp2_session_callbacks_set_unpack_extension_callback(cbs, h2_unpack_ext);
+	return cbs;
+}
+
+int h2_start(struct client *c, int fd, struct ssl_st *ssl, const char *peer, const void *data, size_t n)
+{
+	struct worker *w = c->w;
+	const struct conf *conf = w->snap->conf;
+	nghttp2_session_callbacks *cbs = h2_callbacks();
+	nghttp2_option *opt = NULL;
+	struct h2_conn *hc;
+	nghttp2_settings_entry iv[4];
+
+	if (!cbs)
+		return -1;
+	hc = calloc(1, sizeof(*hc));
+	if (!hc) {
+		nghttp2_session_callbacks_del(cbs);
+		return -1;
+	}
+	hc->c = c;
+	hc->w = w;
+	hc->fd = fd;
+	hc->ssl = ssl;
+	hc->ip = peer;
+	hc->iplen = strlen(peer);
+	hc->max_streams = conf->h2_max_streams;
+	hc->rcap = n > H2_RBUF ? n : H2_RBUF;
+	hc->rbuf = malloc(hc->rcap);
+	hc->wbuf = malloc(H2_WBUF);
+	if (!hc->rbuf || !hc->wbuf || nghttp2_option_new(&opt) != 0)
+		goto fail;
+	/* the request body's window opens as the backend takes it
+	 * (h2_req_resume), not as it arrives */
+	nghttp2_option_set_no_auto_window_update(opt, 1);
+	nghttp2_option_set_max_continuations(opt, 8);
+	/* nghttp2's own reset limit stays behind ours (h2_early_reset) */
+	nghttp2_option_set_stream_reset_rate_limit(opt, 4 * conf->h2_max_streams + 1000, 33);
+	nghttp2_option_set_max_settings(opt, 32);
+	nghttp2_option_set_max_outbound_ack(opt, 1000);
+	/* frames of unknown types reach h2_on_begin_frame (glitches) only as
+	 * extension types of ours; their payloads are dropped */
+	for (unsigned type = 0x0a; type <= 0xff; type++)
+		if (type != 0x10)       /* PRIORITY_UPDATE: nghttp2's own */
+			nghttp2_option_set_user_recv_extension_type(opt, (uint8_t)type);
+	if (nghttp2_session_server_new2(&hc->s, cbs, hc, opt) != 0) {
+		hc->s = NULL;
+		goto fail;
+	}
+	nghttp2_session_callbacks_del(cbs);
+	cbs = NULL;
+	nghttp2_option_del(opt);
+	opt = NULL;
+	/* SETTINGS first: without them nghttp2 allows any number of streams */
+	iv[0] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, conf->h2_max_streams };
+	iv[1] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, (uint32_t)conf->h2_window };
+	iv[2] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)conf->max_head_size };
+	iv[3] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_ENABLE_PUSH, 0 };
+	if (nghttp2_submit_settings(hc->s, NGHTTP2_FLAG_NONE, iv, 4) != 0)
+		goto fail;
+	/* the connection's own window: streams' windows are what bound us */
+	nghttp2_session_set_local_window_size(hc->s, NGHTTP2_FLAG_NONE, 0,
+					      (int32_t)(conf->h2_window * conf->h2_max_streams > (1u << 30) ?
+							(1u << 30) : conf->h2_window * conf->h2_max_streams));
+	hc->last_active = deadline_now_us();
+	hc->glitch_since = hc->last_active;
+	hc->reset_since = hc->last_active;
+	event_del(&c->rev);
+	event_del(&c->wev);
+	deadline_stop(&c->tev);
+	event_assign(&c->rev, w->base, fd, EV_READ | EV_PERSIST, h2_on_event, c);
+	event_assign(&c->wev, w->base, fd, EV_WRITE | EV_PERSIST, h2_on_event, c);
+	deadline_assign(&c->tev, w->base, h2_on_event, c);
+	if (event_add(&c->rev, NULL) < 0)
+		goto fail;
+	c->writing = false;
+	c->read_paused = false;
+	c->state = CL_H2;
+	c->h2 = hc;
+	h2_count(hc, ssl ? &w->proxy->h2_connections : &w->proxy->h2c_connections);
+	deadline_set(&c->tev, (int64_t)conf->h2_idle_timeout_ms * 1000);
+	/* the bytes already read are taken at the next turn, as if read
+	 * then: the caller's handler is still running on c */
+	memcpy(hc->rbuf, data, n);
+	hc->pend = n;
+	if (n > 0)
+		event_active(&c->rev, EV_READ, 1);
+	return 0;
+fail:
+	nghttp2_session_callbacks_del(cbs);
+	if (opt)
+		nghttp2_option_del(opt);
+	if (hc->s)
+		nghttp2_session_del(hc->s);
+	free(hc->rbuf);
+	free(hc->wbuf);
+	free(hc);
+	return -1;
+}
+
+void h2_drain(struct client *c)
+{
+	struct h2_conn *hc = c->h2;
+
+	if (hc->closed || hc->goaway)
+		return;
+	h2_enter(hc);
+	h2_count(hc, &hc->w->proxy->h2_goaway_shutdown);
+	hc->goaway_last = nghttp2_session_get_last_proc_stream_id(hc->s);
+	nghttp2_submit_goaway(hc->s, NGHTTP2_FLAG_NONE, hc->goaway_last, NGHTTP2_NO_ERROR, NULL, 0);
+	hc->goaway = true;
+	h2_leave(hc);
+}
+
+void h2_close(struct client *c)
+{
+	struct h2_conn *hc = c->h2;
+
+	if (!hc)
+		return;
+	h2_enter(hc);
+	h2_close_now(hc);
+	if (worker_done(hc->w)) {
+		/* the worker's loop is over: no wake-up will come now */
+		h2_settle(hc);
+		for (struct h2_stream *st = hc->streams; st; st = st->next)
+			st->wake_due = false;
+	}
+	h2_leave(hc);
+}

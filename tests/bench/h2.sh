@@ -1,0 +1,174 @@
+#!/bin/bash
+# tests/bench/h2.sh -- HTTP/2 clients (h2load -c 10 -m 100: ten connections,
+# a hundred streams each) through ringproxy, HAProxy and NGINX side by side,
+# cleartext with prior knowledge (h2c; the TLS runs come with the HTTPS
+# listener), 4 KiB thumbnails from one test cache: per proxy and mode, CPU
+# per request (the proxy's processes, all threads), requests per second,
+# p99 latency (from h2load's per-request log), and the memory one h2
+# connection holds after 100 streams (RSS with CONNS such connections open,
+# less RSS before, over CONNS).
+#
+# Modes: forward (every request goes to the backend: ringproxy's [cache]
+# off, the others without a cache) and hit (100 URLs, cached: ringproxy's
+# hot-object cache, NGINX's proxy_cache, HAProxy's cache).
+#
+# Usage (from the source tree): bash tests/bench/h2.sh
+# Environment: N [100000] requests a run, ROUNDS [3] (the median is
+# printed), WORKERS [1] threads/processes each proxy runs, CONNS [200],
+# PROXIES ["ringproxy haproxy nginx"], MODES ["forward hit"].
+# Every load is bounded (h2load -n, timeout); every process started is
+# stopped by PID (lib.sh).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+bench_init h2
+command -v h2load >/dev/null || { echo "h2load missing (nghttp2-client)" >&2; exit 1; }
+
+N=${N:-100000}
+ROUNDS=${ROUNDS:-3}
+WORKERS=${WORKERS:-1}
+CONNS=${CONNS:-200}
+PROXIES=${PROXIES:-ringproxy haproxy nginx}
+MODES=${MODES:-forward hit}
+
+bench_caches 0 0 --size 4096
+BE=${PORTS[0]}
+for i in $(seq 0 99); do echo "/thumbs/$i/1_200x200.jpg"; done >"$TMP/urls-hit"
+for i in $(seq 0 9999); do echo "/fwd/$i/1_200x200.jpg"; done >"$TMP/urls-forward"
+mkdir -p "$TMP/nginx/cache"
+
+# start_proxy NAME MODE: starts it on PORT, sets PP (its PIDs)
+start_proxy() {
+	local name=$1 mode=$2 cache
+	read -r PORT <<<"$(bench_free_ports 1)"
+	case $name in
+	ringproxy)
+		cache="size = 0"
+		[ "$mode" = hit ] && cache="size = 64m
+min_uses = 1"
+		cat >"$TMP/rp.ini" <<EOF
+[proxy]
+listen = 127.0.0.1:$PORT
+workers = $WORKERS
+[cache]
+$cache
+[backend cache-0]
+url = http://127.0.0.1:$BE
+EOF
+		"$RP" -c "$TMP/rp.ini" 2>"$TMP/rp.log" &
+		PP=($!) ;;
+	haproxy)
+		{
+			bench_haproxy_head
+			[ "$mode" = hit ] && printf 'cache c\n\ttotal-max-size 64\n\tmax-age 3600\n'
+			printf 'frontend f\n\tbind 127.0.0.1:%s proto h2\n\tdefault_backend b\n' "$PORT"
+			printf 'backend b\n'
+			[ "$mode" = hit ] && printf '\thttp-request cache-use c\n\thttp-response cache-store c\n'
+			printf '\tserver s 127.0.0.1:%s\n' "$BE"
+		} >"$TMP/haproxy.cfg"
+		haproxy -f "$TMP/haproxy.cfg" -db >"$TMP/haproxy.log" 2>&1 &
+		PP=($!) ;;
+	nginx)
+		{
+			bench_nginx_head
+			[ "$mode" = hit ] && echo "proxy_cache_path $TMP/nginx/cache keys_zone=c:10m;"
+			echo "upstream b { server 127.0.0.1:$BE; keepalive 64; }"
+			echo "server { listen 127.0.0.1:$PORT http2; location / { proxy_pass http://b;"
+			echo "proxy_http_version 1.1; proxy_set_header Connection \"\";"
+			[ "$mode" = hit ] && echo "proxy_cache c; proxy_cache_valid 200 1h;"
+			echo "} } }"
+		} >"$TMP/nginx/nginx.conf"
+		nginx -c "$TMP/nginx/nginx.conf" -p "$TMP/nginx" >"$TMP/nginx.log" 2>&1 &
+		PP=($!) ;;
+	esac
+	PIDS+=("${PP[@]}")
+	bench_wait_http "$PORT" /thumbs/0/1_200x200.jpg "${PP[0]}"
+	# NGINX's workers are its master's children
+	if [ "$name" = nginx ]; then
+		sleep 0.3
+		PP+=($(pgrep -P "${PP[0]}" || true))
+	fi
+}
+
+# conn_memory: KiB one h2 connection holds once 100 streams are done on it
+conn_memory() {
+	local r0 r1
+	r0=$(bench_rss_kib "${PP[@]}")
+	/usr/bin/python3 - "$PORT" "$CONNS" "$TMP/ready" <<'EOF' &
+import socket, sys, time
+sys.path.append("/usr/lib/python3/dist-packages")
+import hpack, hyperframe.frame as hf
+port, n, ready = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+conns = []
+for c in range(n):
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    e = hpack.Encoder()
+    out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + hf.SettingsFrame(0).serialize()
+    out += hf.WindowUpdateFrame(0, window_increment=2**30).serialize()
+    for i in range(100):
+        f = hf.HeadersFrame(1 + 2 * i, data=e.encode([(":method", "GET"), (":scheme", "http"),
+            (":authority", "b"), (":path", f"/thumbs/{i}/1_200x200.jpg")]))
+        f.flags.add("END_HEADERS"); f.flags.add("END_STREAM")
+        out += f.serialize()
+    s.sendall(out)
+    buf, ended = b"", 0
+    while ended < 100:
+        d = s.recv(1 << 20)
+        if not d:
+            break
+        buf += d
+        while len(buf) >= 9:
+            f, ln = hf.Frame.parse_frame_header(memoryview(buf[:9]))
+            if len(buf) < 9 + ln:
+                break
+            if "END_STREAM" in f.flags and f.type in (0, 1):
+                ended += 1
+            buf = buf[9 + ln:]
+    conns.append(s)
+open(ready, "w").close()
+time.sleep(5)
+EOF
+	local py=$!
+	for _ in $(seq 600); do [ -e "$TMP/ready" ] && break; sleep 0.1; done
+	sleep 0.5
+	r1=$(bench_rss_kib "${PP[@]}")
+	wait "$py" 2>/dev/null || true
+	rm -f "$TMP/ready"
+	echo $(((r1 - r0) / CONNS))
+}
+
+printf 'proxy\tmode\tround\treq_per_s\tcpu_us_per_req\tp99_ms\tkib_per_conn\n' >"$TMP/results.tsv"
+for mode in $MODES; do
+	for name in $PROXIES; do
+		start_proxy "$name" "$mode"
+		# warm: the cache filled, connections pooled
+		timeout 120 h2load -c 10 -m 100 -n 20000 -i "$TMP/urls-$mode" "http://127.0.0.1:$PORT" >/dev/null
+		for r in $(seq "$ROUNDS"); do
+			bench_quiet
+			ns0=$(bench_cpu_ns "${PP[@]}")
+			timeout 300 h2load -c 10 -m 100 -n "$N" -i "$TMP/urls-$mode" --log-file="$TMP/h2load.log" \
+				"http://127.0.0.1:$PORT" >"$TMP/h2load.out"
+			ns1=$(bench_cpu_ns "${PP[@]}")
+			ok=$(sed -n 's/.* \([0-9]*\) succeeded.*/\1/p' "$TMP/h2load.out")
+			rps=$(sed -n 's/^finished in .*, \([0-9.]*\) req\/s.*/\1/p' "$TMP/h2load.out")
+			p99=$(awk '{ print $3 }' "$TMP/h2load.log" | sort -n |
+			      awk '{ v[NR] = $1 } END { i = int(NR * 0.99); if (i < 1) i = 1; printf "%.2f", v[i] / 1000 }')
+			[ "$ok" = "$N" ] || echo "# $name $mode: $ok of $N succeeded" >&2
+			kib=-
+			[ "$r" = 1 ] && kib=$(conn_memory)
+			printf '%s\t%s\t%s\t%s\t%.2f\t%s\t%s\n' "$name" "$mode" "$r" "$rps" \
+			       "$(echo "($ns1 - $ns0) / 1000 / $N" | bc -l)" "$p99" "$kib" >>"$TMP/results.tsv"
+		done
+		bench_stop "${PP[@]}"
+	done
+done
+echo "# commit $(git -C "$ROOT" rev-parse --short HEAD), N=$N ROUNDS=$ROUNDS WORKERS=$WORKERS CONNS=$CONNS"
+printf 'proxy\tmode\treq/s\tCPU us/req\tp99 ms\tKiB/conn (100 streams done)\n'
+for mode in $MODES; do
+	for name in $PROXIES; do
+		printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$mode" \
+		       "$(awk -F'\t' -v p="$name" -v m="$mode" '$1 == p && $2 == m { print $4 }' "$TMP/results.tsv" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')" \
+		       "$(awk -F'\t' -v p="$name" -v m="$mode" '$1 == p && $2 == m { print $5 }' "$TMP/results.tsv" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')" \
+		       "$(awk -F'\t' -v p="$name" -v m="$mode" '$1 == p && $2 == m { print $6 }' "$TMP/results.tsv" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')" \
+		       "$(awk -F'\t' -v p="$name" -v m="$mode" '$1 == p && $2 == m && $7 != "-" { print $7 }' "$TMP/results.tsv")"
+	done
+done
