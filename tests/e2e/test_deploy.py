@@ -235,9 +235,18 @@ def check_kubernetes_discovery(tmp):
     cm, sts = by[("ConfigMap", "ringproxy")], by[("StatefulSet", "cache")]
     hsvc, dep = by[("Service", sts["spec"]["serviceName"])], by[("Deployment", "ringproxy")]
     text = cm["data"]["ringproxy.ini"]
+    # the state file's directory is a volume of the pod (-t checks it is
+    # there and writable): here, a directory of the test's own
+    m = re.search(r"^state_file = (\S+)$", text, re.M)
+    state_dir = os.path.dirname(m.group(1)) if m else None
+    mounts = [v["mountPath"] for c in dep["spec"]["template"]["spec"]["containers"] for v in c.get("volumeMounts", [])]
+    t.check(state_dir in mounts, f"kubernetes discovery: the state file's directory ({state_dir}) is a volume of the pod",
+            mounts)
+    local = os.path.join(tmp, "k8s-state")
+    os.makedirs(local, exist_ok=True)
     path = os.path.join(tmp, "k8s-discovery.ini")
     with open(path, "w") as f:
-        f.write(text)
+        f.write(text.replace(f"state_file = {state_dir}/", f"state_file = {local}/") if state_dir else text)
     p = check_t(path, "kubernetes discovery: the ConfigMap's ringproxy.ini")
     port = hsvc["spec"]["ports"][0]
     ns = hsvc["metadata"]["namespace"]
