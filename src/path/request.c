@@ -968,7 +968,9 @@ static int req_hit_lines(struct request *rq, struct cache_obj *o, const char *ho
 static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *how)
 {
 	struct iovec head = cache_obj_head(o), body = cache_obj_body(o);
-	int64_t now = (int64_t)time(NULL);
+	/* the wall clock only for what meets a client's dates (the age is
+	 * on the cache's clock): a plain hit reads one clock, as before */
+	int64_t wall = rq->cc.flags & (CACHECTL_RQ_COND | CACHECTL_RQ_RANGE) ? (int64_t)time(NULL) : 0;
 	size_t cap = sizeof(rq->reply);
 	struct range_reply rr = { .status = 200 };
 	const char *conn = rq->close_after ? "Connection: close\r\n" :
@@ -982,7 +984,7 @@ static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *ho
 	/* a client's own conditional that the fresh object matches: 304,
 	 * with the stored validators and caching lines (RFC 9110 15.4.5) */
 	if ((rq->cc.flags & CACHECTL_RQ_COND) && plain && cache_obj_status(o) == 200 &&
-	    cachectl_not_modified(&rq->msg, cache_obj_etag(o), cache_obj_last_modified(o), now))
+	    cachectl_not_modified(&rq->msg, cache_obj_etag(o), cache_obj_last_modified(o), wall))
 		nm = true;
 	n = 0;
 	if (nm) {
@@ -990,7 +992,7 @@ static int req_reply_obj(struct request *rq, struct cache_obj *o, const char *ho
 		if (n < 0)
 			return -1;
 	} else if ((rq->cc.flags & CACHECTL_RQ_RANGE) && cache_obj_status(o) == 200 &&
-		   range_if_range(&rq->msg, cache_obj_etag(o), cache_obj_last_modified(o), now)) {
+		   range_if_range(&rq->msg, cache_obj_etag(o), cache_obj_last_modified(o), wall)) {
 		/* one byte range of the stored body: a 206 (or 416) from it */
 		range_reply(rq->cc.range_first, rq->cc.range_last, head, body.iov_len,
 			    rq->reply, cap / 2, &rr);
