@@ -12,10 +12,12 @@ bench_init() {
 	BUILD=${BUILD:-$ROOT/build-rel}
 	bash "$ROOT/tests/deps.sh" "${2:-bench}"
 	export PATH=$PATH:/usr/sbin:/sbin
-	[ -d "$BUILD" ] || meson setup "$BUILD" "$ROOT" -Dbuildtype=release -Dfuzz=disabled -Dtests=enabled >/dev/null
+	[ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" "$ROOT" -Dbuildtype=release -Dfuzz=disabled -Dtests=enabled >/dev/null
 	# the test cache and the bench programs: a release build has them
-	# only with -Dtests=enabled (one made before the option, or without it)
-	meson configure "$BUILD" -Dtests=enabled >/dev/null
+	# only with -Dtests=enabled; one made before the option existed knows
+	# no such option until it is set up again
+	meson configure "$BUILD" -Dtests=enabled >/dev/null 2>&1 ||
+		meson setup --reconfigure "$BUILD" "$ROOT" -Dtests=enabled >/dev/null
 	ninja -C "$BUILD" >/dev/null    # a no-op when up to date; never a stale binary
 	RP=$BUILD/src/ringproxy
 	TC=$BUILD/tests/testcache/testcache
