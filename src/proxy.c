@@ -888,9 +888,13 @@ static void proxy_on_discovery(void *arg)
 	struct discover_change ch;
 
 	if (d->last_fail >= 0) {
+		char ago[32] = "none yet";
+
+		if (d->last_good_ms >= 0)
+			snprintf(ago, sizeof(ago), "%.1fs ago", (double)(registry_now_ms() - d->last_good_ms) / 1000);
 		if (!m->disc_failing)
-			log_warn("discovery: %s: %s; the ring stays as it is (last good answer %s)", dnssrv_names(m->dns),
-				 discover_fail_name(d->last_fail), d->last_good_ms < 0 ? "never" : "kept");
+			log_warn("discovery: %s: %s; the ring stays as it is (last good answer: %s)", dnssrv_names(m->dns),
+				 discover_fail_name(d->last_fail), ago);
 		m->disc_failing = true;
 		return;
 	}
@@ -922,6 +926,7 @@ static int proxy_discovery_ctl(struct proxy_main *m, const char *action, const c
 	if (!held)
 		return proxy_state_refuse(m, out, 409, "no discovery change is held", actions, 1);
 	log_info("ctl from %s: discovery apply: the %zu held removals go", peer, held);
+	m->disc_held_said = 0;          /* applied, not reverted */
 	if (discover_due(&m->disc, &ch))
 		proxy_discovery_apply(m, true);
 	proxy_discovery_held(m, &ch);
@@ -956,8 +961,14 @@ static void proxy_discovery_configure(struct proxy_main *m)
 	discover_fixed(&m->disc, c->nstatic);
 	if (m->dns && dnssrv_configure(m->dns, c, err, sizeof(err)) < 0)
 		log_error("discovery: %s; polling goes on as it was", err);
-	if (!m->dns && !(m->dns = dnssrv_new(m->base, c, &m->disc, proxy_on_discovery, m, err, sizeof(err))))
-		log_error("discovery: %s; the members stay as they are", err);
+	if (!m->dns) {
+		m->dns = dnssrv_new(m->base, c, &m->disc, proxy_on_discovery, m, err, sizeof(err));
+		if (m->dns)
+			log_info("discovery: asking %s every %gs (%s)", c->disc_srv, (double)c->disc_interval_ms / 1000,
+				 *c->disc_resolver ? c->disc_resolver : "the name servers of /etc/resolv.conf");
+		else
+			log_error("discovery: %s; the members stay as they are", err);
+	}
 	m->p.dns = m->dns;
 	m->p.discover = &m->disc;
 }
