@@ -65,11 +65,12 @@ struct request {
 	int64_t t_begin;                /* worker_now_us at its head */
 	/* for the access log */
 	int status;                     /* of the response, 0 = none yet */
+	uint32_t h2_stream;             /* its HTTP/2 stream id; 0: HTTP/1.x
+					   (in the hole before out_sent0) */
 	uint64_t out_sent0;             /* out->sent at its start */
 	const char *route;              /* why its backend: "owner", "replica",
 					   "spill", "failover", "ramp", "retry" */
 	uint16_t line_mlen, line_tlen;  /* of line */
-	uint32_t h2_stream;             /* its HTTP/2 stream id; 0: HTTP/1.x */
 	bool line_copied;               /* line holds them */
 
 	/* the head, parsed in place in the client's read buffer (front.c
