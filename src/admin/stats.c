@@ -47,6 +47,11 @@ static uint64_t stats_proxy_connections(const struct proxy *p)
 	return atomic_load(&p->nconns);
 }
 
+static uint64_t stats_proxy_tls_connections(const struct proxy *p)
+{
+	return atomic_load(&p->tls_conns);
+}
+
 static uint64_t stats_proxy_connections_busiest_worker(const struct proxy *p)
 {
 	unsigned most = 0;

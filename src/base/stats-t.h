@@ -45,7 +45,16 @@
 	X(replies_504, counter, SHARED, "the proxy's own 504 replies (a backend too slow)") \
 	X(replies_other, counter, SHARED, "the proxy's own replies with any other status") \
 	X(reply_bytes, counter, SHARED, "bytes of the proxy's own replies queued to clients") \
-	X(access_log_dropped, counter, SHARED, "access log lines dropped (the log could not be written)")
+	X(access_log_dropped, counter, SHARED, "access log lines dropped (the log could not be written)") \
+	X(tls_connections, gauge, DERIVED, "HTTPS client connections open, in their handshake or after it") \
+	X(tls_handshakes, counter, SHARED, "TLS handshakes completed in full (a new session)") \
+	X(tls_resumed, counter, SHARED, "TLS handshakes completed by resuming a session (a ticket)") \
+	X(tls_failed_sni, counter, SHARED, "TLS handshakes refused for their SNI: no certificate has the name, or none was sent ([tls] strict_sni)") \
+	X(tls_failed_cipher, counter, SHARED, "TLS handshakes failed for want of a common version, cipher suite, group or signature algorithm") \
+	X(tls_failed_protocol, counter, SHARED, "TLS handshakes failed on a message that is not TLS or not valid TLS") \
+	X(tls_failed_timeout, counter, SHARED, "TLS handshakes not complete in [tls] handshake_timeout") \
+	X(tls_abandoned, counter, SHARED, "TLS handshakes the client closed before they completed") \
+	X(proxy_h2_refused, counter, SHARED, "connections closed because their PROXY v2 header says the client negotiated h2 with the TLS terminator in front, which this build does not serve")
 
 #define STATS_BACKEND(X) \
 	X(up, flag, DERIVED, "whether the backend is up (false while health checks have it down)") \

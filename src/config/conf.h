@@ -65,6 +65,23 @@ enum conf_key_hash { CONF_KEY_HASH_MD5, CONF_KEY_HASH_FNV1A64 };
 
 enum conf_access_format { CONF_ACCESS_COMBINED, CONF_ACCESS_JSON };
 
+/* [tls]'s defaults: Mozilla's "intermediate" configuration (version 5.7,
+ * https://ssl-config.mozilla.org/guidelines/5.7.json) for TLS 1.2, and
+ * OpenSSL's own TLS 1.3 suites. */
+#define CONF_TLS_CIPHERS "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:" \
+	"ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:" \
+	"ECDHE-RSA-CHACHA20-POLY1305:DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:" \
+	"DHE-RSA-CHACHA20-POLY1305"
+#define CONF_TLS_CIPHERSUITES "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
+
+/* One address of a listen list ([proxy] listen, [tls] listen). */
+#define CONF_LISTEN_MAX 16
+struct conf_listen {
+	char addr[80];          /* IP:port / [IPv6]:port as written */
+	int proxy_protocol;     /* -1: the section's proxy_protocol; 0 off,
+				   1 on: the address's own */
+};
+
 struct conf {
 	char *path;             /* the file it came from ("-" for a string) */
 	char sha256[65];        /* SHA-256 of its bytes, hex; "" if unknown */
@@ -100,6 +117,17 @@ struct conf {
 	bool watch_config;              /* reload when the file changes */
 	char *state_file;               /* the backends' runtime states
 					   (runstate.c); "" = not kept */
+
+	/* [tls] */
+	char *tls_listen;               /* "" = no HTTPS listener */
+	bool tls_proxy_protocol;
+	char *tls_certs;                /* a glob of PEM files */
+	bool tls_strict_sni;
+	char *tls_protocols;            /* "TLSv1.2 TLSv1.3" */
+	char *tls_ciphers;              /* TLS 1.2, OpenSSL's syntax */
+	char *tls_ciphersuites;         /* TLS 1.3 */
+	char *tls_alpn;                 /* "http/1.1" */
+	uint64_t tls_handshake_timeout_ms;
 
 	/* [ring] */
 	int hash;                       /* enum conf_hash */
@@ -184,6 +212,15 @@ void conf_hostport(const struct conf_backend *b, char *out, size_t len);
 /* The line of the file where [proxy], [ring] or [health] key was set, or
  * 0 when it has its default (messages then name the file alone). */
 int conf_line(const struct conf *c, const char *key);
+/* The same for a key of [tls] (whose listen and proxy_protocol share
+ * their names with [proxy]'s). */
+int conf_tls_line(const struct conf *c, const char *key);
+
+/* Parse a listen list ("IP:port[ proxy_protocol=on|off], ..."): the
+ * addresses into out (at most max), each checked with addr_parse. Returns
+ * how many (0 for ""), or -1 with why. Pure. */
+int conf_listen_parse(const char *text, struct conf_listen *out, size_t max, char *why, size_t len);
+
 /* The same for a key of one backend (url, weight, health_path...). */
 int conf_backend_line(const struct conf_backend *be, const char *key);
 

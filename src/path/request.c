@@ -116,6 +116,11 @@ void req_client_ip(struct request *rq, const char *ip, size_t iplen)
 	rq->iplen = iplen;
 }
 
+void req_client_https(struct request *rq, bool https)
+{
+	rq->https = https;
+}
+
 /* Keep the method and target of a request with a body for its log line. */
 static void req_copy_line(struct request *rq)
 {
