@@ -326,7 +326,7 @@ bool req_end(struct request *rq)
 			f.iplen = rq->iplen;
 			f.minor = rq->msg.minor;
 			f.dur_us = took;
-			access_log(&rq->w->alog, rq->snap->conf->access_format == CONF_ACCESS_JSON,
+			access_log(&rq->w->alog, rq->w->snap->conf->access_format == CONF_ACCESS_JSON,
 				   &f, &rq->msg, rq->t_begin);
 		}
 	}
