@@ -257,11 +257,13 @@ static const struct conf_keydef conf_keys[] = {
 	  "the TLS versions offered; anything older is refused by -t" },
 	{ CONF_IN_TLS, "ciphers", CONF_T_STRING, P(tls_ciphers), CONF_TLS_CIPHERS, 0, 0,
 	  "an OpenSSL cipher list",
-	  "TLS 1.2 cipher suites (Mozilla's intermediate list by default); a list that allows a suite without "
+	  "TLS 1.2 cipher suites; the default is the nine of Mozilla's intermediate configuration (ECDHE, and "
+	  "DHE with RSA, each with AES-GCM or ChaCha20-Poly1305), the client's order deciding; a list that allows a suite without "
 	  "forward secrecy or authenticated encryption, or a NULL, export, RC4, DES or 3DES one, is refused" },
-	{ CONF_IN_TLS, "ciphersuites", CONF_T_STRING, P(tls_ciphersuites), CONF_TLS_CIPHERSUITES, 0, 0,
-	  "an OpenSSL TLS 1.3 ciphersuite list",
-	  "TLS 1.3 cipher suites, in OpenSSL's syntax (TLS_AES_128_GCM_SHA256:...)" },
+	{ CONF_IN_TLS, "ciphersuites", CONF_T_STRING, P(tls_ciphersuites), "", 0, 0,
+	  "an OpenSSL TLS 1.3 ciphersuite list (TLS_AES_128_GCM_SHA256:...), or empty",
+	  "TLS 1.3 cipher suites; empty: OpenSSL's own (TLS_AES_256_GCM_SHA384, TLS_CHACHA20_POLY1305_SHA256, "
+	  "TLS_AES_128_GCM_SHA256), all authenticated encryption with forward secrecy" },
 	{ CONF_IN_TLS, "alpn", CONF_T_STRING, P(tls_alpn), "http/1.1", 0, 0,
 	  "protocol names this build serves, comma-separated: http/1.1",
 	  "the application protocols offered by ALPN, in the server's order of preference; a client that offers "

@@ -65,14 +65,11 @@ enum conf_key_hash { CONF_KEY_HASH_MD5, CONF_KEY_HASH_FNV1A64 };
 
 enum conf_access_format { CONF_ACCESS_COMBINED, CONF_ACCESS_JSON };
 
-/* [tls]'s defaults: Mozilla's "intermediate" configuration (version 5.7,
- * https://ssl-config.mozilla.org/guidelines/5.7.json) for TLS 1.2, and
- * OpenSSL's own TLS 1.3 suites. */
-#define CONF_TLS_CIPHERS "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:" \
-	"ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:" \
-	"ECDHE-RSA-CHACHA20-POLY1305:DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:" \
-	"DHE-RSA-CHACHA20-POLY1305"
-#define CONF_TLS_CIPHERSUITES "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
+/* [tls] ciphers' default: the nine suites of Mozilla's "intermediate"
+ * configuration for TLS 1.2 (version 5.7,
+ * https://ssl-config.mozilla.org/guidelines/5.7.json: ECDHE and DHE-RSA
+ * with AES-GCM and ChaCha20-Poly1305), written short. */
+#define CONF_TLS_CIPHERS "ECDHE+AESGCM:ECDHE+CHACHA20:DHE+AESGCM:DHE+CHACHA20:!PSK:!DSS:!aNULL"
 
 /* One address of a listen list ([proxy] listen, [tls] listen). */
 #define CONF_LISTEN_MAX 16

@@ -429,7 +429,7 @@ static int certs_ctx_setup(struct certs *s, const struct conf *c, char *err, siz
 			  conf_tls_line(c, "ciphers"), c->tls_ciphers, certs_ssl_reason(why, sizeof(why)));
 		rc = -1;
 	}
-	if (SSL_CTX_set_ciphersuites(ctx, c->tls_ciphersuites) != 1) {
+	if (*c->tls_ciphersuites && SSL_CTX_set_ciphersuites(ctx, c->tls_ciphersuites) != 1) {
 		certs_err(err, errlen, "%s:%d: ciphersuites: OpenSSL cannot use '%s': %s", c->path,
 			  conf_tls_line(c, "ciphersuites"), c->tls_ciphersuites, certs_ssl_reason(why, sizeof(why)));
 		rc = -1;
