@@ -166,6 +166,17 @@ def main():
                                before["tls_failed_cipher"] + before["tls_failed_protocol"], 5)
     t.check(after, "and counted as a failed handshake (tls_failed_cipher or tls_failed_protocol)")
 
+    # ---- the certificates in /stats and /metrics ----------------------------------
+    certs = {c["file"]: c for c in stats()["tls_certificates"]}
+    a_ent = certs.get(os.path.join(d, "10-a.pem"), {})
+    t.check(a_ent.get("names") == ["a.test", "*.a.test"] and 29 * 86400 < a_ent.get("expiry_seconds", 0) <= 30 * 86400,
+            "/stats tls_certificates: each file with its names and about 30 days to expiry", certs)
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{aport}/metrics", timeout=10).read().decode()
+    line = f'ringproxy_tls_certificate_expiry_seconds{{file="{d}/20-b.pem",name="b.test"}} '
+    t.check(line in metrics and "ringproxy_tls_handshakes_total" in metrics,
+            "/metrics: ringproxy_tls_certificate_expiry_seconds{file,name}, and the handshake counters",
+            "\n".join(x for x in metrics.splitlines() if "tls" in x))
+
     # ---- resumption ----------------------------------------------------------------
     sess = harness.tmp_path("sess.pem")
     req = b"GET /img/r HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n"
