@@ -213,6 +213,11 @@ static const struct conf_keydef conf_keys[] = {
 	  "target_field, CDN-Cache-Control and Surrogate-Control lines of responses are not forwarded to clients (nor stored)" },
 	{ CONF_IN_CACHE, "honor_client_no_cache", CONF_T_BOOL, P(cache_honor_client_no_cache), "off", 0, 0, NULL,
 	  "a request's Cache-Control no-cache, max-age and min-fresh may send it past a stored object to the backend (RFC 9111 allows it); off, as in NGINX and Varnish, so that no client can force origin fetches" },
+	{ CONF_IN_CACHE, "key_scheme", CONF_T_BOOL, P(cache_key_scheme), "on", 0, 0, NULL,
+	  "the cache key includes the scheme: a response fetched for an https request is not served to an http one, "
+	  "nor the other way (NGINX's default key is $scheme$proxy_host$request_uri), since a backend may answer "
+	  "the two differently (a redirect to https, absolute links); off: one object for both, for a tier that "
+	  "serves the same bytes over either (thumbnails usually do), which halves the misses of a site served both ways" },
 	{ CONF_IN_CACHE, "purge_fanout", CONF_T_UINT, P(cache_purge_fanout), "3", 0, 16, NULL,
 	  "a purge goes to the first N distinct backends of the URL's walk (the owner and where spill-over and failover put copies); 0 = local only" },
 	{ CONF_IN_CACHE, "purge_allow", CONF_T_STRING, P(cache_purge_allow), "", 0, 0,

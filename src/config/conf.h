@@ -165,6 +165,7 @@ struct conf {
 	bool cache_strip_targeted;      /* targeted fields not sent to clients */
 	bool cache_honor_client_no_cache; /* a request's no-cache, max-age and
 					   min-fresh are followed */
+	bool cache_key_scheme;          /* https requests keyed apart */
 	unsigned cache_purge_fanout;    /* backends of the walk a purge reaches */
 	char *cache_purge_allow;        /* who may PURGE/BAN on the proxy port */
 	unsigned cache_max_variants;    /* variants one URL may hold */

@@ -166,6 +166,18 @@ def main():
                                before["tls_failed_cipher"] + before["tls_failed_protocol"], 5)
     t.check(after, "and counted as a failed handshake (tls_failed_cipher or tls_failed_protocol)")
 
+    # ---- [cache] key_scheme ---------------------------------------------------------
+    def cache_status(https, path):
+        if https:
+            return curl(P, "b.test", path, "-H", "Host: img.test")[2]
+        return "\n".join(f"{k}: {v}" for k, v in harness.get(proxy.port, path, headers={"Host": "img.test"})[1].items())
+
+    for _ in range(3):
+        out = cache_status(False, "/ks/1")
+    t.check("hit" in out, "an object stored from http requests: an http hit", out)
+    out = cache_status(True, "/ks/1")
+    t.check("fwd=miss" in out, "key_scheme on (the default): the same URL over https is a miss of its own", out)
+
     # ---- the certificates in /stats and /metrics ----------------------------------
     certs = {c["file"]: c for c in stats()["tls_certificates"]}
     a_ent = certs.get(os.path.join(d, "10-a.pem"), {})
@@ -266,6 +278,7 @@ def main():
 
     # ---- strict_sni, by a reload ---------------------------------------------------
     conf2 = conf.replace("handshake_timeout = 1s\n", "handshake_timeout = 1s\nstrict_sni = on\n")
+    conf2 = conf2.replace("size = 16m\n", "size = 16m\nkey_scheme = off\n")
     harness.write("tls.ini", conf2)
     since = proxy.log_size()
     m = proxy.reload()
@@ -276,6 +289,10 @@ def main():
     rc, st, out = curl(P, "b.test", "/img/9", ca=ca_b)
     t.check(rc == 0 and st == "200", "strict_sni: a known name is served", out)
     t.check(harness.wait_until(lambda: stats()["tls_failed_sni"] == before + 1, 5), "counted in tls_failed_sni")
+    for _ in range(3):
+        out = cache_status(False, "/ks/2")
+    out = cache_status(True, "/ks/2")
+    t.check("hit" in out, "key_scheme = off: an object stored from http requests is an https hit too", out)
 
     # ---- -t -------------------------------------------------------------------------
     ke, ce = make_cert("e", ["e.test"], days=-1)
