@@ -501,6 +501,30 @@ static int certs_load_all(struct certs *s, const struct conf *c, void (*warn)(co
 	return rc;
 }
 
+/* The first file's certificate is the context's, with the first of each
+ * other key type that serves the same names (its RSA or ECDSA twin): a
+ * handshake without SNI, or naming them, takes them as they are. */
+static int certs_ctx_default(struct certs *s, char *err, size_t errlen)
+{
+	char why[256];
+	int types = 0;
+
+	for (size_t k = 0; k < s->n; k++) {
+		const struct certs_one *o = &s->one[k];
+		int type = EVP_PKEY_get_base_id(o->key);
+		int bit = type == EVP_PKEY_RSA ? 1 : type == EVP_PKEY_EC ? 2 : 4;
+
+		if ((types & bit) || (k > 0 && strcmp(o->names_text, s->one[0].names_text) != 0))
+			continue;
+		if (SSL_CTX_use_cert_and_key(s->ctx, o->cert, o->key, o->chain, 1) != 1) {
+			certs_err(err, errlen, "%s: %s", o->file, certs_ssl_reason(why, sizeof(why)));
+			return -1;
+		}
+		types |= bit;
+	}
+	return 0;
+}
+
 struct certs *certs_new(const struct conf *c, void (*warn)(const char *line), char *err, size_t errlen)
 {
 	struct certs *s;
@@ -526,10 +550,8 @@ struct certs *certs_new(const struct conf *c, void (*warn)(const char *line), ch
 		goto fail;
 	/* the first file's certificate is the context's: a handshake
 	 * without SNI, or naming it, takes it as it is */
-	if (SSL_CTX_use_cert_and_key(s->ctx, s->one[0].cert, s->one[0].key, s->one[0].chain, 1) != 1) {
-		certs_err(err, errlen, "%s: %s", s->one[0].file, certs_ssl_reason(why, sizeof(why)));
+	if (certs_ctx_default(s, err, errlen) < 0)
 		goto fail;
-	}
 	return s;
 fail:
 	certs_unref(s);

@@ -115,6 +115,9 @@ def main():
     kb, ca_b = make_cert("b", ["b.test"], key="rsa")
     pem(os.path.join(d, "10-a.pem"), ca_a, ka)
     pem(os.path.join(d, "20-b.pem"), ca_b, kb)
+    kbe, ca_be = make_cert("b-ec", ["b.test"])
+    pem(os.path.join(d, "30-b-ec.pem"), ca_be, kbe)
+    b_both = harness.write("b-both.crt", open(ca_b).read() + open(ca_be).read())
     conf = harness.conf_text([cache], proxy={"admin_listen": "127.0.0.1:0"}, cache={"size": "16m"})
     conf += f"\n[tls]\nlisten = 127.0.0.1:0\ncerts = {d}/*.pem\nhandshake_timeout = 1s\n"
     path = harness.write("tls.ini", conf)
@@ -129,8 +132,15 @@ def main():
     rc, st, out = curl(P, "a.test", "/img/1", ca=ca_a)
     t.check(rc == 0 and st == "200" and "X-Echo-X-Forwarded-Proto: https" in out,
             "curl https://a.test (SNI a.test): a.test's certificate verifies, 200, X-Forwarded-Proto: https", out)
-    rc, st, out = curl(P, "b.test", "/img/2", ca=ca_b)
-    t.check(rc == 0 and st == "200", "curl https://b.test: b.test's own (RSA) certificate verifies", out)
+    rc, st, out = curl(P, "b.test", "/img/2", ca=b_both)
+    t.check(rc == 0 and st == "200", "curl https://b.test: b.test's own certificate verifies", out)
+    for sigalg, want in (("RSA-PSS+SHA256", "2048 bit"), ("ECDSA+SHA256", "256 bit")):
+        r = openssl("s_client", "-connect", f"127.0.0.1:{P}", "-servername", "b.test", "-sigalgs", sigalg,
+                    stdin=b"")
+        o = r.stdout.decode(errors="replace")
+        t.check(f"Server public key is {want}" in o,
+                f"b.test has an RSA and an ECDSA certificate: a client signing with {sigalg} gets the {want} one",
+                o[-800:])
     rc, _, out = curl(P, "b.test", "/img/2", ca=ca_a)
     t.check(rc != 0, "b.test with only a.test's certificate trusted: not verified (it is b's)", out)
     rc, st, out = curl(P, "x.a.test", "/img/3", ca=ca_a)
@@ -185,7 +195,7 @@ def main():
             "/stats tls_certificates: each file with its names and about 30 days to expiry", certs)
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{aport}/metrics", timeout=10).read().decode()
     line = f'ringproxy_tls_certificate_expiry_seconds{{file="{d}/20-b.pem",name="b.test"}} '
-    t.check(line in metrics and "ringproxy_tls_handshakes_total" in metrics,
+    t.check(line in metrics and "ringproxy_tls_handshakes_total" in metrics and "30-b-ec.pem" in metrics,
             "/metrics: ringproxy_tls_certificate_expiry_seconds{file,name}, and the handshake counters",
             "\n".join(x for x in metrics.splitlines() if "tls" in x))
 
@@ -267,7 +277,7 @@ def main():
     m = proxy.reload()
     t.check(m and m.startswith("reload failed") and "20-b.pem" in proxy.log()[since:], "a broken certificate file fails the reload, naming the file",
             proxy.log()[since:])
-    rc, st, out = curl(P, "b.test", "/img/7", ca=ca_b)
+    rc, st, out = curl(P, "b.test", "/img/7", ca=b_both)
     t.check(rc == 0 and st == "200", "and the old set serves on: b.test's certificate still verifies", out)
     pem(os.path.join(d, "20-b.pem"), ca_b, ka)
     since = proxy.log_size()
@@ -286,7 +296,7 @@ def main():
     before = stats()["tls_failed_sni"]
     rc, _, out = curl(P, "c.test", "/img/8")
     t.check(rc != 0, "strict_sni: an unknown name (c.test) fails its handshake", out)
-    rc, st, out = curl(P, "b.test", "/img/9", ca=ca_b)
+    rc, st, out = curl(P, "b.test", "/img/9", ca=b_both)
     t.check(rc == 0 and st == "200", "strict_sni: a known name is served", out)
     t.check(harness.wait_until(lambda: stats()["tls_failed_sni"] == before + 1, 5), "counted in tls_failed_sni")
     for _ in range(3):
