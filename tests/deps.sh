@@ -12,7 +12,7 @@
 #   its private network namespace (tests/cachetests/run.sh)
 set -euo pipefail
 
-want=(gcc libc6-dev meson ninja-build pkg-config libevent-dev libssl-dev
+want=(gcc libc6-dev meson ninja-build pkg-config libevent-dev libssl-dev openssl
       libinih-dev libcurl4-openssl-dev libxxhash-dev zlib1g-dev python3 curl procps)
 case "${1:-build}" in
 build) ;;
