@@ -21,7 +21,7 @@ test) want+=(clang libclang-rt-14-dev iproute2 util-linux
             varnish                        # tests/e2e/test_varnish.py
             nginx-light haproxy nutcracker # test_compat, unit compat-ring-live
             prometheus chromium            # promtool for /metrics, the page
-            hitch openssl sslscan          # test_tls: a terminator in front, certs, the review
+            hitch openssl sslscan testssl.sh # test_tls: a terminator in front; test_tls_review
             wrk) ;;                        # tests/bench/soak.sh
 bench) want+=(haproxy nginx-light wrk varnish openssl) ;;
 cachetests) want+=(nodejs iproute2 util-linux)
