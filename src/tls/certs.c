@@ -35,6 +35,7 @@
 #include <strings.h>
 
 #include "config/conf.h"
+#include "http/sni.h"
 
 /* Certificates a set holds at most (files of the glob). */
 #define CERTS_MAX 4096
@@ -76,49 +77,6 @@ enum certs_fail certs_failure(void)
 
 /* ---- names ------------------------------------------------------------- */
 
-bool certs_name_match(const char *pattern, const char *name, size_t len)
-{
-	size_t plen = strlen(pattern);
-
-	if (len > 0 && name[len - 1] == '.')
-		len--;          /* a fully qualified name's root dot */
-	if (plen >= 2 && pattern[0] == '*' && pattern[1] == '.') {
-		/* one label, not empty, then exactly the rest */
-		const char *dot = memchr(name, '.', len);
-		size_t rest;
-
-		if (!dot || dot == name)
-			return false;
-		rest = len - (size_t)(dot - name);
-		return rest == plen - 1 && strncasecmp(dot, pattern + 1, rest) == 0;
-	}
-	return plen == len && strncasecmp(pattern, name, len) == 0;
-}
-
-int certs_sni_parse(const unsigned char *ext, size_t len, const unsigned char **name, size_t *namelen)
-{
-	size_t list, n;
-
-	/* ServerNameList: uint16 length, then entries of a type byte and
-	 * a uint16-prefixed name; host_name is type 0, the one defined */
-	if (len < 2)
-		return -1;
-	list = (size_t)ext[0] << 8 | ext[1];
-	if (list != len - 2 || list < 3)
-		return -1;
-	if (ext[2] != 0)
-		return -1;
-	n = (size_t)ext[3] << 8 | ext[4];
-	if (n == 0 || n > list - 3 || n > 255)
-		return -1;
-	for (size_t i = 0; i < n; i++)
-		if (ext[5 + i] == 0)
-			return -1;
-	*name = ext + 5;
-	*namelen = n;
-	return 0;
-}
-
 /* The best certificate for a name: an exact match before a wildcard, the
  * first file in name order among equals. -1 when none. */
 static long certs_find(const struct certs *s, const char *name, size_t len, bool wild)
@@ -127,7 +85,7 @@ static long certs_find(const struct certs *s, const char *name, size_t len, bool
 		for (size_t j = 0; j < s->one[i].nnames; j++) {
 			const char *p = s->one[i].names[j];
 
-			if ((p[0] == '*') == wild && certs_name_match(p, name, len))
+			if ((p[0] == '*') == wild && sni_match(p, name, len))
 				return (long)i;
 		}
 	return -1;
@@ -138,7 +96,7 @@ static long certs_find(const struct certs *s, const char *name, size_t len, bool
 static bool certs_serves(const struct certs_one *o, const char *name, size_t len)
 {
 	for (size_t j = 0; j < o->nnames; j++)
-		if (certs_name_match(o->names[j], name, len))
+		if (sni_match(o->names[j], name, len))
 			return true;
 	return false;
 }
@@ -155,7 +113,7 @@ static int certs_on_hello(SSL *ssl, int *al, void *arg)
 	int key_types = 0;
 
 	if (!SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &ext, &elen) ||
-	    certs_sni_parse(ext, elen, &name, &nlen) < 0) {
+	    sni_parse(ext, elen, &name, &nlen) < 0) {
 		if (!s->strict_sni)
 			return SSL_CLIENT_HELLO_SUCCESS;
 		certs_fail_last = CERTS_FAIL_SNI;

@@ -56,14 +56,4 @@ time_t certs_not_after(const struct certs *s, size_t i);
  * call. Worker thread. */
 enum certs_fail certs_failure(void);
 
-/* Does a certificate name (pattern: "img.example.com", or a wildcard
- * "*.example.com" standing for exactly one label) serve the host name
- * name[0..len)? Case-insensitive, as DNS names are (RFC 6125 6.4). Pure. */
-bool certs_name_match(const char *pattern, const char *name, size_t len);
-
-/* The host name of a ClientHello's server_name extension body
- * ext[0..len) (RFC 6066 3): *name points into ext. 0, or -1 when the
- * extension is malformed or names no host. Pure. */
-int certs_sni_parse(const unsigned char *ext, size_t len, const unsigned char **name, size_t *namelen);
-
 #endif
