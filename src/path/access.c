@@ -818,7 +818,23 @@ char *access_format(char *p, struct access_buf *b, const struct access_fields *f
 		p = access_cstr(p, l->why);
 		p = ACCESS_PUTS(p, "\",\"request_id\":\"");
 		p = access_put(p, l->rid, 20);
-		p = ACCESS_PUTS(p, "\"}\n");
+		if (f->tls_version) {
+			p = ACCESS_PUTS(p, "\",\"tls\":\"");
+			p = access_field(p, f->tls_version, strlen(f->tls_version), ACCESS_TLS_MAX, true);
+			p = ACCESS_PUTS(p, "\",\"cipher\":\"");
+			p = access_field(p, f->tls_cipher, strlen(f->tls_cipher), ACCESS_TLS_MAX, true);
+			p = ACCESS_PUTS(p, "\",\"sni\":");
+			if (f->sni) {
+				*p++ = '"';
+				p = access_field(p, f->sni, strlen(f->sni), ACCESS_SNI_MAX, true);
+				*p++ = '"';
+			} else {
+				p = ACCESS_PUTS(p, "null");
+			}
+			p = ACCESS_PUTS(p, "}\n");
+		} else {
+			p = ACCESS_PUTS(p, "\"}\n");
+		}
 	} else {
 		p = access_ip(p, f->ip, f->iplen, false);
 		p = access_put(p, b->clf, ACCESS_CLF_LEN);
@@ -848,6 +864,15 @@ char *access_format(char *p, struct access_buf *b, const struct access_fields *f
 		p = access_cstr(p, l->why);
 		p = ACCESS_PUTS(p, " request_id=");
 		p = access_put(p, l->rid, 20);
+		if (f->tls_version) {
+			/* HTTPS only: a plain request's line is as it was */
+			p = ACCESS_PUTS(p, " tls=");
+			p = access_field(p, f->tls_version, strlen(f->tls_version), ACCESS_TLS_MAX, false);
+			p = ACCESS_PUTS(p, " cipher=");
+			p = access_field(p, f->tls_cipher, strlen(f->tls_cipher), ACCESS_TLS_MAX, false);
+			p = ACCESS_PUTS(p, " sni=");
+			p = f->sni ? access_field(p, f->sni, strlen(f->sni), ACCESS_SNI_MAX, false) : ACCESS_PUTS(p, "-");
+		}
 		*p++ = '\n';
 	}
 	return p;

@@ -151,6 +151,8 @@ static void front_end(struct client *c)
 		front_close(c);
 		return;
 	}
+	/* the request's log line before the TLS goes (it names the SNI) */
+	req_end(c->rq);
 	if (c->ssl) {
 		/* close_notify before our side shuts (tls_free sends it) */
 		tls_free(c->ssl);
@@ -161,7 +163,6 @@ static void front_end(struct client *c)
 		front_close(c);
 		return;
 	}
-	req_end(c->rq);
 	c->state = CL_LINGER;
 	c->in.pos = c->in.len = 0;
 	event_del(&c->wev);
@@ -702,6 +703,9 @@ static void front_read(evutil_socket_t fd, short what, void *arg)
 			 c->iplen, &front_req_ops, &fwd_req_ops);
 		if (c->https)
 			req_client_https(c->rq, true);
+		if (c->ssl)
+			req_client_tls(c->rq, SSL_get_version(c->ssl), SSL_get_cipher_name(c->ssl),
+				       SSL_get_servername(c->ssl, TLSEXT_NAMETYPE_host_name));
 	}
 	if (c->state == CL_PROXY && c->ssl) {
 		front_proxy_tls(c);

@@ -121,6 +121,13 @@ void req_client_https(struct request *rq, bool https)
 	rq->https = https;
 }
 
+void req_client_tls(struct request *rq, const char *version, const char *cipher, const char *sni)
+{
+	rq->tls_version = version;
+	rq->tls_cipher = cipher;
+	rq->sni = sni;
+}
+
 /* Keep the method and target of a request with a body for its log line. */
 static void req_copy_line(struct request *rq)
 {
@@ -326,6 +333,9 @@ bool req_end(struct request *rq)
 			f.iplen = rq->iplen;
 			f.minor = rq->msg.minor;
 			f.dur_us = took;
+			f.tls_version = rq->tls_version;
+			f.tls_cipher = rq->tls_cipher;
+			f.sni = rq->sni;
 			access_log(&rq->w->alog, rq->w->snap->conf->access_format == CONF_ACCESS_JSON,
 				   &f, &rq->msg, rq->t_begin);
 		}

@@ -119,7 +119,8 @@ def main():
     pem(os.path.join(d, "30-b-ec.pem"), ca_be, kbe)
     b_both = harness.write("b-both.crt", open(ca_b).read() + open(ca_be).read())
     conf = harness.conf_text([cache], proxy={"admin_listen": "127.0.0.1:0"}, cache={"size": "16m"})
-    conf += f"\n[tls]\nlisten = 127.0.0.1:0\ncerts = {d}/*.pem\nhandshake_timeout = 1s\n"
+    alog = harness.tmp_path("tls-access.log")
+    conf += f"\n[tls]\nlisten = 127.0.0.1:0\ncerts = {d}/*.pem\nhandshake_timeout = 1s\n\n[log]\naccess = {alog}\n"
     path = harness.write("tls.ini", conf)
     proxy = harness.Proxy(RP, path=path)
     P = int(proxy.wait_log(r"listening for HTTPS on 127\.0\.0\.1:(\d+)", 10).group(1))
@@ -175,6 +176,14 @@ def main():
     after = harness.wait_until(lambda: stats()["tls_failed_cipher"] + stats()["tls_failed_protocol"] >
                                before["tls_failed_cipher"] + before["tls_failed_protocol"], 5)
     t.check(after, "and counted as a failed handshake (tls_failed_cipher or tls_failed_protocol)")
+
+    lines = harness.lines_until(alog, lambda got: any("/img/5 " in x for x in got) and
+                                any("/img/4 " in x for x in got), 5)
+    l13 = [x for x in lines if "/img/5 " in x]
+    l12 = [x for x in lines if "/img/4 " in x]
+    t.check(l13 and l13[0].rstrip().endswith(" tls=TLSv1.3 cipher=TLS_AES_256_GCM_SHA384 sni=a.test") and
+            l12 and " tls=TLSv1.2 cipher=ECDHE-ECDSA-" in l12[0] and l12[0].rstrip().endswith(" sni=a.test"),
+            "the access log names an HTTPS request's TLS version, cipher and SNI", "\n".join(lines[-6:]))
 
     # ---- [cache] key_scheme ---------------------------------------------------------
     def cache_status(https, path):
