@@ -273,6 +273,13 @@ static const struct conf_keydef conf_keys[] = {
 	  "protocol names this build serves, comma-separated: http/1.1",
 	  "the application protocols offered by ALPN, in the server's order of preference; a client that offers "
 	  "none of them gets no ALPN answer and speaks HTTP/1.1" },
+	{ CONF_IN_TLS, "ticket_keys", CONF_T_PATH, P(tls_ticket_keys), "", 0, 0, NULL,
+	  "a file of session ticket keys a fleet shares, re-read at each reload: one key a line, base64 of 80 bytes "
+	  "(openssl rand 80 | base64 -w0): a 16-byte name, a 32-byte AES-256 key, a 32-byte HMAC-SHA256 key "
+	  "(HAProxy's order; NGINX's 80-byte files are ordered name, HMAC, AES); the first line encrypts new tickets, "
+	  "every line decrypts; rotate by putting a new key first and dropping the oldest, then reload every proxy; "
+	  "empty: keys made from a random secret of the process, a new one every 12 hours, the previous still "
+	  "decrypting" },
 	{ CONF_IN_TLS, "handshake_timeout", CONF_T_DURATION, P(tls_handshake_timeout_ms), "10s", 10, 600000, NULL,
 	  "a TLS handshake not complete in this time is cut; a connection in its handshake holds no buffer of "
 	  "ours and counts against max_connections" },

@@ -125,6 +125,7 @@ struct conf {
 	char *tls_ciphersuites;         /* TLS 1.3 */
 	char *tls_alpn;                 /* "http/1.1" */
 	uint64_t tls_handshake_timeout_ms;
+	char *tls_ticket_keys;          /* "" = the process's own, rotated */
 
 	/* [ring] */
 	int hash;                       /* enum conf_hash */

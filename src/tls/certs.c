@@ -36,6 +36,12 @@
 
 #include "config/conf.h"
 #include "http/sni.h"
+#include "tls/ticketkeys.h"
+
+#include <errno.h>
+#include <openssl/core_names.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 
 /* Certificates a set holds at most (files of the glob). */
 #define CERTS_MAX 4096
@@ -43,6 +49,12 @@
 #define CERTS_NAMES_MAX 256
 /* Days before expiry -t and a load warn. */
 #define CERTS_WARN_DAYS 14
+/* Ticket keys of a ticket_keys file kept at most; the largest file read. */
+#define CERTS_TICKET_KEYS 16
+#define CERTS_TICKET_FILE_MAX 65536
+/* Without a file: the period of the process's own keys (HAProxy's
+ * documentation suggests rotating every 12 h). */
+#define CERTS_TICKET_PERIOD (12 * 3600)
 
 struct certs_one {
 	char *file;
@@ -63,7 +75,15 @@ struct certs {
 	size_t alpn_len;
 	struct certs_one *one;
 	size_t n;
+	struct ticketkey keys[CERTS_TICKET_KEYS];      /* ticket_keys' */
+	size_t nkeys;                   /* 0: the process's own (certs_key_at) */
 };
+
+/* The process's secret its own ticket keys are made from: random at the
+ * first load, the same for every load after (a reload keeps resumption
+ * working). Written once on the main thread before any worker runs. */
+static unsigned char certs_secret[32];
+static bool certs_have_secret;
 
 static _Thread_local enum certs_fail certs_fail_last;
 
@@ -176,6 +196,118 @@ static int certs_on_alpn(SSL *ssl, const unsigned char **out, unsigned char *out
 		}
 	}
 	return SSL_TLSEXT_ERR_NOACK;
+}
+
+static void certs_err(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---- session tickets --------------------------------------------------------- */
+
+/* The process's own key of period p (a 12-hour slot of the clock): each
+ * part an HMAC-SHA256 of the period under the secret, so that keys rotate
+ * with the clock without a writer on the workers' path. */
+static void certs_key_at(uint64_t p, struct ticketkey *k)
+{
+	unsigned char msg[9], md[32];
+	unsigned mdlen = sizeof(md);
+
+	for (int i = 0; i < 8; i++)
+		msg[i] = (unsigned char)(p >> (8 * i));
+	msg[8] = 'n';
+	HMAC(EVP_sha256(), certs_secret, sizeof(certs_secret), msg, sizeof(msg), md, &mdlen);
+	memcpy(k->name, md, 16);
+	msg[8] = 'a';
+	HMAC(EVP_sha256(), certs_secret, sizeof(certs_secret), msg, sizeof(msg), k->aes, &mdlen);
+	msg[8] = 'h';
+	HMAC(EVP_sha256(), certs_secret, sizeof(certs_secret), msg, sizeof(msg), k->hmac, &mdlen);
+}
+
+/* SSL_CTX_set_tlsext_ticket_key_evp_cb: encrypt (enc 1) with the first
+ * key, decrypt (enc 0) with the key the ticket names: 1, or 2 for a key
+ * that only decrypts (the client gets a new ticket), 0 for a ticket of no
+ * key we have (a full handshake), -1 on error. RFC 5077 4's construction:
+ * AES-256-CBC with HMAC-SHA256, as OpenSSL's own keys are used. */
+static int certs_on_ticket(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CIPHER_CTX *ctx,
+			   EVP_MAC_CTX *hctx, int enc)
+{
+	const struct certs *s = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+	struct ticketkey own[2];
+	const struct ticketkey *keys = s->keys, *k = NULL;
+	size_t n = s->nkeys;
+	OSSL_PARAM params[2];
+	int rc = 1;
+
+	if (n == 0) {
+		uint64_t p = (uint64_t)time(NULL) / CERTS_TICKET_PERIOD;
+
+		certs_key_at(p, &own[0]);
+		certs_key_at(p - 1, &own[1]);
+		keys = own;
+		n = 2;
+	}
+	if (enc) {
+		k = &keys[0];
+		memcpy(name, k->name, 16);
+		if (RAND_bytes(iv, EVP_CIPHER_get_iv_length(EVP_aes_256_cbc())) != 1)
+			return -1;
+		if (EVP_EncryptInit_ex(ctx, EVP_aes_256_cbc(), NULL, k->aes, iv) != 1)
+			return -1;
+	} else {
+		for (size_t i = 0; i < n && !k; i++)
+			if (memcmp(name, keys[i].name, 16) == 0) {
+				k = &keys[i];
+				rc = i == 0 ? 1 : 2;
+			}
+		if (!k)
+			return 0;
+		if (EVP_DecryptInit_ex(ctx, EVP_aes_256_cbc(), NULL, k->aes, iv) != 1)
+			return -1;
+	}
+	params[0] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0);
+	params[1] = OSSL_PARAM_construct_end();
+	if (EVP_MAC_init(hctx, k->hmac, sizeof(k->hmac), params) != 1)
+		return -1;
+	return rc;
+}
+
+/* ticket_keys: the file read and parsed into s (NULL path: the
+ * process's own keys, its secret made at the first load). 0, or -1 with
+ * the reason in err. */
+static int certs_tickets(struct certs *s, const struct conf *c, char *err, size_t errlen)
+{
+	char buf[CERTS_TICKET_FILE_MAX + 1], why[256];
+	FILE *f;
+	size_t len;
+	int line = 0, n;
+
+	if (!*c->tls_ticket_keys) {
+		if (!certs_have_secret && RAND_bytes(certs_secret, sizeof(certs_secret)) != 1) {
+			certs_err(err, errlen, "[tls]: no random bytes for the session ticket keys");
+			return -1;
+		}
+		certs_have_secret = true;
+		return 0;
+	}
+	f = fopen(c->tls_ticket_keys, "r");
+	if (!f) {
+		certs_err(err, errlen, "%s:%d: ticket_keys %s: %s", c->path, conf_tls_line(c, "ticket_keys"),
+			  c->tls_ticket_keys, strerror(errno));
+		return -1;
+	}
+	len = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	if (len > CERTS_TICKET_FILE_MAX) {
+		certs_err(err, errlen, "%s: larger than %d bytes; keep the newest few keys", c->tls_ticket_keys,
+			  CERTS_TICKET_FILE_MAX);
+		return -1;
+	}
+	n = ticketkeys_parse(buf, len, s->keys, CERTS_TICKET_KEYS, &line, why, sizeof(why));
+	OPENSSL_cleanse(buf, sizeof(buf));
+	if (n < 0) {
+		certs_err(err, errlen, "%s:%d: %s", c->tls_ticket_keys, line, why);
+		return -1;
+	}
+	s->nkeys = (size_t)n;
+	return 0;
 }
 
 /* ---- building ------------------------------------------------------------ */
@@ -405,6 +537,8 @@ static int certs_ctx_setup(struct certs *s, const struct conf *c, char *err, siz
 		}
 	}
 	SSL_CTX_set_client_hello_cb(ctx, certs_on_hello, s);
+	SSL_CTX_set_app_data(ctx, s);
+	SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, certs_on_ticket);
 	SSL_CTX_set_alpn_select_cb(ctx, certs_on_alpn, s);
 	return rc;
 }
@@ -504,7 +638,8 @@ struct certs *certs_new(const struct conf *c, void (*warn)(const char *line), ch
 		certs_err(err, errlen, "%s: [tls]: %s", c->path, certs_ssl_reason(why, sizeof(why)));
 		goto fail;
 	}
-	if ((certs_ctx_setup(s, c, err, errlen) < 0) | (certs_load_all(s, c, warn, err, errlen) < 0))
+	if ((certs_ctx_setup(s, c, err, errlen) < 0) | (certs_load_all(s, c, warn, err, errlen) < 0) |
+	    (certs_tickets(s, c, err, errlen) < 0))
 		goto fail;
 	/* the first file's certificate is the context's: a handshake
 	 * without SNI, or naming it, takes it as it is */
@@ -531,6 +666,7 @@ void certs_unref(struct certs *s)
 		certs_one_free(&s->one[i]);
 	free(s->one);
 	SSL_CTX_free(s->ctx);
+	OPENSSL_cleanse(s->keys, sizeof(s->keys));
 	free(s);
 }
 

@@ -224,6 +224,9 @@ def main():
     t.check(st["tls_resumed"] >= 2 and st["tls_handshakes"] >= 8,
             f"counted: {st['tls_handshakes']} full and {st['tls_resumed']} resumed handshakes")
 
+    sess_keep = harness.tmp_path("keep.sess")
+    s_client(P, sess_keep, True)
+
     # ---- a stalled handshake -----------------------------------------------------
     before = stats()["tls_failed_timeout"]
     raw = socket.create_connection(("127.0.0.1", P), timeout=10)
@@ -302,6 +305,8 @@ def main():
     since = proxy.log_size()
     m = proxy.reload()
     t.check(m and not m.startswith("reload failed"), "a reload with strict_sni = on", proxy.log()[since:])
+    t.check(s_client(P, sess_keep, False),
+            "without ticket_keys, a session from before three reloads still resumes (keys from the process's secret)")
     before = stats()["tls_failed_sni"]
     rc, _, out = curl(P, "c.test", "/img/8")
     t.check(rc != 0, "strict_sni: an unknown name (c.test) fails its handshake", out)
@@ -344,7 +349,39 @@ def main():
     t.check(rc == 0 and "warning:" in out and "s.pem: the certificate expires in" in out,
             "-t warns of a certificate that expires within 14 days", out)
 
+    fleet_tickets(cache, d)
     listen_and_hitch(cache, d, ca_a, ka)
+
+
+def s_client(port, sess, out):
+    """One request by openssl s_client (TLS 1.3), saving its session to sess
+    (out) or resuming it (not out): whether it was resumed."""
+    req = b"GET /t HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n"
+    r = openssl("s_client", "-connect", f"127.0.0.1:{port}", "-servername", "a.test", "-tls1_3",
+                "-sess_out" if out else "-sess_in", sess, "-ign_eof", stdin=req)
+    return "Reused," in r.stdout.decode(errors="replace")
+
+
+def fleet_tickets(cache, d):
+    """[tls] ticket_keys: two proxies with the same file resume each other's
+    sessions; a file that is not keys fails -t with FILE:LINE."""
+    keys = harness.write("tickets.keys", "# the fleet's keys, newest first\n" + "\n".join(
+        subprocess.run(["sh", "-c", "openssl rand 80 | base64 -w0"], capture_output=True, text=True).stdout
+        for _ in range(2)) + "\n")
+    conf = harness.conf_text([cache]) + f"\n[tls]\nlisten = 127.0.0.1:0\ncerts = {d}/*.pem\nticket_keys = {keys}\n"
+    ports = []
+    for tag in ("fleet1", "fleet2"):
+        p = harness.Proxy(RP, conf, tag=tag)
+        ports.append(int(p.wait_log(r"listening for HTTPS on 127\.0\.0\.1:(\d+)", 10).group(1)))
+    sess = harness.tmp_path("fleet.sess")
+    s_client(ports[0], sess, True)
+    t.check(s_client(ports[1], sess, False),
+            "ticket_keys: a session from one proxy resumes on another with the same file (a fleet)")
+    bad = harness.write("bad.keys", "# keys\nnot-a-key\n")
+    p = harness.write("tk.ini", conf.replace(keys, bad))
+    r = subprocess.run([RP, "-t", "-c", p], capture_output=True, text=True, timeout=30)
+    t.check(r.returncode == 1 and "bad.keys:2: a key is 80 bytes in base64" in r.stderr,
+            "-t refuses a ticket_keys file that holds no key, with FILE:LINE", r.stderr)
 
 
 def listen_and_hitch(cache, d, ca_a, ka):
