@@ -24,6 +24,7 @@
 #include "config/preflight.h"
 #include "proxy.h"
 #include "admin/statsdoc.h"
+#include "tls/certs.h"
 
 #define MAIN_DEFAULT_CONF "/etc/ringproxy/ringproxy.ini"
 
@@ -347,6 +348,34 @@ static void main_print_errors(const char *path, const struct conf_errors *errs)
 /* ringproxy -t [--probe]: the file, then this host (preflight.c), then
  * the ring; with --probe every backend's health path. Warnings are
  * printed and change nothing. Exit status 0 or 1. */
+static unsigned main_cert_warnings;
+
+static void main_cert_warn(const char *line)
+{
+	fprintf(stderr, "warning: %s\n", line);
+	main_cert_warnings++;
+}
+
+/* [tls]: every certificate loaded and checked as a start would (key,
+ * expiry, names), the cipher lists against the weak ones. 0, or -1 with
+ * the reasons printed. */
+static int main_test_tls(const char *path, const struct conf *c)
+{
+	char err[4096];
+	struct certs *s = certs_new(c, main_cert_warn, err, sizeof(err));
+	size_t n = 1;
+
+	if (s || !err[0]) {
+		certs_unref(s);
+		return 0;
+	}
+	for (const char *p = err; (p = strchr(p, '\n')); p++)
+		n++;
+	fprintf(stderr, "%s\n", err);
+	fprintf(stderr, "ringproxy: %s: %zu error%s; nothing started\n", path, n, n == 1 ? "" : "s");
+	return -1;
+}
+
 static int main_test(const char *path, const struct conf *c, bool probe)
 {
 	struct preflight pf;
@@ -358,6 +387,8 @@ static int main_test(const char *path, const struct conf *c, bool probe)
 		fprintf(stderr, "%s\nringproxy: %s: the state file is refused; nothing started\n", err, path);
 		return 1;
 	}
+	if (main_test_tls(path, c) < 0)
+		return 1;
 	if (preflight_run(c, 0, &pf) > 0) {
 		for (size_t i = 0; i < pf.warnings.n; i++)
 			fprintf(stderr, "warning: %s\n", pf.warnings.msg[i]);
@@ -380,7 +411,8 @@ static int main_test(const char *path, const struct conf *c, bool probe)
 		fprintf(stderr, "warning: %s\n", pf.warnings.msg[i]);
 	if (rc == 0)
 		printf("\n%s: configuration ok%s\n", path,
-		       pf.warnings.n == 0 ? "" : pf.warnings.n == 1 ? " (1 warning)" : " (warnings above)");
+		       pf.warnings.n + main_cert_warnings == 0 ? "" :
+		       pf.warnings.n + main_cert_warnings == 1 ? " (1 warning)" : " (warnings above)");
 	else if (probe)
 		printf("\n%s: configuration ok, but a backend failed its probe\n", path);
 	preflight_free(&pf);

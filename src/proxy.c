@@ -61,6 +61,7 @@
 #include "admin/stats.h"
 #include "config/watch.h"
 #include "path/worker.h"
+#include "tls/certs.h"
 
 struct proxy_main {
 	struct proxy p;
@@ -79,7 +80,17 @@ struct proxy_main {
 	bool stopping;
 	int stop_signal;
 	char listen_text[80];           /* the address in use, port resolved:
-					   a reload never changes it */
+					   a reload never changes it (the
+					   first of the listeners) */
+	struct proxy_addr {             /* every listen address, plain then
+					   [tls]'s: bound at start */
+		struct sockaddr_storage ss;
+		socklen_t len;
+		unsigned kind;          /* WORKER_L_* */
+	} addrs[2 * CONF_LISTEN_MAX];
+	unsigned naddrs;
+	bool tls;                       /* any [tls] listen address */
+	char tls_conf[320];             /* [tls] listen as at start */
 	char listen_conf[320];          /* listen and workers as the first
 					   load gave them: what a reload's */
 	unsigned workers_conf;          /* values must equal to take effect */
@@ -1086,6 +1097,36 @@ static struct conf *proxy_load(struct proxy_main *m, bool next, char *text, size
 }
 
 /* SIGHUP, or the file changed: load it again and apply it. */
+static void proxy_cert_warn(const char *line)
+{
+	log_warn("%s", line);
+}
+
+/* The certificates of c's [tls] for a load (the listeners' at start: a
+ * reload that drops [tls] listen keeps the running set). 0 with *out (a
+ * reference, or NULL without HTTPS), or -1 with the reasons logged and
+ * the reload refused (FILE: reason, the old set serving). */
+static int proxy_certs(struct proxy_main *m, const struct conf *c, struct certs **out)
+{
+	char err[2048];
+
+	*out = NULL;
+	if (!m->tls)
+		return 0;
+	if (!*c->tls_listen) {
+		*out = certs_ref(m->snap->certs);
+		return 0;
+	}
+	*out = certs_new(c, proxy_cert_warn, err, sizeof(err));
+	if (*out)
+		return 0;
+	if (m->snap)
+		proxy_reload_refused(m, err);
+	else
+		log_error("%s", err);
+	return -1;
+}
+
 static void proxy_reload(struct proxy_main *m)
 {
 	char text[sizeof(m->p.last_reload.text)];
@@ -1118,6 +1159,7 @@ static int proxy_reload_conf(struct proxy_main *m, struct conf *c, const char *s
 	long narcs;
 	uint64_t gen = m->snap->generation + 1;
 	struct snap_ramp_info ramp;
+	struct certs *certs = NULL;
 	double moved = 0;
 	size_t ramp_at;
 	int pre;
@@ -1148,12 +1190,21 @@ static int proxy_reload_conf(struct proxy_main *m, struct conf *c, const char *s
 		conf_free(c);
 		return -1;
 	}
+	if (strcmp(c->tls_listen, m->tls_conf) != 0)
+		log_warn("reload: [tls] listen changes only with a restart; still %s%s",
+			 m->tls ? "serving HTTPS on " : "without HTTPS", m->tls ? m->tls_conf : "");
+	if (proxy_certs(m, c, &certs) < 0) {
+		conf_free(c);
+		return -1;
+	}
 	s = snapshot_next(c, gen, m->snap, err, sizeof(err));
 	if (!s) {
+		certs_unref(certs);
 		proxy_reload_refused(m, err);
 		conf_free(c);
 		return -1;
 	}
+	snapshot_set_certs(s, certs);
 	if (snapshot_ramp(s, m->snap, registry_now_ms(), proxy_wall_ms(), &ramp) < 0) {
 		snprintf(text, sizeof(text), "%s: out of memory for the warm ramp; still serving generation %llu",
 			 m->path, (unsigned long long)m->snap->generation);
@@ -1437,35 +1488,52 @@ static const struct worker_ops proxy_worker_ops = {
 	.end = proxy_worker_end,
 };
 
-/* One listener per worker on addr; port 0 becomes the first one's port. */
-static int proxy_listen(struct proxy_main *m, struct sockaddr_storage *addr, socklen_t addrlen,
-			unsigned nworkers, int *port)
+/* One listener per worker on each address; port 0 becomes the port the
+ * first worker's listener got, for the others (*port: the first
+ * address's). */
+static int proxy_listen(struct proxy_main *m, unsigned nworkers, int *port)
 {
 	char err[512];
 
 	*port = -1;
 	for (unsigned i = 0; i < nworkers; i++) {
-		int fd = conn_listen((struct sockaddr *)addr, addrlen, err, sizeof(err));
+		struct worker_listener lis[2 * CONF_LISTEN_MAX];
 
-		if (fd < 0) {
-			log_error("listen on %s: %s", m->snap->conf->listen, err);
-			return -1;
-		}
-		if (*port < 0) {
-			/* port 0 asks for any free port: every worker's
-			 * listener then shares the one the first got */
-			*port = conn_local_port(fd);
-			if (addr->ss_family == AF_INET6)
-				((struct sockaddr_in6 *)addr)->sin6_port = htons((uint16_t)*port);
-			else
-				((struct sockaddr_in *)addr)->sin_port = htons((uint16_t)*port);
+		for (unsigned a = 0; a < m->naddrs; a++) {
+			struct proxy_addr *pa = &m->addrs[a];
+			int fd = conn_listen((struct sockaddr *)&pa->ss, pa->len, err, sizeof(err));
+
+			if (fd < 0) {
+				char host[64];
+
+				conn_peer_ip(&pa->ss, host, sizeof(host));
+				log_error("%slisten on %s: %s", pa->kind & WORKER_L_TLS ? "[tls] " : "", host, err);
+				while (a-- > 0)
+					close(lis[a].fd);
+				return -1;
+			}
+			if (i == 0) {
+				/* port 0 asks for any free port: every worker's
+				 * listener then shares the one the first got */
+				int got = conn_local_port(fd);
+
+				if (pa->ss.ss_family == AF_INET6)
+					((struct sockaddr_in6 *)&pa->ss)->sin6_port = htons((uint16_t)got);
+				else
+					((struct sockaddr_in *)&pa->ss)->sin_port = htons((uint16_t)got);
+				if (a == 0)
+					*port = got;
+			}
+			lis[a].fd = fd;
+			lis[a].kind = pa->kind;
 		}
 		snapshot_ref(m->snap);
-		m->p.workers[i] = worker_new(&m->p, (int)i, fd, m->snap, &proxy_worker_ops, err,
+		m->p.workers[i] = worker_new(&m->p, (int)i, lis, m->naddrs, m->snap, &proxy_worker_ops, err,
 					     sizeof(err));
 		if (!m->p.workers[i]) {
 			snapshot_unref(m->snap);
-			close(fd);
+			for (unsigned a = 0; a < m->naddrs; a++)
+				close(lis[a].fd);
 			log_error("%s", err);
 			return -1;
 		}
@@ -1525,9 +1593,39 @@ static int proxy_signals_add(struct proxy_main *m, struct event **sigev)
  * pid file, the logs, the listen address, the state file) runs before a
  * listener or a thread exists, so a refusal has nothing to undo. 0, or -1
  * (logged); conf stays the caller's either way. */
+/* The listen addresses of [proxy] listen and [tls] listen, each with
+ * the kind of its listener. 0, or -1 (logged). */
+static int proxy_addrs(struct proxy_main *m, const struct conf *conf)
+{
+	struct conf_listen l[CONF_LISTEN_MAX];
+	char err[256];
+
+	for (int t = 0; t < 2; t++) {
+		const char *list = t ? conf->tls_listen : conf->listen;
+		int n = conf_listen_parse(list, l, CONF_LISTEN_MAX, err, sizeof(err));
+
+		if (n < 0) {
+			log_error("%s: %slisten: %s", m->path, t ? "[tls] " : "", err);
+			return -1;
+		}
+		for (int i = 0; i < n; i++) {
+			struct proxy_addr *pa = &m->addrs[m->naddrs];
+
+			if (addr_parse(l[i].addr, &pa->ss, &pa->len, err, sizeof(err)) < 0) {
+				log_error("%s: listen: %s", m->path, err);
+				return -1;
+			}
+			pa->kind = (t ? WORKER_L_TLS : 0) | (l[i].proxy_protocol == 1 ? WORKER_L_PP_ON : 0) |
+				   (l[i].proxy_protocol == 0 ? WORKER_L_PP_OFF : 0);
+			m->naddrs++;
+			m->tls |= t == 1;
+		}
+	}
+	return 0;
+}
+
 static int proxy_start_checks(struct proxy_main *m, struct conf *conf, unsigned flags,
-			      const char *pid_file, struct sockaddr_storage *addr,
-			      socklen_t *addrlen)
+			      const char *pid_file)
 {
 	char err[512];
 
@@ -1548,13 +1646,12 @@ static int proxy_start_checks(struct proxy_main *m, struct conf *conf, unsigned 
 	proxy_fd_limit(conf);
 	snprintf(m->listen_conf, sizeof(m->listen_conf), "%s", conf->listen);
 	snprintf(m->admin_conf, sizeof(m->admin_conf), "%s", conf->admin_listen);
+	snprintf(m->tls_conf, sizeof(m->tls_conf), "%s", conf->tls_listen);
 	m->workers_conf = conf->workers;
 	m->p.started = time(NULL);
 	m->p.started_ms = registry_now_ms();
-	if (addr_parse(conf->listen, addr, addrlen, err, sizeof(err)) < 0) {
-		log_error("%s: listen: %s", m->path, err);
+	if (proxy_addrs(m, conf) < 0)
 		goto fail;
-	}
 	atomic_store(&m->p.max_conns, conf->max_connections);
 	if (*conf->disc_srv && proxy_discovery_start(m, conf) < 0)
 		goto fail;
@@ -1583,14 +1680,20 @@ static int proxy_first_snapshot(struct proxy_main *m, struct conf *conf)
 	size_t nheld;
 	char err[512];
 
+	struct certs *certs;
+
 	snapshot_reaper();
+	if (proxy_certs(m, conf, &certs) < 0)
+		return -1;
 	held = calloc(conf->nbackends ? conf->nbackends : 1, sizeof(*held));
 	nheld = held ? proxy_drains_hold(conf, held) : 0;
 	m->snap = snapshot_new(conf, 1, err, sizeof(err));
 	if (!m->snap) {
+		certs_unref(certs);
 		log_error("%s", err);
 		goto fail;
 	}
+	snapshot_set_certs(m->snap, certs);
 	if (nheld)
 		proxy_drains_resume(m, held, nheld);
 	free(held);
@@ -1699,8 +1802,9 @@ static int proxy_admin_start(struct proxy_main *m)
 /* Serving starts: the first snapshot's health checks and config watch,
  * and the start said to the log and to systemd, with the port the kernel
  * gave (port) in place of a 0 in the config. */
-static void proxy_announce(struct proxy_main *m, const struct sockaddr_storage *addr, int port)
+static void proxy_announce(struct proxy_main *m, int port)
 {
+	const struct sockaddr_storage *addr = &m->addrs[0].ss;
 	char host[64], admin_where[340];
 
 	proxy_unresolved(m->snap);
@@ -1716,6 +1820,18 @@ static void proxy_announce(struct proxy_main *m, const struct sockaddr_storage *
 	log_info("listening on %s with %u worker%s; %zu backend%s, %zu ring points (%s); ring %016llx",
 		 m->listen_text, m->p.nworkers, m->p.nworkers == 1 ? "" : "s", m->snap->nbe, m->snap->nbe == 1 ? "" : "s",
 		 m->snap->ring->npoints, m->path, (unsigned long long)m->p.fingerprint);
+	for (unsigned a = 1; a < m->naddrs; a++) {
+		const struct sockaddr_storage *ss = &m->addrs[a].ss;
+
+		conn_peer_ip(ss, host, sizeof(host));
+		log_info("listening %son %s%s%s:%d too", m->addrs[a].kind & WORKER_L_TLS ? "for HTTPS " : "",
+			 ss->ss_family == AF_INET6 ? "[" : "", host, ss->ss_family == AF_INET6 ? "]" : "",
+			 ntohs(ss->ss_family == AF_INET6 ? ((const struct sockaddr_in6 *)ss)->sin6_port :
+			       ((const struct sockaddr_in *)ss)->sin_port));
+	}
+	if (m->tls)
+		log_info("TLS: %zu certificate%s (%s)", certs_count(m->snap->certs),
+			 certs_count(m->snap->certs) == 1 ? "" : "s", m->snap->conf->tls_certs);
 	if (m->admin) {
 		proxy_admin_bound(m, admin_where, sizeof(admin_where));
 		log_info("stats on http://%s/ (/stats /metrics /ring /health)", admin_where);
@@ -1778,8 +1894,6 @@ int proxy_run(const char *path, struct conf *conf, unsigned flags, const char *p
 {
 	struct proxy_main m;
 	struct event *sigev[PROXY_NSIGNALS] = { 0 };
-	struct sockaddr_storage addr;
-	socklen_t addrlen;
 	unsigned nworkers;
 	int port = -1, rc = 1;
 
@@ -1787,7 +1901,7 @@ int proxy_run(const char *path, struct conf *conf, unsigned flags, const char *p
 	m.path = path;
 	signal(SIGPIPE, SIG_IGN);
 	srandom((unsigned)time(NULL) ^ (unsigned)getpid());
-	if (proxy_start_checks(&m, conf, flags, pid_file, &addr, &addrlen) < 0) {
+	if (proxy_start_checks(&m, conf, flags, pid_file) < 0) {
 		conf_free(conf);
 		return 1;
 	}
@@ -1798,11 +1912,11 @@ int proxy_run(const char *path, struct conf *conf, unsigned flags, const char *p
 	}
 	/* conf is the snapshot's from here: use m.snap->conf */
 	if (proxy_shared_new(&m, m.snap->conf, nworkers) < 0 ||
-	    proxy_listen(&m, &addr, addrlen, nworkers, &port) < 0 ||
+	    proxy_listen(&m, nworkers, &port) < 0 ||
 	    proxy_workers_start(&m) < 0 || proxy_events_add(&m, sigev) < 0 ||
 	    proxy_admin_start(&m) < 0)
 		goto out;
-	proxy_announce(&m, &addr, port);
+	proxy_announce(&m, port);
 	event_base_dispatch(m.base);
 	rc = 0;
 out:

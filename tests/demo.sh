@@ -15,6 +15,17 @@ echo "building ringproxy and the demo caches in build/ (about a minute the first
 ninja -C build >/dev/null
 echo "built"
 
+# HTTPS: a self-signed certificate for localhost (made once), served on
+# 127.0.0.1:8443 through the [tls] section conf/demo.ini includes
+mkdir -p build/demo-tls
+[ -f build/demo-tls/localhost.pem ] || {
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 365 \
+		-subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+		-keyout build/demo-tls/localhost.key -out build/demo-tls/localhost.crt 2>/dev/null
+	cat build/demo-tls/localhost.crt build/demo-tls/localhost.key >build/demo-tls/localhost.pem
+}
+printf '[tls]\nlisten = 127.0.0.1:8443\ncerts = %s/build/demo-tls/localhost.pem\n' "$PWD" >conf/demo.d/tls.ini
+
 pids=()
 stop() {
 	trap - INT TERM EXIT
@@ -38,9 +49,10 @@ sleep 0.5
 
 cat <<'TXT'
 
-ringproxy is listening on http://127.0.0.1:8080 in front of three demo caches.
+ringproxy is listening on http://127.0.0.1:8080 and https://localhost:8443 in front of three demo caches.
 Try:
   curl -si http://127.0.0.1:8080/thumbs/42_200x200.jpg | sed '/^\r$/q'   # the whole head, ringproxy's lines too
+  curl -ksi https://localhost:8443/thumbs/42_200x200.jpg | sed '/^\r$/q'  # over TLS (self-signed: -k); X-Forwarded-Proto: https went to the cache
   open http://127.0.0.1:8081/ in a browser (stats page), or curl http://127.0.0.1:8081/stats
   for i in $(seq 1 9); do curl -s -o /dev/null -D - http://127.0.0.1:8080/thumbs/$i.jpg | grep -i x-ringproxy-backend; done
   ./build/src/ringproxy plan conf/demo.ini conf/demo-grow.ini   # what adding cache-4 would move

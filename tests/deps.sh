@@ -12,7 +12,7 @@
 #   its private network namespace (tests/cachetests/run.sh)
 set -euo pipefail
 
-want=(gcc libc6-dev meson ninja-build pkg-config libevent-dev libssl-dev
+want=(gcc libc6-dev meson ninja-build pkg-config libevent-dev libssl-dev openssl
       libinih-dev libcurl4-openssl-dev libc-ares-dev libxxhash-dev zlib1g-dev python3 curl procps
       libnghttp2-dev)
 case "${1:-build}" in
@@ -24,8 +24,9 @@ test) want+=(clang libclang-rt-14-dev iproute2 util-linux
             prometheus chromium            # promtool for /metrics, the page
             unbound                        # test_discovery: the DNS
             python3-h2 nghttp2-client      # test_h2: frames, nghttp
+            hitch openssl sslscan testssl.sh # test_tls: a terminator in front; test_tls_review
             wrk) ;;                        # tests/bench/soak.sh
-bench) want+=(haproxy nginx-light wrk varnish nghttp2-client) ;;
+bench) want+=(haproxy nginx-light wrk varnish nghttp2-client openssl) ;;
 cachetests) want+=(nodejs iproute2 util-linux)
 	# a nodejs from elsewhere (NodeSource's) carries its own npm and conflicts
 	# with Debian's npm package

@@ -601,6 +601,16 @@ static void admin_on_purge(struct evhttp_request *req, void *arg)
 
 		cache_key_init(a->p->cache, &k, ck, (size_t)cklen);
 		removed = cache_invalidate(a->p->cache, &k);
+		if (s->conf->cache_key_scheme && (size_t)cklen + 6 <= sizeof(ck)) {
+			/* the object fetched over https ([cache] key_scheme):
+			 * a purge is of the URL, whichever scheme */
+			char hk[sizeof(ck)];
+
+			memcpy(hk, "https ", 6);
+			memcpy(hk + 6, ck, (size_t)cklen);
+			cache_key_init(a->p->cache, &k, hk, (size_t)cklen + 6);
+			removed += cache_invalidate(a->p->cache, &k);
+		}
 	}
 	if (s->conf->cache_purge_fanout > 0) {
 		int want = (int)s->conf->cache_purge_fanout;

@@ -31,6 +31,7 @@
 #include "backend/dnssrv.h"
 #include "config/discover.h"
 #include "path/worker.h"
+#include "tls/certs.h"
 
 /* The DERIVED values of stats-t.h: one function each, named after the
  * scope and the counter. */
@@ -49,6 +50,11 @@ static uint64_t stats_proxy_generation(const struct proxy *p)
 static uint64_t stats_proxy_connections(const struct proxy *p)
 {
 	return atomic_load(&p->nconns);
+}
+
+static uint64_t stats_proxy_tls_connections(const struct proxy *p)
+{
+	return atomic_load(&p->tls_conns);
 }
 
 static uint64_t stats_proxy_connections_busiest_worker(const struct proxy *p)
@@ -496,6 +502,7 @@ int stats_collect(struct stats *st, const struct proxy *p)
 #undef STATS_WIN
 	}
 	st->ring = s->ring;
+	st->certs = s->certs;
 	st->moved = p->moved;
 	st->nmoved = p->nmoved;
 	if (p->cache) {                 /* NULL in tests that make no cache */
@@ -968,6 +975,35 @@ static void stats_json_discovery(const struct stats *st, struct stats_w *out)
 	stats_w_add(out, "]}", 2);
 }
 
+/* Each certificate of [tls]: its file, names, the end of its validity
+ * and the seconds left, so that an alert fires before a browser
+ * refuses it. */
+static void stats_json_certs(const struct stats *st, struct stats_w *out)
+{
+	time_t now = time(NULL);
+
+	stats_w_add(out, "\"tls_certificates\": [", 21);
+	for (size_t i = 0; i < certs_count(st->certs); i++) {
+		const char *n = certs_names(st->certs, i);
+
+		stats_w_add(out, i ? ", {\"file\": " : "{\"file\": ", i ? 11 : 9);
+		stats_w_jstr(out, certs_file(st->certs, i));
+		stats_w_add(out, ", \"names\": [", 12);
+		for (bool first = true; *n; first = false) {
+			size_t len = strcspn(n, ",");
+
+			if (!first)
+				stats_w_add(out, ", ", 2);
+			stats_w_jstrn(out, n, len);
+			n += len + (n[len] == ',');
+		}
+		stats_w_printf(out, "], \"not_after\": %lld, \"expiry_seconds\": %lld}",
+			       (long long)certs_not_after(st->certs, i),
+			       (long long)(certs_not_after(st->certs, i) - now));
+	}
+	stats_w_add(out, "], ", 3);
+}
+
 static void stats_json_w(const struct stats *st, struct stats_w *out)
 {
 	stats_json_head(st, out);
@@ -977,6 +1013,7 @@ static void stats_json_w(const struct stats *st, struct stats_w *out)
 	stats_w_add(out, ", ", 2);
 	STATS_PROXY(STATS_J)
 #undef STATS_J
+	stats_json_certs(st, out);
 	stats_w_add(out, "\"latency\": {", 12);
 	{
 		bool first = true;
@@ -1285,6 +1322,34 @@ static void stats_prom_be_double(const struct stats *st, struct stats_w *out, co
 		stats_prom_be_sample(out, name, st->be[i].name, *(const double *)((const char *)&st->be[i] + off), 'g');
 }
 
+/* ringproxy_tls_certificate_expiry_seconds{file,name}: one sample per
+ * name a certificate serves. */
+static void stats_prom_certs(const struct stats *st, struct stats_w *out)
+{
+	time_t now = time(NULL);
+
+	if (certs_count(st->certs) == 0)
+		return;
+	stats_w_printf(out, "# HELP ringproxy_tls_certificate_expiry_seconds seconds until the certificate "
+			    "stops being valid (notAfter), per file and name it serves\n"
+			    "# TYPE ringproxy_tls_certificate_expiry_seconds gauge\n");
+	for (size_t i = 0; i < certs_count(st->certs); i++) {
+		const char *n = certs_names(st->certs, i);
+		char name[256];
+
+		do {
+			size_t len = strcspn(n, ",");
+
+			snprintf(name, sizeof(name), "%.*s", (int)len, n);
+			stats_w_add(out, "ringproxy_tls_certificate_expiry_seconds{", 41);
+			stats_prom_label(out, "file", certs_file(st->certs, i), false);
+			stats_prom_label(out, "name", name, true);
+			stats_w_printf(out, "} %lld\n", (long long)(certs_not_after(st->certs, i) - now));
+			n += len + (n[len] == ',');
+		} while (*n);
+	}
+}
+
 static void stats_prometheus_w(const struct stats *st, struct stats_w *out)
 {
 	char moved[160];
@@ -1296,6 +1361,7 @@ static void stats_prometheus_w(const struct stats *st, struct stats_w *out)
 			    stats_suffix(#type), stats_ptype(#type), #n, stats_suffix(#type), (unsigned long long)st->n);
 	STATS_PROXY(STATS_P)
 #undef STATS_P
+	stats_prom_certs(st, out);
 	stats_prom_codes(st, out);
 #define STATS_PH(n, help) \
 	stats_w_printf(out, "# HELP ringproxy_%s_seconds %s\n# TYPE ringproxy_%s_seconds histogram\n", \

@@ -90,6 +90,8 @@ struct stats_build {
 	const char *version, *libevent, *openssl, *libcurl, *inih;
 };
 
+struct certs;
+
 struct stats {
 	STATS_PROXY(STATS_FIELD)
 #undef STATS_FIELD
@@ -146,6 +148,8 @@ struct stats {
 	uint64_t disc_remove_after_ms;
 	STATS_HIST_PROXY(STATS_HIST_SUM)
 #undef STATS_HIST_SUM
+	const struct certs *certs;      /* [tls]'s certificates (borrowed from
+					   the snapshot), NULL: no HTTPS */
 };
 
 /* Main thread: the tier's miss ratio (misses / (hits + misses) of the

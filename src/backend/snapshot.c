@@ -24,6 +24,7 @@
 
 #include "backend/registry.h"
 #include "backend/runstate.h"
+#include "tls/certs.h"
 
 struct snap_ring {
 	_Atomic long refs;
@@ -157,6 +158,11 @@ static struct ring_member snapshot_member(const struct conf_backend *cb, const s
 	return (struct ring_member){ cb->name, runstate_weight(b, cb->weight), *cb->id ? cb->id : NULL };
 }
 
+void snapshot_set_certs(struct snapshot *s, struct certs *certs)
+{
+	s->certs = certs;
+}
+
 struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 			      char *err, size_t errlen)
 {
@@ -254,6 +260,7 @@ static struct snapshot *snapshot_with_addr(struct snapshot *s, size_t i, const s
 	n->backend_header_len = s->backend_header_len;
 	n->generation = s->generation;
 	n->ramp = s->ramp;
+	n->certs = certs_ref(s->certs);
 	/* the config, the ring and the ramp stay with the snapshot that
 	 * built them */
 	n->base = s->base ? s->base : s;
@@ -319,6 +326,7 @@ struct snapshot *snapshot_reweigh(const struct snapshot *s, char *err, size_t er
 	n->nbe = s->nbe;
 	n->backend_header_len = s->backend_header_len;
 	n->generation = s->generation;
+	n->certs = certs_ref(s->certs);
 	atomic_store(&n->refs, 1);
 	free(m);
 	return n;
@@ -499,6 +507,7 @@ static _Thread_local bool snap_is_reaper;
 
 static void snapshot_destroy(struct snapshot *s)
 {
+	certs_unref(s->certs);
 	if (s->base) {
 		snapshot_unref(s->base);
 	} else {

@@ -74,6 +74,8 @@ struct snap_backend {
 	size_t name_len, prefix_len;    /* of conf->name and conf->prefix */
 };
 
+struct certs;
+
 struct snapshot {
 	_Atomic long refs;
 	uint64_t generation;
@@ -94,6 +96,9 @@ struct snapshot {
 	struct snap_conf *conf_ref;     /* the config's likewise */
 	const struct snap_ramp *ramp;   /* a warm ramp, or NULL; owned by
 					   the snapshot (base's when shared) */
+	struct certs *certs;            /* [tls]: the certificates new
+					   handshakes use (one reference),
+					   NULL without HTTPS */
 	struct snapshot *retired_next;  /* once unreferenced, waiting for
 					   the reaper (snapshot_reap) */
 };
@@ -108,6 +113,10 @@ struct snapshot {
  * The result holds one reference. */
 struct snapshot *snapshot_new(struct conf *conf, uint64_t generation,
 			      char *err, size_t errlen);
+/* Give s the certificate set of its load (a reference, taken over; NULL:
+ * none), before s is published. */
+void snapshot_set_certs(struct snapshot *s, struct certs *certs);
+
 /* The same for a reload: prev (NULL: none) is the snapshot the result
  * will replace, whose ring's points the new ring takes where they are
  * the same (ring_build_from) instead of hashing them again. prev is only

@@ -71,7 +71,16 @@
 	X(h2_goaway_shutdown, counter, SHARED, "graceful GOAWAYs sent to HTTP/2 connections at a stop or a listener change") \
 	X(h2_goaway_error, counter, SHARED, "GOAWAYs sent for a protocol error of the client (nghttp2's verdict)") \
 	X(h2_send_timeouts, counter, SHARED, "HTTP/2 streams reset because the client's window kept their response back for [h2] send_timeout") \
-	X(h2_headers_refused, counter, SHARED, "HTTP/2 requests answered 431: more header fields than max_headers or more bytes than max_head_size")
+	X(h2_headers_refused, counter, SHARED, "HTTP/2 requests answered 431: more header fields than max_headers or more bytes than max_head_size") \
+	X(tls_connections, gauge, DERIVED, "HTTPS client connections open, in their handshake or after it") \
+	X(tls_handshakes, counter, SHARED, "TLS handshakes completed in full (a new session)") \
+	X(tls_resumed, counter, SHARED, "TLS handshakes completed by resuming a session (a ticket)") \
+	X(tls_failed_sni, counter, SHARED, "TLS handshakes refused for their SNI: no certificate has the name, or none was sent ([tls] strict_sni)") \
+	X(tls_failed_cipher, counter, SHARED, "TLS handshakes failed for want of a common version, cipher suite, group or signature algorithm") \
+	X(tls_failed_protocol, counter, SHARED, "TLS handshakes failed on a message that is not TLS or not valid TLS") \
+	X(tls_failed_timeout, counter, SHARED, "TLS handshakes not complete in [tls] handshake_timeout") \
+	X(tls_abandoned, counter, SHARED, "TLS handshakes the client closed before they completed") \
+	X(proxy_h2_refused, counter, SHARED, "connections closed because their PROXY v2 header says the client negotiated h2 with the TLS terminator in front, which this build does not serve")
 
 #define STATS_BACKEND(X) \
 	X(up, flag, DERIVED, "whether the backend is up (false while health checks have it down)") \

@@ -53,10 +53,12 @@ enum conf_type {
 	CONF_T_BOOL,            /* on/off, yes/no, true/false, 1/0 */
 	CONF_T_RANGE,           /* status range "200-399" or "200": two ints */
 	CONF_T_PATH,            /* an absolute URL path, or "" */
+	CONF_T_LISTEN,          /* a listen list (conf_listen_parse), stored
+				   as a string */
 };
 
-enum conf_where { CONF_IN_PROXY, CONF_IN_RING, CONF_IN_HEALTH, CONF_IN_CACHE, CONF_IN_LOG, CONF_IN_H2,
-		  CONF_IN_DISCOVERY, CONF_IN_BACKEND };
+enum conf_where { CONF_IN_PROXY, CONF_IN_RING, CONF_IN_HEALTH, CONF_IN_CACHE, CONF_IN_LOG, CONF_IN_TLS,
+		  CONF_IN_H2, CONF_IN_DISCOVERY, CONF_IN_BACKEND };
 
 struct conf_keydef {
 	enum conf_where where;
@@ -74,8 +76,11 @@ struct conf_keydef {
 #define B(field) offsetof(struct conf_backend, field)
 
 static const struct conf_keydef conf_keys[] = {
-	{ CONF_IN_PROXY, "listen", CONF_T_ADDR, P(listen), "127.0.0.1:8080", 0, 0, NULL,
-	  "address:port the proxy accepts clients on (port 0: any free port)" },
+	{ CONF_IN_PROXY, "listen", CONF_T_LISTEN, P(listen), "127.0.0.1:8080", 0, 0,
+	  "IP:port[ proxy_protocol=on|off], comma-separated (at most 16), or empty",
+	  "addresses:ports the proxy accepts plain HTTP clients on (port 0: any free port); an address followed by "
+	  "proxy_protocol=on or off has that setting of its own (e.g. the balancer's address on, 127.0.0.1 off), "
+	  "the others follow [proxy] proxy_protocol; empty: none (then [tls] listen is needed); start only" },
 	{ CONF_IN_PROXY, "proxy_protocol", CONF_T_BOOL, P(proxy_protocol), "off", 0, 0, NULL,
 	  "on: a connection from proxy_protocol_from must begin with a PROXY protocol header (v1 or v2), whose client "
 	  "address is the client's everywhere; one from elsewhere must not (either is closed)" },
@@ -220,6 +225,11 @@ static const struct conf_keydef conf_keys[] = {
 	  "target_field, CDN-Cache-Control and Surrogate-Control lines of responses are not forwarded to clients (nor stored)" },
 	{ CONF_IN_CACHE, "honor_client_no_cache", CONF_T_BOOL, P(cache_honor_client_no_cache), "off", 0, 0, NULL,
 	  "a request's Cache-Control no-cache, max-age and min-fresh may send it past a stored object to the backend (RFC 9111 allows it); off, as in NGINX and Varnish, so that no client can force origin fetches" },
+	{ CONF_IN_CACHE, "key_scheme", CONF_T_BOOL, P(cache_key_scheme), "on", 0, 0, NULL,
+	  "the cache key includes the scheme: a response fetched for an https request is not served to an http one, "
+	  "nor the other way (NGINX's default key is $scheme$proxy_host$request_uri), since a backend may answer "
+	  "the two differently (a redirect to https, absolute links); off: one object for both, for a tier that "
+	  "serves the same bytes over either (thumbnails usually do), which halves the misses of a site served both ways" },
 	{ CONF_IN_CACHE, "purge_fanout", CONF_T_UINT, P(cache_purge_fanout), "3", 0, 16, NULL,
 	  "a purge goes to the first N distinct backends of the URL's walk (the owner and where spill-over and failover put copies); 0 = local only" },
 	{ CONF_IN_CACHE, "purge_allow", CONF_T_STRING, P(cache_purge_allow), "", 0, 0,
@@ -291,6 +301,51 @@ static const struct conf_keydef conf_keys[] = {
 	  "WINDOW_UPDATE of 0, resets of streams whose request was under way, header blocks over the limits); past it "
 	  "GOAWAY ENHANCE_YOUR_CALM" },
 
+	{ CONF_IN_TLS, "listen", CONF_T_LISTEN, P(tls_listen), "", 0, 0,
+	  "IP:port[ proxy_protocol=on|off], comma-separated (at most 16), or empty",
+	  "addresses:ports the proxy accepts HTTPS clients on, beside [proxy] listen; an address followed by "
+	  "proxy_protocol=on or off has that setting of its own, the others follow [tls] proxy_protocol; "
+	  "empty = no HTTPS; start only" },
+	{ CONF_IN_TLS, "proxy_protocol", CONF_T_BOOL, P(tls_proxy_protocol), "off", 0, 0, NULL,
+	  "on: a connection to a [tls] listen address from [proxy] proxy_protocol_from begins with a PROXY "
+	  "header (before the TLS handshake), as on the plain listener" },
+	{ CONF_IN_TLS, "certs", CONF_T_STRING, P(tls_certs), "", 0, 0,
+	  "a file name or a glob (/etc/ringproxy/tls/*.pem)",
+	  "PEM files, each a certificate, its chain and its private key; a certificate serves the DNS names of its "
+	  "subjectAltName (exact, or *.example.com for one label); a client's SNI picks one, and no SNI or an "
+	  "unknown name gets the first file in name order (unless strict_sni); an RSA and an ECDSA certificate of "
+	  "the same names both load and the client's signature algorithms choose; reloaded with the config: a file "
+	  "that does not parse, a key that does not match, or an expired certificate fails the reload" },
+	{ CONF_IN_TLS, "strict_sni", CONF_T_BOOL, P(tls_strict_sni), "off", 0, 0, NULL,
+	  "on: a handshake without SNI, or naming no certificate's name, fails (unrecognized_name) instead of "
+	  "getting the first certificate" },
+	{ CONF_IN_TLS, "protocols", CONF_T_STRING, P(tls_protocols), "TLSv1.2 TLSv1.3", 0, 0,
+	  "TLSv1.2 and/or TLSv1.3, space- or comma-separated",
+	  "the TLS versions offered; anything older is refused by -t" },
+	{ CONF_IN_TLS, "ciphers", CONF_T_STRING, P(tls_ciphers), CONF_TLS_CIPHERS, 0, 0,
+	  "an OpenSSL cipher list",
+	  "TLS 1.2 cipher suites; the default is the nine of Mozilla's intermediate configuration (ECDHE, and "
+	  "DHE with RSA, each with AES-GCM or ChaCha20-Poly1305), the client's order deciding; a list that allows a suite without "
+	  "forward secrecy or authenticated encryption, or a NULL, export, RC4, DES or 3DES one, is refused" },
+	{ CONF_IN_TLS, "ciphersuites", CONF_T_STRING, P(tls_ciphersuites), "", 0, 0,
+	  "an OpenSSL TLS 1.3 ciphersuite list (TLS_AES_128_GCM_SHA256:...), or empty",
+	  "TLS 1.3 cipher suites; empty: OpenSSL's own (TLS_AES_256_GCM_SHA384, TLS_CHACHA20_POLY1305_SHA256, "
+	  "TLS_AES_128_GCM_SHA256), all authenticated encryption with forward secrecy" },
+	{ CONF_IN_TLS, "alpn", CONF_T_STRING, P(tls_alpn), "http/1.1", 0, 0,
+	  "protocol names this build serves, comma-separated: http/1.1",
+	  "the application protocols offered by ALPN, in the server's order of preference; a client that offers "
+	  "none of them gets no ALPN answer and speaks HTTP/1.1" },
+	{ CONF_IN_TLS, "ticket_keys", CONF_T_PATH, P(tls_ticket_keys), "", 0, 0, NULL,
+	  "a file of session ticket keys a fleet shares, re-read at each reload: one key a line, base64 of 80 bytes "
+	  "(openssl rand 80 | base64 -w0): a 16-byte name, a 32-byte AES-256 key, a 32-byte HMAC-SHA256 key "
+	  "(HAProxy's order; NGINX's 80-byte files are ordered name, HMAC, AES); the first line encrypts new tickets, "
+	  "every line decrypts; rotate by putting a new key first and dropping the oldest, then reload every proxy; "
+	  "empty: keys made from a random secret of the process, a new one every 12 hours, the previous still "
+	  "decrypting" },
+	{ CONF_IN_TLS, "handshake_timeout", CONF_T_DURATION, P(tls_handshake_timeout_ms), "10s", 10, 600000, NULL,
+	  "a TLS handshake not complete in this time is cut; a connection in its handshake holds no buffer of "
+	  "ours and counts against max_connections" },
+
 	{ CONF_IN_BACKEND, "url", CONF_T_URL, B(url), NULL, 0, 0, NULL,
 	  "http://host[:port][/prefix] of the cache" },
 	{ CONF_IN_BACKEND, "weight", CONF_T_DOUBLE, B(weight), "1", 0, 1000, NULL,
@@ -334,6 +389,14 @@ int conf_line(const struct conf *c, const char *key)
 	return 0;
 }
 
+int conf_tls_line(const struct conf *c, const char *key)
+{
+	for (size_t i = 0; c->lines && i < CONF_NKEYS; i++)
+		if (conf_keys[i].where == CONF_IN_TLS && strcmp(conf_keys[i].key, key) == 0)
+			return c->lines[i];
+	return 0;
+}
+
 int conf_backend_line(const struct conf_backend *be, const char *key)
 {
 	for (size_t i = 0; be->lines && i < CONF_NKEYS; i++)
@@ -342,8 +405,8 @@ int conf_backend_line(const struct conf_backend *be, const char *key)
 	return 0;
 }
 
-static const char *const conf_section_names[] = { "proxy", "ring", "health", "cache", "log", "h2", "discovery",
-						   "backend NAME" };
+static const char *const conf_section_names[] = { "proxy", "ring", "health", "cache", "log", "tls", "h2",
+						   "discovery", "backend NAME" };
 
 /* Parse state shared by the reader and the handler. */
 /* A line number is the line in its file, plus its file's index in
@@ -759,6 +822,7 @@ static void conf_type_text(const struct conf_keydef *k, char *out, size_t len)
 	case CONF_T_RANGE: snprintf(out, len, "a status code or range from %.0f to %.0f, e.g. 200-399", k->min, k->max); break;
 	case CONF_T_PATH: snprintf(out, len, "an absolute path (starting with /) or empty"); break;
 	case CONF_T_ADDR: snprintf(out, len, "IP:port, or [IPv6]:port"); break;
+	case CONF_T_LISTEN: snprintf(out, len, "IP:port[ proxy_protocol=on|off], comma-separated"); break;
 	case CONF_T_URL: snprintf(out, len, "an http:// URL"); break;
 	default: snprintf(out, len, "text"); break;
 	}
@@ -1005,6 +1069,20 @@ static int conf_set_addr(const struct conf_keydef *k, char *field, const char *v
 	return conf_store_string(field, v, why, whylen);
 }
 
+/* A listen list: one address is checked as admin_listen's is (the same
+ * message), several each with its options. */
+static int conf_set_listen(const struct conf_keydef *k, char *field, const char *v,
+			   struct conf_backend *be, char *why, size_t whylen)
+{
+	struct conf_listen l[CONF_LISTEN_MAX];
+
+	if (!strpbrk(v, ", \t") && *v)
+		return conf_set_addr(k, field, v, be, why, whylen);
+	if (conf_listen_parse(v, l, CONF_LISTEN_MAX, why, whylen) < 0)
+		return -1;
+	return conf_store_string(field, v, why, whylen);
+}
+
 /* A backend's URL: kept as written, and split into be's host, port and
  * path prefix. */
 static int conf_set_url(const struct conf_keydef *k, char *field, const char *v,
@@ -1071,6 +1149,7 @@ static conf_setter *const conf_setters[] = {
 	[CONF_T_STRING] = conf_set_string,
 	[CONF_T_ENUM] = conf_set_enum,
 	[CONF_T_ADDR] = conf_set_addr,
+	[CONF_T_LISTEN] = conf_set_listen,
 	[CONF_T_URL] = conf_set_url,
 	[CONF_T_BOOL] = conf_set_bool,
 	[CONF_T_RANGE] = conf_set_range,
@@ -1159,7 +1238,8 @@ oom:
  * keys ([Proxy], [proxies], [backends cache-1]). */
 static void conf_unknown_section(struct conf_parse *ps, const char *name)
 {
-	static const char *const known[] = { "proxy", "ring", "health", "cache", "log", "h2", "discovery", "backend" };
+	static const char *const known[] = { "proxy", "ring", "health", "cache", "log", "tls", "h2", "discovery",
+					     "backend" };
 	size_t wl = strcspn(name, " \t"), best_d = SIZE_MAX;
 	const char *best = NULL, *rest = name + wl;
 	char word[64];
@@ -1181,14 +1261,14 @@ static void conf_unknown_section(struct conf_parse *ps, const char *name)
 	else if (best && best_d <= 2 && !*rest)
 		conf_error(ps, ps->line, "unknown section [%s]; did you mean [%s]?", name, best);
 	else
-		conf_error(ps, ps->line, "unknown section [%s]; expected [proxy], [ring], [health], [cache], [log], [h2], "
-			   "[discovery] or [backend NAME]", name);
+		conf_error(ps, ps->line, "unknown section [%s]; expected [proxy], [ring], [health], [cache], [log], [tls], "
+			   "[h2], [discovery] or [backend NAME]", name);
 }
 
 /* A section header line seen by the reader. */
 static void conf_section(struct conf_parse *ps, char *inner)
 {
-	static const char *const single[] = { "proxy", "ring", "health", "cache", "log", "h2", "discovery" };
+	static const char *const single[] = { "proxy", "ring", "health", "cache", "log", "tls", "h2", "discovery" };
 	char *name = conf_trim(inner), at[300];
 
 	ps->where = -1;
@@ -1623,6 +1703,67 @@ static void conf_inherit(struct conf_parse *ps)
 	}
 }
 
+int conf_listen_parse(const char *text, struct conf_listen *out, size_t max, char *why, size_t len)
+{
+	const char *p = text;
+	size_t n = 0;
+
+	while (*p) {
+		const char *e = strchr(p, ',');
+		size_t flen = e ? (size_t)(e - p) : strlen(p);
+		char item[160], *a, *opt;
+		struct sockaddr_storage ss;
+		socklen_t sslen;
+		char aw[128];
+
+		if (flen >= sizeof(item)) {
+			snprintf(why, len, "'%.40s...' is too long for an address", p);
+			return -1;
+		}
+		memcpy(item, p, flen);
+		item[flen] = '\0';
+		a = conf_trim(item);
+		p = e ? e + 1 : p + flen;
+		if (!*a) {
+			if (!e && n > 0)
+				break;  /* a trailing comma */
+			snprintf(why, len, "an empty address in the list");
+			return -1;
+		}
+		if (n == max) {
+			snprintf(why, len, "more than %zu addresses", max);
+			return -1;
+		}
+		opt = a + strcspn(a, " \t");
+		if (*opt) {
+			*opt++ = '\0';
+			opt = conf_trim(opt);
+		}
+		if (addr_parse(a, &ss, &sslen, aw, sizeof(aw)) < 0) {
+			snprintf(why, len, "%s: %s", a, aw);
+			return -1;
+		}
+		snprintf(out[n].addr, sizeof(out[n].addr), "%s", a);
+		out[n].proxy_protocol = -1;
+		if (strcmp(opt, "proxy_protocol=on") == 0) {
+			out[n].proxy_protocol = 1;
+		} else if (strcmp(opt, "proxy_protocol=off") == 0) {
+			out[n].proxy_protocol = 0;
+		} else if (*opt) {
+			snprintf(why, len, "%s: unknown option '%s'; after an address only proxy_protocol=on or "
+				 "proxy_protocol=off may follow", a, opt);
+			return -1;
+		}
+		for (size_t i = 0; i < n; i++)
+			if (strcmp(out[i].addr, a) == 0) {
+				snprintf(why, len, "%s is listed twice", a);
+				return -1;
+			}
+		n++;
+	}
+	return (int)n;
+}
+
 /* A listen address's port, its IP bytes and whether it is a wildcard. */
 struct conf_ip {
 	int port;
@@ -2011,6 +2152,95 @@ static void conf_validate_discovery(struct conf_parse *ps)
 			   "backend's identity is its name); the compatible schemes hash addresses or numbers");
 }
 
+/* [proxy] listen and [tls] listen: lists of addresses; at least one
+ * listener; no address of one list where another listener (or the admin
+ * listener) would split its clients. [tls]'s settings that need no
+ * OpenSSL (the certificates and the cipher lists are checked by
+ * tls/certs.c, which -t and every load run). */
+static void conf_validate_listen(struct conf_parse *ps)
+{
+	const struct conf *c = ps->c;
+	struct conf_listen l[2 * CONF_LISTEN_MAX];
+	int np, nt;
+	char why[256];
+
+	/* a list that does not parse was reported where it was written */
+	np = conf_listen_parse(c->listen ? c->listen : "", l, CONF_LISTEN_MAX, why, sizeof(why));
+	nt = conf_listen_parse(c->tls_listen ? c->tls_listen : "", l + (np > 0 ? np : 0), CONF_LISTEN_MAX, why,
+			       sizeof(why));
+	if (np < 0 || nt < 0)
+		return;
+	if (np + nt == 0 && c->listen && !*c->listen)
+		conf_error(ps, conf_line(c, "listen"),
+			   "listen is empty and there is no [tls] listen: the proxy would accept no client");
+	for (int i = 0; i < np + nt; i++) {
+		bool tls = i >= np;
+		int line = tls ? conf_tls_line(c, "listen") : conf_line(c, "listen");
+
+		if (conf_addrs_clash(l[i].addr, c->admin_listen)) {
+			char where[320] = " (the default)", at[300];
+
+			if (line)
+				snprintf(where, sizeof(where), " (%s)",
+					 conf_at(ps, conf_line(c, "admin_listen"), line, at, sizeof(at)));
+			/* both would bind with SO_REUSEPORT and split the clients */
+			conf_error(ps, conf_line(c, "admin_listen"),
+				   "admin_listen %s is the address of %slisten %s%s; give the admin listener a port of "
+				   "its own", c->admin_listen, tls ? "[tls] " : "", l[i].addr, where);
+		}
+		for (int j = i + 1; j < np + nt; j++)
+			if (conf_addrs_clash(l[i].addr, l[j].addr))
+				conf_error(ps, j >= np ? conf_tls_line(c, "listen") : conf_line(c, "listen"),
+					   "%s and %s would take each other's connections; give each a port of its own",
+					   l[i].addr, l[j].addr);
+		if (l[i].proxy_protocol == 1 && !*c->proxy_protocol_from)
+			conf_error(ps, line, "%s proxy_protocol=on needs [proxy] proxy_protocol_from: the addresses "
+				   "of the balancers whose PROXY headers are believed", l[i].addr);
+	}
+	if (nt > 0 && !*c->tls_certs)
+		conf_error(ps, conf_tls_line(c, "listen"),
+			   "[tls] listen needs certs: the PEM files (certificate, chain, key) to serve, e.g. "
+			   "certs = /etc/ringproxy/tls/*.pem");
+	if (c->tls_proxy_protocol && !*c->proxy_protocol_from)
+		conf_error(ps, conf_tls_line(c, "proxy_protocol"),
+			   "[tls] proxy_protocol = on needs [proxy] proxy_protocol_from: the addresses of the balancers "
+			   "whose PROXY headers are believed");
+}
+
+/* [tls] protocols and alpn: names this build knows; a version older than
+ * TLS 1.2 is refused (RFC 8996 deprecates TLS 1.0 and 1.1). */
+static void conf_validate_tls_names(struct conf_parse *ps)
+{
+	const struct conf *c = ps->c;
+	char buf[256], *save = NULL, *tok;
+	int n = 0;
+
+	snprintf(buf, sizeof(buf), "%s", c->tls_protocols);
+	for (tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save), n++) {
+		if (strcmp(tok, "TLSv1.2") == 0 || strcmp(tok, "TLSv1.3") == 0)
+			continue;
+		if (strcmp(tok, "TLSv1") == 0 || strcmp(tok, "TLSv1.0") == 0 || strcmp(tok, "TLSv1.1") == 0 ||
+		    strcmp(tok, "SSLv3") == 0 || strcmp(tok, "SSLv2") == 0)
+			conf_error(ps, conf_tls_line(c, "protocols"),
+				   "protocols: %s is refused: versions before TLS 1.2 are broken (RFC 8996); "
+				   "write TLSv1.2 and/or TLSv1.3", tok);
+		else
+			conf_error(ps, conf_tls_line(c, "protocols"),
+				   "protocols: unknown version '%s'; write TLSv1.2 and/or TLSv1.3", tok);
+	}
+	if (n == 0)
+		conf_error(ps, conf_tls_line(c, "protocols"), "protocols is empty; write TLSv1.2 and/or TLSv1.3");
+	snprintf(buf, sizeof(buf), "%s", c->tls_alpn);
+	n = 0;
+	for (tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save), n++)
+		if (strcmp(tok, "http/1.1") != 0)
+			conf_error(ps, conf_tls_line(c, "alpn"),
+				   "alpn: '%s' is not a protocol this build serves; offering it would let clients pick "
+				   "it and fail; write http/1.1", tok);
+	if (n == 0)
+		conf_error(ps, conf_tls_line(c, "alpn"), "alpn is empty; write http/1.1");
+}
+
 /* Checks that need the whole file. */
 static void conf_validate(struct conf_parse *ps)
 {
@@ -2019,17 +2249,8 @@ static void conf_validate(struct conf_parse *ps)
 	int live = 0;
 
 	conf_inherit(ps);
-	if (conf_addrs_clash(c->listen, c->admin_listen)) {
-		char where[320] = " (the default)", at[300];
-
-		if (conf_line(c, "listen"))
-			snprintf(where, sizeof(where), " (%s)",
-				 conf_at(ps, conf_line(c, "admin_listen"), conf_line(c, "listen"), at, sizeof(at)));
-		/* both would bind with SO_REUSEPORT and split the clients */
-		conf_error(ps, conf_line(c, "admin_listen"),
-			   "admin_listen %s is the address of listen %s%s; give the admin listener a port of its own",
-			   c->admin_listen, c->listen, where);
-	}
+	conf_validate_listen(ps);
+	conf_validate_tls_names(ps);
 
 	for (size_t i = 0; i < c->nbackends; i++) {
 		struct conf_backend *be = &c->backends[i];
@@ -2124,6 +2345,7 @@ static struct conf *conf_load_from(const char *name, FILE *fp, const char *text,
 	}
 	conf_defaults(&ps, CONF_IN_CACHE, c, NULL);
 	conf_defaults(&ps, CONF_IN_LOG, c, NULL);
+	conf_defaults(&ps, CONF_IN_TLS, c, NULL);
 	conf_defaults(&ps, CONF_IN_DISCOVERY, c, NULL);
 	conf_defaults(&ps, CONF_IN_H2, c, NULL);
 	rc = ini_parse_stream(conf_reader, &ps, conf_handler, &ps);
@@ -2189,7 +2411,8 @@ void conf_free(struct conf *c)
 
 		if (k->where == CONF_IN_BACKEND)
 			continue;
-		if (k->type == CONF_T_STRING || k->type == CONF_T_ADDR || k->type == CONF_T_PATH)
+		if (k->type == CONF_T_STRING || k->type == CONF_T_ADDR || k->type == CONF_T_PATH ||
+		    k->type == CONF_T_LISTEN)
 			free(*(char **)((char *)c + k->offset));
 	}
 	for (size_t i = 0; i < c->nbackends; i++)
@@ -2419,6 +2642,11 @@ int conf_write(const struct conf *c, FILE *out)
 		else if (k->offset == P(key_hash) && c->scheme != RING_SCHEME_KETAMA &&
 			 c->scheme != RING_SCHEME_KETAMA_FNV1A64)
 			fprintf(out, "; %s = %s   (scheme ketama only)\n", k->key, v);
+		else if (!c->lines[i] && strlen(k->key) + strlen(v) > 150)
+			/* a default too long for a line of the file (the TLS
+			 * cipher list): left to be the default */
+			fprintf(out, "; %s = (its default, %zu characters: ringproxy --help-config)\n", k->key,
+				strlen(v));
 		else
 			fprintf(out, "%s = %s%s\n", k->key, v, c->lines[i] ? "" : "   ; default");
 	}
@@ -2491,6 +2719,7 @@ static void conf_range_text(const struct conf_keydef *k, char *out, size_t len)
 		snprintf(out, len, "http://host[:port][/prefix]; an IPv6 address in brackets");
 		break;
 	case CONF_T_STRING:
+	case CONF_T_LISTEN:
 		snprintf(out, len, "%s", k->choices ? k->choices : "text, or empty");
 		break;
 	default:
@@ -2615,9 +2844,10 @@ static bool conf_value_same(const struct conf_keydef *k, const void *x, const vo
  * the listeners and the threads are made once, at start. */
 static bool conf_key_restart(const struct conf_keydef *k)
 {
-	return k->where == CONF_IN_PROXY &&
+	return (k->where == CONF_IN_PROXY &&
 	       (k->offset == P(listen) || k->offset == P(workers) || k->offset == P(admin_listen) ||
-		k->offset == P(pid_file));
+		k->offset == P(pid_file))) ||
+	       (k->where == CONF_IN_TLS && k->offset == P(tls_listen));
 }
 
 /* Tell fn of key k when its values at x and y differ (section: the

@@ -67,6 +67,20 @@ enum conf_key_hash { CONF_KEY_HASH_MD5, CONF_KEY_HASH_FNV1A64 };
 
 enum conf_access_format { CONF_ACCESS_COMBINED, CONF_ACCESS_JSON };
 
+/* [tls] ciphers' default: the nine suites of Mozilla's "intermediate"
+ * configuration for TLS 1.2 (version 5.7,
+ * https://ssl-config.mozilla.org/guidelines/5.7.json: ECDHE and DHE-RSA
+ * with AES-GCM and ChaCha20-Poly1305), written short. */
+#define CONF_TLS_CIPHERS "ECDHE+AESGCM:ECDHE+CHACHA20:DHE+AESGCM:DHE+CHACHA20:!PSK:!DSS:!aNULL"
+
+/* One address of a listen list ([proxy] listen, [tls] listen). */
+#define CONF_LISTEN_MAX 16
+struct conf_listen {
+	char addr[80];          /* IP:port / [IPv6]:port as written */
+	int proxy_protocol;     /* -1: the section's proxy_protocol; 0 off,
+				   1 on: the address's own */
+};
+
 struct conf {
 	char *path;             /* the file it came from ("-" for a string) */
 	char sha256[65];        /* SHA-256 of its bytes, hex; "" if unknown */
@@ -116,6 +130,17 @@ struct conf {
 	uint64_t h2_idle_timeout_ms;
 	uint64_t h2_send_timeout_ms;
 	unsigned h2_max_glitches;
+	/* [tls] */
+	char *tls_listen;               /* "" = no HTTPS listener */
+	bool tls_proxy_protocol;
+	char *tls_certs;                /* a glob of PEM files */
+	bool tls_strict_sni;
+	char *tls_protocols;            /* "TLSv1.2 TLSv1.3" */
+	char *tls_ciphers;              /* TLS 1.2, OpenSSL's syntax */
+	char *tls_ciphersuites;         /* TLS 1.3 */
+	char *tls_alpn;                 /* "http/1.1" */
+	uint64_t tls_handshake_timeout_ms;
+	char *tls_ticket_keys;          /* "" = the process's own, rotated */
 
 	/* [ring] */
 	int hash;                       /* enum conf_hash */
@@ -156,6 +181,7 @@ struct conf {
 	bool cache_strip_targeted;      /* targeted fields not sent to clients */
 	bool cache_honor_client_no_cache; /* a request's no-cache, max-age and
 					   min-fresh are followed */
+	bool cache_key_scheme;          /* https requests keyed apart */
 	unsigned cache_purge_fanout;    /* backends of the walk a purge reaches */
 	char *cache_purge_allow;        /* who may PURGE/BAN on the proxy port */
 	unsigned cache_max_variants;    /* variants one URL may hold */
@@ -220,6 +246,15 @@ void conf_hostport(const struct conf_backend *b, char *out, size_t len);
 /* The line of the file where [proxy], [ring] or [health] key was set, or
  * 0 when it has its default (messages then name the file alone). */
 int conf_line(const struct conf *c, const char *key);
+/* The same for a key of [tls] (whose listen and proxy_protocol share
+ * their names with [proxy]'s). */
+int conf_tls_line(const struct conf *c, const char *key);
+
+/* Parse a listen list ("IP:port[ proxy_protocol=on|off], ..."): the
+ * addresses into out (at most max), each checked with addr_parse. Returns
+ * how many (0 for ""), or -1 with why. Pure. */
+int conf_listen_parse(const char *text, struct conf_listen *out, size_t max, char *why, size_t len);
+
 /* The same for a key of one backend (url, weight, health_path...). */
 int conf_backend_line(const struct conf_backend *be, const char *key);
 

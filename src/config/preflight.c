@@ -397,7 +397,7 @@ static int preflight_unprivileged_port_start(void)
 }
 
 /* One listen address (key is "listen" or "admin_listen"). */
-static void preflight_addr(const struct conf *c, const char *key, const char *text,
+static void preflight_addr(const struct conf *c, const char *key, const char *text, int line,
 			   unsigned flags, struct preflight *pf)
 {
 	bool start = flags & PREFLIGHT_START;
@@ -405,7 +405,7 @@ static void preflight_addr(const struct conf *c, const char *key, const char *te
 	struct sockaddr_storage addr;
 	socklen_t len;
 	char why[256];
-	int line = conf_line(c, key), port, rc;
+	int port, rc;
 
 	if (!*text || addr_parse(text, &addr, &len, why, sizeof(why)) < 0)
 		return;         /* none, or conf.c said what is wrong */
@@ -430,6 +430,19 @@ static void preflight_addr(const struct conf *c, const char *key, const char *te
 		preflight_add(to, c->path, line, "%s %s: cannot bind: %s", key, text, strerror(rc));
 }
 
+/* Each address of a listen list (conf.c said what is wrong with one that
+ * does not parse). */
+static void preflight_listen(const struct conf *c, const char *key, const char *list, int line,
+			     unsigned flags, struct preflight *pf)
+{
+	struct conf_listen l[CONF_LISTEN_MAX];
+	char why[256];
+	int n = conf_listen_parse(list ? list : "", l, CONF_LISTEN_MAX, why, sizeof(why));
+
+	for (int i = 0; i < n; i++)
+		preflight_addr(c, key, l[i].addr, line, flags, pf);
+}
+
 size_t preflight_run(const struct conf *c, unsigned flags, struct preflight *pf)
 {
 	memset(pf, 0, sizeof(*pf));
@@ -438,8 +451,9 @@ size_t preflight_run(const struct conf *c, unsigned flags, struct preflight *pf)
 	preflight_twins(c, pf);
 	if (!(flags & PREFLIGHT_START))
 		preflight_names(c, pf);
-	preflight_addr(c, "listen", c->listen, flags, pf);
-	preflight_addr(c, "admin_listen", c->admin_listen, flags, pf);
+	preflight_listen(c, "listen", c->listen, conf_line(c, "listen"), flags, pf);
+	preflight_listen(c, "[tls] listen", c->tls_listen, conf_tls_line(c, "listen"), flags, pf);
+	preflight_addr(c, "admin_listen", c->admin_listen, conf_line(c, "admin_listen"), flags, pf);
 	return pf->errors.n;
 }
 

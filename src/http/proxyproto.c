@@ -8,8 +8,8 @@
  * within 107 bytes, version 2 only, the commands, families and transports
  * it defines, an address block at least as long as its family's, and TLVs
  * that end where the header ends. It is tolerant where the spec asks it
- * to be: a header may arrive in pieces (0: wait), the TLVs are skipped
- * unread, and what carries no IP client (UNKNOWN, LOCAL, AF_UNIX) leaves
+ * to be: a header may arrive in pieces (0: wait), the TLVs other than
+ * a TLS terminator's are skipped unread, and what carries no IP client (UNKNOWN, LOCAL, AF_UNIX) leaves
  * the connection's own address. Every check of a piece runs as soon as
  * its bytes are there, so garbage is refused at once, not after a wait.
  */
@@ -222,12 +222,27 @@ static ssize_t proxyproto_v2(const unsigned char *b, size_t len, size_t max, str
 	if (cmd == 0 || alen == 0)
 		return (ssize_t)total;  /* LOCAL, or addresses of no known
 					   layout: the block is discarded */
-	/* the TLVs after the addresses: type, 16-bit length, value; skipped,
-	 * but each must end inside the header */
+	/* the TLVs after the addresses: type, 16-bit length, value; each
+	 * must end inside the header; those a TLS terminator sends are read
+	 * (2.2.1: PP2_TYPE_ALPN, PP2_TYPE_AUTHORITY; 2.2.5: PP2_TYPE_SSL,
+	 * whose first byte's PP2_CLIENT_SSL bit says the client used TLS),
+	 * the others skipped */
 	for (pos = PROXYPROTO_V2_FIXED + alen; pos < total;) {
+		size_t vlen;
+
 		if (total - pos < 3 || total - pos - 3 < ((size_t)b[pos + 1] << 8 | b[pos + 2]))
 			return proxyproto_fail(h, "v2: a TLV runs past the end of the header");
-		pos += 3 + ((size_t)b[pos + 1] << 8 | b[pos + 2]);
+		vlen = (size_t)b[pos + 1] << 8 | b[pos + 2];
+		if (b[pos] == PROXYPROTO_TLV_ALPN) {
+			h->alpn = b + pos + 3;
+			h->alpn_len = vlen;
+		} else if (b[pos] == PROXYPROTO_TLV_AUTHORITY) {
+			h->authority = b + pos + 3;
+			h->authority_len = vlen;
+		} else if (b[pos] == PROXYPROTO_TLV_SSL && vlen >= 5) {
+			h->ssl = (b[pos + 3] & PROXYPROTO_CLIENT_SSL) != 0;
+		}
+		pos += 3 + vlen;
 	}
 	/* only TCP over IP carries a client for HTTP; the rest falls back
 	 * to UNSPEC, as the spec lets a receiver do */
@@ -342,5 +357,22 @@ int proxyproto_src_text(const struct proxyproto_hdr *h, char *out, size_t len)
 		return -1;
 	memcpy(out, text, (size_t)(e - text));
 	out[e - text] = '\0';
+	return 0;
+}
+
+int proxyproto_alpn_h2(const struct proxyproto_hdr *h)
+{
+	const unsigned char *p = h->alpn;
+	size_t n = h->alpn_len;
+
+	if (!p)
+		return 0;
+	if (n == 2 && p[0] == 'h' && p[1] == '2')
+		return 1;
+	/* a length-prefixed list (the exact copy of the extension the spec
+	 * mentions): h2 anywhere in it */
+	for (size_t i = 0; i < n; i += 1u + p[i])
+		if (p[i] == 2 && i + 3 <= n && p[i + 1] == 'h' && p[i + 2] == '2')
+			return 1;
 	return 0;
 }

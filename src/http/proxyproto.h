@@ -11,6 +11,7 @@
 #ifndef RINGPROXY_PROXYPROTO_H
 #define RINGPROXY_PROXYPROTO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -33,8 +34,27 @@ struct proxyproto_hdr {
 	int family;
 	unsigned char src[16], dst[16]; /* network order; 4 bytes for AF_INET */
 	uint16_t src_port, dst_port;
+	/* v2 TLVs of a TLS terminator in front (hitch, HAProxy's
+	 * send-proxy-v2-ssl); values point into the parsed buffer */
+	bool ssl;               /* PP2_TYPE_SSL with PP2_CLIENT_SSL: the
+				   client's connection was TLS */
+	const unsigned char *alpn;      /* PP2_TYPE_ALPN: the protocol it
+					   negotiated ("h2"), NULL: none */
+	size_t alpn_len;
+	const unsigned char *authority; /* PP2_TYPE_AUTHORITY: the SNI */
+	size_t authority_len;
 	const char *error;      /* after -1: what is wrong (a literal) */
 };
+
+/* The TLV types read (spec 2.2.1, 2.2.5). */
+#define PROXYPROTO_TLV_ALPN      0x01
+#define PROXYPROTO_TLV_AUTHORITY 0x02
+#define PROXYPROTO_TLV_SSL       0x20
+#define PROXYPROTO_CLIENT_SSL    0x01
+
+/* Is the ALPN TLV's protocol h2 (a bare protocol ID as hitch and HAProxy
+ * send it, or a list in ALPN's wire form that holds h2)? Pure. */
+int proxyproto_alpn_h2(const struct proxyproto_hdr *h);
 
 /* Parse the header at the start of buf[0..len); a version 2 header longer
  * than max bytes is refused (the reader's buffer must hold it whole).

@@ -752,6 +752,33 @@ static void access_stamps(struct access_buf *b, int64_t sec)
 	b->sec = sec;
 }
 
+/* The fields only some lines have, at a line's end: an HTTP/2 request's
+ * stream, an HTTPS request's TLS version, cipher and SNI (a plain HTTP/1.1
+ * request's line is as it was before either existed). JSON members after
+ * a closed value, or combined's "name=value" words. */
+static char *access_extras(char *p, const struct access_fields *f, bool json)
+{
+	if (f->h2_stream) {
+		p = json ? ACCESS_PUTS(p, ",\"stream\":") : ACCESS_PUTS(p, " stream=");
+		p = decfmt_u64(p, f->h2_stream);
+	}
+	if (!f->tls_version)
+		return p;
+	p = json ? ACCESS_PUTS(p, ",\"tls\":\"") : ACCESS_PUTS(p, " tls=");
+	p = access_field(p, f->tls_version, strlen(f->tls_version), ACCESS_TLS_MAX, json);
+	p = json ? ACCESS_PUTS(p, "\",\"cipher\":\"") : ACCESS_PUTS(p, " cipher=");
+	p = access_field(p, f->tls_cipher, strlen(f->tls_cipher), ACCESS_TLS_MAX, json);
+	p = json ? ACCESS_PUTS(p, "\",\"sni\":") : ACCESS_PUTS(p, " sni=");
+	if (!f->sni)
+		return json ? ACCESS_PUTS(p, "null") : ACCESS_PUTS(p, "-");
+	if (json)
+		*p++ = '"';
+	p = access_field(p, f->sni, strlen(f->sni), ACCESS_SNI_MAX, json);
+	if (json)
+		*p++ = '"';
+	return p;
+}
+
 /* The client's address: inet_ntop's text (digits, hex, '.', ':'), which
  * needs no escaping, in a buffer of ACCESS_IP_BUF bytes (struct client's
  * ip[]); copied as whole blocks of that buffer. */
@@ -835,13 +862,9 @@ char *access_format(char *p, struct access_buf *b, const struct access_fields *f
 		}
 		p = ACCESS_PUTS(p, ",\"request_id\":\"");
 		p = access_put(p, l->rid, 20);
-		if (f->h2_stream) {
-			p = ACCESS_PUTS(p, "\",\"stream\":");
-			p = decfmt_u64(p, f->h2_stream);
-			p = ACCESS_PUTS(p, "}\n");
-		} else {
-			p = ACCESS_PUTS(p, "\"}\n");
-		}
+		*p++ = '"';
+		p = access_extras(p, f, true);
+		p = ACCESS_PUTS(p, "}\n");
 	} else {
 		p = access_ip(p, f->ip, f->iplen, false);
 		p = access_put(p, b->clf, ACCESS_CLF_LEN);
@@ -882,10 +905,7 @@ char *access_format(char *p, struct access_buf *b, const struct access_fields *f
 		p = access_cstr(p, l->tier ? l->tier : "-");
 		p = ACCESS_PUTS(p, " request_id=");
 		p = access_put(p, l->rid, 20);
-		if (f->h2_stream) {
-			p = ACCESS_PUTS(p, " stream=");
-			p = decfmt_u64(p, f->h2_stream);
-		}
+		p = access_extras(p, f, false);
 		*p++ = '\n';
 	}
 	return p;

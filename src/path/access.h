@@ -68,8 +68,10 @@ void access_log(struct access_buf *b, bool json, struct access_fields *f,
 /* The longest line: those fields escaped (6 bytes a byte at worst, JSON's
  * \u00HH), the fixed text and numbers, and the few bytes a formatter may
  * write past its end. A line is formatted only when this much is free. */
+#define ACCESS_TLS_MAX 64               /* a TLS version's or cipher's name */
+#define ACCESS_SNI_MAX 255
 #define ACCESS_LINE_MAX (6 * (ACCESS_IP_BUF + ACCESS_METHOD_MAX + ACCESS_TARGET_MAX + \
-			      2 * ACCESS_HDR_MAX + ACCESS_NAME_MAX) + 512)
+			      2 * ACCESS_HDR_MAX + ACCESS_NAME_MAX + 2 * ACCESS_TLS_MAX + ACCESS_SNI_MAX) + 600)
 
 /* What a request says of itself in its line (request.c fills it as the
  * request ends). */
@@ -103,6 +105,9 @@ struct access_fields {
 	uint32_t h2_stream;             /* HTTP/2: its stream id; 0: HTTP/1.x */
 	struct http1_str referer, user_agent;   /* len 0: "-" / "" */
 	int64_t dur_us;
+	/* an HTTPS request's TLS (NULL for plain HTTP): the version and
+	 * cipher OpenSSL names, and the SNI (NULL: none sent) */
+	const char *tls_version, *tls_cipher, *sni;
 	struct timeval now;             /* wall clock, for the stamp */
 };
 

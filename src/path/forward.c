@@ -467,8 +467,8 @@ static int fwd_begin(struct request *rq, int i, bool fresh, enum req_fail *kind,
 	f.prefix.len = sb->prefix_len;
 	f.client_ip.p = rq->ip;
 	f.client_ip.len = rq->iplen;
-	f.proto.p = "http";
-	f.proto.len = 4;
+	f.proto.p = rq->https ? "https" : "http";
+	f.proto.len = rq->https ? 5 : 4;
 	/* Via names the protocol received (RFC 9110 7.6.3), not ours */
 	f.via.p = rq->msg.minor == 0 ? "1.0 ringproxy" : "1.1 ringproxy";
 	f.via.len = 13;

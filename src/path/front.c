@@ -59,6 +59,7 @@
 #include "http/proxyproto.h"
 #include "path/request.h"
 #include "backend/snapshot.h"
+#include "path/tls.h"
 #include "path/worker.h"
 
 /* ---- connection plumbing --------------------------------------------- */
@@ -69,6 +70,7 @@ static int front_send(struct client *c);
 static void front_resume(struct client *c);
 static void front_body_taken(struct client *c);
 static void front_request_done(struct client *c);
+static void front_read(evutil_socket_t fd, short what, void *arg);
 
 const struct req_client_ops front_req_ops = {
 	.send = front_send,
@@ -99,6 +101,13 @@ void front_close(struct client *c)
 	event_del(&c->wev);
 	c->writing = false;
 	deadline_stop(&c->tev);
+	if (c->ssl) {
+		tls_free(c->ssl);
+		c->ssl = NULL;
+		atomic_fetch_sub(&w->proxy->tls_conns, 1);
+	}
+	certs_unref(c->hs_certs);
+	c->hs_certs = NULL;
 	close(c->fd);
 	c->fd = -1;
 	c->closed = true;
@@ -143,12 +152,22 @@ static void front_end(struct client *c)
 	const struct request *rq = c->rq;
 
 	if (c->read_eof ||
-	    (rq->body_done && c->in.len == rq->body_end && rq->end_kind != REQ_END_REPLY) ||
-	    shutdown(c->fd, SHUT_WR) < 0) {
+	    (rq->body_done && c->in.len == rq->body_end && rq->end_kind != REQ_END_REPLY)) {
 		front_close(c);
 		return;
 	}
+	/* the request's log line before the TLS goes (it names the SNI) */
 	req_end(c->rq);
+	if (c->ssl) {
+		/* close_notify before our side shuts (tls_free sends it) */
+		tls_free(c->ssl);
+		c->ssl = NULL;
+		atomic_fetch_sub(&c->w->proxy->tls_conns, 1);
+	}
+	if (shutdown(c->fd, SHUT_WR) < 0) {
+		front_close(c);
+		return;
+	}
 	c->state = CL_LINGER;
 	c->in.pos = c->in.len = 0;
 	event_del(&c->wev);
@@ -160,7 +179,29 @@ static void front_end(struct client *c)
 	deadline_set(&c->tev, (int64_t)FRONT_LINGER_MS * 1000);
 }
 
-int front_accept(struct worker *w, int fd, const struct sockaddr_storage *peer)
+/* Whether a connection from a listener of kind begins with a PROXY
+ * header: the address's own proxy_protocol=, else its section's. */
+static bool front_proxy_on(const struct conf *conf, unsigned kind)
+{
+	if (kind & (WORKER_L_PP_ON | WORKER_L_PP_OFF))
+		return kind & WORKER_L_PP_ON;
+	return kind & WORKER_L_TLS ? conf->tls_proxy_protocol : conf->proxy_protocol;
+}
+
+/* An HTTPS connection's TLS, on the snapshot's certificates (held until
+ * the handshake ends); its timer is the handshake's. 0 or -1. */
+static int front_tls_start(struct worker *w, struct client *c)
+{
+	struct certs *set = w->snap->certs;
+
+	if (!set || !(c->ssl = tls_new(set, c->fd)))
+		return -1;
+	c->hs_certs = certs_ref(set);
+	atomic_fetch_add(&w->proxy->tls_conns, 1);
+	return 0;
+}
+
+int front_accept(struct worker *w, int fd, const struct sockaddr_storage *peer, unsigned kind)
 {
 	struct client *c = worker_client_get(w);
 
@@ -168,6 +209,12 @@ int front_accept(struct worker *w, int fd, const struct sockaddr_storage *peer)
 		return -1;
 	c->w = w;
 	c->fd = fd;
+	c->kind = kind;
+	c->https = kind & WORKER_L_TLS;
+	if ((kind & WORKER_L_TLS) && front_tls_start(w, c) < 0) {
+		worker_client_put(w, c);
+		return -1;
+	}
 	conn_peer_ip(peer, c->ip, sizeof(c->ip));
 	c->iplen = strlen(c->ip);
 	event_assign(&c->rev, w->base, fd, EV_READ | EV_PERSIST, front_on_event, c);
@@ -175,17 +222,29 @@ int front_accept(struct worker *w, int fd, const struct sockaddr_storage *peer)
 	c->writing = false;
 	deadline_assign(&c->tev, w->base, front_on_event, c);
 	if (event_add(&c->rev, NULL) < 0) {
+		if (c->ssl) {
+			tls_free(c->ssl);
+			c->ssl = NULL;
+			atomic_fetch_sub(&w->proxy->tls_conns, 1);
+		}
+		certs_unref(c->hs_certs);
+		c->hs_certs = NULL;
 		worker_client_put(w, c);
 		return -1;
 	}
 	deadline_set(&c->tev, w->us_client);
-	c->state = CL_HEAD;
-	if (w->snap->conf->proxy_protocol) {
+	c->state = c->ssl ? CL_TLS : CL_HEAD;
+	if (front_proxy_on(w->snap->conf, kind)) {
 		char err[8];
 
-		c->state = CL_PROXY;
 		c->proxied = addr_in_list(w->snap->conf->proxy_protocol_from, c->ip, err, sizeof(err)) == 1;
+		/* on HTTPS, a source not in the list goes straight to its
+		 * handshake (a PROXY header then fails it) */
+		if (!c->ssl || c->proxied)
+			c->state = CL_PROXY;
 	}
+	if (c->ssl)
+		deadline_set(&c->tev, (int64_t)w->snap->conf->tls_handshake_timeout_ms * 1000);
 	return 0;
 }
 
@@ -195,7 +254,7 @@ void front_drain(struct client *c)
 		h2_drain(c);
 		return;
 	}
-	if ((c->state == CL_HEAD && c->in.len == c->in.pos) || c->state == CL_PROXY)
+	if ((c->state == CL_HEAD && c->in.len == c->in.pos) || c->state == CL_PROXY || c->state == CL_TLS)
 		front_close(c);
 	else if (c->state == CL_FORWARD)
 		req_close_after(c->rq);
@@ -204,7 +263,7 @@ void front_drain(struct client *c)
 
 static int front_send(struct client *c)
 {
-	int rc = conn_flush(c->fd, c->out);
+	int rc = c->ssl ? tls_flush(c->ssl, c->out) : conn_flush(c->fd, c->out);
 
 	if (rc == 1) {
 		if (c->writing) {
@@ -243,6 +302,9 @@ static void front_resume(struct client *c)
 	if (c->read_paused && !c->read_eof) {
 		event_add(&c->rev, NULL);
 		c->read_paused = false;
+		/* bytes OpenSSL decrypted already raise no socket event */
+		if (c->ssl && tls_pending(c->ssl))
+			event_active(&c->rev, EV_READ, 1);
 	}
 }
 
@@ -438,6 +500,29 @@ static void front_proxy_refuse(struct client *c, const char *why)
 	front_close(c);
 }
 
+/* A TLS terminator's TLVs in the header: a client that came over TLS
+ * is an https one; one that negotiated h2 there is refused at once, with
+ * a line saying what to change, not with a 505 for its preface. 0, or -1
+ * when c was closed. */
+static int front_proxy_tlv(struct client *c, const struct proxyproto_hdr *h)
+{
+	if (proxyproto_alpn_h2(h)) {
+		atomic_fetch_add(&c->w->proxy->proxy_h2_refused, 1);
+		if (worker_log_allow(c->w, FRONT_PROXY_LOG_PER_SEC))
+			log_warn("PROXY protocol: closed the connection from %s: the TLS terminator in front "
+				 "negotiated h2 with the client, and this build serves HTTP/1.1 only; offer only "
+				 "http/1.1 there (hitch: alpn-protos = \"http/1.1\"; HAProxy: alpn http/1.1)", c->ip);
+		front_close(c);
+		return -1;
+	}
+	if (h->ssl) {
+		c->https = true;
+		if (c->rq)
+			req_client_https(c->rq, true);
+	}
+	return 0;
+}
+
 /* CL_PROXY: what the connection's first bytes are. The spec's receiver
  * "MUST NOT start processing the connection before it receives a complete
  * and valid PROXY protocol header": until then nothing is parsed as
@@ -468,6 +553,8 @@ static void front_proxy(struct client *c)
 		front_proxy_refuse(c, h.error);
 		return;
 	}
+	if (front_proxy_tlv(c, &h) < 0)
+		return;
 	if (proxyproto_src_text(&h, c->ip, sizeof(c->ip)) == 0) {
 		/* the request was set up with the socket's address when the
 		 * memory was lent, and has not begun */
@@ -479,6 +566,110 @@ static void front_proxy(struct client *c)
 		c->in.pos = c->in.len = 0;
 	c->state = CL_HEAD;
 	front_serve(c);
+}
+
+/* ---- HTTPS: the handshake -------------------------------------------------- */
+
+/* Count a failed handshake by why (tls.h), then close. */
+static void front_tls_failed(struct client *c, enum certs_fail why)
+{
+	struct proxy *p = c->w->proxy;
+
+	switch (why) {
+	case CERTS_FAIL_SNI: atomic_fetch_add(&p->tls_failed_sni, 1); break;
+	case CERTS_FAIL_CIPHER: atomic_fetch_add(&p->tls_failed_cipher, 1); break;
+	case CERTS_FAIL_NONE: atomic_fetch_add(&p->tls_abandoned, 1); break;
+	default: atomic_fetch_add(&p->tls_failed_protocol, 1); break;
+	}
+	front_close(c);
+}
+
+/* CL_TLS: go on with the handshake on either event. It holds no buffer
+ * of ours (OpenSSL's record buffers are its own, released when idle);
+ * done, the connection waits for its first request under client_timeout,
+ * as a plain one does after its accept. */
+static void front_handshake(struct client *c)
+{
+	struct proxy *p = c->w->proxy;
+	int r = tls_handshake(c->ssl);
+
+	if (r == 0) {
+		bool wr = tls_want_write(c->ssl);
+
+		if (wr != c->writing) {
+			if (wr)
+				event_add(&c->wev, NULL);
+			else
+				event_del(&c->wev);
+			c->writing = wr;
+		}
+		return;
+	}
+	if (r < 0) {
+		front_tls_failed(c, tls_why());
+		return;
+	}
+	if (c->writing) {
+		event_del(&c->wev);
+		c->writing = false;
+	}
+	atomic_fetch_add(SSL_session_reused(c->ssl) ? &p->tls_resumed : &p->tls_handshakes, 1);
+	certs_unref(c->hs_certs);
+	c->hs_certs = NULL;
+	c->state = CL_HEAD;
+	deadline_set(&c->tev, c->w->us_client);
+	/* a request that came in the handshake's last flight was decrypted
+	 * already: no socket event will say so */
+	if (tls_pending(c->ssl))
+		front_read(c->fd, EV_READ, c);
+}
+
+/* CL_PROXY on HTTPS: the PROXY header is read before the handshake, and
+ * no byte after it may be taken from the socket (they are OpenSSL's). So
+ * the socket is peeked; the bytes of a header not complete yet are all
+ * its own and are taken, so no peek sees them twice; once it is complete,
+ * the rest of it is taken, and the handshake begins on what follows. */
+static void front_proxy_tls(struct client *c)
+{
+	size_t have = c->in.len;
+	struct proxyproto_hdr h;
+	ssize_t n, r;
+
+	n = recv(c->fd, c->in.data + have, c->in.cap - have, MSG_PEEK);
+	if (n <= 0) {
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (have > 0)
+			front_proxy_refuse(c, "the connection ended inside the PROXY header");
+		else
+			front_close(c);
+		return;
+	}
+	c->in.len = have + (size_t)n;
+	r = proxyproto_parse(c->in.data, c->in.len, c->in.cap, &h);
+	if (r < 0) {
+		front_proxy_refuse(c, h.error);
+		return;
+	}
+	if (r == 0) {
+		if (conn_recv(c->fd, c->in.data + have, (size_t)n) != n)
+			front_close(c);
+		return;
+	}
+	if (conn_recv(c->fd, c->in.data + have, (size_t)r - have) != (ssize_t)((size_t)r - have)) {
+		front_close(c);
+		return;
+	}
+	if (front_proxy_tlv(c, &h) < 0)
+		return;
+	if (proxyproto_src_text(&h, c->ip, sizeof(c->ip)) == 0)
+		c->iplen = strlen(c->ip);
+	c->in.pos = c->in.len = 0;
+	c->state = CL_TLS;
+	/* the handshake holds no buffer: the request is set up again, with
+	 * the header's address, when the first request's bytes come */
+	worker_client_mem_put(c->w, c);
+	front_handshake(c);
 }
 
 /* ---- events ------------------------------------------------------------ */
@@ -517,6 +708,10 @@ static void front_read(evutil_socket_t fd, short what, void *arg)
 	ssize_t n;
 
 	(void)what;
+	if (c->state == CL_TLS) {
+		front_handshake(c);
+		return;
+	}
 	if (c->state == CL_LINGER) {
 		/* drop what a closing client still sends */
 		char drop[4096];
@@ -536,6 +731,15 @@ static void front_read(evutil_socket_t fd, short what, void *arg)
 		}
 		req_init(c->rq, c->w, c, &c->in, c->out, &c->scratch, &c->scratch_cap, c->ip,
 			 c->iplen, &front_req_ops, &fwd_req_ops);
+		if (c->https)
+			req_client_https(c->rq, true);
+		if (c->ssl)
+			req_client_tls(c->rq, SSL_get_version(c->ssl), SSL_get_cipher_name(c->ssl),
+				       SSL_get_servername(c->ssl, TLSEXT_NAMETYPE_host_name));
+	}
+	if (c->state == CL_PROXY && c->ssl) {
+		front_proxy_tls(c);
+		return;
 	}
 	room = front_room(c);
 	if (room == 0) {
@@ -545,7 +749,7 @@ static void front_read(evutil_socket_t fd, short what, void *arg)
 		front_pause(c);
 		return;
 	}
-	n = conn_recv(fd, c->in.data + c->in.len, room);
+	n = c->ssl ? tls_recv(c->ssl, c->in.data + c->in.len, room) : conn_recv(fd, c->in.data + c->in.len, room);
 	if (n > 0) {
 		c->in.len += (size_t)n;
 		if (c->state == CL_HEAD) {
@@ -556,6 +760,10 @@ static void front_read(evutil_socket_t fd, short what, void *arg)
 		} else if (c->state == CL_PROXY) {
 			front_proxy(c);
 		}
+		/* more decrypted than the buffer took: no socket event will
+		 * say so, so the read event runs again */
+		if (c->ssl && !c->closed && !c->read_paused && tls_pending(c->ssl))
+			event_active(&c->rev, EV_READ, 1);
 		return;
 	}
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -580,6 +788,10 @@ static void front_write(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	if (c->state == CL_TLS) {
+		front_handshake(c);
+		return;
+	}
 	rc = front_send(c);
 	if (rc < 0) {
 		front_close(c);
@@ -601,6 +813,11 @@ static void front_timeout(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (c->yielded) {               /* front_serve yielded: go on */
 		front_serve(c);
+		return;
+	}
+	if (c->state == CL_TLS) {
+		atomic_fetch_add(&c->w->proxy->tls_failed_timeout, 1);
+		front_close(c);
 		return;
 	}
 	if (c->state == CL_PROXY) {

@@ -17,7 +17,7 @@
 #include "path/worker-t.h"
 
 /* A new client connection on fd; 0, or -1 (the caller closes fd). */
-int front_accept(struct worker *w, int fd, const struct sockaddr_storage *peer);
+int front_accept(struct worker *w, int fd, const struct sockaddr_storage *peer, unsigned kind);
 
 /* The worker is draining: close the connection if it is idle, else after
  * the response in progress. */

@@ -47,6 +47,7 @@ struct dnssrv;
 struct proxy {
 	_Atomic unsigned nconns;        /* client connections open */
 	_Atomic unsigned max_conns;     /* from the current config */
+	_Atomic unsigned tls_conns;     /* HTTPS client connections open */
 	STATS_PROXY(STATS_SHARED_FIELD) /* accepted, refused, ... */
 	struct worker **workers;
 	unsigned nworkers;

@@ -86,6 +86,13 @@ struct request {
 	const char *ip;                 /* the client's address, for
 					   X-Forwarded-For and the log */
 	size_t iplen;
+	bool https;                     /* the client came over TLS (ours, or
+					   a terminator's PROXY v2 SSL TLV):
+					   X-Forwarded-Proto says so */
+	const char *tls_version;        /* over our TLS: its version, cipher */
+	const char *tls_cipher;         /* and SNI for the access log (NULL:
+					   plain, or no SNI) */
+	const char *sni;
 	size_t body_end;                /* in->pos + head + body taken so far */
 	uint64_t body_left;             /* HTTP1_BODY_LENGTH */
 	struct http1_chunked chunk;     /* HTTP1_BODY_CHUNKED */

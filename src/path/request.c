@@ -122,6 +122,18 @@ void req_client_ip(struct request *rq, const char *ip, size_t iplen)
 	rq->iplen = iplen;
 }
 
+void req_client_https(struct request *rq, bool https)
+{
+	rq->https = https;
+}
+
+void req_client_tls(struct request *rq, const char *version, const char *cipher, const char *sni)
+{
+	rq->tls_version = version;
+	rq->tls_cipher = cipher;
+	rq->sni = sni;
+}
+
 /* Keep the method and target of a request with a body for its log line. */
 static void req_copy_line(struct request *rq)
 {
@@ -335,6 +347,9 @@ bool req_end(struct request *rq)
 			f.minor = rq->msg.minor;
 			f.h2_stream = rq->h2_stream;
 			f.dur_us = took;
+			f.tls_version = rq->tls_version;
+			f.tls_cipher = rq->tls_cipher;
+			f.sni = rq->sni;
 			access_log(&rq->w->alog, rq->w->snap->conf->access_format == CONF_ACCESS_JSON,
 				   &f, &rq->msg, rq->t_begin);
 		}
@@ -1383,6 +1398,22 @@ static enum cache_result req_cache_find(struct request *rq, struct cache *cache,
 	return res;
 }
 
+/* The request's cache key (cachectl_key: Host and target); over https
+ * with [cache] key_scheme, behind "https " (a space: never in a Host, so
+ * no http key is one). Length, or -1 when it does not fit. */
+static ssize_t req_cache_key(const struct request *rq, char *key, size_t len)
+{
+	ssize_t n;
+
+	if (!rq->https || !rq->snap->conf->cache_key_scheme)
+		return cachectl_key(&rq->msg, key, len);
+	n = cachectl_key(&rq->msg, key + 6, len - 6);
+	if (n < 0)
+		return n;
+	memcpy(key, "https ", 6);
+	return n + 6;
+}
+
 /*
  * The cache's step on the road, between the key and the walk. Returns
  * true when the request was answered from the cache or waits for another
@@ -1412,7 +1443,7 @@ static bool req_cache_lookup(struct request *rq)
 		/* the key now (RFC 9111 4.4 names the request's URL): once a
 		 * large body has streamed through the read buffer, its head's
 		 * bytes are gone */
-		klen = cachectl_key(&rq->msg, key, sizeof(key));
+		klen = req_cache_key(rq, key, sizeof(key));
 		if (klen > 0) {
 			size_t hl = (size_t)klen - rq->msg.path.len -
 				    (rq->msg.has_query ? 1 + rq->msg.query.len : 0);
@@ -1436,7 +1467,7 @@ static bool req_cache_lookup(struct request *rq)
 		return false;
 	}
 	rq->shared = true;
-	klen = cachectl_key(&rq->msg, key, sizeof(key));
+	klen = req_cache_key(rq, key, sizeof(key));
 	if (klen < 0) {
 		rq->cache_fwd = "bypass";       /* a key too long to keep */
 		req_route(rq);

@@ -107,6 +107,11 @@ void req_init(struct request *rq, struct worker *w, struct client *c, const stru
 /* The client's address as a PROXY header named it, before any request of
  * the connection began (front.c): ip and iplen as for req_init. */
 void req_client_ip(struct request *rq, const char *ip, size_t iplen);
+/* The client came over TLS (or its terminator says so): before req_begin. */
+void req_client_https(struct request *rq, bool https);
+/* The client's TLS for the access log (static strings of OpenSSL's, the
+ * SNI the connection's own): NULL version for plain HTTP. */
+void req_client_tls(struct request *rq, const char *version, const char *cipher, const char *sni);
 
 /* A head of head_len bytes at in->pos was parsed into rq->msg: take the
  * worker's current snapshot (held until req_end), set up the body's

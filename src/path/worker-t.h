@@ -9,6 +9,7 @@
 #define RINGPROXY_WORKER_T_H
 
 #include <event2/event.h>
+#include <openssl/ssl.h>
 #include <event2/event_struct.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -38,6 +39,7 @@ struct curlev;
 struct worker_ops;
 struct cache_memo;
 struct h2_conn;
+struct certs;
 
 /* Generated head bytes beyond a copy of the parsed head: the proxy's own
  * lines (Via, X-Forwarded-*, framing, backend name). */
@@ -145,6 +147,8 @@ enum cl_state {
 	CL_PROXY,               /* [proxy] proxy_protocol on: the first bytes,
 				   a PROXY header or not (front_proxy) */
 	CL_H2,                  /* served by h2.c (c->h2): HTTP/2 */
+	CL_TLS,                 /* HTTPS: the TLS handshake (front_handshake);
+				   no buffer is lent in it */
 };
 
 /* What a client connection holds only while it has bytes to parse or a
@@ -184,6 +188,15 @@ struct client {
 					   unwinds (front_leave) */
 	bool yielded;                   /* front_serve yielded: the timer,
 					   due at once, resumes it */
+	SSL *ssl;                       /* an HTTPS connection's TLS (tls.h),
+					   NULL for plain HTTP: the one test
+					   the plain path's reads and writes
+					   make */
+	struct certs *hs_certs;         /* the set its handshake runs on,
+					   held until it ends (CL_TLS) */
+	unsigned kind;                  /* WORKER_L_* of its listener */
+	bool https;                     /* over TLS: ours, or a terminator's
+					   (PROXY v2 SSL TLV) */
 	bool proxied;                   /* CL_PROXY: from proxy_protocol_from,
 					   so a PROXY header must come first
 					   (else none may) */
@@ -216,6 +229,21 @@ struct client {
 					   the source its PROXY header names */
 };
 
+/* What a listening socket serves (the kind of its connections). */
+#define WORKER_L_TLS    1u      /* HTTPS ([tls] listen) */
+#define WORKER_L_PP_ON  2u      /* proxy_protocol=on of its own */
+#define WORKER_L_PP_OFF 4u      /* proxy_protocol=off of its own; neither:
+				   the section's proxy_protocol */
+#define WORKER_LISTENERS_MAX 32
+
+/* One of a worker's listening sockets. */
+struct worker_listener {
+	int fd;                 /* -1: closed */
+	unsigned kind;          /* WORKER_L_* */
+	struct event ev;
+	struct worker *w;
+};
+
 /* A worker thread: its own event base, listener and pools. */
 struct worker {
 	int id;
@@ -225,8 +253,9 @@ struct worker {
 	bool started;                   /* thread running (to be joined) */
 	struct event_base *base;
 	struct md5 *md5;                /* the thread's digest state for keys */
-	int listen_fd;
-	struct event ev_accept;
+	struct worker_listener lis[WORKER_LISTENERS_MAX]; /* its listening
+					   sockets, one per address */
+	unsigned nlis;
 	bool accept_paused;
 	struct event ev_accept_resume;  /* after running out of fds */
 	int64_t accept_warned;          /* time of the last such warning */

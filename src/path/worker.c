@@ -164,7 +164,8 @@ static void worker_on_accept_resume(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	if (w->accept_paused && !w->stopping)
-		event_add(&w->ev_accept, NULL);
+		for (unsigned i = 0; i < w->nlis; i++)
+			event_add(&w->lis[i].ev, NULL);
 	w->accept_paused = false;
 }
 
@@ -183,7 +184,8 @@ static void worker_pause_accept(struct worker *w, int err)
 			 w->id, strerror(err));
 	}
 	if (!w->accept_paused) {
-		event_del(&w->ev_accept);
+		for (unsigned i = 0; i < w->nlis; i++)
+			event_del(&w->lis[i].ev);
 		w->accept_paused = true;
 		evtimer_add(&w->ev_accept_resume, &tv);
 	}
@@ -195,6 +197,7 @@ struct worker_handoff {
 	struct mbox_msg m;              /* first: the message is the struct */
 	struct worker *to;
 	int fd;
+	unsigned kind;
 	struct sockaddr_storage peer;
 };
 
@@ -246,7 +249,7 @@ static void worker_on_handoff(struct mbox_msg *m)
 	struct worker *w = h->to;
 
 	atomic_fetch_sub_explicit(&w->clients_coming, 1, memory_order_relaxed);
-	if (w->stopping || w->ops->accept(w, h->fd, &h->peer) < 0) {
+	if (w->stopping || w->ops->accept(w, h->fd, &h->peer, h->kind) < 0) {
 		atomic_fetch_sub(&w->proxy->nconns, 1);
 		close(h->fd);
 	}
@@ -254,14 +257,15 @@ static void worker_on_handoff(struct mbox_msg *m)
 }
 
 /* Serve the accepted fd here, or hand it to a less busy worker. */
-static int worker_take(struct worker *w, int fd, const struct sockaddr_storage *ss)
+static int worker_take(struct worker *w, int fd, const struct sockaddr_storage *ss, unsigned kind)
 {
 	struct worker *to = worker_balance_to(w);
 	struct worker_handoff *h = to ? malloc(sizeof(*h)) : NULL;
 
 	if (h == NULL) {
-		return w->ops->accept(w, fd, ss) < 0 ? -1 : 0;
+		return w->ops->accept(w, fd, ss, kind) < 0 ? -1 : 0;
 	}
+	h->kind = kind;
 	h->m.next = NULL;
 	h->m.fn = worker_on_handoff;
 	h->to = to;
@@ -275,7 +279,8 @@ static int worker_take(struct worker *w, int fd, const struct sockaddr_storage *
 
 static void worker_on_accept(evutil_socket_t lfd, short what, void *arg)
 {
-	struct worker *w = arg;
+	struct worker_listener *l = arg;
+	struct worker *w = l->w;
 	struct proxy *p = w->proxy;
 
 	(void)what;
@@ -300,7 +305,7 @@ static void worker_on_accept(evutil_socket_t lfd, short what, void *arg)
 		}
 		atomic_fetch_add(&p->accepted, 1);
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (worker_take(w, fd, &ss) < 0) {
+		if (worker_take(w, fd, &ss, l->kind) < 0) {
 			atomic_fetch_sub(&p->nconns, 1);
 			close(fd);
 		}
@@ -381,10 +386,12 @@ static void worker_drain(struct worker *w)
 	struct client *c, *next;
 
 	w->stopping = true;
-	event_del(&w->ev_accept);
 	event_del(&w->ev_accept_resume);
-	close(w->listen_fd);
-	w->listen_fd = -1;
+	for (unsigned i = 0; i < w->nlis; i++) {
+		event_del(&w->lis[i].ev);
+		close(w->lis[i].fd);
+		w->lis[i].fd = -1;
+	}
 	for (c = w->clients; c; c = next) {
 		next = c->next;
 		w->ops->drain(c);
@@ -482,8 +489,8 @@ void worker_join(struct worker *w)
 	}
 }
 
-struct worker *worker_new(struct proxy *p, int id, int listen_fd, struct snapshot *snap,
-			  const struct worker_ops *ops, char *err, size_t errlen)
+struct worker *worker_new(struct proxy *p, int id, const struct worker_listener *lis, unsigned nlis,
+			  struct snapshot *snap, const struct worker_ops *ops, char *err, size_t errlen)
 {
 	struct event_config *cfg = NULL;
 	struct worker *w = calloc(1, sizeof(*w));
@@ -497,7 +504,16 @@ struct worker *worker_new(struct proxy *p, int id, int listen_fd, struct snapsho
 	w->proxy = p;
 	w->ops = ops;
 	w->started_at = (uint32_t)p->started;
-	w->listen_fd = listen_fd;
+	if (nlis > WORKER_LISTENERS_MAX) {
+		snprintf(err, errlen, "worker %d: more than %d listeners", id, WORKER_LISTENERS_MAX);
+		free(w);
+		return NULL;
+	}
+	for (unsigned i = 0; i < nlis; i++) {
+		w->lis[i].fd = lis[i].fd;
+		w->lis[i].kind = lis[i].kind;
+		w->lis[i].w = w;
+	}
 	freelist_init(&w->free_clients, WORKER_FREE_MAX);
 	freelist_init(&w->free_ups, WORKER_UP_FREE_MAX);
 	freelist_init(&w->free_bufs, WORKER_UP_FREE_MAX);
@@ -531,9 +547,13 @@ struct worker *worker_new(struct proxy *p, int id, int listen_fd, struct snapsho
 	if (event_assign(&w->ev_mbox, w->base, w->mbox.fd, EV_READ | EV_PERSIST, worker_on_mbox, w) < 0 ||
 	    event_add(&w->ev_mbox, NULL) < 0)
 		goto fail;
-	if (event_assign(&w->ev_accept, w->base, listen_fd, EV_READ | EV_PERSIST, worker_on_accept, w) < 0 ||
-	    event_add(&w->ev_accept, NULL) < 0 ||
-	    evtimer_assign(&w->ev_accept_resume, w->base, worker_on_accept_resume, w) < 0 ||
+	for (unsigned i = 0; i < nlis; i++) {
+		if (event_assign(&w->lis[i].ev, w->base, lis[i].fd, EV_READ | EV_PERSIST, worker_on_accept,
+				 &w->lis[i]) < 0 || event_add(&w->lis[i].ev, NULL) < 0)
+			goto fail;
+		w->nlis++;
+	}
+	if (evtimer_assign(&w->ev_accept_resume, w->base, worker_on_accept_resume, w) < 0 ||
 	    evtimer_assign(&w->ev_trim, w->base, worker_on_trim, w) < 0 ||
 	    evtimer_assign(&w->ev_warm, w->base, worker_on_warm, w) < 0)
 		goto fail;
@@ -616,13 +636,15 @@ void worker_free(struct worker *w)
 		worker_bufs_free(&n->b);
 		free(n);
 	}
-	event_del(&w->ev_accept);
 	event_del(&w->ev_accept_resume);
 	event_del(&w->ev_mbox);
 	event_del(&w->ev_trim);
 	event_del(&w->ev_warm);
-	if (w->listen_fd >= 0)
-		close(w->listen_fd);
+	for (unsigned i = 0; i < w->nlis; i++) {
+		event_del(&w->lis[i].ev);
+		if (w->lis[i].fd >= 0)
+			close(w->lis[i].fd);
+	}
 	snapshot_unref(w->mbox_snap);
 	snapshot_unref(w->snap);
 	for (unsigned i = 0; i < w->nretired; i++)

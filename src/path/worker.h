@@ -31,8 +31,9 @@ struct worker_ops {
 	/* worker_new: the tenants' per-thread state (the access log's
 	 * buffer) */
 	void (*start)(struct worker *w);
-	/* A new client connection on fd; 0, or -1 (the worker closes fd). */
-	int (*accept)(struct worker *w, int fd, const struct sockaddr_storage *peer);
+	/* A new client connection on fd from a listener of kind (WORKER_L_*);
+	 * 0, or -1 (the worker closes fd). */
+	int (*accept)(struct worker *w, int fd, const struct sockaddr_storage *peer, unsigned kind);
 	/* worker_post_drain: close c if it is idle, else after its response. */
 	void (*drain)(struct client *c);
 	/* worker_free: close c now. */
@@ -46,8 +47,10 @@ struct worker_ops {
 
 /* Main thread. snap: a reference handed to the worker; ops: static
  * storage. */
-struct worker *worker_new(struct proxy *p, int id, int listen_fd, struct snapshot *snap,
-			  const struct worker_ops *ops, char *err, size_t errlen);
+/* lis[0..nlis): the worker's listening sockets (fd and kind), the
+ * worker's to close from its success on (the caller's after a failure). */
+struct worker *worker_new(struct proxy *p, int id, const struct worker_listener *lis, unsigned nlis,
+			  struct snapshot *snap, const struct worker_ops *ops, char *err, size_t errlen);
 int worker_start(struct worker *w, char *err, size_t errlen);
 /* Hand a new snapshot (one reference, given away) to the worker. */
 void worker_post_snapshot(struct worker *w, struct snapshot *s);

@@ -13,7 +13,9 @@
  *   - a version 2 header longer than max is refused;
  *   - the source's text is inet_ntop's, and a TCP4 line's source and
  *     destination read back as the text the line has (canonical IPv4:
- *     no heading zeros).
+ *     no heading zeros);
+ *   - a TLS terminator's TLVs (ALPN, authority) point inside the header,
+ *     only version 2 has them, and an h2 verdict needs an ALPN TLV.
  */
 #include "http/proxyproto.h"
 
@@ -35,6 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static bool fuzz_same(const struct proxyproto_hdr *a, const struct proxyproto_hdr *b)
 {
 	return a->version == b->version && a->family == b->family && a->src_port == b->src_port &&
+	       a->ssl == b->ssl && a->alpn_len == b->alpn_len && a->authority_len == b->authority_len &&
 	       a->dst_port == b->dst_port && memcmp(a->src, b->src, sizeof(a->src)) == 0 &&
 	       memcmp(a->dst, b->dst, sizeof(a->dst)) == 0;
 }
@@ -69,6 +72,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(proxyproto_parse(buf, size, (size_t)r - 1, &h2) == -1);
 	}
 	FUZZ_CHECK(h.family == AF_UNSPEC || h.family == AF_INET || h.family == AF_INET6);
+	/* the TLVs' values are slices of the header */
+	FUZZ_CHECK(!h.alpn || (h.version == 2 && h.alpn >= buf + PROXYPROTO_V2_FIXED &&
+				h.alpn + h.alpn_len <= buf + r));
+	FUZZ_CHECK(!h.authority || (h.version == 2 && h.authority >= buf + PROXYPROTO_V2_FIXED &&
+				     h.authority + h.authority_len <= buf + r));
+	FUZZ_CHECK(!h.ssl || h.version == 2);
+	FUZZ_CHECK(!proxyproto_alpn_h2(&h) || h.alpn);
 	/* the pieces: the last byte short, and half */
 	FUZZ_CHECK(proxyproto_parse(buf, (size_t)r - 1, FUZZ_MAX, &h2) == 0);
 	FUZZ_CHECK(proxyproto_parse(buf, (size_t)r / 2, FUZZ_MAX, &h2) == 0);

@@ -326,6 +326,57 @@ static void test_sniff(void)
 		tap_is_int(proxyproto_sniff(cases[i].bytes, cases[i].len), cases[i].want, "sniff: %s", cases[i].what);
 }
 
+/* A TLS terminator's TLVs (hitch's write-proxy-v2, HAProxy's
+ * send-proxy-v2-ssl): the SSL TLV's client bit, the ALPN it negotiated
+ * (a bare protocol ID, or a list holding h2), the SNI; other TLVs are
+ * skipped, a TLV without the SSL client bit says nothing. */
+static void test_tlvs(void)
+{
+	static const unsigned char addrs[12] = { 192, 0, 2, 1, 127, 0, 0, 1, 0x9c, 0x40, 0x01, 0xbb };
+	static const struct {
+		const char *name;
+		const char *tlv;
+		size_t len;
+		int ssl, h2;
+		const char *alpn, *authority;
+	} cases[] = {
+		{ "hitch's TLVs: ALPN http/1.1, authority, SSL with version and cipher",
+		  "\x01\x00\x08http/1.1" "\x02\x00\x06" "a.test"
+		  "\x20\x00\x0f\x01\x00\x00\x00\x00" "\x21\x00\x07TLSv1.3", 11 + 9 + 18, 1, 0, "http/1.1", "a.test" },
+		{ "ALPN h2 and SSL", "\x01\x00\x02h2" "\x20\x00\x05\x01\x00\x00\x00\x00", 5 + 8, 1, 1, "h2", NULL },
+		{ "ALPN as a list with h2 in it", "\x01\x00\x0c\x08http/1.1\x02h2", 15, 0, 1, "\x08http/1.1\x02h2", NULL },
+		{ "SSL without the client bit (a client without TLS)", "\x20\x00\x05\x00\x00\x00\x00\x00", 8, 0, 0,
+		  NULL, NULL },
+		{ "an SSL TLV shorter than its fixed part", "\x20\x00\x01\x01", 4, 0, 0, NULL, NULL },
+		{ "a NOOP and an unknown TLV only", "\x04\x00\x01z" "\xe9\x00\x02zz", 9, 0, 0, NULL, NULL },
+		{ "ALPN h2c is not h2", "\x01\x00\x03h2c", 6, 0, 0, "h2c", NULL },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		unsigned char b[128];
+		size_t blen = 12 + cases[i].len;
+		struct proxyproto_hdr h;
+
+		memcpy(b, SIG2 "\x21\x11", 14);
+		b[14] = 0;
+		b[15] = (unsigned char)blen;
+		memcpy(b + 16, addrs, 12);
+		memcpy(b + 28, cases[i].tlv, cases[i].len);
+		tap_is_int(proxyproto_parse(b, 16 + blen, MAX, &h), (long long)(16 + blen), "TLVs, %s: parsed",
+			   cases[i].name);
+		tap_is_int(h.ssl, cases[i].ssl, "TLVs, %s: the client used TLS: %s", cases[i].name,
+			   cases[i].ssl ? "yes" : "no");
+		tap_is_int(proxyproto_alpn_h2(&h), cases[i].h2, "TLVs, %s: h2 negotiated: %s", cases[i].name,
+			   cases[i].h2 ? "yes" : "no");
+		tap_ok(cases[i].alpn ? h.alpn && h.alpn_len == strlen(cases[i].alpn) &&
+		       memcmp(h.alpn, cases[i].alpn, h.alpn_len) == 0 : h.alpn == NULL,
+		       "TLVs, %s: the ALPN TLV", cases[i].name);
+		tap_ok(cases[i].authority ? h.authority && h.authority_len == strlen(cases[i].authority) &&
+		       memcmp(h.authority, cases[i].authority, h.authority_len) == 0 : h.authority == NULL,
+		       "TLVs, %s: the authority (SNI)", cases[i].name);
+	}
+}
+
 int main(void)
 {
 	for (size_t i = 0; i < sizeof(pp_cases) / sizeof(pp_cases[0]); i++)
@@ -334,5 +385,6 @@ int main(void)
 	test_unix();
 	test_text();
 	test_sniff();
+	test_tlvs();
 	return tap_done();
 }

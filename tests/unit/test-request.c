@@ -273,8 +273,9 @@ static void tb_fail(struct tup *tu, int status, enum req_fail kind, const char *
 static struct proxy test_proxy;
 static struct worker *test_w;
 
-static int tw_accept(struct worker *w, int fd, const struct sockaddr_storage *peer)
+static int tw_accept(struct worker *w, int fd, const struct sockaddr_storage *peer, unsigned kind)
 {
+	(void)kind;
 	(void)w;
 	(void)fd;
 	(void)peer;
@@ -340,7 +341,11 @@ static int test_setup(void)
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
 	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1) < 0)
 		return -1;
-	test_w = worker_new(&test_proxy, 0, fd, s, &tw_ops, err, sizeof(err));
+	{
+		struct worker_listener l = { .fd = fd, .kind = 0 };
+
+		test_w = worker_new(&test_proxy, 0, &l, 1, s, &tw_ops, err, sizeof(err));
+	}
 	if (!test_w) {
 		tap_diag("worker_new: %s", err);
 		return -1;
