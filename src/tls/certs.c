@@ -621,6 +621,7 @@ struct certs *certs_new(const struct conf *c, void (*warn)(const char *line), ch
 {
 	struct certs *s;
 	char why[256];
+	bool bad;
 
 	err[0] = '\0';
 	if (!c->tls_listen || !*c->tls_listen)
@@ -638,8 +639,11 @@ struct certs *certs_new(const struct conf *c, void (*warn)(const char *line), ch
 		certs_err(err, errlen, "%s: [tls]: %s", c->path, certs_ssl_reason(why, sizeof(why)));
 		goto fail;
 	}
-	if ((certs_ctx_setup(s, c, err, errlen) < 0) | (certs_load_all(s, c, warn, err, errlen) < 0) |
-	    (certs_tickets(s, c, err, errlen) < 0))
+	/* each step runs, so that every reason is said at once */
+	bad = certs_ctx_setup(s, c, err, errlen) < 0;
+	bad |= certs_load_all(s, c, warn, err, errlen) < 0;
+	bad |= certs_tickets(s, c, err, errlen) < 0;
+	if (bad)
 		goto fail;
 	/* the first file's certificate is the context's: a handshake
 	 * without SNI, or naming it, takes it as it is */
