@@ -25,6 +25,7 @@ usage: test_faults.py RINGPROXY TESTCACHE FAULTSHIM"""
 
 import json
 import os
+import re
 import resource
 import signal
 import socket
@@ -100,6 +101,9 @@ def test_fds():
         t.check(spent < 0.05, f"out of fds with an admin scrape waiting, the main thread uses {spent:.1%} "
                 "of a core (under 5%)")
         t.check(rate < 10, f"... and the log grows {rate:.1f} lines a second (under 10)", px.log()[-1500:])
+        own = re.findall(r"^\[(?:warn|err|msg|debug)\] .*$", px.log(), re.M)
+        t.check(not own, "... and no line in libevent's own format (no time stamp): its messages come through "
+                "the proxy's log", own[:3])
     finally:
         for s in clients:
             s.close()
@@ -197,6 +201,11 @@ def test_alloc():
         t.check(s is not None, "... and /stats answers")
     last = px.reload()
     t.check(last and last.startswith("reload "), "a reload after the faults succeeds", last)
+    log = px.log()
+    own = re.findall(r"^\[(?:warn|err|msg|debug)\] .*$", log, re.M)
+    routed = re.findall(r"^\S+Z \w+: libevent: .*$", log, re.M)
+    t.check(not own, f"libevent's messages come through the proxy's log, with its time stamp and level "
+            f"({len(routed)} such lines), none in libevent's own format", own[:5])
     after = stats(ap)
     local = sum(b.get("health_local_errors", 0) for b in after["backends"])
     was = {b["name"]: b["transitions"] for b in before["backends"]}
