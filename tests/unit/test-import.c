@@ -11,6 +11,7 @@
 #include "tap.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int format_of(const char *file)
@@ -259,6 +260,30 @@ static void check_nginx_dump(void)
 	free(msgs);
 }
 
+/* An include of a FIFO or a directory is refused at once, not read (a
+ * FIFO would block the import for good). */
+static void check_nginx_include_kinds(void)
+{
+	char dir[] = "/tmp/test-import-XXXXXX", fifo[64], text[256], *msgs, *ini;
+
+	if (!tap_ok(mkdtemp(dir) != NULL, "a temporary directory"))
+		return;
+	snprintf(fifo, sizeof(fifo), "%s/fifo.conf", dir);
+	tap_ok(mkfifo(fifo, 0600) == 0, "a FIFO in it");
+	for (int k = 0; k < 2; k++) {
+		snprintf(text, sizeof(text), "upstream u { hash $request_uri consistent; server 10.0.0.1:80; }\n"
+			 "include %s;\n", k ? dir : fifo);
+		ini = import_string(IMPORT_NGINX, text, NULL, &msgs);
+		tap_ok(ini == NULL && strstr(msgs, "t.conf:2: include /tmp/test-import-") &&
+		       strstr(msgs, ": not a regular file"), "include of a %s: refused at its line, at once",
+		       k ? "directory" : "FIFO");
+		free(ini);
+		free(msgs);
+	}
+	unlink(fifo);
+	rmdir(dir);
+}
+
 /* The Host NGINX sent the caches, as [proxy] backend_host. */
 static void check_nginx_host(void)
 {
@@ -410,6 +435,7 @@ int main(int argc, char **argv)
 	check_names();
 	check_nginx_grammar();
 	check_nginx_dump();
+	check_nginx_include_kinds();
 	check_nginx_host();
 	check_haproxy_front();
 	check_names_pattern();
