@@ -113,7 +113,7 @@ struct proxy_main {
 	struct event *ev_rr;
 	size_t rr_next;                 /* the backend index looked up next */
 	char rr_name[DISCOVER_NAME_MAX + 1]; /* the one being looked up */
-	int64_t down_seen_ms;           /* the latest went-down time acted on
+	int64_t down_seen_ms;           /* the latest health change acted on
 					   (proxy_resolve_down) */
 };
 
@@ -1272,10 +1272,11 @@ static void proxy_on_reload(evutil_socket_t fd, short what, void *arg)
 	proxy_reload(arg);
 }
 
-/* Once a second: a backend that went down since (a failed connect, a
- * failed check) may have moved: its name is looked up again now, not at
- * the next interval: a discovered one by a poll, one of the file's by a
- * round of its host names. */
+/* Once a second: a backend whose health changed since (down after a
+ * failed connect or check, and maybe up again already after a trial)
+ * may have moved: its name is looked up again now, not at the next
+ * interval: a discovered one by a poll, one of the file's by a round of
+ * its host names. At most once a second either way. */
 static void proxy_resolve_down(struct proxy_main *m)
 {
 	const struct snapshot *s = m->snap;
@@ -1286,7 +1287,7 @@ static void proxy_resolve_down(struct proxy_main *m)
 		const struct backend *b = s->be[i].state;
 		int64_t at = atomic_load(&b->state_ms);
 
-		if (!atomic_load(&b->down) || at <= m->down_seen_ms)
+		if (at <= m->down_seen_ms)
 			continue;
 		if (at > latest)
 			latest = at;
@@ -1297,7 +1298,7 @@ static void proxy_resolve_down(struct proxy_main *m)
 	}
 	m->down_seen_ms = latest;
 	if (disc && m->dns && dnssrv_poll_now(m->dns) == 0)
-		log_info("discovery: a discovered backend went down: polling now");
+		log_info("discovery: a discovered backend went down or came back: polling now");
 	if (file && evtimer_pending(m->ev_rr, NULL)) {
 		evtimer_del(m->ev_rr);
 		event_active(m->ev_rr, EV_TIMEOUT, 0);
