@@ -362,7 +362,7 @@ static void front_request_done(struct client *c)
 
 /* A connection whose first bytes are the HTTP/2 preface goes to h2.c,
  * with them; its lent memory comes back. Returns whether it went. */
-static bool front_h2(struct client *c)
+__attribute__((noinline, cold)) static bool front_h2(struct client *c)
 {
 	size_t n = c->in.len - c->in.pos;
 

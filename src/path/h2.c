@@ -144,12 +144,14 @@ struct h2_stream {
 	bool drain_due;                 /* slices of it went out: release
 					   them, tell it when all did */
 	bool waiting;                   /* the request waits for drained */
+	bool working;                   /* counted in hc->working */
 
 	/* the response */
 	bool head_out;                  /* turned into HEADERS */
 	bool has_body;
 	bool dechunk;
 	bool eof;                       /* the body is complete in segs */
+	bool eof_out;                   /* END_STREAM is ours to send now */
 	bool deferred;                  /* the data source said DEFERRED */
 	uint64_t body_left;             /* HTTP1_BODY_LENGTH */
 	struct http1_chunked ck;
@@ -175,6 +177,9 @@ struct h2_conn {
 					   oldest first */
 	struct h2_stream *last;
 	unsigned nstreams;
+	unsigned working;               /* of them, those whose request is
+					   not answered yet (reset ones too):
+					   the places max_streams counts */
 	struct h2_stream *free_streams; /* kept for reuse, up to max */
 	unsigned nfree;
 
@@ -336,6 +341,8 @@ static struct h2_stream *h2_stream_new(struct h2_conn *hc, int32_t id)
 		hc->streams = st;
 	hc->last = st;
 	hc->nstreams++;
+	st->working = true;
+	hc->working++;
 	return st;
 fail:
 	free(st->scratch);
@@ -343,6 +350,16 @@ fail:
 	free(st->hdrs);
 	free(st);
 	return NULL;
+}
+
+/* The stream's request is answered (or let go of): its place is free,
+ * even while the last of its response is still on its way out. */
+static void h2_stream_unwork(struct h2_stream *st)
+{
+	if (st->working) {
+		st->working = false;
+		st->hc->working--;
+	}
 }
 
 static void h2_stream_release(struct h2_stream *st)
@@ -359,6 +376,7 @@ static void h2_stream_free(struct h2_stream *st)
 {
 	struct h2_conn *hc = st->hc;
 
+	h2_stream_unwork(st);
 	if (st->prev)
 		st->prev->next = st->next;
 	else
@@ -638,7 +656,7 @@ static int h2_on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame, v
 		return 0;
 	/* a stream keeps its place until its request let go (Rapid Reset):
 	 * nghttp2 counts open streams only, so places past ours are refused */
-	if (hc->nstreams >= hc->max_streams || hc->fatal) {
+	if (hc->working >= hc->max_streams || hc->fatal) {
 		nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_REFUSED_STREAM);
 		h2_glitch(hc);
 		return 0;
@@ -724,6 +742,12 @@ static int h2_on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, voi
 	if (!st)
 		return 0;
 	st->closed = true;
+	if (code == NGHTTP2_NO_ERROR && st->eof_out) {
+		/* our END_STREAM went: the request hears the rest is out
+		 * once the socket took it (drained), its place is free */
+		h2_stream_unwork(st);
+		return 0;
+	}
 	if (!st->done || code != NGHTTP2_NO_ERROR) {
 		st->reset = true;
 		if (st->started && !st->done) {
@@ -785,8 +809,10 @@ static ssize_t h2_data_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t
 
 		for (int i = st->seg_r; i < st->seg_w; i++)
 			all += st->segs[i].n - (i == st->seg_r ? st->seg_off : 0);
-		if (all <= length)
+		if (all <= length) {
 			*flags |= NGHTTP2_DATA_FLAG_EOF;
+			st->eof_out = true;
+		}
 	}
 	if (n == 0 && !(*flags & NGHTTP2_DATA_FLAG_EOF)) {
 		st->deferred = true;
@@ -956,6 +982,7 @@ static int h2_head(struct h2_stream *st)
 					goto out;
 			} else {
 				st->eof = true;
+				st->eof_out = true;
 				if (nghttp2_submit_response(hc->s, st->id, nv, nn, NULL) != 0)
 					goto out;
 			}
@@ -1157,6 +1184,7 @@ static void h2_req_done(struct client *c)
 		h2_leave(hc);
 		return;
 	}
+	h2_stream_unwork(st);
 	st->done = true;
 	h2_stream_pump(st);
 	h2_op_leave(hc);
@@ -1406,7 +1434,7 @@ static void h2_leave(struct h2_conn *hc)
 		if (!hc->closed) {
 			/* a stream keeps its place until its request let go:
 			 * while all are taken, no new frame is read */
-			h2_read_pause(hc, hc->nstreams >= hc->max_streams || hc->fatal);
+			h2_read_pause(hc, hc->working >= hc->max_streams || hc->fatal);
 			if (!hc->ticking && hc->nstreams > 0) {
 				deadline_set(&hc->c->tev, H2_TICK_US);
 				hc->ticking = true;

@@ -51,6 +51,8 @@ listen = 127.0.0.1:$PORT
 workers = $WORKERS
 [cache]
 $cache
+[h2]
+max_requests = 100000000
 [backend cache-0]
 url = http://127.0.0.1:$BE
 EOF
@@ -81,7 +83,13 @@ EOF
 		PP=($!) ;;
 	esac
 	PIDS+=("${PP[@]}")
-	bench_wait_http "$PORT" /thumbs/0/1_200x200.jpg "${PP[0]}"
+	# HAProxy's and NGINX's h2c listeners take prior knowledge only
+	for _ in $(seq 100); do
+		curl -s -o /dev/null --max-time 1 --http2-prior-knowledge \
+			"http://127.0.0.1:$PORT/thumbs/0/1_200x200.jpg" && break
+		kill -0 "${PP[0]}" 2>/dev/null || { echo "$name exited (logs in $TMP)" >&2; exit 1; }
+		sleep 0.1
+	done
 	# NGINX's workers are its master's children
 	if [ "$name" = nginx ]; then
 		sleep 0.3
@@ -140,13 +148,15 @@ printf 'proxy\tmode\tround\treq_per_s\tcpu_us_per_req\tp99_ms\tkib_per_conn\n' >
 for mode in $MODES; do
 	for name in $PROXIES; do
 		start_proxy "$name" "$mode"
+		# h2load takes whole URLs
+		sed "s|^|http://127.0.0.1:$PORT|" "$TMP/urls-$mode" >"$TMP/urls"
 		# warm: the cache filled, connections pooled
-		timeout 120 h2load -c 10 -m 100 -n 20000 -i "$TMP/urls-$mode" "http://127.0.0.1:$PORT" >/dev/null
+		timeout 120 h2load -c 10 -m 100 -n 20000 -i "$TMP/urls" >/dev/null
 		for r in $(seq "$ROUNDS"); do
 			bench_quiet
 			ns0=$(bench_cpu_ns "${PP[@]}")
-			timeout 300 h2load -c 10 -m 100 -n "$N" -i "$TMP/urls-$mode" --log-file="$TMP/h2load.log" \
-				"http://127.0.0.1:$PORT" >"$TMP/h2load.out"
+			timeout 300 h2load -c 10 -m 100 -n "$N" -i "$TMP/urls" --log-file="$TMP/h2load.log" \
+				>"$TMP/h2load.out"
 			ns1=$(bench_cpu_ns "${PP[@]}")
 			ok=$(sed -n 's/.* \([0-9]*\) succeeded.*/\1/p' "$TMP/h2load.out")
 			rps=$(sed -n 's/^finished in .*, \([0-9.]*\) req\/s.*/\1/p' "$TMP/h2load.out")
