@@ -25,6 +25,7 @@
 #include "ring/ring.h"
 #include "admin/stats.h"
 #include "config/discover.h"
+#include "tls/certs.h"
 
 #define PAGE_CX 150.0           /* the ring's centre and radii, SVG units */
 #define PAGE_R 112.0
@@ -637,6 +638,30 @@ static void page_reloads(struct evbuffer *out, const struct stats *st)
 	PAGE_ADD(out, "</ul>\n");
 }
 
+/* [tls]'s certificates: each file's names and the days left, the
+ * soonest first in attention (amber under 14 days, as -t warns). Nothing
+ * without HTTPS. */
+static void page_certs(struct evbuffer *out, const struct stats *st)
+{
+	time_t now = time(NULL);
+
+	if (certs_count(st->certs) == 0)
+		return;
+	PAGE_ADD(out, "<h2>Certificates</h2>\n<table id=\"certs\"><thead><tr><th class=\"l\">File</th>"
+		      "<th class=\"l\">Names</th><th>Expires in</th></tr></thead><tbody>\n");
+	for (size_t i = 0; i < certs_count(st->certs); i++) {
+		long long left = (long long)(certs_not_after(st->certs, i) - now);
+
+		PAGE_ADD(out, "<tr><td class=\"l\">");
+		page_str(out, certs_file(st->certs, i));
+		PAGE_ADD(out, "</td><td class=\"l\">");
+		page_str(out, certs_names(st->certs, i));
+		evbuffer_add_printf(out, "</td><td%s>%lld days</td></tr>\n", left < 14 * 86400 ? " class=\"warn\"" : "",
+				    left / 86400);
+	}
+	PAGE_ADD(out, "</tbody></table>\n");
+}
+
 /* Every counter of the lists, labelled by its help text. */
 static void page_counters(struct evbuffer *out, const struct stats *st)
 {
@@ -793,6 +818,7 @@ void page_html(const struct stats *st, struct evbuffer *out)
 	PAGE_ADD(out, "</section>\n");
 	page_backends(out, st);
 	page_reloads(out, st);
+	page_certs(out, st);
 	page_counters(out, st);
 	PAGE_ADD(out, "<footer><a href=\"/stats\">/stats</a> (JSON) &middot; <a href=\"/metrics\">/metrics</a> "
 		     "(Prometheus) &middot; <a href=\"/ring\">/ring</a> &middot; <a href=\"/ring?url=/&amp;format=text\">"

@@ -507,6 +507,7 @@ static void front_proxy_refuse(struct client *c, const char *why)
 static int front_proxy_tlv(struct client *c, const struct proxyproto_hdr *h)
 {
 	if (proxyproto_alpn_h2(h)) {
+		c->alpn_h2 = true;
 		atomic_fetch_add(&c->w->proxy->proxy_h2_refused, 1);
 		if (worker_log_allow(c->w, FRONT_PROXY_LOG_PER_SEC))
 			log_warn("PROXY protocol: closed the connection from %s: the TLS terminator in front "

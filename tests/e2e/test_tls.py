@@ -208,6 +208,10 @@ def main():
             "/metrics: ringproxy_tls_certificate_expiry_seconds{file,name}, and the handshake counters",
             "\n".join(x for x in metrics.splitlines() if "tls" in x))
 
+    page = urllib.request.urlopen(f"http://127.0.0.1:{aport}/", timeout=10).read().decode()
+    t.check("<h2>Certificates</h2>" in page and "20-b.pem" in page and "a.test,*.a.test" in page and "29 days" in page,
+            "the page lists each certificate with its names and days to expiry", page[page.find("Certificates"):][:600])
+
     # ---- resumption ----------------------------------------------------------------
     sess = harness.tmp_path("sess.pem")
     req = b"GET /img/r HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n"
