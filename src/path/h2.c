@@ -371,7 +371,8 @@ static void h2_stream_release(struct h2_stream *st)
 }
 
 /* The stream is gone from the session and its request let go: off the
- * list, kept for the next stream while few are. */
+ * list, kept with its buffers for the connection's next streams (up to
+ * max_streams; an idle connection gives them back, h2_idle_trim). */
 static void h2_stream_free(struct h2_stream *st)
 {
 	struct h2_conn *hc = st->hc;
@@ -386,7 +387,7 @@ static void h2_stream_free(struct h2_stream *st)
 	else
 		hc->last = st->prev;
 	hc->nstreams--;
-	if (!hc->closed && hc->nfree < 8) {
+	if (!hc->closed && hc->nfree < hc->max_streams) {
 		st->next = hc->free_streams;
 		hc->free_streams = st;
 		hc->nfree++;

@@ -49,6 +49,9 @@ min_uses = 1"
 [proxy]
 listen = 127.0.0.1:$PORT
 workers = $WORKERS
+# 1000 streams in flight need as many backend connections: kept, not
+# reopened (HAProxy keeps its idle ones too)
+pool_size = 1024
 [cache]
 $cache
 [h2]
