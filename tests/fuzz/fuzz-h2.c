@@ -85,7 +85,11 @@ static struct worker *fuzz_worker(void)
 	atomic_store(&p.max_conns, 1000);
 	lfd = conn_listen((struct sockaddr *)&a, sizeof(a), err, sizeof(err));
 	FUZZ_CHECK(lfd >= 0);
-	w = worker_new(&p, 0, lfd, s, &fuzz_ops, err, sizeof(err));
+	{
+		struct worker_listener l = { .fd = lfd, .kind = 0 };   /* plain */
+
+		w = worker_new(&p, 0, &l, 1, s, &fuzz_ops, err, sizeof(err));
+	}
 	FUZZ_CHECK(w != NULL);
 	md5_use(w->md5);
 	return w;
@@ -122,7 +126,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);
 	((struct sockaddr_in *)&peer)->sin_family = AF_INET;
 	atomic_fetch_add(&w->proxy->nconns, 1);
-	FUZZ_CHECK(front_accept(w, sv[0], &peer) == 0);
+	FUZZ_CHECK(front_accept(w, sv[0], &peer, 0) == 0);
 	in = malloc(sizeof(preface) - 1 + size);
 	memcpy(in, preface, sizeof(preface) - 1);
 	if (size)
