@@ -70,6 +70,10 @@ workers = $WORKERS
 $cache
 [backend cache-0]
 url = http://127.0.0.1:$BE
+# h2load does not reconnect after a GOAWAY (NGINX's keepalive_requests is
+# raised the same way in lib.sh)
+[h2]
+max_requests = 100000000
 $tls
 EOF
 		"$RP" -c "$TMP/rp.ini" 2>"$TMP/rp.log" &
@@ -99,14 +103,13 @@ EOF
 		PP=($!) ;;
 	esac
 	PIDS+=("${PP[@]}")
-	if [ "$scheme" = tls ]; then
-		for _ in $(seq 100); do
-			curl -sk -o /dev/null --max-time 1 "$URL/thumbs/0/1_200x200.jpg" && break
-			sleep 0.1
-		done
-	else
-		bench_wait_http "$PORT" /thumbs/0/1_200x200.jpg "${PP[0]}"
-	fi
+	# HAProxy's "proto h2" bind speaks only HTTP/2: ask in it
+	for _ in $(seq 100); do
+		curl -sk -o /dev/null --max-time 1 $([ "$scheme" = tls ] && echo --http2 || echo --http2-prior-knowledge) \
+			"$URL/thumbs/0/1_200x200.jpg" && break
+		kill -0 "${PP[0]}" 2>/dev/null || { echo "$name exited (logs in $TMP)" >&2; exit 1; }
+		sleep 0.1
+	done
 	# NGINX's workers are its master's children
 	if [ "$name" = nginx ]; then
 		sleep 0.3
@@ -171,13 +174,15 @@ for scheme in $SCHEMES; do
 for mode in $MODES; do
 	for name in $PROXIES; do
 		start_proxy "$name" "$mode" "$scheme"
+		# h2load -i takes scheme, host and port from the first line only
+		sed "1s|^|$URL|" "$TMP/urls-$mode" >"$TMP/urls-run"
 		# warm: the cache filled, connections pooled
-		timeout 120 h2load -c 10 -m 100 -n 20000 -i "$TMP/urls-$mode" "$URL" >/dev/null
+		timeout 120 h2load -c 10 -m 100 -n 20000 -i "$TMP/urls-run" >/dev/null
 		for r in $(seq "$ROUNDS"); do
 			bench_quiet
 			ns0=$(bench_cpu_ns "${PP[@]}")
-			timeout 300 h2load -c 10 -m 100 -n "$N" -i "$TMP/urls-$mode" --log-file="$TMP/h2load.log" \
-				"$URL" >"$TMP/h2load.out"
+			timeout 300 h2load -c 10 -m 100 -n "$N" -i "$TMP/urls-run" --log-file="$TMP/h2load.log" \
+				>"$TMP/h2load.out"
 			ns1=$(bench_cpu_ns "${PP[@]}")
 			ok=$(sed -n 's/.* \([0-9]*\) succeeded.*/\1/p' "$TMP/h2load.out")
 			rps=$(sed -n 's/^finished in .*, \([0-9.]*\) req\/s.*/\1/p' "$TMP/h2load.out")
