@@ -8,7 +8,8 @@ makes a bounded run (2,000 requests, 4 connections, 10 streams each),
 every response 2xx; a client offering only http/1.1 (curl --http1.1,
 Python's ssl with ALPN http/1.1, a client with no ALPN) speaks HTTP/1.1;
 a listener configured with alpn = http/1.1 never picks h2; -t refuses
-a protocol this build does not serve. The counters: h2_connections
+a protocol this build does not serve; a session of an h2 connection
+resumes from its ticket with h2 again. The counters: h2_connections
 counts the ALPN h2 connections, tls_conns goes back to 0. Then Rapid
 Reset over TLS (1,000 HEADERS+RST_STREAM pairs with python3-h2's frames
 in a TLS socket): the connection ends or its streams are refused, the
@@ -154,6 +155,20 @@ def main():
     t.check(got and line and "HTTP/2" in line[0] and "stream=1" in line[0] and "tls=TLSv1.3" in line[0]
             and "sni=localhost" in line[0],
             "the access log: HTTP/2, the stream and the TLS fields (version, SNI) on one line", line)
+
+    # ---- resumption: TLS 1.3 tickets go out after the handshake, h2's SETTINGS with them ----
+    sess = harness.tmp_path("h2tls.sess")
+    outs = []
+    for inout in (["-sess_out", sess], ["-sess_in", sess]):
+        p = subprocess.Popen(["openssl", "s_client", "-connect", f"127.0.0.1:{P}", "-servername", "localhost",
+                              "-alpn", "h2", *inout], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True)
+        time.sleep(1)   # the tickets arrive after the handshake: read them
+        outs.append(p.communicate("", timeout=20)[0])
+    t.check("New, TLSv1.3" in outs[0] and "Reused, TLSv1.3" in outs[1] and
+            all("ALPN protocol: h2" in o for o in outs),
+            "a session from a ticket of an h2 connection resumes, ALPN h2 again (openssl s_client -sess_out/-sess_in)",
+            [re.findall(r"(?:New|Reused),.*|ALPN.*", o) for o in outs])
 
     # ---- HTTP/1.1 clients --------------------------------------------------------------
     rc, out = curl(P, "/a/2", "--http1.1", "-w", "v=%{http_version}\n")
