@@ -14,7 +14,8 @@ counts the ALPN h2 connections, tls_conns goes back to 0. Then Rapid
 Reset over TLS (1,000 HEADERS+RST_STREAM pairs with python3-h2's frames
 in a TLS socket): the connection ends or its streams are refused, the
 backend gets at most max_concurrent_streams requests, and another client
-is served.
+is served. A stop with an HTTP/2 connection open over TLS sends it GOAWAY
+and exits cleanly.
 usage: test_h2tls.py RINGPROXY TESTCACHE"""
 
 import json
@@ -247,7 +248,35 @@ def main():
     r = subprocess.run([RP, "-t", "-c", bad], capture_output=True, text=True, timeout=30)
     t.check(r.returncode == 1 and re.search(r"h2tls-bad\.ini:\d+: alpn: 'h3' is not a protocol", r.stderr),
             "-t refuses alpn naming a protocol this build does not serve, with FILE:LINE", r.stderr)
-    proxy.stop()
+
+    # ---- a stop with an HTTP/2 connection open over TLS: GOAWAY, then a clean exit ----
+    s = tls_sock(P, ["h2"])
+    s.sendall(PREFACE + hf.SettingsFrame(0).serialize())
+    s.settimeout(10)
+    got = b""
+    while len(got) < 9:     # our SETTINGS: the connection is h2.c's
+        d = s.recv(65536)
+        if not d:
+            break
+        got += d
+    rc = proxy.stop()
+    kinds = []
+    buf = got
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            buf += d
+    except OSError:
+        pass
+    while len(buf) >= 9:
+        ln = int.from_bytes(buf[:3], "big")
+        kinds.append(buf[3])
+        buf = buf[9 + ln:]
+    s.close()
+    t.check(rc == 0 and 0x7 in kinds, "a stop with an idle HTTP/2 connection open over TLS: GOAWAY to it, "
+            "exit 0 (and, under ASan, nothing leaked: the session freed with the connection)", (rc, kinds))
 
 
 harness.run_main(t, main)
