@@ -61,7 +61,7 @@
 	X(discovery_pending_removes, gauge, DERIVED, "members on the ring absent from the last good answer (leaving after remove_after)") \
 	X(discovery_held_removes, gauge, DERIVED, "removals held over max_remove until ringproxy ctl discovery apply (or until they revert)") \
 	X(h2c_connections, counter, SHARED, "client connections served as HTTP/2 over cleartext (prior knowledge, [proxy] h2c)") \
-	X(h2_connections, counter, SHARED, "client connections served as HTTP/2 over TLS (ALPN h2)") \
+	X(h2_connections, counter, SHARED, "client connections served as HTTP/2 over TLS (ALPN h2: ours, or a terminator's PROXY v2 ALPN TLV)") \
 	X(h2_streams, counter, SHARED, "HTTP/2 requests (streams) served, all HTTP/2 connections") \
 	X(h2_resets_received, counter, SHARED, "HTTP/2 streams the client reset (RST_STREAM) before their response was complete") \
 	X(h2_glitches, counter, SHARED, "HTTP/2 frames that did no work: PING, SETTINGS, PRIORITY, empty DATA, unknown frames, resets of requests under way, refused header blocks ([h2] max_glitches)") \
@@ -79,8 +79,7 @@
 	X(tls_failed_cipher, counter, SHARED, "TLS handshakes failed for want of a common version, cipher suite, group or signature algorithm") \
 	X(tls_failed_protocol, counter, SHARED, "TLS handshakes failed on a message that is not TLS or not valid TLS") \
 	X(tls_failed_timeout, counter, SHARED, "TLS handshakes not complete in [tls] handshake_timeout") \
-	X(tls_abandoned, counter, SHARED, "TLS handshakes the client closed before they completed") \
-	X(proxy_h2_refused, counter, SHARED, "connections closed because their PROXY v2 header says the client negotiated h2 with the TLS terminator in front, which this build does not serve")
+	X(tls_abandoned, counter, SHARED, "TLS handshakes the client closed before they completed")
 
 #define STATS_BACKEND(X) \
 	X(up, flag, DERIVED, "whether the backend is up (false while health checks have it down)") \

@@ -331,10 +331,11 @@ static const struct conf_keydef conf_keys[] = {
 	  "an OpenSSL TLS 1.3 ciphersuite list (TLS_AES_128_GCM_SHA256:...), or empty",
 	  "TLS 1.3 cipher suites; empty: OpenSSL's own (TLS_AES_256_GCM_SHA384, TLS_CHACHA20_POLY1305_SHA256, "
 	  "TLS_AES_128_GCM_SHA256), all authenticated encryption with forward secrecy" },
-	{ CONF_IN_TLS, "alpn", CONF_T_STRING, P(tls_alpn), "http/1.1", 0, 0,
-	  "protocol names this build serves, comma-separated: http/1.1",
-	  "the application protocols offered by ALPN, in the server's order of preference; a client that offers "
-	  "none of them gets no ALPN answer and speaks HTTP/1.1" },
+	{ CONF_IN_TLS, "alpn", CONF_T_STRING, P(tls_alpn), "h2, http/1.1", 0, 0,
+	  "protocol names this build serves, comma-separated: h2, http/1.1",
+	  "the application protocols offered by ALPN, in the server's order of preference (the first of them the "
+	  "client offers is chosen); h2 serves HTTP/2 ([h2]); a client that offers none of them gets no ALPN answer "
+	  "and speaks HTTP/1.1" },
 	{ CONF_IN_TLS, "ticket_keys", CONF_T_PATH, P(tls_ticket_keys), "", 0, 0, NULL,
 	  "a file of session ticket keys a fleet shares, re-read at each reload: one key a line, base64 of 80 bytes "
 	  "(openssl rand 80 | base64 -w0): a 16-byte name, a 32-byte AES-256 key, a 32-byte HMAC-SHA256 key "
@@ -2233,12 +2234,12 @@ static void conf_validate_tls_names(struct conf_parse *ps)
 	snprintf(buf, sizeof(buf), "%s", c->tls_alpn);
 	n = 0;
 	for (tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save), n++)
-		if (strcmp(tok, "http/1.1") != 0)
+		if (strcmp(tok, "http/1.1") != 0 && strcmp(tok, "h2") != 0)
 			conf_error(ps, conf_tls_line(c, "alpn"),
 				   "alpn: '%s' is not a protocol this build serves; offering it would let clients pick "
-				   "it and fail; write http/1.1", tok);
+				   "it and fail; write h2, http/1.1 (or either)", tok);
 	if (n == 0)
-		conf_error(ps, conf_tls_line(c, "alpn"), "alpn is empty; write http/1.1");
+		conf_error(ps, conf_tls_line(c, "alpn"), "alpn is empty; write h2, http/1.1 (or either)");
 }
 
 /* Checks that need the whole file. */

@@ -501,27 +501,30 @@ static void front_proxy_refuse(struct client *c, const char *why)
 }
 
 /* A TLS terminator's TLVs in the header: a client that came over TLS
- * is an https one; one that negotiated h2 there is refused at once, with
- * a line saying what to change, not with a 505 for its preface. 0, or -1
- * when c was closed. */
-static int front_proxy_tlv(struct client *c, const struct proxyproto_hdr *h)
+ * is an https one. */
+static void front_proxy_tlv(struct client *c, const struct proxyproto_hdr *h)
 {
-	if (proxyproto_alpn_h2(h)) {
-		c->alpn_h2 = true;
-		atomic_fetch_add(&c->w->proxy->proxy_h2_refused, 1);
-		if (worker_log_allow(c->w, FRONT_PROXY_LOG_PER_SEC))
-			log_warn("PROXY protocol: closed the connection from %s: the TLS terminator in front "
-				 "negotiated h2 with the client, and this build serves HTTP/1.1 only; offer only "
-				 "http/1.1 there (hitch: alpn-protos = \"http/1.1\"; HAProxy: alpn http/1.1)", c->ip);
-		front_close(c);
-		return -1;
-	}
 	if (h->ssl) {
 		c->https = true;
 		if (c->rq)
 			req_client_https(c->rq, true);
 	}
-	return 0;
+}
+
+/* A PROXY header whose ALPN TLV says h2 (hitch or HAProxy in front,
+ * offering h2 and http/1.1): the terminator negotiated HTTP/2 with the
+ * client, so what follows the header is HTTP/2 whatever [proxy] h2c says
+ * (that is about clients speaking it in clear without asking); the bytes
+ * after the header in the buffer go to h2.c with it. On failure (out of
+ * memory) c is closed. */
+static void front_proxy_h2(struct client *c, size_t at)
+{
+	c->alpn_h2 = true;
+	if (h2_start(c, c->fd, NULL, c->ip, c->in.data + at, c->in.len - at) < 0) {
+		front_close(c);
+		return;
+	}
+	worker_client_mem_put(c->w, c);
 }
 
 /* CL_PROXY: what the connection's first bytes are. The spec's receiver
@@ -554,13 +557,16 @@ static void front_proxy(struct client *c)
 		front_proxy_refuse(c, h.error);
 		return;
 	}
-	if (front_proxy_tlv(c, &h) < 0)
-		return;
+	front_proxy_tlv(c, &h);
 	if (proxyproto_src_text(&h, c->ip, sizeof(c->ip)) == 0) {
 		/* the request was set up with the socket's address when the
 		 * memory was lent, and has not begun */
 		c->iplen = strlen(c->ip);
 		req_client_ip(c->rq, c->ip, c->iplen);
+	}
+	if (proxyproto_alpn_h2(&h)) {
+		front_proxy_h2(c, (size_t)r);
+		return;
 	}
 	c->in.pos = (size_t)r;
 	if (c->in.pos == c->in.len)
@@ -583,6 +589,28 @@ static void front_tls_failed(struct client *c, enum certs_fail why)
 	default: atomic_fetch_add(&p->tls_failed_protocol, 1); break;
 	}
 	front_close(c);
+}
+
+/* A handshake that chose ALPN h2 hands the connection to h2.c with its
+ * session: h2's reads and writes go through tls_recv and tls_flush from
+ * here on. Returns whether it went; on failure (out of memory) c is
+ * closed. */
+static bool front_tls_h2(struct client *c)
+{
+	size_t n;
+	const char *p = tls_alpn(c->ssl, &n);
+
+	if (!p || n != 2 || memcmp(p, "h2", 2) != 0)
+		return false;
+	if (h2_start(c, c->fd, c->ssl, c->ip, NULL, 0) < 0) {
+		front_close(c);
+		return true;
+	}
+	/* the handshake holds no buffer of ours; a PROXY header before it
+	 * gave back what it had been read into */
+	if (c->mem)
+		worker_client_mem_put(c->w, c);
+	return true;
 }
 
 /* CL_TLS: go on with the handshake on either event. It holds no buffer
@@ -617,6 +645,8 @@ static void front_handshake(struct client *c)
 	atomic_fetch_add(SSL_session_reused(c->ssl) ? &p->tls_resumed : &p->tls_handshakes, 1);
 	certs_unref(c->hs_certs);
 	c->hs_certs = NULL;
+	if (front_tls_h2(c))
+		return;
 	c->state = CL_HEAD;
 	deadline_set(&c->tev, c->w->us_client);
 	/* a request that came in the handshake's last flight was decrypted
@@ -661,8 +691,9 @@ static void front_proxy_tls(struct client *c)
 		front_close(c);
 		return;
 	}
-	if (front_proxy_tlv(c, &h) < 0)
-		return;
+	/* an ALPN TLV here is a balancer's guess: our handshake's ALPN
+	 * decides the protocol */
+	front_proxy_tlv(c, &h);
 	if (proxyproto_src_text(&h, c->ip, sizeof(c->ip)) == 0)
 		c->iplen = strlen(c->ip);
 	c->in.pos = c->in.len = 0;

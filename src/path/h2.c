@@ -8,7 +8,12 @@
  * frames it makes come from nghttp2_session_mem_send into one output
  * queue written by one flush call. All socket I/O goes through
  * h2_io_recv and h2_io_flush, whose conventions are conn_recv's and
- * conn_flush's (conn.h), so a TLS session drops in there.
+ * conn_flush's (conn.h): on HTTPS they are tls_recv and tls_flush
+ * (tls.c), with two differences the TLS layer brings. Bytes OpenSSL has
+ * decrypted but we have not read raise no socket event, so a read that
+ * leaves some (a record larger than our buffer) runs the read event again;
+ * and the connection's session is freed (close_notify sent once) where
+ * the socket is closed.
  *
  * Each stream is a request (request.h), the same object an HTTP/1.1
  * request is, through this file's req_client_ops: the stream's HEADERS
@@ -67,6 +72,7 @@
 #include "path/forward.h"
 #include "path/proxy-t.h"
 #include "path/request.h"
+#include "path/tls.h"
 #include "path/worker.h"
 
 /* The read buffer of a connection: one read a turn. */
@@ -221,18 +227,21 @@ static const struct req_client_ops h2_req_ops;
 
 /* ---- the socket: one read call, one write call ---------------------------- */
 
-/* conn_recv's conventions: bytes read, 0 at EOF, -1 with errno. With TLS
- * this is where tls_recv(hc->ssl, ...) goes. */
+/* conn_recv's conventions: bytes read, 0 at EOF, -1 with errno (EAGAIN
+ * also when OpenSSL waits for the socket either way). */
 static ssize_t h2_io_recv(struct h2_conn *hc, void *buf, size_t len)
 {
-	return conn_recv(hc->fd, buf, len);
+	return hc->ssl ? tls_recv(hc->ssl, buf, len) : conn_recv(hc->fd, buf, len);
 }
 
 /* conn_flush's conventions: 1 the queue is out, 0 the rest waits for the
- * socket, -1 error. With TLS, tls_flush(hc->ssl, &hc->wq). */
+ * socket, -1 error. A TLS write waits for the socket to be writable
+ * (renegotiation is off, so OpenSSL's write never waits for a read); the
+ * bytes it could not finish are offered again as they are, from the
+ * head of the queue (tls_flush). */
 static int h2_io_flush(struct h2_conn *hc)
 {
-	return conn_flush(hc->fd, &hc->wq);
+	return hc->ssl ? tls_flush(hc->ssl, &hc->wq) : conn_flush(hc->fd, &hc->wq);
 }
 
 /* ---- counting ---------------------------------------------------------------- */
@@ -332,6 +341,13 @@ static struct h2_stream *h2_stream_new(struct h2_conn *hc, int32_t id)
 	st->id = id;
 	req_init(&st->rq, hc->w, (struct client *)(void *)st, &st->in, &st->out, &st->scratch,
 		 &st->scratch_cap, hc->ip, hc->iplen, &h2_req_ops, &fwd_req_ops);
+	/* over TLS (ours, or a terminator's): https in the key, the
+	 * forwarded proto and the log line, as for HTTP/1.1 */
+	if (hc->c->https)
+		req_client_https(&st->rq, true);
+	if (hc->ssl)
+		req_client_tls(&st->rq, SSL_get_version(hc->ssl), SSL_get_cipher_name(hc->ssl),
+			       SSL_get_servername(hc->ssl, TLSEXT_NAMETYPE_host_name));
 	/* in the order they came: started in that order */
 	st->next = NULL;
 	st->prev = hc->last;
@@ -1436,6 +1452,10 @@ static void h2_leave(struct h2_conn *hc)
 			/* a stream keeps its place until its request let go:
 			 * while all are taken, no new frame is read */
 			h2_read_pause(hc, hc->working >= hc->max_streams || hc->fatal);
+			/* bytes OpenSSL decrypted already raise no socket
+			 * event: read them at the next turn */
+			if (!hc->read_paused && hc->ssl && tls_pending(hc->ssl))
+				event_active(&hc->c->rev, EV_READ, 1);
 			if (!hc->ticking && hc->nstreams > 0) {
 				deadline_set(&hc->c->tev, H2_TICK_US);
 				hc->ticking = true;
@@ -1463,6 +1483,10 @@ static void h2_leave(struct h2_conn *hc)
 		}
 		deadline_stop(&c->tev);
 		nghttp2_session_del(hc->s);
+		if (hc->ssl) {
+			tls_free(hc->ssl);
+			c->ssl = NULL;
+		}
 		free(hc->rbuf);
 		free(hc->wbuf);
 		free(hc);
@@ -1500,6 +1524,13 @@ static void h2_close_now(struct h2_conn *hc)
 	hc->closed = true;
 	event_del(&c->rev);
 	event_del(&c->wev);
+	if (hc->ssl) {
+		/* close_notify once after a clean run; the session is freed
+		 * with the connection, after its streams' log lines (which
+		 * name its SNI) */
+		tls_shutdown(hc->ssl);
+		atomic_fetch_sub(&hc->w->proxy->tls_conns, 1);
+	}
 	close(hc->fd);
 	hc->fd = c->fd = -1;
 	c->closed = true;
@@ -1762,13 +1793,18 @@ int h2_start(struct client *c, int fd, struct ssl_st *ssl, const char *peer, con
 	c->read_paused = false;
 	c->state = CL_H2;
 	c->h2 = hc;
-	h2_count(hc, ssl ? &w->proxy->h2_connections : &w->proxy->h2c_connections);
+	/* ALPN h2: ours, or a terminator's in front (PROXY v2 ALPN TLV) */
+	h2_count(hc, ssl || c->alpn_h2 ? &w->proxy->h2_connections : &w->proxy->h2c_connections);
 	deadline_set(&c->tev, (int64_t)conf->h2_idle_timeout_ms * 1000);
 	/* the bytes already read are taken at the next turn, as if read
-	 * then: the caller's handler is still running on c */
-	memcpy(hc->rbuf, data, n);
-	hc->pend = n;
+	 * then: the caller's handler is still running on c. After a TLS
+	 * handshake the read runs too: the client's preface may be
+	 * decrypted already (no socket event says so), and our SETTINGS go
+	 * out as that turn ends, whatever the client sends */
 	if (n > 0)
+		memcpy(hc->rbuf, data, n);
+	hc->pend = n;
+	if (n > 0 || ssl)
 		event_active(&c->rev, EV_READ, 1);
 	return 0;
 fail:

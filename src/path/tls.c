@@ -190,10 +190,8 @@ const char *tls_alpn(const SSL *ssl, size_t *len)
 	return n ? (const char *)p : NULL;
 }
 
-void tls_free(SSL *ssl)
+void tls_shutdown(SSL *ssl)
 {
-	if (!ssl)
-		return;
 	/* after a fatal error the session is in its error state and
 	 * SSL_shutdown refuses; after a clean run it queues close_notify
 	 * and tries to send it once, never waiting for the peer's */
@@ -201,6 +199,15 @@ void tls_free(SSL *ssl)
 		ERR_clear_error();
 		SSL_shutdown(ssl);
 	}
+	/* nothing more is written, whatever happened: the socket goes */
+	SSL_set_shutdown(ssl, SSL_get_shutdown(ssl) | SSL_SENT_SHUTDOWN);
 	ERR_clear_error();
+}
+
+void tls_free(SSL *ssl)
+{
+	if (!ssl)
+		return;
+	tls_shutdown(ssl);
 	SSL_free(ssl);
 }

@@ -63,4 +63,9 @@ const char *tls_alpn(const SSL *ssl, size_t *len);
  * (best effort, never waiting), then free. NULL is a no-op. */
 void tls_free(SSL *ssl);
 
+/* tls_free's first half, for a socket about to close while what the
+ * session owns (its SNI, read by log lines still to come) must stay:
+ * the close_notify now, the free (which then sends nothing) later. */
+void tls_shutdown(SSL *ssl);
+
 #endif

@@ -197,10 +197,8 @@ struct client {
 	unsigned kind;                  /* WORKER_L_* of its listener */
 	bool https;                     /* over TLS: ours, or a terminator's
 					   (PROXY v2 SSL TLV) */
-	bool alpn_h2;                   /* the terminator in front negotiated
-					   h2 (PROXY v2 ALPN TLV): refused
-					   until the HTTP/2 side is merged;
-					   our own ALPN: tls_alpn(ssl) */
+	bool alpn_h2;                   /* a terminator in front negotiated
+					   h2 (PROXY v2 ALPN TLV) */
 	bool proxied;                   /* CL_PROXY: from proxy_protocol_from,
 					   so a PROXY header must come first
 					   (else none may) */

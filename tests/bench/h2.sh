@@ -1,8 +1,10 @@
 #!/bin/bash
 # tests/bench/h2.sh -- HTTP/2 clients (h2load -c 10 -m 100: ten connections,
 # a hundred streams each) through ringproxy, HAProxy and NGINX side by side,
-# cleartext with prior knowledge (h2c; the TLS runs come with the HTTPS
-# listener), 4 KiB thumbnails from one test cache: per proxy and mode, CPU
+# cleartext with prior knowledge (h2c) and over TLS (ALPN h2; the same
+# ECDSA P-256 certificate for all three: ringproxy's [tls], HAProxy's
+# "bind ... ssl crt ... alpn h2,http/1.1", NGINX's "listen ... ssl http2"),
+# 4 KiB thumbnails from one test cache: per proxy, scheme and mode, CPU
 # per request (the proxy's processes, all threads), requests per second,
 # p99 latency (from h2load's per-request log), and the memory one h2
 # connection holds after 100 streams (RSS with CONNS such connections open,
@@ -15,7 +17,8 @@
 # Usage (from the source tree): bash tests/bench/h2.sh
 # Environment: N [100000] requests a run, ROUNDS [3] (the median is
 # printed), WORKERS [1] threads/processes each proxy runs, CONNS [200],
-# PROXIES ["ringproxy haproxy nginx"], MODES ["forward hit"].
+# PROXIES ["ringproxy haproxy nginx"], MODES ["forward hit"], SCHEMES
+# ["h2c tls"].
 # Every load is bounded (h2load -n, timeout); every process started is
 # stopped by PID (lib.sh).
 set -euo pipefail
@@ -29,17 +32,31 @@ WORKERS=${WORKERS:-1}
 CONNS=${CONNS:-200}
 PROXIES=${PROXIES:-ringproxy haproxy nginx}
 MODES=${MODES:-forward hit}
+SCHEMES=${SCHEMES:-h2c tls}
 
 bench_caches 0 0 --size 4096
 BE=${PORTS[0]}
 for i in $(seq 0 99); do echo "/thumbs/$i/1_200x200.jpg"; done >"$TMP/urls-hit"
 for i in $(seq 0 9999); do echo "/fwd/$i/1_200x200.jpg"; done >"$TMP/urls-forward"
-mkdir -p "$TMP/nginx/cache"
+mkdir -p "$TMP/nginx/cache" "$TMP/tls"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$TMP/tls/k.key" \
+	-out "$TMP/tls/c.crt" -days 30 -subj /CN=localhost -addext subjectAltName=IP:127.0.0.1 2>/dev/null
+cat "$TMP/tls/c.crt" "$TMP/tls/k.key" >"$TMP/tls/10-bench.pem"
 
-# start_proxy NAME MODE: starts it on PORT, sets PP (its PIDs)
+# start_proxy NAME MODE SCHEME: starts it on PORT (h2c, or TLS with ALPN
+# h2 when SCHEME is tls), sets PP (its PIDs) and URL
 start_proxy() {
-	local name=$1 mode=$2 cache
-	read -r PORT <<<"$(bench_free_ports 1)"
+	local name=$1 mode=$2 scheme=$3 cache listen tls="" hbind ngl
+	read -r PORT PLAIN <<<"$(bench_free_ports 2)"
+	URL=http://127.0.0.1:$PORT listen=$PORT hbind="proto h2" ngl="http2"
+	if [ "$scheme" = tls ]; then
+		URL=https://127.0.0.1:$PORT listen=$PLAIN
+		tls="[tls]
+listen = 127.0.0.1:$PORT
+certs = $TMP/tls/*.pem"
+		hbind="ssl crt $TMP/tls/10-bench.pem alpn h2,http/1.1"
+		ngl="ssl http2; ssl_certificate $TMP/tls/c.crt; ssl_certificate_key $TMP/tls/k.key"
+	fi
 	case $name in
 	ringproxy)
 		cache="size = 0"
@@ -47,7 +64,7 @@ start_proxy() {
 min_uses = 1"
 		cat >"$TMP/rp.ini" <<EOF
 [proxy]
-listen = 127.0.0.1:$PORT
+listen = 127.0.0.1:$listen
 workers = $WORKERS
 # 1000 streams in flight need as many backend connections: kept, not
 # reopened (HAProxy keeps its idle ones too)
@@ -58,6 +75,11 @@ $cache
 max_requests = 100000000
 [backend cache-0]
 url = http://127.0.0.1:$BE
+# h2load does not reconnect after a GOAWAY (NGINX's keepalive_requests is
+# raised the same way in lib.sh)
+[h2]
+max_requests = 100000000
+$tls
 EOF
 		"$RP" -c "$TMP/rp.ini" 2>"$TMP/rp.log" &
 		PP=($!) ;;
@@ -65,7 +87,7 @@ EOF
 		{
 			bench_haproxy_head
 			[ "$mode" = hit ] && printf 'cache c\n\ttotal-max-size 64\n\tmax-age 3600\n'
-			printf 'frontend f\n\tbind 127.0.0.1:%s proto h2\n\tdefault_backend b\n' "$PORT"
+			printf 'frontend f\n\tbind 127.0.0.1:%s %s\n\tdefault_backend b\n' "$PORT" "$hbind"
 			printf 'backend b\n'
 			[ "$mode" = hit ] && printf '\thttp-request cache-use c\n\thttp-response cache-store c\n'
 			printf '\tserver s 127.0.0.1:%s\n' "$BE"
@@ -77,7 +99,7 @@ EOF
 			bench_nginx_head
 			[ "$mode" = hit ] && echo "proxy_cache_path $TMP/nginx/cache keys_zone=c:10m;"
 			echo "upstream b { server 127.0.0.1:$BE; keepalive 64; }"
-			echo "server { listen 127.0.0.1:$PORT http2; location / { proxy_pass http://b;"
+			echo "server { listen 127.0.0.1:$PORT $ngl; location / { proxy_pass http://b;"
 			echo "proxy_http_version 1.1; proxy_set_header Connection \"\";"
 			[ "$mode" = hit ] && echo "proxy_cache c; proxy_cache_valid 200 1h;"
 			echo "} } }"
@@ -86,10 +108,10 @@ EOF
 		PP=($!) ;;
 	esac
 	PIDS+=("${PP[@]}")
-	# HAProxy's and NGINX's h2c listeners take prior knowledge only
+	# HAProxy's "proto h2" bind speaks only HTTP/2: ask in it
 	for _ in $(seq 100); do
-		curl -s -o /dev/null --max-time 1 --http2-prior-knowledge \
-			"http://127.0.0.1:$PORT/thumbs/0/1_200x200.jpg" && break
+		curl -sk -o /dev/null --max-time 1 $([ "$scheme" = tls ] && echo --http2 || echo --http2-prior-knowledge) \
+			"$URL/thumbs/0/1_200x200.jpg" && break
 		kill -0 "${PP[0]}" 2>/dev/null || { echo "$name exited (logs in $TMP)" >&2; exit 1; }
 		sleep 0.1
 	done
@@ -104,14 +126,19 @@ EOF
 conn_memory() {
 	local r0 r1
 	r0=$(bench_rss_kib "${PP[@]}")
-	/usr/bin/python3 - "$PORT" "$CONNS" "$TMP/ready" <<'EOF' &
-import socket, sys, time
+	/usr/bin/python3 - "$PORT" "$CONNS" "$TMP/ready" "$1" <<'EOF' &
+import socket, ssl, sys, time
 sys.path.append("/usr/lib/python3/dist-packages")
 import hpack, hyperframe.frame as hf
-port, n, ready = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+port, n, ready, scheme = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+ctx = ssl.create_default_context()
+ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+ctx.set_alpn_protocols(["h2"])
 conns = []
 for c in range(n):
     s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    if scheme == "tls":
+        s = ctx.wrap_socket(s, server_hostname="localhost")
     e = hpack.Encoder()
     out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + hf.SettingsFrame(0).serialize()
     out += hf.WindowUpdateFrame(0, window_increment=2**30).serialize()
@@ -148,35 +175,37 @@ EOF
 }
 
 printf 'proxy\tmode\tround\treq_per_s\tcpu_us_per_req\tp99_ms\tkib_per_conn\n' >"$TMP/results.tsv"
+for scheme in $SCHEMES; do
 for mode in $MODES; do
 	for name in $PROXIES; do
-		start_proxy "$name" "$mode"
-		# h2load takes whole URLs
-		sed "s|^|http://127.0.0.1:$PORT|" "$TMP/urls-$mode" >"$TMP/urls"
+		start_proxy "$name" "$mode" "$scheme"
+		# h2load -i takes scheme, host and port from the first line only
+		sed "1s|^|$URL|" "$TMP/urls-$mode" >"$TMP/urls-run"
 		# warm: the cache filled, connections pooled
-		timeout 120 h2load -c 10 -m 100 -n 20000 -i "$TMP/urls" >/dev/null
+		timeout 120 h2load -c 10 -m 100 -n 20000 -i "$TMP/urls-run" >/dev/null
 		for r in $(seq "$ROUNDS"); do
 			bench_quiet
 			ns0=$(bench_cpu_ns "${PP[@]}")
-			timeout 300 h2load -c 10 -m 100 -n "$N" -i "$TMP/urls" --log-file="$TMP/h2load.log" \
+			timeout 300 h2load -c 10 -m 100 -n "$N" -i "$TMP/urls-run" --log-file="$TMP/h2load.log" \
 				>"$TMP/h2load.out"
 			ns1=$(bench_cpu_ns "${PP[@]}")
 			ok=$(sed -n 's/.* \([0-9]*\) succeeded.*/\1/p' "$TMP/h2load.out")
 			rps=$(sed -n 's/^finished in .*, \([0-9.]*\) req\/s.*/\1/p' "$TMP/h2load.out")
 			p99=$(awk '{ print $3 }' "$TMP/h2load.log" | sort -n |
 			      awk '{ v[NR] = $1 } END { i = int(NR * 0.99); if (i < 1) i = 1; printf "%.2f", v[i] / 1000 }')
-			[ "$ok" = "$N" ] || echo "# $name $mode: $ok of $N succeeded" >&2
+			[ "$ok" = "$N" ] || echo "# $name $scheme $mode: $ok of $N succeeded" >&2
 			kib=-
-			[ "$r" = 1 ] && kib=$(conn_memory)
-			printf '%s\t%s\t%s\t%s\t%.2f\t%s\t%s\n' "$name" "$mode" "$r" "$rps" \
+			[ "$r" = 1 ] && kib=$(conn_memory "$scheme")
+			printf '%s\t%s\t%s\t%s\t%.2f\t%s\t%s\n' "$name" "$scheme-$mode" "$r" "$rps" \
 			       "$(echo "($ns1 - $ns0) / 1000 / $N" | bc -l)" "$p99" "$kib" >>"$TMP/results.tsv"
 		done
 		bench_stop "${PP[@]}"
 	done
 done
+done
 echo "# commit $(git -C "$ROOT" rev-parse --short HEAD), N=$N ROUNDS=$ROUNDS WORKERS=$WORKERS CONNS=$CONNS"
 printf 'proxy\tmode\treq/s\tCPU us/req\tp99 ms\tKiB/conn (100 streams done)\n'
-for mode in $MODES; do
+for mode in $(for s in $SCHEMES; do for m in $MODES; do echo "$s-$m"; done; done); do
 	for name in $PROXIES; do
 		printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$mode" \
 		       "$(awk -F'\t' -v p="$name" -v m="$mode" '$1 == p && $2 == m { print $4 }' "$TMP/results.tsv" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')" \

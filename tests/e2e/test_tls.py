@@ -14,7 +14,9 @@ counters: full and resumed handshakes, failures by reason, connections.
 Then several listen addresses, each with its own proxy_protocol, a PROXY
 header before a TLS handshake ([tls] proxy_protocol), and Debian's hitch
 in front with PROXY v2: its SSL TLV gives X-Forwarded-Proto: https, and
-a client that negotiated h2 with hitch is refused and counted.
+a client that negotiated h2 with hitch is served HTTP/2 and counted.
+curl speaks HTTP/1.1 here (--http1.1) unless a check asks for h2:
+HTTP/2 over TLS is test_h2tls.py's.
 usage: test_tls.py RINGPROXY TESTCACHE"""
 
 import json
@@ -75,7 +77,7 @@ def curl(port, name, path, *extra, ca=None):
     """curl https://NAME:PORT/path resolved to 127.0.0.1: (exit code,
     status, headers text)."""
     args = [CURL, "-sS", "--max-time", "20", "--resolve", f"{name}:{port}:127.0.0.1", "-D", "-", "-o",
-            "/dev/null", *extra]
+            "/dev/null", *([] if "--http2" in extra else ["--http1.1"]), *extra]
     args += ["--cacert", ca] if ca else ["-k"]
     r = subprocess.run(args + [f"https://{name}:{port}{path}"], capture_output=True, text=True, timeout=30)
     status = r.stdout.split(" ", 2)[1] if r.stdout.startswith("HTTP/") else None
@@ -163,9 +165,14 @@ def main():
     s.close()
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
-    ctx.set_alpn_protocols(["h2", "http/1.1"])
+    ctx.set_alpn_protocols(["http/1.1", "h2"])
     s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", P), timeout=10), server_hostname="a.test")
-    t.check(s.selected_alpn_protocol() == "http/1.1", "ALPN h2, http/1.1 offered: http/1.1 chosen, never h2",
+    t.check(s.selected_alpn_protocol() == "h2", "ALPN http/1.1, h2 offered: h2 chosen (the server's order, "
+            "[tls] alpn = h2, http/1.1 by default)", s.selected_alpn_protocol())
+    s.close()
+    ctx.set_alpn_protocols(["http/1.1"])
+    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", P), timeout=10), server_hostname="a.test")
+    t.check(s.selected_alpn_protocol() == "http/1.1", "ALPN http/1.1 offered alone: http/1.1",
             s.selected_alpn_protocol())
     r = get_on(s, "/img/alpn")
     t.check(r.status == 200, "a request on it: 200")
@@ -343,8 +350,8 @@ def main():
     rc, out = check_t("ciphers = AES128-SHA:ECDHE-RSA-AES128-GCM-SHA256\n")
     t.check(rc == 1 and "t.ini:" in out and "AES128-SHA is refused" in out,
             "-t refuses a cipher without forward secrecy with FILE:LINE", out)
-    rc, out = check_t("alpn = h2\n")
-    t.check(rc == 1 and "not a protocol this build serves" in out, "-t refuses alpn h2 (not served by this build)",
+    rc, out = check_t("alpn = h3, http/1.1\n")
+    t.check(rc == 1 and "not a protocol this build serves" in out, "-t refuses alpn h3 (not served by this build)",
             out)
     ks, cs = make_cert("soon", ["soon.test"], days=3)
     sd = harness.tmp_path("soon")
@@ -438,13 +445,13 @@ def listen_and_hitch(cache, d, ca_a, ka):
             t.check(up and rc == 0 and st == "200" and "X-Echo-X-Forwarded-Proto: https" in out,
                     "hitch (write-proxy-v2) in front: its SSL TLV gives X-Forwarded-Proto: https", out)
         else:
-            rc, st, out = curl(hport, "a.test", "/h/2", "--http2")
-            after = harness.wait_until(lambda: json.loads(urllib.request.urlopen(
-                f"http://127.0.0.1:{aport}/stats", timeout=10).read())["proxy_h2_refused"] >
-                before["proxy_h2_refused"], 5)
-            t.check(up and rc != 0 and after and proxy.wait_log(r"negotiated h2 with the client", 5),
-                    "hitch offering h2: a client that negotiated h2 is refused at once, logged and counted "
-                    "(proxy_h2_refused)", out)
+            rc, st, out = curl(hport, "a.test", "/h/2", "--http2", "-w", "v=%{http_version}")
+            after = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{aport}/stats", timeout=10).read())
+            t.check(up and rc == 0 and st == "200" and "v=2" in out and
+                    "x-echo-x-forwarded-proto: https" in out.lower() and
+                    after["h2_connections"] == before["h2_connections"] + 1,
+                    "hitch offering h2, http/1.1: a client that negotiated h2 is served HTTP/2 (its ALPN "
+                    "TLV), https, counted in h2_connections", out)
         harness.stop_pid(h)
 
 
