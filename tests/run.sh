@@ -115,7 +115,7 @@ if command -v clang >/dev/null; then
 	ninja -C build-tsan
 	tsan_e2e=(routing http bodies failures balance health reload reload_stop admin
 		  metrics latency access_log cache cache_w4 stale cache_fill purge hostile ramp where
-		  backend_reach cache_memo limits discovery h2tls)
+		  backend_reach cache_memo limits discovery tls h2 h2tls)
 	[ "${TSAN_E2E:-}" = all ] && tsan_e2e=(--suite e2e)
 	suite build-tsan tsan-unit --num-processes 2 --suite unit || rc=1
 	suite build-tsan tsan-e2e --num-processes 2 "${tsan_e2e[@]}" || rc=1
