@@ -51,8 +51,11 @@ static enum certs_fail tls_classify(int e)
 
 	if (f != CERTS_FAIL_NONE)
 		return f;
-	if (e == SSL_ERROR_SYSCALL && err == 0)
-		return CERTS_FAIL_NONE;         /* the peer went away */
+	/* the peer went away mid-handshake: a reset, or (with
+	 * SSL_OP_IGNORE_UNEXPECTED_EOF) an EOF or close_notify, which is how
+	 * a browser drops the spare connection it opened in parallel */
+	if ((e == SSL_ERROR_SYSCALL || e == SSL_ERROR_ZERO_RETURN) && err == 0)
+		return CERTS_FAIL_NONE;
 	switch (ERR_GET_REASON(err)) {
 	case SSL_R_NO_SHARED_CIPHER:
 	case SSL_R_UNSUPPORTED_PROTOCOL:
