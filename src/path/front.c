@@ -62,6 +62,19 @@
 #include "path/tls.h"
 #include "path/worker.h"
 
+/* A connection's TLS state let go: its session (and its count among the
+ * TLS connections open) and the certificate set its handshake holds. */
+static void front_tls_drop(struct client *c)
+{
+	if (c->ssl) {
+		tls_free(c->ssl);
+		c->ssl = NULL;
+		atomic_fetch_sub(&c->w->proxy->tls_conns, 1);
+	}
+	certs_unref(c->hs_certs);
+	c->hs_certs = NULL;
+}
+
 /* ---- connection plumbing --------------------------------------------- */
 
 static void front_on_event(evutil_socket_t fd, short what, void *arg);
@@ -101,13 +114,7 @@ void front_close(struct client *c)
 	event_del(&c->wev);
 	c->writing = false;
 	deadline_stop(&c->tev);
-	if (c->ssl) {
-		tls_free(c->ssl);
-		c->ssl = NULL;
-		atomic_fetch_sub(&w->proxy->tls_conns, 1);
-	}
-	certs_unref(c->hs_certs);
-	c->hs_certs = NULL;
+	front_tls_drop(c);
 	close(c->fd);
 	c->fd = -1;
 	c->closed = true;
@@ -222,13 +229,7 @@ int front_accept(struct worker *w, int fd, const struct sockaddr_storage *peer, 
 	c->writing = false;
 	deadline_assign(&c->tev, w->base, front_on_event, c);
 	if (event_add(&c->rev, NULL) < 0) {
-		if (c->ssl) {
-			tls_free(c->ssl);
-			c->ssl = NULL;
-			atomic_fetch_sub(&w->proxy->tls_conns, 1);
-		}
-		certs_unref(c->hs_certs);
-		c->hs_certs = NULL;
+		front_tls_drop(c);
 		worker_client_put(w, c);
 		return -1;
 	}
