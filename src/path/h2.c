@@ -1725,7 +1725,7 @@ int h2_start(struct client *c, int fd, struct ssl_st *ssl, const char *peer, con
 	nghttp2_session_callbacks *cbs = h2_callbacks();
 	nghttp2_option *opt = NULL;
 	struct h2_conn *hc;
-	nghttp2_settings_entry iv[4];
+	nghttp2_settings_entry iv[5];
 
 	if (!cbs)
 		return -1;
@@ -1772,7 +1772,12 @@ int h2_start(struct client *c, int fd, struct ssl_st *ssl, const char *peer, con
 	iv[1] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, (uint32_t)conf->h2_window };
 	iv[2] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)conf->max_head_size };
 	iv[3] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_ENABLE_PUSH, 0 };
-	if (nghttp2_submit_settings(hc->s, NGHTTP2_FLAG_NONE, iv, 4) != 0)
+	/* RFC 9218 priorities instead of RFC 7540's tree: nghttp2 then reads
+	 * a request's priority field (u=0..7, i) and PRIORITY_UPDATE frames,
+	 * and writes the DATA of ready responses lowest urgency first, the
+	 * incremental ones of one urgency in turns */
+	iv[4] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1 };
+	if (nghttp2_submit_settings(hc->s, NGHTTP2_FLAG_NONE, iv, 5) != 0)
 		goto fail;
 	/* the connection's own window: streams' windows are what bound us */
 	nghttp2_session_set_local_window_size(hc->s, NGHTTP2_FLAG_NONE, 0,

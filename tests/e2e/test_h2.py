@@ -260,6 +260,35 @@ def main():
     t.check(r[0] == 200 and len(r[2]) == 200000 and r[3] == "end", "a chunked backend response: decoded, complete")
     h.close()
 
+    # RFC 9218 priorities: two ready responses, the more urgent written
+    # first although asked for second; without the field, in stream order
+    # (the control, so that the check can tell)
+    def finish_order(extra_a, extra_b, tag):
+        a, b = f"/h2/prio/{tag}-a.jpg?size=200000", f"/h2/prio/{tag}-b.jpg?size=200000"
+        w = H2(port)
+        w.get(1, a)
+        w.get(3, b)
+        w.responses([1, 3], timeout=30)     # both stored: hits next
+        w.close()
+        w = H2(port, settings={hf.SettingsFrame.INITIAL_WINDOW_SIZE: 1 << 30})
+        w.frame(hf.WindowUpdateFrame(0, window_increment=1 << 30))
+        w.send(w.headers(1, a, extra=extra_a).serialize() + w.headers(3, b, extra=extra_b).serialize())
+        order, end = [], time.monotonic() + 30
+        while len(order) < 2 and time.monotonic() < end:
+            f = w.recv_frame(max(0.05, end - time.monotonic()))
+            if f is None and w.closed:
+                break
+            if isinstance(f, hf.SettingsFrame) and "ACK" not in f.flags:
+                w.frame(hf.SettingsFrame(0, flags=["ACK"]))
+            if isinstance(f, hf.DataFrame) and "END_STREAM" in f.flags:
+                order.append(f.stream_id)
+        w.close()
+        return order
+    got = finish_order([("priority", "u=6")], [("priority", "u=1")], "urgent")
+    t.check(got == [3, 1], "RFC 9218: priority u=1 asked second finishes before u=6 asked first", got)
+    got = finish_order([], [], "plain")
+    t.check(got == [1, 3], "... and without the field, the two finish in the order asked (the same urgency)", got)
+
     log = p.wait_log(r'"GET /h2/a\.jpg HTTP/2" 200 .* stream=1', timeout=5)
     t.check(log is not None, "the access log line says HTTP/2 and the stream id")
 
