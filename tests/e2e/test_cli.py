@@ -429,7 +429,7 @@ check(say and build and say.start() < build.start(),
 # the README's first two commands: the test run says how long it takes
 top = readme[:readme.index("\n```\n", readme.index("```sh")) + 1]
 check(re.search(r"^bash tests/demo\.sh +# ", top, re.M) and
-      re.search(r"^bash \.ci/run +# .*\(about 10-15 minutes\)$", top, re.M),
+      re.search(r"^bash \.ci/run +# .*\(about 15-20 minutes\)$", top, re.M),
       "the README's two commands: the demo, and the whole test suite with its duration")
 plan = re.search(r"ringproxy plan (\S+) (\S+)", demo_sh)
 started = re.search(r"ringproxy -c (\S+) &", demo_sh)
