@@ -221,6 +221,11 @@ static void certs_key_at(uint64_t p, struct ticketkey *k)
 	HMAC(EVP_sha256(), certs_secret, sizeof(certs_secret), msg, sizeof(msg), k->hmac, &mdlen);
 }
 
+/* The process's own keys of the period certs_own_period, this one and the
+ * one before, as this thread last derived them. */
+static _Thread_local uint64_t certs_own_period = UINT64_MAX;
+static _Thread_local struct ticketkey certs_own[2];
+
 /* SSL_CTX_set_tlsext_ticket_key_evp_cb: encrypt (enc 1) with the first
  * key, decrypt (enc 0) with the key the ticket names: 1, or 2 for a key
  * that only decrypts (the client gets a new ticket), 0 for a ticket of no
@@ -230,7 +235,6 @@ static int certs_on_ticket(SSL *ssl, unsigned char name[16], unsigned char *iv, 
 			   EVP_MAC_CTX *hctx, int enc)
 {
 	const struct certs *s = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
-	struct ticketkey own[2];
 	const struct ticketkey *keys = s->keys, *k = NULL;
 	size_t n = s->nkeys;
 	OSSL_PARAM params[2];
@@ -239,9 +243,15 @@ static int certs_on_ticket(SSL *ssl, unsigned char name[16], unsigned char *iv, 
 	if (n == 0) {
 		uint64_t p = (uint64_t)time(NULL) / CERTS_TICKET_PERIOD;
 
-		certs_key_at(p, &own[0]);
-		certs_key_at(p - 1, &own[1]);
-		keys = own;
+		/* six HMACs a handshake were most of a resumption's cost:
+		 * derived once a period a thread (the secret never changes
+		 * once made) */
+		if (p != certs_own_period) {
+			certs_key_at(p, &certs_own[0]);
+			certs_key_at(p - 1, &certs_own[1]);
+			certs_own_period = p;
+		}
+		keys = certs_own;
 		n = 2;
 	}
 	if (enc) {
