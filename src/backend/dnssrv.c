@@ -200,6 +200,8 @@ static uint32_t dnssrv_ttl(const unsigned char *abuf, int alen)
 		p += enclen;
 		if (i < qd) {
 			p += 4;
+			if (p > abuf + alen)
+				return ttl;
 			continue;
 		}
 		if (p + 10 > abuf + alen)

@@ -10,8 +10,9 @@ nothing; 60 targets (a truncated UDP answer, asked again over TCP); a mass
 removal held until `ringproxy ctl discovery apply`; a second proxy polling
 out of phase that reaches the same fingerprint within two apply_every
 periods; a restart while the DNS server is stopped that starts with the
-ring it had. Times are scaled down (interval 100 ms, apply_every 500 ms,
-remove_after 1.5 s) so that the test is short.
+ring it had. Times are scaled down (interval 100 ms, which the records'
+TTL of 1 s makes a poll a second; apply_every 500 ms, remove_after 1.5 s)
+so that the test is short.
 usage: test_discovery.py RINGPROXY TESTCACHE"""
 
 import json
@@ -100,6 +101,8 @@ def main():
     t.check(px.wait_log(r"discovery: starting with the 3 members of the first answer", 5) is not None and
             names(px) == ["cache-0", "cache-1", "cache-2"],
             "no backend in the file: it starts with the first answer's 3 targets", px.log()[-800:])
+    t.check(stats(px)["discovery"]["poll"]["interval_ms"] == 1000,
+            "interval 100ms, records of TTL 1 s: a poll a second, never faster than the TTL")
     pb = start(conf(u.port, H.tmp_path("state-b")), "b")
     t.check(fp(px) == fp(pb), "a second proxy started later has the same ring (fingerprint)")
 
