@@ -43,11 +43,13 @@ enum certs_fail tls_why(void);
  * -1 with errno (EAGAIN: nothing decrypted yet, the socket has no more). */
 ssize_t tls_recv(SSL *ssl, void *buf, size_t len);
 
-/* Decrypted bytes OpenSSL holds already: no socket event will tell of
- * them, so the caller reads again without waiting for one. */
+/* Bytes OpenSSL holds already, decrypted or still a record (it reads
+ * ahead): no socket event will tell of them, so the caller reads again
+ * without waiting for one. A record only partly there reads as EAGAIN,
+ * and its rest raises the event. */
 static inline bool tls_pending(const SSL *ssl)
 {
-	return SSL_pending(ssl) > 0;
+	return SSL_has_pending(ssl) == 1;
 }
 
 /* As conn_flush: write q as records. 1 when q is empty, 0 when the

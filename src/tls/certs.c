@@ -520,6 +520,11 @@ static int certs_ctx_setup(struct certs *s, const struct conf *c, char *err, siz
 	 * place (path/tls.c stages the gather list) */
 	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
 			 SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	/* a read takes what the socket has, not a record's 5-byte header
+	 * and then its body: one system call a record, or one for a
+	 * handshake's whole flight (path/tls.h's tls_pending then counts
+	 * the bytes held that no socket event will tell of) */
+	SSL_CTX_set_read_ahead(ctx, 1);
 	SSL_CTX_set_dh_auto(ctx, 1);
 	SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"ringproxy", 9);
 	/* resumption by tickets, no per-process session cache to lock */

@@ -110,6 +110,55 @@ def get_on(s, path, host="img.test"):
     return harness.Reader(s).response()
 
 
+def together(port, reqs, tls12=False):
+    """The client's last handshake flight (TLS 1.3: its Finished) and the
+    records of reqs, one each, sent in one write: the proxy reads them in
+    one go and must serve all without a socket event for what it holds
+    (TLS 1.2: the client cannot speak first, so only the requests go
+    together). How many 200 responses came before the close."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    if tls12:
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(inc, out, server_hostname="a.test")
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    while True:
+        try:
+            obj.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            if out.pending:
+                sock.sendall(out.read())
+            got = sock.recv(65536)
+            if not got:
+                return 0
+            inc.write(got)
+    if tls12 and out.pending:
+        sock.sendall(out.read())
+    for r in reqs:
+        obj.write(r)
+    sock.sendall(out.read())
+    got = b""
+    end = time.monotonic() + 10
+    try:
+        while time.monotonic() < end:
+            try:
+                chunk = obj.read(65536)
+                if not chunk:
+                    break
+                got += chunk
+            except ssl.SSLWantReadError:
+                data = sock.recv(65536)
+                if not data:
+                    break
+                inc.write(data)
+    except (ssl.SSLZeroReturnError, ssl.SSLEOFError, OSError):
+        pass
+    sock.close()
+    return got.count(b"HTTP/1.1 200 ")
+
+
 def main():
     cache = harness.Cache(TC, "c1")
     d = harness.tmp_path("certs")
@@ -177,6 +226,13 @@ def main():
     r = get_on(s, "/img/alpn")
     t.check(r.status == 200, "a request on it: 200")
     s.close()
+    two = [b"GET /img/t1 HTTP/1.1\r\nHost: a.test\r\n\r\n",
+           b"GET /img/t2 HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n"]
+    n = together(P, two)
+    t.check(n == 2, "TLS 1.3: the client's Finished and two requests' records in one write: both answered "
+            "(what the proxy read ahead is served without waiting for a socket event)", n)
+    n = together(P, two, tls12=True)
+    t.check(n == 2, "TLS 1.2: two requests' records in one write after the handshake: both answered", n)
     before = stats()
     rc, _, out = curl(P, "a.test", "/img/6", "--tlsv1.1", "--tls-max", "1.1", "--ciphers", "DEFAULT@SECLEVEL=0")
     t.check(rc != 0, "TLS 1.1 is refused", out)
