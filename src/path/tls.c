@@ -95,9 +95,13 @@ enum certs_fail tls_why(void)
 }
 
 /* errno for a failed read or write: the socket's own, or EPROTO for
- * TLS gone wrong (a bad record, a fatal alert). */
-static void tls_errno(int e, int saved)
+ * TLS gone wrong (a bad record, a fatal alert). After either no more is
+ * written, close_notify included (SSL_get_error(3): no SSL_shutdown
+ * after SSL_ERROR_SYSCALL or SSL_ERROR_SSL); a reset peer would only
+ * answer it with EPIPE. */
+static void tls_errno(SSL *ssl, int e, int saved)
 {
+	SSL_set_shutdown(ssl, SSL_get_shutdown(ssl) | SSL_SENT_SHUTDOWN);
 	if (e == SSL_ERROR_SYSCALL && saved != 0 && saved != EAGAIN)
 		errno = saved;
 	else if (e == SSL_ERROR_SYSCALL)
@@ -125,7 +129,7 @@ ssize_t tls_recv(SSL *ssl, void *buf, size_t len)
 		/* close_notify, or an EOF (SSL_OP_IGNORE_UNEXPECTED_EOF) */
 		return 0;
 	}
-	tls_errno(e, errno);
+	tls_errno(ssl, e, errno);
 	return -1;
 }
 
@@ -174,7 +178,7 @@ int tls_flush(SSL *ssl, struct outq *q)
 			e = SSL_get_error(ssl, 0);
 			if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ)
 				return 0;
-			tls_errno(e, errno);
+			tls_errno(ssl, e, errno);
 			return -1;
 		}
 		tls_advance(q, wrote);
