@@ -84,6 +84,7 @@ static void front_resume(struct client *c);
 static void front_body_taken(struct client *c);
 static void front_request_done(struct client *c);
 static void front_read(evutil_socket_t fd, short what, void *arg);
+static void front_handshake(struct client *c);
 
 const struct req_client_ops front_req_ops = {
 	.send = front_send,
@@ -246,6 +247,11 @@ int front_accept(struct worker *w, int fd, const struct sockaddr_storage *peer, 
 	}
 	if (c->ssl)
 		deadline_set(&c->tev, (int64_t)w->snap->conf->tls_handshake_timeout_ms * 1000);
+	/* a client sends its hello as soon as it is connected, so it is
+	 * mostly here already: begin without waiting for the event (a
+	 * handshake that fails closes c; the accept still succeeded) */
+	if (c->state == CL_TLS)
+		front_handshake(c);
 	return 0;
 }
 
