@@ -77,6 +77,13 @@
 
 /* The read buffer of a connection: one read a turn. */
 #define H2_RBUF (16 * 1024)
+/* A response head, and its fields as nghttp2's, on the stack up to these
+ * (larger ones are allocated). */
+#define H2_HEAD_STACK 2048
+/* A DATA frame's payload up to this is copied into the output buffer
+ * (h2_send_data); larger ones go from where they lie. */
+#define H2_COPY_MAX 8192
+#define H2_NV_STACK 48
 /* The output buffer that frames from nghttp2 are copied into (payloads
  * sent without a copy are not in it); frames are made while this much is
  * free, more than the largest frame nghttp2 makes at once (a frame of
@@ -156,6 +163,7 @@ struct h2_stream {
 	bool head_out;                  /* turned into HEADERS */
 	bool has_body;
 	bool dechunk;
+	bool small;                     /* no body, or one of H2_COPY_MAX at most */
 	bool eof;                       /* the body is complete in segs */
 	bool eof_out;                   /* END_STREAM is ours to send now */
 	bool deferred;                  /* the data source said DEFERRED */
@@ -222,6 +230,9 @@ struct h2_conn {
 static void h2_on_event(evutil_socket_t fd, short what, void *arg);
 static void h2_leave(struct h2_conn *hc);
 static void h2_op_leave(struct h2_conn *hc);
+static int h2_frames(struct h2_conn *hc);
+static void h2_close_now(struct h2_conn *hc);
+static void h2_flush(struct h2_conn *hc);
 static void h2_stream_pump(struct h2_stream *st);
 static const struct req_client_ops h2_req_ops;
 
@@ -838,8 +849,10 @@ static ssize_t h2_data_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t
 	return (ssize_t)n;
 }
 
-/* A DATA frame of ours: its header copied, its payload the stream's
- * slices, by reference. */
+/* A DATA frame of ours: its header copied, its payload too when it is
+ * small (a thumbnail: the stream is done with its slices at once, and
+ * the frames of many streams go out in one write later in the turn),
+ * else the stream's slices by reference. */
 static int h2_send_data(nghttp2_session *s, nghttp2_frame *frame, const uint8_t *framehd, size_t length,
 			nghttp2_data_source *source, void *arg)
 {
@@ -856,6 +869,36 @@ static int h2_send_data(nghttp2_session *s, nghttp2_frame *frame, const uint8_t 
 	if (frame->data.padlen > 0) {
 		/* we never ask for padding; nghttp2 adds none on its own */
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
+	}
+	if (length <= H2_COPY_MAX && hc->wlen + length <= H2_WBUF) {
+		char *to = hc->wbuf + hc->wlen;
+
+		while (left > 0 && st->seg_r < st->seg_w) {
+			struct h2_seg *g = &st->segs[st->seg_r];
+			size_t k = g->n - st->seg_off;
+
+			if (k > left)
+				k = left;
+			memcpy(to, g->p + st->seg_off, k);
+			to += k;
+			st->seg_off += k;
+			left -= k;
+			if (st->seg_off == g->n) {
+				st->seg_r++;
+				st->seg_off = 0;
+			}
+		}
+		if (left > 0)
+			return NGHTTP2_ERR_CALLBACK_FAILURE;
+		outq_append(&hc->wq, hc->wbuf + hc->wlen, length);
+		hc->wlen += length;
+		st->sent_bytes += length;
+		if (st->seg_r == st->seg_w)
+			st->seg_r = st->seg_w = 0;
+		/* its slices are done with: a request waiting for that hears
+		 * it (h2_settle), before the stream's end */
+		st->drain_due = true;
+		return 0;
 	}
 	while (left > 0 && st->seg_r < st->seg_w) {
 		struct h2_seg *g = &st->segs[st->seg_r];
@@ -903,39 +946,58 @@ static int h2_head(struct h2_stream *st)
 	struct outq *q = &st->out;
 	struct http1_msg m;
 	struct http1_limits lim;
-	char *buf = NULL;
-	size_t cap = 0, len = 0;
+	/* a head is copied out of the queue (its slices may be a cached
+	 * object's, shared, and the names are lowercased here): on the stack
+	 * when it fits, as the field array does */
+	char sbuf[H2_HEAD_STACK], *buf = sbuf;
+	size_t cap = sizeof(sbuf), len = 0;
 	int idx = q->idx, end_idx = -1;
 	size_t end_off = 0;
 	ssize_t r;
 	int rc = -1;
-	nghttp2_nv *nv = NULL;
+	nghttp2_nv snv[H2_NV_STACK], *nv = snv;
 	char status[3];
 
 	for (;;) {
-		/* gather until the head's end */
+		/* gather until the head's end, copying no byte past it (a
+		 * slice may hold the body too): the end is looked for across
+		 * the seam with what came before, then in the slice */
 		len = 0;
 		end_idx = -1;
 		for (int i = idx; i < q->cnt && end_idx < 0; i++) {
-			const char *p = q->iov[i].iov_base;
-			size_t n = q->iov[i].iov_len, from = i == idx ? st->norm_off : 0;
+			const char *p = (const char *)q->iov[i].iov_base + (i == idx ? st->norm_off : 0), *e = NULL;
+			size_t take = q->iov[i].iov_len - (i == idx ? st->norm_off : 0), upto = take;
 
-			if (len + n - from > cap) {
-				size_t nc = (len + n - from) * 2 + 256;
-				char *b = realloc(buf, nc);
+			if (take == 0)
+				continue;
+			if (len > 0) {
+				char seam[6];
+				size_t t = len < 3 ? len : 3, h = take < 3 ? take : 3;
+
+				memcpy(seam, buf + len - t, t);
+				memcpy(seam + t, p, h);
+				if ((e = memmem(seam, t + h, "\r\n\r\n", 4)))
+					upto = (size_t)(e - seam) + 4 - t;
+			}
+			if (!e && (e = memmem(p, take, "\r\n\r\n", 4)))
+				upto = (size_t)(e - p) + 4;
+			if (len + upto > cap) {
+				size_t nc = (len + upto) * 2 + 256;
+				char *b = malloc(nc);
 
 				if (!b)
 					goto out;
+				memcpy(b, buf, len);
+				if (buf != sbuf)
+					free(buf);
 				buf = b;
 				cap = nc;
 			}
-			for (size_t k = from; k < n; k++) {
-				buf[len++] = p[k];
-				if (len >= 4 && memcmp(buf + len - 4, "\r\n\r\n", 4) == 0) {
-					end_idx = i;
-					end_off = k + 1;
-					break;
-				}
+			memcpy(buf + len, p, upto);
+			len += upto;
+			if (e) {
+				end_idx = i;
+				end_off = q->iov[i].iov_len - (take - upto);
 			}
 		}
 		if (end_idx < 0) {
@@ -962,8 +1024,7 @@ static int h2_head(struct h2_stream *st)
 			idx = st->norm_idx;
 			if (m.status >= 100 && m.status < 200)
 				continue;
-			nv = malloc((m.nheaders + 1) * sizeof(*nv));
-			if (!nv)
+			if (m.nheaders + 1 > H2_NV_STACK && !(nv = malloc((m.nheaders + 1) * sizeof(*nv))))
 				goto out;
 			status[0] = (char)('0' + m.status / 100 % 10);
 			status[1] = (char)('0' + m.status / 10 % 10);
@@ -988,6 +1049,8 @@ static int h2_head(struct h2_stream *st)
 			st->has_body = m.framing != HTTP1_BODY_NONE &&
 				       !(m.framing == HTTP1_BODY_LENGTH && m.content_length == 0);
 			st->dechunk = m.framing == HTTP1_BODY_CHUNKED;
+			st->small = !st->has_body ||
+				    (m.framing == HTTP1_BODY_LENGTH && m.content_length <= H2_COPY_MAX);
 			st->body_left = m.framing == HTTP1_BODY_LENGTH ? m.content_length : 0;
 			if (st->dechunk)
 				http1_chunked_init(&st->ck);
@@ -1009,8 +1072,10 @@ static int h2_head(struct h2_stream *st)
 		}
 	}
 out:
-	free(nv);
-	free(buf);
+	if (nv != snv)
+		free(nv);
+	if (buf != sbuf)
+		free(buf);
 	return rc;
 }
 
@@ -1149,8 +1214,23 @@ static int h2_req_send(struct client *c)
 		return -1;
 	h2_enter(hc);
 	h2_stream_pump(st);
-	/* the head alone was copied by nghttp2: its slices may go now */
-	if (!st->in_wq && st->seg_r == st->seg_w && h2_all_decoded(st) && h2_release(st)) {
+	/* a small response from outside the connection's own handlers (a
+	 * backend's answer) is framed now, its body copied, so it is drained
+	 * in this call as on HTTP/1.1: its backend connection goes back to
+	 * the pool without a pause of its read event and a turn of the loop;
+	 * the socket write comes at the end of the turn, one for the
+	 * responses of many streams. Larger ones, and those answered inside
+	 * a handler (hits), are framed when the connection flushes, where
+	 * nghttp2 orders the ready streams by their priority (RFC 9218) */
+	if (hc->busy == 1 && st->small && st->head_out && !hc->flushing) {
+		if (h2_frames(hc) < 0)
+			h2_close_now(hc);
+		else if (!hc->closed && hc->wlen + H2_FRAME_ROOM > H2_WBUF &&
+			 !(st->seg_r == st->seg_w && h2_all_decoded(st)))
+			h2_flush(hc);   /* the buffer is full: out now, the rest framed */
+	}
+	if (!hc->closed && !st->in_wq && st->seg_r == st->seg_w && h2_all_decoded(st) && h2_release(st)) {
+		st->drain_due = false;
 		rc = 1;
 	} else {
 		st->waiting = true;
@@ -1234,8 +1314,6 @@ static const struct req_client_ops h2_req_ops = {
 };
 
 /* ---- the connection's work: start, feed, end streams; write --------------------- */
-
-static void h2_close_now(struct h2_conn *hc);
 
 /* Start a stream whose head is complete: a request like an HTTP/1.1
  * client's, through the same parser. */
@@ -1343,6 +1421,38 @@ static bool h2_settle(struct h2_conn *hc)
 	return did;
 }
 
+/* Frames from nghttp2 into the output queue while it has room (none
+ * written to the socket): 0, or -1 when the session failed or no buffer
+ * could be had (the caller closes). */
+static int h2_frames(struct h2_conn *hc)
+{
+	if (!hc->wbuf) {
+		/* an idle connection holds none (h2_idle_trim) */
+		if (!nghttp2_session_want_write(hc->s))
+			return 0;
+		hc->wbuf = malloc(H2_WBUF);
+		if (!hc->wbuf)
+			return -1;
+	}
+	while (hc->wlen + H2_FRAME_ROOM <= H2_WBUF && hc->wq.cnt + H2_FRAME_SLICES < OUT_IOV_MAX) {
+		const uint8_t *p;
+		ssize_t n = nghttp2_session_mem_send(hc->s, &p);
+
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		if (hc->wlen + (size_t)n > H2_WBUF) {
+			log_warn("HTTP/2: a frame of %zd bytes past the output buffer; closing", n);
+			return -1;
+		}
+		memcpy(hc->wbuf + hc->wlen, p, (size_t)n);
+		outq_append(&hc->wq, hc->wbuf + hc->wlen, (size_t)n);
+		hc->wlen += (size_t)n;
+	}
+	return 0;
+}
+
 /* Frames out: from nghttp2 into the output queue while it has room, the
  * queue to the socket; once all of it is out, the streams whose slices
  * were in it hear so. */
@@ -1354,41 +1464,15 @@ static void h2_flush(struct h2_conn *hc)
 		hc->flush_again = true;
 		return;
 	}
-	if (!hc->wbuf) {
-		/* an idle connection holds none (h2_idle_trim) */
-		if (!nghttp2_session_want_write(hc->s))
-			return;
-		hc->wbuf = malloc(H2_WBUF);
-		if (!hc->wbuf) {
-			h2_close_now(hc);
-			return;
-		}
-	}
 	hc->flushing = true;
 	do {
 		int rc;
 
 		hc->flush_again = false;
-		while (hc->wlen + H2_FRAME_ROOM <= H2_WBUF && hc->wq.cnt + H2_FRAME_SLICES < OUT_IOV_MAX) {
-			const uint8_t *p;
-			ssize_t n = nghttp2_session_mem_send(hc->s, &p);
-
-			if (n < 0) {
-				hc->flushing = false;
-				h2_close_now(hc);
-				return;
-			}
-			if (n == 0)
-				break;
-			if (hc->wlen + (size_t)n > H2_WBUF) {
-				log_warn("HTTP/2: a frame of %zd bytes past the output buffer; closing", n);
-				hc->flushing = false;
-				h2_close_now(hc);
-				return;
-			}
-			memcpy(hc->wbuf + hc->wlen, p, (size_t)n);
-			outq_append(&hc->wq, hc->wbuf + hc->wlen, (size_t)n);
-			hc->wlen += (size_t)n;
+		if (h2_frames(hc) < 0) {
+			hc->flushing = false;
+			h2_close_now(hc);
+			return;
 		}
 		if (outq_empty(&hc->wq))
 			break;
@@ -1504,7 +1588,11 @@ static void h2_op_leave(struct h2_conn *hc)
 	if (hc->busy == 1 && !hc->closed) {
 		bool due = false;
 
-		h2_flush(hc);
+		/* the write (h2_on_event's EV_WRITE) runs after the events
+		 * already due in this turn: the frames of every stream a
+		 * backend answered in it go out in one system call */
+		if (!outq_empty(&hc->wq) || nghttp2_session_want_write(hc->s))
+			event_active(&hc->c->wev, EV_WRITE, 1);
 		for (struct h2_stream *st = hc->streams; st && !due; st = st->next)
 			due = st->drain_due || st->data_due || (st->ready && !st->started) || st->closed;
 		if (due || hc->closed)

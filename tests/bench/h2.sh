@@ -71,14 +71,12 @@ workers = $WORKERS
 pool_size = 1024
 [cache]
 $cache
-[h2]
-max_requests = 100000000
-[backend cache-0]
-url = http://127.0.0.1:$BE
 # h2load does not reconnect after a GOAWAY (NGINX's keepalive_requests is
 # raised the same way in lib.sh)
 [h2]
 max_requests = 100000000
+[backend cache-0]
+url = http://127.0.0.1:$BE
 $tls
 EOF
 		"$RP" -c "$TMP/rp.ini" 2>"$TMP/rp.log" &
