@@ -870,45 +870,23 @@ static int h2_send_data(nghttp2_session *s, nghttp2_frame *frame, const uint8_t 
 		/* we never ask for padding; nghttp2 adds none on its own */
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
 	}
-	if (length <= H2_COPY_MAX && hc->wlen + length <= H2_WBUF) {
-		char *to = hc->wbuf + hc->wlen;
+	bool copy = length <= H2_COPY_MAX && hc->wlen + length <= H2_WBUF;
+	char *to = hc->wbuf + hc->wlen;
 
-		while (left > 0 && st->seg_r < st->seg_w) {
-			struct h2_seg *g = &st->segs[st->seg_r];
-			size_t k = g->n - st->seg_off;
-
-			if (k > left)
-				k = left;
-			memcpy(to, g->p + st->seg_off, k);
-			to += k;
-			st->seg_off += k;
-			left -= k;
-			if (st->seg_off == g->n) {
-				st->seg_r++;
-				st->seg_off = 0;
-			}
-		}
-		if (left > 0)
-			return NGHTTP2_ERR_CALLBACK_FAILURE;
-		outq_append(&hc->wq, hc->wbuf + hc->wlen, length);
-		hc->wlen += length;
-		st->sent_bytes += length;
-		if (st->seg_r == st->seg_w)
-			st->seg_r = st->seg_w = 0;
-		/* its slices are done with: a request waiting for that hears
-		 * it (h2_settle), before the stream's end */
-		st->drain_due = true;
-		return 0;
-	}
 	while (left > 0 && st->seg_r < st->seg_w) {
 		struct h2_seg *g = &st->segs[st->seg_r];
 		size_t k = g->n - st->seg_off;
 
 		if (k > left)
 			k = left;
-		if (hc->wq.cnt >= OUT_IOV_MAX - 1)
+		if (copy) {
+			memcpy(to, g->p + st->seg_off, k);
+			to += k;
+		} else if (hc->wq.cnt >= OUT_IOV_MAX - 1) {
 			return NGHTTP2_ERR_CALLBACK_FAILURE;
-		outq_append(&hc->wq, g->p + st->seg_off, k);
+		} else {
+			outq_append(&hc->wq, g->p + st->seg_off, k);
+		}
 		st->seg_off += k;
 		left -= k;
 		if (st->seg_off == g->n) {
@@ -921,7 +899,15 @@ static int h2_send_data(nghttp2_session *s, nghttp2_frame *frame, const uint8_t 
 	st->sent_bytes += length;
 	if (st->seg_r == st->seg_w)
 		st->seg_r = st->seg_w = 0;
-	st->in_wq = true;
+	if (copy) {
+		outq_append(&hc->wq, hc->wbuf + hc->wlen, length);
+		hc->wlen += length;
+		/* its slices are done with: a request waiting for that hears
+		 * it (h2_settle), before the stream's end */
+		st->drain_due = true;
+	} else {
+		st->in_wq = true;
+	}
 	return 0;
 }
 
