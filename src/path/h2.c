@@ -922,6 +922,57 @@ static bool h2_hop_field(struct http1_str n)
 	       http1_str_ieq(n, "upgrade") || http1_str_ieq(n, "te");
 }
 
+/* Gather the response head that starts at slice idx of st->out (at
+ * st->norm_off in it) into *buf (sbuf, or a larger one allocated),
+ * copying no byte past its end (a slice may hold the body too): the end
+ * is looked for across the seam with what came before, then in each
+ * slice. Returns the slice the head ends in, with *len its bytes and
+ * *end_off the offset past it in that slice; -1 when its end is not
+ * queued yet; -2 out of memory. */
+static int h2_head_gather(struct h2_stream *st, int idx, char *sbuf, char **buf, size_t *cap, size_t *len,
+			  size_t *end_off)
+{
+	const struct outq *q = &st->out;
+
+	for (int i = idx; i < q->cnt; i++) {
+		const char *p = (const char *)q->iov[i].iov_base + (i == idx ? st->norm_off : 0), *e = NULL;
+		size_t take = q->iov[i].iov_len - (i == idx ? st->norm_off : 0), upto = take;
+
+		if (take == 0)
+			continue;
+		if (*len > 0) {
+			char seam[6];
+			size_t t = *len < 3 ? *len : 3, h = take < 3 ? take : 3;
+
+			memcpy(seam, *buf + *len - t, t);
+			memcpy(seam + t, p, h);
+			if ((e = memmem(seam, t + h, "\r\n\r\n", 4)))
+				upto = (size_t)(e - seam) + 4 - t;
+		}
+		if (!e && (e = memmem(p, take, "\r\n\r\n", 4)))
+			upto = (size_t)(e - p) + 4;
+		if (*len + upto > *cap) {
+			size_t nc = (*len + upto) * 2 + 256;
+			char *b = malloc(nc);
+
+			if (!b)
+				return -2;
+			memcpy(b, *buf, *len);
+			if (*buf != sbuf)
+				free(*buf);
+			*buf = b;
+			*cap = nc;
+		}
+		memcpy(*buf + *len, p, upto);
+		*len += upto;
+		if (e) {
+			*end_off = q->iov[i].iov_len - (take - upto);
+			return i;
+		}
+	}
+	return -1;
+}
+
 /* The response head at the front of st->out (it is queued whole): turned
  * into HEADERS. Returns 1 done, 0 none queued yet, -1 the stream is
  * reset. 1xx heads are dropped (no interim responses are relayed). */
@@ -945,47 +996,10 @@ static int h2_head(struct h2_stream *st)
 	char status[3];
 
 	for (;;) {
-		/* gather until the head's end, copying no byte past it (a
-		 * slice may hold the body too): the end is looked for across
-		 * the seam with what came before, then in the slice */
 		len = 0;
-		end_idx = -1;
-		for (int i = idx; i < q->cnt && end_idx < 0; i++) {
-			const char *p = (const char *)q->iov[i].iov_base + (i == idx ? st->norm_off : 0), *e = NULL;
-			size_t take = q->iov[i].iov_len - (i == idx ? st->norm_off : 0), upto = take;
-
-			if (take == 0)
-				continue;
-			if (len > 0) {
-				char seam[6];
-				size_t t = len < 3 ? len : 3, h = take < 3 ? take : 3;
-
-				memcpy(seam, buf + len - t, t);
-				memcpy(seam + t, p, h);
-				if ((e = memmem(seam, t + h, "\r\n\r\n", 4)))
-					upto = (size_t)(e - seam) + 4 - t;
-			}
-			if (!e && (e = memmem(p, take, "\r\n\r\n", 4)))
-				upto = (size_t)(e - p) + 4;
-			if (len + upto > cap) {
-				size_t nc = (len + upto) * 2 + 256;
-				char *b = malloc(nc);
-
-				if (!b)
-					goto out;
-				memcpy(b, buf, len);
-				if (buf != sbuf)
-					free(buf);
-				buf = b;
-				cap = nc;
-			}
-			memcpy(buf + len, p, upto);
-			len += upto;
-			if (e) {
-				end_idx = i;
-				end_off = q->iov[i].iov_len - (take - upto);
-			}
-		}
+		end_idx = h2_head_gather(st, idx, sbuf, &buf, &cap, &len, &end_off);
+		if (end_idx == -2)
+			goto out;
 		if (end_idx < 0) {
 			rc = 0;
 			goto out;
