@@ -6,9 +6,10 @@
 # "bind ... ssl crt ... alpn h2,http/1.1", NGINX's "listen ... ssl http2"),
 # 4 KiB thumbnails from one test cache: per proxy, scheme and mode, CPU
 # per request (the proxy's processes, all threads), requests per second,
-# p99 latency (from h2load's per-request log), and the memory one h2
-# connection holds after 100 streams (RSS with CONNS such connections open,
-# less RSS before, over CONNS).
+# p99 latency (from h2load's per-request log), and the memory one more h2
+# connection holds, idle after 100 streams (the RSS growth over a second
+# CONNS such connections, the first CONNS open, over CONNS; see
+# conn_memory).
 #
 # Modes: forward (every request goes to the backend: ringproxy's [cache]
 # off, the others without a cache) and hit (100 URLs, cached: ringproxy's
@@ -120,59 +121,79 @@ EOF
 	fi
 }
 
-# conn_memory: KiB one h2 connection holds once 100 streams are done on it
+# conn_memory SCHEME: bytes one more h2 connection holds once 100 streams
+# are done on it and it is idle: "NEXT FIRST", the RSS growth over a second
+# batch of CONNS such connections, the first batch still open, and over the
+# first. The first also pays what a server sets up once however many come
+# (pools and free lists filling; RSS may even fall as the warm-up's memory
+# is trimmed), so the second is the figure (as tls.sh's idle bytes).
 conn_memory() {
-	local r0 r1
+	local r0 r1 r2
+	rm -f "$TMP/ready1" "$TMP/ready2" "$TMP/go"
+	sleep 1
 	r0=$(bench_rss_kib "${PP[@]}")
-	/usr/bin/python3 - "$PORT" "$CONNS" "$TMP/ready" "$1" <<'EOF' &
-import socket, ssl, sys, time
+	/usr/bin/python3 - "$PORT" "$CONNS" "$TMP" "$1" <<'EOF' &
+import os, resource, socket, ssl, sys, time
 sys.path.append("/usr/lib/python3/dist-packages")
 import hpack, hyperframe.frame as hf
-port, n, ready, scheme = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+port, n, tmp, scheme = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+if soft < 2 * n + 100:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(2 * n + 100, hard), hard))
 ctx = ssl.create_default_context()
 ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
 ctx.set_alpn_protocols(["h2"])
 conns = []
-for c in range(n):
-    s = socket.create_connection(("127.0.0.1", port), timeout=30)
-    if scheme == "tls":
-        s = ctx.wrap_socket(s, server_hostname="localhost")
-    e = hpack.Encoder()
-    out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + hf.SettingsFrame(0).serialize()
-    out += hf.WindowUpdateFrame(0, window_increment=2**30).serialize()
-    for i in range(100):
-        f = hf.HeadersFrame(1 + 2 * i, data=e.encode([(":method", "GET"), (":scheme", "http"),
-            (":authority", "b"), (":path", f"/thumbs/{i}/1_200x200.jpg")]))
-        f.flags.add("END_HEADERS"); f.flags.add("END_STREAM")
-        out += f.serialize()
-    s.sendall(out)
-    buf, ended = b"", 0
-    while ended < 100:
-        d = s.recv(1 << 20)
-        if not d:
-            break
-        buf += d
-        while len(buf) >= 9:
-            f, ln = hf.Frame.parse_frame_header(memoryview(buf[:9]))
-            if len(buf) < 9 + ln:
+def batch():
+    for c in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        if scheme == "tls":
+            s = ctx.wrap_socket(s, server_hostname="localhost")
+        e = hpack.Encoder()
+        out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + hf.SettingsFrame(0).serialize()
+        out += hf.WindowUpdateFrame(0, window_increment=2**30).serialize()
+        for i in range(100):
+            f = hf.HeadersFrame(1 + 2 * i, data=e.encode([(":method", "GET"), (":scheme", "http"),
+                (":authority", "b"), (":path", f"/thumbs/{i}/1_200x200.jpg")]))
+            f.flags.add("END_HEADERS"); f.flags.add("END_STREAM")
+            out += f.serialize()
+        s.sendall(out)
+        buf, ended = b"", 0
+        while ended < 100:
+            d = s.recv(1 << 20)
+            if not d:
                 break
-            if "END_STREAM" in f.flags and f.type in (0, 1):
-                ended += 1
-            buf = buf[9 + ln:]
-    conns.append(s)
-open(ready, "w").close()
+            buf += d
+            while len(buf) >= 9:
+                f, ln = hf.Frame.parse_frame_header(memoryview(buf[:9]))
+                if len(buf) < 9 + ln:
+                    break
+                if "END_STREAM" in f.flags and f.type in (0, 1):
+                    ended += 1
+                buf = buf[9 + ln:]
+        conns.append(s)
+batch()
+open(os.path.join(tmp, "ready1"), "w").close()
+end = time.monotonic() + 60
+while not os.path.exists(os.path.join(tmp, "go")) and time.monotonic() < end:
+    time.sleep(0.05)
+batch()
+open(os.path.join(tmp, "ready2"), "w").close()
 time.sleep(5)
 EOF
 	local py=$!
-	for _ in $(seq 600); do [ -e "$TMP/ready" ] && break; sleep 0.1; done
-	sleep 0.5
+	for _ in $(seq 600); do [ -e "$TMP/ready1" ] && break; sleep 0.1; done
+	sleep 1     # the idle connections' memory swept back (ringproxy: 50-100 ms)
 	r1=$(bench_rss_kib "${PP[@]}")
+	touch "$TMP/go"
+	for _ in $(seq 600); do [ -e "$TMP/ready2" ] && break; sleep 0.1; done
+	sleep 1
+	r2=$(bench_rss_kib "${PP[@]}")
 	wait "$py" 2>/dev/null || true
-	rm -f "$TMP/ready"
-	echo $(((r1 - r0) / CONNS))
+	echo "$(((r2 - r1) * 1024 / CONNS)) $(((r1 - r0) * 1024 / CONNS))"
 }
 
-printf 'proxy\tmode\tround\treq_per_s\tcpu_us_per_req\tp99_ms\tkib_per_conn\n' >"$TMP/results.tsv"
+printf 'proxy\tmode\tround\treq_per_s\tcpu_us_per_req\tp99_ms\tbytes_per_conn\tfirst\n' >"$TMP/results.tsv"
 for scheme in $SCHEMES; do
 for mode in $MODES; do
 	for name in $PROXIES; do
@@ -192,23 +213,24 @@ for mode in $MODES; do
 			p99=$(awk '{ print $3 }' "$TMP/h2load.log" | sort -n |
 			      awk '{ v[NR] = $1 } END { i = int(NR * 0.99); if (i < 1) i = 1; printf "%.2f", v[i] / 1000 }')
 			[ "$ok" = "$N" ] || echo "# $name $scheme $mode: $ok of $N succeeded" >&2
-			kib=-
-			[ "$r" = 1 ] && kib=$(conn_memory "$scheme")
-			printf '%s\t%s\t%s\t%s\t%.2f\t%s\t%s\n' "$name" "$scheme-$mode" "$r" "$rps" \
-			       "$(echo "($ns1 - $ns0) / 1000 / $N" | bc -l)" "$p99" "$kib" >>"$TMP/results.tsv"
+			mem="- -"
+			[ "$r" = 1 ] && mem=$(conn_memory "$scheme")
+			printf '%s\t%s\t%s\t%s\t%.2f\t%s\t%s\t%s\n' "$name" "$scheme-$mode" "$r" "$rps" \
+			       "$(echo "($ns1 - $ns0) / 1000 / $N" | bc -l)" "$p99" ${mem% *} ${mem#* } >>"$TMP/results.tsv"
 		done
 		bench_stop "${PP[@]}"
 	done
 done
 done
 echo "# commit $(git -C "$ROOT" rev-parse --short HEAD), N=$N ROUNDS=$ROUNDS WORKERS=$WORKERS CONNS=$CONNS"
-printf 'proxy\tmode\treq/s\tCPU us/req\tp99 ms\tKiB/conn (100 streams done)\n'
+printf 'proxy\tmode\treq/s\tCPU us/req\tp99 ms\tbytes/idle h2 conn, 100 streams done (next %s)\t(first %s)\n' "$CONNS" "$CONNS"
 for mode in $(for s in $SCHEMES; do for m in $MODES; do echo "$s-$m"; done; done); do
 	for name in $PROXIES; do
-		printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$mode" \
+		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$mode" \
 		       "$(awk -F'\t' -v p="$name" -v m="$mode" '$1 == p && $2 == m { print $4 }' "$TMP/results.tsv" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')" \
 		       "$(awk -F'\t' -v p="$name" -v m="$mode" '$1 == p && $2 == m { print $5 }' "$TMP/results.tsv" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')" \
 		       "$(awk -F'\t' -v p="$name" -v m="$mode" '$1 == p && $2 == m { print $6 }' "$TMP/results.tsv" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')" \
-		       "$(awk -F'\t' -v p="$name" -v m="$mode" '$1 == p && $2 == m && $7 != "-" { print $7 }' "$TMP/results.tsv")"
+		       "$(awk -F'\t' -v p="$name" -v m="$mode" '$1 == p && $2 == m && $7 != "-" { print $7 }' "$TMP/results.tsv")" \
+		       "$(awk -F'\t' -v p="$name" -v m="$mode" '$1 == p && $2 == m && $8 != "-" { print $8 }' "$TMP/results.tsv")"
 	done
 done
