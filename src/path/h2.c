@@ -1649,6 +1649,20 @@ static void h2_read(struct h2_conn *hc)
 			}
 		}
 		n = h2_io_recv(hc, hc->rbuf, hc->rcap);
+		/* TLS gives a record a read: the records OpenSSL holds
+		 * already (it reads ahead) are taken in the same turn, as a
+		 * plain read takes all the socket has. An end or an error
+		 * met on the way is met again at the next turn's read */
+		while (n > 0 && hc->ssl && (size_t)n < hc->rcap && tls_pending(hc->ssl)) {
+			ssize_t more = h2_io_recv(hc, hc->rbuf + n, hc->rcap - (size_t)n);
+
+			if (more <= 0) {
+				if (more == 0 || (errno != EAGAIN && errno != EINTR))
+					event_active(&hc->c->rev, EV_READ, 1);
+				break;
+			}
+			n += more;
+		}
 	}
 
 	if (n > 0) {
