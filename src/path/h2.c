@@ -99,6 +99,9 @@
 #define H2_GLITCH_WINDOW_US (10 * 1000000LL)
 /* The timer's period while streams are open: stalls are found within it. */
 #define H2_TICK_US 1000000LL
+/* An idle connection's buffers and kept streams go back this long after
+ * its last stream ended, unless another burst came. */
+#define H2_TRIM_US 100000LL
 /* Rounds of the settle loop in one turn (each does work or stops). */
 #define H2_ROUNDS 64
 
@@ -213,6 +216,7 @@ struct h2_conn {
 	bool goaway;                    /* a graceful GOAWAY went out */
 	int32_t goaway_last;            /* its last stream id */
 	bool ticking;                   /* the timer is armed for a tick */
+	bool trim_due;                  /* ... to give an idle one's memory back */
 	bool fatal;                     /* close once the output is out */
 	unsigned max_streams;
 	unsigned requests;
@@ -1543,6 +1547,14 @@ static void h2_leave(struct h2_conn *hc)
 			if (!hc->ticking && hc->nstreams > 0) {
 				deadline_set(&hc->c->tev, H2_TICK_US);
 				hc->ticking = true;
+			} else if (hc->nstreams == 0 && !hc->trim_due && (hc->nfree > 0 || hc->rbuf || hc->wbuf)) {
+				/* idle with what a burst left (its streams' buffers,
+				 * kept for the next burst): given back soon, by the
+				 * tick's h2_idle_trim, not at the idle timeout. Once:
+				 * set again at each turn, the timer would never come */
+				deadline_set(&hc->c->tev, H2_TRIM_US);
+				hc->ticking = true;
+				hc->trim_due = true;
 			}
 			/* an error (or a flood) ends the connection once its
 			 * GOAWAY is out, whatever its streams were doing; a
@@ -1772,6 +1784,7 @@ static void h2_timer(struct h2_conn *hc)
 		}
 	}
 	h2_idle_trim(hc);
+	hc->trim_due = false;
 	hc->ticking = hc->nstreams || !outq_empty(&hc->wq);
 	deadline_set(&hc->c->tev, hc->ticking ? H2_TICK_US : (int64_t)conf->h2_idle_timeout_ms * 1000);
 }
@@ -1856,6 +1869,10 @@ int h2_start(struct client *c, int fd, struct ssl_st *ssl, const char *peer, con
 	nghttp2_option_set_stream_reset_rate_limit(opt, 4 * conf->h2_max_streams + 1000, 33);
 	nghttp2_option_set_max_settings(opt, 32);
 	nghttp2_option_set_max_outbound_ack(opt, 1000);
+	/* closed streams are kept only for RFC 7540's priority tree, which
+	 * SETTINGS_NO_RFC7540_PRIORITIES turns off: without this, nghttp2
+	 * keeps up to max_concurrent_streams of them on an idle connection */
+	nghttp2_option_set_no_closed_streams(opt, 1);
 	/* frames of unknown types reach h2_on_begin_frame (glitches) only as
 	 * extension types of ours; their payloads are dropped */
 	for (unsigned type = 0x0a; type <= 0xff; type++)
