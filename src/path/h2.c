@@ -80,10 +80,10 @@
 /* A response head, and its fields as nghttp2's, on the stack up to these
  * (larger ones are allocated). */
 #define H2_HEAD_STACK 2048
+#define H2_NV_STACK 48
 /* A DATA frame's payload up to this is copied into the output buffer
  * (h2_send_data); larger ones go from where they lie. */
 #define H2_COPY_MAX 8192
-#define H2_NV_STACK 48
 /* The output buffer that frames from nghttp2 are copied into (payloads
  * sent without a copy are not in it); frames are made while this much is
  * free, more than the largest frame nghttp2 makes at once (a frame of
