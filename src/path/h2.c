@@ -56,14 +56,18 @@
 #include "path/h2.h"
 
 #include <errno.h>
+#include <malloc.h>
+#include <stdint.h>
 #include <nghttp2/nghttp2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "base/deadline.h"
+#include "base/freelist.h"
 #include "base/log.h"
 #include "backend/snapshot.h"
 #include "config/conf.h"
@@ -93,19 +97,37 @@
 #define H2_FRAME_ROOM (16384 + 64)
 /* Output slices kept free for one DATA frame's payload. */
 #define H2_FRAME_SLICES 40
+/* A stream's buffers start this small (a browser's request head is a
+ * few hundred bytes, its generated response lines fewer) and grow to
+ * what its request needs, up to the limits ([proxy] max_head_size); a
+ * stream kept for reuse keeps what it grew to. Sized for the largest
+ * request they have to take, 100 streams of a connection held 5 MB. */
+#define H2_BUF_START 1024
 /* Body slices a stream holds ready (decoded from its output queue). */
 #define H2_SEGS 64
 /* The glitch window: max_glitches in this many seconds. */
 #define H2_GLITCH_WINDOW_US (10 * 1000000LL)
 /* The timer's period while streams are open: stalls are found within it. */
 #define H2_TICK_US 1000000LL
-/* An idle connection's buffers and kept streams go back this long after
- * its last stream ended, unless another burst came. */
+/* An idle connection's buffers and frame buffer pages go back this long
+ * after its last stream ended, unless another burst came. */
 #define H2_TRIM_US 100000LL
+/* nghttp2's allocations of this size or more are its frame buffers
+ * (NGHTTP2_FRAMEBUF_CHUNKLEN: a 16 KiB payload and its header), whose
+ * pages an idle connection gives back (h2_big_release). */
+#define H2_BIG_ALLOC 16384
+#define H2_BIG_MAX 8
 /* Rounds of the settle loop in one turn (each does work or stops). */
 #define H2_ROUNDS 64
 
 struct h2_conn;
+
+/* The output: frames copied from nghttp2 into buf, and the queue of
+ * slices to write (buf's and bodies'). An idle connection holds none. */
+struct h2_wout {
+	struct outq q;
+	char buf[H2_WBUF];
+};
 
 /* A slice of a response body ready to go, decoded from out slice src. */
 struct h2_seg {
@@ -118,6 +140,7 @@ struct h2_stream {
 	struct h2_conn *hc;
 	int32_t id;
 	struct h2_stream *next, *prev;
+	struct freelist_link reuse;     /* on the worker's free_h2 */
 
 	/* the request and what it borrows (the connection's for HTTP/1.1) */
 	struct request rq;
@@ -137,6 +160,7 @@ struct h2_stream {
 	unsigned fields;
 	size_t field_bytes;
 	bool too_big;                   /* past the limits: 431 */
+	bool nomem;                     /* a buffer could not grow: 503 */
 	bool has_cl;                    /* a content-length came */
 	bool host_seen;
 
@@ -197,16 +221,18 @@ struct h2_conn {
 	unsigned working;               /* of them, those whose request is
 					   not answered yet (reset ones too):
 					   the places max_streams counts */
-	struct h2_stream *free_streams; /* kept for reuse, up to max */
-	unsigned nfree;
 
 	char *rbuf;
 	size_t rcap;
 	size_t pend;                    /* bytes in rbuf handed over at the
 					   start, not yet given to nghttp2 */
-	char *wbuf;
+	struct h2_wout *wo;             /* NULL while idle (h2_idle_trim) */
+	nghttp2_mem mem;                /* nghttp2's allocator: h2_alloc */
+	struct {
+		void *p;
+		size_t n;
+	} big[H2_BIG_MAX];              /* its frame buffers */
 	size_t wlen;
-	struct outq wq;
 
 	unsigned busy;
 	bool closed;
@@ -256,7 +282,139 @@ static ssize_t h2_io_recv(struct h2_conn *hc, void *buf, size_t len)
  * head of the queue (tls_flush). */
 static int h2_io_flush(struct h2_conn *hc)
 {
-	return hc->ssl ? tls_flush(hc->ssl, &hc->wq) : conn_flush(hc->fd, &hc->wq);
+	return hc->ssl ? tls_flush(hc->ssl, &hc->wo->q) : conn_flush(hc->fd, &hc->wo->q);
+}
+
+static bool h2_wq_empty(const struct h2_conn *hc)
+{
+	return !hc->wo || outq_empty(&hc->wo->q);
+}
+
+static int h2_wout_new(struct h2_conn *hc)
+{
+	hc->wo = malloc(sizeof(*hc->wo));
+	if (!hc->wo)
+		return -1;
+	outq_reset(&hc->wo->q);
+	hc->wo->q.sent = 0;
+	hc->wlen = 0;
+	return 0;
+}
+
+/* ---- nghttp2's allocator ------------------------------------------------------ */
+
+/* glibc's, with the connection's frame buffers noted: nghttp2 keeps one
+ * (16 KiB and its header) for the life of the session, whose bytes are
+ * dead between frames (each is copied out as it is made, h2_frames).
+ * An idle connection hands their whole pages back to the kernel
+ * (h2_big_release): a page comes back zeroed when the next frame is
+ * made on it. */
+static void h2_big_note(struct h2_conn *hc, void *p, size_t n)
+{
+	for (int i = 0; i < H2_BIG_MAX; i++)
+		if (!hc->big[i].p) {
+			hc->big[i].p = p;
+			hc->big[i].n = n;
+			return;
+		}
+}
+
+static void h2_big_forget(struct h2_conn *hc, void *p)
+{
+	for (int i = 0; i < H2_BIG_MAX; i++)
+		if (hc->big[i].p == p) {
+			hc->big[i].p = NULL;
+			return;
+		}
+}
+
+/* A frame buffer: whole pages of its own, all of them given back while
+ * idle (in the heap among other blocks, its first and last pages would
+ * stay) */
+static void *h2_big_alloc(struct h2_conn *hc, size_t n)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	size_t pg = page > 0 ? (size_t)page : 4096, whole = (n + pg - 1) / pg * pg;
+	void *p = NULL;
+
+	if (posix_memalign(&p, pg, whole) != 0)
+		return NULL;
+	h2_big_note(hc, p, whole);
+	return p;
+}
+
+static void *h2_malloc(size_t n, void *arg)
+{
+	return n >= H2_BIG_ALLOC ? h2_big_alloc(arg, n) : malloc(n);
+}
+
+static void h2_free(void *p, void *arg)
+{
+	if (p)
+		h2_big_forget(arg, p);
+	free(p);
+}
+
+static void *h2_calloc(size_t k, size_t n, void *arg)
+{
+	void *p;
+
+	if (n == 0 || k < H2_BIG_ALLOC / n)
+		return calloc(k, n);
+	if (k > SIZE_MAX / n)
+		return NULL;
+	p = h2_big_alloc(arg, k * n);
+	if (p)
+		memset(p, 0, k * n);
+	return p;
+}
+
+static void *h2_realloc(void *o, size_t n, void *arg)
+{
+	struct h2_conn *hc = arg;
+	size_t old = 0;
+	bool big = false;
+	void *p;
+
+	for (int i = 0; o && i < H2_BIG_MAX; i++)
+		if (hc->big[i].p == o) {
+			old = hc->big[i].n;
+			big = true;
+		}
+	if (!big && n < H2_BIG_ALLOC)
+		return realloc(o, n);
+	if (n == 0) {
+		h2_free(o, arg);
+		return NULL;
+	}
+	p = n >= H2_BIG_ALLOC ? h2_big_alloc(hc, n) : malloc(n);
+	if (!p)
+		return NULL;
+	if (o) {
+		if (!big)
+			old = malloc_usable_size(o);
+		memcpy(p, o, old < n ? old : n);
+		h2_free(o, arg);
+	}
+	return p;
+}
+
+/* The whole pages inside each frame buffer go back to the kernel: their
+ * contents are garbage while nothing is being written. */
+static void h2_big_release(struct h2_conn *hc)
+{
+	long page = sysconf(_SC_PAGESIZE);
+
+	for (int i = 0; i < H2_BIG_MAX; i++) {
+		uintptr_t a = (uintptr_t)hc->big[i].p, b = a + hc->big[i].n;
+
+		if (!hc->big[i].p || page <= 0)
+			continue;
+		a = (a + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+		b &= ~((uintptr_t)page - 1);
+		if (b > a)
+			madvise((void *)a, b - a, MADV_DONTNEED);
+	}
 }
 
 /* ---- counting ---------------------------------------------------------------- */
@@ -307,45 +465,92 @@ static void h2_early_reset(struct h2_conn *hc)
 
 /* ---- streams -------------------------------------------------------------------- */
 
+/* Room for need bytes in a stream's buffer: grown to need, at least
+ * doubled, never past most. 0, -1 past most, -2 out of memory. */
+static int h2_grow(char **buf, size_t *cap, size_t need, size_t most)
+{
+	size_t nc = *cap * 2 > need ? *cap * 2 : need;
+	char *p;
+
+	if (need <= *cap)
+		return 0;
+	if (need > most)
+		return -1;
+	if (nc > most)
+		nc = most;
+	p = realloc(*buf, nc);
+	if (!p)
+		return -2;
+	*buf = p;
+	*cap = nc;
+	return 0;
+}
+
+/* A stream's buffer at the start of its life: H2_BUF_START, or what it
+ * grew to when it is not past most (the limits may have shrunk). */
+static bool h2_buf_ready(char **buf, size_t *cap, size_t most)
+{
+	size_t want = *buf == NULL ? H2_BUF_START : *cap > most ? most : *cap;
+	char *p;
+
+	if (want > most)
+		want = most;
+	if (*buf && want == *cap)
+		return true;
+	p = realloc(*buf, want);
+	if (!p)
+		return false;
+	*buf = p;
+	*cap = want;
+	return true;
+}
+
+/* The head's bytes (the fields, then the head made of them) fit in
+ * these; a body comes into in beside the window (h2_stream_start). */
+static size_t h2_scratch_most(const struct conf *conf)
+{
+	return conf->max_head_size + WORKER_SCRATCH_EXTRA;
+}
+
+static size_t h2_head_most(const struct conf *conf)
+{
+	return conf->max_head_size + 256;
+}
+
+static size_t h2_body_most(const struct conf *conf)
+{
+	return conf->max_head_size + 256 + 2 * conf->h2_window;
+}
+
+/* Room in in for need bytes: false when past most, or out of memory
+ * (nomem then). Only before the request began: its slices point in. */
+static bool h2_in_fit(struct h2_stream *st, size_t need, size_t most)
+{
+	int g = h2_grow(&st->in.data, &st->in.cap, need, most);
+
+	st->nomem |= g == -2;
+	return g == 0;
+}
+
 static struct h2_stream *h2_stream_new(struct h2_conn *hc, int32_t id)
 {
 	const struct conf *conf = hc->w->snap->conf;
-	size_t scap = conf->max_head_size + WORKER_SCRATCH_EXTRA;
-	size_t icap = conf->max_head_size + 256;
-	unsigned hcap = conf->max_headers;
-	struct h2_stream *st = hc->free_streams;
+	struct freelist_link *l = freelist_pop(&hc->w->free_h2);
+	struct h2_stream *st = l ? FREELIST_ENTRY(l, struct h2_stream, reuse) : NULL;
 
-	if (st) {
-		hc->free_streams = st->next;
-		hc->nfree--;
-	} else {
+	if (!st) {
 		st = calloc(1, sizeof(*st));
 		if (!st)
 			return NULL;
 	}
-	if (st->scratch_cap != scap) {
-		char *p = realloc(st->scratch, scap);
-
-		if (!p)
-			goto fail;
-		st->scratch = p;
-		st->scratch_cap = scap;
-	}
-	if (st->in.cap != icap) {
-		char *p = realloc(st->in.data, icap);
-
-		if (!p)
-			goto fail;
-		st->in.data = p;
-		st->in.cap = icap;
-	}
-	if (st->hdrs_cap != hcap) {
-		struct http1_header *h = realloc(st->hdrs, hcap * sizeof(*h));
-
-		if (!h)
-			goto fail;
-		st->hdrs = h;
-		st->hdrs_cap = hcap;
+	if (!h2_buf_ready(&st->scratch, &st->scratch_cap, h2_scratch_most(conf)) ||
+	    !h2_buf_ready(&st->in.data, &st->in.cap, h2_body_most(conf)))
+		goto fail;
+	/* the fields' array is sized at the start, to their count */
+	if (st->hdrs_cap > conf->max_headers) {
+		free(st->hdrs);
+		st->hdrs = NULL;
+		st->hdrs_cap = 0;
 	}
 	/* everything from lines on is per stream */
 	memset(&st->lines, 0, sizeof(*st) - offsetof(struct h2_stream, lines));
@@ -402,8 +607,8 @@ static void h2_stream_release(struct h2_stream *st)
 }
 
 /* The stream is gone from the session and its request let go: off the
- * list, kept with its buffers for the connection's next streams (up to
- * max_streams; an idle connection gives them back, h2_idle_trim). */
+ * list, kept with its buffers for the worker's next streams, any
+ * connection's (up to WORKER_H2_FREE_MAX, worker.c). */
 static void h2_stream_free(struct h2_stream *st)
 {
 	struct h2_conn *hc = st->hc;
@@ -418,12 +623,8 @@ static void h2_stream_free(struct h2_stream *st)
 	else
 		hc->last = st->prev;
 	hc->nstreams--;
-	if (!hc->closed && hc->nfree < hc->max_streams) {
-		st->next = hc->free_streams;
-		hc->free_streams = st;
-		hc->nfree++;
+	if (!hc->w->stopping && freelist_push(&hc->w->free_h2, &st->reuse))
 		return;
-	}
 	h2_stream_release(st);
 }
 
@@ -442,8 +643,12 @@ static bool h2_name_is(const uint8_t *n, size_t len, const char *lower)
  * they do not fit (the head is too large). */
 static bool h2_put(struct h2_stream *st, const void *p, size_t n)
 {
-	if (st->lines + n > st->scratch_cap)
+	int g = h2_grow(&st->scratch, &st->scratch_cap, st->lines + n, h2_scratch_most(st->hc->w->snap->conf));
+
+	if (g < 0) {
+		st->nomem |= g == -2;
 		return false;
+	}
 	memcpy(st->scratch + st->lines, p, n);
 	st->lines += n;
 	return true;
@@ -492,7 +697,7 @@ static int h2_on_header(nghttp2_session *s, const nghttp2_frame *frame, const ui
 		 * kept in the read buffer until the head is made */
 		size_t need = st->ck_len + (st->ck_len ? 2 : 0) + valuelen;
 
-		if (need > st->in.cap / 2) {
+		if (need > h2_head_most(conf) / 2 || !h2_in_fit(st, need, h2_head_most(conf))) {
 			st->too_big = true;
 			return 0;
 		}
@@ -523,8 +728,8 @@ static int h2_on_header(nghttp2_session *s, const nghttp2_frame *frame, const ui
  * does not fit. */
 static bool h2_make_head(struct h2_stream *st)
 {
-	char *d = st->in.data;
-	size_t cap = st->in.cap, n;
+	char *d;
+	size_t n;
 	size_t pre = st->m_len + 1 + st->p_len + sizeof(" HTTP/1.1\r\n") - 1 +
 		     (st->a_len ? sizeof("Host: \r\n") - 1 + st->a_len : 0);
 	size_t ck = st->ck_len ? sizeof("Cookie: \r\n") - 1 + st->ck_len : 0;
@@ -546,8 +751,9 @@ static bool h2_make_head(struct h2_stream *st)
 		hdr_lines = st->lines - end;
 		n = end;
 	}
-	if (pre + hdr_lines + ck + tail + 2 > cap)
+	if (!h2_in_fit(st, pre + hdr_lines + ck + tail + 2, h2_head_most(st->hc->w->snap->conf)))
 		return false;
+	d = st->in.data;
 	/* the cookie crumbs move to their place first: behind everything
 	 * but the final CRLF (they are at in's start) */
 	if (ck) {
@@ -615,7 +821,8 @@ static bool h2_body_put(struct h2_stream *st, const uint8_t *data, size_t len)
 			req_rebase(&st->rq, keep);
 			st->head_left = keep >= st->head_left ? 0 : st->head_left - keep;
 		}
-		if (st->in.len + need > st->in.cap)
+		if (st->in.len + need > st->in.cap &&
+		    (st->started || !h2_in_fit(st, st->in.len + need, h2_body_most(st->hc->w->snap->conf))))
 			return false;
 	}
 	memcpy(st->in.data + st->in.len, line, ll);
@@ -631,7 +838,9 @@ static bool h2_body_put(struct h2_stream *st, const uint8_t *data, size_t len)
 static void h2_body_end(struct h2_stream *st)
 {
 	st->in_end = true;
-	if (st->chunked_in && !st->last_chunk && st->in.len + 5 <= st->in.cap) {
+	if (st->chunked_in && !st->last_chunk &&
+	    (st->in.len + 5 <= st->in.cap ||
+	     (!st->started && h2_in_fit(st, st->in.len + 5, h2_body_most(st->hc->w->snap->conf))))) {
 		memcpy(st->in.data + st->in.len, "0\r\n\r\n", 5);
 		st->in.len += 5;
 		st->last_chunk = true;
@@ -865,17 +1074,17 @@ static int h2_send_data(nghttp2_session *s, nghttp2_frame *frame, const uint8_t 
 	size_t left = length;
 
 	(void)s;
-	if (hc->wq.cnt + H2_FRAME_SLICES > OUT_IOV_MAX || hc->wlen + 9 + 256 > H2_WBUF)
+	if (hc->wo->q.cnt + H2_FRAME_SLICES > OUT_IOV_MAX || hc->wlen + 9 + 256 > H2_WBUF)
 		return NGHTTP2_ERR_WOULDBLOCK;
-	memcpy(hc->wbuf + hc->wlen, framehd, 9);
-	outq_append(&hc->wq, hc->wbuf + hc->wlen, 9);
+	memcpy(hc->wo->buf + hc->wlen, framehd, 9);
+	outq_append(&hc->wo->q, hc->wo->buf + hc->wlen, 9);
 	hc->wlen += 9;
 	if (frame->data.padlen > 0) {
 		/* we never ask for padding; nghttp2 adds none on its own */
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
 	}
 	bool copy = length <= H2_COPY_MAX && hc->wlen + length <= H2_WBUF;
-	char *to = hc->wbuf + hc->wlen;
+	char *to = hc->wo->buf + hc->wlen;
 
 	while (left > 0 && st->seg_r < st->seg_w) {
 		struct h2_seg *g = &st->segs[st->seg_r];
@@ -886,10 +1095,10 @@ static int h2_send_data(nghttp2_session *s, nghttp2_frame *frame, const uint8_t 
 		if (copy) {
 			memcpy(to, g->p + st->seg_off, k);
 			to += k;
-		} else if (hc->wq.cnt >= OUT_IOV_MAX - 1) {
+		} else if (hc->wo->q.cnt >= OUT_IOV_MAX - 1) {
 			return NGHTTP2_ERR_CALLBACK_FAILURE;
 		} else {
-			outq_append(&hc->wq, g->p + st->seg_off, k);
+			outq_append(&hc->wo->q, g->p + st->seg_off, k);
 		}
 		st->seg_off += k;
 		left -= k;
@@ -904,7 +1113,7 @@ static int h2_send_data(nghttp2_session *s, nghttp2_frame *frame, const uint8_t 
 	if (st->seg_r == st->seg_w)
 		st->seg_r = st->seg_w = 0;
 	if (copy) {
-		outq_append(&hc->wq, hc->wbuf + hc->wlen, length);
+		outq_append(&hc->wo->q, hc->wo->buf + hc->wlen, length);
 		hc->wlen += length;
 		/* its slices are done with: a request waiting for that hears
 		 * it (h2_settle), before the stream's end */
@@ -1339,6 +1548,21 @@ static void h2_stream_start(struct h2_stream *st)
 		hc->goaway_last = st->id;
 		h2_count(hc, &w->proxy->h2_goaway_max_requests);
 	}
+	if (!st->nomem && st->hdrs_cap < st->fields + 3 && !st->too_big) {
+		/* the regular fields, and Host, Cookie, Transfer-Encoding */
+		unsigned n = st->fields + 3 < 32 ? 32 : st->fields + 3;
+		struct http1_header *h = realloc(st->hdrs, n * sizeof(*h));
+
+		if (h) {
+			st->hdrs = h;
+			st->hdrs_cap = n;
+		}
+		st->nomem = !h;
+	}
+	if (st->nomem) {
+		req_refuse(&st->rq, worker_next_rid(w), 503, "out of memory for an HTTP/2 request head");
+		return;
+	}
 	if (st->too_big) {
 		h2_count(hc, &w->proxy->h2_headers_refused);
 		h2_glitch(hc);
@@ -1346,16 +1570,16 @@ static void h2_stream_start(struct h2_stream *st)
 		return;
 	}
 	lim.max_head = st->in.len;
-	lim.max_headers = st->hdrs_cap;
+	lim.max_headers = st->hdrs_cap < conf->max_headers ? st->hdrs_cap : conf->max_headers;
 	r = http1_parse_request(&st->rq.msg, st->hdrs, st->in.data, st->in.len, &lim);
 	if (r <= 0) {
 		req_refuse(&st->rq, worker_next_rid(w), r < 0 ? (int)-r : 400,
 			   st->rq.msg.error ? st->rq.msg.error : "bad request");
 		return;
 	}
-	if (st->rq.msg.framing != HTTP1_BODY_NONE && st->in.cap < conf->max_head_size + 256 + 2 * conf->h2_window) {
+	if (st->rq.msg.framing != HTTP1_BODY_NONE && st->in.cap < h2_body_most(conf)) {
 		/* room for the body's window: the head's slices move */
-		size_t nc = conf->max_head_size + 256 + 2 * conf->h2_window;
+		size_t nc = h2_body_most(conf);
 		char *d = realloc(st->in.data, nc);
 
 		if (!d) {
@@ -1430,15 +1654,14 @@ static bool h2_settle(struct h2_conn *hc)
  * could be had (the caller closes). */
 static int h2_frames(struct h2_conn *hc)
 {
-	if (!hc->wbuf) {
+	if (!hc->wo) {
 		/* an idle connection holds none (h2_idle_trim) */
 		if (!nghttp2_session_want_write(hc->s))
 			return 0;
-		hc->wbuf = malloc(H2_WBUF);
-		if (!hc->wbuf)
+		if (h2_wout_new(hc) < 0)
 			return -1;
 	}
-	while (hc->wlen + H2_FRAME_ROOM <= H2_WBUF && hc->wq.cnt + H2_FRAME_SLICES < OUT_IOV_MAX) {
+	while (hc->wlen + H2_FRAME_ROOM <= H2_WBUF && hc->wo->q.cnt + H2_FRAME_SLICES < OUT_IOV_MAX) {
 		const uint8_t *p;
 		ssize_t n = nghttp2_session_mem_send(hc->s, &p);
 
@@ -1450,8 +1673,8 @@ static int h2_frames(struct h2_conn *hc)
 			log_warn("HTTP/2: a frame of %zd bytes past the output buffer; closing", n);
 			return -1;
 		}
-		memcpy(hc->wbuf + hc->wlen, p, (size_t)n);
-		outq_append(&hc->wq, hc->wbuf + hc->wlen, (size_t)n);
+		memcpy(hc->wo->buf + hc->wlen, p, (size_t)n);
+		outq_append(&hc->wo->q, hc->wo->buf + hc->wlen, (size_t)n);
 		hc->wlen += (size_t)n;
 	}
 	return 0;
@@ -1478,7 +1701,7 @@ static void h2_flush(struct h2_conn *hc)
 			h2_close_now(hc);
 			return;
 		}
-		if (outq_empty(&hc->wq))
+		if (h2_wq_empty(hc))
 			break;
 		rc = h2_io_flush(hc);
 		if (rc < 0) {
@@ -1495,7 +1718,7 @@ static void h2_flush(struct h2_conn *hc)
 		}
 		/* all out: the buffer is free, and the streams' slices too */
 		hc->wlen = 0;
-		outq_reset(&hc->wq);
+		outq_reset(&hc->wo->q);
 		hc->stuck_since = 0;
 		for (struct h2_stream *st = hc->streams; st; st = st->next) {
 			if (!st->in_wq)
@@ -1505,7 +1728,7 @@ static void h2_flush(struct h2_conn *hc)
 		}
 		hc->flush_again = true;
 	} while (hc->flush_again && !hc->closed);
-	if (hc->writing && outq_empty(&hc->wq)) {
+	if (hc->writing && h2_wq_empty(hc)) {
 		event_del(&hc->c->wev);
 		hc->writing = false;
 	}
@@ -1547,7 +1770,7 @@ static void h2_leave(struct h2_conn *hc)
 			if (!hc->ticking && hc->nstreams > 0) {
 				deadline_set(&hc->c->tev, H2_TICK_US);
 				hc->ticking = true;
-			} else if (hc->nstreams == 0 && !hc->trim_due && (hc->nfree > 0 || hc->rbuf || hc->wbuf)) {
+			} else if (hc->nstreams == 0 && !hc->trim_due && (hc->rbuf || hc->wo)) {
 				/* idle with what a burst left (its streams' buffers,
 				 * kept for the next burst): given back soon, by the
 				 * tick's h2_idle_trim, not at the idle timeout. Once:
@@ -1559,11 +1782,11 @@ static void h2_leave(struct h2_conn *hc)
 			/* an error (or a flood) ends the connection once its
 			 * GOAWAY is out, whatever its streams were doing; a
 			 * graceful GOAWAY once they are done */
-			if ((hc->fatal || (hc->goaway && hc->nstreams == 0)) && outq_empty(&hc->wq) &&
+			if ((hc->fatal || (hc->goaway && hc->nstreams == 0)) && h2_wq_empty(hc) &&
 			    !nghttp2_session_want_write(hc->s))
 				h2_close_now(hc);
 			else if (!nghttp2_session_want_read(hc->s) && !nghttp2_session_want_write(hc->s) &&
-				 outq_empty(&hc->wq) && hc->nstreams == 0)
+				 h2_wq_empty(hc) && hc->nstreams == 0)
 				h2_close_now(hc);
 		}
 	}
@@ -1571,12 +1794,6 @@ static void h2_leave(struct h2_conn *hc)
 		struct client *c = hc->c;
 		struct worker *w = hc->w;
 
-		while (hc->free_streams) {
-			struct h2_stream *st = hc->free_streams;
-
-			hc->free_streams = st->next;
-			h2_stream_release(st);
-		}
 		deadline_stop(&c->tev);
 		nghttp2_session_del(hc->s);
 		if (hc->ssl) {
@@ -1584,7 +1801,7 @@ static void h2_leave(struct h2_conn *hc)
 			c->ssl = NULL;
 		}
 		free(hc->rbuf);
-		free(hc->wbuf);
+		free(hc->wo);
 		free(hc);
 		c->h2 = NULL;
 		worker_client_put(w, c);
@@ -1603,7 +1820,7 @@ static void h2_op_leave(struct h2_conn *hc)
 		/* the write (h2_on_event's EV_WRITE) runs after the events
 		 * already due in this turn: the frames of every stream a
 		 * backend answered in it go out in one system call */
-		if (!outq_empty(&hc->wq) || nghttp2_session_want_write(hc->s))
+		if (!h2_wq_empty(hc) || nghttp2_session_want_write(hc->s))
 			event_active(&hc->c->wev, EV_WRITE, 1);
 		for (struct h2_stream *st = hc->streams; st && !due; st = st->next)
 			due = st->drain_due || st->data_due || (st->ready && !st->started) || st->closed;
@@ -1708,23 +1925,19 @@ static void h2_read(struct h2_conn *hc)
 }
 
 /* An idle connection (no stream, nothing to write) gives back its
- * buffers and the streams kept for reuse: most of a browser's
+ * buffers and its frame buffer's pages: most of a browser's
  * connections are idle most of the time. */
 static void h2_idle_trim(struct h2_conn *hc)
 {
-	if (hc->nstreams > 0 || !outq_empty(&hc->wq) || hc->pend > 0 || hc->flushing)
+	if (hc->nstreams > 0 || !h2_wq_empty(hc) || hc->pend > 0 || hc->flushing)
 		return;
-	while (hc->free_streams) {
-		struct h2_stream *st = hc->free_streams;
-
-		hc->free_streams = st->next;
-		h2_stream_release(st);
-	}
-	hc->nfree = 0;
 	free(hc->rbuf);
 	hc->rbuf = NULL;
-	free(hc->wbuf);
-	hc->wbuf = NULL;
+	free(hc->wo);
+	hc->wo = NULL;
+	hc->delivered = 0;
+	hc->stuck_since = 0;
+	h2_big_release(hc);
 	hc->wlen = 0;
 }
 
@@ -1738,7 +1951,7 @@ static void h2_timer(struct h2_conn *hc)
 	int64_t send_us = (int64_t)conf->h2_send_timeout_ms * 1000;
 	int32_t cwin = nghttp2_session_get_remote_window_size(hc->s);
 
-	if (hc->nstreams == 0 && outq_empty(&hc->wq)) {
+	if (hc->nstreams == 0 && h2_wq_empty(hc)) {
 		if (now - hc->last_active >= (int64_t)conf->h2_idle_timeout_ms * 1000 || hc->fatal || hc->goaway) {
 			if (!hc->goaway && !hc->fatal) {
 				h2_count(hc, &hc->w->proxy->h2_goaway_idle);
@@ -1771,9 +1984,9 @@ static void h2_timer(struct h2_conn *hc)
 		}
 	}
 	/* a client that reads nothing: output stuck a whole client_timeout */
-	if (!outq_empty(&hc->wq)) {
+	if (!h2_wq_empty(hc)) {
 		long q = conn_unacked(hc->fd);
-		uint64_t acked = q >= 0 && (uint64_t)q <= hc->wq.sent ? hc->wq.sent - (uint64_t)q : 0;
+		uint64_t acked = q >= 0 && (uint64_t)q <= hc->wo->q.sent ? hc->wo->q.sent - (uint64_t)q : 0;
 
 		if (acked != hc->delivered || hc->stuck_since == 0) {
 			hc->delivered = acked;
@@ -1785,7 +1998,7 @@ static void h2_timer(struct h2_conn *hc)
 	}
 	h2_idle_trim(hc);
 	hc->trim_due = false;
-	hc->ticking = hc->nstreams || !outq_empty(&hc->wq);
+	hc->ticking = hc->nstreams || !h2_wq_empty(hc);
 	deadline_set(&hc->c->tev, hc->ticking ? H2_TICK_US : (int64_t)conf->h2_idle_timeout_ms * 1000);
 }
 
@@ -1858,8 +2071,7 @@ int h2_start(struct client *c, int fd, struct ssl_st *ssl, const char *peer, con
 	hc->max_streams = conf->h2_max_streams;
 	hc->rcap = n > H2_RBUF ? n : H2_RBUF;
 	hc->rbuf = malloc(hc->rcap);
-	hc->wbuf = malloc(H2_WBUF);
-	if (!hc->rbuf || !hc->wbuf || nghttp2_option_new(&opt) != 0)
+	if (!hc->rbuf || h2_wout_new(hc) < 0 || nghttp2_option_new(&opt) != 0)
 		goto fail;
 	/* the request body's window opens as the backend takes it
 	 * (h2_req_resume), not as it arrives */
@@ -1873,12 +2085,19 @@ int h2_start(struct client *c, int fd, struct ssl_st *ssl, const char *peer, con
 	 * SETTINGS_NO_RFC7540_PRIORITIES turns off: without this, nghttp2
 	 * keeps up to max_concurrent_streams of them on an idle connection */
 	nghttp2_option_set_no_closed_streams(opt, 1);
+	/* responses' fields are coded without HPACK's dynamic table (as
+	 * HAProxy and NGINX code theirs): a full table of ours cost each
+	 * connection ~12 KB for as long as it lived, idle or not, and most
+	 * of a thumbnail response's fields change from one to the next
+	 * (etag, length, last-modified, age, date) */
+	nghttp2_option_set_max_deflate_dynamic_table_size(opt, 0);
 	/* frames of unknown types reach h2_on_begin_frame (glitches) only as
 	 * extension types of ours; their payloads are dropped */
 	for (unsigned type = 0x0a; type <= 0xff; type++)
 		if (type != 0x10)       /* PRIORITY_UPDATE: nghttp2's own */
 			nghttp2_option_set_user_recv_extension_type(opt, (uint8_t)type);
-	if (nghttp2_session_server_new2(&hc->s, cbs, hc, opt) != 0) {
+	hc->mem = (nghttp2_mem){ hc, h2_malloc, h2_free, h2_calloc, h2_realloc };
+	if (nghttp2_session_server_new3(&hc->s, cbs, hc, opt, &hc->mem) != 0) {
 		hc->s = NULL;
 		goto fail;
 	}
@@ -1938,7 +2157,7 @@ fail:
 	if (hc->s)
 		nghttp2_session_del(hc->s);
 	free(hc->rbuf);
-	free(hc->wbuf);
+	free(hc->wo);
 	free(hc);
 	return -1;
 }
@@ -1972,4 +2191,12 @@ void h2_close(struct client *c)
 			st->wake_due = false;
 	}
 	h2_leave(hc);
+}
+
+void h2_worker_end(struct worker *w)
+{
+	struct freelist_link *l;
+
+	while ((l = freelist_pop(&w->free_h2)))
+		h2_stream_release(FREELIST_ENTRY(l, struct h2_stream, reuse));
 }

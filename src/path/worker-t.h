@@ -296,6 +296,8 @@ struct worker {
 	struct freelist free_ups;
 	struct freelist free_mems;      /* struct client_mem */
 	struct freelist free_bufs;      /* a backend connection's buffers */
+	struct freelist free_h2;        /* HTTP/2 streams with their buffers,
+					   any connection's (h2.c) */
 	struct event ev_trim;           /* memory freed past the free lists
 					   goes back to the system */
 	bool trim_due;

@@ -38,6 +38,12 @@
  * thousands does not stay pinned (past it, blocks are freed and the
  * memory handed back, worker_trim_soon). About 30 KB each. */
 #define WORKER_MEM_FREE_MAX 64
+/* HTTP/2 streams kept for reuse by any connection of the worker (about
+ * 15 KB each with their buffers; h2.c): two connections' worth of
+ * max_concurrent_streams at the default. Kept per connection instead,
+ * each burst of 100 streams was malloc'd and freed, and the heap kept
+ * the pages of the bursts in between. */
+#define WORKER_H2_FREE_MAX 200
 /* A client's first read buffer: a request head fits; a larger head or a
  * request body gets buffer_size (front.c). */
 #define WORKER_BUF_SMALL 4096
@@ -518,6 +524,7 @@ struct worker *worker_new(struct proxy *p, int id, const struct worker_listener 
 	freelist_init(&w->free_ups, WORKER_UP_FREE_MAX);
 	freelist_init(&w->free_bufs, WORKER_UP_FREE_MAX);
 	freelist_init(&w->free_mems, WORKER_MEM_FREE_MAX);
+	freelist_init(&w->free_h2, WORKER_H2_FREE_MAX);
 	if (mbox_init(&w->mbox) < 0) {
 		snprintf(err, errlen, "worker %d: mailbox: %s", id, strerror(errno));
 		free(w);

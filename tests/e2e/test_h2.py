@@ -247,6 +247,19 @@ def main():
     t.check(all(rs[s][0] == 200 and rs[s][2] == harness.body_for(f"/h2/many/{s}.jpg") for s in sids),
          "100 streams at once on one connection: every body right")
     t.check(backend_requests(c1) - before == 100, "each fetched once from the backend")
+    # a head of 12 kB, within the limits: a stream's buffers start at 1 kB
+    # and grow to it; a stream reused after it serves a small one
+    long_path = "/h2/long/" + "p" * 1500 + ".jpg"
+    hop = "v" * 3000
+    big = [("x-hop-test", hop)] + [("cookie", f"c{i}=" + "k" * 200) for i in range(20)] + \
+          [(f"x-field-{i}", "f" * 40) for i in range(40)]
+    h.frame(h.headers(213, long_path, extra=big))
+    r = h.responses([213])[213]
+    t.check(r[0] == 200 and r[2] == harness.body_for(long_path) and r[1].get("x-echo-x-hop-test") == hop,
+         f"a 12 kB request head: served whole (got {r[0]})")
+    h.get(215, "/h2/after-long.jpg")
+    r = h.responses([215])[215]
+    t.check(r[0] == 200 and r[2] == harness.body_for("/h2/after-long.jpg"), "the next stream after it: served")
     h.close()
 
     # a large response under a small window, read as the window allows
