@@ -44,7 +44,6 @@
 #include "path/conn.h"
 #include "path/forward.h"
 #include "path/front.h"
-#include "path/h2.h"
 #include "backend/dnssrv.h"
 #include "backend/health.h"
 #include "base/log.h"
@@ -1473,7 +1472,6 @@ static void proxy_worker_end(struct worker *w)
 {
 	cache_memo_free(w->memo);
 	w->memo = NULL;
-	h2_worker_end(w);
 	access_buf_free(&w->alog);
 }
 

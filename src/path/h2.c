@@ -535,13 +535,15 @@ static bool h2_in_fit(struct h2_stream *st, size_t need, size_t most)
 static struct h2_stream *h2_stream_new(struct h2_conn *hc, int32_t id)
 {
 	const struct conf *conf = hc->w->snap->conf;
-	struct freelist_link *l = freelist_pop(&hc->w->free_h2);
+	struct freelist_link *l = worker_stock_take(&hc->w->free_h2);
 	struct h2_stream *st = l ? FREELIST_ENTRY(l, struct h2_stream, reuse) : NULL;
 
 	if (!st) {
 		st = calloc(1, sizeof(*st));
-		if (!st)
+		if (!st) {
+			worker_stock_forget(&hc->w->free_h2);
 			return NULL;
+		}
 	}
 	if (!h2_buf_ready(&st->scratch, &st->scratch_cap, h2_scratch_most(conf)) ||
 	    !h2_buf_ready(&st->in.data, &st->in.cap, h2_body_most(conf)))
@@ -581,6 +583,7 @@ static struct h2_stream *h2_stream_new(struct h2_conn *hc, int32_t id)
 	hc->working++;
 	return st;
 fail:
+	worker_stock_forget(&hc->w->free_h2);
 	free(st->scratch);
 	free(st->in.data);
 	free(st->hdrs);
@@ -606,6 +609,12 @@ static void h2_stream_release(struct h2_stream *st)
 	free(st);
 }
 
+/* The worker's stock of streams frees with this (worker_stock). */
+static void h2_stream_link_release(struct freelist_link *l)
+{
+	h2_stream_release(FREELIST_ENTRY(l, struct h2_stream, reuse));
+}
+
 /* The stream is gone from the session and its request let go: off the
  * list, kept with its buffers for the worker's next streams, any
  * connection's (up to WORKER_H2_FREE_MAX, worker.c). */
@@ -623,9 +632,8 @@ static void h2_stream_free(struct h2_stream *st)
 	else
 		hc->last = st->prev;
 	hc->nstreams--;
-	if (!hc->w->stopping && freelist_push(&hc->w->free_h2, &st->reuse))
-		return;
-	h2_stream_release(st);
+	if (!worker_stock_give(hc->w, &hc->w->free_h2, &st->reuse))
+		h2_stream_release(st);
 }
 
 
@@ -2065,6 +2073,7 @@ int h2_start(struct client *c, int fd, struct ssl_st *ssl, const char *peer, con
 	hc->c = c;
 	hc->w = w;
 	hc->fd = fd;
+	w->free_h2.release = h2_stream_link_release;
 	hc->ssl = ssl;
 	hc->ip = peer;
 	hc->iplen = strlen(peer);
@@ -2191,12 +2200,4 @@ void h2_close(struct client *c)
 			st->wake_due = false;
 	}
 	h2_leave(hc);
-}
-
-void h2_worker_end(struct worker *w)
-{
-	struct freelist_link *l;
-
-	while ((l = freelist_pop(&w->free_h2)))
-		h2_stream_release(FREELIST_ENTRY(l, struct h2_stream, reuse));
 }

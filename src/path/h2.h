@@ -39,8 +39,4 @@ void h2_drain(struct client *c);
 /* Close the connection now, its requests with it. */
 void h2_close(struct client *c);
 
-/* The streams a worker kept for reuse (struct worker's free_h2) are
- * freed: the worker has ended, its connections closed. */
-void h2_worker_end(struct worker *w);
-
 #endif

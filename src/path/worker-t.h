@@ -247,6 +247,20 @@ struct worker_listener {
 };
 
 /* A worker thread: its own event base, listener and pools. */
+/* A free list whose bound follows use (worker_stock_*, worker.c): it
+ * keeps up to the most objects out at once over the last two reviews
+ * (a second apart), at least base. A steady load of a thousand requests
+ * in flight then allocates none of them, and the memory of a burst goes
+ * back two seconds after it. */
+struct worker_stock {
+	struct freelist fl;
+	void (*release)(struct freelist_link *l); /* frees one kept */
+	unsigned base;
+	unsigned out;                   /* taken, not given back */
+	unsigned peak;                  /* the most out since the review */
+	unsigned prev;                  /* ... in the review's period */
+};
+
 struct worker {
 	int id;
 	struct proxy *proxy;
@@ -295,9 +309,11 @@ struct worker {
 	struct freelist free_clients;   /* structs kept for reuse */
 	struct freelist free_ups;
 	struct freelist free_mems;      /* struct client_mem */
-	struct freelist free_bufs;      /* a backend connection's buffers */
-	struct freelist free_h2;        /* HTTP/2 streams with their buffers,
+	struct worker_stock free_bufs;  /* a backend connection's buffers */
+	struct worker_stock free_h2;    /* HTTP/2 streams with their buffers,
 					   any connection's (h2.c) */
+	struct event ev_review;         /* the stocks' bounds follow use */
+	bool review_due;
 	struct event ev_trim;           /* memory freed past the free lists
 					   goes back to the system */
 	bool trim_due;

@@ -31,19 +31,23 @@
 #include "backend/snapshot.h"
 
 #define WORKER_FREE_MAX 1024    /* client structs kept for reuse (~600 B) */
-#define WORKER_UP_FREE_MAX 64   /* backend connection structs, and their
-				   buffer sets (in the pool they have none) */
+#define WORKER_UP_FREE_MAX 64   /* backend connection structs, and (at
+				   least, worker_stock) their buffer sets:
+				   in the pool they have none */
 /* Busy-connection memory kept for reuse: enough for the connections a
  * worker serves at once under steady load, few enough that a burst of
  * thousands does not stay pinned (past it, blocks are freed and the
  * memory handed back, worker_trim_soon). About 30 KB each. */
 #define WORKER_MEM_FREE_MAX 64
 /* HTTP/2 streams kept for reuse by any connection of the worker (about
- * 15 KB each with their buffers; h2.c): two connections' worth of
- * max_concurrent_streams at the default. Kept per connection instead,
+ * 15 KB each with their buffers; h2.c), at least: two connections' worth
+ * of max_concurrent_streams at the default. Kept per connection instead,
  * each burst of 100 streams was malloc'd and freed, and the heap kept
  * the pages of the bursts in between. */
 #define WORKER_H2_FREE_MAX 200
+/* The stocks' bounds are reviewed this often while one holds more than
+ * its base (worker_stock). */
+#define WORKER_REVIEW_MS 1000
 /* A client's first read buffer: a request head fits; a larger head or a
  * request body gets buffer_size (front.c). */
 #define WORKER_BUF_SMALL 4096
@@ -119,6 +123,14 @@ struct worker_bufnode {
 	struct worker_bufs b;
 };
 
+static void worker_bufnode_release(struct freelist_link *l)
+{
+	struct worker_bufnode *n = FREELIST_ENTRY(l, struct worker_bufnode, reuse);
+
+	worker_bufs_free(&n->b);
+	free(n);
+}
+
 #define WORKER_BUFS_OF(x) { (x)->in, (x)->hdrs, (x)->hdrs_cap, (x)->scratch, (x)->scratch_cap }
 #define WORKER_BUFS_TO(x, b) do { \
 		(x)->in = (b).in; (x)->hdrs = (b).hdrs; (x)->hdrs_cap = (b).hdrs_cap; \
@@ -151,6 +163,93 @@ static void worker_trim_soon(struct worker *w)
 		return;
 	w->trim_due = true;
 	evtimer_add(&w->ev_trim, &later);
+}
+
+/* ---- stocks: free lists bounded by recent use -------------------------------- */
+
+static void worker_stock_init(struct worker_stock *s, unsigned base, void (*release)(struct freelist_link *))
+{
+	freelist_init(&s->fl, base);
+	s->release = release;
+	s->base = base;
+	s->out = s->peak = s->prev = 0;
+}
+
+static unsigned worker_stock_bound(const struct worker_stock *s)
+{
+	unsigned b = s->peak > s->prev ? s->peak : s->prev;
+
+	return b > s->base ? b : s->base;
+}
+
+struct freelist_link *worker_stock_take(struct worker_stock *s)
+{
+	if (++s->out > s->peak)
+		s->peak = s->out;
+	return freelist_pop(&s->fl);
+}
+
+void worker_stock_forget(struct worker_stock *s)
+{
+	s->out--;
+}
+
+bool worker_stock_give(struct worker *w, struct worker_stock *s, struct freelist_link *l)
+{
+	static const struct timeval later = { WORKER_REVIEW_MS / 1000, (WORKER_REVIEW_MS % 1000) * 1000 };
+
+	s->out--;
+	s->fl.max = worker_stock_bound(s);
+	if (w->stopping || !freelist_push(&s->fl, l))
+		return false;
+	if (s->fl.n > s->base && !w->review_due) {
+		w->review_due = true;
+		evtimer_add(&w->ev_review, &later);
+	}
+	return true;
+}
+
+/* The period ends: the bound becomes the most out over it and the one
+ * before; what is kept past it is freed. Whether more than base is
+ * still kept. */
+static bool worker_stock_review(struct worker *w, struct worker_stock *s)
+{
+	struct freelist_link *l;
+	bool freed = false;
+
+	s->prev = s->peak;
+	s->peak = s->out;
+	s->fl.max = worker_stock_bound(s);
+	while (s->fl.n > s->fl.max && s->release && (l = freelist_pop(&s->fl))) {
+		s->release(l);
+		freed = true;
+	}
+	if (freed)
+		worker_trim_soon(w);
+	return s->fl.n > s->base;
+}
+
+static void worker_on_review(evutil_socket_t fd, short what, void *arg)
+{
+	static const struct timeval later = { WORKER_REVIEW_MS / 1000, (WORKER_REVIEW_MS % 1000) * 1000 };
+	struct worker *w = arg;
+	bool more;
+
+	(void)fd;
+	(void)what;
+	more = worker_stock_review(w, &w->free_bufs);
+	more |= worker_stock_review(w, &w->free_h2);
+	w->review_due = more && !w->stopping;
+	if (w->review_due)
+		evtimer_add(&w->ev_review, &later);
+}
+
+void worker_stock_drain(struct worker_stock *s)
+{
+	struct freelist_link *l;
+
+	while (s->release && (l = freelist_pop(&s->fl)))
+		s->release(l);
 }
 
 static void worker_set_timeouts(struct worker *w)
@@ -522,9 +621,10 @@ struct worker *worker_new(struct proxy *p, int id, const struct worker_listener 
 	}
 	freelist_init(&w->free_clients, WORKER_FREE_MAX);
 	freelist_init(&w->free_ups, WORKER_UP_FREE_MAX);
-	freelist_init(&w->free_bufs, WORKER_UP_FREE_MAX);
+	worker_stock_init(&w->free_bufs, WORKER_UP_FREE_MAX, worker_bufnode_release);
 	freelist_init(&w->free_mems, WORKER_MEM_FREE_MAX);
-	freelist_init(&w->free_h2, WORKER_H2_FREE_MAX);
+	/* release: h2.c's, set as its first connection starts */
+	worker_stock_init(&w->free_h2, WORKER_H2_FREE_MAX, NULL);
 	if (mbox_init(&w->mbox) < 0) {
 		snprintf(err, errlen, "worker %d: mailbox: %s", id, strerror(errno));
 		free(w);
@@ -562,6 +662,7 @@ struct worker *worker_new(struct proxy *p, int id, const struct worker_listener 
 	}
 	if (evtimer_assign(&w->ev_accept_resume, w->base, worker_on_accept_resume, w) < 0 ||
 	    evtimer_assign(&w->ev_trim, w->base, worker_on_trim, w) < 0 ||
+	    evtimer_assign(&w->ev_review, w->base, worker_on_review, w) < 0 ||
 	    evtimer_assign(&w->ev_warm, w->base, worker_on_warm, w) < 0)
 		goto fail;
 	w->snap = snap;
@@ -637,15 +738,12 @@ void worker_free(struct worker *w)
 	}
 	while ((l = freelist_pop(&w->free_ups)))
 		free(FREELIST_ENTRY(l, struct upstream, reuse));
-	while ((l = freelist_pop(&w->free_bufs))) {
-		struct worker_bufnode *n = FREELIST_ENTRY(l, struct worker_bufnode, reuse);
-
-		worker_bufs_free(&n->b);
-		free(n);
-	}
+	worker_stock_drain(&w->free_bufs);
+	worker_stock_drain(&w->free_h2);
 	event_del(&w->ev_accept_resume);
 	event_del(&w->ev_mbox);
 	event_del(&w->ev_trim);
+	event_del(&w->ev_review);
 	event_del(&w->ev_warm);
 	for (unsigned i = 0; i < w->nlis; i++) {
 		event_del(&w->lis[i].ev);
@@ -859,13 +957,16 @@ void worker_up_put(struct worker *w, struct upstream *u)
 
 int worker_up_bufs(struct worker *w, struct upstream *u)
 {
-	struct freelist_link *l = freelist_pop(&w->free_bufs);
+	struct freelist_link *l = worker_stock_take(&w->free_bufs);
 	struct worker_bufnode *n = l ? FREELIST_ENTRY(l, struct worker_bufnode, reuse) : calloc(1, sizeof(*n));
 	const struct conf *conf = w->snap->conf;
 
-	if (!n)
+	if (!n) {
+		worker_stock_forget(&w->free_bufs);
 		return -1;
+	}
 	if (worker_bufs_size(&n->b, conf, conf->buffer_size) < 0) {
+		worker_stock_forget(&w->free_bufs);
 		worker_bufs_free(&n->b);
 		free(n);
 		return -1;
@@ -886,7 +987,11 @@ void worker_up_bufs_put(struct worker *w, struct upstream *u)
 	u->hdrs_cap = 0;
 	u->scratch = NULL;
 	u->scratch_cap = 0;
-	worker_conn_drop(w, &w->free_bufs, &n->reuse, n, &n->b);
+	if (!worker_stock_give(w, &w->free_bufs, &n->reuse)) {
+		worker_bufs_free(&n->b);
+		free(n);
+		worker_trim_soon(w);
+	}
 }
 
 void worker_conn_closed(struct worker *w)

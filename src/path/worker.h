@@ -93,6 +93,16 @@ void worker_client_unpark(struct worker *w, struct client *c);
 int worker_client_grow(struct worker *w, struct client *c);
 struct upstream *worker_up_get(struct worker *w);
 void worker_up_put(struct worker *w, struct upstream *u);
+
+/* One object of a stock (worker-t.h): a kept one, or NULL (the caller
+ * makes one); either way counted out until given back or forgotten. */
+struct freelist_link *worker_stock_take(struct worker_stock *s);
+/* Back: kept (true), or the caller frees it (false: past the bound). */
+bool worker_stock_give(struct worker *w, struct worker_stock *s, struct freelist_link *l);
+/* An object taken could not be made (it is freed, not given back). */
+void worker_stock_forget(struct worker_stock *s);
+/* Every kept object freed (release); the worker has ended. */
+void worker_stock_drain(struct worker_stock *s);
 /* Lend u its buffers (read buffer of buffer_size, header array, scratch)
  * for a request, and take them back when it waits in the pool with
  * nothing buffered, or goes. 0 or -1 (out of memory). */
