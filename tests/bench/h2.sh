@@ -8,8 +8,8 @@
 # per request (the proxy's processes, all threads), requests per second,
 # p99 latency (from h2load's per-request log), and the memory one more h2
 # connection holds, idle after 100 streams (the RSS growth over a second
-# CONNS such connections, the first CONNS open, over CONNS; see
-# conn_memory).
+# CONNS such connections, the first CONNS open, over CONNS, on a fresh
+# process before the load; see conn_memory).
 #
 # Modes: forward (every request goes to the backend: ringproxy's [cache]
 # off, the others without a cache) and hit (100 URLs, cached: ringproxy's
