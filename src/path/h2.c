@@ -235,6 +235,11 @@ struct h2_conn {
 	size_t wlen;
 
 	unsigned busy;
+	bool due;                       /* a stream may have work for
+					   h2_settle: set with the flags it
+					   reads (ready, data_due, drain_due,
+					   closed, ended, wake_due), so a turn
+					   with none walks no stream */
 	bool closed;
 	bool flushing, flush_again;
 	bool read_paused;
@@ -255,6 +260,7 @@ struct h2_conn {
 	uint64_t delivered;             /* wq.sent the client had acked at
 					   the last tick */
 	int64_t stuck_since;
+	int64_t tick_at;                /* the next tick's stall checks */
 };
 
 static void h2_on_event(evutil_socket_t fd, short what, void *arg);
@@ -854,6 +860,7 @@ static void h2_body_end(struct h2_stream *st)
 		st->last_chunk = true;
 	}
 	st->data_due = true;
+	st->hc->due = true;
 }
 
 /* ---- the session's callbacks ----------------------------------------------------- */
@@ -937,6 +944,7 @@ static int h2_on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void
 			return 0;
 		}
 		st->ready = true;
+		st->hc->due = true;
 		st->chunked_in = !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && !st->has_cl;
 		if (st->too_big || !h2_make_head(st)) {
 			st->too_big = true;
@@ -980,6 +988,7 @@ static int h2_on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const
 		return 0;
 	}
 	st->data_due = true;
+	st->hc->due = true;
 	return 0;
 }
 
@@ -991,6 +1000,7 @@ static int h2_on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, voi
 	if (!st)
 		return 0;
 	st->closed = true;
+	st->hc->due = true;
 	if (code == NGHTTP2_NO_ERROR && st->eof_out) {
 		/* our END_STREAM went: the request hears the rest is out
 		 * once the socket took it (drained), its place is free */
@@ -1126,6 +1136,7 @@ static int h2_send_data(nghttp2_session *s, nghttp2_frame *frame, const uint8_t 
 		/* its slices are done with: a request waiting for that hears
 		 * it (h2_settle), before the stream's end */
 		st->drain_due = true;
+		st->hc->due = true;
 	} else {
 		st->in_wq = true;
 	}
@@ -1499,6 +1510,7 @@ static void h2_req_done(struct client *c)
 		 * (req_on_wake, which does nothing after this): the stream,
 		 * and a closed connection with its last stream, may go now */
 		st->wake_due = false;
+		st->hc->due = true;
 		h2_leave(hc);
 		return;
 	}
@@ -1522,6 +1534,7 @@ static void h2_req_close(struct client *c)
 	if (!st->ended) {
 		st->ended = true;
 		st->wake_due = !req_end(&st->rq);
+		hc->due = true;
 	}
 	h2_op_leave(hc);
 }
@@ -1611,6 +1624,10 @@ static bool h2_settle(struct h2_conn *hc)
 	bool did = false;
 	struct h2_stream *st, *next;
 
+	if (!hc->due)
+		return false;
+	/* work found on the way sets it again: the caller's next round */
+	hc->due = false;
 	for (st = hc->streams; st; st = next) {
 		next = st->next;
 		if (st->ready && !st->started && !st->reset && !hc->closed) {
@@ -1733,6 +1750,7 @@ static void h2_flush(struct h2_conn *hc)
 				continue;
 			st->in_wq = false;
 			st->drain_due = true;
+			st->hc->due = true;
 		}
 		hc->flush_again = true;
 	} while (hc->flush_again && !hc->closed);
@@ -1823,16 +1841,12 @@ static void h2_leave(struct h2_conn *hc)
 static void h2_op_leave(struct h2_conn *hc)
 {
 	if (hc->busy == 1 && !hc->closed) {
-		bool due = false;
-
 		/* the write (h2_on_event's EV_WRITE) runs after the events
 		 * already due in this turn: the frames of every stream a
 		 * backend answered in it go out in one system call */
 		if (!h2_wq_empty(hc) || nghttp2_session_want_write(hc->s))
 			event_active(&hc->c->wev, EV_WRITE, 1);
-		for (struct h2_stream *st = hc->streams; st && !due; st = st->next)
-			due = st->drain_due || st->data_due || (st->ready && !st->started) || st->closed;
-		if (due || hc->closed)
+		if (hc->due || hc->closed)
 			deadline_set(&hc->c->tev, 0);
 	}
 	hc->busy--;
@@ -1847,6 +1861,7 @@ static void h2_close_now(struct h2_conn *hc)
 	if (hc->closed)
 		return;
 	hc->closed = true;
+	hc->due = true;
 	event_del(&c->rev);
 	event_del(&c->wev);
 	if (hc->ssl) {
@@ -1949,27 +1964,15 @@ static void h2_idle_trim(struct h2_conn *hc)
 	hc->wlen = 0;
 }
 
-static void h2_timer(struct h2_conn *hc)
+/* Once a tick: streams whose response the client's window holds back
+ * past [h2] send_timeout are reset; a connection whose output the client
+ * has not taken for a whole client_timeout is closed (false then). */
+static bool h2_stalls(struct h2_conn *hc, int64_t now)
 {
-	if (hc->closed)
-		return;
-
 	const struct conf *conf = hc->w->snap->conf;
-	int64_t now = deadline_now_us();
 	int64_t send_us = (int64_t)conf->h2_send_timeout_ms * 1000;
 	int32_t cwin = nghttp2_session_get_remote_window_size(hc->s);
 
-	if (hc->nstreams == 0 && h2_wq_empty(hc)) {
-		if (now - hc->last_active >= (int64_t)conf->h2_idle_timeout_ms * 1000 || hc->fatal || hc->goaway) {
-			if (!hc->goaway && !hc->fatal) {
-				h2_count(hc, &hc->w->proxy->h2_goaway_idle);
-				nghttp2_submit_goaway(hc->s, NGHTTP2_FLAG_NONE,
-						      nghttp2_session_get_last_proc_stream_id(hc->s), NGHTTP2_NO_ERROR,
-						      NULL, 0);
-			}
-			hc->fatal = true;
-		}
-	}
 	/* a stream whose ready bytes the client's window keeps back */
 	for (struct h2_stream *st = hc->streams; st; st = st->next) {
 		if (st->closed || st->reset || !st->head_out || st->seg_r == st->seg_w) {
@@ -2001,13 +2004,48 @@ static void h2_timer(struct h2_conn *hc)
 			hc->stuck_since = now;
 		} else if (now - hc->stuck_since >= (int64_t)conf->client_timeout_ms * 1000) {
 			h2_close_now(hc);
-			return;
+			return false;
 		}
+	}
+	return true;
+}
+
+/* The connection's timer: its ticks, its idle timeout, its trim, and
+ * the kicks (deadline 0) that run h2_settle at the next turn. The walks
+ * over every stream are once a tick, not once a kick: under load a kick
+ * comes with most backend answers. */
+static void h2_timer(struct h2_conn *hc)
+{
+	if (hc->closed)
+		return;
+
+	const struct conf *conf = hc->w->snap->conf;
+	int64_t now = deadline_now_us();
+
+	if (hc->nstreams == 0 && h2_wq_empty(hc)) {
+		if (now - hc->last_active >= (int64_t)conf->h2_idle_timeout_ms * 1000 || hc->fatal || hc->goaway) {
+			if (!hc->goaway && !hc->fatal) {
+				h2_count(hc, &hc->w->proxy->h2_goaway_idle);
+				nghttp2_submit_goaway(hc->s, NGHTTP2_FLAG_NONE,
+						      nghttp2_session_get_last_proc_stream_id(hc->s), NGHTTP2_NO_ERROR,
+						      NULL, 0);
+			}
+			hc->fatal = true;
+		}
+	}
+	if (now >= hc->tick_at) {
+		hc->tick_at = now + H2_TICK_US;
+		/* and h2_settle walks the streams once a tick, whatever
+		 * the flags said */
+		hc->due = true;
+		if (!h2_stalls(hc, now))
+			return;
 	}
 	h2_idle_trim(hc);
 	hc->trim_due = false;
 	hc->ticking = hc->nstreams || !h2_wq_empty(hc);
-	deadline_set(&hc->c->tev, hc->ticking ? H2_TICK_US : (int64_t)conf->h2_idle_timeout_ms * 1000);
+	deadline_set(&hc->c->tev, hc->ticking ? (hc->tick_at > now ? hc->tick_at - now : 0) :
+			     (int64_t)conf->h2_idle_timeout_ms * 1000);
 }
 
 static void h2_on_event(evutil_socket_t fd, short what, void *arg)
@@ -2198,6 +2236,7 @@ void h2_close(struct client *c)
 		h2_settle(hc);
 		for (struct h2_stream *st = hc->streams; st; st = st->next)
 			st->wake_due = false;
+		hc->due = true;
 	}
 	h2_leave(hc);
 }
