@@ -1161,6 +1161,21 @@ static bool h2_hop_field(struct http1_str n)
  * slice. Returns the slice the head ends in, with *len its bytes and
  * *end_off the offset past it in that slice; -1 when its end is not
  * queued yet; -2 out of memory. */
+/* The first "\r\n\r\n" in p[0..n): a line's end found with memchr (a
+ * head is lines of tens of bytes), then the three bytes before it.
+ * memmem's general search cost 4.5 instructions a byte here. */
+static const char *h2_blank_line(const char *p, size_t n)
+{
+	const char *e = p + n, *q = p + 3;
+
+	while (q < e && (q = memchr(q, '\n', (size_t)(e - q)))) {
+		if (q[-1] == '\r' && q[-2] == '\n' && q[-3] == '\r')
+			return q - 3;
+		q++;
+	}
+	return NULL;
+}
+
 static int h2_head_gather(struct h2_stream *st, int idx, char *sbuf, char **buf, size_t *cap, size_t *len,
 			  size_t *end_off)
 {
@@ -1178,10 +1193,10 @@ static int h2_head_gather(struct h2_stream *st, int idx, char *sbuf, char **buf,
 
 			memcpy(seam, *buf + *len - t, t);
 			memcpy(seam + t, p, h);
-			if ((e = memmem(seam, t + h, "\r\n\r\n", 4)))
+			if ((e = h2_blank_line(seam, t + h)))
 				upto = (size_t)(e - seam) + 4 - t;
 		}
-		if (!e && (e = memmem(p, take, "\r\n\r\n", 4)))
+		if (!e && (e = h2_blank_line(p, take)))
 			upto = (size_t)(e - p) + 4;
 		if (*len + upto > *cap) {
 			size_t nc = (*len + upto) * 2 + 256;
