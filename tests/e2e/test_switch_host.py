@@ -59,13 +59,17 @@ http {{
 """
 
 
-def hits(port, urls):
+def hits(port, urls, misses=None):
     """How many of urls (GET, Host: img.example) came back 200 as a Varnish
-    hit (two ids in X-Varnish)."""
+    hit (two ids in X-Varnish); the others go to misses (URL, status, the
+    backend that answered, X-Varnish) when given."""
     n = 0
     for u in urls:
         st, h, _ = H.get(port, u, headers={"Host": "img.example"})
-        n += st == 200 and len(h.get("x-varnish", "").split()) == 2
+        hit = st == 200 and len(h.get("x-varnish", "").split()) == 2
+        n += hit
+        if not hit and misses is not None:
+            misses.append((u, st, h.get("x-ringproxy-backend"), h.get("x-varnish")))
     return n
 
 
@@ -128,10 +132,18 @@ def main():
 
     px = H.Proxy(RP, ini, tag="switch")
     before = origin.stats()["requests"]
-    n = hits(px.port, switched)
+    misses = []
+    n = hits(px.port, switched, misses)
+    # a miss here is an object not where the ring puts it: NGINX's log
+    # says whether a fill went to another cache (an upstream error)
+    try:
+        nglog = [ln for ln in open(f"{prefix}/error.log") if "upstream" in ln][-10:]
+    except OSError:
+        nglog = []
     t.check(n == len(switched) and origin.stats()["requests"] == before,
             f"after the switch with the imported backend_host: {n} of {len(switched)} requests were Varnish "
-            f"hits, {origin.stats()['requests'] - before} origin fetches")
+            f"hits, {origin.stats()['requests'] - before} origin fetches",
+            f"misses (url, status, backend, x-varnish): {misses}; NGINX's upstream lines: {nglog}")
     st, h, _ = H.get(px.port, "/thumbs/new.jpg", headers={"Host": "img.example"})
     t.check(st == 200 and h.get("x-echo-host") == "thumbs",
             "a new URL through ringproxy reaches the origin with Host: thumbs (through Varnish)",
