@@ -298,7 +298,7 @@ static const struct conf_keydef conf_keys[] = {
 	  "(RST_STREAM CANCEL), freeing what it held" },
 	{ CONF_IN_H2, "max_glitches", CONF_T_UINT, P(h2_max_glitches), "1000", 1, 1000000, NULL,
 	  "frames that do no work a connection may send (PING, SETTINGS, PRIORITY, empty DATA, unknown frames, "
-	  "WINDOW_UPDATE of 0, resets of streams whose request was under way, header blocks over the limits); past it "
+	  "PRIORITY_UPDATE for a stream not open, WINDOW_UPDATE of 0, resets of streams whose request was under way, header blocks over the limits); past it "
 	  "GOAWAY ENHANCE_YOUR_CALM" },
 
 	{ CONF_IN_TLS, "listen", CONF_T_LISTEN, P(tls_listen), "", 0, 0,

@@ -887,6 +887,7 @@ static int h2_on_begin_frame(nghttp2_session *s, const nghttp2_frame_hd *hd, voi
 			hc->settings_seen = true;
 		}
 		break;
+	case NGHTTP2_PRIORITY_UPDATE:   /* judged once read (h2_on_frame_recv) */
 	case NGHTTP2_HEADERS:
 	case NGHTTP2_RST_STREAM:
 	case NGHTTP2_PUSH_PROMISE:
@@ -963,6 +964,17 @@ static int h2_on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void
 		if (st && !st->done)
 			h2_early_reset(arg);
 		break;
+	case NGHTTP2_PRIORITY_UPDATE: {
+		/* RFC 9218: a browser reorders the requests it has under
+		 * way; one for a stream not open with us (idle: nghttp2 keeps
+		 * an idle stream for it, the oldest of 100 dropped; closed)
+		 * did no work: a flood of them is a glitch flood */
+		const nghttp2_ext_priority_update *pu = frame->ext.payload;
+
+		if (!pu || !nghttp2_session_get_stream_user_data(s, pu->stream_id))
+			h2_glitch(arg);
+		break;
+	}
 	default:
 		break;
 	}
@@ -2160,8 +2172,12 @@ int h2_start(struct client *c, int fd, struct ssl_st *ssl, const char *peer, con
 	/* frames of unknown types reach h2_on_begin_frame (glitches) only as
 	 * extension types of ours; their payloads are dropped */
 	for (unsigned type = 0x0a; type <= 0xff; type++)
-		if (type != 0x10)       /* PRIORITY_UPDATE: nghttp2's own */
+		if (type != NGHTTP2_PRIORITY_UPDATE)
 			nghttp2_option_set_user_recv_extension_type(opt, (uint8_t)type);
+	/* RFC 9218's PRIORITY_UPDATE is nghttp2's to apply, but only when
+	 * asked: without this it drops them unseen (a browser's reordering
+	 * lost, and a flood of them counted nowhere) */
+	nghttp2_option_set_builtin_recv_extension_type(opt, NGHTTP2_PRIORITY_UPDATE);
 	hc->mem = (nghttp2_mem){ hc, h2_malloc, h2_free, h2_calloc, h2_realloc };
 	if (nghttp2_session_server_new3(&hc->s, cbs, hc, opt, &hc->mem) != 0) {
 		hc->s = NULL;
