@@ -2119,34 +2119,9 @@ static nghttp2_session_callbacks *h2_callbacks(void)
 	return cbs;
 }
 
-int h2_start(struct client *c, int fd, struct ssl_st *ssl, const char *peer, const void *data, size_t n)
+/* The session's options: our limits, and what nghttp2 does for us. */
+static void h2_options(nghttp2_option *opt, const struct conf *conf)
 {
-	struct worker *w = c->w;
-	const struct conf *conf = w->snap->conf;
-	nghttp2_session_callbacks *cbs = h2_callbacks();
-	nghttp2_option *opt = NULL;
-	struct h2_conn *hc;
-	nghttp2_settings_entry iv[5];
-
-	if (!cbs)
-		return -1;
-	hc = calloc(1, sizeof(*hc));
-	if (!hc) {
-		nghttp2_session_callbacks_del(cbs);
-		return -1;
-	}
-	hc->c = c;
-	hc->w = w;
-	hc->fd = fd;
-	w->free_h2.release = h2_stream_link_release;
-	hc->ssl = ssl;
-	hc->ip = peer;
-	hc->iplen = strlen(peer);
-	hc->max_streams = conf->h2_max_streams;
-	hc->rcap = n > H2_RBUF ? n : H2_RBUF;
-	hc->rbuf = malloc(hc->rcap);
-	if (!hc->rbuf || h2_wout_new(hc) < 0 || nghttp2_option_new(&opt) != 0)
-		goto fail;
 	/* the request body's window opens as the backend takes it
 	 * (h2_req_resume), not as it arrives */
 	nghttp2_option_set_no_auto_window_update(opt, 1);
@@ -2178,6 +2153,37 @@ int h2_start(struct client *c, int fd, struct ssl_st *ssl, const char *peer, con
 	 * asked: without this it drops them unseen (a browser's reordering
 	 * lost, and a flood of them counted nowhere) */
 	nghttp2_option_set_builtin_recv_extension_type(opt, NGHTTP2_PRIORITY_UPDATE);
+}
+
+int h2_start(struct client *c, int fd, struct ssl_st *ssl, const char *peer, const void *data, size_t n)
+{
+	struct worker *w = c->w;
+	const struct conf *conf = w->snap->conf;
+	nghttp2_session_callbacks *cbs = h2_callbacks();
+	nghttp2_option *opt = NULL;
+	struct h2_conn *hc;
+	nghttp2_settings_entry iv[5];
+
+	if (!cbs)
+		return -1;
+	hc = calloc(1, sizeof(*hc));
+	if (!hc) {
+		nghttp2_session_callbacks_del(cbs);
+		return -1;
+	}
+	hc->c = c;
+	hc->w = w;
+	hc->fd = fd;
+	w->free_h2.release = h2_stream_link_release;
+	hc->ssl = ssl;
+	hc->ip = peer;
+	hc->iplen = strlen(peer);
+	hc->max_streams = conf->h2_max_streams;
+	hc->rcap = n > H2_RBUF ? n : H2_RBUF;
+	hc->rbuf = malloc(hc->rcap);
+	if (!hc->rbuf || h2_wout_new(hc) < 0 || nghttp2_option_new(&opt) != 0)
+		goto fail;
+	h2_options(opt, conf);
 	hc->mem = (nghttp2_mem){ hc, h2_malloc, h2_free, h2_calloc, h2_realloc };
 	if (nghttp2_session_server_new3(&hc->s, cbs, hc, opt, &hc->mem) != 0) {
 		hc->s = NULL;
