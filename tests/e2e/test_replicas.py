@@ -146,7 +146,15 @@ def main():
     if seq is None:
         t.check(False, "a key of the same primary among 200")
         return
+    # each request is a new connection, which may reach the other worker
+    # before the first has let go of the previous request's in-flight
+    # slot (after its response went out): then c0 has one in flight and
+    # the next goes to c1, rightly. "Nothing in flight" is waited for
+    def idle():
+        st, j = admin(A, "GET", "/stats")
+        return st == 200 and j.get("inflight") == 0
     for _ in range(6):
+        harness.wait_until(idle, 5)
         get(P, seq)
     t.check(len(sl) == 2 and by[sl[0]].n("GET", seq) == 6 and
             sum(b.n("GET", seq) for b in bes) == 6,
