@@ -276,7 +276,7 @@ def main():
     # RFC 9218 priorities: two ready responses, the more urgent written
     # first although asked for second; without the field, in stream order
     # (the control, so that the check can tell)
-    def finish_order(extra_a, extra_b, tag):
+    def finish_order(extra_a, extra_b, tag, after=b""):
         a, b = f"/h2/prio/{tag}-a.jpg?size=200000", f"/h2/prio/{tag}-b.jpg?size=200000"
         w = H2(port)
         w.get(1, a)
@@ -285,7 +285,7 @@ def main():
         w.close()
         w = H2(port, settings={hf.SettingsFrame.INITIAL_WINDOW_SIZE: 1 << 30})
         w.frame(hf.WindowUpdateFrame(0, window_increment=1 << 30))
-        w.send(w.headers(1, a, extra=extra_a).serialize() + w.headers(3, b, extra=extra_b).serialize())
+        w.send(w.headers(1, a, extra=extra_a).serialize() + w.headers(3, b, extra=extra_b).serialize() + after)
         order, end = [], time.monotonic() + 30
         while len(order) < 2 and time.monotonic() < end:
             f = w.recv_frame(max(0.05, end - time.monotonic()))
@@ -301,6 +301,11 @@ def main():
     t.check(got == [3, 1], "RFC 9218: priority u=1 asked second finishes before u=6 asked first", got)
     got = finish_order([], [], "plain")
     t.check(got == [1, 3], "... and without the field, the two finish in the order asked (the same urgency)", got)
+    # a browser reorders what it asked with PRIORITY_UPDATE (type 0x10 on
+    # stream 0: the stream's id, then the priority field's value)
+    upd = struct.pack(">I", 7)[1:] + b"\x10\x00" + struct.pack(">I", 0) + struct.pack(">I", 3) + b"u=1"
+    got = finish_order([], [], "update", after=upd)
+    t.check(got == [3, 1], "RFC 9218: a PRIORITY_UPDATE to u=1 for the second stream: it finishes first", got)
 
     log = p.wait_log(r'"GET /h2/a\.jpg HTTP/2" 200 .* stream=1', timeout=5)
     t.check(log is not None, "the access log line says HTTP/2 and the stream id")
