@@ -227,7 +227,7 @@ struct h2_conn {
 	size_t pend;                    /* bytes in rbuf handed over at the
 					   start, not yet given to nghttp2 */
 	struct h2_wout *wo;             /* NULL while idle (h2_idle_trim) */
-	nghttp2_mem mem;                /* nghttp2's allocator: h2_alloc */
+	nghttp2_mem mem;                /* nghttp2's allocator: h2_malloc... */
 	struct {
 		void *p;
 		size_t n;
@@ -405,22 +405,13 @@ static void *h2_realloc(void *o, size_t n, void *arg)
 	return p;
 }
 
-/* The whole pages inside each frame buffer go back to the kernel: their
- * contents are garbage while nothing is being written. */
+/* The frame buffers' pages (whole ones, h2_big_alloc) go back to the
+ * kernel: their contents are garbage while nothing is being written. */
 static void h2_big_release(struct h2_conn *hc)
 {
-	long page = sysconf(_SC_PAGESIZE);
-
-	for (int i = 0; i < H2_BIG_MAX; i++) {
-		uintptr_t a = (uintptr_t)hc->big[i].p, b = a + hc->big[i].n;
-
-		if (!hc->big[i].p || page <= 0)
-			continue;
-		a = (a + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
-		b &= ~((uintptr_t)page - 1);
-		if (b > a)
-			madvise((void *)a, b - a, MADV_DONTNEED);
-	}
+	for (int i = 0; i < H2_BIG_MAX; i++)
+		if (hc->big[i].p)
+			madvise(hc->big[i].p, hc->big[i].n, MADV_DONTNEED);
 }
 
 /* ---- counting ---------------------------------------------------------------- */
@@ -528,14 +519,20 @@ static size_t h2_body_most(const struct conf *conf)
 	return conf->max_head_size + 256 + 2 * conf->h2_window;
 }
 
-/* Room in in for need bytes: false when past most, or out of memory
- * (nomem then). Only before the request began: its slices point in. */
-static bool h2_in_fit(struct h2_stream *st, size_t need, size_t most)
+/* Room for need bytes in one of the stream's buffers: false when past
+ * most, or out of memory (nomem then). in only before the request
+ * began: its slices point in it. */
+static bool h2_fit(struct h2_stream *st, char **buf, size_t *cap, size_t need, size_t most)
 {
-	int g = h2_grow(&st->in.data, &st->in.cap, need, most);
+	int g = h2_grow(buf, cap, need, most);
 
 	st->nomem |= g == -2;
 	return g == 0;
+}
+
+static bool h2_in_fit(struct h2_stream *st, size_t need, size_t most)
+{
+	return h2_fit(st, &st->in.data, &st->in.cap, need, most);
 }
 
 static struct h2_stream *h2_stream_new(struct h2_conn *hc, int32_t id)
@@ -638,8 +635,7 @@ static void h2_stream_free(struct h2_stream *st)
 	else
 		hc->last = st->prev;
 	hc->nstreams--;
-	if (!worker_stock_give(hc->w, &hc->w->free_h2, &st->reuse))
-		h2_stream_release(st);
+	worker_stock_give(hc->w, &hc->w->free_h2, &st->reuse);
 }
 
 
@@ -657,12 +653,8 @@ static bool h2_name_is(const uint8_t *n, size_t len, const char *lower)
  * they do not fit (the head is too large). */
 static bool h2_put(struct h2_stream *st, const void *p, size_t n)
 {
-	int g = h2_grow(&st->scratch, &st->scratch_cap, st->lines + n, h2_scratch_most(st->hc->w->snap->conf));
-
-	if (g < 0) {
-		st->nomem |= g == -2;
+	if (!h2_fit(st, &st->scratch, &st->scratch_cap, st->lines + n, h2_scratch_most(st->hc->w->snap->conf)))
 		return false;
-	}
 	memcpy(st->scratch + st->lines, p, n);
 	st->lines += n;
 	return true;

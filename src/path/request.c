@@ -587,8 +587,7 @@ int req_response_head(struct request *rq, const struct http1_msg *resp, struct h
 	v = outq_tail(rq->out, &room);
 	/* an HTTP/2 stream's scratch is small until a head needs more */
 	n = *rq->scratch ? http1_write_response(resp, fr, v, room - 1, *rq->scratch, *rq->scratch_cap) : -1;
-	if (n < 0 && *rq->scratch_cap < rq->w->snap->conf->max_head_size + WORKER_SCRATCH_EXTRA &&
-	    worker_scratch_fit(rq->w, rq->scratch, rq->scratch_cap) == 0)
+	if (n < 0 && worker_scratch_fit(rq->w, rq->scratch, rq->scratch_cap) > 0)
 		n = http1_write_response(resp, fr, v, room - 1, *rq->scratch, *rq->scratch_cap);
 	if (n < 0)
 		return -1;

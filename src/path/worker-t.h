@@ -246,7 +246,6 @@ struct worker_listener {
 	struct worker *w;
 };
 
-/* A worker thread: its own event base, listener and pools. */
 /* A free list whose bound follows use (worker_stock_*, worker.c): it
  * keeps up to the most objects out at once over the last two reviews
  * (a second apart), at least base. A steady load of a thousand requests
@@ -261,6 +260,7 @@ struct worker_stock {
 	unsigned prev;                  /* ... in the review's period */
 };
 
+/* A worker thread: its own event base, listener and pools. */
 struct worker {
 	int id;
 	struct proxy *proxy;

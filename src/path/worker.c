@@ -194,19 +194,21 @@ void worker_stock_forget(struct worker_stock *s)
 	s->out--;
 }
 
-bool worker_stock_give(struct worker *w, struct worker_stock *s, struct freelist_link *l)
+void worker_stock_give(struct worker *w, struct worker_stock *s, struct freelist_link *l)
 {
 	static const struct timeval later = { WORKER_REVIEW_MS / 1000, (WORKER_REVIEW_MS % 1000) * 1000 };
 
 	s->out--;
 	s->fl.max = worker_stock_bound(s);
-	if (w->stopping || !freelist_push(&s->fl, l))
-		return false;
+	if (w->stopping || !freelist_push(&s->fl, l)) {
+		s->release(l);
+		worker_trim_soon(w);
+		return;
+	}
 	if (s->fl.n > s->base && !w->review_due) {
 		w->review_due = true;
 		evtimer_add(&w->ev_review, &later);
 	}
-	return true;
 }
 
 /* The period ends: the bound becomes the most out over it and the one
@@ -987,11 +989,7 @@ void worker_up_bufs_put(struct worker *w, struct upstream *u)
 	u->hdrs_cap = 0;
 	u->scratch = NULL;
 	u->scratch_cap = 0;
-	if (!worker_stock_give(w, &w->free_bufs, &n->reuse)) {
-		worker_bufs_free(&n->b);
-		free(n);
-		worker_trim_soon(w);
-	}
+	worker_stock_give(w, &w->free_bufs, &n->reuse);
 }
 
 void worker_conn_closed(struct worker *w)
@@ -1030,7 +1028,7 @@ int worker_scratch_fit(struct worker *w, char **scratch, size_t *cap)
 		return -1;
 	*scratch = p;
 	*cap = need;
-	return 0;
+	return 1;
 }
 
 struct pool *worker_pool(struct worker *w, uint32_t backend_id)

@@ -97,8 +97,8 @@ void worker_up_put(struct worker *w, struct upstream *u);
 /* One object of a stock (worker-t.h): a kept one, or NULL (the caller
  * makes one); either way counted out until given back or forgotten. */
 struct freelist_link *worker_stock_take(struct worker_stock *s);
-/* Back: kept (true), or the caller frees it (false: past the bound). */
-bool worker_stock_give(struct worker *w, struct worker_stock *s, struct freelist_link *l);
+/* Back: kept, or freed (release) when past the bound. */
+void worker_stock_give(struct worker *w, struct worker_stock *s, struct freelist_link *l);
 /* An object taken could not be made (it is freed, not given back). */
 void worker_stock_forget(struct worker_stock *s);
 /* Every kept object freed (release); the worker has ended. */
@@ -115,7 +115,8 @@ struct snapshot *worker_snap_take(struct worker *w);
 void worker_snap_drop(struct worker *w, struct snapshot *s);
 /* Make sure *scratch holds a head of the current max_head_size: a reload
  * may have raised it since the connection's buffers were sized (rare, so
- * the allocation is not on the steady path). 0 or -1. */
+ * the allocation is not on the steady path). 1 it grew, 0 it was big
+ * enough, -1 out of memory. */
 int worker_scratch_fit(struct worker *w, char **scratch, size_t *cap);
 /* A client connection accepted here closed (the count max_connections
  * is checked against). */
