@@ -108,12 +108,7 @@ EOF
 	esac
 	PIDS+=("${PP[@]}")
 	# HAProxy's "proto h2" bind speaks only HTTP/2: ask in it
-	for _ in $(seq 100); do
-		curl -sk -o /dev/null --max-time 1 $([ "$scheme" = tls ] && echo --http2 || echo --http2-prior-knowledge) \
-			"$URL/thumbs/0/1_200x200.jpg" && break
-		kill -0 "${PP[0]}" 2>/dev/null || { echo "$name exited (logs in $TMP)" >&2; exit 1; }
-		sleep 0.1
-	done
+	bench_wait_h2 "$URL" "${PP[0]}"
 	# NGINX's workers are its master's children
 	if [ "$name" = nginx ]; then
 		sleep 0.3

@@ -68,12 +68,7 @@ count() {
 		pid=$! ;;
 	esac
 	PIDS+=($pid)
-	for _ in $(seq 300); do
-		curl -sk -o /dev/null --max-time 2 $([ "$scheme" = tls ] && echo --http2 || echo --http2-prior-knowledge) \
-			"$url/__up" && break
-		kill -0 "$pid" 2>/dev/null || { echo "$name exited (log: $TMP/proxy.log)" >&2; exit 1; }
-		sleep 0.1
-	done
+	bench_wait_h2 "$url" "$pid" 300     # under valgrind: slow to start
 	sed "1s|^|$url|" "$TMP/urls" >"$TMP/urls-run"
 	timeout 600 h2load -c 10 -m 100 -n "$WARM_N" -i "$TMP/urls-run" >/dev/null
 	callgrind_control -z "$pid" >/dev/null 2>&1

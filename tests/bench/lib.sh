@@ -130,6 +130,24 @@ bench_wait_http() {
 	exit 1
 }
 
+# bench_wait_h2 URL PID [TRIES]: returns once an HTTP/2 GET of URL/__up
+# answers (TLS with ALPN h2 for https://, else prior knowledge), every
+# 0.1 s up to TRIES [100] times; exits if PID ends or nothing answers.
+bench_wait_h2() {
+	local i how=--http2-prior-knowledge
+	[ "${1#https:}" != "$1" ] && how=--http2
+	for i in $(seq "${3:-100}"); do
+		curl -sk -o /dev/null --max-time 2 "$how" "$1/__up" && return 0
+		if ! kill -0 "$2" 2>/dev/null; then
+			echo "pid $2 exited before answering on $1 (logs in $TMP)" >&2
+			exit 1
+		fi
+		sleep 0.1
+	done
+	echo "nothing answers HTTP/2 on $1 (logs in $TMP)" >&2
+	exit 1
+}
+
 # bench_cpu_ticks PID...: "utime stime" in clock ticks, summed.
 bench_cpu_ticks() {
 	local u=0 s=0 p line f
