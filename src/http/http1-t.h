@@ -182,6 +182,14 @@ struct http1_fwd_req {
 				       [backend] host) */
 };
 
+/* A field of a relayed response as another protocol's writer takes it
+ * (HTTP/2): slices of the parsed buffer, of f's strings, or of the
+ * caller's scratch (http1_response_fields). */
+struct http1_field {
+	struct http1_str name;
+	struct http1_str value;
+};
+
 /* What the proxy adds to a response head it relays. */
 struct http1_fwd_resp {
 	struct http1_str backend_hdr;  /* e.g. "X-Ringproxy-Backend"; len 0: none;

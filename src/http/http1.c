@@ -1941,6 +1941,81 @@ int http1_write_response(const struct http1_msg *m, const struct http1_fwd_resp 
 	return o.bad ? -1 : o.n;
 }
 
+static bool http1_field_add(struct http1_field *out, int max, int *n, struct http1_str name,
+			    struct http1_str value)
+{
+	if (*n >= max)
+		return false;
+	out[(*n)++] = (struct http1_field){ name, value };
+	return true;
+}
+
+/* Each "Name: value\r\n" line of lines (f->extra) as a field. */
+static bool http1_lines_add(struct http1_field *out, int max, int *n, struct http1_str lines)
+{
+	const char *p = lines.p, *e = lines.p + lines.len;
+
+	while (p < e) {
+		const char *eol = memchr(p, '\n', (size_t)(e - p)), *colon, *v;
+
+		if (!eol)
+			eol = e;
+		colon = memchr(p, ':', (size_t)(eol - p));
+		if (colon) {
+			const char *ve = eol > p && eol[-1] == '\r' ? eol - 1 : eol;
+
+			for (v = colon + 1; v < ve && (*v == ' ' || *v == '\t'); v++)
+				;
+			if (!http1_field_add(out, max, n, (struct http1_str){ p, (size_t)(colon - p) },
+					     (struct http1_str){ v, (size_t)(ve - v) }))
+				return false;
+		}
+		p = eol + 1;
+	}
+	return true;
+}
+
+int http1_response_fields(const struct http1_msg *m, const struct http1_fwd_resp *f,
+			  struct http1_field *out, int max, char *scratch, size_t scratchlen)
+{
+	struct http1_out o;
+	int n = 0;
+	const unsigned drop = HTTP1_HDR_HOP | HTTP1_HDR_FRAMING | HTTP1_HDR_GENERATED | HTTP1_HDR_DROP;
+
+	http1_out_init(&o, NULL, 0, scratch, scratchlen);
+	for (unsigned i = 0; i < m->nheaders; i++) {
+		const struct http1_header *h = &m->headers[i];
+
+		if ((h->flags & drop) || (f->backend_hdr.len != 0 && h->name.len == f->backend_hdr.len &&
+					  strncasecmp(h->name.p, f->backend_hdr.p, h->name.len) == 0))
+			continue;
+		if (!http1_field_add(out, max, &n, h->name, h->value))
+			return -1;
+	}
+	if (m->framing == HTTP1_BODY_LENGTH && !f->dechunk) {
+		/* decfmt itself: a third caller of http1_put_u64 made it a call
+		 * in http1_write_response, 27 instructions a forward more */
+		if (scratchlen < 20)
+			return -1;
+		o.p = decfmt_u64(o.p, m->content_length);
+		if (!http1_field_add(out, max, &n, (struct http1_str){ "Content-Length", 14 },
+				     (struct http1_str){ o.mark, (size_t)(o.p - o.mark) }))
+			return -1;
+		o.mark = o.p;
+	}
+	if (f->backend_hdr.len != 0 && !http1_field_add(out, max, &n, f->backend_hdr, f->backend_name))
+		return -1;
+	if (!http1_lines_add(out, max, &n, f->extra))
+		return -1;
+	/* Via: the backend's values, then ours, joined as the HTTP/1.1
+	 * writer joins them (its line without the name, CRLF dropped) */
+	http1_merge(&o, m, HTTP1_HDR_GENERATED, 3, "", 0, f->via);
+	if (o.p - o.mark >= 2 && !http1_field_add(out, max, &n, (struct http1_str){ "Via", 3 },
+						   (struct http1_str){ o.mark, (size_t)(o.p - o.mark - 2) }))
+		return -1;
+	return o.bad ? -1 : n;
+}
+
 ssize_t http1_write_simple(char *out, size_t outlen, int status, bool close,
 			   const char *extra, const char *body, size_t bodylen)
 {

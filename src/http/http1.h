@@ -97,6 +97,21 @@ int http1_write_response(const struct http1_msg *m, const struct http1_fwd_resp 
 			 size_t scratchlen);
 
 /*
+ * The fields http1_write_response writes for m, f, without the status
+ * line and what belongs to an HTTP/1.1 connection (Connection,
+ * Transfer-Encoding): for a writer of HTTP/2, whose HEADERS carry the
+ * same response. Names keep their case. The same rules, in the same
+ * order: m's own fields but the hop-by-hop, framing, generated and
+ * dropped ones and any named f->backend_hdr, Content-Length (when m has
+ * one and f->dechunk is off), f's backend header, each line of f->extra,
+ * Via merged with f->via. Content-Length's digits and the merged Via go
+ * in scratch[0..scratchlen). Returns the count put in out[0..max), or -1
+ * when out or scratch is too small. Pure.
+ */
+int http1_response_fields(const struct http1_msg *m, const struct http1_fwd_resp *f,
+			  struct http1_field *out, int max, char *scratch, size_t scratchlen);
+
+/*
  * The request target http1_write_request sends for m to a backend whose
  * URL path prefix is prefix ("" for none): PREFIX+PATH[?QUERY], the
  * path's dot-segments removed first (http1_path_clean), so the prefix

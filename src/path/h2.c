@@ -22,10 +22,12 @@
  * 8.3.1 and 8.2.3), parsed by http1.c like any client's, and its DATA the
  * body after it (chunked when no content-length came). So the key, the
  * cache, coalescing, Vary, the walk, bounded loads, retries, the access
- * log and the stats are one code path for both protocols. The response
- * the request queues in HTTP/1.1 form in the stream's output queue is
- * turned into HEADERS (the head, hop-by-hop fields left out) and DATA
- * frames whose payload is sent from where it lies (NGHTTP2_DATA_FLAG_NO_COPY:
+ * log and the stats are one code path for both protocols. A backend's
+ * response head comes as parsed fields (req_client_ops.head, the same
+ * fields the HTTP/1.1 writer writes) and becomes HEADERS; one the request
+ * queues in HTTP/1.1 form in the stream's output queue (a hit, the
+ * proxy's own answer) is parsed there first, its hop-by-hop fields left
+ * out. The body queued after it becomes DATA frames whose payload is sent from where it lies (NGHTTP2_DATA_FLAG_NO_COPY:
  * the cached object the request holds a reference to, or the backend's
  * buffer), decoded first when it was chunked. The request hears that its
  * bytes are out (req_client_drained) only once the socket took them, so
@@ -145,7 +147,8 @@ struct h2_stream {
 	/* the request and what it borrows (the connection's for HTTP/1.1) */
 	struct request rq;
 	struct rbuf in;                 /* the head made of HEADERS, then the body */
-	struct outq out;                /* the response, in HTTP/1.1 form */
+	struct outq out;                /* the response body, and a head in
+					   HTTP/1.1 form but a backend's */
 	struct http1_header *hdrs;
 	unsigned hdrs_cap;
 	char *scratch;                  /* before the head is made: the
@@ -1149,15 +1152,6 @@ static int h2_send_data(nghttp2_session *s, nghttp2_frame *frame, const uint8_t 
 
 /* ---- the response, from the request's HTTP/1.1 form ------------------------------ */
 
-/* Response header fields that are the connection's in HTTP/1.1 and must
- * not appear in HTTP/2 (RFC 9113 8.2.2). */
-static bool h2_hop_field(struct http1_str n)
-{
-	return http1_str_ieq(n, "connection") || http1_str_ieq(n, "keep-alive") ||
-	       http1_str_ieq(n, "proxy-connection") || http1_str_ieq(n, "transfer-encoding") ||
-	       http1_str_ieq(n, "upgrade") || http1_str_ieq(n, "te");
-}
-
 /* Gather the response head that starts at slice idx of st->out (at
  * st->norm_off in it) into *buf (sbuf, or a larger one allocated),
  * copying no byte past its end (a slice may hold the body too): the end
@@ -1224,13 +1218,64 @@ static int h2_head_gather(struct h2_stream *st, int idx, char *sbuf, char **buf,
 	return -1;
 }
 
-/* The response head at the front of st->out (it is queued whole): turned
- * into HEADERS. Returns 1 done, 0 none queued yet, -1 the stream is
- * reset. 1xx heads are dropped (no interim responses are relayed). */
+/* dst[0..n) = src[0..n) lowercased: eight bytes at a time, an
+ * uppercase ASCII letter's 0x20 bit set (a byte with its top bit set is
+ * left as it is); the byte loop cost 5 instructions a byte. */
+static void h2_lower(char *dst, const char *src, size_t n)
+{
+	const uint64_t ones = 0x0101010101010101ull;
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		uint64_t x, low7, upper;
+
+		memcpy(&x, src + i, 8);
+		low7 = x & (0x7f * ones);
+		/* 0x80 where the byte is >= 'A', and where it is > 'Z' */
+		upper = (low7 + 0x3f * ones) & ~(low7 + 0x25 * ones) & ~x & (0x80 * ones);
+		x |= upper >> 2;
+		memcpy(dst + i, &x, 8);
+	}
+	for (; i < n; i++)
+		dst[i] = (char)(src[i] >= 'A' && src[i] <= 'Z' ? src[i] + 32 : src[i]);
+}
+
+/* The response's HEADERS: nv[0] is left for :status, nv[1..nn) are its
+ * fields; and how its body goes, from its framing. Returns 0, -1 when
+ * nghttp2 refused it. */
+static int h2_submit(struct h2_stream *st, int status, enum http1_framing framing, uint64_t length,
+		     nghttp2_nv *nv, size_t nn)
+{
+	char code[3] = { (char)('0' + status / 100 % 10), (char)('0' + status / 10 % 10),
+			 (char)('0' + status % 10) };
+	nghttp2_data_provider dp = { .source.ptr = st, .read_callback = h2_data_read };
+
+	nv[0] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)code, 7, 3, NGHTTP2_NV_FLAG_NONE };
+	st->has_body = framing != HTTP1_BODY_NONE && !(framing == HTTP1_BODY_LENGTH && length == 0);
+	st->dechunk = framing == HTTP1_BODY_CHUNKED;
+	st->small = !st->has_body || (framing == HTTP1_BODY_LENGTH && length <= H2_COPY_MAX);
+	st->body_left = framing == HTTP1_BODY_LENGTH ? length : 0;
+	if (st->dechunk)
+		http1_chunked_init(&st->ck);
+	st->rq.status = st->rq.status ? st->rq.status : status;
+	if (!st->has_body) {
+		st->eof = true;
+		st->eof_out = true;
+	}
+	if (nghttp2_submit_response(st->hc->s, st->id, nv, nn, st->has_body ? &dp : NULL) != 0)
+		return -1;
+	st->head_out = true;
+	return 0;
+}
+
+/* The response head at the front of st->out (it is queued whole: the
+ * proxy's own answers and those from the cache; a backend's comes as
+ * fields, h2_req_head): turned into HEADERS. Returns 1 done, 0 none
+ * queued yet, -1 the stream is reset. 1xx heads are dropped (no interim
+ * responses are relayed). */
 static int h2_head(struct h2_stream *st)
 {
-	struct h2_conn *hc = st->hc;
-	const struct conf *conf = hc->w->snap->conf;
+	const struct conf *conf = st->hc->w->snap->conf;
 	struct outq *q = &st->out;
 	struct http1_msg m;
 	struct http1_limits lim;
@@ -1244,7 +1289,6 @@ static int h2_head(struct h2_stream *st)
 	ssize_t r;
 	int rc = -1;
 	nghttp2_nv snv[H2_NV_STACK], *nv = snv;
-	char status[3];
 
 	for (;;) {
 		len = 0;
@@ -1260,6 +1304,7 @@ static int h2_head(struct h2_stream *st)
 		lim.max_headers = conf->max_headers + 32;
 		{
 			struct http1_header hb[lim.max_headers];
+			size_t nn = 1;
 
 			r = http1_parse_response(&m, hb, buf, len, &lim, st->rq.msg.method_id);
 			if (r <= 0)
@@ -1277,48 +1322,19 @@ static int h2_head(struct h2_stream *st)
 				continue;
 			if (m.nheaders + 1 > H2_NV_STACK && !(nv = malloc((m.nheaders + 1) * sizeof(*nv))))
 				goto out;
-			status[0] = (char)('0' + m.status / 100 % 10);
-			status[1] = (char)('0' + m.status / 10 % 10);
-			status[2] = (char)('0' + m.status % 10);
-			nv[0] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)status, 7, 3, NGHTTP2_NV_FLAG_NONE };
-			size_t nn = 1;
-
 			for (unsigned i = 0; i < m.nheaders; i++) {
 				struct http1_header *h = &m.headers[i];
 
-				if (h2_hop_field(h->name))
+				/* the connection's fields (the parser's flags;
+				 * Transfer-Encoding is one) */
+				if (h->flags & HTTP1_HDR_HOP)
 					continue;
-				for (size_t k = 0; k < h->name.len; k++) {
-					char *ch = (char *)h->name.p + k;
-
-					if (*ch >= 'A' && *ch <= 'Z')
-						*ch = (char)(*ch + 32);
-				}
+				h2_lower((char *)h->name.p, h->name.p, h->name.len);
 				nv[nn++] = (nghttp2_nv){ (uint8_t *)h->name.p, (uint8_t *)h->value.p, h->name.len,
 							 h->value.len, NGHTTP2_NV_FLAG_NONE };
 			}
-			st->has_body = m.framing != HTTP1_BODY_NONE &&
-				       !(m.framing == HTTP1_BODY_LENGTH && m.content_length == 0);
-			st->dechunk = m.framing == HTTP1_BODY_CHUNKED;
-			st->small = !st->has_body ||
-				    (m.framing == HTTP1_BODY_LENGTH && m.content_length <= H2_COPY_MAX);
-			st->body_left = m.framing == HTTP1_BODY_LENGTH ? m.content_length : 0;
-			if (st->dechunk)
-				http1_chunked_init(&st->ck);
-			st->rq.status = st->rq.status ? st->rq.status : m.status;
-			if (st->has_body) {
-				nghttp2_data_provider dp = { .source.ptr = st, .read_callback = h2_data_read };
-
-				if (nghttp2_submit_response(hc->s, st->id, nv, nn, &dp) != 0)
-					goto out;
-			} else {
-				st->eof = true;
-				st->eof_out = true;
-				if (nghttp2_submit_response(hc->s, st->id, nv, nn, NULL) != 0)
-					goto out;
-			}
-			st->head_out = true;
-			rc = 1;
+			if (h2_submit(st, m.status, m.framing, m.content_length, nv, nn) == 0)
+				rc = 1;
 			goto out;
 		}
 	}
@@ -1491,6 +1507,55 @@ static int h2_req_send(struct client *c)
 	return rc;
 }
 
+/* A backend's final response head (req_client_ops.head): made into
+ * HEADERS from its parsed fields, as http1_response_fields gives them,
+ * without writing it in HTTP/1.1 form and parsing that again. The
+ * digits, the merged Via and the lowercased names go in the stream's
+ * scratch (nghttp2 copies names and values when it takes them). The
+ * access log's bytes count the fields as the HTTP/1.1 head would have
+ * them. */
+static int h2_req_head(struct client *c, const struct http1_msg *m, const struct http1_fwd_resp *f)
+{
+	struct h2_stream *st = h2_st(c);
+	struct http1_field sf[H2_NV_STACK], *fl = sf;
+	nghttp2_nv snv[H2_NV_STACK + 1], *nv = snv;
+	size_t max = m->nheaders + 8, vals = 32 + f->via.len, names = 32 + f->backend_hdr.len + f->extra.len;
+	size_t bytes = 17 + m->reason.len;
+	char *p;
+	int n, rc = -1;
+
+	if (st->hc->closed || st->reset)
+		return 0;       /* the request ends at its next send */
+	for (unsigned i = 0; i < m->nheaders; i++) {
+		names += m->headers[i].name.len;
+		if (m->headers[i].flags & HTTP1_HDR_GENERATED)
+			vals += m->headers[i].value.len + 2;
+	}
+	if (!h2_fit(st, &st->scratch, &st->scratch_cap, vals + names, h2_scratch_most(st->hc->w->snap->conf)))
+		return -1;
+	if (max > H2_NV_STACK && (!(fl = malloc(max * sizeof(*fl))) || !(nv = malloc((max + 1) * sizeof(*nv)))))
+		goto out;
+	n = http1_response_fields(m, f, fl, (int)max, st->scratch, vals);
+	if (n < 0)
+		goto out;
+	p = st->scratch + vals;
+	for (int i = 0; i < n; i++) {
+		h2_lower(p, fl[i].name.p, fl[i].name.len);
+		nv[i + 1] = (nghttp2_nv){ (uint8_t *)p, (uint8_t *)(uintptr_t)fl[i].value.p, fl[i].name.len,
+					  fl[i].value.len, NGHTTP2_NV_FLAG_NONE };
+		p += fl[i].name.len;
+		bytes += fl[i].name.len + fl[i].value.len + 4;
+	}
+	st->out.sent += bytes;
+	rc = h2_submit(st, m->status, m->framing, m->content_length, nv, (size_t)n + 1);
+out:
+	if (fl != sf)
+		free(fl);
+	if (nv != snv)
+		free(nv);
+	return rc;
+}
+
 static void h2_req_resume(struct client *c)
 {
 	struct h2_stream *st = h2_st(c);
@@ -1564,6 +1629,7 @@ static const struct req_client_ops h2_req_ops = {
 	.body_taken = h2_req_body_taken,
 	.done = h2_req_done,
 	.close = h2_req_close,
+	.head = h2_req_head,
 };
 
 /* ---- the connection's work: start, feed, end streams; write --------------------- */

@@ -473,7 +473,7 @@ void req_response_interim(struct request *rq, const struct http1_msg *resp)
 	struct iovec *v;
 	int room, n;
 
-	if (rq->msg.minor != 1)
+	if (rq->msg.minor != 1 || rq->client->head)
 		return;
 	memset(&fr, 0, sizeof(fr));
 	v = outq_tail(rq->out, &room);
@@ -584,14 +584,18 @@ int req_response_head(struct request *rq, const struct http1_msg *resp, struct h
 	req_cache_response(rq, resp, fr);
 	fr->close = rq->close_after;
 	fr->keep_alive_10 = rq->msg.minor == 0 && !rq->close_after;
-	v = outq_tail(rq->out, &room);
-	/* an HTTP/2 stream's scratch is small until a head needs more */
-	n = *rq->scratch ? http1_write_response(resp, fr, v, room - 1, *rq->scratch, *rq->scratch_cap) : -1;
-	if (n < 0 && worker_scratch_fit(rq->w, rq->scratch, rq->scratch_cap) > 0)
-		n = http1_write_response(resp, fr, v, room - 1, *rq->scratch, *rq->scratch_cap);
-	if (n < 0)
-		return -1;
-	outq_grow(rq->out, n);
+	if (rq->client->head) {
+		if (rq->client->head(rq->cl, resp, fr) < 0)
+			return -1;
+	} else {
+		v = outq_tail(rq->out, &room);
+		n = *rq->scratch ? http1_write_response(resp, fr, v, room - 1, *rq->scratch, *rq->scratch_cap) : -1;
+		if (n < 0 && worker_scratch_fit(rq->w, rq->scratch, rq->scratch_cap) > 0)
+			n = http1_write_response(resp, fr, v, room - 1, *rq->scratch, *rq->scratch_cap);
+		if (n < 0)
+			return -1;
+		outq_grow(rq->out, n);
+	}
 	rq->resp_started = true;
 	rq->status = resp->status;
 	/* the client reads the body from the object as it fills, once the

@@ -72,6 +72,12 @@ struct req_client_ops {
 	void (*done)(struct client *c);
 	/* Close the connection now, the request with it (req_end). */
 	void (*close)(struct client *c);
+	/* NULL, or how a backend's final response head (resp, with what f
+	 * adds) goes to a client that does not take it in HTTP/1.1 form
+	 * (HTTP/2: fields, no head to parse again): 0 taken, and the body
+	 * follows in the output queue; -1 it could not be. The client
+	 * gets no interim (1xx) response. */
+	int (*head)(struct client *c, const struct http1_msg *resp, const struct http1_fwd_resp *f);
 };
 
 struct req_backend_ops {

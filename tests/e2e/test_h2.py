@@ -212,6 +212,9 @@ def main():
     t.check(r[1].get("x-echo-host") == "img.test", ":authority is the backend's Host")
     t.check(all(k == k.lower() for k in r[1]) and "connection" not in r[1] and "transfer-encoding" not in r[1],
          "response fields lowercase, no connection-specific ones (8.2.2)")
+    t.check(r[1].get("via") == "1.1 ringproxy" and r[1].get("x-ringproxy-backend") == "c1" and
+            r[1].get("cache-status", "").startswith("ringproxy; fwd=miss") and r[1].get("content-length") == "4096",
+            f"a forward's fields as over HTTP/1.1: Via, the backend, Cache-Status, content-length (got {r[1]})")
     h.get(3, "/h2/a.jpg")
     r = h.responses([3])[3]
     t.check(r[0] == 200 and r[2] == harness.body_for("/h2/a.jpg") and "hit" in r[1].get("cache-status", ""),
@@ -260,6 +263,11 @@ def main():
     h.get(215, "/h2/after-long.jpg")
     r = h.responses([215])[215]
     t.check(r[0] == 200 and r[2] == harness.body_for("/h2/after-long.jpg"), "the next stream after it: served")
+    h.get(217, "/h2/chunked.jpg?chunked=1")
+    r = h.responses([217])[217]
+    t.check(r[0] == 200 and r[2] == harness.body_for("/h2/chunked.jpg?chunked=1") and r[3] == "end" and
+            "transfer-encoding" not in r[1] and "content-length" not in r[1],
+            f"a chunked backend response: its body decoded into DATA, no framing field (got {r[0]}, {r[1]})")
     h.close()
 
     # a large response under a small window, read as the window allows

@@ -1246,6 +1246,77 @@ static void test_write_response(void)
 	tap_is_str(out, want100, "writer: 1xx without the backend's Content-Length");
 }
 
+/* The fields an HTTP/2 response is made of (http1_response_fields): the
+ * lines http1_write_response writes but the status line and the
+ * connection's own, in its order; NUL-terminated "name: value\r\n" lines
+ * in out. */
+static int render_fields(const struct http1_field *fl, int n, char *out)
+{
+	out[0] = '\0';
+	for (int i = 0; i < n; i++)
+		sprintf(out + strlen(out), "%.*s: %.*s\r\n", (int)fl[i].name.len, fl[i].name.p,
+			(int)fl[i].value.len, fl[i].value.p);
+	return n;
+}
+
+static void test_response_fields(void)
+{
+	static const char in[] =
+		"HTTP/1.1 200 OK\r\n"
+		"Content-Type: image/jpeg\r\n"
+		"Connection: keep-alive, X-Secret\r\n"
+		"X-Secret: 1\r\n"
+		"Keep-Alive: timeout=5\r\n"
+		"Via: 1.0 varnish\r\n"
+		"X-Ringproxy-Backend: made-up\r\n"
+		"Content-Length: 42\r\n"
+		"Via: 1.1 edge\r\n"
+		"Cache-Control: max-age=60\r\n"
+		"\r\n";
+	static const char want[] =
+		"Content-Type: image/jpeg\r\n"
+		"Cache-Control: max-age=60\r\n"
+		"Content-Length: 42\r\n"
+		"X-Ringproxy-Backend: cache1\r\n"
+		"Cache-Status: ringproxy; fwd=miss\r\n"
+		"Via: 1.0 varnish, 1.1 edge, 1.1 ringproxy\r\n";
+	static const char chunked[] =
+		"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\nTE: trailers\r\nTrailer: X\r\n"
+		"Upgrade: h2c\r\nX: 1\r\n\r\n";
+	struct http1_fwd_resp f = {
+		{ "X-Ringproxy-Backend", 19 }, { "cache1", 6 }, { "1.1 ringproxy", 13 },
+		false, false, false, { "Cache-Status: ringproxy; fwd=miss\r\n", 35 },
+	};
+	struct http1_header h[32];
+	struct http1_field fl[16];
+	struct http1_msg m;
+	struct iovec iov[16];
+	char scratch[512], scratch2[512], out[1024], head[1024];
+	int n;
+
+	http1_msg_init(&m);
+	tap_ok(http1_parse_response(&m, h, in, sizeof(in) - 1, &lim_default, HTTP1_M_GET) > 0,
+	       "fields: response parses");
+	n = render_fields(fl, http1_response_fields(&m, &f, fl, 16, scratch, sizeof(scratch)), out);
+	tap_is_str(out, want, "fields: the connection's, the framing's and a backend's own copy of ours "
+	       "left out; Content-Length, ours, Cache-Status and the merged Via after");
+	/* the same lines as the HTTP/1.1 writer's, but its status line */
+	n = http1_write_response(&m, &f, iov, 16, scratch2, sizeof(scratch2));
+	gather(iov, n, head);
+	tap_is_str(head + strlen("HTTP/1.1 200 OK\r\n"), strcat(out, "\r\n"),
+		   "fields: the lines http1_write_response writes");
+	tap_ok(http1_response_fields(&m, &f, fl, 5, scratch, sizeof(scratch)) == -1,
+	       "fields: -1 when they do not all fit");
+	tap_ok(http1_response_fields(&m, &f, fl, 16, scratch, 8) == -1, "fields: -1 when the scratch is short");
+
+	memset(&f, 0, sizeof(f));
+	http1_msg_init(&m);
+	tap_ok(http1_parse_response(&m, h, chunked, sizeof(chunked) - 1, &lim_default, HTTP1_M_GET) > 0,
+	       "fields: chunked response parses");
+	render_fields(fl, http1_response_fields(&m, &f, fl, 16, scratch, sizeof(scratch)), out);
+	tap_is_str(out, "X: 1\r\n", "fields: no Transfer-Encoding, TE, Trailer, Upgrade (RFC 9113 8.2.2)");
+}
+
 /* Headers the writers drop besides hop-by-hop: request header names with
  * '_' (unless kept), and a response's own copy of our backend header. */
 static void test_write_dropped(void)
@@ -2235,6 +2306,7 @@ int main(void)
 	test_chunk_lines();
 	test_write_request();
 	test_write_response();
+	test_response_fields();
 	test_write_dropped();
 	test_write_table();
 	test_simple();
