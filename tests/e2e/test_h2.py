@@ -219,6 +219,8 @@ def main():
     r = h.responses([3])[3]
     t.check(r[0] == 200 and r[2] == harness.body_for("/h2/a.jpg") and "hit" in r[1].get("cache-status", ""),
          "the same URL again is a cache hit, same body")
+    t.check(all(k == k.lower() for k in r[1]) and "connection" not in r[1] and r[1].get("x-backend") == "c1",
+         f"a hit's fields: lowercase, no connection-specific ones, the stored ones (got {r[1]})")
     h.get(5, "/h2/a.jpg", method="HEAD")
     r = h.responses([5])[5]
     t.check(r[0] == 200 and r[2] == b"" and r[1].get("content-length") == "4096" and r[3] == "end",
