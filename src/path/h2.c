@@ -119,16 +119,30 @@
  * pages an idle connection gives back (h2_big_release). */
 #define H2_BIG_ALLOC 16384
 #define H2_BIG_MAX 8
+/* Response field names whose last values a connection remembers. */
+#define H2_SEEN_BITS 6
+#define H2_SEEN (1 << H2_SEEN_BITS)
+#define H2_SEEN_WAYS 4
 /* Rounds of the settle loop in one turn (each does work or stops). */
 #define H2_ROUNDS 64
 
 struct h2_conn;
 
+/* The last two values a connection sent under a response field name
+ * (keys of their bytes, h2_index_flag; 0 for none), in a table of
+ * H2_SEEN places where a name takes the first of H2_SEEN_WAYS from the
+ * one its key picks that is its own or free (or, all taken, the first). */
+struct h2_seen {
+	uint32_t name, v1, v2;
+};
+
 /* The output: frames copied from nghttp2 into buf, and the queue of
- * slices to write (buf's and bodies'). An idle connection holds none. */
+ * slices to write (buf's and bodies'), and what h2_index_flag keeps. An
+ * idle connection holds none. */
 struct h2_wout {
 	struct outq q;
 	char buf[H2_WBUF];
+	struct h2_seen seen[H2_SEEN];
 };
 
 /* A slice of a response body ready to go, decoded from out slice src. */
@@ -306,6 +320,7 @@ static int h2_wout_new(struct h2_conn *hc)
 		return -1;
 	outq_reset(&hc->wo->q);
 	hc->wo->q.sent = 0;
+	memset(hc->wo->seen, 0, sizeof(hc->wo->seen));
 	hc->wlen = 0;
 	return 0;
 }
@@ -1259,6 +1274,72 @@ static void h2_lower(char *dst, const char *src, size_t n)
 	}
 }
 
+/* A key of p[0..n): its first, middle and last eight bytes and its
+ * length, mixed (two multipliers of Knuth's and xxHash's); fold 0x20
+ * bits in every byte (a name's case). Two strings that differ only
+ * elsewhere share it: that only decides HPACK indexing, below. */
+static uint64_t h2_key(const char *p, size_t n, uint64_t fold)
+{
+	uint64_t a = 0, b = 0, c = 0;
+
+	if (n >= 8) {
+		memcpy(&a, p, 8);
+		memcpy(&b, p + n - 8, 8);
+		if (n > 16)
+			memcpy(&c, p + n / 2 - 4, 8);
+	} else {
+		for (size_t i = 0; i < n; i++)
+			a = a << 8 | (uint8_t)p[i];
+	}
+	a |= fold;
+	b |= fold;
+	c |= fold;
+	return (a * 0x9e3779b97f4a7c15ull) ^ (b * 0xc2b2ae3d27d4eb4full) ^ (c * 0x165667b19e3779f9ull) ^ n;
+}
+
+/* Whether a response field goes to the peer's HPACK table: not when its
+ * value is neither of the last two the connection sent under its name
+ * (a counter, a request id, Varnish's X-Varnish, a per-object date).
+ * Such a value is not sent again, and the table is FIFO (RFC 7541 2.3.3):
+ * each one pushed out entries that do repeat, which then went out as
+ * literals and were indexed again. nghttp2 leaves a few such fields it
+ * knows by name out itself (content-length, etag, age, set-cookie). Two
+ * values that alternate (two content types) stay indexed. */
+static uint8_t h2_index_flag(struct h2_conn *hc, const char *name, size_t nl, const char *value, size_t vl)
+{
+	uint64_t k;
+	uint32_t nk, vk;
+	uint8_t flag = NGHTTP2_NV_FLAG_NONE;
+	struct h2_seen *e = NULL;
+
+	if (!hc->wo)
+		return flag;
+	k = h2_key(name, nl, 0x2020202020202020ull);
+	nk = (uint32_t)(k >> 32) | 1;           /* never 0, a free place's */
+	vk = (uint32_t)(h2_key(value, vl, 0) >> 32) | 1;
+	for (unsigned i = 0, at = (unsigned)(k >> 16); i < H2_SEEN_WAYS; i++) {
+		struct h2_seen *c = &hc->wo->seen[(at + i) % H2_SEEN];
+
+		if (c->name == nk || c->name == 0) {
+			e = c;
+			break;
+		}
+	}
+	if (!e)
+		e = &hc->wo->seen[(unsigned)(k >> 16) % H2_SEEN];
+	if (e->name != nk) {
+		e->name = nk;
+		e->v1 = e->v2 = 0;
+	} else if (vk != e->v1 && vk != e->v2) {
+		flag = NGHTTP2_NV_FLAG_NO_INDEX;
+	}
+	if (vk != e->v1) {
+		e->v2 = e->v1;
+		e->v1 = vk;
+	}
+	return flag;
+}
+
 /* The response's HEADERS: nv[0] is left for :status, nv[1..nn) are its
  * fields; and how its body goes, from its framing. Returns 0, -1 when
  * nghttp2 refused it. */
@@ -1350,7 +1431,9 @@ static int h2_head(struct h2_stream *st)
 				if (h->flags & HTTP1_HDR_HOP)
 					continue;
 				nv[nn++] = (nghttp2_nv){ (uint8_t *)h->name.p, (uint8_t *)h->value.p, h->name.len,
-							 h->value.len, NGHTTP2_NV_FLAG_NONE };
+							 h->value.len,
+							 h2_index_flag(st->hc, h->name.p, h->name.len, h->value.p,
+								       h->value.len) };
 			}
 			if (h2_submit(st, m.status, m.framing, m.content_length, nv, nn) == 0)
 				rc = 1;
@@ -1568,7 +1651,8 @@ static int h2_req_head(struct client *c, const struct http1_msg *m, const struct
 		h2_lower(p, fl[i].name.p, nl);
 		memcpy(p + nl, fl[i].value.p, vl);
 		nv[i + 1] = (nghttp2_nv){ (uint8_t *)p, (uint8_t *)p + nl, nl, vl,
-					  NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE };
+					  NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE |
+					  h2_index_flag(st->hc, p, nl, p + nl, vl) };
 		p += nl + vl;
 		bytes += nl + vl + 4;
 	}
@@ -2151,6 +2235,13 @@ static void h2_timer(struct h2_conn *hc)
 		hc->due = true;
 		if (!h2_stalls(hc, now))
 			return;
+	}
+	if (hc->trim_due && hc->nstreams == 0 && h2_wq_empty(hc) && now - hc->last_active < H2_TRIM_US) {
+		/* frames came since the trim was armed: a connection in use
+		 * (a client asking one thing at a time) keeps its buffers
+		 * until it has been idle that long */
+		deadline_set(&hc->c->tev, H2_TRIM_US - (now - hc->last_active));
+		return;
 	}
 	h2_idle_trim(hc);
 	hc->trim_due = false;
