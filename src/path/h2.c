@@ -1274,27 +1274,33 @@ static void h2_lower(char *dst, const char *src, size_t n)
 	}
 }
 
-/* A key of p[0..n): its first, middle and last eight bytes and its
- * length, mixed (two multipliers of Knuth's and xxHash's); fold 0x20
- * bits in every byte (a name's case). Two strings that differ only
- * elsewhere share it: that only decides HPACK indexing, below. */
+/* A key of p[0..n): its first, middle and last eight bytes (four when
+ * shorter) and its length, mixed by one multiplication (Knuth's
+ * constant); fold sets the 0x20 bit of every byte (a name's case). Two
+ * strings that differ only elsewhere share it: that only decides HPACK
+ * indexing, below. */
 static uint64_t h2_key(const char *p, size_t n, uint64_t fold)
 {
 	uint64_t a = 0, b = 0, c = 0;
+	uint32_t x, y;
 
 	if (n >= 8) {
 		memcpy(&a, p, 8);
 		memcpy(&b, p + n - 8, 8);
 		if (n > 16)
 			memcpy(&c, p + n / 2 - 4, 8);
+	} else if (n >= 4) {
+		memcpy(&x, p, 4);
+		memcpy(&y, p + n - 4, 4);
+		a = x;
+		b = y;
 	} else {
 		for (size_t i = 0; i < n; i++)
 			a = a << 8 | (uint8_t)p[i];
 	}
 	a |= fold;
-	b |= fold;
-	c |= fold;
-	return (a * 0x9e3779b97f4a7c15ull) ^ (b * 0xc2b2ae3d27d4eb4full) ^ (c * 0x165667b19e3779f9ull) ^ n;
+	b = (b | fold) << 29 | (b | fold) >> 35;
+	return (a ^ b ^ c ^ n) * 0x9e3779b97f4a7c15ull;
 }
 
 /* Whether a response field goes to the peer's HPACK table: not when its
@@ -1317,7 +1323,7 @@ static uint8_t h2_index_flag(struct h2_conn *hc, const char *name, size_t nl, co
 	k = h2_key(name, nl, 0x2020202020202020ull);
 	nk = (uint32_t)(k >> 32) | 1;           /* never 0, a free place's */
 	vk = (uint32_t)(h2_key(value, vl, 0) >> 32) | 1;
-	for (unsigned i = 0, at = (unsigned)(k >> 16); i < H2_SEEN_WAYS; i++) {
+	for (unsigned i = 0, at = (unsigned)(k >> (64 - H2_SEEN_BITS)); i < H2_SEEN_WAYS; i++) {
 		struct h2_seen *c = &hc->wo->seen[(at + i) % H2_SEEN];
 
 		if (c->name == nk || c->name == 0) {
@@ -1326,7 +1332,7 @@ static uint8_t h2_index_flag(struct h2_conn *hc, const char *name, size_t nl, co
 		}
 	}
 	if (!e)
-		e = &hc->wo->seen[(unsigned)(k >> 16) % H2_SEEN];
+		e = &hc->wo->seen[k >> (64 - H2_SEEN_BITS)];
 	if (e->name != nk) {
 		e->name = nk;
 		e->v1 = e->v2 = 0;
