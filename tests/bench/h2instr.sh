@@ -12,8 +12,12 @@
 # It prints user-space instructions per request and the ratio; the kernel's
 # work (system calls, TCP) is not in them: h2.sh measures that, in time.
 #
+# The scheme h1tls is the same forward over HTTPS/1.1 (h2load --h1 -c 16,
+# keep-alive, one request at a time on each connection, as tls.sh's wrk):
+# the figure the issue's second goal compares an h2 forward with.
+#
 # Usage (from the source tree): bash tests/bench/h2instr.sh [BUILD_DIR]
-# Environment: N [20000], WARM_N [5000], SCHEMES ["h2c tls"],
+# Environment: N [20000], WARM_N [5000], SCHEMES ["h2c tls"; also h1tls],
 # PROXIES ["ringproxy haproxy"].
 # Every load is bounded (h2load -n, timeout); every process started is
 # stopped by PID (lib.sh).
@@ -39,9 +43,13 @@ cat "$TMP/c.crt" "$TMP/k.key" >"$TMP/10-bench.pem"
 
 # count NAME SCHEME: instructions per forward
 count() {
-	local name=$1 scheme=$2 port plain url pid ok ir
+	local name=$1 scheme=$2 port plain url pid ok ir load="-c 10 -m 100"
 	read -r port plain <<<"$(bench_free_ports 2)"
 	url=http://127.0.0.1:$port
+	if [ "$scheme" = h1tls ]; then
+		scheme=tls
+		load="--h1 -c 16 -m 1"
+	fi
 	[ "$scheme" = tls ] && url=https://127.0.0.1:$port
 	rm -f "$TMP"/cg.out*
 	case $name in
@@ -70,9 +78,9 @@ count() {
 	PIDS+=($pid)
 	bench_wait_h2 "$url" "$pid" 300     # under valgrind: slow to start
 	sed "1s|^|$url|" "$TMP/urls" >"$TMP/urls-run"
-	timeout 600 h2load -c 10 -m 100 -n "$WARM_N" -i "$TMP/urls-run" >/dev/null
+	timeout 600 h2load $load -n "$WARM_N" -i "$TMP/urls-run" >/dev/null
 	callgrind_control -z "$pid" >/dev/null 2>&1
-	timeout 600 h2load -c 10 -m 100 -n "$N" -i "$TMP/urls-run" >"$TMP/h2load.out"
+	timeout 600 h2load $load -n "$N" -i "$TMP/urls-run" >"$TMP/h2load.out"
 	callgrind_control -d "$pid" >/dev/null 2>&1
 	ok=$(sed -n 's/.* \([0-9]*\) succeeded.*/\1/p' "$TMP/h2load.out")
 	[ "$ok" = "$N" ] || echo "# $name $scheme: $ok of $N succeeded" >&2
@@ -83,7 +91,7 @@ count() {
 	echo $((ir / N))
 }
 
-echo "# commit $(git -C "$ROOT" rev-parse --short HEAD), N=$N WARM_N=$WARM_N, h2load -c 10 -m 100, 4 KiB bodies"
+echo "# commit $(git -C "$ROOT" rev-parse --short HEAD), N=$N WARM_N=$WARM_N, h2load -c 10 -m 100 (h1tls: --h1 -c 16), 4 KiB bodies"
 printf '| scheme | %s |%s\n' "$(echo $PROXIES | sed 's/ / | /g')" "$([ "$PROXIES" = "ringproxy haproxy" ] && echo " ringproxy / HAProxy |")"
 printf '|---|%s%s\n' "$(for _ in $PROXIES; do printf -- '---:|'; done)" "$([ "$PROXIES" = "ringproxy haproxy" ] && printf -- '---:|')"
 for scheme in $SCHEMES; do
