@@ -197,7 +197,11 @@ struct h2_stream {
 	bool done;                      /* the request is REQ_DONE */
 	bool ended;                     /* req_end called */
 	bool wake_due;                  /* req_end said a wake-up is coming */
-	bool in_wq;                     /* slices of it are in the output */
+	bool in_wq;                     /* slices of it are in the output,
+					   and it is on hc->wq_first's list */
+	bool on_due;                    /* on hc->due_first's list */
+	struct h2_stream *due_next;     /* on that list */
+	struct h2_stream *wq_next;      /* on hc->wq_first's */
 	bool drain_due;                 /* slices of it went out: release
 					   them, tell it when all did */
 	bool waiting;                   /* the request waits for drained */
@@ -256,7 +260,13 @@ struct h2_conn {
 					   h2_settle: set with the flags it
 					   reads (ready, data_due, drain_due,
 					   closed, ended, wake_due), so a turn
-					   with none walks no stream */
+					   with none looks at no stream */
+	bool due_all;                   /* ... and it walks them all (the
+					   tick, the connection's close) */
+	struct h2_stream *due_first, *due_last; /* those that set a flag
+					   (h2_due): h2_settle looks at them
+					   alone, not at the hundred others */
+	struct h2_stream *wq_first;     /* those with slices in the output */
 	bool closed;
 	bool flushing, flush_again;
 	bool read_paused;
@@ -433,6 +443,24 @@ static void h2_big_release(struct h2_conn *hc)
 }
 
 /* ---- counting ---------------------------------------------------------------- */
+
+/* st set a flag h2_settle reads: it goes on the connection's list of
+ * streams with work, once, in the order they came to it. */
+static void h2_due(struct h2_stream *st)
+{
+	struct h2_conn *hc = st->hc;
+
+	hc->due = true;
+	if (st->on_due)
+		return;
+	st->on_due = true;
+	st->due_next = NULL;
+	if (hc->due_last)
+		hc->due_last->due_next = st;
+	else
+		hc->due_first = st;
+	hc->due_last = st;
+}
 
 static void h2_count(struct h2_conn *hc, _Atomic uint64_t *counter)
 {
@@ -870,7 +898,7 @@ static void h2_body_end(struct h2_stream *st)
 		st->last_chunk = true;
 	}
 	st->data_due = true;
-	st->hc->due = true;
+	h2_due(st);
 }
 
 /* ---- the session's callbacks ----------------------------------------------------- */
@@ -955,7 +983,7 @@ static int h2_on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void
 			return 0;
 		}
 		st->ready = true;
-		st->hc->due = true;
+		h2_due(st);
 		st->chunked_in = !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && !st->has_cl;
 		if (st->too_big || !h2_make_head(st)) {
 			st->too_big = true;
@@ -1010,7 +1038,7 @@ static int h2_on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const
 		return 0;
 	}
 	st->data_due = true;
-	st->hc->due = true;
+	h2_due(st);
 	return 0;
 }
 
@@ -1022,7 +1050,7 @@ static int h2_on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, voi
 	if (!st)
 		return 0;
 	st->closed = true;
-	st->hc->due = true;
+	h2_due(st);
 	if (code == NGHTTP2_NO_ERROR && st->eof_out) {
 		/* our END_STREAM went: the request hears the rest is out
 		 * once the socket took it (drained), its place is free */
@@ -1158,9 +1186,11 @@ static int h2_send_data(nghttp2_session *s, nghttp2_frame *frame, const uint8_t 
 		/* its slices are done with: a request waiting for that hears
 		 * it (h2_settle), before the stream's end */
 		st->drain_due = true;
-		st->hc->due = true;
-	} else {
+		h2_due(st);
+	} else if (!st->in_wq) {
 		st->in_wq = true;
+		st->wq_next = hc->wq_first;
+		hc->wq_first = st;
 	}
 	return 0;
 }
@@ -1654,11 +1684,15 @@ static int h2_req_head(struct client *c, const struct http1_msg *m, const struct
 	for (int i = 0; i < n; i++) {
 		size_t nl = fl[i].name.len, vl = fl[i].value.len;
 
+		/* the keys from the field where it lies: read back from the
+		 * copy just written, the words straddled the stores and
+		 * waited for them (store forwarding fails) */
+		uint8_t flag = h2_index_flag(st->hc, fl[i].name.p, nl, fl[i].value.p, vl);
+
 		h2_lower(p, fl[i].name.p, nl);
 		memcpy(p + nl, fl[i].value.p, vl);
 		nv[i + 1] = (nghttp2_nv){ (uint8_t *)p, (uint8_t *)p + nl, nl, vl,
-					  NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE |
-					  h2_index_flag(st->hc, p, nl, p + nl, vl) };
+					  NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE | flag };
 		p += nl + vl;
 		bytes += nl + vl + 4;
 	}
@@ -1710,7 +1744,7 @@ static void h2_req_done(struct client *c)
 		 * (req_on_wake, which does nothing after this): the stream,
 		 * and a closed connection with its last stream, may go now */
 		st->wake_due = false;
-		st->hc->due = true;
+		h2_due(st);
 		h2_leave(hc);
 		return;
 	}
@@ -1734,7 +1768,7 @@ static void h2_req_close(struct client *c)
 	if (!st->ended) {
 		st->ended = true;
 		st->wake_due = !req_end(&st->rq);
-		hc->due = true;
+		h2_due(st);
 	}
 	h2_op_leave(hc);
 }
@@ -1820,6 +1854,57 @@ static void h2_stream_start(struct h2_stream *st)
 /* One round over the streams: start those whose head came, give the
  * request its new body bytes, end those the session closed, free those
  * done with. Returns whether it did anything. */
+/* What a stream's flags ask for: start it, feed it, release what went
+ * out, end it, free it. Returns whether it did something. */
+static bool h2_settle_one(struct h2_conn *hc, struct h2_stream *st)
+{
+	bool did = false;
+
+	if (st->ready && !st->started && !st->reset && !hc->closed) {
+		if (hc->goaway && st->id > hc->goaway_last) {
+			/* came with the frames that made the GOAWAY:
+			 * not served, the client may retry it */
+			nghttp2_submit_rst_stream(hc->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_REFUSED_STREAM);
+			st->reset = true;
+		} else {
+			h2_stream_start(st);
+		}
+		did = true;
+	}
+	if (st->data_due && st->started && !st->ended) {
+		st->data_due = false;
+		req_client_data(&st->rq);
+		did = true;
+	}
+	/* the slices out of the socket leave the request's queue and
+	 * it hears so in one step: in between, its backend side
+	 * would take an empty queue for a response all sent */
+	if (st->drain_due && !st->ended) {
+		st->drain_due = false;
+		if (h2_release(st) && st->waiting) {
+			st->waiting = false;
+			req_client_drained(&st->rq);
+			did = true;
+		} else if (!h2_all_decoded(st)) {
+			h2_stream_pump(st);     /* room for more segments */
+		}
+	}
+	if ((st->closed || hc->closed) && !st->ended && !st->in_wq) {
+		st->ended = true;
+		st->wake_due = !req_end(&st->rq);
+		did = true;
+	}
+	/* not while it is on the list again (it set a flag just now):
+	 * the list's next round frees it */
+	if ((st->closed || hc->closed) && st->ended && !st->wake_due && !st->in_wq && !st->on_due) {
+		if (!st->closed)
+			nghttp2_session_set_stream_user_data(hc->s, st->id, NULL);
+		h2_stream_free(st);
+		did = true;
+	}
+	return did;
+}
+
 static bool h2_settle(struct h2_conn *hc)
 {
 	bool did = false;
@@ -1829,48 +1914,23 @@ static bool h2_settle(struct h2_conn *hc)
 		return false;
 	/* work found on the way sets it again: the caller's next round */
 	hc->due = false;
-	for (st = hc->streams; st; st = next) {
-		next = st->next;
-		if (st->ready && !st->started && !st->reset && !hc->closed) {
-			if (hc->goaway && st->id > hc->goaway_last) {
-				/* came with the frames that made the GOAWAY:
-				 * not served, the client may retry it */
-				nghttp2_submit_rst_stream(hc->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_REFUSED_STREAM);
-				st->reset = true;
-			} else {
-				h2_stream_start(st);
-			}
-			did = true;
+	st = hc->due_first;
+	hc->due_first = hc->due_last = NULL;
+	if (hc->due_all) {
+		/* every stream, whatever its flags said */
+		hc->due_all = false;
+		for (; st; st = st->due_next)
+			st->on_due = false;
+		for (st = hc->streams; st; st = next) {
+			next = st->next;
+			did |= h2_settle_one(hc, st);
 		}
-		if (st->data_due && st->started && !st->ended) {
-			st->data_due = false;
-			req_client_data(&st->rq);
-			did = true;
-		}
-		/* the slices out of the socket leave the request's queue and
-		 * it hears so in one step: in between, its backend side
-		 * would take an empty queue for a response all sent */
-		if (st->drain_due && !st->ended) {
-			st->drain_due = false;
-			if (h2_release(st) && st->waiting) {
-				st->waiting = false;
-				req_client_drained(&st->rq);
-				did = true;
-			} else if (!h2_all_decoded(st)) {
-				h2_stream_pump(st);     /* room for more segments */
-			}
-		}
-		if ((st->closed || hc->closed) && !st->ended && !st->in_wq) {
-			st->ended = true;
-			st->wake_due = !req_end(&st->rq);
-			did = true;
-		}
-		if ((st->closed || hc->closed) && st->ended && !st->wake_due && !st->in_wq) {
-			if (!st->closed)
-				nghttp2_session_set_stream_user_data(hc->s, st->id, NULL);
-			h2_stream_free(st);
-			did = true;
-		}
+		return did;
+	}
+	for (; st; st = next) {
+		next = st->due_next;
+		st->on_due = false;
+		did |= h2_settle_one(hc, st);
 	}
 	return did;
 }
@@ -1946,13 +2006,13 @@ static void h2_flush(struct h2_conn *hc)
 		hc->wlen = 0;
 		outq_reset(&hc->wo->q);
 		hc->stuck_since = 0;
-		for (struct h2_stream *st = hc->streams; st; st = st->next) {
-			if (!st->in_wq)
-				continue;
+		for (struct h2_stream *st = hc->wq_first, *next; st; st = next) {
+			next = st->wq_next;
 			st->in_wq = false;
 			st->drain_due = true;
-			st->hc->due = true;
+			h2_due(st);
 		}
+		hc->wq_first = NULL;
 		hc->flush_again = true;
 	} while (hc->flush_again && !hc->closed);
 	if (hc->writing && h2_wq_empty(hc)) {
@@ -2062,7 +2122,7 @@ static void h2_close_now(struct h2_conn *hc)
 	if (hc->closed)
 		return;
 	hc->closed = true;
-	hc->due = true;
+	hc->due = hc->due_all = true;
 	event_del(&c->rev);
 	event_del(&c->wev);
 	if (hc->ssl) {
@@ -2080,6 +2140,7 @@ static void h2_close_now(struct h2_conn *hc)
 	 * streams end at the next turn (or as the handler running unwinds) */
 	for (struct h2_stream *st = hc->streams; st; st = st->next)
 		st->in_wq = false;
+	hc->wq_first = NULL;
 	deadline_set(&c->tev, 0);
 }
 
@@ -2238,7 +2299,7 @@ static void h2_timer(struct h2_conn *hc)
 		hc->tick_at = now + H2_TICK_US;
 		/* and h2_settle walks the streams once a tick, whatever
 		 * the flags said */
-		hc->due = true;
+		hc->due = hc->due_all = true;
 		if (!h2_stalls(hc, now))
 			return;
 	}
@@ -2458,7 +2519,7 @@ void h2_close(struct client *c)
 		h2_settle(hc);
 		for (struct h2_stream *st = hc->streams; st; st = st->next)
 			st->wake_due = false;
-		hc->due = true;
+		hc->due = hc->due_all = true;
 	}
 	h2_leave(hc);
 }
