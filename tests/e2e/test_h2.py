@@ -679,6 +679,40 @@ def main():
             "PROXY header then the preface: HTTP/2, the client's address from the header")
     harness.stop_pid(p.proc)
 
+    # a backend's head of 70 fields (more than h2_req_head keeps on its
+    # stack), names in mixed case, with a field its Connection names and
+    # an interim 103 before it: all of its own fields relayed, lowercased,
+    # in order; the connection's, the 103 and the framing left out
+    many = [(f"X-Many-{i:02d}", f"v{i}") for i in range(70)]
+    head = (b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
+            b"HTTP/1.1 200 OK\r\nConnection: keep-alive, X-Secret\r\nX-Secret: 1\r\n" +
+            b"".join(f"{k}: {v}\r\n".encode() for k, v in many) +
+            b"Content-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+
+    def many_fields(fake, sock, n):
+        buf = b""
+        while True:
+            line, buf = harness.recv_line(sock, buf)
+            if line is None:
+                return
+            if line == b"":
+                sock.sendall(head)
+
+    fake = harness.Fake(many_fields)
+    p = harness.Proxy(RP, harness.conf_text([("fake", fake.port)], proxy={"workers": 1}), "h2many")
+    h = H2(p.port)
+    h.get(1, "/h2/many-fields")
+    r = h.responses([1])[1]
+    h.close()
+    got = [(k, v) for k, v in r[1].items() if k.startswith("x-many-")]
+    t.check(r[0] == 200 and r[2] == b"hello" and got == [(k.lower(), v) for k, v in many] and
+            "x-secret" not in r[1] and "connection" not in r[1] and "transfer-encoding" not in r[1] and
+            "link" not in r[1] and r[1].get("content-type") == "text/plain",
+            f"70 fields from the backend: all relayed in order, lowercased; the connection's and the 103 not "
+            f"(got {r[0]}, {len(got)} of them, {sorted(k for k in r[1] if not k.startswith('x-many-'))})")
+    harness.stop_pid(p.proc)
+    fake.stop()
+
     # ---- real clients -------------------------------------------------------
     p = harness.Proxy(RP, conf, "h2d")
     curl = shutil.which("curl")
