@@ -256,16 +256,14 @@ struct h2_conn {
 	size_t wlen;
 
 	unsigned busy;
-	bool due;                       /* a stream may have work for
-					   h2_settle: set with the flags it
-					   reads (ready, data_due, drain_due,
-					   closed, ended, wake_due), so a turn
-					   with none looks at no stream */
-	bool due_all;                   /* ... and it walks them all (the
+	struct h2_stream *due_first, *due_last; /* the streams that set a
+					   flag h2_settle reads (ready,
+					   data_due, drain_due, closed, ended,
+					   wake_due; h2_due): it looks at them
+					   alone, and a turn with none at no
+					   stream */
+	bool due_all;                   /* h2_settle walks them all (the
 					   tick, the connection's close) */
-	struct h2_stream *due_first, *due_last; /* those that set a flag
-					   (h2_due): h2_settle looks at them
-					   alone, not at the hundred others */
 	struct h2_stream *wq_first;     /* those with slices in the output */
 	bool closed;
 	bool flushing, flush_again;
@@ -450,7 +448,6 @@ static void h2_due(struct h2_stream *st)
 {
 	struct h2_conn *hc = st->hc;
 
-	hc->due = true;
 	if (st->on_due)
 		return;
 	st->on_due = true;
@@ -1910,10 +1907,10 @@ static bool h2_settle(struct h2_conn *hc)
 	bool did = false;
 	struct h2_stream *st, *next;
 
-	if (!hc->due)
+	if (!hc->due_first && !hc->due_all)
 		return false;
-	/* work found on the way sets it again: the caller's next round */
-	hc->due = false;
+	/* work found on the way goes on the list again: the caller's next
+	 * round */
 	st = hc->due_first;
 	hc->due_first = hc->due_last = NULL;
 	if (hc->due_all) {
@@ -2107,7 +2104,7 @@ static void h2_op_leave(struct h2_conn *hc)
 		 * backend answered in it go out in one system call */
 		if (!h2_wq_empty(hc) || nghttp2_session_want_write(hc->s))
 			event_active(&hc->c->wev, EV_WRITE, 1);
-		if (hc->due || hc->closed)
+		if (hc->due_first || hc->due_all || hc->closed)
 			deadline_set(&hc->c->tev, 0);
 	}
 	hc->busy--;
@@ -2122,7 +2119,7 @@ static void h2_close_now(struct h2_conn *hc)
 	if (hc->closed)
 		return;
 	hc->closed = true;
-	hc->due = hc->due_all = true;
+	hc->due_all = true;
 	event_del(&c->rev);
 	event_del(&c->wev);
 	if (hc->ssl) {
@@ -2299,7 +2296,7 @@ static void h2_timer(struct h2_conn *hc)
 		hc->tick_at = now + H2_TICK_US;
 		/* and h2_settle walks the streams once a tick, whatever
 		 * the flags said */
-		hc->due = hc->due_all = true;
+		hc->due_all = true;
 		if (!h2_stalls(hc, now))
 			return;
 	}
@@ -2519,7 +2516,7 @@ void h2_close(struct client *c)
 		h2_settle(hc);
 		for (struct h2_stream *st = hc->streams; st; st = st->next)
 			st->wake_due = false;
-		hc->due = hc->due_all = true;
+		hc->due_all = true;
 	}
 	h2_leave(hc);
 }
