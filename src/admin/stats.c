@@ -194,6 +194,9 @@ static uint64_t stats_backend_inflight(const struct backend *b)
 #define STATS_PROXY_GET(n, type, where, help) STATS_PROXY_GET_##where(n)
 #define STATS_PROXY_GET_SHARED(n) st->n = atomic_load(&p->n);
 #define STATS_PROXY_GET_DERIVED(n) st->n = stats_proxy_##n(p);
+#define STATS_PROXY_GET_WORKER(n) \
+	for (unsigned w_ = 0; w_ < p->nworkers; w_++) \
+		st->n += atomic_load_explicit(&p->workers[w_]->n, memory_order_relaxed);
 
 #define STATS_BACKEND_GET(n, type, where, help) STATS_BACKEND_GET_##where(n)
 #define STATS_BACKEND_GET_SHARED(n) o->n = atomic_load_explicit(&b->n, memory_order_relaxed);

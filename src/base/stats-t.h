@@ -20,9 +20,9 @@
  * Where:
  *   SHARED   an atomic in the scope's shared struct (struct proxy, struct
  *            backend) that any thread adds to;
- *   WORKER   per worker, in the worker's pool for the backend (struct
- *            pool): one writer each, no locked instruction; the reading is
- *            their sum;
+ *   WORKER   per worker: the proxy's in struct worker, a backend's in
+ *            the worker's pool for it (struct pool); one writer each, no
+ *            locked instruction; the reading is their sum;
  *   DERIVED  read from other state by stats_<scope>_<name>() in stats.c.
  * The order is the order of every output.
  */
@@ -60,9 +60,12 @@
 	X(discovery_pending_adds, gauge, DERIVED, "names in the last good answer not on the ring yet (add_after answers in a row, then the next apply_every point)") \
 	X(discovery_pending_removes, gauge, DERIVED, "members on the ring absent from the last good answer (leaving after remove_after)") \
 	X(discovery_held_removes, gauge, DERIVED, "removals held over max_remove until ringproxy ctl discovery apply (or until they revert)") \
+	X(h1_connections, counter, WORKER, "client connections that made an HTTP/1.x request, plain or TLS (with h2_connections and h2c_connections: the connections by protocol)") \
+	X(h1_requests, counter, WORKER, "requests over HTTP/1.x, plain or TLS, those the proxy answered itself (a 400, a 431) included") \
 	X(h2c_connections, counter, SHARED, "client connections served as HTTP/2 over cleartext (prior knowledge, [proxy] h2c)") \
 	X(h2_connections, counter, SHARED, "client connections served as HTTP/2 over TLS (ALPN h2: ours, or a terminator's PROXY v2 ALPN TLV)") \
-	X(h2_streams, counter, SHARED, "HTTP/2 requests (streams) served, all HTTP/2 connections") \
+	X(h2_streams, counter, WORKER, "HTTP/2 requests (streams) served, all HTTP/2 connections (over TLS: h2_streams - h2c_streams)") \
+	X(h2c_streams, counter, WORKER, "of h2_streams, those on cleartext connections (h2c)") \
 	X(h2_resets_received, counter, SHARED, "HTTP/2 streams the client reset (RST_STREAM) before their response was complete") \
 	X(h2_glitches, counter, SHARED, "HTTP/2 frames that did no work: PING, SETTINGS, PRIORITY, empty DATA, unknown frames, resets of requests under way, refused header blocks ([h2] max_glitches)") \
 	X(h2_goaway_calm, counter, SHARED, "HTTP/2 connections ended with GOAWAY ENHANCE_YOUR_CALM: past [h2] max_glitches, or nghttp2's own flood limits") \
@@ -143,7 +146,8 @@ struct stats_hist {
 #define STATS_HIST_FIELD(n, help) struct stats_hist n;
 
 /* The fields of the counters a struct keeps: SHARED ones in struct proxy
- * and struct backend, WORKER ones in struct pool. */
+ * and struct backend, WORKER ones in struct worker (the proxy's) and
+ * struct pool (a backend's). */
 #define STATS_SHARED_FIELD(n, type, where, help) STATS_SHARED_FIELD_##where(n)
 #define STATS_SHARED_FIELD_SHARED(n) _Atomic uint64_t n;
 #define STATS_SHARED_FIELD_WORKER(n)

@@ -455,12 +455,17 @@ static void front_serve(struct client *c)
 			break;
 		}
 		c->state = CL_FORWARD;
+		/* HTTP/2 with prior knowledge ([proxy] h2c): its preface
+		 * fails the HTTP/1.1 parse, so the check costs nothing on a
+		 * request that parses */
+		if (r < 0 && conf->h2c && c->out->sent == 0 && front_h2(c))
+			break;
+		worker_count(&c->w->h1_requests);
+		if (!c->h1_seen) {
+			c->h1_seen = true;
+			worker_count(&c->w->h1_connections);
+		}
 		if (r < 0) {
-			/* HTTP/2 with prior knowledge ([proxy] h2c): its
-			 * preface fails the HTTP/1.1 parse, so the check costs
-			 * nothing on a request that parses */
-			if (conf->h2c && c->out->sent == 0 && front_h2(c))
-				break;
 			req_refuse(c->rq, worker_next_rid(c->w), (int)-r,
 				   c->rq->msg.error ? c->rq->msg.error : "bad request");
 			continue;

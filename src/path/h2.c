@@ -262,6 +262,8 @@ struct h2_conn {
 					   wake_due; h2_due): it looks at them
 					   alone, and a turn with none at no
 					   stream */
+	bool cleartext;                 /* h2c: neither TLS here nor a
+					   terminator's ALPN h2 before */
 	bool due_all;                   /* h2_settle walks them all (the
 					   tick, the connection's close) */
 	struct h2_stream *wq_first;     /* those with slices in the output */
@@ -1792,7 +1794,9 @@ static void h2_stream_start(struct h2_stream *st)
 	ssize_t r;
 
 	st->started = true;
-	h2_count(hc, &w->proxy->h2_streams);
+	worker_count(&w->h2_streams);
+	if (hc->cleartext)
+		worker_count(&w->h2c_streams);
 	req_h2_stream(&st->rq, (uint32_t)st->id);
 	if (++hc->requests == conf->h2_max_requests && !hc->goaway) {
 		/* graceful: this stream is the last one served */
@@ -2464,7 +2468,8 @@ int h2_start(struct client *c, int fd, struct ssl_st *ssl, const char *peer, con
 	c->state = CL_H2;
 	c->h2 = hc;
 	/* ALPN h2: ours, or a terminator's in front (PROXY v2 ALPN TLV) */
-	h2_count(hc, ssl || c->alpn_h2 ? &w->proxy->h2_connections : &w->proxy->h2c_connections);
+	hc->cleartext = !ssl && !c->alpn_h2;
+	h2_count(hc, hc->cleartext ? &w->proxy->h2c_connections : &w->proxy->h2_connections);
 	deadline_set(&c->tev, (int64_t)conf->h2_idle_timeout_ms * 1000);
 	/* the bytes already read are taken at the next turn, as if read
 	 * then: the caller's handler is still running on c. After a TLS

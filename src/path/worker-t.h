@@ -199,6 +199,8 @@ struct client {
 					   (PROXY v2 SSL TLV) */
 	bool alpn_h2;                   /* a terminator in front negotiated
 					   h2 (PROXY v2 ALPN TLV) */
+	bool h1_seen;                   /* it made an HTTP/1.x request:
+					   counted in h1_connections */
 	bool proxied;                   /* CL_PROXY: from proxy_protocol_from,
 					   so a PROXY header must come first
 					   (else none may) */
@@ -334,7 +336,9 @@ struct worker {
 	struct cache_memo *memo;        /* its memo of cache hits (cache.h),
 					   NULL: none */
 	struct access_buf alog;         /* the access log's lines (access.c) */
-	/* this worker's STATS_HIST_PROXY histograms (one writer) */
+	/* this worker's STATS_PROXY WORKER counters (h1_requests, ...) and
+	 * STATS_HIST_PROXY histograms (one writer) */
+	STATS_PROXY(STATS_WORKER_FIELD)
 	STATS_HIST_PROXY(STATS_HIST_FIELD)
 	uint32_t started_at;            /* process start (Unix seconds) and */
 	uint64_t rid_seq;               /* requests seen: the request ids */

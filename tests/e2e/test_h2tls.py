@@ -10,7 +10,10 @@ Python's ssl with ALPN http/1.1, a client with no ALPN) speaks HTTP/1.1;
 a listener configured with alpn = http/1.1 never picks h2; -t refuses
 a protocol this build does not serve; a session of an h2 connection
 resumes from its ticket with h2 again. The counters: h2_connections
-counts the ALPN h2 connections, tls_conns goes back to 0. Then Rapid
+counts the ALPN h2 connections, tls_conns goes back to 0; requests and
+connections split by protocol (h1_requests, h1_connections, h2_streams,
+h2c_streams, h2_connections, h2c_connections) in /stats, /metrics and
+the page, after a known mix of each. Then Rapid
 Reset over TLS (1,000 HEADERS+RST_STREAM pairs with python3-h2's frames
 in a TLS socket): the connection ends or its streams are refused, the
 backend gets at most max_concurrent_streams requests, and another client
@@ -235,6 +238,46 @@ def main():
             (before["h2_connections"], after["h2_connections"], after["h2c_connections"]))
     t.check(harness.wait_until(lambda: stats()["tls_connections"] == 0, 10),
             "every TLS connection, HTTP/2 ones too, is counted out when it closes", stats()["tls_connections"])
+
+    # ---- requests and connections by protocol ----------------------------------------------
+    b = stats()
+    plain = f"http://127.0.0.1:{proxy.port}"
+    # HTTP/1.1: two requests on one plain connection, one on an HTTPS one, and a bad
+    # request line (the proxy's own 400) on a second plain connection
+    r = subprocess.run([CURL, "-sS", "-o", "/dev/null", "-o", "/dev/null", f"{plain}/b/1", f"{plain}/b/2"],
+                       capture_output=True, text=True, timeout=30)
+    rc, out = curl(P, "/b/3", "--http1.1")
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as s:
+        s.sendall(b"GET /\x01 HTTP/1.1\r\nHost: x\r\n\r\n")
+        bad = s.recv(200)
+    # HTTP/2: two streams on one TLS connection, three on one h2c connection (nghttp:
+    # curl 7.88 fails a second request on an h2c connection it reuses, NGINX's too)
+    r2 = subprocess.run([CURL, "-sS", "-k", "--http2", "--resolve", f"localhost:{P}:127.0.0.1",
+                         "-o", "/dev/null", "-o", "/dev/null",
+                         f"https://localhost:{P}/b/4", f"https://localhost:{P}/b/5"],
+                        capture_output=True, text=True, timeout=30)
+    h2c_urls = [f"{plain}/b/6", f"{plain}/b/7", f"{plain}/b/8"] if NGHTTP else [f"{plain}/b/6"]
+    r3 = subprocess.run([NGHTTP, "-n", "-t", "20", *h2c_urls] if NGHTTP else
+                        [CURL, "-sS", "--http2-prior-knowledge", "-o", "/dev/null", *h2c_urls],
+                        capture_output=True, text=True, timeout=30)
+    a = stats()
+    delta = {k: a[k] - b[k] for k in ("h1_requests", "h1_connections", "h2_streams", "h2c_streams",
+                                  "h2_connections", "h2c_connections")}
+    t.check(r.returncode == 0 and rc == 0 and bad.startswith(b"HTTP/1.1 400") and
+            r2.returncode == 0 and r3.returncode == 0 and
+            delta == {"h1_requests": 4, "h1_connections": 3, "h2_streams": 2 + len(h2c_urls),
+                      "h2c_streams": len(h2c_urls), "h2_connections": 1, "h2c_connections": 1},
+            "requests and connections by protocol: HTTP/1.x 4 requests (a 400 among them) on 3 "
+            f"connections; HTTP/2 {2 + len(h2c_urls)} streams, {len(h2c_urls)} of them h2c, on one "
+            "connection of each",
+            (delta, bad[:40], r.stderr, r2.stderr, r3.stderr))
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{aport}/metrics", timeout=10).read().decode()
+    page = urllib.request.urlopen(f"http://127.0.0.1:{aport}/", timeout=10).read().decode()
+    t.check(f"\nringproxy_h1_requests_total {a['h1_requests']}\n" in metrics and
+            f"\nringproxy_h2c_streams_total {a['h2c_streams']}\n" in metrics and
+            'data-counter="h1_connections"' in page,
+            "/metrics and the page carry the split (ringproxy_h1_requests_total, ..._h2c_streams_total)",
+            [x for x in metrics.splitlines() if "h1_" in x or "streams" in x])
 
     # ---- alpn = http/1.1: never h2 ----------------------------------------------------------
     conf1 = conf.replace(f"certs = {d}/*.pem\n", f"certs = {d}/*.pem\nalpn = http/1.1\n")

@@ -247,21 +247,24 @@ int main(void)
 	p.generation = 7;
 	p.conf_loaded = 1700000000;
 	atomic_store(&p.nconns, 3);
-	/* two workers, for the sums over their pools (only pools are used) */
+	/* two workers, for the sums over their counters and pools */
 	for (int k = 0; k < 2; k++)
 		w[k] = calloc(1, sizeof(*w[k]));
 	p.workers = w;
 	p.nworkers = 2;
 
-	/* a distinct value per counter: 100, 101, ... for the proxy; backend
+	/* a distinct value per counter: 100, 101, ... for the proxy (a WORKER
+	 * one's k + 10 on worker 0 and k + 20 on worker 1); backend
 	 * i's SHARED counters 1000 * (i + 1) + k; its WORKER ones k + 10 on
 	 * worker 0 and k + 20 on worker 1 */
 	v = 100;
 #define SET(n, type, where, help) SET_##where(n)
 #define SET_SHARED(n) atomic_store(&p.n, v); v++;
+#define SET_WORKER(n) atomic_store(&w[0]->n, v + 10); atomic_store(&w[1]->n, v + 20); v++;
 #define SET_DERIVED(n) v++;
 	STATS_PROXY(SET)
 #undef SET_SHARED
+#undef SET_WORKER
 #undef SET_DERIVED
 #undef SET
 	for (size_t i = 0; i < s->nbe; i++) {
@@ -309,9 +312,11 @@ int main(void)
 	v = 100;
 #define CHECK(n, type, where, help) CHECK_##where(n) v++;
 #define CHECK_SHARED(n) tap_is_int(st.n, v, "proxy " #n " collected from the proxy's atomic");
+#define CHECK_WORKER(n) tap_is_int(st.n, 2 * v + 30, "proxy " #n " summed over the workers");
 #define CHECK_DERIVED(n)
 	STATS_PROXY(CHECK)
 #undef CHECK_SHARED
+#undef CHECK_WORKER
 #undef CHECK_DERIVED
 #undef CHECK
 	for (size_t i = 0; i < s->nbe; i++) {
