@@ -15,11 +15,19 @@
 # off, the others without a cache) and hit (100 URLs, cached: ringproxy's
 # hot-object cache, NGINX's proxy_cache, HAProxy's cache).
 #
+# The scheme h1tls is the same load over HTTPS/1.1 on the same listener
+# (h2load --h1 -c H1CONNS, one request at a time on each connection,
+# keep-alive): HTTP/2's CPU per request beside HTTP/1.1's in one run. With
+# H1CONNS 16 (the default) it is tls.sh's load (wrk -c16); with 1000 it
+# has as many requests in flight as the h2 runs, at the cost of 1000 full
+# handshakes in each round (h2load opens its connections anew): N/H1CONNS
+# requests share each one's CPU. No memory column (an HTTP/2 client's).
+#
 # Usage (from the source tree): bash tests/bench/h2.sh
 # Environment: N [100000] requests a run, ROUNDS [3] (the median is
 # printed), WORKERS [1] threads/processes each proxy runs, CONNS [200],
 # PROXIES ["ringproxy haproxy nginx"], MODES ["forward hit"], SCHEMES
-# ["h2c tls"].
+# ["h2c tls"; also h1tls], H1CONNS [16].
 # Every load is bounded (h2load -n, timeout); every process started is
 # stopped by PID (lib.sh).
 set -euo pipefail
@@ -34,6 +42,7 @@ CONNS=${CONNS:-200}
 PROXIES=${PROXIES:-ringproxy haproxy nginx}
 MODES=${MODES:-forward hit}
 SCHEMES=${SCHEMES:-h2c tls}
+H1CONNS=${H1CONNS:-16}
 
 bench_caches 0 0 --size 4096
 BE=${PORTS[0]}
@@ -192,19 +201,27 @@ printf 'proxy\tmode\tround\treq_per_s\tcpu_us_per_req\tp99_ms\tbytes_per_conn\tf
 for scheme in $SCHEMES; do
 for mode in $MODES; do
 	for name in $PROXIES; do
-		start_proxy "$name" "$mode" "$scheme"
-		# memory first, on a fresh process: after the load runs, the heap
-		# holds the freed memory of 1000 streams in flight, and new idle
-		# connections fit in it unseen (every proxy then shows ~0)
-		mem=$(conn_memory "$scheme")
+		load=(-c 10 -m 100)
+		if [ "$scheme" = h1tls ]; then
+			load=(--h1 -c "$H1CONNS" -m 1)
+			start_proxy "$name" "$mode" tls
+			mem="- -"
+		else
+			start_proxy "$name" "$mode" "$scheme"
+			# memory first, on a fresh process: after the load runs, the
+			# heap holds the freed memory of 1000 streams in flight, and
+			# new idle connections fit in it unseen (every proxy then
+			# shows ~0)
+			mem=$(conn_memory "$scheme")
+		fi
 		# h2load -i takes scheme, host and port from the first line only
 		sed "1s|^|$URL|" "$TMP/urls-$mode" >"$TMP/urls-run"
 		# warm: the cache filled, connections pooled
-		timeout 120 h2load -c 10 -m 100 -n 20000 -i "$TMP/urls-run" >/dev/null
+		timeout 120 h2load "${load[@]}" -n 20000 -i "$TMP/urls-run" >/dev/null
 		for r in $(seq "$ROUNDS"); do
 			bench_quiet
 			ns0=$(bench_cpu_ns "${PP[@]}")
-			timeout 300 h2load -c 10 -m 100 -n "$N" -i "$TMP/urls-run" --log-file="$TMP/h2load.log" \
+			timeout 300 h2load "${load[@]}" -n "$N" -i "$TMP/urls-run" --log-file="$TMP/h2load.log" \
 				>"$TMP/h2load.out"
 			ns1=$(bench_cpu_ns "${PP[@]}")
 			ok=$(sed -n 's/.* \([0-9]*\) succeeded.*/\1/p' "$TMP/h2load.out")
@@ -220,7 +237,7 @@ for mode in $MODES; do
 	done
 done
 done
-echo "# commit $(git -C "$ROOT" rev-parse --short HEAD), N=$N ROUNDS=$ROUNDS WORKERS=$WORKERS CONNS=$CONNS"
+echo "# commit $(git -C "$ROOT" rev-parse --short HEAD), N=$N ROUNDS=$ROUNDS WORKERS=$WORKERS CONNS=$CONNS H1CONNS=$H1CONNS"
 printf 'proxy\tmode\treq/s\tCPU us/req\tp99 ms\tbytes/idle h2 conn, 100 streams done (next %s)\t(first %s)\n' "$CONNS" "$CONNS"
 for mode in $(for s in $SCHEMES; do for m in $MODES; do echo "$s-$m"; done; done); do
 	for name in $PROXIES; do
