@@ -2069,12 +2069,17 @@ static void h2_leave(struct h2_conn *hc)
 			}
 			/* an error (or a flood) ends the connection once its
 			 * GOAWAY is out, whatever its streams were doing; a
-			 * graceful GOAWAY once they are done */
+			 * graceful GOAWAY once they are done. So does a session
+			 * nghttp2 is done with, with nothing left to write: a
+			 * connection error it found itself (a frame over the
+			 * size limit) sent its GOAWAY and it sends nothing more,
+			 * so streams still answering would wait for ever, the
+			 * socket unread while they hold every place */
 			if ((hc->fatal || (hc->goaway && hc->nstreams == 0)) && h2_wq_empty(hc) &&
 			    !nghttp2_session_want_write(hc->s))
 				h2_close_now(hc);
 			else if (!nghttp2_session_want_read(hc->s) && !nghttp2_session_want_write(hc->s) &&
-				 h2_wq_empty(hc) && hc->nstreams == 0)
+				 h2_wq_empty(hc))
 				h2_close_now(hc);
 		}
 	}

@@ -410,6 +410,24 @@ def main():
                "6.9 WINDOW_UPDATE of 0 on the connection")
     conn_error(lambda h: h.frame(hf.WindowUpdateFrame(0, window_increment=2 ** 31 - 1)), FLOW_CONTROL_ERROR,
                "6.9.1 a connection window past 2^31-1")
+    # 4.2: a frame over SETTINGS_MAX_FRAME_SIZE, in the same write as three POSTs whose
+    # bodies never come: nghttp2 finds the connection error itself and sends nothing after
+    # its GOAWAY, so the streams' answers can never go out; the connection closes after the
+    # GOAWAY instead of waiting for them with the socket unread (a connection and its
+    # streams held for ever, found by fuzz-h2)
+    h = H2(port)
+    h.until(lambda f: isinstance(f, hf.SettingsFrame))
+    big = struct.pack(">I", 5_000_000)[1:] + b"\x62\x00" + struct.pack(">I", 1)
+    h.send(b"".join(h.headers(s, f"/ce/{s}.jpg", method="POST", end_stream=False).serialize()
+                    for s in (1, 3, 5)) + big)
+    code = h.goaway_code()
+    end = time.monotonic() + 10
+    while not h.closed and time.monotonic() < end:
+        h.recv_frame(max(0.05, end - time.monotonic()))
+    h.close()
+    t.check(code == 6 and h.closed,
+            "4.2 a frame over the size limit while three POSTs wait for their bodies: GOAWAY "
+            "FRAME_SIZE_ERROR, then the connection closed", (code, h.closed))
     # 6.10: a HEADERS without END_HEADERS then a frame other than CONTINUATION
     def cont_broken(h):
         f = h.headers(1, "/x")
