@@ -238,6 +238,9 @@ struct h2_conn {
 	struct h2_stream *streams;      /* every live stream, zombies too,
 					   oldest first */
 	struct h2_stream *last;
+	struct h2_stream *rx;           /* the stream whose header block is
+					   coming (h2_rx_stream), NULL once it
+					   is freed */
 	unsigned nstreams;
 	unsigned working;               /* of them, those whose request is
 					   not answered yet (reset ones too):
@@ -680,7 +683,20 @@ static void h2_stream_free(struct h2_stream *st)
 	else
 		hc->last = st->prev;
 	hc->nstreams--;
+	if (hc->rx == st)
+		hc->rx = NULL;
 	worker_stock_give(hc->w, &hc->w->free_h2, &st->reuse);
+}
+
+/* The stream of a HEADERS frame's callbacks: the one whose block began
+ * last, without nghttp2's map (a block's fields come one callback each, and
+ * no frame of another stream comes in between, RFC 9113 6.10), else the
+ * map's. */
+static struct h2_stream *h2_rx_stream(struct h2_conn *hc, int32_t id)
+{
+	if (hc->rx && hc->rx->id == id)
+		return hc->rx;
+	return nghttp2_session_get_stream_user_data(hc->s, id);
 }
 
 
@@ -715,7 +731,7 @@ static int h2_on_header(nghttp2_session *s, const nghttp2_frame *frame, const ui
 	(void)flags;
 	if (frame->hd.type != NGHTTP2_HEADERS)
 		return 0;
-	st = nghttp2_session_get_stream_user_data(s, frame->hd.stream_id);
+	st = h2_rx_stream(hc, frame->hd.stream_id);
 	if (!st || st->ready)
 		return 0;               /* refused, or trailers: dropped */
 	st->fields++;
@@ -961,6 +977,7 @@ static int h2_on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame, v
 		return 0;
 	}
 	nghttp2_session_set_stream_user_data(s, frame->hd.stream_id, st);
+	hc->rx = st;
 	return 0;
 }
 
@@ -968,10 +985,9 @@ static int h2_on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void
 {
 	struct h2_stream *st;
 
-	(void)arg;
 	switch (frame->hd.type) {
 	case NGHTTP2_HEADERS:
-		st = nghttp2_session_get_stream_user_data(s, frame->hd.stream_id);
+		st = h2_rx_stream(arg, frame->hd.stream_id);
 		if (!st)
 			return 0;
 		if (st->ready) {
