@@ -74,6 +74,7 @@
 	X(h2_goaway_shutdown, counter, SHARED, "graceful GOAWAYs sent to HTTP/2 connections at a stop or a listener change") \
 	X(h2_goaway_error, counter, SHARED, "GOAWAYs sent for a protocol error of the client (nghttp2's verdict)") \
 	X(h2_send_timeouts, counter, SHARED, "HTTP/2 streams reset because the client's window kept their response back for [h2] send_timeout") \
+	X(h2_body_timeouts, counter, SHARED, "HTTP/2 streams reset because their request body, its window open, made no progress for client_timeout (an HTTP/1.1 upload that stalls closes its connection)") \
 	X(h2_headers_refused, counter, SHARED, "HTTP/2 requests answered 431: more header fields than max_headers or more bytes than max_head_size") \
 	X(tls_connections, gauge, DERIVED, "HTTPS client connections open, in their handshake or after it") \
 	X(tls_handshakes, counter, SHARED, "TLS handshakes completed in full (a new session)") \

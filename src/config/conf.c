@@ -98,7 +98,8 @@ static const struct conf_keydef conf_keys[] = {
 	{ CONF_IN_PROXY, "response_timeout", CONF_T_DURATION, P(response_timeout_ms), "10s", 1, 3600000, NULL,
 	  "time from the request sent to the first response byte; then 504" },
 	{ CONF_IN_PROXY, "client_timeout", CONF_T_DURATION, P(client_timeout_ms), "30s", 1, 3600000, NULL,
-	  "idle keep-alive time and time to send a request head" },
+	  "idle keep-alive time, time to send a request head, and the longest a request body may make no progress "
+	  "(HTTP/1.1: its connection closes; HTTP/2, while the stream's window is open: the stream is reset)" },
 	{ CONF_IN_PROXY, "backend_idle_timeout", CONF_T_DURATION, P(backend_idle_timeout_ms), "60s", 1, 3600000, NULL,
 	  "how long an idle pooled backend connection is kept" },
 	{ CONF_IN_PROXY, "shutdown_timeout", CONF_T_DURATION, P(shutdown_timeout_ms), "10s", 0, 3600000, NULL,

@@ -225,6 +225,10 @@ struct h2_stream {
 	int64_t stall_since;            /* window closed with bytes ready */
 	uint64_t sent_bytes;            /* of its body, over its life */
 	uint64_t stall_mark;            /* sent_bytes at stall_since */
+	int64_t body_since;             /* the request body's window open and
+					   no byte of it since */
+	uint64_t body_got;              /* its bytes received, over its life */
+	uint64_t body_mark;             /* body_got at body_since */
 };
 
 struct h2_conn {
@@ -1046,6 +1050,7 @@ static int h2_on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const
 		nghttp2_session_consume(s, id, len);
 		return 0;
 	}
+	st->body_got += len;
 	if (!h2_body_put(st, data, len)) {
 		nghttp2_session_consume(s, id, len);
 		nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, id, NGHTTP2_ENHANCE_YOUR_CALM);
@@ -2248,6 +2253,47 @@ static void h2_idle_trim(struct h2_conn *hc)
 	hc->wlen = 0;
 }
 
+/* A stream's clock of no progress: started again at each progress (a
+ * peer slow but steady is not stalled: bytes counts what moved, over the
+ * stream's life). True once it has run limit_us, when the caller resets
+ * the stream with CANCEL and counts it; the clock stops then. */
+static bool h2_no_progress(int64_t *since, uint64_t *mark, uint64_t bytes, int64_t now, int64_t limit_us)
+{
+	if (*since == 0 || bytes != *mark) {
+		*since = now;
+		*mark = bytes;
+		return false;
+	}
+	if (now - *since < limit_us)
+		return false;
+	*since = 0;
+	return true;
+}
+
+/* Once a tick: a request body that has not moved for client_timeout
+ * while the client could send it (its stream's window and the
+ * connection's open) resets its stream, as a stalled HTTP/1.1 upload
+ * closes its connection: the backend connection it holds goes with it. A
+ * body the backend does not take yet keeps the window shut: not the
+ * client's stall, not counted. */
+static void h2_body_stalls(struct h2_conn *hc, int64_t now)
+{
+	int64_t client_us = (int64_t)hc->w->snap->conf->client_timeout_ms * 1000;
+	bool conn_open = nghttp2_session_get_local_window_size(hc->s) > 0;
+
+	for (struct h2_stream *st = hc->streams; st; st = st->next) {
+		if (!st->started || st->in_end || st->closed || st->reset || !conn_open ||
+		    nghttp2_session_get_stream_local_window_size(hc->s, st->id) <= 0) {
+			st->body_since = 0;
+			continue;
+		}
+		if (h2_no_progress(&st->body_since, &st->body_mark, st->body_got, now, client_us)) {
+			h2_count(hc, &hc->w->proxy->h2_body_timeouts);
+			nghttp2_submit_rst_stream(hc->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+		}
+	}
+}
+
 /* Once a tick: streams whose response the client's window holds back
  * past [h2] send_timeout are reset; a connection whose output the client
  * has not taken for a whole client_timeout is closed (false then). */
@@ -2268,16 +2314,13 @@ static bool h2_stalls(struct h2_conn *hc, int64_t now)
 			continue;
 		}
 		/* a reader that opens its window slowly but steadily is
-		 * not stalled: the clock starts again at each progress */
-		if (st->stall_since == 0 || st->sent_bytes != st->stall_mark) {
-			st->stall_since = now;
-			st->stall_mark = st->sent_bytes;
-		} else if (now - st->stall_since >= send_us) {
+		 * not stalled */
+		if (h2_no_progress(&st->stall_since, &st->stall_mark, st->sent_bytes, now, send_us)) {
 			h2_count(hc, &hc->w->proxy->h2_send_timeouts);
 			nghttp2_submit_rst_stream(hc->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
-			st->stall_since = 0;
 		}
 	}
+	h2_body_stalls(hc, now);
 	/* a client that reads nothing: output stuck a whole client_timeout */
 	if (!h2_wq_empty(hc)) {
 		long q = conn_unacked(hc->fd);

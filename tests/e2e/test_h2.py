@@ -648,7 +648,8 @@ def main():
 
     # ---- max_requests, idle timeout, h2c off, graceful stop -----------
     t.check(p.stop() == 0, "the proxy stops cleanly after all of it")
-    conf2 = conf.replace("max_requests = 1000", "max_requests = 3\nidle_timeout = 1s")
+    conf2 = conf.replace("max_requests = 1000", "max_requests = 3\nidle_timeout = 1s").replace(
+        "[proxy]\n", "[proxy]\nclient_timeout = 2s\n")
     p = harness.Proxy(RP, conf2, "h2b")
     h = H2(p.port)
     h.send(b"".join(h.headers(s, f"/mr/{s}.jpg").serialize() for s in (1, 3, 5, 7)))
@@ -663,6 +664,25 @@ def main():
     code = h.goaway_code(timeout=10)
     t.check(code == NO_ERROR and time.monotonic() - t0 < 5, f"idle_timeout = 1s: GOAWAY NO_ERROR (got {code})")
     h.close()
+    # a request body that stalls (client_timeout = 2s here): its stream is reset, as a
+    # stalled HTTP/1.1 upload closes its connection, and the backend connection it held
+    # goes; a body that comes a byte every 0.7 s is slow, not stalled, and is served
+    h = H2(p.port)
+    h.until(lambda f: isinstance(f, hf.SettingsFrame))
+    h.frame(h.headers(1, "/bs/1.jpg", method="POST", extra=[("content-length", "100")], end_stream=False))
+    h.frame(h.headers(3, "/bs/3.jpg", method="POST", extra=[("content-length", "5")], end_stream=False))
+    t0 = time.monotonic()
+    for i in range(5):
+        time.sleep(0.7)
+        h.frame(hf.DataFrame(3, data=b"x", flags=["END_STREAM"] if i == 4 else []))
+    rs = h.responses([1, 3], timeout=10)
+    h.close()
+    t.check(rs[1][3] == CANCEL and rs[3][0] == 200 and rs[3][1].get("x-body-length") == "5",
+            "a request body stalled for client_timeout: RST_STREAM CANCEL; one a byte every 0.7 s "
+            "for 3.5 s: served", (rs, time.monotonic() - t0))
+    pr = stats(p.admin_port())
+    pr = pr.get("proxy", pr)
+    t.check(pr.get("h2_body_timeouts") == 1, "h2_body_timeouts counts the stalled body", pr.get("h2_body_timeouts"))
     # graceful stop: a stream in flight finishes, GOAWAY names it
     h = H2(p.port)
     h.get(1, "/h2/slowstop.jpg?delay=1000")
