@@ -788,7 +788,8 @@ static int h2_on_header(nghttp2_session *s, const nghttp2_frame *frame, const ui
 	if (h2_name_is(name, namelen, "content-length"))
 		st->has_cl = true;
 	if (h2_name_is(name, namelen, "expect"))
-		return 0;               /* no interim responses in h2 here */
+		return 0;               /* no 100 Continue in h2 here: the
+					   body comes as the window lets it */
 	if (!h2_put(st, name, namelen) || !h2_put(st, ": ", 2) || !h2_put(st, value, valuelen) ||
 	    !h2_put(st, "\r\n", 2))
 		st->too_big = true;
@@ -1427,8 +1428,8 @@ static int h2_submit(struct h2_stream *st, int status, enum http1_framing framin
 /* The response head at the front of st->out (it is queued whole: the
  * proxy's own answers and those from the cache; a backend's comes as
  * fields, h2_req_head): turned into HEADERS. Returns 1 done, 0 none
- * queued yet, -1 the stream is reset. 1xx heads are dropped (no interim
- * responses are relayed). */
+ * queued yet, -1 the stream is reset. A 1xx head in the queue is dropped
+ * (a backend's interim responses come through h2_req_interim). */
 static int h2_head(struct h2_stream *st)
 {
 	const struct conf *conf = st->hc->w->snap->conf;
@@ -1726,6 +1727,39 @@ out:
 	return rc;
 }
 
+/* A backend's interim response (req_client_ops.interim): a 103 Early
+ * Hints (browsers act on it over HTTP/2, not over HTTP/1.1) goes as a
+ * HEADERS frame before the final one, its fields as the HTTP/1.1 client
+ * would get them (http1_response_fields, with nothing of ours added);
+ * nghttp2 copies and lowercases them. A 100 is not relayed: the request's
+ * Expect never reaches the backend (h2_on_header). More fields than
+ * H2_NV_STACK: dropped, as a 1xx may be. */
+static void h2_req_interim(struct client *c, const struct http1_msg *m)
+{
+	struct h2_stream *st = h2_st(c);
+	struct h2_conn *hc = st->hc;
+	struct http1_fwd_resp f;
+	struct http1_field fl[H2_NV_STACK];
+	nghttp2_nv nv[H2_NV_STACK + 1];
+	char status[4], scratch[256];
+	int n;
+
+	if (m->status <= 100 || m->status > 199 || hc->closed || st->reset || st->closed || st->head_out)
+		return;
+	memset(&f, 0, sizeof(f));
+	n = http1_response_fields(m, &f, fl, H2_NV_STACK, scratch, sizeof(scratch));
+	if (n < 0)
+		return;
+	snprintf(status, sizeof(status), "%d", m->status);
+	nv[0] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)status, 7, 3, NGHTTP2_NV_FLAG_NONE };
+	for (int i = 0; i < n; i++)
+		nv[i + 1] = (nghttp2_nv){ (uint8_t *)fl[i].name.p, (uint8_t *)fl[i].value.p, fl[i].name.len,
+					  fl[i].value.len, NGHTTP2_NV_FLAG_NONE };
+	h2_enter(hc);
+	nghttp2_submit_headers(hc->s, NGHTTP2_FLAG_NONE, st->id, NULL, nv, (size_t)n + 1, NULL);
+	h2_op_leave(hc);
+}
+
 static void h2_req_resume(struct client *c)
 {
 	struct h2_stream *st = h2_st(c);
@@ -1800,6 +1834,7 @@ static const struct req_client_ops h2_req_ops = {
 	.done = h2_req_done,
 	.close = h2_req_close,
 	.head = h2_req_head,
+	.interim = h2_req_interim,
 };
 
 /* ---- the connection's work: start, feed, end streams; write --------------------- */

@@ -473,7 +473,12 @@ void req_response_interim(struct request *rq, const struct http1_msg *resp)
 	struct iovec *v;
 	int room, n;
 
-	if (rq->msg.minor != 1 || rq->client->head)
+	if (rq->client->head) {
+		if (rq->client->interim)
+			rq->client->interim(rq->cl, resp);
+		return;
+	}
+	if (rq->msg.minor != 1)
 		return;
 	memset(&fr, 0, sizeof(fr));
 	v = outq_tail(rq->out, &room);

@@ -75,9 +75,12 @@ struct req_client_ops {
 	/* NULL, or how a backend's final response head (resp, with what f
 	 * adds) goes to a client that does not take it in HTTP/1.1 form
 	 * (HTTP/2: fields, no head to parse again): 0 taken, and the body
-	 * follows in the output queue; -1 it could not be. The client
-	 * gets no interim (1xx) response. */
+	 * follows in the output queue; -1 it could not be. Its interim
+	 * (1xx) responses go to interim. */
 	int (*head)(struct client *c, const struct http1_msg *resp, const struct http1_fwd_resp *f);
+	/* NULL, or how a backend's interim (1xx) response goes to a client
+	 * with a head op (HTTP/2: a HEADERS frame before the final one). */
+	void (*interim)(struct client *c, const struct http1_msg *resp);
 };
 
 struct req_backend_ops {
@@ -188,7 +191,8 @@ void req_tier(struct request *rq, int verdict);
 /* The backend took the body we had: read more from the client. */
 void req_want_body(struct request *rq);
 
-/* Queue an interim (1xx) response for an HTTP/1.1 client; dropped for 1.0. */
+/* Queue an interim (1xx) response for an HTTP/1.1 client, or hand it to
+ * the client's interim op (HTTP/2); dropped for 1.0. */
 void req_response_interim(struct request *rq, const struct http1_msg *resp);
 
 /* A final response head is ready: queue it rewritten per fr (fr->close is

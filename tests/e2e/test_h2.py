@@ -55,6 +55,7 @@ class H2:
         self.buf = b""
         self.closed = False
         self.hlen = {}      # stream id: bytes of its response's header block
+        self.heads = {}     # stream id: [(status, headers)] of every head, interim ones first
         if preface:
             sf = hf.SettingsFrame(0)
             for k, v in (settings or {}).items():
@@ -140,6 +141,7 @@ class H2:
                 h = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v) for k, v in f.fields}
                 r[0] = int(h.get(":status", 0))
                 r[1] = h
+                self.heads.setdefault(f.stream_id, []).append((r[0], h))
                 self.hlen[f.stream_id] = len(f.data)
             elif isinstance(f, hf.DataFrame):
                 r[2] += bytes(f.data)
@@ -720,7 +722,9 @@ def main():
     # a backend's head of 70 fields (more than h2_req_head keeps on its
     # stack), names in mixed case, with a field its Connection names and
     # an interim 103 before it: all of its own fields relayed, lowercased,
-    # in order; the connection's, the 103 and the framing left out
+    # in order; the connection's and the framing left out; the 103 goes
+    # before it as a HEADERS frame of its own (browsers act on Early Hints
+    # over HTTP/2 only)
     many = [(f"X-Many-{i:02d}", f"v{i}") for i in range(70)]
     head = (b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
             b"HTTP/1.1 200 OK\r\nConnection: keep-alive, X-Secret\r\nX-Secret: 1\r\n" +
@@ -741,13 +745,18 @@ def main():
     h = H2(p.port)
     h.get(1, "/h2/many-fields")
     r = h.responses([1])[1]
+    heads = h.heads.get(1, [])
     h.close()
     got = [(k, v) for k, v in r[1].items() if k.startswith("x-many-")]
     t.check(r[0] == 200 and r[2] == b"hello" and got == [(k.lower(), v) for k, v in many] and
             "x-secret" not in r[1] and "connection" not in r[1] and "transfer-encoding" not in r[1] and
             "link" not in r[1] and r[1].get("content-type") == "text/plain",
-            f"70 fields from the backend: all relayed in order, lowercased; the connection's and the 103 not "
+            f"70 fields from the backend: all relayed in order, lowercased; the connection's not, nor the 103's "
             f"(got {r[0]}, {len(got)} of them, {sorted(k for k in r[1] if not k.startswith('x-many-'))})")
+    t.check([st for st, _ in heads] == [103, 200] and
+            heads[0][1] == {":status": "103", "link": "</a.css>; rel=preload"},
+            "the backend's 103 Early Hints: a HEADERS frame of its own before the 200's, its Link field with it",
+            heads[:1])
     harness.stop_pid(p.proc)
     fake.stop()
 
