@@ -1744,7 +1744,7 @@ static void h2_req_interim(struct client *c, const struct http1_msg *m)
 	char status[4], scratch[256];
 	int n;
 
-	if (m->status <= 100 || m->status > 199 || hc->closed || st->reset || st->closed || st->head_out)
+	if (m->status == 100 || hc->closed || st->reset || st->closed || st->head_out)
 		return;
 	memset(&f, 0, sizeof(f));
 	n = http1_response_fields(m, &f, fl, H2_NV_STACK, scratch, sizeof(scratch));
@@ -1908,9 +1908,6 @@ static void h2_stream_start(struct h2_stream *st)
 	req_serve(&st->rq);
 }
 
-/* One round over the streams: start those whose head came, give the
- * request its new body bytes, end those the session closed, free those
- * done with. Returns whether it did anything. */
 /* What a stream's flags ask for: start it, feed it, release what went
  * out, end it, free it. Returns whether it did something. */
 static bool h2_settle_one(struct h2_conn *hc, struct h2_stream *st)
@@ -1962,6 +1959,10 @@ static bool h2_settle_one(struct h2_conn *hc, struct h2_stream *st)
 	return did;
 }
 
+/* One round over the streams with work (h2_due's list; all of them when
+ * due_all is set): start those whose head came, give the request its new
+ * body bytes, end those the session closed, free those done with.
+ * Returns whether it did anything. */
 static bool h2_settle(struct h2_conn *hc)
 {
 	bool did = false;
@@ -2200,7 +2201,7 @@ static void h2_close_now(struct h2_conn *hc)
 	worker_conn_closed(hc->w);
 	/* the output is dropped: no slice of a stream is held any more; the
 	 * streams end at the next turn (or as the handler running unwinds) */
-	for (struct h2_stream *st = hc->streams; st; st = st->next)
+	for (struct h2_stream *st = hc->wq_first; st; st = st->wq_next)
 		st->in_wq = false;
 	hc->wq_first = NULL;
 	deadline_set(&c->tev, 0);

@@ -732,13 +732,8 @@ def main():
             b"Content-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
 
     def many_fields(fake, sock, n):
-        buf = b""
-        while True:
-            line, buf = harness.recv_line(sock, buf)
-            if line is None:
-                return
-            if line == b"":
-                sock.sendall(head)
+        for _ in fake.requests(sock):
+            sock.sendall(head)
 
     fake = harness.Fake(many_fields)
     p = harness.Proxy(RP, harness.conf_text([("fake", fake.port)], proxy={"workers": 1}), "h2many")
