@@ -26,7 +26,8 @@ test) want+=(clang libclang-rt-14-dev iproute2 util-linux
             python3-h2 nghttp2-client      # test_h2: frames, nghttp
             hitch openssl sslscan testssl.sh # test_tls: a terminator in front; test_tls_review
             wrk) ;;                        # tests/bench/soak.sh
-bench) want+=(haproxy nginx-light wrk varnish nghttp2-client openssl) ;;
+bench) want+=(haproxy nginx-light wrk varnish nghttp2-client openssl
+       python3-h2) ;;                 # h2.sh's idle connections, h2flood.py
 cachetests) want+=(nodejs iproute2 util-linux)
 	# a nodejs from elsewhere (NodeSource's) carries its own npm and conflicts
 	# with Debian's npm package

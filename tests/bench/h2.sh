@@ -53,77 +53,6 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T
 	-out "$TMP/tls/c.crt" -days 30 -subj /CN=localhost -addext subjectAltName=IP:127.0.0.1 2>/dev/null
 cat "$TMP/tls/c.crt" "$TMP/tls/k.key" >"$TMP/tls/10-bench.pem"
 
-# start_proxy NAME MODE SCHEME: starts it on PORT (h2c, or TLS with ALPN
-# h2 when SCHEME is tls), sets PP (its PIDs) and URL
-start_proxy() {
-	local name=$1 mode=$2 scheme=$3 cache listen tls="" hbind ngl
-	read -r PORT PLAIN <<<"$(bench_free_ports 2)"
-	URL=http://127.0.0.1:$PORT listen=$PORT hbind="proto h2" ngl="http2"
-	if [ "$scheme" = tls ]; then
-		URL=https://127.0.0.1:$PORT listen=$PLAIN
-		tls="[tls]
-listen = 127.0.0.1:$PORT
-certs = $TMP/tls/*.pem"
-		hbind="ssl crt $TMP/tls/10-bench.pem alpn h2,http/1.1"
-		ngl="ssl http2; ssl_certificate $TMP/tls/c.crt; ssl_certificate_key $TMP/tls/k.key"
-	fi
-	case $name in
-	ringproxy)
-		cache="size = 0"
-		[ "$mode" = hit ] && cache="size = 64m
-min_uses = 1"
-		cat >"$TMP/rp.ini" <<EOF
-[proxy]
-listen = 127.0.0.1:$listen
-workers = $WORKERS
-# 1000 streams in flight need as many backend connections: kept, not
-# reopened (HAProxy keeps its idle ones too)
-pool_size = 1024
-[cache]
-$cache
-# h2load does not reconnect after a GOAWAY (NGINX's keepalive_requests is
-# raised the same way in lib.sh)
-[h2]
-max_requests = 100000000
-[backend cache-0]
-url = http://127.0.0.1:$BE
-$tls
-EOF
-		"$RP" -c "$TMP/rp.ini" 2>"$TMP/rp.log" &
-		PP=($!) ;;
-	haproxy)
-		{
-			bench_haproxy_head
-			[ "$mode" = hit ] && printf 'cache c\n\ttotal-max-size 64\n\tmax-age 3600\n'
-			printf 'frontend f\n\tbind 127.0.0.1:%s %s\n\tdefault_backend b\n' "$PORT" "$hbind"
-			printf 'backend b\n'
-			[ "$mode" = hit ] && printf '\thttp-request cache-use c\n\thttp-response cache-store c\n'
-			printf '\tserver s 127.0.0.1:%s\n' "$BE"
-		} >"$TMP/haproxy.cfg"
-		haproxy -f "$TMP/haproxy.cfg" -db >"$TMP/haproxy.log" 2>&1 &
-		PP=($!) ;;
-	nginx)
-		{
-			bench_nginx_head
-			[ "$mode" = hit ] && echo "proxy_cache_path $TMP/nginx/cache keys_zone=c:10m;"
-			echo "upstream b { server 127.0.0.1:$BE; keepalive 64; }"
-			echo "server { listen 127.0.0.1:$PORT $ngl; location / { proxy_pass http://b;"
-			echo "proxy_http_version 1.1; proxy_set_header Connection \"\";"
-			[ "$mode" = hit ] && echo "proxy_cache c; proxy_cache_valid 200 1h;"
-			echo "} } }"
-		} >"$TMP/nginx/nginx.conf"
-		nginx -c "$TMP/nginx/nginx.conf" -p "$TMP/nginx" >"$TMP/nginx.log" 2>&1 &
-		PP=($!) ;;
-	esac
-	PIDS+=("${PP[@]}")
-	# HAProxy's "proto h2" bind speaks only HTTP/2: ask in it
-	bench_wait_h2 "$URL" "${PP[0]}"
-	# NGINX's workers are its master's children
-	if [ "$name" = nginx ]; then
-		sleep 0.3
-		PP+=($(pgrep -P "${PP[0]}" || true))
-	fi
-}
 
 # conn_memory SCHEME: bytes one more h2 connection holds once 100 streams
 # are done on it and it is idle: "NEXT FIRST", the RSS growth over a second
@@ -204,10 +133,10 @@ for mode in $MODES; do
 		load=(-c 10 -m 100)
 		if [ "$scheme" = h1tls ]; then
 			load=(--h1 -c "$H1CONNS" -m 1)
-			start_proxy "$name" "$mode" tls
+			bench_h2_proxy "$name" "$mode" tls
 			mem="- -"
 		else
-			start_proxy "$name" "$mode" "$scheme"
+			bench_h2_proxy "$name" "$mode" "$scheme"
 			# memory first, on a fresh process: after the load runs, the
 			# heap holds the freed memory of 1000 streams in flight, and
 			# new idle connections fit in it unseen (every proxy then

@@ -148,6 +148,82 @@ bench_wait_h2() {
 	exit 1
 }
 
+# bench_h2_proxy NAME MODE SCHEME: ringproxy, haproxy or nginx serving
+# HTTP/2 on PORT (h2c, or TLS with ALPN h2 when SCHEME is tls, with
+# $TMP/tls/10-bench.pem, or c.crt and k.key for NGINX), WORKERS threads or
+# processes, in front of the test cache on port BE; MODE forward (no cache)
+# or hit (each one's cache). Sets PORT, URL and PP (its PIDs, also in
+# PIDS). For h2.sh and h2flood.sh.
+bench_h2_proxy() {
+	local name=$1 mode=$2 scheme=$3 cache listen tls="" hbind ngl
+	read -r PORT PLAIN <<<"$(bench_free_ports 2)"
+	URL=http://127.0.0.1:$PORT listen=$PORT hbind="proto h2" ngl="http2"
+	if [ "$scheme" = tls ]; then
+		URL=https://127.0.0.1:$PORT listen=$PLAIN
+		tls="[tls]
+listen = 127.0.0.1:$PORT
+certs = $TMP/tls/*.pem"
+		hbind="ssl crt $TMP/tls/10-bench.pem alpn h2,http/1.1"
+		ngl="ssl http2; ssl_certificate $TMP/tls/c.crt; ssl_certificate_key $TMP/tls/k.key"
+	fi
+	case $name in
+	ringproxy)
+		cache="size = 0"
+		[ "$mode" = hit ] && cache="size = 64m
+min_uses = 1"
+		cat >"$TMP/rp.ini" <<EOF
+[proxy]
+listen = 127.0.0.1:$listen
+workers = $WORKERS
+# 1000 streams in flight need as many backend connections: kept, not
+# reopened (HAProxy keeps its idle ones too)
+pool_size = 1024
+[cache]
+$cache
+# h2load does not reconnect after a GOAWAY (NGINX's keepalive_requests is
+# raised the same way in lib.sh)
+[h2]
+max_requests = 100000000
+[backend cache-0]
+url = http://127.0.0.1:$BE
+$tls
+EOF
+		"$RP" -c "$TMP/rp.ini" 2>"$TMP/rp.log" &
+		PP=($!) ;;
+	haproxy)
+		{
+			bench_haproxy_head
+			[ "$mode" = hit ] && printf 'cache c\n\ttotal-max-size 64\n\tmax-age 3600\n'
+			printf 'frontend f\n\tbind 127.0.0.1:%s %s\n\tdefault_backend b\n' "$PORT" "$hbind"
+			printf 'backend b\n'
+			[ "$mode" = hit ] && printf '\thttp-request cache-use c\n\thttp-response cache-store c\n'
+			printf '\tserver s 127.0.0.1:%s\n' "$BE"
+		} >"$TMP/haproxy.cfg"
+		haproxy -f "$TMP/haproxy.cfg" -db >"$TMP/haproxy.log" 2>&1 &
+		PP=($!) ;;
+	nginx)
+		{
+			bench_nginx_head
+			[ "$mode" = hit ] && echo "proxy_cache_path $TMP/nginx/cache keys_zone=c:10m;"
+			echo "upstream b { server 127.0.0.1:$BE; keepalive 64; }"
+			echo "server { listen 127.0.0.1:$PORT $ngl; location / { proxy_pass http://b;"
+			echo "proxy_http_version 1.1; proxy_set_header Connection \"\";"
+			[ "$mode" = hit ] && echo "proxy_cache c; proxy_cache_valid 200 1h;"
+			echo "} } }"
+		} >"$TMP/nginx/nginx.conf"
+		nginx -c "$TMP/nginx/nginx.conf" -p "$TMP/nginx" >"$TMP/nginx.log" 2>&1 &
+		PP=($!) ;;
+	esac
+	PIDS+=("${PP[@]}")
+	# HAProxy's "proto h2" bind speaks only HTTP/2: ask in it
+	bench_wait_h2 "$URL" "${PP[0]}"
+	# NGINX's workers are its master's children
+	if [ "$name" = nginx ]; then
+		sleep 0.3
+		PP+=($(pgrep -P "${PP[0]}" || true))
+	fi
+}
+
 # bench_cpu_ticks PID...: "utime stime" in clock ticks, summed.
 bench_cpu_ticks() {
 	local u=0 s=0 p line f
